@@ -1,0 +1,245 @@
+// Package transport holds replog's wire messages, their binary codec, the
+// TCP (and TLS) transport that carries them between nodes, and an in-memory
+// network with the same interface for tests.
+//
+// Messages are one-way: a fetch response is a message like any other, tied
+// to its request by FetchID. That keeps the protocol core free of blocking
+// calls, and a fetch parked at the leader never holds up a vote or an
+// append between the same two nodes.
+package transport
+
+import (
+	"fmt"
+
+	"github.com/replog-io/replog/storage"
+)
+
+// Message is one protocol message between two nodes. Body is one of the
+// pointer types below (*FetchRequest, *FetchResponse, *VoteRequest,
+// *VoteResponse, *BeginEpoch, *AppendRequest, *AppendResponse).
+type Message struct {
+	From string
+	To   string
+	Body Body
+}
+
+// String formats the message for logs and traces.
+func (m Message) String() string {
+	return fmt.Sprintf("%s->%s %s", m.From, m.To, m.Body)
+}
+
+// Body is implemented by every message body type. The unexported method
+// closes the set: the codec knows every type.
+type Body interface {
+	fmt.Stringer
+	Kind() Kind
+	isBody()
+}
+
+// Kind identifies a body type on the wire. Values are part of the wire
+// format: never renumber.
+type Kind uint8
+
+// Body kinds.
+const (
+	KindFetchRequest   Kind = 1
+	KindFetchResponse  Kind = 2
+	KindVoteRequest    Kind = 3
+	KindVoteResponse   Kind = 4
+	KindBeginEpoch     Kind = 5
+	KindAppendRequest  Kind = 6
+	KindAppendResponse Kind = 7
+)
+
+// FetchRequest is sent by a follower (voter or observer) to the leader it
+// knows. FetchOffset is the follower's LEO; LastFetchedEpoch is the epoch of
+// the follower's entry at FetchOffset-1 (0 if it has none).
+type FetchRequest struct {
+	// FetchID ties the response to this request; followers drop responses
+	// whose FetchID is not their outstanding one.
+	FetchID          uint64
+	ReplicaID        string
+	CurrentEpoch     uint64
+	FetchOffset      uint64
+	LastFetchedEpoch uint64
+	MaxBytes         uint32
+	// MaxWaitMs is how long the leader may park a fetch that finds nothing.
+	MaxWaitMs uint32
+}
+
+// FetchError is the outcome carried by a FetchResponse.
+type FetchError uint8
+
+// Fetch outcomes. Values are part of the wire format.
+const (
+	FetchOK FetchError = 0
+	// FetchFencedEpoch: the request's CurrentEpoch is below the leader's.
+	// LeaderID and Epoch name the current leader.
+	FetchFencedEpoch FetchError = 1
+	// FetchDivergingEpoch: the follower's log diverges; truncate to
+	// min(DivergingEndOffset, own EndOffsetForEpoch(DivergingEpoch).end).
+	FetchDivergingEpoch FetchError = 2
+	// FetchOffsetOutOfRange: FetchOffset is below LogStartOffset.
+	FetchOffsetOutOfRange FetchError = 3
+	// FetchNotLeader: the receiver is not the leader of CurrentEpoch;
+	// LeaderID (if known) and Epoch are its view.
+	FetchNotLeader FetchError = 4
+)
+
+// String names the outcome.
+func (e FetchError) String() string {
+	switch e {
+	case FetchOK:
+		return "ok"
+	case FetchFencedEpoch:
+		return "fenced-epoch"
+	case FetchDivergingEpoch:
+		return "diverging-epoch"
+	case FetchOffsetOutOfRange:
+		return "offset-out-of-range"
+	case FetchNotLeader:
+		return "not-leader"
+	}
+	return fmt.Sprintf("fetch-error(%d)", uint8(e))
+}
+
+// FetchResponse answers a FetchRequest.
+type FetchResponse struct {
+	FetchID  uint64
+	LeaderID string
+	Epoch    uint64
+	Error    FetchError
+	// DivergingEpoch and DivergingEndOffset are set with FetchDivergingEpoch.
+	DivergingEpoch     uint64
+	DivergingEndOffset uint64
+	HighWatermark      uint64
+	LogStartOffset     uint64
+	// Entries start at the request's FetchOffset (empty if none).
+	Entries []storage.Entry
+}
+
+// VoteRequest asks for a vote (or a pre-vote) in Epoch.
+type VoteRequest struct {
+	Epoch       uint64
+	CandidateID string
+	LastEpoch   uint64
+	LEO         uint64
+	PreVote     bool
+}
+
+// VoteResponse answers a VoteRequest.
+type VoteResponse struct {
+	Epoch   uint64
+	VoterID string
+	Granted bool
+	PreVote bool
+	// LeaderID is the responder's known leader of Epoch, if any.
+	LeaderID string
+}
+
+// BeginEpoch is sent by a new leader to every voter.
+type BeginEpoch struct {
+	Epoch    uint64
+	LeaderID string
+}
+
+// AppendRequest forwards appends from a follower to the leader.
+type AppendRequest struct {
+	// RequestID is unique per sender; the response carries it back.
+	RequestID uint64
+	Records   [][]byte
+}
+
+// AppendError is the outcome carried by an AppendResponse.
+type AppendError uint8
+
+// Append outcomes. Values are part of the wire format.
+const (
+	AppendOK AppendError = 0
+	// AppendNotLeader: the receiver is not the leader; LeaderID names the
+	// leader it knows, if any. The records were not appended.
+	AppendNotLeader AppendError = 1
+	// AppendUnknown: the records may or may not have been appended (the
+	// leader lost leadership before they committed).
+	AppendUnknown AppendError = 2
+	// AppendTooLarge: a record exceeds the leader's limit; nothing appended.
+	AppendTooLarge AppendError = 3
+)
+
+// String names the outcome.
+func (e AppendError) String() string {
+	switch e {
+	case AppendOK:
+		return "ok"
+	case AppendNotLeader:
+		return "not-leader"
+	case AppendUnknown:
+		return "unknown"
+	case AppendTooLarge:
+		return "too-large"
+	}
+	return fmt.Sprintf("append-error(%d)", uint8(e))
+}
+
+// AppendResponse answers an AppendRequest once its records are committed
+// (FirstOffset is the offset of the first record), or with an error.
+type AppendResponse struct {
+	RequestID   uint64
+	Error       AppendError
+	LeaderID    string
+	FirstOffset uint64
+}
+
+// Kind implements Body.
+func (*FetchRequest) Kind() Kind   { return KindFetchRequest }
+func (*FetchResponse) Kind() Kind  { return KindFetchResponse }
+func (*VoteRequest) Kind() Kind    { return KindVoteRequest }
+func (*VoteResponse) Kind() Kind   { return KindVoteResponse }
+func (*BeginEpoch) Kind() Kind     { return KindBeginEpoch }
+func (*AppendRequest) Kind() Kind  { return KindAppendRequest }
+func (*AppendResponse) Kind() Kind { return KindAppendResponse }
+
+func (*FetchRequest) isBody()   {}
+func (*FetchResponse) isBody()  {}
+func (*VoteRequest) isBody()    {}
+func (*VoteResponse) isBody()   {}
+func (*BeginEpoch) isBody()     {}
+func (*AppendRequest) isBody()  {}
+func (*AppendResponse) isBody() {}
+
+func (m *FetchRequest) String() string {
+	return fmt.Sprintf("Fetch{id=%d replica=%s epoch=%d offset=%d lastEpoch=%d}",
+		m.FetchID, m.ReplicaID, m.CurrentEpoch, m.FetchOffset, m.LastFetchedEpoch)
+}
+
+func (m *FetchResponse) String() string {
+	s := fmt.Sprintf("FetchResp{id=%d leader=%s epoch=%d %s hw=%d start=%d entries=%d",
+		m.FetchID, m.LeaderID, m.Epoch, m.Error, m.HighWatermark, m.LogStartOffset, len(m.Entries))
+	if m.Error == FetchDivergingEpoch {
+		s += fmt.Sprintf(" diverging=(%d,%d)", m.DivergingEpoch, m.DivergingEndOffset)
+	}
+	return s + "}"
+}
+
+func (m *VoteRequest) String() string {
+	return fmt.Sprintf("Vote{epoch=%d cand=%s last=(%d,%d) pre=%t}",
+		m.Epoch, m.CandidateID, m.LastEpoch, m.LEO, m.PreVote)
+}
+
+func (m *VoteResponse) String() string {
+	return fmt.Sprintf("VoteResp{epoch=%d voter=%s granted=%t pre=%t leader=%s}",
+		m.Epoch, m.VoterID, m.Granted, m.PreVote, m.LeaderID)
+}
+
+func (m *BeginEpoch) String() string {
+	return fmt.Sprintf("BeginEpoch{epoch=%d leader=%s}", m.Epoch, m.LeaderID)
+}
+
+func (m *AppendRequest) String() string {
+	return fmt.Sprintf("Append{id=%d records=%d}", m.RequestID, len(m.Records))
+}
+
+func (m *AppendResponse) String() string {
+	return fmt.Sprintf("AppendResp{id=%d %s leader=%s first=%d}",
+		m.RequestID, m.Error, m.LeaderID, m.FirstOffset)
+}

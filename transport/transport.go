@@ -1,0 +1,42 @@
+package transport
+
+import "errors"
+
+// Transport carries Messages between nodes. Implementations: TCP (this
+// package's NewTCP) and the in-memory Network for tests.
+//
+// Delivery is best effort: a message may be dropped (no connection, queue
+// full, peer down), but messages from one node to another that are
+// delivered arrive in the order they were sent. The protocol tolerates loss.
+type Transport interface {
+	// Send queues m for m.To and returns without blocking on the network.
+	// It returns ErrUnknownPeer if m.To cannot be resolved to an address and
+	// ErrClosed after Close; other failures are dropped and logged. The
+	// transport takes ownership of m (the caller must not modify its Body
+	// afterwards).
+	Send(m Message) error
+	// Receive returns the channel of inbound messages. It is closed by
+	// Close. Received messages are owned by the receiver.
+	Receive() <-chan Message
+	// Close stops the transport, closes connections and waits for its
+	// goroutines. It is safe to call more than once.
+	Close() error
+}
+
+// Resolver maps a node ID to its RPC address ("host:port"). The TCP
+// transport calls it for every new connection, so addresses learned later
+// (from gossip) are used. ok is false when the node is unknown.
+type Resolver func(nodeID string) (addr string, ok bool)
+
+// Transport errors.
+var (
+	ErrClosed      = errors.New("replog: transport closed")
+	ErrUnknownPeer = errors.New("replog: unknown peer")
+	// ErrWrongCluster: the peer's handshake named another cluster ID.
+	ErrWrongCluster = errors.New("replog: peer belongs to another cluster")
+	// ErrFrameTooLarge: a frame above the maximum size was sent or received.
+	ErrFrameTooLarge = errors.New("replog: frame too large")
+	// ErrBadFrame: a frame could not be decoded (bad magic, version, kind,
+	// lengths or checksum).
+	ErrBadFrame = errors.New("replog: malformed frame")
+)
