@@ -22,23 +22,27 @@ type Role = replica.Role
 
 // Status is a snapshot of a node's replication state.
 type Status struct {
-	NodeID   string
-	Role     string
-	Epoch    uint64
-	LeaderID string
+	NodeID string `json:"node_id"`
+	// Role is "leader", "follower", "prospective", "candidate" or
+	// "observer".
+	Role     string `json:"role"`
+	Epoch    uint64 `json:"epoch"`
+	LeaderID string `json:"leader_id"`
+	// Voters is the configured voter list.
+	Voters []string `json:"voters"`
 	// LEO is the log end offset (written or being written); HW the high
 	// watermark: offsets below it are committed and readable.
-	LEO           uint64
-	DurableLEO    uint64
-	HighWatermark uint64
-	LogStart      uint64
+	LEO           uint64 `json:"leo"`
+	DurableLEO    uint64 `json:"durable_leo"`
+	HighWatermark uint64 `json:"hw"`
+	LogStart      uint64 `json:"log_start"`
 	// RemoteLEO is, on the leader, each other voter's LEO as the leader
 	// knows it; nil on other nodes.
-	RemoteLEO map[string]uint64
+	RemoteLEO map[string]uint64 `json:"remote_leo,omitempty"`
 	// RPCAddr is the transport's bound address ("" for a single node).
-	RPCAddr string
+	RPCAddr string `json:"rpc_addr"`
 	// GossipAddr is memberlist's bound address ("" without gossip).
-	GossipAddr string
+	GossipAddr string `json:"gossip_addr"`
 }
 
 // Log is a handle on this node's replica of the replicated log.
