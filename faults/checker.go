@@ -1,0 +1,380 @@
+package faults
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Anomaly kinds the checker reports.
+const (
+	// LostWrite: an append acknowledged at offset o is missing at o, or
+	// something else is there, on some node's final log.
+	LostWrite = "lost-write"
+	// InconsistentOffset: two nodes showed different entries at one
+	// committed offset (in their final logs or to readers).
+	InconsistentOffset = "inconsistent-offset"
+	// NonMonotonicRead: a reader's offsets went back (or repeated), or
+	// skipped an offset that holds a committed data entry.
+	NonMonotonicRead = "non-monotonic-read"
+	// UncommittedRead: a reader saw an entry that is not at that offset in
+	// every node's final log.
+	UncommittedRead = "uncommitted-read"
+	// Duplicate: one payload at two offsets, although no append of it was
+	// ever retried.
+	Duplicate = "duplicate"
+	// DuplicateRetried: one payload at two offsets after an append whose
+	// first try had an unknown outcome was retried (at-least-once is the
+	// most the API promises for retries; counted apart for that reason).
+	DuplicateRetried = "duplicate-retried"
+	// FailedPresent: a payload all of whose appends failed is in the log
+	// (a "failed" outcome must mean "definitely not appended").
+	FailedPresent = "failed-write-present"
+	// Phantom: a payload no client ever appended is in the log.
+	Phantom = "phantom-write"
+	// NotConverged: after healing, a node's final log or HW differs from
+	// the others'.
+	NotConverged = "not-converged"
+)
+
+// AnomalyKinds lists every kind, in report order.
+var AnomalyKinds = []string{LostWrite, InconsistentOffset, NonMonotonicRead, UncommittedRead,
+	Duplicate, DuplicateRetried, FailedPresent, Phantom, NotConverged}
+
+// Anomaly is one violation found by Check, with the operations involved.
+type Anomaly struct {
+	Kind    string
+	Offset  uint64
+	Payload string
+	// Ops are the appends involved (all attempts of the payload).
+	Ops []Op
+	// Reads are the reads involved (at most a few).
+	Reads []Read
+	// Detail says what was seen where.
+	Detail string
+}
+
+func (a Anomaly) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s @%d", a.Kind, a.Offset)
+	if a.Payload != "" {
+		fmt.Fprintf(&b, " %q", a.Payload)
+	}
+	if a.Detail != "" {
+		fmt.Fprintf(&b, ": %s", a.Detail)
+	}
+	for _, o := range a.Ops {
+		fmt.Fprintf(&b, "\n    %v", o)
+	}
+	for _, r := range a.Reads {
+		fmt.Fprintf(&b, "\n    %v", r)
+	}
+	return b.String()
+}
+
+// Result is the checker's verdict.
+type Result struct {
+	Anomalies []Anomaly
+	// Counts counts anomalies per kind.
+	Counts map[string]int
+}
+
+// OK reports whether no anomaly was found.
+func (r Result) OK() bool { return len(r.Anomalies) == 0 }
+
+// Summary is a one-line count of every kind.
+func (r Result) Summary() string {
+	var parts []string
+	for _, k := range AnomalyKinds {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, r.Counts[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Print writes the summary and up to perKind anomalies of each kind.
+func (r Result) Print(w io.Writer, perKind int) {
+	fmt.Fprintf(w, "anomalies: %d (%s)\n", len(r.Anomalies), r.Summary())
+	shown := map[string]int{}
+	for _, a := range r.Anomalies {
+		if shown[a.Kind] >= perKind {
+			continue
+		}
+		shown[a.Kind]++
+		fmt.Fprintf(w, "  %v\n", a)
+	}
+}
+
+type nodeLog struct {
+	node string
+	hw   uint64
+	at   map[uint64]LogEntry
+}
+
+// Check looks for anomalies in a run: the client ops, the readers' reads
+// (in the order each reader saw them) and the final logs of every node
+// taken after the cluster was healed and quiet. Unknown-outcome appends
+// may be present once or absent; acknowledged ones must be at their offset
+// on every node; failed ones must be absent.
+func Check(ops []Op, reads []Read, finals []FinalLog) Result {
+	res := Result{Counts: map[string]int{}}
+	add := func(a Anomaly) {
+		res.Anomalies = append(res.Anomalies, a)
+		res.Counts[a.Kind]++
+	}
+
+	byPayload := map[string][]Op{}
+	for _, o := range ops {
+		byPayload[o.Payload] = append(byPayload[o.Payload], o)
+	}
+	logs := make([]nodeLog, len(finals))
+	dataAt := map[uint64]bool{} // offsets holding a data entry on some node
+	for i, f := range finals {
+		l := nodeLog{node: f.Node, hw: f.HW, at: map[uint64]LogEntry{}}
+		for _, e := range f.Entries {
+			l.at[e.Offset] = e
+			dataAt[e.Offset] = true
+		}
+		logs[i] = l
+	}
+	describe := func(l nodeLog, off uint64) string {
+		if e, ok := l.at[off]; ok {
+			return fmt.Sprintf("%s has %q", l.node, e.Payload)
+		}
+		if off >= l.hw {
+			return fmt.Sprintf("%s has nothing (hw=%d)", l.node, l.hw)
+		}
+		return fmt.Sprintf("%s has no data entry", l.node)
+	}
+
+	// Convergence: every final log equals the first one.
+	for _, l := range logs[min(1, len(logs)):] {
+		ref := logs[0]
+		if d := diffLogs(ref, l); d != "" {
+			add(Anomaly{Kind: NotConverged, Detail: fmt.Sprintf("%s vs %s: %s", ref.node, l.node, d)})
+		}
+	}
+
+	// Lost writes: each acknowledged append at its offset on every node.
+	for _, o := range ops {
+		if o.Outcome != OK {
+			continue
+		}
+		var bad []string
+		for _, l := range logs {
+			if e, ok := l.at[o.Offset]; !ok || e.Payload != o.Payload {
+				bad = append(bad, describe(l, o.Offset))
+			}
+		}
+		if len(bad) > 0 {
+			add(Anomaly{Kind: LostWrite, Offset: o.Offset, Payload: o.Payload, Ops: byPayload[o.Payload],
+				Detail: "acked here, but " + strings.Join(bad, "; ")})
+		}
+	}
+
+	// Inconsistent offsets: per offset, which nodes showed which payload.
+	type shown struct {
+		nodes map[string]bool
+		reads []Read
+	}
+	at := map[uint64]map[string]*shown{}
+	see := func(off uint64, payload, node string, r *Read) {
+		m := at[off]
+		if m == nil {
+			m = map[string]*shown{}
+			at[off] = m
+		}
+		s := m[payload]
+		if s == nil {
+			s = &shown{nodes: map[string]bool{}}
+			m[payload] = s
+		}
+		s.nodes[node] = true
+		if r != nil && len(s.reads) < 3 {
+			s.reads = append(s.reads, *r)
+		}
+	}
+	for _, l := range logs {
+		for off, e := range l.at {
+			see(off, e.Payload, l.node, nil)
+		}
+	}
+	for i := range reads {
+		see(reads[i].Offset, reads[i].Payload, reads[i].Node, &reads[i])
+	}
+	for _, off := range sortedKeys(at) {
+		m := at[off]
+		if len(m) < 2 || !differentNodes(m, func(s *shown) map[string]bool { return s.nodes }) {
+			continue
+		}
+		a := Anomaly{Kind: InconsistentOffset, Offset: off}
+		var parts []string
+		for _, p := range sortedKeys(m) {
+			parts = append(parts, fmt.Sprintf("%q on %s", p, strings.Join(sortedKeys(m[p].nodes), ",")))
+			a.Ops = append(a.Ops, byPayload[p]...)
+			a.Reads = append(a.Reads, m[p].reads...)
+		}
+		a.Detail = strings.Join(parts, " vs ")
+		add(a)
+	}
+
+	// Reader order and uncommitted reads.
+	var readers []int
+	byReader := map[int][]Read{}
+	for _, r := range reads {
+		if _, ok := byReader[r.Reader]; !ok {
+			readers = append(readers, r.Reader)
+		}
+		byReader[r.Reader] = append(byReader[r.Reader], r)
+	}
+	sort.Ints(readers)
+	for _, id := range readers {
+		var next uint64
+		var prev *Read
+		for i, r := range byReader[id] {
+			switch {
+			case r.Offset < next:
+				a := Anomaly{Kind: NonMonotonicRead, Offset: r.Offset, Payload: r.Payload,
+					Detail: fmt.Sprintf("reader went back from %d to %d", next-1, r.Offset)}
+				if prev != nil {
+					a.Reads = append(a.Reads, *prev)
+				}
+				a.Reads = append(a.Reads, r)
+				add(a)
+			case r.Offset > next:
+				var skipped []string
+				for o := next; o < r.Offset; o++ {
+					if dataAt[o] {
+						skipped = append(skipped, fmt.Sprint(o))
+						if len(skipped) == 10 {
+							skipped = append(skipped, "...")
+							break
+						}
+					}
+				}
+				if len(skipped) > 0 {
+					a := Anomaly{Kind: NonMonotonicRead, Offset: r.Offset, Payload: r.Payload,
+						Detail: fmt.Sprintf("reader skipped committed offsets %s", strings.Join(skipped, ","))}
+					if prev != nil {
+						a.Reads = append(a.Reads, *prev)
+					}
+					a.Reads = append(a.Reads, r)
+					add(a)
+				}
+			}
+			next = max(next, r.Offset+1)
+			prev = &byReader[id][i]
+
+			var bad []string
+			for _, l := range logs {
+				if e, ok := l.at[r.Offset]; !ok || e.Payload != r.Payload {
+					bad = append(bad, describe(l, r.Offset))
+				}
+			}
+			if len(bad) > 0 {
+				add(Anomaly{Kind: UncommittedRead, Offset: r.Offset, Payload: r.Payload, Ops: byPayload[r.Payload],
+					Reads: []Read{r}, Detail: "read, but finally " + strings.Join(bad, "; ")})
+			}
+		}
+	}
+
+	// Duplicates, failed-but-present and phantom payloads.
+	offsetsOf := map[string]map[uint64]bool{}
+	for _, l := range logs {
+		for off, e := range l.at {
+			if offsetsOf[e.Payload] == nil {
+				offsetsOf[e.Payload] = map[uint64]bool{}
+			}
+			offsetsOf[e.Payload][off] = true
+		}
+	}
+	for _, p := range sortedKeys(offsetsOf) {
+		offs := sortedKeys(offsetsOf[p])
+		pops := byPayload[p]
+		if len(pops) == 0 {
+			add(Anomaly{Kind: Phantom, Offset: offs[0], Payload: p, Detail: fmt.Sprintf("at offsets %v, never appended", offs)})
+			continue
+		}
+		if len(offs) > 1 {
+			kind := Duplicate
+			for _, o := range pops {
+				if o.Attempt > 0 {
+					kind = DuplicateRetried
+				}
+			}
+			add(Anomaly{Kind: kind, Offset: offs[0], Payload: p, Ops: pops, Detail: fmt.Sprintf("at offsets %v", offs)})
+		}
+		allFailed := true
+		for _, o := range pops {
+			if o.Outcome != Failed {
+				allFailed = false
+			}
+		}
+		if allFailed {
+			add(Anomaly{Kind: FailedPresent, Offset: offs[0], Payload: p, Ops: pops, Detail: fmt.Sprintf("at offsets %v", offs)})
+		}
+	}
+
+	sort.SliceStable(res.Anomalies, func(i, j int) bool {
+		a, b := res.Anomalies[i], res.Anomalies[j]
+		if a.Kind != b.Kind {
+			return kindRank(a.Kind) < kindRank(b.Kind)
+		}
+		return a.Offset < b.Offset
+	})
+	return res
+}
+
+func kindRank(k string) int {
+	for i, x := range AnomalyKinds {
+		if x == k {
+			return i
+		}
+	}
+	return len(AnomalyKinds)
+}
+
+// diffLogs describes the first difference between two final logs, "" if
+// they are equal.
+func diffLogs(a, b nodeLog) string {
+	if a.hw != b.hw {
+		return fmt.Sprintf("hw %d vs %d", a.hw, b.hw)
+	}
+	if len(a.at) != len(b.at) {
+		return fmt.Sprintf("%d vs %d entries", len(a.at), len(b.at))
+	}
+	for _, off := range sortedKeys(a.at) {
+		if e, ok := b.at[off]; !ok || e != a.at[off] {
+			return fmt.Sprintf("first difference at offset %d", off)
+		}
+	}
+	return ""
+}
+
+// differentNodes reports whether two different payloads were shown by two
+// different nodes (one node showing two payloads over time is an
+// uncommitted read, not an inconsistency between nodes).
+func differentNodes[S any](m map[string]S, nodes func(S) map[string]bool) bool {
+	keys := sortedKeys(m)
+	for i, p := range keys {
+		for _, q := range keys[i+1:] {
+			for x := range nodes(m[p]) {
+				for y := range nodes(m[q]) {
+					if x != y {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+func sortedKeys[K interface{ ~string | ~uint64 }, V any](m map[K]V) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}

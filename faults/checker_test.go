@@ -1,0 +1,171 @@
+package faults
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// cleanRun is a small hand-made run with no anomaly: offset 1 is a control
+// entry (readers skip it), "b" (unknown) is absent, "c" (unknown) present,
+// "d" failed and absent, "f" was retried after an unknown outcome and
+// landed once.
+func cleanRun() ([]Op, []Read, []FinalLog) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	ops := []Op{
+		{ID: 0, Process: 0, Node: "n1", Payload: "a", Invoke: ms(0), Complete: ms(5), Outcome: OK, Offset: 0},
+		{ID: 1, Process: 1, Node: "n2", Payload: "b", Invoke: ms(1), Complete: ms(900), Outcome: Unknown, Err: "timeout"},
+		{ID: 2, Process: 2, Node: "n3", Payload: "c", Invoke: ms(2), Complete: ms(900), Outcome: Unknown, Err: "timeout"},
+		{ID: 3, Process: 0, Node: "n1", Payload: "d", Invoke: ms(10), Complete: ms(11), Outcome: Failed, Err: "no leader"},
+		{ID: 4, Process: 0, Node: "n2", Payload: "e", Invoke: ms(950), Complete: ms(960), Outcome: OK, Offset: 3},
+		{ID: 5, Process: 1, Node: "n1", Payload: "f", Invoke: ms(970), Complete: ms(990), Outcome: Unknown, Err: "EOF"},
+		{ID: 6, Process: 1, Node: "n3", Payload: "f", Attempt: 1, Invoke: ms(1000), Complete: ms(1010), Outcome: OK, Offset: 4},
+	}
+	entries := []LogEntry{{0, 1, "a"}, {2, 2, "c"}, {3, 2, "e"}, {4, 2, "f"}}
+	var finals []FinalLog
+	for _, n := range []string{"n1", "n2", "n3"} {
+		finals = append(finals, FinalLog{Node: n, HW: 5, Entries: append([]LogEntry(nil), entries...)})
+	}
+	reads := []Read{
+		{Reader: 0, Session: 0, Node: "n1", Offset: 0, Payload: "a"},
+		{Reader: 1, Session: 0, Node: "n2", Offset: 0, Payload: "a"},
+		{Reader: 0, Session: 0, Node: "n1", Offset: 2, Payload: "c"},
+		{Reader: 1, Session: 1, Node: "n3", Offset: 2, Payload: "c"},
+		{Reader: 0, Session: 1, Node: "n2", Offset: 3, Payload: "e"},
+		{Reader: 0, Session: 1, Node: "n2", Offset: 4, Payload: "f"},
+	}
+	return ops, reads, finals
+}
+
+func checkKinds(t *testing.T, res Result, want map[string]int) {
+	t.Helper()
+	for k, n := range want {
+		if res.Counts[k] != n {
+			var b strings.Builder
+			res.Print(&b, 10)
+			t.Errorf("%s: got %d anomalies, want %d\n%s", k, res.Counts[k], n, b.String())
+		}
+	}
+}
+
+func TestCheckerCleanHistoryPasses(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	res := Check(ops, reads, finals)
+	if !res.OK() {
+		var b strings.Builder
+		res.Print(&b, 10)
+		t.Fatalf("clean history flagged:\n%s", b.String())
+	}
+}
+
+func TestCheckerLostWriteMissingOnOneNode(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	// n3 lost offsets 3 and 4 (e.g. truncated to its HW on restart).
+	finals[2].Entries = finals[2].Entries[:2]
+	finals[2].HW = 3
+	res := Check(ops, reads, finals)
+	// "e"@3 and "f"@4 were both acked.
+	checkKinds(t, res, map[string]int{LostWrite: 2, NotConverged: 1, InconsistentOffset: 0})
+	for _, a := range res.Anomalies {
+		if a.Kind == LostWrite && a.Offset == 3 {
+			if len(a.Ops) != 1 || a.Ops[0].ID != 4 || !strings.Contains(a.Detail, "n3 has nothing") {
+				t.Errorf("lost write does not name the op and node: %v", a)
+			}
+		}
+	}
+}
+
+func TestCheckerLostWriteReplacedEverywhere(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	// Every node has "b" (unknown, allowed) where "e" was acked: the ack
+	// came from a leader that lost the entry.
+	reads = reads[:5] // the reader saw only "e"... drop its last read
+	for i := range finals {
+		finals[i].Entries[2] = LogEntry{3, 3, "b"}
+	}
+	res := Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{LostWrite: 1, UncommittedRead: 1, InconsistentOffset: 1, NotConverged: 0})
+}
+
+func TestCheckerInconsistentOffsets(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	finals[1].Entries[1] = LogEntry{2, 2, "b"}
+	res := Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{InconsistentOffset: 1, NotConverged: 1, LostWrite: 0})
+	// Both readers saw "c"@2; n2 finally has "b" there.
+	checkKinds(t, res, map[string]int{UncommittedRead: 2})
+}
+
+func TestCheckerNonMonotonicReads(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	back := append(append([]Read(nil), reads...), Read{Reader: 0, Session: 2, Node: "n3", Offset: 2, Payload: "c"})
+	checkKinds(t, Check(ops, back, finals), map[string]int{NonMonotonicRead: 1, UncommittedRead: 0})
+
+	// Reader 2 jumps from 0 to 3, over committed "c"@2.
+	skip := append(append([]Read(nil), reads...),
+		Read{Reader: 2, Node: "n1", Offset: 0, Payload: "a"},
+		Read{Reader: 2, Node: "n1", Offset: 3, Payload: "e"})
+	res := Check(ops, skip, finals)
+	checkKinds(t, res, map[string]int{NonMonotonicRead: 1})
+	if a := res.Anomalies[0]; !strings.Contains(a.Detail, "skipped committed offsets 2") || len(a.Reads) != 2 {
+		t.Errorf("skip anomaly: %v", a)
+	}
+}
+
+func TestCheckerUncommittedRead(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	// A reader saw "b" at offset 5, which no final log has (an entry above
+	// the real HW, later truncated).
+	reads = append(reads, Read{Reader: 0, Session: 1, Node: "n2", Offset: 5, Payload: "b"})
+	res := Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{UncommittedRead: 1, NonMonotonicRead: 0, LostWrite: 0})
+}
+
+func TestCheckerDuplicates(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	// "c" (one unknown try, never retried) lands twice.
+	for i := range finals {
+		finals[i].Entries = append(finals[i].Entries, LogEntry{5, 2, "c"})
+		finals[i].HW = 6
+	}
+	checkKinds(t, Check(ops, reads, finals), map[string]int{Duplicate: 1, DuplicateRetried: 0})
+
+	// "f" was retried after an unknown outcome: a duplicate counted apart.
+	ops, reads, finals = cleanRun()
+	for i := range finals {
+		finals[i].Entries = append(finals[i].Entries, LogEntry{5, 2, "f"})
+		finals[i].HW = 6
+	}
+	checkKinds(t, Check(ops, reads, finals), map[string]int{Duplicate: 0, DuplicateRetried: 1})
+}
+
+func TestCheckerFailedAndPhantomWrites(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	for i := range finals {
+		finals[i].Entries = append(finals[i].Entries, LogEntry{5, 2, "d"}, LogEntry{6, 2, "zz"})
+		finals[i].HW = 7
+	}
+	checkKinds(t, Check(ops, reads, finals), map[string]int{FailedPresent: 1, Phantom: 1})
+}
+
+func TestFailovers(t *testing.T) {
+	s := time.Second
+	ops := []Op{
+		{ID: 0, Invoke: 1 * s, Complete: 3 * s, Outcome: OK}, // in flight at the kill: ignored
+		{ID: 1, Invoke: 4 * s, Complete: 7 * s, Outcome: OK},
+		{ID: 2, Invoke: 5 * s, Complete: 6 * s, Outcome: OK},
+		{ID: 3, Invoke: 9 * s, Complete: 9*s + s/2, Outcome: Unknown},
+	}
+	events := []Event{
+		{Time: 2 * s, Kind: "kill", Leader: true},
+		{Time: 2 * s, Kind: "kill"},               // not the leader
+		{Time: 8 * s, Kind: "kill", Leader: true}, // nothing acked after it
+	}
+	got := Failovers(ops, events)
+	if len(got) != 1 || got[0] != 4*s {
+		t.Fatalf("Failovers = %v, want [4s]", got)
+	}
+	if p := Percentile([]time.Duration{3, 1, 2}, 0.5); p != 2 {
+		t.Fatalf("median = %v", p)
+	}
+}

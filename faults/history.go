@@ -1,0 +1,210 @@
+package faults
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Outcome is the result of a client operation.
+type Outcome string
+
+// Outcomes.
+const (
+	// OK: the append was acknowledged at Op.Offset.
+	OK Outcome = "ok"
+	// Failed: the node said the append was definitely not made.
+	Failed Outcome = "failed"
+	// Unknown: it may or may not have been made (timeout, connection
+	// error, or the node said "unknown").
+	Unknown Outcome = "unknown"
+)
+
+// Op is one append attempt by a client.
+type Op struct {
+	// ID is the op's index in History.Ops.
+	ID int
+	// Process is the appender that made it (-1 for the harness's own
+	// post-heal appends).
+	Process int
+	// Node is the node the request was sent to.
+	Node string
+	// Payload is the record; unique per logical append.
+	Payload string
+	// Attempt is 0 for the first try of Payload, n for its n-th retry
+	// (made only after an unknown outcome).
+	Attempt int
+	// Invoke and Complete are monotonic times since the run started.
+	Invoke, Complete time.Duration
+	Outcome          Outcome
+	// Offset is the acknowledged offset (Outcome OK only).
+	Offset uint64
+	// Err is the error text for failed and unknown ops.
+	Err string
+}
+
+func (o Op) String() string {
+	s := fmt.Sprintf("op#%d p%d %s %q try%d [%.3fs..%.3fs] %s", o.ID, o.Process, o.Node, o.Payload,
+		o.Attempt, o.Invoke.Seconds(), o.Complete.Seconds(), o.Outcome)
+	if o.Outcome == OK {
+		s += fmt.Sprintf("@%d", o.Offset)
+	}
+	if o.Err != "" {
+		s += " (" + o.Err + ")"
+	}
+	return s
+}
+
+// Read is one entry a tailing reader saw. A reader's reads are recorded in
+// the order it saw them; each of its sessions starts right after the last
+// offset it saw (0 at first), so its offsets must only grow.
+type Read struct {
+	// Reader is the reader's number; Session counts its connections.
+	Reader, Session int
+	// Node served the read.
+	Node    string
+	Offset  uint64
+	Payload string
+	// Time is monotonic time since the run started.
+	Time time.Duration
+}
+
+func (r Read) String() string {
+	return fmt.Sprintf("read r%d.s%d %s @%d=%q at %.3fs", r.Reader, r.Session, r.Node, r.Offset, r.Payload, r.Time.Seconds())
+}
+
+// Event is a nemesis action.
+type Event struct {
+	Time time.Duration
+	// Kind: kill, restart, pause, resume, partition, heal, ...
+	Kind string
+	// Nodes are the nodes affected.
+	Nodes []string
+	// Leader is set when the action targeted the node then leading.
+	Leader bool
+	Detail string
+}
+
+func (e Event) String() string {
+	s := fmt.Sprintf("%.3fs %s %v", e.Time.Seconds(), e.Kind, e.Nodes)
+	if e.Leader {
+		s += " (leader)"
+	}
+	if e.Detail != "" {
+		s += " " + e.Detail
+	}
+	return s
+}
+
+// LogEntry is one committed entry in a node's final log.
+type LogEntry struct {
+	Offset  uint64
+	Epoch   uint64
+	Payload string
+}
+
+// FinalLog is what a node serves once the cluster is healed and quiet:
+// every committed entry (/entries?follow=false) and its HW.
+type FinalLog struct {
+	Node    string
+	HW      uint64
+	Entries []LogEntry
+}
+
+// History records a run. Its methods are safe for concurrent use; the
+// exported fields may be read directly once the run is over.
+type History struct {
+	start time.Time
+
+	mu     sync.Mutex
+	Ops    []Op
+	Reads  []Read
+	Events []Event
+}
+
+// NewHistory starts a history whose clock reads 0 now.
+func NewHistory() *History { return &History{start: time.Now()} }
+
+// Now returns the monotonic time since the history started.
+func (h *History) Now() time.Duration { return time.Since(h.start) }
+
+// Invoke records the start of an op and returns its ID.
+func (h *History) Invoke(process int, node, payload string, attempt int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := len(h.Ops)
+	h.Ops = append(h.Ops, Op{ID: id, Process: process, Node: node, Payload: payload,
+		Attempt: attempt, Invoke: h.Now(), Outcome: Unknown, Err: "not completed"})
+	return id
+}
+
+// Complete records an op's end.
+func (h *History) Complete(id int, outcome Outcome, offset uint64, errText string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op := &h.Ops[id]
+	op.Complete, op.Outcome, op.Offset, op.Err = h.Now(), outcome, offset, errText
+}
+
+// AddRead records an entry a reader saw.
+func (h *History) AddRead(r Read) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.Time = h.Now()
+	h.Reads = append(h.Reads, r)
+}
+
+// AddEvent records a nemesis action.
+func (h *History) AddEvent(e Event) Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e.Time = h.Now()
+	h.Events = append(h.Events, e)
+	return e
+}
+
+// Counts returns the number of ops per outcome.
+func (h *History) Counts() map[Outcome]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := map[Outcome]int{}
+	for _, o := range h.Ops {
+		m[o.Outcome]++
+	}
+	return m
+}
+
+// Failovers returns, for every kill of the node then leading, the time
+// from the kill to the first acknowledgement of an append invoked after it
+// (appends already in flight at the old leader do not count). Kills with no
+// later acknowledged append are left out.
+func Failovers(ops []Op, events []Event) []time.Duration {
+	var out []time.Duration
+	for _, e := range events {
+		if !e.Leader || e.Kind != "kill" {
+			continue
+		}
+		best := time.Duration(-1)
+		for _, o := range ops {
+			if o.Outcome == OK && o.Invoke > e.Time && (best < 0 || o.Complete < best) {
+				best = o.Complete
+			}
+		}
+		if best >= 0 {
+			out = append(out, best-e.Time)
+		}
+	}
+	return out
+}
+
+// Percentile returns the p-th percentile (0..1) of ds by nearest rank, 0
+// for none. It sorts ds.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	i := int(p*float64(len(ds)-1) + 0.5)
+	return ds[i]
+}
