@@ -2,9 +2,15 @@ package replog
 
 import (
 	"crypto/tls"
+	"errors"
+	"fmt"
+	"math"
+	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/membership"
 )
 
 // Options configures a Log. The zero value plus Dir is a working
@@ -47,6 +53,11 @@ type Options struct {
 	// another label is refused. Default: ClusterID.
 	GossipLabel string
 
+	// GossipTuning sets memberlist's failure-detection timings. Zero
+	// fields take membership.LAN()'s values; tests on loopback use
+	// membership.FastForTests().
+	GossipTuning membership.Tuning
+
 	// FetchMaxWait is how long the leader parks an empty fetch (Kafka's
 	// replica.fetch.wait.max.ms). Default 500ms.
 	FetchMaxWait time.Duration
@@ -68,4 +79,168 @@ type Options struct {
 	// Logger receives logs; components get Named sub-loggers. Default: a
 	// null logger.
 	Logger hclog.Logger
+}
+
+// Defaults for Options fields left zero.
+const (
+	DefaultNodeID          = "node1"
+	DefaultClusterID       = "replog"
+	DefaultRPCAddr         = "127.0.0.1:0"
+	DefaultFetchMaxWait    = 500 * time.Millisecond
+	DefaultFetchTimeout    = 2 * time.Second
+	DefaultElectionTimeout = 500 * time.Millisecond
+	DefaultFetchMaxBytes   = 1 << 20
+	DefaultMaxRecordSize   = 1 << 20
+)
+
+// maxConfiguredSize bounds FetchMaxBytes and MaxRecordSize so that one
+// fetch response always fits the transport's 16 MiB frame limit.
+const maxConfiguredSize = 8 << 20
+
+// withDefaults returns a copy of o with zero fields set to their defaults.
+// Slices and maps are copied so that later changes by the caller do not
+// reach the Log.
+func (o Options) withDefaults() Options {
+	if o.NodeID == "" {
+		o.NodeID = DefaultNodeID
+	}
+	if o.ClusterID == "" {
+		o.ClusterID = DefaultClusterID
+	}
+	if len(o.Voters) == 0 {
+		o.Voters = []string{o.NodeID}
+	} else {
+		o.Voters = append([]string(nil), o.Voters...)
+	}
+	if o.Peers != nil {
+		peers := make(map[string]string, len(o.Peers))
+		for k, v := range o.Peers {
+			peers[k] = v
+		}
+		o.Peers = peers
+	}
+	o.Join = append([]string(nil), o.Join...)
+	o.GossipKey = append([]byte(nil), o.GossipKey...)
+	if o.GossipLabel == "" {
+		o.GossipLabel = o.ClusterID
+	}
+	if o.RPCAddr == "" && o.needsTransport() {
+		o.RPCAddr = DefaultRPCAddr
+	}
+	if o.FetchMaxWait == 0 {
+		o.FetchMaxWait = DefaultFetchMaxWait
+	}
+	if o.FetchTimeout == 0 {
+		o.FetchTimeout = DefaultFetchTimeout
+	}
+	if o.ElectionTimeout == 0 {
+		o.ElectionTimeout = DefaultElectionTimeout
+	}
+	if o.FetchMaxBytes == 0 {
+		o.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if o.MaxRecordSize == 0 {
+		o.MaxRecordSize = DefaultMaxRecordSize
+	}
+	return o
+}
+
+// needsTransport reports whether the node talks to other nodes: it does
+// unless it is the only voter and nothing names a peer or gossip.
+func (o Options) needsTransport() bool {
+	single := len(o.Voters) == 0 || (len(o.Voters) == 1 && o.Voters[0] == o.NodeID)
+	return !single || len(o.Peers) > 0 || o.GossipAddr != "" || len(o.Join) > 0 || o.RPCAddr != ""
+}
+
+// Validate reports the first invalid field, as an error wrapping
+// ErrInvalidOptions that names it. It checks the options as Open would use
+// them, that is after defaults are applied; it does not modify o.
+func (o Options) Validate() error {
+	d := o.withDefaults()
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
+	}
+	if d.Dir == "" {
+		return bad("Dir", "is required")
+	}
+	if err := validID(d.NodeID); err != nil {
+		return bad("NodeID", "%q: %v", d.NodeID, err)
+	}
+	if err := validID(d.ClusterID); err != nil {
+		return bad("ClusterID", "%q: %v", d.ClusterID, err)
+	}
+	seen := make(map[string]bool, len(d.Voters))
+	for _, v := range d.Voters {
+		if err := validID(v); err != nil {
+			return bad("Voters", "entry %q: %v", v, err)
+		}
+		if seen[v] {
+			return bad("Voters", "lists %q twice", v)
+		}
+		seen[v] = true
+	}
+	for id, addr := range d.Peers {
+		if err := validID(id); err != nil {
+			return bad("Peers", "key %q: %v", id, err)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return bad("Peers", "address of %q (%q): %v", id, addr, err)
+		}
+	}
+	for _, a := range []struct{ field, addr string }{
+		{"RPCAddr", d.RPCAddr}, {"AdvertiseRPCAddr", d.AdvertiseRPCAddr}, {"GossipAddr", d.GossipAddr},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return bad(a.field, "%q: %v", a.addr, err)
+		}
+	}
+	if len(d.Join) > 0 && d.GossipAddr == "" {
+		return bad("Join", "needs GossipAddr (gossip is off without it)")
+	}
+	switch len(d.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		return bad("GossipKey", "must be 16, 24 or 32 bytes, not %d", len(d.GossipKey))
+	}
+	if d.FetchMaxWait < 0 {
+		return bad("FetchMaxWait", "must be positive, not %v", d.FetchMaxWait)
+	}
+	if d.FetchMaxWait > time.Duration(math.MaxUint32)*time.Millisecond {
+		return bad("FetchMaxWait", "%v is too long", d.FetchMaxWait)
+	}
+	if d.FetchTimeout <= d.FetchMaxWait {
+		return bad("FetchTimeout", "(%v) must exceed FetchMaxWait (%v)", d.FetchTimeout, d.FetchMaxWait)
+	}
+	if d.ElectionTimeout <= 0 {
+		return bad("ElectionTimeout", "must be positive, not %v", d.ElectionTimeout)
+	}
+	if d.FetchMaxBytes <= 0 || d.FetchMaxBytes > maxConfiguredSize {
+		return bad("FetchMaxBytes", "must be in (0, %d], not %d", maxConfiguredSize, d.FetchMaxBytes)
+	}
+	if d.MaxRecordSize <= 0 || d.MaxRecordSize > maxConfiguredSize {
+		return bad("MaxRecordSize", "must be in (0, %d], not %d", maxConfiguredSize, d.MaxRecordSize)
+	}
+	return nil
+}
+
+// validID accepts node and cluster IDs: 1 to 64 bytes of letters, digits,
+// '-', '_' and '.'. The limit keeps gossip metadata under memberlist's 512
+// bytes.
+func validID(s string) error {
+	if s == "" {
+		return errors.New("is empty")
+	}
+	if len(s) > 64 {
+		return errors.New("is longer than 64 bytes")
+	}
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		if !ok {
+			return fmt.Errorf("has %q (allowed: letters, digits, '-', '_', '.')", c)
+		}
+	}
+	return nil
 }

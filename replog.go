@@ -2,9 +2,21 @@ package replog
 
 import (
 	"context"
-	"iter"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
 )
 
 // Entry is a committed record as readers see it.
@@ -16,9 +28,6 @@ type Entry struct {
 	// Data is the record; the caller owns it.
 	Data []byte
 }
-
-// Role is a node's role (leader, follower, ...).
-type Role = replica.Role
 
 // Status is a snapshot of a node's replication state.
 type Status struct {
@@ -39,31 +48,266 @@ type Status struct {
 	// RemoteLEO is, on the leader, each other voter's LEO as the leader
 	// knows it; nil on other nodes.
 	RemoteLEO map[string]uint64 `json:"remote_leo,omitempty"`
-	// RPCAddr is the transport's bound address ("" for a single node).
+	// RPCAddr is the transport's advertised address ("" for a single node).
 	RPCAddr string `json:"rpc_addr"`
 	// GossipAddr is memberlist's bound address ("" without gossip).
 	GossipAddr string `json:"gossip_addr"`
 }
 
-// Log is a handle on this node's replica of the replicated log.
-type Log struct{}
+// tickInterval is how often the event loop ticks the core's clock when
+// nothing else happens: the granularity of fetch timeouts and of the
+// MaxWait of parked fetches.
+const tickInterval = 5 * time.Millisecond
 
-// Open opens (or creates) the node's log in opts.Dir and joins the cluster.
-func Open(opts Options) (*Log, error) { panic("todo") }
+// Log is a handle on this node's replica of the replicated log. All
+// methods are safe for concurrent use.
+type Log struct {
+	opts   Options
+	logger hclog.Logger
 
-// Append appends data and returns its offset once it is committed.
-func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) { panic("todo") }
+	store  storage.Store
+	core   *replica.Replica // owned by the loop goroutine
+	tr     transport.Transport
+	tcp    *transport.TCP
+	ml     *membership.Membership
+	writer *writer
 
-// AppendBatch appends records as one batch, contiguous, and returns the
-// first offset once all are committed.
-func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error) { panic("todo") }
+	proposals chan *proposal
+	persisted atomic.Uint64 // highest Seq the writer has made durable
+	wakeLoop  chan struct{} // cap 1: persisted moved or the writer failed
+	failErr   atomic.Pointer[error]
 
-// Read iterates committed entries from offset from, waiting at the HW for
-// more until ctx ends.
-func (l *Log) Read(ctx context.Context, from uint64) iter.Seq2[Entry, error] { panic("todo") }
+	// hw and hwChanged let readers wait for the high watermark without
+	// touching the core: the loop closes hwChanged and replaces it whenever
+	// hw moves (or the log closes).
+	hwMu      sync.Mutex
+	hw        uint64
+	hwChanged chan struct{}
 
-// Status returns a snapshot of the node's state.
-func (l *Log) Status() Status { panic("todo") }
+	status atomic.Pointer[Status]
 
-// Close stops the node. Pending appends fail with ErrClosed.
-func (l *Log) Close() error { panic("todo") }
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// proposal is one Append or AppendBatch waiting in the loop.
+type proposal struct {
+	records [][]byte
+	result  chan proposalResult // cap 1: the loop never blocks on it
+}
+
+type proposalResult struct {
+	offset uint64
+	err    error
+}
+
+// Open opens (or creates) the node's log in opts.Dir, starts replication and
+// joins the cluster. Options.Validate errors come back wrapping
+// ErrInvalidOptions; a directory held by another process gives ErrLocked;
+// a corrupt store ErrCorrupt.
+func Open(opts Options) (*Log, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	logger := o.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	logger = logger.With("node", o.NodeID)
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replog: create Dir: %w", err)
+	}
+	store, err := storage.OpenBolt(filepath.Join(o.Dir, "replog.db"), storage.BoltOptions{
+		NoSync: o.NoSync,
+		Logger: logger.Named("storage"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replog: open store: %w", err)
+	}
+	l := &Log{
+		opts:      o,
+		logger:    logger,
+		store:     store,
+		proposals: make(chan *proposal, 1024),
+		wakeLoop:  make(chan struct{}, 1),
+		hwChanged: make(chan struct{}),
+		closing:   make(chan struct{}),
+	}
+	cleanup := func() {
+		if l.ml != nil {
+			_ = l.ml.Close()
+		}
+		if l.tr != nil {
+			_ = l.tr.Close()
+		}
+		_ = store.Close()
+	}
+
+	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32
+	core, err := replica.New(replica.Config{
+		ID:              o.NodeID,
+		Voters:          o.Voters,
+		FetchTimeout:    o.FetchTimeout,
+		ElectionTimeout: o.ElectionTimeout,
+		FetchMaxWait:    o.FetchMaxWait,
+		FetchMaxBytes:   o.FetchMaxBytes,
+		MaxRecordSize:   o.MaxRecordSize,
+		Rand:            rand.New(rand.NewSource(seed)),
+		Logger:          logger.Named("replica"),
+	}, store, time.Now())
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("replog: start replica: %w", err)
+	}
+	l.core = core
+
+	if o.needsTransport() {
+		if err := l.startNetwork(); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	l.writer = newWriter(store, logger.Named("writer"), l.onPersisted, l.onWriteFailed)
+	l.publish()
+	l.wg.Add(1)
+	go l.loop()
+	return l, nil
+}
+
+// startNetwork starts the TCP transport and, if configured, gossip.
+func (l *Log) startNetwork() error {
+	o := l.opts
+	resolve := func(id string) (string, bool) {
+		if addr, ok := o.Peers[id]; ok {
+			return addr, true
+		}
+		if l.ml != nil {
+			return l.ml.Resolve(id)
+		}
+		return "", false
+	}
+	tcp, err := transport.NewTCP(transport.TCPConfig{
+		NodeID:     o.NodeID,
+		ClusterID:  o.ClusterID,
+		ListenAddr: o.RPCAddr,
+		Resolver:   resolve,
+		TLS:        o.TLS,
+		Logger:     l.logger.Named("transport"),
+	})
+	if err != nil {
+		return fmt.Errorf("replog: start transport on %s: %w", o.RPCAddr, err)
+	}
+	l.tcp, l.tr = tcp, tcp
+	if o.GossipAddr == "" {
+		return nil
+	}
+	rpcAddr := o.AdvertiseRPCAddr
+	if rpcAddr == "" {
+		rpcAddr = tcp.Addr()
+	}
+	voter := false
+	for _, v := range o.Voters {
+		voter = voter || v == o.NodeID
+	}
+	ml, err := membership.New(membership.Config{
+		NodeID:    o.NodeID,
+		ClusterID: o.ClusterID,
+		BindAddr:  o.GossipAddr,
+		RPCAddr:   rpcAddr,
+		Voter:     voter,
+		Join:      o.Join,
+		SecretKey: o.GossipKey,
+		Label:     o.GossipLabel,
+		Tuning:    o.GossipTuning,
+		Logger:    l.logger.Named("membership"),
+	})
+	if err != nil {
+		return fmt.Errorf("replog: start gossip on %s: %w", o.GossipAddr, err)
+	}
+	l.ml = ml
+	return nil
+}
+
+// Status returns a snapshot of the node's state. It never blocks.
+func (l *Log) Status() Status {
+	s := *l.status.Load()
+	s.Voters = append([]string(nil), s.Voters...)
+	if s.RemoteLEO != nil {
+		m := make(map[string]uint64, len(s.RemoteLEO))
+		for k, v := range s.RemoteLEO {
+			m[k] = v
+		}
+		s.RemoteLEO = m
+	}
+	return s
+}
+
+// Close stops the node: it leaves the gossip cluster, closes connections,
+// stops the goroutines and closes the store. Appends still waiting fail
+// (see ErrClosed); iterators end with ErrClosed. Later calls return the
+// first call's result.
+func (l *Log) Close() error {
+	l.shutdown(true)
+	return l.closeErr
+}
+
+// crash stops the node the way a killed process looks to its peers: no
+// gossip leave, connections dropped, queued writes lost. For in-process
+// tests; the fault tests kill real processes.
+func (l *Log) crash() { l.shutdown(false) }
+
+func (l *Log) shutdown(graceful bool) {
+	l.closeOnce.Do(func() {
+		close(l.closing)
+		l.wg.Wait() // the loop fails every waiting proposal on its way out
+		var errs []error
+		if l.ml != nil {
+			if graceful {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				if err := l.ml.Leave(ctx); err != nil {
+					l.logger.Debug("gossip leave", "error", err)
+				}
+				cancel()
+			}
+			errs = append(errs, l.ml.Close())
+		}
+		if l.tr != nil {
+			errs = append(errs, l.tr.Close())
+		}
+		l.writer.stop()
+		errs = append(errs, l.store.Close())
+		l.hwMu.Lock()
+		close(l.hwChanged)
+		l.hwChanged = nil
+		l.hwMu.Unlock()
+		l.closeErr = errors.Join(errs...)
+	})
+}
+
+// onPersisted runs on the writer goroutine.
+func (l *Log) onPersisted(seq uint64) {
+	l.persisted.Store(seq)
+	select {
+	case l.wakeLoop <- struct{}{}:
+	default:
+	}
+}
+
+// onWriteFailed runs on the writer goroutine.
+func (l *Log) onWriteFailed(err error) {
+	l.failErr.Store(&err)
+	select {
+	case l.wakeLoop <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Log) failed() error {
+	if p := l.failErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}

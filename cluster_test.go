@@ -1,0 +1,450 @@
+package replog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/membership"
+)
+
+// testCluster runs Logs in this process over loopback TCP and memberlist,
+// every port chosen by the kernel (hashicorp/raft's MakeCluster, for
+// replog).
+type testCluster struct {
+	t      *testing.T
+	opts   map[string]Options
+	nodes  map[string]*Log
+	seed   string // gossip address of the first node, for joins
+	mutate func(id string, o *Options)
+}
+
+// testOptions are protocol timings for tests: fast, but with room for a
+// loaded machine running -race.
+func testOptions(dir, id string, voters []string) Options {
+	return Options{
+		Dir:             dir,
+		NodeID:          id,
+		ClusterID:       "test",
+		Voters:          voters,
+		RPCAddr:         "127.0.0.1:0",
+		GossipAddr:      "127.0.0.1:0",
+		GossipTuning:    membership.FastForTests(),
+		FetchMaxWait:    100 * time.Millisecond,
+		FetchTimeout:    time.Second,
+		ElectionTimeout: 200 * time.Millisecond,
+		NoSync:          true,
+	}
+}
+
+// newCluster starts voters n1..nN joined by gossip. mutate may adjust each
+// node's options before it opens.
+func newCluster(t *testing.T, n int, mutate func(id string, o *Options)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, opts: map[string]Options{}, nodes: map[string]*Log{}, mutate: mutate}
+	var voters []string
+	for i := 1; i <= n; i++ {
+		voters = append(voters, fmt.Sprintf("n%d", i))
+	}
+	for _, id := range voters {
+		o := testOptions(t.TempDir(), id, voters)
+		c.start(id, o)
+	}
+	t.Cleanup(c.closeAll)
+	return c
+}
+
+// start opens node id with o (joining the cluster's gossip) and records it.
+func (c *testCluster) start(id string, o Options) *Log {
+	c.t.Helper()
+	if c.seed != "" && o.GossipAddr != "" {
+		o.Join = []string{c.seed}
+	}
+	if c.mutate != nil {
+		c.mutate(id, &o)
+	}
+	l, err := Open(o)
+	if err != nil {
+		c.t.Fatalf("open %s: %v", id, err)
+	}
+	if c.seed == "" && o.GossipAddr != "" {
+		c.seed = l.Status().GossipAddr
+	}
+	// Restarts reuse the bound ports so that peers' cached addresses stay
+	// right.
+	o.RPCAddr = l.Status().RPCAddr
+	if o.GossipAddr != "" {
+		o.GossipAddr = l.Status().GossipAddr
+	}
+	c.opts[id] = o
+	c.nodes[id] = l
+	return l
+}
+
+func (c *testCluster) restart(id string) *Log {
+	c.t.Helper()
+	return c.start(id, c.opts[id])
+}
+
+func (c *testCluster) closeAll() {
+	for id, l := range c.nodes {
+		if err := l.Close(); err != nil {
+			c.t.Errorf("close %s: %v", id, err)
+		}
+		delete(c.nodes, id)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// leader waits until exactly one running node is leader and all running
+// voters agree on it, and returns its ID.
+func (c *testCluster) leader(timeout time.Duration) string {
+	c.t.Helper()
+	var id string
+	waitFor(c.t, "a leader all nodes agree on", timeout, func() bool {
+		id = ""
+		for nid, l := range c.nodes {
+			st := l.Status()
+			if st.Role == "leader" {
+				if id != "" {
+					return false
+				}
+				id = nid
+			}
+		}
+		if id == "" {
+			return false
+		}
+		for _, l := range c.nodes {
+			if l.Status().LeaderID != id {
+				return false
+			}
+		}
+		return true
+	})
+	return id
+}
+
+// readN reads the first n data entries from l.
+func readN(t *testing.T, l *Log, n int, timeout time.Duration) []Entry {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out []Entry
+	for e, err := range l.Read(ctx, 0) {
+		if err != nil {
+			t.Fatalf("%s: read after %d entries: %v", l.opts.NodeID, len(out), err)
+		}
+		out = append(out, e)
+		if len(out) == n {
+			break
+		}
+	}
+	return out
+}
+
+func appendCtx(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
+	return context.WithTimeout(context.Background(), 20*time.Second)
+}
+
+func TestSingleNodeWithOnlyDir(t *testing.T) {
+	l, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	for i := range 5 {
+		off, err := l.Append(ctx, fmt.Appendf(nil, "e%d", i))
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if off != uint64(i) {
+			t.Fatalf("append %d got offset %d", i, off)
+		}
+	}
+	st := l.Status()
+	if st.Role != "leader" || st.HighWatermark != 5 || st.LEO != 5 {
+		t.Fatalf("status %+v, want leader with LEO=HW=5", st)
+	}
+	got := readN(t, l, 5, 10*time.Second)
+	for i, e := range got {
+		if want := fmt.Sprintf("e%d", i); string(e.Data) != want || e.Offset != uint64(i) {
+			t.Fatalf("entry %d = %d %q, want %d %q", i, e.Offset, e.Data, i, want)
+		}
+	}
+}
+
+func TestClusterAppendsThroughEveryNodeReadInOneOrder(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.leader(15 * time.Second)
+
+	const perNode = 20
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := map[uint64]string{}
+	for id, l := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perNode {
+				data := fmt.Sprintf("%s-%d", id, i)
+				off, err := l.Append(ctx, []byte(data))
+				if err != nil {
+					t.Errorf("append via %s: %v", id, err)
+					return
+				}
+				mu.Lock()
+				if prev, dup := acked[off]; dup {
+					t.Errorf("offset %d acked twice: %q and %q", off, prev, data)
+				}
+				acked[off] = data
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	want := 3 * perNode
+	var first []Entry
+	for id, l := range c.nodes {
+		got := readN(t, l, want, 20*time.Second)
+		for _, e := range got {
+			if a, ok := acked[e.Offset]; ok && a != string(e.Data) {
+				t.Fatalf("%s: offset %d holds %q, acked as %q", id, e.Offset, e.Data, a)
+			}
+		}
+		if first == nil {
+			first = got
+			continue
+		}
+		if !slices.EqualFunc(first, got, func(a, b Entry) bool {
+			return a.Offset == b.Offset && string(a.Data) == string(b.Data)
+		}) {
+			t.Fatalf("%s reads another order than the first node", id)
+		}
+	}
+	if len(first) != want {
+		t.Fatalf("read %d entries, want %d", len(first), want)
+	}
+}
+
+func TestLeaderCrashFailover(t *testing.T) {
+	c := newCluster(t, 3, func(id string, o *Options) { o.NoSync = false })
+	old := c.leader(15 * time.Second)
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	var offsets []uint64
+	for i := range 10 {
+		off, err := c.nodes[old].Append(ctx, fmt.Appendf(nil, "before-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		offsets = append(offsets, off)
+	}
+
+	c.nodes[old].crash()
+	delete(c.nodes, old)
+	start := time.Now()
+	var survivor *Log
+	for _, l := range c.nodes {
+		survivor = l
+		break
+	}
+	off, err := survivor.Append(ctx, []byte("after"))
+	if err != nil {
+		t.Fatalf("append after leader crash: %v", err)
+	}
+	t.Logf("first append after the leader's crash committed %v later (offset %d)", time.Since(start), off)
+	newLeader := c.leader(15 * time.Second)
+	if newLeader == old {
+		t.Fatalf("crashed node %s still leader", old)
+	}
+	for id, l := range c.nodes {
+		got := readN(t, l, 11, 20*time.Second)
+		for i := range 10 {
+			if got[i].Offset != offsets[i] || string(got[i].Data) != fmt.Sprintf("before-%d", i) {
+				t.Fatalf("%s: acknowledged entry %d lost or changed: %+v", id, i, got[i])
+			}
+		}
+		if string(got[10].Data) != "after" {
+			t.Fatalf("%s: entry after failover = %q", id, got[10].Data)
+		}
+	}
+}
+
+func TestRestartedNodeCatchesUpFromItsDirectory(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	lead := c.leader(15 * time.Second)
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	for i := range 5 {
+		if _, err := c.nodes[lead].Append(ctx, fmt.Appendf(nil, "a%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var follower string
+	for id := range c.nodes {
+		if id != lead {
+			follower = id
+			break
+		}
+	}
+	f := c.nodes[follower]
+	waitFor(t, "follower has the first 5", 10*time.Second, func() bool { return f.Status().HighWatermark >= 5 })
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	delete(c.nodes, follower)
+	for i := range 5 {
+		if _, err := c.nodes[lead].Append(ctx, fmt.Appendf(nil, "b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f = c.restart(follower)
+	if st := f.Status(); st.LEO < 5 {
+		t.Fatalf("restarted follower lost its log: %+v", st)
+	}
+	got := readN(t, f, 10, 20*time.Second)
+	for i, e := range got {
+		want := fmt.Sprintf("a%d", i)
+		if i >= 5 {
+			want = fmt.Sprintf("b%d", i-5)
+		}
+		if string(e.Data) != want {
+			t.Fatalf("restarted follower entry %d = %q, want %q", i, e.Data, want)
+		}
+	}
+}
+
+func TestObserverCatchesUpAndNeverVotes(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	lead := c.leader(15 * time.Second)
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	for i := range 20 {
+		if _, err := c.nodes[lead].Append(ctx, fmt.Appendf(nil, "x%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := testOptions(t.TempDir(), "obs", c.opts["n1"].Voters)
+	obs := c.start("obs", o)
+	got := readN(t, obs, 20, 20*time.Second)
+	if string(got[19].Data) != "x19" {
+		t.Fatalf("observer's entry 19 = %q", got[19].Data)
+	}
+	if st := obs.Status(); st.Role != "observer" {
+		t.Fatalf("observer role = %q", st.Role)
+	}
+	leaderStatus := c.nodes[lead].Status()
+	if _, counted := leaderStatus.RemoteLEO["obs"]; counted {
+		t.Fatalf("leader counts the observer among voters: %v", leaderStatus.RemoteLEO)
+	}
+	// With one voter down the remaining two still commit; with two voters
+	// down the observer must not make a majority.
+	var down []string
+	for id := range c.nodes {
+		if id != lead && id != "obs" && len(down) < 2 {
+			down = append(down, id)
+		}
+	}
+	c.nodes[down[0]].crash()
+	delete(c.nodes, down[0])
+	if _, err := c.nodes[lead].Append(ctx, []byte("two-voters")); err != nil {
+		t.Fatalf("append with 2 of 3 voters: %v", err)
+	}
+	c.nodes[down[1]].crash()
+	delete(c.nodes, down[1])
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	defer cancelShort()
+	if _, err := c.nodes[lead].Append(short, []byte("one-voter")); err == nil {
+		t.Fatal("an append committed with one voter of three and an observer")
+	}
+}
+
+func TestOtherClusterIsRefused(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	lead := c.leader(15 * time.Second)
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	if _, err := c.nodes[lead].Append(ctx, []byte("ours")); err != nil {
+		t.Fatal(err)
+	}
+	// An observer of another cluster that knows our nodes' RPC addresses
+	// statically (no gossip: the label would keep it out of gossip anyway).
+	peers := map[string]string{}
+	for id, l := range c.nodes {
+		peers[id] = l.Status().RPCAddr
+	}
+	o := Options{
+		Dir: t.TempDir(), NodeID: "intruder", ClusterID: "other",
+		Voters: []string{"n1", "n2", "n3"}, Peers: peers,
+		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, NoSync: true,
+	}
+	in, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	time.Sleep(2 * time.Second) // give it every chance to fetch
+	if st := in.Status(); st.LEO != 0 || st.HighWatermark != 0 || st.LeaderID != "" {
+		t.Fatalf("a node of another cluster replicated from us: %+v", st)
+	}
+	if _, err := c.nodes[lead].Append(ctx, []byte("still fine")); err != nil {
+		t.Fatalf("cluster disturbed by the intruder: %v", err)
+	}
+}
+
+func TestCloseFailsWaitingAppendsAndReaders(t *testing.T) {
+	l, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	if _, err := l.Append(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var last error
+		for _, err := range l.Read(ctx, 0) {
+			last = err
+		}
+		done <- last
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("reader ended with %v, want ErrClosed", err)
+	}
+	if _, err := l.Append(ctx, []byte("y")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after close: %v, want ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

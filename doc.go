@@ -1,0 +1,71 @@
+// Package replog is an embedded replicated log for Go services: import it,
+// open a Log on each node, and the nodes share one durable, totally ordered
+// log. Append on any node; read committed entries on any node through an
+// iterator. There is nothing else to run: no broker, no ZooKeeper, no
+// controller.
+//
+// # Opening a log
+//
+// The smallest log is a single node with nothing but a directory:
+//
+//	l, err := replog.Open(replog.Options{Dir: "/var/lib/myservice/log"})
+//	if err != nil { ... }
+//	defer l.Close()
+//
+// A cluster names its voters and tells each node how to find the others,
+// either statically (Peers: node ID → replication address) or by gossip
+// (GossipAddr and Join, through hashicorp/memberlist):
+//
+//	l, err := replog.Open(replog.Options{
+//		Dir:        "/var/lib/myservice/log",
+//		NodeID:     "n1",
+//		Voters:     []string{"n1", "n2", "n3"},
+//		RPCAddr:    "10.0.0.1:7400",
+//		GossipAddr: "10.0.0.1:7401",
+//		Join:       []string{"10.0.0.2:7401", "10.0.0.3:7401"},
+//	})
+//
+// A node whose ID is not among the Voters is an observer: it keeps a full
+// copy and serves reads, but never votes and never counts for commits.
+//
+// # Appending
+//
+// Append returns once the entry is committed: written durably (fsync) by a
+// majority of voters. The returned offset is final: every reader on every
+// node sees the entry at that offset, forever.
+//
+//	off, err := l.Append(ctx, []byte("hello"))
+//
+// If Append fails with ErrUnknownOutcome the entry may or may not be in the
+// log (the leader changed, or ctx ended, while it was in flight); make
+// records idempotent or carry an ID if retries must not duplicate.
+//
+// # Reading
+//
+// Read iterates committed entries, then waits for more until ctx ends:
+//
+//	for e, err := range l.Read(ctx, 0) {
+//		if err != nil { break } // ctx ended, or the log closed
+//		fmt.Println(e.Offset, string(e.Data))
+//	}
+//
+// Readers see only entries below the high watermark (HW): entries a
+// majority holds. That is the seed of this project: Kafka's rule for when
+// the log end offset (LEO) and the HW move. A follower learns the HW one
+// fetch round after the leader; an entry below a node's HW is never taken
+// back.
+//
+// # How it works
+//
+// Replication is pulled, as in Kafka: each follower fetches from the leader
+// and its fetch carries its LEO; the leader records it (the remote LEO) and
+// moves the HW to the largest offset a majority of voters holds. Leader
+// epochs (Kafka's KIP-101 and KIP-279) decide what a follower truncates
+// after a failure, never its HW. Leaders are elected by the voters as in
+// KRaft, with pre-votes so that a node coming back from a partition does not
+// depose a healthy leader. The protocol core (package replica) is a
+// deterministic state machine, tested by simulation; storage is a bbolt
+// file per node (package storage); nodes talk over TCP, optionally TLS
+// (package transport), and discover each other by gossip (package
+// membership).
+package replog

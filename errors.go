@@ -1,0 +1,50 @@
+package replog
+
+import (
+	"errors"
+
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+)
+
+// Errors returned by Log methods. Test with errors.Is (and errors.As for
+// *NotLeaderError); returned errors wrap these with context.
+var (
+	// ErrClosed: the Log was closed (or is closing). An append that was
+	// already submitted when Close began fails with an error wrapping both
+	// ErrClosed and ErrUnknownOutcome.
+	ErrClosed = errors.New("replog: log closed")
+
+	// ErrInvalidOptions wraps every Options.Validate failure; the message
+	// names the field.
+	ErrInvalidOptions = errors.New("replog: invalid options")
+
+	// ErrNotLeader: no leader could take the append; nothing was appended.
+	// The concrete error is a *NotLeaderError carrying the leader's ID when
+	// one is known.
+	ErrNotLeader = replica.ErrNotLeader
+
+	// ErrUnknownOutcome: the append was handed to a leader that lost its
+	// leadership (or the caller's context ended, or the Log closed) before
+	// the entry was committed. It may or may not be in the log; retrying may
+	// store it twice.
+	ErrUnknownOutcome = replica.ErrUnknownOutcome
+
+	// ErrTooLarge: a record exceeds Options.MaxRecordSize. Nothing was
+	// appended.
+	ErrTooLarge = replica.ErrTooLarge
+
+	// ErrCorrupt: a stored entry failed its checksum. The message names the
+	// offset. The store is not repaired automatically.
+	ErrCorrupt = storage.ErrCorrupt
+
+	// ErrOutOfRange: a read started below the log start offset.
+	ErrOutOfRange = storage.ErrOutOfRange
+
+	// ErrLocked: another process holds the log's directory.
+	ErrLocked = storage.ErrLocked
+)
+
+// NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the
+// leader the node knew ("" if none).
+type NotLeaderError = replica.NotLeaderError

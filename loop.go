@@ -1,0 +1,198 @@
+package replog
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/transport"
+)
+
+// maxEventsPerRound bounds how many queued events the loop feeds the core
+// before it collects the core's Ready: enough to batch a burst of appends
+// into one write, few enough to keep latency flat.
+const maxEventsPerRound = 256
+
+// loop is the only goroutine that touches the core. Each round it waits for
+// an event, drains what else is queued, then carries out the core's Ready:
+// writes to the writer goroutine, messages to the transport, acks to the
+// waiting Append calls.
+func (l *Log) loop() {
+	defer l.wg.Done()
+	ticker := time.NewTicker(tickInterval)
+	defer ticker.Stop()
+
+	var recv <-chan transport.Message
+	if l.tr != nil {
+		recv = l.tr.Receive()
+	}
+	var hints <-chan replica.Hint
+	if l.ml != nil {
+		hints = l.ml.Hints()
+	}
+	pending := make(map[uint64]*proposal)
+	var nextID uint64
+	var lastPersisted uint64
+	var leaderHint struct {
+		id    string
+		epoch uint64
+	}
+
+	handle := func(ev any) {
+		switch ev := ev.(type) {
+		case *proposal:
+			nextID++
+			pending[nextID] = ev
+			l.core.Propose(nextID, ev.records)
+		case transport.Message:
+			l.core.Step(ev)
+		case replica.Hint:
+			l.core.Hint(ev)
+		}
+	}
+
+	for {
+		// Wait for one event.
+		var first any
+		select {
+		case <-l.closing:
+			l.failPending(pending)
+			return
+		case p := <-l.proposals:
+			first = p
+		case m, ok := <-recv:
+			if !ok {
+				recv = nil
+				continue
+			}
+			first = m
+		case h, ok := <-hints:
+			if !ok {
+				hints = nil
+				continue
+			}
+			first = h
+		case <-l.wakeLoop:
+		case <-ticker.C:
+		}
+		if err := l.failed(); err != nil {
+			// The disk refused a write: stop serving rather than
+			// acknowledge anything the disk may not hold.
+			l.failAll(pending, err)
+			for {
+				select {
+				case <-l.closing:
+					return
+				case p := <-l.proposals:
+					p.result <- proposalResult{err: err}
+				}
+			}
+		}
+		l.core.Tick(time.Now())
+		if first != nil {
+			handle(first)
+		}
+		// Drain what else is waiting, without blocking.
+	drain:
+		for i := 0; i < maxEventsPerRound; i++ {
+			select {
+			case p := <-l.proposals:
+				handle(p)
+			case m, ok := <-recv:
+				if !ok {
+					recv = nil
+					break drain
+				}
+				handle(m)
+			default:
+				break drain
+			}
+		}
+		if seq := l.persisted.Load(); seq > lastPersisted {
+			lastPersisted = seq
+			l.core.Persisted(seq)
+		}
+
+		rd := l.core.Ready()
+		l.writer.enqueue(rd.Writes)
+		for _, m := range rd.Messages {
+			if err := l.tr.Send(m); err != nil {
+				l.logger.Trace("send", "to", m.To, "error", err)
+			}
+		}
+		for _, a := range rd.Acks {
+			p, ok := pending[a.ID]
+			if !ok {
+				continue
+			}
+			delete(pending, a.ID)
+			p.result <- proposalResult{offset: a.FirstOffset, err: a.Err}
+		}
+		st := l.publish()
+		if l.ml != nil && (st.LeaderID != leaderHint.id || st.Epoch != leaderHint.epoch) {
+			leaderHint.id, leaderHint.epoch = st.LeaderID, st.Epoch
+			l.advertiseLeader(st.LeaderID, st.Epoch)
+		}
+	}
+}
+
+// advertiseLeader puts the leader this node knows into its gossip
+// metadata, off the loop: memberlist's update may wait on the network.
+func (l *Log) advertiseLeader(id string, epoch uint64) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		if err := l.ml.SetLeader(id, epoch); err != nil {
+			l.logger.Debug("gossip leader update", "error", err)
+		}
+	}()
+}
+
+// publish stores a Status snapshot and wakes readers if the HW moved.
+func (l *Log) publish() *Status {
+	cs := l.core.Status()
+	st := &Status{
+		NodeID:        cs.ID,
+		Role:          cs.Role.String(),
+		Epoch:         cs.Epoch,
+		LeaderID:      cs.LeaderID,
+		Voters:        l.opts.Voters,
+		LEO:           cs.LEO,
+		DurableLEO:    cs.DurableLEO,
+		HighWatermark: cs.HighWatermark,
+		LogStart:      cs.LogStart,
+		RemoteLEO:     cs.RemoteLEO,
+	}
+	if l.tcp != nil {
+		st.RPCAddr = l.opts.AdvertiseRPCAddr
+		if st.RPCAddr == "" {
+			st.RPCAddr = l.tcp.Addr()
+		}
+	}
+	if l.ml != nil {
+		st.GossipAddr = l.ml.GossipAddr()
+	}
+	l.status.Store(st)
+
+	l.hwMu.Lock()
+	if cs.HighWatermark != l.hw && l.hwChanged != nil {
+		l.hw = cs.HighWatermark
+		close(l.hwChanged)
+		l.hwChanged = make(chan struct{})
+	}
+	l.hwMu.Unlock()
+	return st
+}
+
+// failPending answers every waiting proposal when the log closes: they were
+// handed to the core, so their outcome is unknown.
+func (l *Log) failPending(pending map[uint64]*proposal) {
+	l.failAll(pending, fmt.Errorf("%w: %w", ErrClosed, ErrUnknownOutcome))
+}
+
+func (l *Log) failAll(pending map[uint64]*proposal, err error) {
+	for id, p := range pending {
+		p.result <- proposalResult{err: err}
+		delete(pending, id)
+	}
+}

@@ -1,0 +1,84 @@
+package replog
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/replog-io/replog/storage"
+)
+
+// readBatch bounds how much one step of an iterator reads from the store:
+// read transactions stay short, and a slow consumer holds no lock.
+const (
+	readBatchCount = 256
+	readBatchBytes = 1 << 20
+)
+
+// Read returns an iterator over committed entries from offset from upward,
+// in offset order, without gaps. It shows only entries below this node's
+// high watermark, on leaders, followers and observers alike; protocol
+// control entries are skipped (their offsets are not shown). At the
+// watermark it waits for more until ctx ends.
+//
+// The iterator yields a non-nil error once and then stops:
+//   - ctx.Err() when ctx ends (the normal way to stop following the log,
+//     besides breaking out of the loop);
+//   - ErrClosed when the Log closes;
+//   - ErrOutOfRange when from is below the log start offset;
+//   - ErrCorrupt (naming the offset) when a stored entry fails its checksum.
+//
+// Each Entry's Data is a fresh copy the caller owns. Read never blocks
+// appends or replication: it reads the store in short transactions.
+func (l *Log) Read(ctx context.Context, from uint64) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		next := from
+		for {
+			l.hwMu.Lock()
+			hw, changed := l.hw, l.hwChanged
+			l.hwMu.Unlock()
+			if changed == nil {
+				yield(Entry{}, ErrClosed)
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				yield(Entry{}, err)
+				return
+			}
+			if next < hw {
+				if start := l.store.LogStart(); next < start {
+					yield(Entry{}, fmt.Errorf("%w: offset %d is below the log start %d", ErrOutOfRange, next, start))
+					return
+				}
+				ents, err := l.store.Entries(next, readBatchCount, readBatchBytes)
+				if err != nil {
+					yield(Entry{}, fmt.Errorf("replog: read at offset %d: %w", next, err))
+					return
+				}
+				if len(ents) == 0 {
+					// The HW never passes the durable log; if it did, say so
+					// rather than spin.
+					yield(Entry{}, fmt.Errorf("replog: internal error: high watermark %d is above the stored log end %d", hw, l.store.LEO()))
+					return
+				}
+				for _, e := range ents {
+					if e.Offset >= hw {
+						break
+					}
+					next = e.Offset + 1
+					if e.Type != storage.EntryData {
+						continue
+					}
+					if !yield(Entry{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}, nil) {
+						return
+					}
+				}
+				continue
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
