@@ -1,0 +1,237 @@
+package membership
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+)
+
+// Config configures a Membership.
+type Config struct {
+	// NodeID is this node's ID; it is also its memberlist node name.
+	// Required.
+	NodeID string
+	// ClusterID names the cluster. Members advertising another cluster ID
+	// are ignored. Required.
+	ClusterID string
+	// BindAddr is the gossip bind address, "ip:port" (an IP address, not a
+	// host name). Port 0 picks a free port; the port actually bound is then
+	// advertised. Required.
+	BindAddr string
+	// AdvertiseAddr, if set, is the "ip:port" other members use to reach
+	// this node's gossip (for NAT or a wildcard bind). Port 0 means the
+	// bound port. Default: the bound address (for a wildcard bind,
+	// memberlist picks a private interface address).
+	AdvertiseAddr string
+	// RPCAddr is this node's replication (transport) address, "host:port",
+	// advertised to the other members in the node metadata. Required.
+	RPCAddr string
+	// Voter says whether this node is a voter (advertised in metadata; it
+	// is information for others, not a protocol decision).
+	Voter bool
+	// Join lists gossip addresses of existing members, joined at New. If
+	// none can be reached, New still succeeds (the first node of a cluster
+	// has nobody to join) and logs a warning; call Join later to retry.
+	Join []string
+	// SecretKey, if set, encrypts and authenticates gossip (AES, 16, 24 or
+	// 32 bytes). Members with another key cannot join.
+	SecretKey []byte
+	// Label is memberlist's label: gossip carrying another label is
+	// refused. At most 255 bytes. Default: ClusterID.
+	Label string
+	// Tuning sets the failure detector's timings. Zero fields take the
+	// values of LAN().
+	Tuning Tuning
+	// HintBuffer is the capacity of the Hints channel. When it is full the
+	// oldest hint is dropped. Default 64.
+	HintBuffer int
+	// Logger receives this package's logs and memberlist's (through a
+	// standard-library adapter that infers levels). Default: a null logger.
+	Logger hclog.Logger
+}
+
+// Tuning is memberlist's failure-detection and gossip timing. See
+// memberlist.Config for the detailed meaning of each field.
+//
+// How long failure detection takes: a dead node is probed within about
+// (number of members - 1) * ProbeInterval, declared suspect after
+// ProbeTimeout (plus indirect probes until the end of that ProbeInterval),
+// and dead after the suspicion timeout, SuspicionMult * ProbeInterval *
+// max(1, log10(members)) (memberlist may start it longer, up to 6 times,
+// and shorten it as other members confirm the suspicion).
+type Tuning struct {
+	// ProbeInterval is the time between failure probes.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long to wait for a probe's ack; must be below
+	// ProbeInterval.
+	ProbeTimeout time.Duration
+	// GossipInterval is the time between gossip rounds.
+	GossipInterval time.Duration
+	// SuspicionMult scales the suspicion timeout (see above); at least 1.
+	SuspicionMult int
+	// PushPullInterval is the time between full state syncs with a random
+	// member (it also repairs missed gossip, e.g. metadata updates).
+	PushPullInterval time.Duration
+	// GossipToTheDeadTime is how long a dead node still gets gossip (so it
+	// can refute its death).
+	GossipToTheDeadTime time.Duration
+	// TCPTimeout bounds TCP exchanges (join, push/pull, fallback probes).
+	TCPTimeout time.Duration
+	// BroadcastTimeout bounds how long SetLeader and Leave wait for their
+	// broadcast to go out.
+	BroadcastTimeout time.Duration
+}
+
+// LAN returns timings for a local network, memberlist's LAN defaults: a
+// crashed node is declared dead after roughly 5-10 s in a small cluster.
+func LAN() Tuning {
+	return Tuning{
+		ProbeInterval:       time.Second,
+		ProbeTimeout:        500 * time.Millisecond,
+		GossipInterval:      200 * time.Millisecond,
+		SuspicionMult:       4,
+		PushPullInterval:    30 * time.Second,
+		GossipToTheDeadTime: 30 * time.Second,
+		TCPTimeout:          10 * time.Second,
+		BroadcastTimeout:    5 * time.Second,
+	}
+}
+
+// FastForTests returns timings for tests and single-host clusters on
+// loopback: a crashed node of a three-node cluster is declared dead in
+// about 0.5 s (probe within 200 ms, 50 ms probe timeout, 200 ms
+// suspicion). On a loaded machine it may also suspect live nodes, which
+// then refute; the resulting spurious hints are harmless because hints are
+// advisory.
+func FastForTests() Tuning {
+	return Tuning{
+		ProbeInterval:       100 * time.Millisecond,
+		ProbeTimeout:        50 * time.Millisecond,
+		GossipInterval:      20 * time.Millisecond,
+		SuspicionMult:       2,
+		PushPullInterval:    time.Second,
+		GossipToTheDeadTime: time.Second,
+		TCPTimeout:          2 * time.Second,
+		BroadcastTimeout:    2 * time.Second,
+	}
+}
+
+// withDefaults fills t's zero fields from LAN().
+func (t Tuning) withDefaults() Tuning {
+	d := LAN()
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setDur(&t.ProbeInterval, d.ProbeInterval)
+	setDur(&t.ProbeTimeout, d.ProbeTimeout)
+	setDur(&t.GossipInterval, d.GossipInterval)
+	setDur(&t.PushPullInterval, d.PushPullInterval)
+	setDur(&t.GossipToTheDeadTime, d.GossipToTheDeadTime)
+	setDur(&t.TCPTimeout, d.TCPTimeout)
+	setDur(&t.BroadcastTimeout, d.BroadcastTimeout)
+	if t.SuspicionMult == 0 {
+		t.SuspicionMult = d.SuspicionMult
+	}
+	return t
+}
+
+// Validate checks c and returns an error wrapping ErrInvalidConfig that
+// names the first bad field. Defaults are applied first, so zero optional
+// fields are valid.
+func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	if c.NodeID == "" {
+		return bad("NodeID", "empty")
+	}
+	if c.ClusterID == "" {
+		return bad("ClusterID", "empty")
+	}
+	if _, _, err := splitIPPort(c.BindAddr); err != nil {
+		return bad("BindAddr", "%v", err)
+	}
+	if c.AdvertiseAddr != "" {
+		if _, _, err := splitIPPort(c.AdvertiseAddr); err != nil {
+			return bad("AdvertiseAddr", "%v", err)
+		}
+	}
+	if c.RPCAddr == "" {
+		return bad("RPCAddr", "empty")
+	}
+	if _, _, err := net.SplitHostPort(c.RPCAddr); err != nil {
+		return bad("RPCAddr", "%v", err)
+	}
+	for i, s := range c.Join {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return bad(fmt.Sprintf("Join[%d]", i), "%v", err)
+		}
+	}
+	switch len(c.SecretKey) {
+	case 0, 16, 24, 32:
+	default:
+		return bad("SecretKey", "%d bytes, want 16, 24 or 32", len(c.SecretKey))
+	}
+	if len(c.Label) > memberlist.LabelMaxSize {
+		return bad("Label", "%d bytes, limit %d", len(c.Label), memberlist.LabelMaxSize)
+	}
+	if c.Label == "" && len(c.ClusterID) > memberlist.LabelMaxSize {
+		return bad("ClusterID", "%d bytes is too long to be the default Label (limit %d); set Label",
+			len(c.ClusterID), memberlist.LabelMaxSize)
+	}
+	if c.HintBuffer < 0 {
+		return bad("HintBuffer", "negative")
+	}
+	t := c.Tuning.withDefaults()
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Tuning.ProbeInterval", t.ProbeInterval},
+		{"Tuning.ProbeTimeout", t.ProbeTimeout},
+		{"Tuning.GossipInterval", t.GossipInterval},
+		{"Tuning.PushPullInterval", t.PushPullInterval},
+		{"Tuning.GossipToTheDeadTime", t.GossipToTheDeadTime},
+		{"Tuning.TCPTimeout", t.TCPTimeout},
+		{"Tuning.BroadcastTimeout", t.BroadcastTimeout},
+	} {
+		if d.v < 0 {
+			return bad(d.name, "negative (%v)", d.v)
+		}
+	}
+	if t.SuspicionMult < 1 {
+		return bad("Tuning.SuspicionMult", "%d, want at least 1", t.SuspicionMult)
+	}
+	if t.ProbeTimeout >= t.ProbeInterval {
+		return bad("Tuning.ProbeTimeout", "%v, must be below ProbeInterval (%v)", t.ProbeTimeout, t.ProbeInterval)
+	}
+	meta := nodeMeta{NodeID: c.NodeID, ClusterID: c.ClusterID, RPCAddr: c.RPCAddr, Voter: c.Voter}
+	if _, err := meta.encode(); err != nil {
+		// Wrap both sentinels: it is a config error and a metadata-size one.
+		return fmt.Errorf("%w: NodeID/ClusterID/RPCAddr: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// splitIPPort parses "ip:port" with a literal IP (memberlist binds and
+// advertises IP addresses only).
+func splitIPPort(s string) (string, int, error) {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, err
+	}
+	if net.ParseIP(host) == nil {
+		return "", 0, fmt.Errorf("%q is not an IP address", host)
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return host, int(port), nil
+}
