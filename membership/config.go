@@ -81,6 +81,12 @@ type Tuning struct {
 	GossipToTheDeadTime time.Duration
 	// TCPTimeout bounds TCP exchanges (join, push/pull, fallback probes).
 	TCPTimeout time.Duration
+	// DeadNodeReclaimTime is how long a node must have been dead before a
+	// node with the same ID but another gossip address may take its place
+	// (a restart on a new port). Until then the newcomer is refused as a
+	// name conflict (logged by memberlist). A node that left gracefully
+	// may always be replaced at once.
+	DeadNodeReclaimTime time.Duration
 	// BroadcastTimeout bounds how long SetLeader and Leave wait for their
 	// broadcast to go out.
 	BroadcastTimeout time.Duration
@@ -97,6 +103,7 @@ func LAN() Tuning {
 		PushPullInterval:    30 * time.Second,
 		GossipToTheDeadTime: 30 * time.Second,
 		TCPTimeout:          10 * time.Second,
+		DeadNodeReclaimTime: 10 * time.Second,
 		BroadcastTimeout:    5 * time.Second,
 	}
 }
@@ -116,6 +123,7 @@ func FastForTests() Tuning {
 		PushPullInterval:    time.Second,
 		GossipToTheDeadTime: time.Second,
 		TCPTimeout:          2 * time.Second,
+		DeadNodeReclaimTime: 200 * time.Millisecond,
 		BroadcastTimeout:    2 * time.Second,
 	}
 }
@@ -134,6 +142,7 @@ func (t Tuning) withDefaults() Tuning {
 	setDur(&t.PushPullInterval, d.PushPullInterval)
 	setDur(&t.GossipToTheDeadTime, d.GossipToTheDeadTime)
 	setDur(&t.TCPTimeout, d.TCPTimeout)
+	setDur(&t.DeadNodeReclaimTime, d.DeadNodeReclaimTime)
 	setDur(&t.BroadcastTimeout, d.BroadcastTimeout)
 	if t.SuspicionMult == 0 {
 		t.SuspicionMult = d.SuspicionMult
@@ -199,6 +208,7 @@ func (c Config) Validate() error {
 		{"Tuning.PushPullInterval", t.PushPullInterval},
 		{"Tuning.GossipToTheDeadTime", t.GossipToTheDeadTime},
 		{"Tuning.TCPTimeout", t.TCPTimeout},
+		{"Tuning.DeadNodeReclaimTime", t.DeadNodeReclaimTime},
 		{"Tuning.BroadcastTimeout", t.BroadcastTimeout},
 	} {
 		if d.v < 0 {

@@ -175,6 +175,7 @@ func New(cfg Config) (*Membership, error) {
 	mc.PushPullInterval = t.PushPullInterval
 	mc.GossipToTheDeadTime = t.GossipToTheDeadTime
 	mc.TCPTimeout = t.TCPTimeout
+	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
 
 	list, err := memberlist.Create(mc)
 	if err != nil {

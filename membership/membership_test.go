@@ -340,3 +340,43 @@ func TestRefusedGossip(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartOnNewAddress: a node that crashed and restarts with the same
+// ID on a new gossip port and RPC address is taken back, with its new
+// addresses, and its leadership claim is hinted again.
+func TestRestartOnNewAddress(t *testing.T) {
+	a := start(t, fastConfig("a"))
+	b1 := start(t, fastConfig("b", a.GossipAddr()))
+	waitFor(t, "a sees b", func() bool { return allAlive(a, "a", "b") })
+	if err := b1.SetLeader("b", 3); err != nil {
+		t.Fatal(err)
+	}
+	waitHint(t, a, replica.Hint{Kind: replica.HintLeader, Node: "b", Epoch: 3})
+	if err := b1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitHint(t, a, replica.Hint{Kind: replica.HintNodeFailed, Node: "b", Epoch: 3})
+
+	cfg := fastConfig("b", a.GossipAddr())
+	cfg.RPCAddr = "127.0.0.1:29999"
+	b2 := start(t, cfg)
+	if b2.GossipAddr() == b1.GossipAddr() {
+		t.Fatalf("restart reused gossip address %s; the test needs a new one", b2.GossipAddr())
+	}
+	// The broadcast may time out while a still refuses the new address
+	// (DeadNodeReclaimTime); the metadata spreads regardless.
+	if err := b2.SetLeader("b", 4); err != nil {
+		if !errors.Is(err, ErrBroadcastTimeout) {
+			t.Fatal(err)
+		}
+		t.Logf("SetLeader: %v", err)
+	}
+	waitFor(t, "a takes b back at its new addresses", func() bool {
+		mem, ok := member(a, "b")
+		return ok && mem.Alive && mem.RPCAddr == cfg.RPCAddr && mem.GossipAddr == b2.GossipAddr()
+	})
+	waitHint(t, a, replica.Hint{Kind: replica.HintLeader, Node: "b", Epoch: 4})
+	if addr, _ := a.Resolve("b"); addr != cfg.RPCAddr {
+		t.Fatalf("Resolve(b) = %q, want the new %q", addr, cfg.RPCAddr)
+	}
+}
