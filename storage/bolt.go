@@ -1,0 +1,651 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// BoltOptions configures OpenBolt. The zero value is usable.
+type BoltOptions struct {
+	// NoSync skips fsync at commit. Writes then survive a process crash (they
+	// are in the page cache) but not a machine crash or power loss: a
+	// NoSync store may lose acknowledged writes and must not be used where
+	// durability matters. For tests and benchmarks only.
+	NoSync bool
+	// Timeout is how long OpenBolt waits for the file lock (default 1s).
+	Timeout time.Duration
+	// Logger receives the store's log lines (default: discarded). The store
+	// logs through Logger.Named("storage").
+	Logger hclog.Logger
+}
+
+// BoltStats are counters of a Bolt's writer, for tests and benchmarks.
+type BoltStats struct {
+	// Writes is the number of write calls the writer has answered.
+	Writes uint64
+	// Commits is the number of write transactions committed for them; with
+	// group commit it is at most Writes.
+	Commits uint64
+	// CleanupCommits is the number of transactions that deleted entries
+	// below the log start after a DeletePrefix.
+	CleanupCommits uint64
+}
+
+// Bucket and key names of the bbolt file.
+var (
+	bucketEntries = []byte("entries") // 8-byte BE offset → entry value (codec.go)
+	bucketEpochs  = []byte("epochs")  // 8-byte BE epoch → 8-byte BE start offset
+	bucketQuorum  = []byte("quorum")  // keyQuorum → quorum state (codec.go)
+	bucketMeta    = []byte("meta")
+
+	keyQuorum   = []byte("state")
+	keyFormat   = []byte("format")    // 1 byte: boltFormat
+	keyLogStart = []byte("log_start") // 8-byte BE
+	keyHW       = []byte("hw")        // 8-byte BE, absent until first checkpoint
+)
+
+const (
+	boltFormat = 1
+	// maxBatch bounds the write calls merged into one transaction.
+	maxBatch = 4096
+	// cleanupChunk is the number of entries one cleanup transaction deletes
+	// below the log start, so that a large DeletePrefix never holds the
+	// writer (and the appends waiting for it) for long.
+	cleanupChunk = 10000
+)
+
+// Bolt is a Store in one bbolt file.
+//
+// Every write call is handed to a single writer goroutine, which drains all
+// calls waiting at that moment and applies them in order in one bbolt
+// transaction, then answers each (group commit: one fsync for all of them).
+// A call that is invalid against the state left by the calls before it in
+// the same transaction fails alone and changes nothing. LEO, LogStart,
+// LastEpoch, EpochMap, EndOffsetForEpoch, QuorumState and HWCheckpoint are
+// answered from memory, updated after each commit; Entries uses a short read
+// transaction and copies the entries out.
+//
+// DeletePrefix moves the log start durably in one transaction; the entries
+// below it are then deleted by the writer in chunks between other writes
+// (and at the next open if the process stops first). They are never visible.
+type Bolt struct {
+	path  string
+	db    *bolt.DB
+	log   hclog.Logger
+	state atomic.Pointer[logState]
+
+	reqs    chan *request
+	closing chan struct{}
+	done    chan struct{} // closed when the writer has returned
+	closed  atomic.Bool
+
+	// cleanup is owned by the writer goroutine: entries below the log start
+	// remain to be deleted.
+	cleanup bool
+
+	writes, commits, cleanups atomic.Uint64
+}
+
+type request struct {
+	kind    memOpKind
+	entries []Entry
+	n       uint64
+	qs      QuorumState
+	done    chan error
+}
+
+// OpenBolt opens or creates the store at path. If another process (or
+// another Bolt in this process) holds the file, it waits up to
+// opts.Timeout and then returns an error wrapping ErrLocked. A file whose
+// metadata or epoch map is inconsistent returns an error wrapping
+// ErrCorrupt. Close the store to stop its writer goroutine.
+func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        opts.Timeout,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
+		NoSync:         opts.NoSync,
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+	}
+	b := &Bolt{
+		path:    path,
+		db:      db,
+		log:     opts.Logger.Named("storage"),
+		reqs:    make(chan *request, maxBatch),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	st, cleanup, err := b.load()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+	}
+	b.state.Store(st)
+	b.cleanup = cleanup
+	b.log.Debug("store opened", "path", path, "log_start", st.logStart, "leo", st.leo,
+		"last_epoch", st.lastEpoch(), "no_sync", opts.NoSync)
+	go b.run()
+	return b, nil
+}
+
+// load creates the buckets of a fresh file, or validates an existing one,
+// and returns its state; cleanup reports entries left below the log start.
+func (b *Bolt) load() (st *logState, cleanup bool, err error) {
+	st = &logState{}
+	err = b.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			if tx.Bucket(bucketEntries) != nil || tx.Bucket(bucketEpochs) != nil {
+				return fmt.Errorf("%w: metadata bucket missing", ErrCorrupt)
+			}
+			for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta} {
+				if _, err := tx.CreateBucket(name); err != nil {
+					return err
+				}
+			}
+			meta = tx.Bucket(bucketMeta)
+			if err := meta.Put(keyFormat, []byte{boltFormat}); err != nil {
+				return err
+			}
+			return meta.Put(keyLogStart, u64key(0))
+		}
+		eb, epb, qb := tx.Bucket(bucketEntries), tx.Bucket(bucketEpochs), tx.Bucket(bucketQuorum)
+		if eb == nil || epb == nil || qb == nil {
+			return fmt.Errorf("%w: bucket missing", ErrCorrupt)
+		}
+		if f := meta.Get(keyFormat); len(f) != 1 || f[0] != boltFormat {
+			return fmt.Errorf("%w: unknown store format %x", ErrCorrupt, f)
+		}
+		v := meta.Get(keyLogStart)
+		if len(v) != 8 {
+			return fmt.Errorf("%w: log start record of %d bytes", ErrCorrupt, len(v))
+		}
+		st.logStart = binary.BigEndian.Uint64(v)
+		if v := meta.Get(keyHW); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: HW checkpoint record of %d bytes", ErrCorrupt, len(v))
+			}
+			st.hw, st.hwOK = binary.BigEndian.Uint64(v), true
+		}
+		if v := qb.Get(keyQuorum); v != nil {
+			qs, err := decodeQuorumState(v)
+			if err != nil {
+				return err
+			}
+			st.quorum = qs
+		}
+		c := eb.Cursor()
+		st.leo = st.logStart
+		first, _ := c.First()
+		last, _ := c.Last()
+		if (first != nil && len(first) != 8) || (last != nil && len(last) != 8) {
+			return fmt.Errorf("%w: entry key of bad length", ErrCorrupt)
+		}
+		if last != nil && binary.BigEndian.Uint64(last) >= st.logStart {
+			st.leo = binary.BigEndian.Uint64(last) + 1
+		}
+		cleanup = first != nil && binary.BigEndian.Uint64(first) < st.logStart
+		err := epb.ForEach(func(k, v []byte) error {
+			if len(k) != 8 || len(v) != 8 {
+				return fmt.Errorf("%w: epoch map row of bad length", ErrCorrupt)
+			}
+			st.epochs = append(st.epochs, EpochStart{Epoch: binary.BigEndian.Uint64(k), StartOffset: binary.BigEndian.Uint64(v)})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := checkEpochs(st.epochs, st.logStart, st.leo); err != nil {
+			return err
+		}
+		if st.hwOK && st.hw > st.leo {
+			return fmt.Errorf("%w: HW checkpoint %d above LEO %d", ErrCorrupt, st.hw, st.leo)
+		}
+		// Cheap consistency checks: the first and last entries decode and
+		// carry the epoch the map gives for them, and there are as many
+		// keys between them as the offsets say (spot-checked at the ends).
+		if st.leo > st.logStart {
+			for _, off := range []uint64{st.logStart, st.leo - 1} {
+				v := eb.Get(u64key(off))
+				if v == nil {
+					return fmt.Errorf("%w: entry at offset %d missing", ErrCorrupt, off)
+				}
+				epoch, _, _, err := decodeEntry(v)
+				if err != nil {
+					return fmt.Errorf("entry at offset %d: %w", off, err)
+				}
+				if want := epochAt(st.epochs, off); epoch != want {
+					return fmt.Errorf("%w: entry at offset %d has epoch %d, epoch map says %d", ErrCorrupt, off, epoch, want)
+				}
+			}
+		}
+		return nil
+	})
+	return st, cleanup, err
+}
+
+// run is the writer goroutine.
+func (b *Bolt) run() {
+	defer close(b.done)
+	for {
+		if b.cleanup {
+			select {
+			case r := <-b.reqs:
+				b.commit(b.drain(r))
+			case <-b.closing:
+				return
+			default:
+				b.cleanupStep()
+			}
+			continue
+		}
+		select {
+		case r := <-b.reqs:
+			b.commit(b.drain(r))
+		case <-b.closing:
+			return
+		}
+	}
+}
+
+// drain collects r and every request already waiting.
+func (b *Bolt) drain(r *request) []*request {
+	batch := []*request{r}
+	for len(batch) < maxBatch {
+		select {
+		case r := <-b.reqs:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit applies batch in one transaction and answers every request.
+func (b *Bolt) commit(batch []*request) {
+	results := make([]error, len(batch))
+	st := b.state.Load()
+	changed, cleanup := false, false
+	err := func() error {
+		tx, err := b.db.Begin(true)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }() // no-op after Commit
+		eb := tx.Bucket(bucketEntries)
+		eb.FillPercent = 1.0 // entries are only appended at the end: pack pages full
+		for i, r := range batch {
+			next, reqErr, txErr := b.apply(tx, eb, st, r)
+			if txErr != nil {
+				return txErr
+			}
+			results[i] = reqErr
+			if reqErr == nil && next != st {
+				st, changed = next, true
+				cleanup = cleanup || r.kind == opDeletePrefix
+			}
+		}
+		if !changed {
+			return nil // nothing to write: no fsync
+		}
+		return tx.Commit()
+	}()
+	if err != nil {
+		b.log.Error("commit failed", "path", b.path, "writes", len(batch), "error", err)
+		err = fmt.Errorf("replog: store %s: commit: %w", b.path, err)
+		for i := range results {
+			results[i] = err
+		}
+	} else {
+		b.state.Store(st)
+		if changed {
+			b.commits.Add(1)
+		}
+		b.cleanup = b.cleanup || cleanup
+	}
+	b.writes.Add(uint64(len(batch)))
+	for i, r := range batch {
+		r.done <- results[i]
+	}
+}
+
+// apply validates r against st (the state left by the earlier requests of
+// the transaction) and writes it. It returns the new state (st itself if r
+// changes nothing), r's own error (r invalid: nothing written), or an error
+// of the transaction (everything fails).
+func (b *Bolt) apply(tx *bolt.Tx, eb *bolt.Bucket, st *logState, r *request) (next *logState, reqErr, txErr error) {
+	switch r.kind {
+	case opAppend:
+		if err := validateAppend(st, r.entries); err != nil {
+			return st, err, nil
+		}
+		if len(r.entries) == 0 {
+			return st, nil, nil
+		}
+		// bbolt keeps the key and value slices until commit: one buffer
+		// each for the whole call.
+		size := 0
+		for i := range r.entries {
+			size += encodedEntrySize(&r.entries[i])
+		}
+		keys := make([]byte, 8*len(r.entries))
+		vals := make([]byte, 0, size)
+		for i := range r.entries {
+			e := &r.entries[i]
+			k := keys[8*i : 8*i+8 : 8*i+8]
+			binary.BigEndian.PutUint64(k, e.Offset)
+			start := len(vals)
+			vals = appendEntry(vals, e)
+			if err := eb.Put(k, vals[start:len(vals):len(vals)]); err != nil {
+				return st, nil, err
+			}
+		}
+		next = st.afterAppend(r.entries)
+		return next, nil, writeEpochs(tx, st.epochs, next.epochs)
+	case opTruncate:
+		if noop, err := st.checkTruncate(r.n); noop || err != nil {
+			return st, err, nil
+		}
+		c := eb.Cursor()
+		from := u64key(r.n)
+		for k, _ := c.Seek(from); k != nil; k, _ = c.Seek(from) {
+			// Re-seek after each Delete: bbolt's cursor skips a key otherwise.
+			if err := c.Delete(); err != nil {
+				return st, nil, err
+			}
+		}
+		next = st.afterTruncate(r.n)
+		if err := writeEpochs(tx, st.epochs, next.epochs); err != nil {
+			return st, nil, err
+		}
+		if next.hw != st.hw {
+			b.log.Warn("truncation below the HW checkpoint; checkpoint lowered", "hw", st.hw, "to", next.hw)
+			return next, nil, tx.Bucket(bucketMeta).Put(keyHW, u64key(next.hw))
+		}
+		return next, nil, nil
+	case opDeletePrefix:
+		if noop, err := st.checkDeletePrefix(r.n); noop || err != nil {
+			return st, err, nil
+		}
+		next = st.afterDeletePrefix(r.n)
+		if err := tx.Bucket(bucketMeta).Put(keyLogStart, u64key(r.n)); err != nil {
+			return st, nil, err
+		}
+		return next, nil, writeEpochs(tx, st.epochs, next.epochs)
+	case opQuorum:
+		n := *st
+		n.quorum = r.qs
+		return &n, nil, tx.Bucket(bucketQuorum).Put(keyQuorum, encodeQuorumState(r.qs))
+	case opHW:
+		if err := st.checkHW(r.n); err != nil {
+			return st, err, nil
+		}
+		n := *st
+		n.hw, n.hwOK = r.n, true
+		return &n, nil, tx.Bucket(bucketMeta).Put(keyHW, u64key(r.n))
+	}
+	return st, nil, fmt.Errorf("storage: unknown request kind %d", r.kind)
+}
+
+// writeEpochs turns the epoch map on disk from old into cur.
+func writeEpochs(tx *bolt.Tx, old, cur []EpochStart) error {
+	if len(old) == len(cur) && (len(old) == 0 || (&old[0] == &cur[0])) {
+		return nil // unchanged (published slices are never mutated)
+	}
+	eb := tx.Bucket(bucketEpochs)
+	keep := make(map[uint64]uint64, len(cur))
+	for _, r := range cur {
+		keep[r.Epoch] = r.StartOffset
+	}
+	for _, r := range old {
+		s, ok := keep[r.Epoch]
+		if ok && s == r.StartOffset {
+			delete(keep, r.Epoch)
+			continue
+		}
+		if !ok {
+			if err := eb.Delete(u64key(r.Epoch)); err != nil {
+				return err
+			}
+		}
+	}
+	for e, s := range keep {
+		if err := eb.Put(u64key(e), u64key(s)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanupStep deletes up to cleanupChunk entries below the log start in one
+// transaction.
+func (b *Bolt) cleanupStep() {
+	done := false
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		logStart := tx.Bucket(bucketMeta).Get(keyLogStart)
+		c := tx.Bucket(bucketEntries).Cursor()
+		k, _ := c.First()
+		for n := 0; n < cleanupChunk && k != nil && string(k) < string(logStart); n++ {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			k, _ = c.First() // re-seek after Delete
+		}
+		done = k == nil || string(k) >= string(logStart)
+		return nil
+	})
+	if err != nil {
+		// Harmless for correctness (the entries are invisible); retried at
+		// the next open.
+		b.log.Error("deleting entries below the log start failed", "path", b.path, "error", err)
+		done = true
+	}
+	b.cleanups.Add(1)
+	b.cleanup = !done
+}
+
+// submit hands r to the writer and waits for its answer.
+func (b *Bolt) submit(r *request) error {
+	if !b.enqueue(r) {
+		return ErrClosed
+	}
+	return b.wait(r)
+}
+
+// enqueue queues r for the writer; false if the store is closing.
+func (b *Bolt) enqueue(r *request) bool {
+	r.done = make(chan error, 1)
+	if b.closed.Load() {
+		return false
+	}
+	select {
+	case b.reqs <- r:
+		return true
+	case <-b.closing:
+		return false
+	}
+}
+
+// wait returns r's answer, or ErrClosed if the writer stopped without
+// taking r (it answers every request it takes before it stops).
+func (b *Bolt) wait(r *request) error {
+	select {
+	case err := <-r.done:
+		return err
+	case <-b.done:
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+// Append implements Store.
+func (b *Bolt) Append(entries []Entry) error {
+	return b.submit(&request{kind: opAppend, entries: entries})
+}
+
+// TruncateSuffix implements Store.
+func (b *Bolt) TruncateSuffix(from uint64) error {
+	return b.submit(&request{kind: opTruncate, n: from})
+}
+
+// DeletePrefix implements Store.
+func (b *Bolt) DeletePrefix(upTo uint64) error {
+	return b.submit(&request{kind: opDeletePrefix, n: upTo})
+}
+
+// SetQuorumState implements Store.
+func (b *Bolt) SetQuorumState(s QuorumState) error {
+	return b.submit(&request{kind: opQuorum, qs: s})
+}
+
+// SetHWCheckpoint implements Store.
+func (b *Bolt) SetHWCheckpoint(hw uint64) error {
+	return b.submit(&request{kind: opHW, n: hw})
+}
+
+// Entries implements Store.
+func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	tx, err := b.db.Begin(false)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return nil, ErrClosed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replog: store %s: %w", b.path, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// Bounds from the transaction's own snapshot, not the cache, so that a
+	// concurrent write cannot make them disagree with what the cursor sees.
+	logStart := binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keyLogStart))
+	c := tx.Bucket(bucketEntries).Cursor()
+	leo := logStart
+	if k, _ := c.Last(); k != nil && binary.BigEndian.Uint64(k) >= logStart {
+		leo = binary.BigEndian.Uint64(k) + 1
+	}
+	if from == leo {
+		return nil, nil
+	}
+	if from < logStart || from > leo {
+		return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, from, logStart, leo)
+	}
+	type raw struct {
+		epoch uint64
+		typ   EntryType
+		data  []byte // aliases the mmap until the transaction ends
+	}
+	var got []raw
+	size := 0
+	off := from
+	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
+		if maxCount > 0 && len(got) >= maxCount {
+			break
+		}
+		if len(k) != 8 || binary.BigEndian.Uint64(k) != off {
+			return nil, fmt.Errorf("replog: store %s: %w: entry at offset %d missing", b.path, ErrCorrupt, off)
+		}
+		epoch, typ, data, err := decodeEntry(v)
+		if err != nil {
+			return nil, fmt.Errorf("replog: store %s: entry at offset %d: %w", b.path, off, err)
+		}
+		if len(got) > 0 && size+len(data) > maxBytes {
+			break
+		}
+		size += len(data)
+		got = append(got, raw{epoch, typ, data})
+		off++
+	}
+	// One allocation for all payloads; each Data is capped so that an
+	// append by the caller cannot overwrite the next entry's.
+	arena := make([]byte, 0, size)
+	out := make([]Entry, len(got))
+	for i, r := range got {
+		start := len(arena)
+		arena = append(arena, r.data...)
+		out[i] = Entry{Offset: from + uint64(i), Epoch: r.epoch, Type: r.typ, Data: arena[start:len(arena):len(arena)]}
+	}
+	return out, nil
+}
+
+// LEO implements Store.
+func (b *Bolt) LEO() uint64 { return b.state.Load().leo }
+
+// LogStart implements Store.
+func (b *Bolt) LogStart() uint64 { return b.state.Load().logStart }
+
+// LastEpoch implements Store.
+func (b *Bolt) LastEpoch() uint64 { return b.state.Load().lastEpoch() }
+
+// EndOffsetForEpoch implements Store.
+func (b *Bolt) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
+	return b.state.Load().endOffsetForEpoch(epoch)
+}
+
+// EpochMap implements Store.
+func (b *Bolt) EpochMap() []EpochStart { return cloneEpochs(b.state.Load().epochs) }
+
+// QuorumState implements Store.
+func (b *Bolt) QuorumState() (QuorumState, error) {
+	if b.closed.Load() {
+		return QuorumState{}, ErrClosed
+	}
+	return b.state.Load().quorum, nil
+}
+
+// HWCheckpoint implements Store.
+func (b *Bolt) HWCheckpoint() (uint64, bool, error) {
+	if b.closed.Load() {
+		return 0, false, ErrClosed
+	}
+	st := b.state.Load()
+	return st.hw, st.hwOK, nil
+}
+
+// Stats returns the writer's counters.
+func (b *Bolt) Stats() BoltStats {
+	return BoltStats{Writes: b.writes.Load(), Commits: b.commits.Load(), CleanupCommits: b.cleanups.Load()}
+}
+
+// Path returns the file the store was opened on.
+func (b *Bolt) Path() string { return b.path }
+
+// Close stops the writer (after the transaction in progress, if any),
+// closes the file and releases its lock. Write calls waiting or made later
+// return ErrClosed; closing twice returns ErrClosed.
+func (b *Bolt) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	close(b.closing)
+	<-b.done
+	if err := b.db.Close(); err != nil {
+		return fmt.Errorf("replog: close store %s: %w", b.path, err)
+	}
+	return nil
+}
+
+var _ Store = (*Bolt)(nil)

@@ -1,0 +1,62 @@
+package storage_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/storage/storagetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func openBolt(t *testing.T, dir string, noSync bool) *storage.Bolt {
+	t.Helper()
+	b, err := storage.OpenBolt(filepath.Join(dir, "log.db"), storage.BoltOptions{NoSync: noSync})
+	if err != nil {
+		t.Fatalf("OpenBolt: %v", err)
+	}
+	return b
+}
+
+func boltHarness(noSync bool) storagetest.Harness {
+	return storagetest.Harness{
+		Open: func(t *testing.T, dir string) storage.Store { return openBolt(t, dir, noSync) },
+		Reopen: func(t *testing.T, s storage.Store, dir string) storage.Store {
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return openBolt(t, dir, noSync)
+		},
+	}
+}
+
+func TestBoltContract(t *testing.T) {
+	storagetest.Run(t, boltHarness(false))
+}
+
+func TestMemoryContract(t *testing.T) {
+	storagetest.Run(t, storagetest.Harness{
+		Open:   func(t *testing.T, dir string) storage.Store { return storage.NewMemory() },
+		Reopen: func(t *testing.T, s storage.Store, dir string) storage.Store { return s.(*storage.Memory).Crash() },
+	})
+}
+
+// The deferred-durability Memory keeps the contract when synced before
+// every restart.
+func TestMemoryDeferredContract(t *testing.T) {
+	storagetest.Run(t, storagetest.Harness{
+		Open: func(t *testing.T, dir string) storage.Store { return storage.NewMemoryDeferred() },
+		Reopen: func(t *testing.T, s storage.Store, dir string) storage.Store {
+			m := s.(*storage.Memory)
+			if err := m.Sync(); err != nil {
+				t.Fatalf("Sync: %v", err)
+			}
+			return m.Crash()
+		},
+	})
+}

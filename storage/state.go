@@ -1,0 +1,177 @@
+package storage
+
+import (
+	"fmt"
+	"sort"
+)
+
+// logState is the small part of a store's state that both implementations
+// keep in memory: offsets, the epoch map, the quorum state and the HW
+// checkpoint. A published logState is never mutated (its epochs slice
+// included), so readers may hold it without locks; writers build a new one.
+type logState struct {
+	logStart uint64
+	leo      uint64
+	epochs   []EpochStart
+	quorum   QuorumState
+	hw       uint64
+	hwOK     bool
+}
+
+func (s *logState) lastEpoch() uint64 {
+	if len(s.epochs) == 0 {
+		return 0
+	}
+	return s.epochs[len(s.epochs)-1].Epoch
+}
+
+// validateAppend checks entries against s (see Store.Append). It allows an
+// empty slice.
+func validateAppend(s *logState, entries []Entry) error {
+	last := s.lastEpoch()
+	for i := range entries {
+		e := &entries[i]
+		if want := s.leo + uint64(i); e.Offset != want {
+			return fmt.Errorf("%w: entry %d has offset %d, want %d", ErrInvalidAppend, i, e.Offset, want)
+		}
+		if e.Epoch == 0 {
+			return fmt.Errorf("%w: entry at offset %d has epoch 0 (epochs start at 1)", ErrInvalidAppend, e.Offset)
+		}
+		if e.Epoch < last {
+			return fmt.Errorf("%w: entry at offset %d has epoch %d below epoch %d", ErrInvalidAppend, e.Offset, e.Epoch, last)
+		}
+		last = e.Epoch
+		if e.Type != EntryData && e.Type != EntryControl {
+			return fmt.Errorf("%w: entry at offset %d has %v", ErrInvalidAppend, e.Offset, e.Type)
+		}
+	}
+	return nil
+}
+
+// afterAppend returns the state after appending validated entries.
+func (s *logState) afterAppend(entries []Entry) *logState {
+	n := *s
+	if len(entries) == 0 {
+		return &n
+	}
+	last, copied := s.lastEpoch(), false
+	for i := range entries {
+		if e := &entries[i]; e.Epoch > last {
+			if !copied { // published slices are never mutated
+				n.epochs, copied = cloneEpochs(s.epochs), true
+			}
+			n.epochs = append(n.epochs, EpochStart{Epoch: e.Epoch, StartOffset: e.Offset})
+			last = e.Epoch
+		}
+	}
+	n.leo = s.leo + uint64(len(entries))
+	return &n
+}
+
+// checkTruncate validates TruncateSuffix(from); noop reports from ≥ LEO.
+func (s *logState) checkTruncate(from uint64) (noop bool, err error) {
+	if from >= s.leo {
+		return true, nil
+	}
+	if from < s.logStart {
+		return false, fmt.Errorf("%w: truncate to %d below log start %d", ErrOutOfRange, from, s.logStart)
+	}
+	return false, nil
+}
+
+// afterTruncate returns the state after a valid, non-noop TruncateSuffix.
+// An HW checkpoint above from is lowered to from, so that a checkpoint is
+// never above the LEO (the protocol never truncates below its HW; if it
+// does, that is its bug to report, and the store keeps its own invariant).
+func (s *logState) afterTruncate(from uint64) *logState {
+	n := *s
+	n.leo = from
+	if n.hwOK && n.hw > from {
+		n.hw = from
+	}
+	i := sort.Search(len(s.epochs), func(i int) bool { return s.epochs[i].StartOffset >= from })
+	n.epochs = s.epochs[:i:i]
+	return &n
+}
+
+// checkDeletePrefix validates DeletePrefix(upTo); noop reports upTo ≤ log start.
+func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
+	if upTo > s.leo {
+		return false, fmt.Errorf("%w: delete prefix up to %d above LEO %d", ErrOutOfRange, upTo, s.leo)
+	}
+	return upTo <= s.logStart, nil
+}
+
+// afterDeletePrefix returns the state after a valid, non-noop DeletePrefix.
+// Rows wholly below upTo go; the row covering upTo stays with its start
+// moved up to upTo (as Kafka's truncateFromStart does), so every row starts
+// at or above the log start.
+func (s *logState) afterDeletePrefix(upTo uint64) *logState {
+	n := *s
+	n.logStart = upTo
+	// i = index of the last row starting at or below upTo (the covering row).
+	i := sort.Search(len(s.epochs), func(i int) bool { return s.epochs[i].StartOffset > upTo }) - 1
+	if i < 0 {
+		return &n
+	}
+	rows := make([]EpochStart, len(s.epochs)-i)
+	copy(rows, s.epochs[i:])
+	rows[0].StartOffset = upTo
+	n.epochs = rows
+	return &n
+}
+
+// checkHW validates SetHWCheckpoint(hw).
+func (s *logState) checkHW(hw uint64) error {
+	if hw > s.leo {
+		return fmt.Errorf("%w: HW checkpoint %d above LEO %d", ErrOutOfRange, hw, s.leo)
+	}
+	return nil
+}
+
+// endOffsetForEpoch implements Store.EndOffsetForEpoch on s.
+func (s *logState) endOffsetForEpoch(epoch uint64) (uint64, uint64) {
+	// i = index of the largest row with Epoch ≤ epoch.
+	i := sort.Search(len(s.epochs), func(i int) bool { return s.epochs[i].Epoch > epoch }) - 1
+	if i < 0 {
+		return 0, s.logStart
+	}
+	if i+1 < len(s.epochs) {
+		return s.epochs[i].Epoch, s.epochs[i+1].StartOffset
+	}
+	return s.epochs[i].Epoch, s.leo
+}
+
+// epochAt returns the epoch the map gives for offset (0 if no row covers it).
+func epochAt(epochs []EpochStart, offset uint64) uint64 {
+	i := sort.Search(len(epochs), func(i int) bool { return epochs[i].StartOffset > offset }) - 1
+	if i < 0 {
+		return 0
+	}
+	return epochs[i].Epoch
+}
+
+// checkEpochs validates the shape of an epoch map loaded from disk: epochs
+// and start offsets strictly increasing, every start within [logStart, leo].
+func checkEpochs(epochs []EpochStart, logStart, leo uint64) error {
+	for i, r := range epochs {
+		if r.Epoch == 0 {
+			return fmt.Errorf("%w: epoch map row %d has epoch 0", ErrCorrupt, i)
+		}
+		if r.StartOffset < logStart || r.StartOffset > leo {
+			return fmt.Errorf("%w: epoch map row (%d, %d) outside [%d, %d]", ErrCorrupt, r.Epoch, r.StartOffset, logStart, leo)
+		}
+		if i > 0 && (r.Epoch <= epochs[i-1].Epoch || r.StartOffset <= epochs[i-1].StartOffset) {
+			return fmt.Errorf("%w: epoch map rows (%d, %d) and (%d, %d) out of order", ErrCorrupt,
+				epochs[i-1].Epoch, epochs[i-1].StartOffset, r.Epoch, r.StartOffset)
+		}
+	}
+	return nil
+}
+
+func cloneEpochs(e []EpochStart) []EpochStart {
+	if len(e) == 0 {
+		return nil
+	}
+	return append([]EpochStart(nil), e...)
+}

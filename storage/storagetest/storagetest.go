@@ -1,0 +1,826 @@
+// Package storagetest holds the contract test suite every storage.Store
+// implementation must pass, and a consistency checker for stores.
+package storagetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/replog-io/replog/storage"
+)
+
+// Harness says how to get stores for the suite.
+type Harness struct {
+	// Open returns a fresh, empty store keeping its files (if any) in dir.
+	Open func(t *testing.T, dir string) storage.Store
+	// Reopen simulates a clean restart: it closes or abandons s (opened in
+	// dir) and returns a store with its durable state.
+	Reopen func(t *testing.T, s storage.Store, dir string) storage.Store
+	// BigLog is the number of entries used by the large prefix-delete test
+	// (0: 25000).
+	BigLog int
+}
+
+// Run runs the contract suite. The suite closes the stores it opens, except
+// those abandoned through Reopen.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"Empty", testEmpty},
+		{"AppendAndRead", testAppendAndRead},
+		{"ReadLimits", testReadLimits},
+		{"InvalidAppend", testInvalidAppend},
+		{"TruncateSuffix", testTruncateSuffix},
+		{"EndOffsetForEpoch", testEndOffsetForEpoch},
+		{"QuorumState", testQuorumState},
+		{"HWCheckpoint", testHWCheckpoint},
+		{"DeletePrefix", testDeletePrefix},
+		{"DeletePrefixAll", testDeletePrefixAll},
+		{"DeletePrefixBig", testDeletePrefixBig},
+		{"Reopen", testReopen},
+		{"Copies", testCopies},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"Closed", testClosed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+	}
+}
+
+// Payload returns the deterministic payload the suite writes at offset in
+// epoch, n bytes long.
+func Payload(offset, epoch uint64, n int) []byte {
+	p := make([]byte, n)
+	x := offset*0x9E3779B97F4A7C15 ^ epoch*0xC2B2AE3D27D4EB4F
+	for i := range p {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		p[i] = byte(x)
+	}
+	return p
+}
+
+// Batch returns count data entries starting at from in epoch, with payloads
+// from Payload of size bytes.
+func Batch(from uint64, count int, epoch uint64, size int) []storage.Entry {
+	es := make([]storage.Entry, count)
+	for i := range es {
+		off := from + uint64(i)
+		es[i] = storage.Entry{Offset: off, Epoch: epoch, Type: storage.EntryData, Data: Payload(off, epoch, size)}
+	}
+	return es
+}
+
+// CheckConsistent verifies s's invariants: every entry in [LogStart, LEO)
+// reads back and carries the epoch the epoch map gives for its offset, the
+// map is ordered, every row starts within [LogStart, LEO], and LastEpoch is
+// the last row's epoch.
+func CheckConsistent(s storage.Store) error {
+	m := s.EpochMap()
+	start, leo := s.LogStart(), s.LEO()
+	for i, r := range m {
+		if r.StartOffset < start || r.StartOffset > leo {
+			return fmt.Errorf("epoch map row %v outside [%d, %d]", r, start, leo)
+		}
+		if i > 0 && (r.Epoch <= m[i-1].Epoch || r.StartOffset <= m[i-1].StartOffset) {
+			return fmt.Errorf("epoch map rows %v and %v out of order", m[i-1], r)
+		}
+	}
+	if want := lastEpoch(m); s.LastEpoch() != want {
+		return fmt.Errorf("LastEpoch %d, epoch map says %d", s.LastEpoch(), want)
+	}
+	for off := start; off < leo; {
+		es, err := s.Entries(off, 1000, 1<<20)
+		if err != nil {
+			return fmt.Errorf("Entries(%d): %w", off, err)
+		}
+		if len(es) == 0 {
+			return fmt.Errorf("Entries(%d) returned nothing below LEO %d", off, leo)
+		}
+		for _, e := range es {
+			if e.Offset != off {
+				return fmt.Errorf("entry has offset %d, want %d", e.Offset, off)
+			}
+			if want := EpochAt(m, off); e.Epoch != want {
+				return fmt.Errorf("entry at offset %d has epoch %d, epoch map says %d", off, e.Epoch, want)
+			}
+			off++
+		}
+	}
+	return nil
+}
+
+// EpochAt returns the epoch m gives for offset (0 if no row covers it).
+func EpochAt(m []storage.EpochStart, offset uint64) uint64 {
+	e := uint64(0)
+	for _, r := range m {
+		if r.StartOffset > offset {
+			break
+		}
+		e = r.Epoch
+	}
+	return e
+}
+
+func lastEpoch(m []storage.EpochStart) uint64 {
+	if len(m) == 0 {
+		return 0
+	}
+	return m[len(m)-1].Epoch
+}
+
+// snapshot is everything observable about a store.
+type snapshot struct {
+	LogStart, LEO, LastEpoch uint64
+	Epochs                   []storage.EpochStart
+	Entries                  []storage.Entry
+	Quorum                   storage.QuorumState
+	HW                       uint64
+	HWOK                     bool
+}
+
+func snap(t *testing.T, s storage.Store) snapshot {
+	t.Helper()
+	sn := snapshot{LogStart: s.LogStart(), LEO: s.LEO(), LastEpoch: s.LastEpoch(), Epochs: s.EpochMap()}
+	for off := sn.LogStart; off < sn.LEO; {
+		es, err := s.Entries(off, 0, 1<<30)
+		if err != nil || len(es) == 0 {
+			t.Fatalf("Entries(%d) = %d entries, %v", off, len(es), err)
+		}
+		sn.Entries = append(sn.Entries, es...)
+		off += uint64(len(es))
+	}
+	var err error
+	if sn.Quorum, err = s.QuorumState(); err != nil {
+		t.Fatalf("QuorumState: %v", err)
+	}
+	if sn.HW, sn.HWOK, err = s.HWCheckpoint(); err != nil {
+		t.Fatalf("HWCheckpoint: %v", err)
+	}
+	return sn
+}
+
+func (a snapshot) diff(b snapshot) string {
+	switch {
+	case a.LogStart != b.LogStart || a.LEO != b.LEO || a.LastEpoch != b.LastEpoch:
+		return fmt.Sprintf("offsets (start %d, LEO %d, last epoch %d) != (%d, %d, %d)",
+			a.LogStart, a.LEO, a.LastEpoch, b.LogStart, b.LEO, b.LastEpoch)
+	case fmt.Sprint(a.Epochs) != fmt.Sprint(b.Epochs):
+		return fmt.Sprintf("epoch map %v != %v", a.Epochs, b.Epochs)
+	case a.Quorum != b.Quorum:
+		return fmt.Sprintf("quorum %+v != %+v", a.Quorum, b.Quorum)
+	case a.HW != b.HW || a.HWOK != b.HWOK:
+		return fmt.Sprintf("HW (%d, %v) != (%d, %v)", a.HW, a.HWOK, b.HW, b.HWOK)
+	case len(a.Entries) != len(b.Entries):
+		return fmt.Sprintf("%d entries != %d", len(a.Entries), len(b.Entries))
+	}
+	for i := range a.Entries {
+		x, y := a.Entries[i], b.Entries[i]
+		if x.Offset != y.Offset || x.Epoch != y.Epoch || x.Type != y.Type || !bytes.Equal(x.Data, y.Data) {
+			return fmt.Sprintf("entry %d: %+v != %+v", i, x, y)
+		}
+	}
+	return ""
+}
+
+func open(t *testing.T, h Harness) (storage.Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s := h.Open(t, dir)
+	return s, dir
+}
+
+func closeStore(t *testing.T, s storage.Store) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+func mustAppend(t *testing.T, s storage.Store, es []storage.Entry) {
+	t.Helper()
+	if err := s.Append(es); err != nil {
+		t.Fatalf("Append(%d entries at %d): %v", len(es), es[0].Offset, err)
+	}
+}
+
+func mustConsistent(t *testing.T, s storage.Store) {
+	t.Helper()
+	if err := CheckConsistent(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func expectErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+// buildLog appends entries 0..len(epochs)-1, entry i in epochs[i], payload
+// of 10 bytes.
+func buildLog(t *testing.T, s storage.Store, epochs ...uint64) {
+	t.Helper()
+	for i, e := range epochs {
+		mustAppend(t, s, Batch(uint64(i), 1, e, 10))
+	}
+}
+
+func testEmpty(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	if s.LEO() != 0 || s.LogStart() != 0 || s.LastEpoch() != 0 || len(s.EpochMap()) != 0 {
+		t.Fatalf("fresh store: LEO %d, start %d, last epoch %d, map %v", s.LEO(), s.LogStart(), s.LastEpoch(), s.EpochMap())
+	}
+	es, err := s.Entries(0, 10, 1000)
+	if err != nil || len(es) != 0 {
+		t.Fatalf("Entries(0) on empty = %v, %v", es, err)
+	}
+	_, err = s.Entries(1, 10, 1000)
+	expectErr(t, "Entries(1) on empty", err, storage.ErrOutOfRange)
+	for _, ep := range []uint64{0, 1, 7} {
+		if e, end := s.EndOffsetForEpoch(ep); e != 0 || end != 0 {
+			t.Fatalf("EndOffsetForEpoch(%d) on empty = (%d, %d), want (0, 0)", ep, e, end)
+		}
+	}
+	if q, err := s.QuorumState(); err != nil || q != (storage.QuorumState{}) {
+		t.Fatalf("QuorumState on empty = %+v, %v", q, err)
+	}
+	if hw, ok, err := s.HWCheckpoint(); err != nil || ok || hw != 0 {
+		t.Fatalf("HWCheckpoint on empty = %d, %v, %v", hw, ok, err)
+	}
+	if err := s.Append(nil); err != nil || s.LEO() != 0 {
+		t.Fatalf("Append(nil) = %v, LEO %d", err, s.LEO())
+	}
+	if err := s.TruncateSuffix(0); err != nil {
+		t.Fatalf("TruncateSuffix(0) on empty: %v", err)
+	}
+	if err := s.DeletePrefix(0); err != nil {
+		t.Fatalf("DeletePrefix(0) on empty: %v", err)
+	}
+}
+
+func testAppendAndRead(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	var want []storage.Entry
+	add := func(es []storage.Entry) {
+		mustAppend(t, s, es)
+		want = append(want, es...)
+	}
+	add(Batch(0, 3, 1, 10))
+	ctl := storage.Entry{Offset: 3, Epoch: 2, Type: storage.EntryControl}
+	add([]storage.Entry{ctl})
+	add(Batch(4, 3, 2, 0)) // empty payloads are fine
+	add(append(Batch(7, 2, 2, 5), Batch(9, 3, 5, 7)...))
+	if s.LEO() != 12 || s.LastEpoch() != 5 {
+		t.Fatalf("LEO %d, LastEpoch %d; want 12, 5", s.LEO(), s.LastEpoch())
+	}
+	wantMap := []storage.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 3}, {Epoch: 5, StartOffset: 9}}
+	if got := s.EpochMap(); fmt.Sprint(got) != fmt.Sprint(wantMap) {
+		t.Fatalf("EpochMap = %v, want %v", got, wantMap)
+	}
+	for from := uint64(0); from <= 12; from++ {
+		es, err := s.Entries(from, 0, 1<<20)
+		if err != nil {
+			t.Fatalf("Entries(%d): %v", from, err)
+		}
+		if len(es) != 12-int(from) {
+			t.Fatalf("Entries(%d) returned %d entries, want %d", from, len(es), 12-from)
+		}
+		for i, e := range es {
+			w := want[int(from)+i]
+			if e.Offset != w.Offset || e.Epoch != w.Epoch || e.Type != w.Type || !bytes.Equal(e.Data, w.Data) {
+				t.Fatalf("Entries(%d)[%d] = %+v, want %+v", from, i, e, w)
+			}
+		}
+	}
+	_, err := s.Entries(13, 10, 100)
+	expectErr(t, "Entries(13) with LEO 12", err, storage.ErrOutOfRange)
+	mustConsistent(t, s)
+}
+
+func testReadLimits(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	mustAppend(t, s, Batch(0, 1, 1, 100)) // a big first entry
+	mustAppend(t, s, Batch(1, 9, 1, 10))
+	cases := []struct {
+		from               uint64
+		maxCount, maxBytes int
+		want               int
+	}{
+		{0, 0, 1 << 20, 10},
+		{0, 3, 1 << 20, 3},
+		{0, 1, 1 << 20, 1},
+		{0, 10, 10, 1},  // the first entry is returned whole, above maxBytes
+		{0, 10, 0, 1},   // even with no byte budget
+		{0, 10, 110, 2}, // 100 + 10
+		{0, 10, 119, 2},
+		{0, 10, 120, 3},
+		{1, 10, 25, 2},
+		{1, 10, 30, 3},
+		{1, 2, 1000, 2},
+		{5, 0, 1000, 5},
+		{9, 5, 0, 1},
+	}
+	for _, c := range cases {
+		es, err := s.Entries(c.from, c.maxCount, c.maxBytes)
+		if err != nil {
+			t.Fatalf("Entries(%d, %d, %d): %v", c.from, c.maxCount, c.maxBytes, err)
+		}
+		if len(es) != c.want {
+			t.Fatalf("Entries(%d, %d, %d) returned %d entries, want %d", c.from, c.maxCount, c.maxBytes, len(es), c.want)
+		}
+		wantLen := 10
+		if c.from == 0 {
+			wantLen = 100
+		}
+		if es[0].Offset != c.from || len(es[0].Data) != wantLen {
+			t.Fatalf("Entries(%d, ...)[0] = offset %d, %d bytes", c.from, es[0].Offset, len(es[0].Data))
+		}
+	}
+}
+
+func testInvalidAppend(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	mustAppend(t, s, Batch(0, 3, 2, 10))
+	before := snap(t, s)
+	data := func(off, epoch uint64) storage.Entry {
+		return storage.Entry{Offset: off, Epoch: epoch, Type: storage.EntryData, Data: []byte("x")}
+	}
+	bad := map[string][]storage.Entry{
+		"gap":                {data(4, 2)},
+		"overlap":            {data(2, 2)},
+		"not contiguous":     {data(3, 2), data(5, 2)},
+		"epoch below last":   {data(3, 1)},
+		"epoch going down":   {data(3, 3), data(4, 2)},
+		"epoch zero":         {data(3, 0)},
+		"type zero":          {{Offset: 3, Epoch: 2, Type: 0}},
+		"unknown type":       {{Offset: 3, Epoch: 2, Type: 3}},
+		"bad entry last":     {data(3, 2), data(4, 3), {Offset: 5, Epoch: 3, Type: 9}},
+		"valid then gap":     {data(3, 4), data(4, 4), data(6, 4)},
+		"duplicate in batch": {data(3, 2), data(3, 2)},
+	}
+	for name, es := range bad {
+		err := s.Append(es)
+		expectErr(t, "Append "+name, err, storage.ErrInvalidAppend)
+		if d := snap(t, s).diff(before); d != "" {
+			t.Fatalf("invalid append %q changed the store: %s", name, d)
+		}
+	}
+	// The store still works.
+	mustAppend(t, s, Batch(3, 2, 4, 10))
+	mustConsistent(t, s)
+}
+
+func testTruncateSuffix(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	// epochs: 1 at 0..2, 3 at 3..5, 4 at 6..7, 7 at 8..9
+	buildLog(t, s, 1, 1, 1, 3, 3, 3, 4, 4, 7, 7)
+	if err := s.SetHWCheckpoint(9); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TruncateSuffix(10); err != nil || s.LEO() != 10 {
+		t.Fatalf("TruncateSuffix(LEO) = %v, LEO %d", err, s.LEO())
+	}
+	if err := s.TruncateSuffix(100); err != nil || s.LEO() != 10 {
+		t.Fatalf("TruncateSuffix(100) = %v, LEO %d", err, s.LEO())
+	}
+	if err := s.TruncateSuffix(7); err != nil {
+		t.Fatal(err)
+	}
+	if s.LEO() != 7 || s.LastEpoch() != 4 {
+		t.Fatalf("after TruncateSuffix(7): LEO %d, LastEpoch %d; want 7, 4", s.LEO(), s.LastEpoch())
+	}
+	want := "[{1 0} {3 3} {4 6}]"
+	if got := fmt.Sprint(s.EpochMap()); got != want {
+		t.Fatalf("EpochMap after TruncateSuffix(7) = %s, want %s", got, want)
+	}
+	if hw, ok, _ := s.HWCheckpoint(); !ok || hw > 7 {
+		t.Fatalf("HW checkpoint after truncation to 7 = %d, %v; want ≤ 7", hw, ok)
+	}
+	_, err := s.Entries(7, 10, 100)
+	if err != nil {
+		t.Fatalf("Entries(LEO) after truncation: %v", err)
+	}
+	_, err = s.Entries(8, 10, 100)
+	expectErr(t, "Entries(8) after truncation to 7", err, storage.ErrOutOfRange)
+	// Truncating at the exact start of an epoch removes its row.
+	if err := s.TruncateSuffix(6); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(s.EpochMap()); got != "[{1 0} {3 3}]" {
+		t.Fatalf("EpochMap after TruncateSuffix(6) = %s", got)
+	}
+	// A lower epoch than the one removed is fine again; a lower than the
+	// last remaining is not.
+	expectErr(t, "Append epoch 2 after epoch 3", s.Append(Batch(6, 1, 2, 10)), storage.ErrInvalidAppend)
+	mustAppend(t, s, Batch(6, 2, 5, 10))
+	if got := fmt.Sprint(s.EpochMap()); got != "[{1 0} {3 3} {5 6}]" {
+		t.Fatalf("EpochMap after re-append = %s", got)
+	}
+	mustConsistent(t, s)
+	s = h.Reopen(t, s, dir)
+	defer closeStore(t, s)
+	if got := fmt.Sprint(s.EpochMap()); got != "[{1 0} {3 3} {5 6}]" || s.LEO() != 8 {
+		t.Fatalf("after reopen: EpochMap %s, LEO %d", got, s.LEO())
+	}
+	es, err := s.Entries(6, 10, 1000)
+	if err != nil || len(es) != 2 || !bytes.Equal(es[0].Data, Payload(6, 5, 10)) {
+		t.Fatalf("re-appended entries after reopen: %v, %v", es, err)
+	}
+	if err := s.TruncateSuffix(0); err != nil || s.LEO() != 0 || len(s.EpochMap()) != 0 || s.LastEpoch() != 0 {
+		t.Fatalf("TruncateSuffix(0) = %v: LEO %d, map %v", err, s.LEO(), s.EpochMap())
+	}
+	mustConsistent(t, s)
+}
+
+func testEndOffsetForEpoch(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	// epochs: 2 at 0..3, 3 at 4..8, 6 at 9..11; LEO 12.
+	buildLog(t, s, 2, 2, 2, 2, 3, 3, 3, 3, 3, 6, 6, 6)
+	type want struct{ e, end uint64 }
+	cases := []struct {
+		asked uint64
+		want  want
+	}{
+		{0, want{0, 0}},     // below the first epoch: (0, log start)
+		{1, want{0, 0}},     // below the first epoch
+		{2, want{2, 4}},     // present: up to the next epoch's start
+		{3, want{3, 9}},     // present
+		{4, want{3, 9}},     // absent between 3 and 6 (KIP-279): largest ≤ asked
+		{5, want{3, 9}},     // absent between 3 and 6
+		{6, want{6, 12}},    // last epoch: LEO
+		{7, want{6, 12}},    // above the last: last epoch with LEO
+		{1000, want{6, 12}}, // far above
+	}
+	for _, c := range cases {
+		if e, end := s.EndOffsetForEpoch(c.asked); e != c.want.e || end != c.want.end {
+			t.Errorf("EndOffsetForEpoch(%d) = (%d, %d), want (%d, %d)", c.asked, e, end, c.want.e, c.want.end)
+		}
+	}
+	// After a prefix delete, below the first epoch gives the log start.
+	if err := s.DeletePrefix(5); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		asked uint64
+		want  want
+	}{{1, want{0, 5}}, {2, want{0, 5}}, {3, want{3, 9}}, {4, want{3, 9}}, {9, want{6, 12}}} {
+		if e, end := s.EndOffsetForEpoch(c.asked); e != c.want.e || end != c.want.end {
+			t.Errorf("after DeletePrefix(5): EndOffsetForEpoch(%d) = (%d, %d), want (%d, %d)", c.asked, e, end, c.want.e, c.want.end)
+		}
+	}
+}
+
+func testQuorumState(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	states := []storage.QuorumState{
+		{Epoch: 1, VotedFor: "n1"},
+		{Epoch: 1, VotedFor: "n1", LeaderID: "n1"},
+		{Epoch: 7, LeaderID: "nœud-3 ☃"},
+		{Epoch: 1 << 62, VotedFor: string(make([]byte, 300)), LeaderID: ""},
+	}
+	for _, q := range states {
+		if err := s.SetQuorumState(q); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.QuorumState(); err != nil || got != q {
+			t.Fatalf("QuorumState = %+v, %v; want %+v", got, err, q)
+		}
+	}
+	q := storage.QuorumState{Epoch: 9, VotedFor: "b", LeaderID: "c"}
+	if err := s.SetQuorumState(q); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen(t, s, dir)
+	defer closeStore(t, s)
+	if got, err := s.QuorumState(); err != nil || got != q {
+		t.Fatalf("QuorumState after reopen = %+v, %v; want %+v", got, err, q)
+	}
+}
+
+func testHWCheckpoint(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	expectErr(t, "SetHWCheckpoint(1) on empty log", s.SetHWCheckpoint(1), storage.ErrOutOfRange)
+	if err := s.SetHWCheckpoint(0); err != nil {
+		t.Fatal(err)
+	}
+	buildLog(t, s, 1, 1, 1, 1, 1)
+	expectErr(t, "SetHWCheckpoint(6) with LEO 5", s.SetHWCheckpoint(6), storage.ErrOutOfRange)
+	if hw, ok, err := s.HWCheckpoint(); err != nil || !ok || hw != 0 {
+		t.Fatalf("HWCheckpoint after refused set = %d, %v, %v; want 0, true", hw, ok, err)
+	}
+	for _, hw := range []uint64{3, 5, 4} { // it may move back: it is only a hint
+		if err := s.SetHWCheckpoint(hw); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := s.HWCheckpoint(); err != nil || !ok || got != hw {
+			t.Fatalf("HWCheckpoint = %d, %v, %v; want %d", got, ok, err, hw)
+		}
+	}
+	s = h.Reopen(t, s, dir)
+	defer closeStore(t, s)
+	if hw, ok, err := s.HWCheckpoint(); err != nil || !ok || hw != 4 {
+		t.Fatalf("HWCheckpoint after reopen = %d, %v, %v; want 4, true", hw, ok, err)
+	}
+}
+
+func testDeletePrefix(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	mustAppend(t, s, Batch(0, 30, 1, 10))
+	mustAppend(t, s, Batch(30, 30, 2, 10))
+	mustAppend(t, s, Batch(60, 40, 4, 10))
+	expectErr(t, "DeletePrefix(101) with LEO 100", s.DeletePrefix(101), storage.ErrOutOfRange)
+	if err := s.DeletePrefix(45); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if s.LogStart() != 45 || s.LEO() != 100 || s.LastEpoch() != 4 {
+			t.Fatalf("%s: start %d, LEO %d, last epoch %d; want 45, 100, 4", when, s.LogStart(), s.LEO(), s.LastEpoch())
+		}
+		m := s.EpochMap()
+		if len(m) != 2 || m[0].Epoch != 2 || m[0].StartOffset > 45 || m[1] != (storage.EpochStart{Epoch: 4, StartOffset: 60}) {
+			t.Fatalf("%s: epoch map %v, want the covering row of epoch 2 and (4, 60)", when, m)
+		}
+		for _, off := range []uint64{0, 29, 44} {
+			_, err := s.Entries(off, 10, 100)
+			expectErr(t, fmt.Sprintf("%s: Entries(%d) below log start", when, off), err, storage.ErrOutOfRange)
+		}
+		es, err := s.Entries(45, 0, 1<<20)
+		if err != nil || len(es) != 55 || es[0].Offset != 45 || !bytes.Equal(es[0].Data, Payload(45, 2, 10)) {
+			t.Fatalf("%s: Entries(45) = %d entries, %v", when, len(es), err)
+		}
+		if e, end := s.EndOffsetForEpoch(1); e != 0 || end != 45 {
+			t.Fatalf("%s: EndOffsetForEpoch(1) = (%d, %d), want (0, 45)", when, e, end)
+		}
+		if e, end := s.EndOffsetForEpoch(3); e != 2 || end != 60 {
+			t.Fatalf("%s: EndOffsetForEpoch(3) = (%d, %d), want (2, 60)", when, e, end)
+		}
+		mustConsistent(t, s)
+	}
+	check("after DeletePrefix(45)")
+	if err := s.DeletePrefix(40); err != nil {
+		t.Fatalf("DeletePrefix below log start: %v", err)
+	}
+	expectErr(t, "TruncateSuffix below log start", s.TruncateSuffix(44), storage.ErrOutOfRange)
+	check("after no-ops")
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	check("after reopen")
+	// Truncating to the log start empties the log and the map.
+	if err := s.TruncateSuffix(45); err != nil {
+		t.Fatal(err)
+	}
+	if s.LEO() != 45 || s.LogStart() != 45 || len(s.EpochMap()) != 0 {
+		t.Fatalf("after TruncateSuffix(log start): LEO %d, start %d, map %v", s.LEO(), s.LogStart(), s.EpochMap())
+	}
+	mustAppend(t, s, Batch(45, 5, 6, 10))
+	if got := fmt.Sprint(s.EpochMap()); got != "[{6 45}]" {
+		t.Fatalf("EpochMap = %s, want [{6 45}]", got)
+	}
+	mustConsistent(t, s)
+}
+
+func testDeletePrefixAll(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	mustAppend(t, s, Batch(0, 5, 1, 10))
+	mustAppend(t, s, Batch(5, 5, 3, 10))
+	if err := s.DeletePrefix(10); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if s.LogStart() != 10 || s.LEO() != 10 || s.LastEpoch() != 3 {
+			t.Fatalf("%s: start %d, LEO %d, last epoch %d; want 10, 10, 3", when, s.LogStart(), s.LEO(), s.LastEpoch())
+		}
+		if e, end := s.EndOffsetForEpoch(3); e != 3 || end != 10 {
+			t.Fatalf("%s: EndOffsetForEpoch(3) = (%d, %d), want (3, 10)", when, e, end)
+		}
+		if es, err := s.Entries(10, 10, 10); err != nil || len(es) != 0 {
+			t.Fatalf("%s: Entries(LEO) = %v, %v", when, es, err)
+		}
+		_, err := s.Entries(9, 10, 10)
+		expectErr(t, when+": Entries(9)", err, storage.ErrOutOfRange)
+	}
+	check("after DeletePrefix(LEO)")
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	check("after reopen")
+	expectErr(t, "Append epoch 2 below last epoch 3", s.Append(Batch(10, 1, 2, 10)), storage.ErrInvalidAppend)
+	mustAppend(t, s, Batch(10, 3, 3, 10))
+	mustAppend(t, s, Batch(13, 3, 4, 10))
+	if got := fmt.Sprint(s.EpochMap()); got != "[{3 10} {4 13}]" {
+		t.Fatalf("EpochMap = %s", got)
+	}
+	mustConsistent(t, s)
+}
+
+func testDeletePrefixBig(t *testing.T, h Harness) {
+	n := h.BigLog
+	if n == 0 {
+		n = 25000
+	}
+	s, dir := open(t, h)
+	mustAppend(t, s, Batch(0, n/2, 1, 8))
+	mustAppend(t, s, Batch(uint64(n/2), n-n/2, 2, 8))
+	upTo := uint64(n - 10)
+	if err := s.DeletePrefix(upTo); err != nil {
+		t.Fatal(err)
+	}
+	// Writes keep working while the deleted entries are cleaned up.
+	mustAppend(t, s, Batch(uint64(n), 10, 2, 8))
+	if err := s.DeletePrefix(upTo + 5); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen(t, s, dir)
+	defer closeStore(t, s)
+	if s.LogStart() != upTo+5 || s.LEO() != uint64(n+10) {
+		t.Fatalf("start %d, LEO %d; want %d, %d", s.LogStart(), s.LEO(), upTo+5, n+10)
+	}
+	if got := fmt.Sprint(s.EpochMap()); got != fmt.Sprintf("[{2 %d}]", upTo+5) {
+		t.Fatalf("EpochMap = %s", got)
+	}
+	mustConsistent(t, s)
+}
+
+func testReopen(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	mustAppend(t, s, Batch(0, 20, 1, 33))
+	mustAppend(t, s, []storage.Entry{{Offset: 20, Epoch: 2, Type: storage.EntryControl}})
+	mustAppend(t, s, Batch(21, 20, 2, 1000))
+	if err := s.TruncateSuffix(35); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, Batch(35, 10, 5, 7))
+	if err := s.DeletePrefix(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetQuorumState(storage.QuorumState{Epoch: 5, VotedFor: "a", LeaderID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHWCheckpoint(30); err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, s)
+	s = h.Reopen(t, s, dir)
+	if d := snap(t, s).diff(before); d != "" {
+		t.Fatalf("state changed across reopen: %s", d)
+	}
+	mustConsistent(t, s)
+	mustAppend(t, s, Batch(45, 5, 6, 7))
+	before = snap(t, s)
+	s = h.Reopen(t, s, dir)
+	defer closeStore(t, s)
+	if d := snap(t, s).diff(before); d != "" {
+		t.Fatalf("state changed across second reopen: %s", d)
+	}
+}
+
+func testCopies(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	in := Batch(0, 3, 1, 10)
+	mustAppend(t, s, in)
+	for i := range in { // the store must not keep the caller's slices
+		for j := range in[i].Data {
+			in[i].Data[j] ^= 0xff
+		}
+	}
+	es, err := s.Entries(0, 0, 1000)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("Entries = %d, %v", len(es), err)
+	}
+	for i, e := range es {
+		if !bytes.Equal(e.Data, Payload(uint64(i), 1, 10)) {
+			t.Fatalf("entry %d changed with the caller's slice after Append", i)
+		}
+	}
+	// Growing one returned Data must not overwrite the next one's.
+	_ = append(es[0].Data, 1, 2, 3, 4, 5)
+	for i := range es {
+		es[i].Data[0] ^= 0xff
+		es[i].Epoch = 99
+	}
+	es2, _ := s.Entries(0, 0, 1000)
+	for i, e := range es2 {
+		if !bytes.Equal(e.Data, Payload(uint64(i), 1, 10)) || e.Epoch != 1 {
+			t.Fatalf("entry %d changed after mutating a returned slice", i)
+		}
+	}
+	m := s.EpochMap()
+	m[0].Epoch = 42
+	if s.EpochMap()[0].Epoch != 1 {
+		t.Fatal("EpochMap changed after mutating a returned slice")
+	}
+}
+
+func testConcurrentAppends(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	const writers, each = 8, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+2)
+	stop := make(chan struct{})
+	// Readers run alongside (for the race detector and read-during-commit).
+	var rwg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				leo := s.LEO()
+				if leo == 0 {
+					continue
+				}
+				if _, err := s.Entries(leo-1, 10, 1000); err != nil {
+					errs <- fmt.Errorf("reader: Entries(%d): %w", leo-1, err)
+					return
+				}
+				_, _ = s.EndOffsetForEpoch(1)
+			}
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				data := []byte(fmt.Sprintf("w%d-%d", w, i))
+				for {
+					// Optimistic: whoever loses the race for the LEO retries.
+					leo := s.LEO()
+					err := s.Append([]storage.Entry{{Offset: leo, Epoch: 1, Type: storage.EntryData, Data: data}})
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, storage.ErrInvalidAppend) {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	rwg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if s.LEO() != writers*each {
+		t.Fatalf("LEO %d, want %d", s.LEO(), writers*each)
+	}
+	es, err := s.Entries(0, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range es {
+		if seen[string(e.Data)] {
+			t.Fatalf("payload %q stored twice", e.Data)
+		}
+		seen[string(e.Data)] = true
+	}
+	if len(seen) != writers*each {
+		t.Fatalf("%d distinct payloads, want %d", len(seen), writers*each)
+	}
+	mustConsistent(t, s)
+}
+
+func testClosed(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	mustAppend(t, s, Batch(0, 2, 1, 10))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expectErr(t, "Append after Close", s.Append(Batch(2, 1, 1, 1)), storage.ErrClosed)
+	expectErr(t, "TruncateSuffix after Close", s.TruncateSuffix(1), storage.ErrClosed)
+	expectErr(t, "DeletePrefix after Close", s.DeletePrefix(1), storage.ErrClosed)
+	expectErr(t, "SetQuorumState after Close", s.SetQuorumState(storage.QuorumState{Epoch: 1}), storage.ErrClosed)
+	expectErr(t, "SetHWCheckpoint after Close", s.SetHWCheckpoint(1), storage.ErrClosed)
+	_, err := s.Entries(0, 1, 1)
+	expectErr(t, "Entries after Close", err, storage.ErrClosed)
+	_, err = s.QuorumState()
+	expectErr(t, "QuorumState after Close", err, storage.ErrClosed)
+	_, _, err = s.HWCheckpoint()
+	expectErr(t, "HWCheckpoint after Close", err, storage.ErrClosed)
+	expectErr(t, "second Close", s.Close(), storage.ErrClosed)
+}
