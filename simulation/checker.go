@@ -1,0 +1,337 @@
+package simulation
+
+import (
+	"errors"
+
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// The checker. Every check is incremental (no per-step scan of a log):
+//
+//   - s.committed is the committed log as observed: whenever a node's HW
+//     passes the end of what that node was already checked against
+//     (node.checked), the entries in between are compared with
+//     s.committed, or appended to it if they are new. So no two replicas
+//     ever hold different entries below their HWs, and what a node held
+//     below its HW is never truncated.
+//   - A newly committed entry must be durable on a majority of voters.
+//   - One leader per epoch over the whole run; a new leader's log must hold
+//     the whole committed log (hence every acknowledged append).
+//   - HW never moves back within a process lifetime; HW ≤ LEO.
+//   - Acks: an append is acknowledged only when the acknowledging leader's
+//     HW covers it and its log holds the records at the acked offsets.
+//   - Votes: a granted vote is durable before it is sent, and a voter
+//     grants at most one candidate per epoch, over crashes too.
+
+// check runs the per-step invariants on the node an event touched.
+func (s *sim) check(nd *node) {
+	if s.err != nil || !nd.up {
+		return
+	}
+	st := nd.r.Status()
+	switch {
+	case !nd.voter && st.Role != replica.RoleObserver:
+		s.fail("%s is an observer but has role %s", nd.id, st.Role)
+		return
+	case nd.voter && st.Role == replica.RoleObserver:
+		s.fail("%s is a voter but has role observer", nd.id)
+		return
+	}
+	if st.Epoch < nd.epoch {
+		s.fail("%s: epoch went back from %d to %d", nd.id, nd.epoch, st.Epoch)
+		return
+	}
+	if st.LEO != uint64(len(nd.shadow)) {
+		s.fail("%s: core says LEO %d, its writes make the log end at %d", nd.id, st.LEO, len(nd.shadow))
+		return
+	}
+	if st.DurableLEO > st.LEO || st.DurableLEO > nd.store.LEO() {
+		s.fail("%s: durable LEO %d above LEO %d or store LEO %d", nd.id, st.DurableLEO, st.LEO, nd.store.LEO())
+		return
+	}
+	hw := st.HighWatermark
+	if hw < nd.hw {
+		s.fail("%s: HW moved back from %d to %d", nd.id, nd.hw, hw)
+		return
+	}
+	if hw > st.LEO {
+		s.fail("%s: HW %d above LEO %d", nd.id, hw, st.LEO)
+		return
+	}
+	nd.hw = hw
+	s.extend(nd, hw)
+	if st.Role == replica.RoleLeader {
+		if l, ok := s.leaders[st.Epoch]; ok && l != nd.idx {
+			s.fail("two leaders in epoch %d: %s and %s", st.Epoch, s.nodes[l].id, nd.id)
+			return
+		}
+		s.leaders[st.Epoch] = nd.idx
+		if nd.role != replica.RoleLeader || nd.epoch != st.Epoch {
+			nd.role, nd.epoch = st.Role, st.Epoch
+			s.becameLeader(nd)
+		}
+	}
+	nd.role, nd.epoch = st.Role, st.Epoch
+}
+
+// extend compares nd's log below hw with the committed log, growing the
+// committed log with what is new.
+func (s *sim) extend(nd *node, hw uint64) {
+	for o := nd.checked; o < hw && s.err == nil; o++ {
+		if o >= uint64(len(nd.shadow)) {
+			s.fail("%s: HW %d above its log end %d", nd.id, hw, len(nd.shadow))
+			return
+		}
+		k := nd.shadow[o]
+		if o < uint64(len(s.committed)) {
+			if k != s.committed[o] {
+				s.fail("%s: committed logs differ at offset %d: %s has %v below its HW %d, committed is %v",
+					nd.id, o, nd.id, k, hw, s.committed[o])
+			}
+			continue
+		}
+		s.checkMajority(nd, o, k)
+		s.committed = append(s.committed, k)
+	}
+	if nd.checked < hw {
+		nd.checked = hw
+	}
+}
+
+// checkMajority: an entry becoming committed must be durable, with the
+// same contents, on a majority of voters.
+func (s *sim) checkMajority(by *node, o uint64, k entryKey) {
+	n := 0
+	for _, nd := range s.nodes[:s.p.voters] {
+		st := nd.store
+		if o >= st.start && o < st.leo() && keyOf(st.entries[o-st.start]) == k {
+			n++
+		}
+	}
+	if n <= s.p.voters/2 {
+		s.fail("%s: offset %d %v became committed (HW %d) but is durable on only %d of %d voters",
+			by.id, o, k, by.hw, n, s.p.voters)
+	}
+}
+
+// becameLeader checks a new leader's log against the committed log (which
+// holds every acknowledged append) and, in the fault phase, may arrange a
+// crash soon after the election: the nastiest moment for a new epoch.
+func (s *sim) becameLeader(nd *node) {
+	s.tracef("%s LEADER of epoch %d (leo=%d)", nd.id, nd.epoch, len(nd.shadow))
+	if uint64(len(nd.shadow)) < uint64(len(s.committed)) {
+		s.fail("%s: leader of epoch %d has log end %d, below the committed log end %d", nd.id, nd.epoch, len(nd.shadow), len(s.committed))
+		return
+	}
+	for o, k := range s.committed {
+		if nd.shadow[o] != k {
+			s.fail("%s: leader of epoch %d has %v at offset %d, the committed entry is %v", nd.id, nd.epoch, nd.shadow[o], o, k)
+			return
+		}
+	}
+	for _, p := range s.ackedProps {
+		for i, rec := range p.records {
+			o := uint64(p.committedAt) + uint64(i)
+			if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != storage.EntryData {
+				s.fail("%s: leader of epoch %d lacks acknowledged record %q at offset %d", nd.id, nd.epoch, rec, o)
+				return
+			}
+		}
+	}
+	if s.phase != phaseFaults {
+		return
+	}
+	if s.rng.Float64() < s.p.crashNewLeaderProb {
+		s.schedule(s.between(0, 2*s.p.netMax+s.p.diskMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
+	}
+	if s.p.voters > 1 && s.rng.Float64() < s.p.crashFollowerOnElectProb {
+		f := s.nodes[s.rng.Intn(s.p.voters)]
+		if f != nd {
+			s.schedule(s.between(0, 2*s.p.netMax+s.p.diskMax), event{kind: evCrash, node: f.idx, inc: f.inc})
+		}
+	}
+}
+
+// checkSend checks what a message claims before it leaves its node.
+func (s *sim) checkSend(nd *node, m transport.Message) {
+	switch b := m.Body.(type) {
+	case *transport.VoteRequest:
+		if !nd.voter {
+			s.fail("observer %s asks for votes: %s", nd.id, m)
+		}
+	case *transport.VoteResponse:
+		if !nd.voter {
+			s.fail("observer %s answers a vote: %s", nd.id, m)
+			return
+		}
+		if !b.Granted || b.PreVote {
+			return
+		}
+		q, _ := nd.store.QuorumState()
+		if q.Epoch != b.Epoch || q.VotedFor != m.To {
+			s.fail("%s grants its vote in epoch %d to %s, but its durable quorum state is %+v", nd.id, b.Epoch, m.To, q)
+			return
+		}
+		g := s.grants[b.Epoch]
+		if g == nil {
+			g = map[int]int{}
+			s.grants[b.Epoch] = g
+		}
+		c := s.byID[m.To]
+		if prev, ok := g[nd.idx]; ok && prev != c {
+			s.fail("%s votes twice in epoch %d: for %s and %s", nd.id, b.Epoch, s.nodes[prev].id, m.To)
+			return
+		}
+		g[nd.idx] = c
+	case *transport.FetchRequest:
+		if nd.voter && b.FetchOffset > nd.store.LEO() {
+			s.fail("%s fetches with offset %d above its durable log end %d: the leader would count entries that a crash loses",
+				nd.id, b.FetchOffset, nd.store.LEO())
+		}
+	case *transport.AppendResponse:
+		if b.Error != transport.AppendOK {
+			return
+		}
+		o := b.FirstOffset
+		if o >= uint64(len(nd.shadow)) {
+			s.fail("%s answers append %d OK at offset %d beyond its log end %d", nd.id, b.RequestID, o, len(nd.shadow))
+			return
+		}
+		ref, ok := s.payloadOf[nd.shadow[o].data]
+		if !ok || ref.i != 0 || nd.shadow[o].typ != storage.EntryData {
+			s.fail("%s answers append %d OK at offset %d, which holds %v, not a proposal's first record", nd.id, b.RequestID, o, nd.shadow[o])
+			return
+		}
+		if ref.prop.node != s.byID[m.To] {
+			s.fail("%s answers append OK to %s, but offset %d holds a proposal of %s", nd.id, m.To, o, s.nodes[ref.prop.node].id)
+			return
+		}
+		s.declareCommitted(nd, ref.prop, o, "append response")
+	}
+}
+
+// onAck handles an Ack from the core.
+func (s *sim) onAck(nd *node, a replica.Ack) {
+	if a.ID == 0 || a.ID > uint64(len(s.proposals)) {
+		s.fail("%s acks unknown proposal %d", nd.id, a.ID)
+		return
+	}
+	p := s.proposals[a.ID-1]
+	if p.node != nd.idx || p.inc != nd.inc {
+		s.fail("%s (incarnation %d) acks proposal %d made on %s incarnation %d", nd.id, nd.inc, p.id, s.nodes[p.node].id, p.inc)
+		return
+	}
+	if p.acked {
+		s.fail("%s acks proposal %d twice", nd.id, p.id)
+		return
+	}
+	p.acked = true
+	if a.Err != nil {
+		s.tracef("%s ack id=%d err=%v", nd.id, a.ID, a.Err)
+		if !errors.Is(a.Err, replica.ErrNotLeader) && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
+			s.fail("%s acks proposal %d with unexpected error %v", nd.id, p.id, a.Err)
+		}
+		return
+	}
+	s.tracef("%s ack id=%d OK at %d", nd.id, a.ID, a.FirstOffset)
+	s.declareCommitted(nd, p, a.FirstOffset, "ack")
+}
+
+// declareCommitted checks a claim by nd that p's records are committed at
+// first, first+1, ...: either the claim was already checked when some
+// leader made it (then the offsets must agree), or nd's own HW must cover
+// the records and its log hold them.
+func (s *sim) declareCommitted(nd *node, p *proposal, first uint64, how string) {
+	if p.committedAt >= 0 {
+		if uint64(p.committedAt) != first {
+			s.fail("%s: %s says proposal %d is committed at %d, earlier it was at %d", nd.id, how, p.id, first, p.committedAt)
+		}
+		return
+	}
+	hw := nd.r.HighWatermark()
+	end := first + uint64(len(p.records))
+	if end > hw {
+		s.fail("%s: %s declares proposal %d committed at [%d, %d), but the HW is %d", nd.id, how, p.id, first, end, hw)
+		return
+	}
+	for i, rec := range p.records {
+		o := first + uint64(i)
+		if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != storage.EntryData {
+			s.fail("%s: %s declares proposal %d committed at %d, but offset %d does not hold %q", nd.id, how, p.id, first, o, rec)
+			return
+		}
+	}
+	if hw < nd.hw {
+		return // check() reports it
+	}
+	nd.hw = hw
+	s.extend(nd, hw)
+	p.committedAt = int64(first)
+	s.ackedProps = append(s.ackedProps, p)
+}
+
+// converged reports whether the quiet cluster has settled: every node up
+// with nothing pending, one leader, everyone in its epoch and following
+// it, every log and HW equal to the leader's log end.
+func (s *sim) converged() bool {
+	var leader *node
+	for _, nd := range s.nodes {
+		if !nd.up || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq {
+			return false
+		}
+		if nd.role == replica.RoleLeader {
+			if leader != nil {
+				return false
+			}
+			leader = nd
+		}
+	}
+	if leader == nil {
+		return false
+	}
+	lst := leader.r.Status()
+	if lst.Role != replica.RoleLeader || lst.HighWatermark != lst.LEO {
+		return false
+	}
+	for _, nd := range s.nodes {
+		if nd == leader {
+			continue
+		}
+		st := nd.r.Status()
+		if st.Epoch != lst.Epoch || st.LeaderID != leader.id || st.LEO != lst.LEO ||
+			st.DurableLEO != lst.LEO || st.HighWatermark != lst.LEO {
+			return false
+		}
+	}
+	return true
+}
+
+// finalCheck: after convergence every store holds exactly the committed
+// log, so every acknowledged append is readable on every node.
+func (s *sim) finalCheck() {
+	s.tracef("CONVERGED")
+	for _, nd := range s.nodes {
+		if nd.store.LEO() != uint64(len(s.committed)) {
+			s.fail("%s: converged with store LEO %d, committed log has %d entries", nd.id, nd.store.LEO(), len(s.committed))
+			return
+		}
+		for o := nd.store.LogStart(); o < nd.store.LEO(); o++ {
+			if k := keyOf(nd.store.entries[o-nd.store.start]); k != s.committed[o] {
+				s.fail("%s: converged with %v at offset %d, committed is %v", nd.id, k, o, s.committed[o])
+				return
+			}
+		}
+		for _, p := range s.ackedProps {
+			for i, rec := range p.records {
+				o := uint64(p.committedAt) + uint64(i)
+				es, err := nd.store.Entries(o, 1, 1<<20)
+				if err != nil || len(es) != 1 || string(es[0].Data) != rec {
+					s.fail("%s: acknowledged record %q at offset %d not readable: %v %v", nd.id, rec, o, es, err)
+					return
+				}
+			}
+		}
+	}
+}

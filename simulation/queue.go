@@ -1,0 +1,105 @@
+package simulation
+
+import (
+	"time"
+
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/transport"
+)
+
+// evKind says what an event does when it fires.
+type evKind uint8
+
+const (
+	evTick         evKind = iota + 1 // node's periodic Tick
+	evDeliver                        // a message arrives at its destination
+	evDisk                           // the node's disk finishes writes up to seq
+	evReport                         // the shell reports finished writes with Persisted
+	evPropose                        // workload: an append on a random node
+	evRead                           // workload: a read on a random node
+	evCrash                          // a node crashes
+	evRestart                        // a crashed node restarts
+	evCrashTimer                     // fault process: pick a node to crash
+	evPartitionTimer                 // fault process: start a partition
+	evHeal                           // a partition heals
+	evGossip                         // membership: gossip round for a node
+	evHint                           // a membership hint arrives
+	evFailHint                       // membership notices a crashed node
+)
+
+var evNames = [...]string{
+	evTick: "tick", evDeliver: "deliver", evDisk: "disk", evReport: "report",
+	evPropose: "propose", evRead: "read", evCrash: "crash", evRestart: "restart",
+	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
+	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint",
+}
+
+func (k evKind) String() string { return evNames[k] }
+
+// event is one scheduled happening. Events fire in (at, seq) order; seq is
+// a global counter, so equal times keep their scheduling order and the run
+// is a pure function of the seed.
+type event struct {
+	at   time.Duration
+	seq  uint64
+	kind evKind
+	node int
+	inc  int // the node's incarnation the event belongs to
+	wseq uint64
+	id   int // partition id for evHeal
+	msg  transport.Message
+	hint replica.Hint
+}
+
+// eventQueue is a binary min-heap of events by (at, seq). Hand-written
+// rather than container/heap to avoid interface conversions on the hot
+// path.
+type eventQueue struct{ h []event }
+
+func (q *eventQueue) less(i, j int) bool {
+	a, b := &q.h[i], &q.h[j]
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+func (q *eventQueue) len() int { return len(q.h) }
+
+func (q *eventQueue) push(e event) {
+	q.h = append(q.h, e)
+	i := len(q.h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q.h[i], q.h[p] = q.h[p], q.h[i]
+		i = p
+	}
+}
+
+func (q *eventQueue) pop() event {
+	top := q.h[0]
+	last := len(q.h) - 1
+	q.h[0] = q.h[last]
+	q.h[last] = event{}
+	q.h = q.h[:last]
+	i := 0
+	for {
+		l, r := 2*i+1, 2*i+2
+		m := i
+		if l < len(q.h) && q.less(l, m) {
+			m = l
+		}
+		if r < len(q.h) && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q.h[i], q.h[m] = q.h[m], q.h[i]
+		i = m
+	}
+	return top
+}

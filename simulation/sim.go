@@ -1,0 +1,984 @@
+// Package simulation holds replog's deterministic cluster simulator: whole
+// clusters of protocol cores (replica.Replica) driven single-threaded by a
+// discrete-event scheduler in simulated time, over a simulated network
+// (delays, drops, duplicates, reordering, partitions) and simulated disks
+// (random write latency, crashes that lose what was not yet durable), with
+// a workload of appends and reads, and an invariant checker run after
+// every event.
+//
+// One *rand.Rand seeded from Options.Seed drives every choice, including
+// the cores' own randomness, so a seed names one exact run: the same seed
+// always produces the same trace (see Result.Hash). A failure reports its
+// seed; rerunning that seed reproduces it.
+package simulation
+
+import (
+	"fmt"
+	"math/rand"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// Options configures one simulated run.
+type Options struct {
+	// Seed names the run.
+	Seed int64
+	// Steps is the number of events run with the workload on (default
+	// 2000). Faults are on for the first 70% of them; after the last step
+	// the workload stops and the run continues, fault-free, until the
+	// cluster has converged (or the convergence bound passes).
+	Steps int
+	// Trace, if set, receives one line per event and per action.
+	Trace func(line string)
+}
+
+// Result describes a finished run.
+type Result struct {
+	Seed int64
+	// Err is the first invariant violation (nil if none).
+	Err error
+	// Steps is the number of events processed, SimTime the simulated time
+	// the run covered.
+	Steps   int
+	SimTime time.Duration
+	// Hash is a hash of the whole trace: every event, message, write, ack
+	// and its time.
+	Hash uint64
+	// Cluster shape and counters, for logs.
+	Voters, Observers                 int
+	Proposals, Acked, Reads           int
+	Crashes, Partitions, LeaderEpochs int
+	CommittedLen                      int
+}
+
+// String summarises a result on one line.
+func (r Result) String() string {
+	return fmt.Sprintf("seed=%d voters=%d observers=%d steps=%d simtime=%v proposals=%d acked=%d reads=%d crashes=%d partitions=%d epochs=%d committed=%d hash=%016x",
+		r.Seed, r.Voters, r.Observers, r.Steps, r.SimTime, r.Proposals, r.Acked, r.Reads,
+		r.Crashes, r.Partitions, r.LeaderEpochs, r.CommittedLen, r.Hash)
+}
+
+// params are the per-seed knobs of a run.
+type params struct {
+	voters, observers int
+
+	fetchTimeout, electionTimeout, fetchMaxWait time.Duration
+	fetchMaxBytes                               int
+
+	tickMin, tickMax time.Duration
+
+	netMin, netMax    time.Duration
+	slowProb          float64
+	slowMax           time.Duration
+	dropProb, dupProb float64
+
+	diskMax         time.Duration
+	reportDelayProb float64
+
+	proposeEvery, readEvery time.Duration
+	maxRecords              int
+
+	crashEvery, partitionEvery time.Duration
+	downMax, healMax           time.Duration
+	crashLeaderProb            float64 // a crash timer picks the leader
+	crashNewLeaderProb         float64 // a new leader is crashed soon after its election
+	crashFollowerOnElectProb   float64 // a follower is crashed soon after an election
+	crashAfterAppendProb       float64 // the leader is crashed right after an append
+	gossipEvery                time.Duration
+}
+
+func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+
+func chooseParams(r *rand.Rand) params {
+	var p params
+	p.voters = 1 + r.Intn(5)
+	p.observers = r.Intn(3)
+	p.fetchTimeout = ms(80 + 80*r.Float64())
+	p.electionTimeout = ms(20 + 30*r.Float64())
+	p.fetchMaxWait = ms(10 + 30*r.Float64())
+	p.fetchMaxBytes = 1 << 20
+	if r.Intn(3) == 0 {
+		// Tiny responses: a follower needs several rounds to catch up.
+		p.fetchMaxBytes = 1 + r.Intn(64)
+	}
+	p.tickMin = ms(2 + 3*r.Float64())
+	p.tickMax = p.tickMin + ms(10*r.Float64())
+	p.netMin = ms(0.1)
+	p.netMax = ms(0.5 + 8*r.Float64())
+	p.slowProb = 0.05 * r.Float64()
+	p.slowMax = ms(20 + 60*r.Float64())
+	p.dropProb = 0.1 * r.Float64()
+	p.dupProb = 0.05 * r.Float64()
+	p.diskMax = ms(0.2 + 6*r.Float64())
+	p.reportDelayProb = 0.2 * r.Float64()
+	p.proposeEvery = ms(1 + 15*r.Float64())
+	p.readEvery = ms(2 + 15*r.Float64())
+	p.maxRecords = 1 + r.Intn(3)
+	p.crashEvery = ms(60 + 300*r.Float64())
+	p.partitionEvery = ms(60 + 300*r.Float64())
+	p.downMax = ms(20 + 300*r.Float64())
+	p.healMax = ms(20 + 400*r.Float64())
+	p.crashLeaderProb = 0.5 * r.Float64()
+	p.crashNewLeaderProb = 0.3 * r.Float64()
+	p.crashFollowerOnElectProb = 0.3 * r.Float64()
+	p.crashAfterAppendProb = 0.1 * r.Float64()
+	p.gossipEvery = ms(10 + 40*r.Float64())
+	return p
+}
+
+// Phases of a run.
+const (
+	phaseFaults   = iota // workload and faults
+	phaseCalm            // workload, no faults
+	phaseQuiesce         // no workload, no faults: wait for convergence
+)
+
+// convergeBound is the simulated time a cluster gets, after the workload
+// stops, to elect a leader and bring every replica to the same log and HW.
+const convergeBound = 10 * time.Second
+
+// simBase is the wall-clock origin of simulated time (any fixed instant).
+var simBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// entryKey is what the checker compares: an entry without its offset.
+type entryKey struct {
+	epoch uint64
+	typ   storage.EntryType
+	data  string
+}
+
+func keyOf(e storage.Entry) entryKey {
+	return entryKey{epoch: e.Epoch, typ: e.Type, data: string(e.Data)}
+}
+
+func (k entryKey) String() string {
+	return fmt.Sprintf("{epoch=%d %s %q}", k.epoch, k.typ, k.data)
+}
+
+// node is one simulated process: the core, its durable store and the
+// shell's state around it.
+type node struct {
+	idx   int
+	id    string
+	voter bool
+	up    bool
+	inc   int // incarnation: bumped at every restart
+	r     *replica.Replica
+	store *memStore
+
+	// pending holds writes the core asked for that are not yet durable, in
+	// Seq order. durableSeq is the last Seq applied to the store and
+	// reportedSeq the last one reported with Persisted, both in this
+	// incarnation; reportPending says an evReport is scheduled.
+	pending       []replica.Write
+	durableSeq    uint64
+	reportedSeq   uint64
+	reportPending bool
+
+	// shadow is the log as the core sees it: the store plus pending
+	// writes, applied when the core emits them.
+	shadow []entryKey
+
+	// Checker state. hw is the last HW seen in this process lifetime;
+	// checked is the prefix of shadow known to equal the committed log.
+	hw      uint64
+	checked uint64
+	role    replica.Role
+	epoch   uint64
+}
+
+// proposal is one Propose call of the workload.
+type proposal struct {
+	id      uint64
+	node    int
+	inc     int
+	records []string
+	acked   bool
+	// committedAt is the offset of the first record once some leader (or
+	// the proposing node) has declared it committed; -1 before.
+	committedAt int64
+}
+
+type sim struct {
+	opts  Options
+	p     params
+	rng   *rand.Rand
+	now   time.Duration
+	q     eventQueue
+	seq   uint64
+	steps int
+	phase int
+	hash  hasher
+	trace func(string)
+	err   error
+
+	nodes   []*node
+	byID    map[string]int
+	voters  []string
+	blocked [][]int // blocked[from][to] > 0: messages from→to are dropped
+
+	partitions map[int][][2]int
+	nextPart   int
+
+	quiesceAt time.Duration
+
+	// Checker state.
+	leaders     map[uint64]int             // epoch → leader node
+	grants      map[uint64]map[int]int     // epoch → voter → candidate it granted a vote to
+	committed   []entryKey                 // the committed log as observed so far
+	proposals   []*proposal                // by id-1
+	payloadOf   map[string]payloadRef      // payload → its proposal and record index
+	ackedProps  []*proposal                // proposals declared committed, in order
+	res         Result
+}
+
+type payloadRef struct {
+	prop *proposal
+	i    int
+}
+
+// Run runs one simulation. It never panics: a panic in the core is
+// reported in Result.Err with its stack.
+func Run(opts Options) (res Result) {
+	if opts.Steps <= 0 {
+		opts.Steps = 2000
+	}
+	s := &sim{
+		opts:       opts,
+		rng:        rand.New(rand.NewSource(opts.Seed)),
+		hash:       newHasher(),
+		trace:      opts.Trace,
+		byID:       map[string]int{},
+		partitions: map[int][][2]int{},
+		leaders:    map[uint64]int{},
+		grants:     map[uint64]map[int]int{},
+		payloadOf:  map[string]payloadRef{},
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.err = fmt.Errorf("panic at step %d (t=%v): %v\n%s", s.steps, s.now, v, debug.Stack())
+		}
+		res = s.result()
+	}()
+	s.p = chooseParams(s.rng)
+	s.setup()
+	s.loop()
+	return s.result()
+}
+
+func (s *sim) result() Result {
+	r := s.res
+	r.Seed = s.opts.Seed
+	r.Err = s.err
+	r.Steps = s.steps
+	r.SimTime = s.now
+	r.Hash = uint64(s.hash)
+	r.Voters = s.p.voters
+	r.Observers = s.p.observers
+	r.Proposals = len(s.proposals)
+	r.Acked = len(s.ackedProps)
+	r.LeaderEpochs = len(s.leaders)
+	r.CommittedLen = len(s.committed)
+	return r
+}
+
+func (s *sim) fail(format string, args ...any) {
+	if s.err != nil {
+		return
+	}
+	s.err = fmt.Errorf("step %d, t=%v: %s", s.steps, s.now, fmt.Sprintf(format, args...))
+	s.tracef("VIOLATION: %v", s.err)
+}
+
+func (s *sim) tracing() bool { return s.trace != nil }
+
+func (s *sim) tracef(format string, args ...any) {
+	if s.trace != nil {
+		s.trace(fmtDur(s.now) + " " + fmt.Sprintf(format, args...))
+	}
+}
+
+// between returns a uniform duration in [lo, hi].
+func (s *sim) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(s.rng.Int63n(int64(hi-lo)+1))
+}
+
+func (s *sim) schedule(after time.Duration, e event) {
+	e.at = s.now + after
+	s.seq++
+	e.seq = s.seq
+	s.q.push(e)
+}
+
+func (s *sim) setup() {
+	n := s.p.voters + s.p.observers
+	for i := 0; i < n; i++ {
+		nd := &node{idx: i, voter: i < s.p.voters, store: newMemStore()}
+		if nd.voter {
+			nd.id = fmt.Sprintf("v%d", i+1)
+			s.voters = append(s.voters, nd.id)
+		} else {
+			nd.id = fmt.Sprintf("o%d", i-s.p.voters+1)
+		}
+		s.byID[nd.id] = i
+		s.nodes = append(s.nodes, nd)
+	}
+	s.blocked = make([][]int, n)
+	for i := range s.blocked {
+		s.blocked[i] = make([]int, n)
+	}
+	s.tracef("cluster voters=%v observers=%d params=%+v", s.voters, s.p.observers, s.p)
+	for _, nd := range s.nodes {
+		s.start(nd)
+	}
+	s.schedule(s.between(0, s.p.proposeEvery), event{kind: evPropose})
+	s.schedule(s.between(0, s.p.readEvery), event{kind: evRead})
+	s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
+	s.schedule(s.between(0, 2*s.p.partitionEvery), event{kind: evPartitionTimer})
+}
+
+// start (re)starts a node's process on its durable store.
+func (s *sim) start(nd *node) {
+	nd.inc++
+	nd.up = true
+	nd.pending = nil
+	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
+	if nd.inc > 1 {
+		nd.store = nd.store.reopen()
+	}
+	// The core's view restarts from the durable log.
+	leo := nd.store.LEO()
+	if uint64(len(nd.shadow)) > leo {
+		nd.shadow = nd.shadow[:leo]
+	}
+	if nd.checked > leo {
+		nd.checked = leo
+	}
+	cfg := replica.Config{
+		ID:              nd.id,
+		Voters:          append([]string(nil), s.voters...),
+		FetchTimeout:    s.p.fetchTimeout,
+		ElectionTimeout: s.p.electionTimeout,
+		FetchMaxWait:    s.p.fetchMaxWait,
+		FetchMaxBytes:   s.p.fetchMaxBytes,
+		Rand:            rand.New(rand.NewSource(s.rng.Int63())),
+	}
+	s.hash.byte(0xA0)
+	s.hash.u64(uint64(nd.idx))
+	s.hash.u64(uint64(nd.inc))
+	r, err := replica.New(cfg, nd.store, simBase.Add(s.now))
+	if err != nil {
+		s.fail("%s: replica.New after restart %d: %v", nd.id, nd.inc-1, err)
+		nd.up = false
+		return
+	}
+	nd.r = r
+	st := r.Status()
+	nd.hw = st.HighWatermark
+	nd.role, nd.epoch = st.Role, st.Epoch
+	s.tracef("%s start inc=%d role=%s epoch=%d leo=%d hw=%d", nd.id, nd.inc, st.Role, st.Epoch, st.LEO, st.HighWatermark)
+	if st.LEO != leo || st.DurableLEO != leo {
+		s.fail("%s: restarted with LEO %d / durable LEO %d, store LEO is %d", nd.id, st.LEO, st.DurableLEO, leo)
+	}
+	if st.HighWatermark > leo {
+		s.fail("%s: restarted with HW %d above its LEO %d", nd.id, st.HighWatermark, leo)
+	}
+	s.schedule(s.between(0, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
+	s.schedule(s.between(0, s.p.gossipEvery), event{kind: evGossip, node: nd.idx, inc: nd.inc})
+	s.processReady(nd)
+	s.check(nd)
+}
+
+func (s *sim) crash(nd *node, why string) {
+	if !nd.up {
+		return
+	}
+	s.res.Crashes++
+	s.tracef("%s CRASH (%s): losing %d pending writes", nd.id, why, len(nd.pending))
+	s.hash.byte(0xA1)
+	s.hash.u64(uint64(nd.idx))
+	nd.up = false
+	nd.r = nil
+	nd.pending = nil
+	// Let the others' gossip notice, as memberlist would.
+	if s.phase == phaseFaults {
+		s.schedule(s.between(ms(5), ms(60)), event{kind: evFailHint, node: nd.idx})
+	}
+	s.schedule(s.between(ms(1), s.p.downMax), event{kind: evRestart, node: nd.idx, inc: nd.inc})
+}
+
+func (s *sim) loop() {
+	faultSteps := s.opts.Steps * 7 / 10
+	for s.err == nil {
+		if s.phase == phaseQuiesce {
+			if s.converged() {
+				s.finalCheck()
+				return
+			}
+			if s.now-s.quiesceAt > convergeBound {
+				s.fail("no convergence within %v of simulated time after the workload stopped:\n%s", convergeBound, s.dump())
+				return
+			}
+		}
+		if s.q.len() == 0 {
+			s.fail("event queue ran dry")
+			return
+		}
+		ev := s.q.pop()
+		s.now = ev.at
+		s.steps++
+		if s.phase == phaseFaults && s.steps >= faultSteps {
+			s.calm()
+		}
+		if s.phase == phaseCalm && s.steps >= s.opts.Steps {
+			s.phase = phaseQuiesce
+			s.quiesceAt = s.now
+			s.tracef("QUIESCE: workload stops")
+		}
+		s.hash.u64(uint64(ev.at))
+		s.hash.byte(byte(ev.kind))
+		s.hash.u64(uint64(ev.node))
+		s.dispatch(ev)
+	}
+}
+
+// calm ends the fault phase: partitions heal, crashed nodes restart, the
+// network stops dropping and duplicating.
+func (s *sim) calm() {
+	s.phase = phaseCalm
+	s.tracef("CALM: faults stop")
+	for from := range s.blocked {
+		for to := range s.blocked[from] {
+			s.blocked[from][to] = 0
+		}
+	}
+	clear(s.partitions)
+	for _, nd := range s.nodes {
+		if !nd.up {
+			s.start(nd)
+		}
+	}
+}
+
+func (s *sim) dispatch(ev event) {
+	switch ev.kind {
+	case evTick:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		nd.r.Tick(simBase.Add(s.now))
+		s.processReady(nd)
+		s.check(nd)
+		s.schedule(s.between(s.p.tickMin, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
+
+	case evDeliver:
+		s.deliver(ev)
+
+	case evDisk:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		s.diskDone(nd, ev.wseq)
+
+	case evReport:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		nd.reportPending = false
+		s.report(nd)
+
+	case evPropose:
+		if s.phase == phaseQuiesce {
+			return
+		}
+		s.propose()
+		s.schedule(s.between(0, 2*s.p.proposeEvery), event{kind: evPropose})
+
+	case evRead:
+		s.read()
+		if s.phase != phaseQuiesce {
+			s.schedule(s.between(0, 2*s.p.readEvery), event{kind: evRead})
+		}
+
+	case evCrash:
+		nd := s.nodes[ev.node]
+		if s.phase != phaseFaults || !nd.up || nd.inc != ev.inc {
+			return
+		}
+		s.crash(nd, "scheduled")
+
+	case evRestart:
+		nd := s.nodes[ev.node]
+		if nd.up || nd.inc != ev.inc {
+			return
+		}
+		s.start(nd)
+
+	case evCrashTimer:
+		if s.phase != phaseFaults {
+			return
+		}
+		s.crashTimer()
+		s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
+
+	case evPartitionTimer:
+		if s.phase != phaseFaults {
+			return
+		}
+		s.partition()
+		s.schedule(s.between(0, 2*s.p.partitionEvery), event{kind: evPartitionTimer})
+
+	case evHeal:
+		s.heal(ev.id)
+
+	case evGossip:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		s.gossip(nd)
+		s.schedule(s.between(s.p.gossipEvery/2, s.p.gossipEvery*3/2), event{kind: evGossip, node: nd.idx, inc: nd.inc})
+
+	case evFailHint:
+		s.gossipFailed(s.nodes[ev.node])
+
+	case evHint:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		s.hash.u64(uint64(ev.hint.Kind))
+		s.hash.str(ev.hint.Node)
+		s.hash.u64(ev.hint.Epoch)
+		s.tracef("%s hint kind=%d node=%s epoch=%d", nd.id, ev.hint.Kind, ev.hint.Node, ev.hint.Epoch)
+		nd.r.Hint(ev.hint)
+		s.processReady(nd)
+		s.check(nd)
+	}
+}
+
+// processReady takes the core's Ready and does what it asks, as the real
+// shell does: writes go to the simulated disk, messages to the simulated
+// network, acks to the workload.
+func (s *sim) processReady(nd *node) {
+	rd := nd.r.Ready()
+	for _, w := range rd.Writes {
+		s.hash.byte(0xB0)
+		s.hash.write(w)
+		if s.tracing() {
+			s.tracef("%s issue %s", nd.id, fmtWrite(w))
+		}
+		s.issueWrite(nd, w)
+	}
+	for _, m := range rd.Messages {
+		s.hash.byte(0xB1)
+		s.hash.msg(m)
+		s.send(nd, m)
+	}
+	for _, a := range rd.Acks {
+		s.hash.byte(0xB2)
+		s.hash.ack(a)
+		s.onAck(nd, a)
+	}
+}
+
+// issueWrite checks a write against the core's view of its log, applies it
+// to that view and queues it for the disk.
+func (s *sim) issueWrite(nd *node, w replica.Write) {
+	if n := len(nd.pending); n > 0 && w.Seq <= nd.pending[n-1].Seq || w.Seq <= nd.durableSeq {
+		s.fail("%s: write seq %d not increasing", nd.id, w.Seq)
+		return
+	}
+	switch w.Kind {
+	case replica.WriteAppend:
+		s.shadowAppend(nd, w.Entries)
+	case replica.WriteTruncate:
+		if w.Offset < nd.checked {
+			s.fail("%s: truncation to %d removes committed entries: the node held the committed log up to %d (its HW now %d)",
+				nd.id, w.Offset, nd.checked, nd.r.HighWatermark())
+			return
+		}
+		if w.Offset < uint64(len(nd.shadow)) {
+			nd.shadow = nd.shadow[:w.Offset]
+		}
+	case replica.WriteQuorumState, replica.WriteHWCheckpoint:
+	default:
+		s.fail("%s: unknown write kind %d", nd.id, w.Kind)
+		return
+	}
+	nd.pending = append(nd.pending, w)
+	s.schedule(s.between(0, s.p.diskMax), event{kind: evDisk, node: nd.idx, inc: nd.inc, wseq: w.Seq})
+}
+
+func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
+	for _, e := range es {
+		if e.Offset != uint64(len(nd.shadow)) {
+			s.fail("%s: append of offset %d, but its log ends at %d", nd.id, e.Offset, len(nd.shadow))
+			return
+		}
+		if n := len(nd.shadow); n > 0 && e.Epoch < nd.shadow[n-1].epoch {
+			s.fail("%s: epochs decrease along the log: offset %d has epoch %d after epoch %d", nd.id, e.Offset, e.Epoch, nd.shadow[n-1].epoch)
+			return
+		}
+		nd.shadow = append(nd.shadow, keyOf(e))
+	}
+}
+
+// diskDone makes every pending write up to seq durable, in order (a later
+// write never lands without the earlier ones), then reports it now or a
+// little later (the process may crash in between: durable but unreported).
+func (s *sim) diskDone(nd *node, seq uint64) {
+	n := 0
+	for n < len(nd.pending) && nd.pending[n].Seq <= seq {
+		w := nd.pending[n]
+		if err := s.apply(nd, w); err != nil {
+			s.fail("%s: store rejected %s: %v", nd.id, fmtWrite(w), err)
+			return
+		}
+		nd.durableSeq = w.Seq
+		n++
+	}
+	if n == 0 {
+		return // already done by an earlier completion (group commit)
+	}
+	s.tracef("%s durable up to w%d", nd.id, nd.durableSeq)
+	nd.pending = nd.pending[n:]
+	if nd.reportPending {
+		return
+	}
+	if s.rng.Float64() < s.p.reportDelayProb {
+		nd.reportPending = true
+		s.schedule(s.between(0, s.p.diskMax), event{kind: evReport, node: nd.idx, inc: nd.inc})
+		return
+	}
+	s.report(nd)
+}
+
+func (s *sim) report(nd *node) {
+	if nd.durableSeq <= nd.reportedSeq {
+		return
+	}
+	nd.reportedSeq = nd.durableSeq
+	s.hash.byte(0xB3)
+	s.hash.u64(nd.reportedSeq)
+	s.tracef("%s persisted(w%d)", nd.id, nd.reportedSeq)
+	nd.r.Persisted(nd.reportedSeq)
+	s.processReady(nd)
+	s.check(nd)
+}
+
+func (s *sim) apply(nd *node, w replica.Write) error {
+	st := nd.store
+	switch w.Kind {
+	case replica.WriteAppend:
+		return st.Append(w.Entries)
+	case replica.WriteTruncate:
+		return st.TruncateSuffix(w.Offset)
+	case replica.WriteQuorumState:
+		old, _ := st.QuorumState()
+		if w.Quorum.Epoch < old.Epoch {
+			s.fail("%s: durable epoch goes back from %d to %d", nd.id, old.Epoch, w.Quorum.Epoch)
+		} else if w.Quorum.Epoch == old.Epoch && old.VotedFor != "" && w.Quorum.VotedFor != old.VotedFor {
+			s.fail("%s: durable vote in epoch %d changes from %s to %q", nd.id, old.Epoch, old.VotedFor, w.Quorum.VotedFor)
+		}
+		return st.SetQuorumState(w.Quorum)
+	case replica.WriteHWCheckpoint:
+		return st.SetHWCheckpoint(w.Offset)
+	}
+	return fmt.Errorf("unknown write kind %d", w.Kind)
+}
+
+// send puts a message on the simulated network.
+func (s *sim) send(nd *node, m transport.Message) {
+	if s.tracing() {
+		s.tracef("%s send %s", nd.id, m)
+	}
+	to, ok := s.byID[m.To]
+	if !ok || m.From != nd.id {
+		s.fail("%s: message with bad addresses: %s", nd.id, m)
+		return
+	}
+	s.checkSend(nd, m)
+	if s.phase == phaseFaults && s.rng.Float64() < s.p.dropProb {
+		s.tracef("  dropped")
+		return
+	}
+	copies := 1
+	if s.phase == phaseFaults && s.rng.Float64() < s.p.dupProb {
+		copies = 2
+	}
+	for i := 0; i < copies; i++ {
+		d := s.between(s.p.netMin, s.p.netMax)
+		if s.rng.Float64() < s.p.slowProb {
+			d += s.between(0, s.p.slowMax)
+		}
+		// A message is tied to the receiver's incarnation: a restarted
+		// process has new connections and never sees what was sent to
+		// the old one.
+		s.schedule(d, event{kind: evDeliver, node: to, inc: s.nodes[to].inc, msg: m})
+	}
+}
+
+func (s *sim) deliver(ev event) {
+	nd := s.nodes[ev.node]
+	from := s.byID[ev.msg.From]
+	if s.blocked[from][nd.idx] > 0 {
+		s.tracef("%s lost (partition) %s", nd.id, ev.msg)
+		return
+	}
+	if !nd.up || nd.inc != ev.inc {
+		return
+	}
+	if s.tracing() {
+		s.tracef("%s recv %s", nd.id, ev.msg)
+	}
+	nd.r.Step(ev.msg)
+	s.processReady(nd)
+	s.check(nd)
+}
+
+// propose appends 1..maxRecords unique records on a random live node.
+func (s *sim) propose() {
+	nd := s.randomUp()
+	if nd == nil {
+		return
+	}
+	p := &proposal{id: uint64(len(s.proposals) + 1), node: nd.idx, inc: nd.inc, committedAt: -1}
+	s.proposals = append(s.proposals, p)
+	k := 1 + s.rng.Intn(s.p.maxRecords)
+	recs := make([][]byte, k)
+	for i := range recs {
+		d := fmt.Sprintf("p%d.%d", p.id, i)
+		p.records = append(p.records, d)
+		s.payloadOf[d] = payloadRef{prop: p, i: i}
+		recs[i] = []byte(d)
+	}
+	s.hash.byte(0xC0)
+	s.hash.u64(p.id)
+	s.hash.u64(uint64(k))
+	s.tracef("%s propose id=%d records=%d", nd.id, p.id, k)
+	nd.r.Propose(p.id, recs)
+	if s.phase == phaseFaults && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
+		s.schedule(s.between(0, s.p.diskMax+s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
+	}
+	s.processReady(nd)
+	s.check(nd)
+}
+
+// read reads committed entries from a random live node's store, as a
+// reader of the real Log does: only below the node's HW.
+func (s *sim) read() {
+	nd := s.randomUp()
+	if nd == nil {
+		return
+	}
+	hw := nd.r.HighWatermark()
+	start := nd.store.LogStart()
+	if hw <= start {
+		return
+	}
+	s.res.Reads++
+	from := start + uint64(s.rng.Int63n(int64(hw-start)))
+	n := 1 + s.rng.Intn(8)
+	if uint64(n) > hw-from {
+		n = int(hw - from)
+	}
+	es, err := nd.store.Entries(from, n, 1<<20)
+	s.hash.byte(0xC1)
+	s.hash.u64(from)
+	s.hash.entries(es)
+	if err != nil || len(es) != n {
+		s.fail("%s: reader at [%d, %d) below HW %d got %d entries, err %v (durable LEO %d): committed entries not readable",
+			nd.id, from, from+uint64(n), hw, len(es), err, nd.store.LEO())
+		return
+	}
+	for _, e := range es {
+		if e.Offset >= hw {
+			s.fail("%s: reader got offset %d at or above HW %d", nd.id, e.Offset, hw)
+			return
+		}
+		if e.Offset < uint64(len(s.committed)) && keyOf(e) != s.committed[e.Offset] {
+			s.fail("%s: reader got %v at offset %d, the committed entry is %v", nd.id, keyOf(e), e.Offset, s.committed[e.Offset])
+			return
+		}
+		if e.Offset >= uint64(len(s.committed)) {
+			s.fail("%s: reader got offset %d below HW %d, beyond the committed log %d", nd.id, e.Offset, hw, len(s.committed))
+			return
+		}
+	}
+}
+
+func (s *sim) randomUp() *node {
+	var up []*node
+	for _, nd := range s.nodes {
+		if nd.up {
+			up = append(up, nd)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	return up[s.rng.Intn(len(up))]
+}
+
+func (s *sim) crashTimer() {
+	var victim *node
+	if s.rng.Float64() < s.p.crashLeaderProb {
+		for _, nd := range s.nodes {
+			if nd.up && nd.role == replica.RoleLeader {
+				victim = nd
+			}
+		}
+	}
+	if victim == nil {
+		victim = s.randomUp()
+	}
+	if victim != nil {
+		s.crash(victim, "timer")
+	}
+}
+
+// partition starts one network fault: a symmetric split, a one-way block
+// or the isolation of a (leader) node; it heals later.
+func (s *sim) partition() {
+	n := len(s.nodes)
+	if n < 2 {
+		return
+	}
+	var pairs [][2]int
+	var desc string
+	switch s.rng.Intn(4) {
+	case 0: // symmetric split into two random groups
+		side := make([]bool, n)
+		for i := range side {
+			side[i] = s.rng.Intn(2) == 0
+		}
+		for a := 0; a < n; a++ {
+			for b := 0; b < n; b++ {
+				if side[a] != side[b] {
+					pairs = append(pairs, [2]int{a, b})
+				}
+			}
+		}
+		desc = fmt.Sprintf("split %v", side)
+	case 1: // one-way: a cannot send to b
+		a, b := s.rng.Intn(n), s.rng.Intn(n)
+		if a != b {
+			pairs = append(pairs, [2]int{a, b})
+		}
+		desc = fmt.Sprintf("one-way %s-/->%s", s.nodes[a].id, s.nodes[b].id)
+	case 2: // isolate the leader (or a random node), both ways or one way
+		v := s.rng.Intn(n)
+		for _, nd := range s.nodes {
+			if nd.up && nd.role == replica.RoleLeader {
+				v = nd.idx
+			}
+		}
+		dir := s.rng.Intn(3) // 0 both, 1 outbound only, 2 inbound only
+		for o := 0; o < n; o++ {
+			if o == v {
+				continue
+			}
+			if dir != 2 {
+				pairs = append(pairs, [2]int{v, o})
+			}
+			if dir != 1 {
+				pairs = append(pairs, [2]int{o, v})
+			}
+		}
+		desc = fmt.Sprintf("isolate %s dir=%d", s.nodes[v].id, dir)
+	case 3: // one-way set: a random node cannot hear from a random group
+		v := s.rng.Intn(n)
+		for o := 0; o < n; o++ {
+			if o != v && s.rng.Intn(2) == 0 {
+				pairs = append(pairs, [2]int{o, v})
+			}
+		}
+		desc = fmt.Sprintf("deafen %s", s.nodes[v].id)
+	}
+	if len(pairs) == 0 {
+		return
+	}
+	s.res.Partitions++
+	s.nextPart++
+	id := s.nextPart
+	s.partitions[id] = pairs
+	for _, p := range pairs {
+		s.blocked[p[0]][p[1]]++
+	}
+	s.hash.byte(0xC2)
+	s.hash.u64(uint64(len(pairs)))
+	s.tracef("PARTITION #%d %s", id, desc)
+	s.schedule(s.between(ms(1), s.p.healMax), event{kind: evHeal, id: id})
+}
+
+func (s *sim) heal(id int) {
+	pairs, ok := s.partitions[id]
+	if !ok {
+		return
+	}
+	delete(s.partitions, id)
+	for _, p := range pairs {
+		s.blocked[p[0]][p[1]]--
+	}
+	s.tracef("HEAL #%d", id)
+}
+
+// gossip models memberlist: the node hears, a little later, which node
+// claims to lead (possibly stale by then), and which nodes seem dead.
+func (s *sim) gossip(nd *node) {
+	for _, o := range s.nodes {
+		if o != nd && o.up && o.role == replica.RoleLeader && s.blocked[o.idx][nd.idx] == 0 {
+			s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: nd.idx, inc: nd.inc,
+				hint: replica.Hint{Kind: replica.HintLeader, Node: o.id, Epoch: o.epoch}})
+		}
+	}
+}
+
+// gossipFailed tells every live node that nd seems dead (it may be back by
+// the time they hear it: hints are advisory).
+func (s *sim) gossipFailed(nd *node) {
+	for _, o := range s.nodes {
+		if o != nd && o.up {
+			s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: o.idx, inc: o.inc,
+				hint: replica.Hint{Kind: replica.HintNodeFailed, Node: nd.id}})
+		}
+	}
+}
+
+func (s *sim) dump() string {
+	var b strings.Builder
+	for _, nd := range s.nodes {
+		if !nd.up {
+			fmt.Fprintf(&b, "  %s down\n", nd.id)
+			continue
+		}
+		st := nd.r.Status()
+		keys := make([]string, 0, len(st.RemoteLEO))
+		for k := range st.RemoteLEO {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var rl []string
+		for _, k := range keys {
+			rl = append(rl, fmt.Sprintf("%s:%d", k, st.RemoteLEO[k]))
+		}
+		fmt.Fprintf(&b, "  %s %s epoch=%d leader=%q voted=%q leo=%d durable=%d hw=%d pending=%d remote=[%s]\n",
+			nd.id, st.Role, st.Epoch, st.LeaderID, st.VotedFor, st.LEO, st.DurableLEO, st.HighWatermark,
+			len(nd.pending), strings.Join(rl, " "))
+	}
+	fmt.Fprintf(&b, "  committed=%d acked=%d", len(s.committed), len(s.ackedProps))
+	return b.String()
+}

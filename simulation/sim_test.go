@@ -1,0 +1,151 @@
+package simulation
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeeds   = flag.Int("sim.seeds", 300, "number of seeds TestSimulation runs")
+	flagSteps   = flag.Int("sim.steps", 2000, "workload steps (events) per seed")
+	flagSeed    = flag.Int64("sim.seed", -1, "run only this seed (with -sim.trace to print its trace)")
+	flagStart   = flag.Int64("sim.start", 1, "first seed TestSimulation runs")
+	flagTrace   = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
+	flagMaxFail = flag.Int("sim.maxfail", 3, "stop dispatching new seeds after this many failures")
+	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
+)
+
+// reproduce formats the command line that reruns one seed.
+func reproduce(seed int64, steps int) string {
+	cmd := fmt.Sprintf("go test ./simulation -run TestSimulation -sim.seed=%d", seed)
+	if steps != 2000 {
+		cmd += fmt.Sprintf(" -sim.steps=%d", steps)
+	}
+	if tags := buildTags(); tags != "" {
+		cmd = strings.Replace(cmd, "go test", "go test -tags "+tags, 1)
+	}
+	return cmd + " -v [-sim.trace]"
+}
+
+// explain reruns a failed seed with the trace on and returns the failure
+// with the end of its trace. A rerun that does not fail the same way is a
+// determinism bug in the simulator or the core, reported as such.
+func explain(t *testing.T, res Result, steps int) {
+	t.Helper()
+	tail := newRing(80)
+	again := Run(Options{Seed: res.Seed, Steps: steps, Trace: tail.add})
+	same := again.Err != nil && again.Err.Error() == res.Err.Error()
+	msg := fmt.Sprintf("seed %d FAILED: %v\n  %s\n  reproduce: %s", res.Seed, res.Err, res, reproduce(res.Seed, steps))
+	if !same {
+		msg += fmt.Sprintf("\n  NONDETERMINISTIC: the rerun ended with %v", again.Err)
+	}
+	t.Errorf("%s\n--- last events of seed %d ---\n%s", msg, res.Seed, tail)
+}
+
+func TestSimulation(t *testing.T) {
+	steps := *flagSteps
+	if *flagSeed >= 0 {
+		var trace func(string)
+		if *flagTrace {
+			trace = func(l string) { fmt.Println(l) }
+		}
+		res := Run(Options{Seed: *flagSeed, Steps: steps, Trace: trace})
+		t.Log(res)
+		if res.Err != nil {
+			if *flagTrace {
+				t.Fatalf("seed %d FAILED: %v", res.Seed, res.Err)
+			}
+			explain(t, res, steps)
+		}
+		return
+	}
+
+	workers := *flagWorkers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	n := *flagSeeds
+	start := time.Now()
+	var (
+		mu       sync.Mutex
+		failures []Result
+		done     int
+		total    Result
+	)
+	seeds := make(chan int64)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seed := range seeds {
+				res := Run(Options{Seed: seed, Steps: steps})
+				mu.Lock()
+				done++
+				total.Steps += res.Steps
+				total.Acked += res.Acked
+				total.Crashes += res.Crashes
+				total.Partitions += res.Partitions
+				total.LeaderEpochs += res.LeaderEpochs
+				if res.Err != nil {
+					failures = append(failures, res)
+				}
+				if n >= 2000 && done%1000 == 0 {
+					el := time.Since(start)
+					fmt.Fprintf(os.Stderr, "simulation: %d/%d seeds, %d failed, %v, %.0f seeds/min\n",
+						done, n, len(failures), el.Round(time.Second), float64(done)/el.Minutes())
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		mu.Lock()
+		stop := len(failures) >= *flagMaxFail
+		mu.Unlock()
+		if stop {
+			break
+		}
+		seeds <- *flagStart + int64(i)
+	}
+	close(seeds)
+	wg.Wait()
+	el := time.Since(start)
+	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min",
+		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
+		el.Round(time.Millisecond), float64(done)/el.Minutes())
+	sort.Slice(failures, func(i, j int) bool { return failures[i].Seed < failures[j].Seed })
+	for _, f := range failures {
+		explain(t, f, steps)
+	}
+	if done < n && len(failures) == 0 {
+		t.Errorf("ran only %d of %d seeds", done, n)
+	}
+}
+
+// TestDeterminism: one seed run twice gives the same trace hash, and
+// different seeds give different hashes.
+func TestDeterminism(t *testing.T) {
+	hashes := map[uint64]int64{}
+	for _, seed := range []int64{1, 2, 3, 42} {
+		a := Run(Options{Seed: seed, Steps: 1500})
+		b := Run(Options{Seed: seed, Steps: 1500})
+		if a.Hash != b.Hash || a.Steps != b.Steps || a.SimTime != b.SimTime {
+			t.Fatalf("seed %d: two runs differ: %s vs %s", seed, a, b)
+		}
+		if a.Steps < 1500 {
+			t.Fatalf("seed %d ran only %d steps: %s (%v)", seed, a.Steps, a, a.Err)
+		}
+		if prev, ok := hashes[a.Hash]; ok {
+			t.Fatalf("seeds %d and %d give the same hash %016x", prev, seed, a.Hash)
+		}
+		hashes[a.Hash] = seed
+	}
+}

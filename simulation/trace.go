@@ -1,0 +1,201 @@
+package simulation
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// hasher is FNV-1a over the binary form of everything that happens in a
+// run (events, messages, writes, acks, times). Two runs of one seed must
+// end with the same hash. It is fed field by field, without formatting, so
+// that hashing stays cheap enough to be on in every run.
+type hasher uint64
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func newHasher() hasher { return fnvOffset }
+
+func (h *hasher) byte(b byte) {
+	*h ^= hasher(b)
+	*h *= fnvPrime
+}
+
+func (h *hasher) u64(x uint64) {
+	for i := 0; i < 8; i++ {
+		h.byte(byte(x >> (8 * i)))
+	}
+}
+
+func (h *hasher) bool(b bool) {
+	if b {
+		h.byte(1)
+	} else {
+		h.byte(0)
+	}
+}
+
+func (h *hasher) str(s string) {
+	h.u64(uint64(len(s)))
+	for i := 0; i < len(s); i++ {
+		h.byte(s[i])
+	}
+}
+
+func (h *hasher) bytes(b []byte) {
+	h.u64(uint64(len(b)))
+	for _, c := range b {
+		h.byte(c)
+	}
+}
+
+func (h *hasher) entries(es []storage.Entry) {
+	h.u64(uint64(len(es)))
+	for _, e := range es {
+		h.u64(e.Offset)
+		h.u64(e.Epoch)
+		h.byte(byte(e.Type))
+		h.bytes(e.Data)
+	}
+}
+
+func (h *hasher) msg(m transport.Message) {
+	h.str(m.From)
+	h.str(m.To)
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		h.byte(byte(transport.KindFetchRequest))
+		h.u64(b.FetchID)
+		h.str(b.ReplicaID)
+		h.u64(b.CurrentEpoch)
+		h.u64(b.FetchOffset)
+		h.u64(b.LastFetchedEpoch)
+		h.u64(uint64(b.MaxBytes))
+		h.u64(uint64(b.MaxWaitMs))
+	case *transport.FetchResponse:
+		h.byte(byte(transport.KindFetchResponse))
+		h.u64(b.FetchID)
+		h.str(b.LeaderID)
+		h.u64(b.Epoch)
+		h.byte(byte(b.Error))
+		h.u64(b.DivergingEpoch)
+		h.u64(b.DivergingEndOffset)
+		h.u64(b.HighWatermark)
+		h.u64(b.LogStartOffset)
+		h.entries(b.Entries)
+	case *transport.VoteRequest:
+		h.byte(byte(transport.KindVoteRequest))
+		h.u64(b.Epoch)
+		h.str(b.CandidateID)
+		h.u64(b.LastEpoch)
+		h.u64(b.LEO)
+		h.bool(b.PreVote)
+	case *transport.VoteResponse:
+		h.byte(byte(transport.KindVoteResponse))
+		h.u64(b.Epoch)
+		h.str(b.VoterID)
+		h.bool(b.Granted)
+		h.bool(b.PreVote)
+		h.str(b.LeaderID)
+	case *transport.BeginEpoch:
+		h.byte(byte(transport.KindBeginEpoch))
+		h.u64(b.Epoch)
+		h.str(b.LeaderID)
+	case *transport.AppendRequest:
+		h.byte(byte(transport.KindAppendRequest))
+		h.u64(b.RequestID)
+		h.u64(uint64(len(b.Records)))
+		for _, r := range b.Records {
+			h.bytes(r)
+		}
+	case *transport.AppendResponse:
+		h.byte(byte(transport.KindAppendResponse))
+		h.u64(b.RequestID)
+		h.byte(byte(b.Error))
+		h.str(b.LeaderID)
+		h.u64(b.FirstOffset)
+	default:
+		h.byte(0xff)
+	}
+}
+
+func (h *hasher) write(w replica.Write) {
+	h.u64(w.Seq)
+	h.byte(byte(w.Kind))
+	h.entries(w.Entries)
+	h.u64(w.Offset)
+	h.u64(w.Quorum.Epoch)
+	h.str(w.Quorum.VotedFor)
+	h.str(w.Quorum.LeaderID)
+}
+
+func (h *hasher) ack(a replica.Ack) {
+	h.u64(a.ID)
+	h.u64(a.FirstOffset)
+	if a.Err != nil {
+		h.str(a.Err.Error())
+	} else {
+		h.byte(0)
+	}
+}
+
+// ring keeps the last lines of a trace, for failure reports.
+type ring struct {
+	lines []string
+	next  int
+	full  bool
+}
+
+func newRing(n int) *ring { return &ring{lines: make([]string, n)} }
+
+func (r *ring) add(s string) {
+	r.lines[r.next] = s
+	r.next++
+	if r.next == len(r.lines) {
+		r.next, r.full = 0, true
+	}
+}
+
+func (r *ring) String() string {
+	var b strings.Builder
+	if r.full {
+		for _, l := range r.lines[r.next:] {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	for _, l := range r.lines[:r.next] {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%9.3fms", float64(d)/float64(time.Millisecond))
+}
+
+func fmtWrite(w replica.Write) string {
+	switch w.Kind {
+	case replica.WriteAppend:
+		if len(w.Entries) == 0 {
+			return fmt.Sprintf("w%d append[]", w.Seq)
+		}
+		return fmt.Sprintf("w%d append[%d..%d] epoch=%d..%d", w.Seq, w.Entries[0].Offset,
+			w.Entries[len(w.Entries)-1].Offset, w.Entries[0].Epoch, w.Entries[len(w.Entries)-1].Epoch)
+	case replica.WriteTruncate:
+		return fmt.Sprintf("w%d truncate(%d)", w.Seq, w.Offset)
+	case replica.WriteQuorumState:
+		return fmt.Sprintf("w%d quorum{epoch=%d voted=%q leader=%q}", w.Seq, w.Quorum.Epoch, w.Quorum.VotedFor, w.Quorum.LeaderID)
+	case replica.WriteHWCheckpoint:
+		return fmt.Sprintf("w%d hw-checkpoint(%d)", w.Seq, w.Offset)
+	}
+	return fmt.Sprintf("w%d kind(%d)", w.Seq, w.Kind)
+}
