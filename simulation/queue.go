@@ -11,20 +11,20 @@ import (
 type evKind uint8
 
 const (
-	evTick         evKind = iota + 1 // node's periodic Tick
-	evDeliver                        // a message arrives at its destination
-	evDisk                           // the node's disk finishes writes up to seq
-	evReport                         // the shell reports finished writes with Persisted
-	evPropose                        // workload: an append on a random node
-	evRead                           // workload: a read on a random node
-	evCrash                          // a node crashes
-	evRestart                        // a crashed node restarts
-	evCrashTimer                     // fault process: pick a node to crash
-	evPartitionTimer                 // fault process: start a partition
-	evHeal                           // a partition heals
-	evGossip                         // membership: gossip round for a node
-	evHint                           // a membership hint arrives
-	evFailHint                       // membership notices a crashed node
+	evTick           evKind = iota + 1 // node's periodic Tick
+	evDeliver                          // a message arrives at its destination
+	evDisk                             // the node's disk finishes writes up to seq
+	evReport                           // the shell reports finished writes with Persisted
+	evPropose                          // workload: an append on a random node
+	evRead                             // workload: a read on a random node
+	evCrash                            // a node crashes
+	evRestart                          // a crashed node restarts
+	evCrashTimer                       // fault process: pick a node to crash
+	evPartitionTimer                   // fault process: start a partition
+	evHeal                             // a partition heals
+	evGossip                           // membership: gossip round for a node
+	evHint                             // a membership hint arrives
+	evFailHint                         // membership notices a crashed node
 )
 
 var evNames = [...]string{

@@ -134,9 +134,9 @@ func chooseParams(r *rand.Rand) params {
 
 // Phases of a run.
 const (
-	phaseFaults   = iota // workload and faults
-	phaseCalm            // workload, no faults
-	phaseQuiesce         // no workload, no faults: wait for convergence
+	phaseFaults  = iota // workload and faults
+	phaseCalm           // workload, no faults
+	phaseQuiesce        // no workload, no faults: wait for convergence
 )
 
 // convergeBound is the simulated time a cluster gets, after the workload
@@ -229,13 +229,13 @@ type sim struct {
 	quiesceAt time.Duration
 
 	// Checker state.
-	leaders     map[uint64]int             // epoch → leader node
-	grants      map[uint64]map[int]int     // epoch → voter → candidate it granted a vote to
-	committed   []entryKey                 // the committed log as observed so far
-	proposals   []*proposal                // by id-1
-	payloadOf   map[string]payloadRef      // payload → its proposal and record index
-	ackedProps  []*proposal                // proposals declared committed, in order
-	res         Result
+	leaders    map[uint64]int         // epoch → leader node
+	grants     map[uint64]map[int]int // epoch → voter → candidate it granted a vote to
+	committed  []entryKey             // the committed log as observed so far
+	proposals  []*proposal            // by id-1
+	payloadOf  map[string]payloadRef  // payload → its proposal and record index
+	ackedProps []*proposal            // proposals declared committed, in order
+	res        Result
 }
 
 type payloadRef struct {
