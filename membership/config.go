@@ -24,8 +24,9 @@ type Config struct {
 	BindAddr string
 	// AdvertiseAddr, if set, is the "ip:port" other members use to reach
 	// this node's gossip (for NAT or a wildcard bind). Port 0 means the
-	// bound port. Default: the bound address (for a wildcard bind,
-	// memberlist picks a private interface address).
+	// bound port; when BindAddr's port is 0, memberlist always advertises
+	// the port it bound, whatever this says. Default: the bound address
+	// (for a wildcard bind, memberlist picks a private interface address).
 	AdvertiseAddr string
 	// RPCAddr is this node's replication (transport) address, "host:port",
 	// advertised to the other members in the node metadata. Required.
