@@ -1,0 +1,351 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"iter"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/replog-io/replog"
+)
+
+// logNode is what the HTTP handlers need from a replog node. *replog.Log
+// implements it; tests use a fake.
+type logNode interface {
+	// Append blocks until data is committed or fails (see replog.Log.Append).
+	Append(ctx context.Context, data []byte) (uint64, error)
+	// Read iterates committed entries from offset from, waiting at the HW
+	// until ctx ends.
+	Read(ctx context.Context, from uint64) iter.Seq2[replog.Entry, error]
+	// Status is a snapshot of the node's state.
+	Status() replog.Status
+}
+
+// Outcomes of a failed append, as the API reports them.
+const (
+	// outcomeFailed: the record is definitely not in the log.
+	outcomeFailed = "failed"
+	// outcomeUnknown: the record may or may not be in the log.
+	outcomeUnknown = "unknown"
+)
+
+// apiError is the JSON body of every error response.
+type apiError struct {
+	Error string `json:"error"`
+	// Outcome is set on /append errors only.
+	Outcome string `json:"outcome,omitempty"`
+	// Leader and LeaderURL point at the leader when the node knows it.
+	Leader    string `json:"leader,omitempty"`
+	LeaderURL string `json:"leader_url,omitempty"`
+}
+
+// entryJSON is one line of /entries. Data is base64 (encoding/json's []byte).
+type entryJSON struct {
+	Offset uint64 `json:"offset"`
+	Epoch  uint64 `json:"epoch"`
+	Data   []byte `json:"data"`
+}
+
+// nodeInfo names one node of the cluster and its HTTP base URL.
+type nodeInfo struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+}
+
+// configJSON is what the dashboard needs to find the other nodes.
+type configJSON struct {
+	Self    string     `json:"self"`
+	Nodes   []nodeInfo `json:"nodes"`
+	Control string     `json:"control,omitempty"`
+}
+
+// server serves the example's HTTP API and dashboard for one node.
+type server struct {
+	node logNode
+	// self is this node's ID; selfURL its HTTP base URL (set once bound).
+	self    string
+	selfURL string
+	// peers maps the other nodes' IDs to their HTTP base URLs.
+	peers map[string]string
+	// voters is the configured voter list (shown even if a voter has no URL).
+	voters []string
+	// control is the demo parent's control URL ("" outside demo mode).
+	control string
+	// appendTimeout bounds one /append request.
+	appendTimeout time.Duration
+	// maxRecord bounds a request body; larger bodies get 413.
+	maxRecord int64
+	// idleEnd ends a follow=false read when the iterator yields nothing for
+	// this long (see handleEntries).
+	idleEnd time.Duration
+	// hist records status changes for the dashboard's step-by-step view;
+	// nil disables /history.
+	hist   *history
+	logger hclog.Logger
+}
+
+// handler returns the node's HTTP handler. Every response allows any
+// origin: the dashboard served by one node polls all the others.
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/append", s.only(http.MethodPost, s.handleAppend))
+	mux.HandleFunc("/entries", s.only(http.MethodGet, s.handleEntries))
+	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
+	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
+	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))
+	mux.Handle("/{$}", s.only(http.MethodGet, serveIndex))
+	mux.Handle("/static/", s.only(http.MethodGet, staticHandler().ServeHTTP))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "no such endpoint: " + r.URL.Path})
+	})
+	return withCORS(mux)
+}
+
+// withCORS lets pages from any origin call the API: the dashboard of one
+// node reads the status of the others, and the demo's control API.
+func withCORS(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+			w.Header().Set("Access-Control-Allow-Headers", "Content-Type")
+			w.Header().Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// only answers 405 (as JSON) to other methods than method (HEAD counts as GET).
+func (s *server) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", method)
+			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "method " + r.Method + " not allowed; use " + method})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// handleAppend appends the raw request body as one record.
+func (s *server) handleAppend(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxRecord))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{
+				Error:   "record larger than " + strconv.FormatInt(s.maxRecord, 10) + " bytes",
+				Outcome: outcomeFailed,
+			})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "reading body: " + err.Error(), Outcome: outcomeFailed})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.appendTimeout)
+	defer cancel()
+	off, err := s.node.Append(ctx, data)
+	if err != nil {
+		code, body := s.appendError(err)
+		s.logger.Debug("append failed", "status", code, "outcome", body.Outcome, "error", err)
+		writeJSON(w, code, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Offset uint64 `json:"offset"`
+	}{off})
+}
+
+// appendError maps an Append error to a status code and body. The order
+// matters: an error may wrap several sentinels (e.g. ErrClosed together
+// with ErrUnknownOutcome), and "unknown" must win over "failed", because
+// "failed" promises the record is not in the log.
+func (s *server) appendError(err error) (int, apiError) {
+	body := apiError{Error: err.Error(), Outcome: outcomeUnknown}
+	var notLeader *replog.NotLeaderError
+	switch {
+	case errors.Is(err, replog.ErrTooLarge):
+		body.Outcome = outcomeFailed
+		return http.StatusRequestEntityTooLarge, body
+	case errors.Is(err, replog.ErrUnknownOutcome):
+		if errors.Is(err, context.DeadlineExceeded) {
+			return http.StatusGatewayTimeout, body
+		}
+		return http.StatusInternalServerError, body
+	case errors.As(err, &notLeader):
+		body.Outcome = outcomeFailed
+		body.Leader = notLeader.LeaderID
+		body.LeaderURL = s.urlOf(notLeader.LeaderID)
+		return http.StatusServiceUnavailable, body
+	case errors.Is(err, replog.ErrNotLeader), errors.Is(err, replog.ErrClosed):
+		body.Outcome = outcomeFailed
+		return http.StatusServiceUnavailable, body
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// replog documents a bare ctx error as "not handed to the protocol",
+		// but a timeout is where "maybe" is the only safe answer.
+		return http.StatusGatewayTimeout, body
+	default:
+		// A storage failure or anything unforeseen: we cannot know.
+		return http.StatusInternalServerError, body
+	}
+}
+
+// urlOf returns the HTTP base URL of node id, or "" if unknown.
+func (s *server) urlOf(id string) string {
+	if id == "" {
+		return ""
+	}
+	if id == s.self {
+		return s.selfURL
+	}
+	return s.peers[id]
+}
+
+// handleEntries streams committed entries as newline-delimited JSON.
+//
+//	from=N        first offset (default 0)
+//	follow=false  end at the node's HW as of the request; default true:
+//	              stream new entries until the client goes away.
+//
+// An error before the first line is a JSON error with a status code; an
+// error after it is a last line {"error": "..."}.
+func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from, follow := uint64(0), true
+	var err error
+	if v := q.Get("from"); v != "" {
+		if from, err = strconv.ParseUint(v, 10, 64); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "bad from: " + err.Error()})
+			return
+		}
+	}
+	if v := q.Get("follow"); v != "" {
+		if follow, err = strconv.ParseBool(v); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "bad follow: " + err.Error()})
+			return
+		}
+	}
+	st := s.node.Status()
+	if from < st.LogStart {
+		writeJSON(w, http.StatusRequestedRangeNotSatisfiable, apiError{
+			Error: "offset " + strconv.FormatUint(from, 10) + " is below the log start " + strconv.FormatUint(st.LogStart, 10),
+		})
+		return
+	}
+	hw := st.HighWatermark
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	if !follow && from >= hw {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	rc := http.NewResponseController(w)
+	var idle *time.Timer
+	if !follow {
+		// Read skips control entries and then waits at the HW, so when the
+		// last entries below hw are control entries nothing tells us we
+		// are done: end after a quiet spell instead. Reading committed
+		// entries from the local store never pauses that long.
+		idle = time.AfterFunc(s.idleEnd, cancel)
+		defer idle.Stop()
+	}
+	enc := json.NewEncoder(w)
+	wrote := false
+	for e, err := range s.node.Read(ctx, from) {
+		if err != nil {
+			if ctx.Err() != nil {
+				// Our idle timer or the client ended the read: a normal end.
+				break
+			}
+			if !wrote {
+				code := http.StatusInternalServerError
+				if errors.Is(err, replog.ErrOutOfRange) {
+					code = http.StatusRequestedRangeNotSatisfiable
+				} else if errors.Is(err, replog.ErrClosed) {
+					code = http.StatusServiceUnavailable
+				}
+				writeJSON(w, code, apiError{Error: err.Error()})
+				return
+			}
+			_ = enc.Encode(apiError{Error: err.Error()})
+			break
+		}
+		if !follow && e.Offset >= hw {
+			break
+		}
+		if idle != nil {
+			idle.Reset(s.idleEnd)
+		}
+		wrote = true
+		if err := enc.Encode(entryJSON{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}); err != nil {
+			return // client gone
+		}
+		if follow {
+			_ = rc.Flush()
+		}
+		if !follow && e.Offset+1 >= hw {
+			break
+		}
+	}
+	if !wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// handleStatus returns replog.Status as JSON.
+func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.node.Status())
+}
+
+// handleHistory returns the recorded status changes after ?since=SEQ.
+func (s *server) handleHistory(w http.ResponseWriter, r *http.Request) {
+	if s.hist == nil {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "history disabled"})
+		return
+	}
+	var since uint64
+	if v := r.URL.Query().Get("since"); v != "" {
+		var err error
+		if since, err = strconv.ParseUint(v, 10, 64); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "bad since: " + err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, s.hist.since(since))
+}
+
+// handleConfig tells the dashboard which nodes exist and where.
+func (s *server) handleConfig(w http.ResponseWriter, r *http.Request) {
+	ids := map[string]bool{s.self: true}
+	for _, v := range s.voters {
+		ids[v] = true
+	}
+	for id := range s.peers {
+		ids[id] = true
+	}
+	cfg := configJSON{Self: s.self, Control: s.control}
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		cfg.Nodes = append(cfg.Nodes, nodeInfo{ID: id, URL: s.urlOf(id)})
+	}
+	writeJSON(w, http.StatusOK, cfg)
+}
+
+// writeJSON writes v as the JSON response body with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,566 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/replog-io/replog"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeNode is an in-memory stand-in for *replog.Log: a committed log where
+// some offsets are control entries (never shown to readers, like replog's
+// epoch-start entries).
+type fakeNode struct {
+	mu      sync.Mutex
+	status  replog.Status
+	data    map[uint64][]byte // offset -> record; offsets below HW not in it are control entries
+	changed chan struct{}     // closed and replaced when the HW moves
+	readErr error             // if set, Read yields it after the entries below HW
+
+	appendErr  error
+	appendOff  uint64
+	appendGot  [][]byte
+	appendCtxs []context.Context
+}
+
+func newFakeNode() *fakeNode {
+	return &fakeNode{
+		status: replog.Status{NodeID: "n1", Role: "follower", Epoch: 3, LeaderID: "n2", Voters: []string{"n1", "n2", "n3"}},
+		data:   map[uint64][]byte{},
+	}
+}
+
+// commit adds a data entry at the current LEO and moves LEO and HW past it.
+func (f *fakeNode) commit(data string) { f.commitEntry([]byte(data)) }
+
+// commitControl adds a control entry (invisible to readers).
+func (f *fakeNode) commitControl() { f.commitEntry(nil) }
+
+func (f *fakeNode) commitEntry(data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if data != nil {
+		f.data[f.status.LEO] = data
+	}
+	f.status.LEO++
+	f.status.DurableLEO = f.status.LEO
+	f.status.HighWatermark = f.status.LEO
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
+	}
+}
+
+func (f *fakeNode) Append(ctx context.Context, data []byte) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.appendGot = append(f.appendGot, data)
+	f.appendCtxs = append(f.appendCtxs, ctx)
+	return f.appendOff, f.appendErr
+}
+
+func (f *fakeNode) Read(ctx context.Context, from uint64) iter.Seq2[replog.Entry, error] {
+	return func(yield func(replog.Entry, error) bool) {
+		next := from
+		for {
+			f.mu.Lock()
+			hw, start := f.status.HighWatermark, f.status.LogStart
+			if f.changed == nil {
+				f.changed = make(chan struct{})
+			}
+			changed, readErr := f.changed, f.readErr
+			var batch []replog.Entry
+			for ; next < hw; next++ {
+				if d, ok := f.data[next]; ok {
+					batch = append(batch, replog.Entry{Offset: next, Epoch: f.status.Epoch, Data: slices.Clone(d)})
+				}
+			}
+			f.mu.Unlock()
+			if from < start {
+				yield(replog.Entry{}, fmt.Errorf("%w: below %d", replog.ErrOutOfRange, start))
+				return
+			}
+			for _, e := range batch {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if readErr != nil {
+				yield(replog.Entry{}, readErr)
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				yield(replog.Entry{}, ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+func (f *fakeNode) Status() replog.Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.status
+	st.Voters = slices.Clone(st.Voters)
+	return st
+}
+
+func newTestServer(node logNode) *server {
+	return &server{
+		node:          node,
+		self:          "n1",
+		selfURL:       "http://n1.test",
+		peers:         map[string]string{"n2": "http://n2.test", "n3": "http://n3.test"},
+		voters:        []string{"n1", "n2", "n3"},
+		control:       "http://control.test",
+		appendTimeout: 5 * time.Second,
+		maxRecord:     64,
+		idleEnd:       50 * time.Millisecond,
+		hist:          newHistory(8),
+		logger:        hclog.NewNullLogger(),
+	}
+}
+
+func do(t *testing.T, h http.Handler, method, target, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func decodeJSON(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json (body %q)", ct, rec.Body.String())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", rec.Body.String(), err)
+	}
+	return m
+}
+
+func TestAppendStatusCodes(t *testing.T) {
+	deadline := context.DeadlineExceeded
+	tests := []struct {
+		name    string
+		err     error
+		code    int
+		body    map[string]any
+		wantMsg string
+	}{
+		{"committed", nil, 200, map[string]any{"offset": 7.0}, ""},
+		{"not leader, leader known", fmt.Errorf("%w (%w)", &replog.NotLeaderError{LeaderID: "n2"}, deadline), 503,
+			map[string]any{"outcome": "failed", "leader": "n2", "leader_url": "http://n2.test"}, "not the leader"},
+		{"not leader, leader is self URL", &replog.NotLeaderError{LeaderID: "n1"}, 503,
+			map[string]any{"outcome": "failed", "leader": "n1", "leader_url": "http://n1.test"}, "not the leader"},
+		{"no leader known", &replog.NotLeaderError{}, 503, map[string]any{"outcome": "failed"}, "no leader"},
+		{"bare ErrNotLeader", replog.ErrNotLeader, 503, map[string]any{"outcome": "failed"}, "not the leader"},
+		{"closed", replog.ErrClosed, 503, map[string]any{"outcome": "failed"}, "closed"},
+		{"closed mid-flight", fmt.Errorf("%w: %w", replog.ErrClosed, replog.ErrUnknownOutcome), 500,
+			map[string]any{"outcome": "unknown"}, "outcome unknown"},
+		{"leadership lost", fmt.Errorf("epoch 4: %w", replog.ErrUnknownOutcome), 500, map[string]any{"outcome": "unknown"}, "outcome unknown"},
+		{"timeout after handing over", fmt.Errorf("%w (%w)", replog.ErrUnknownOutcome, deadline), 504,
+			map[string]any{"outcome": "unknown"}, "outcome unknown"},
+		{"bare timeout", deadline, 504, map[string]any{"outcome": "unknown"}, "deadline"},
+		{"too large", fmt.Errorf("%w: 2 MiB", replog.ErrTooLarge), 413, map[string]any{"outcome": "failed"}, "too large"},
+		{"disk failure", errors.New("bolt: disk on fire"), 500, map[string]any{"outcome": "unknown"}, "disk on fire"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNode()
+			f.appendOff, f.appendErr = 7, tt.err
+			rec := do(t, newTestServer(f).handler(), "POST", "/append", "hello")
+			if rec.Code != tt.code {
+				t.Fatalf("status %d, want %d (body %s)", rec.Code, tt.code, rec.Body)
+			}
+			m := decodeJSON(t, rec)
+			for k, v := range tt.body {
+				if m[k] != v {
+					t.Errorf("%s = %#v, want %#v (body %s)", k, m[k], v, rec.Body)
+				}
+			}
+			if tt.err == nil {
+				if len(m) != 1 {
+					t.Errorf("success body %s has extra fields", rec.Body)
+				}
+			} else {
+				msg, _ := m["error"].(string)
+				if !strings.Contains(msg, tt.wantMsg) {
+					t.Errorf("error %q does not mention %q", msg, tt.wantMsg)
+				}
+				if _, ok := tt.body["leader"]; !ok {
+					if _, has := m["leader"]; has {
+						t.Errorf("unexpected leader in %s", rec.Body)
+					}
+				}
+			}
+			if len(f.appendGot) != 1 || string(f.appendGot[0]) != "hello" {
+				t.Errorf("Append got %q, want one call with %q", f.appendGot, "hello")
+			}
+			if _, ok := f.appendCtxs[0].Deadline(); !ok {
+				t.Errorf("Append's context has no deadline: a lost leader would hang the request")
+			}
+		})
+	}
+}
+
+func TestAppendBodyTooLarge(t *testing.T) {
+	f := newFakeNode()
+	s := newTestServer(f)
+	rec := do(t, s.handler(), "POST", "/append", strings.Repeat("x", int(s.maxRecord)+1))
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", rec.Code)
+	}
+	if m := decodeJSON(t, rec); m["outcome"] != "failed" {
+		t.Errorf("outcome %v, want failed", m["outcome"])
+	}
+	if len(f.appendGot) != 0 {
+		t.Errorf("Append was called with an oversized record")
+	}
+	// Exactly the limit is fine.
+	if rec := do(t, s.handler(), "POST", "/append", strings.Repeat("x", int(s.maxRecord))); rec.Code != 200 {
+		t.Errorf("record of exactly maxRecord bytes: status %d, want 200", rec.Code)
+	}
+}
+
+func TestMethodsAndRoutes(t *testing.T) {
+	h := newTestServer(newFakeNode()).handler()
+	tests := []struct {
+		method, target string
+		code           int
+		contentType    string
+		allow          string
+	}{
+		{"GET", "/append", 405, "application/json", "POST"},
+		{"POST", "/status", 405, "application/json", "GET"},
+		{"DELETE", "/entries", 405, "application/json", "GET"},
+		{"GET", "/nope", 404, "application/json", ""},
+		{"GET", "/", 200, "text/html; charset=utf-8", ""},
+		{"GET", "/static/app.js", 200, "text/javascript; charset=utf-8", ""},
+		{"GET", "/static/style.css", 200, "text/css; charset=utf-8", ""},
+		{"GET", "/status", 200, "application/json", ""},
+		{"GET", "/config", 200, "application/json", ""},
+		{"GET", "/history", 200, "application/json", ""},
+		{"GET", "/entries?from=x", 400, "application/json", ""},
+		{"GET", "/entries?follow=maybe", 400, "application/json", ""},
+		{"GET", "/history?since=-1", 400, "application/json", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
+			rec := do(t, h, tt.method, tt.target, "")
+			if rec.Code != tt.code {
+				t.Fatalf("status %d, want %d (body %.200s)", rec.Code, tt.code, rec.Body)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != tt.contentType {
+				t.Errorf("Content-Type %q, want %q", ct, tt.contentType)
+			}
+			if got := rec.Header().Get("Allow"); got != tt.allow {
+				t.Errorf("Allow %q, want %q", got, tt.allow)
+			}
+			if got := rec.Header().Get("Access-Control-Allow-Origin"); got != "*" {
+				t.Errorf("Access-Control-Allow-Origin %q, want *", got)
+			}
+			if tt.contentType == "application/json" {
+				m := decodeJSON(t, rec)
+				if tt.code >= 400 && m["error"] == "" {
+					t.Errorf("error body without error message: %s", rec.Body)
+				}
+			}
+		})
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	rec := do(t, newTestServer(newFakeNode()).handler(), "OPTIONS", "/append", "")
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("status %d, want 204", rec.Code)
+	}
+	if got := rec.Header().Get("Access-Control-Allow-Methods"); !strings.Contains(got, "POST") {
+		t.Errorf("Allow-Methods %q lacks POST", got)
+	}
+}
+
+func TestStatusJSONShape(t *testing.T) {
+	f := newFakeNode()
+	f.status.Role, f.status.LeaderID = "leader", "n1"
+	f.status.RemoteLEO = map[string]uint64{"n2": 4, "n3": 5}
+	f.status.LEO, f.status.HighWatermark, f.status.DurableLEO = 5, 4, 5
+	rec := do(t, newTestServer(f).handler(), "GET", "/status", "")
+	m := decodeJSON(t, rec)
+	want := []string{"node_id", "role", "epoch", "leader_id", "voters", "leo", "durable_leo", "hw", "log_start", "remote_leo", "rpc_addr", "gossip_addr"}
+	got := slices.Sorted(func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("status fields %v, want %v", got, want)
+	}
+	if m["role"] != "leader" || m["leo"] != 5.0 || m["hw"] != 4.0 {
+		t.Errorf("status %s has wrong values", rec.Body)
+	}
+	if r, _ := m["remote_leo"].(map[string]any); r["n2"] != 4.0 || r["n3"] != 5.0 {
+		t.Errorf("remote_leo %v, want n2=4 n3=5", m["remote_leo"])
+	}
+}
+
+func TestConfig(t *testing.T) {
+	s := newTestServer(newFakeNode())
+	s.voters = []string{"n3", "n1", "n4"} // n4: a voter without a known URL
+	rec := do(t, s.handler(), "GET", "/config", "")
+	var cfg configJSON
+	if err := json.Unmarshal(rec.Body.Bytes(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := configJSON{Self: "n1", Control: "http://control.test", Nodes: []nodeInfo{
+		{"n1", "http://n1.test"}, {"n2", "http://n2.test"}, {"n3", "http://n3.test"}, {"n4", ""},
+	}}
+	if fmt.Sprint(cfg) != fmt.Sprint(want) {
+		t.Errorf("config %+v, want %+v", cfg, want)
+	}
+}
+
+// readLines parses an /entries body.
+func readLines(t *testing.T, body string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func offsets(lines []map[string]any) []uint64 {
+	var out []uint64
+	for _, l := range lines {
+		if o, ok := l["offset"].(float64); ok {
+			out = append(out, uint64(o))
+		}
+	}
+	return out
+}
+
+func TestEntriesNoFollow(t *testing.T) {
+	f := newFakeNode()
+	f.commitControl() // offset 0: an epoch-start entry
+	for _, d := range []string{"a", "b", "c"} {
+		f.commit(d) // offsets 1..3
+	}
+	f.commitControl() // offset 4: the last entry below the HW is a control entry
+	f.commit("e")     // offset 5
+	h := newTestServer(f).handler()
+
+	tests := []struct {
+		target string
+		want   []uint64
+	}{
+		{"/entries?follow=false", []uint64{1, 2, 3, 5}},
+		{"/entries?from=2&follow=false", []uint64{2, 3, 5}},
+		{"/entries?from=5&follow=false", []uint64{5}},
+		{"/entries?from=6&follow=false", nil},
+		{"/entries?from=600&follow=false", nil},
+	}
+	for _, tt := range tests {
+		rec := do(t, h, "GET", tt.target, "")
+		if rec.Code != 200 {
+			t.Fatalf("%s: status %d (%s)", tt.target, rec.Code, rec.Body)
+		}
+		lines := readLines(t, rec.Body.String())
+		if got := offsets(lines); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: offsets %v, want %v", tt.target, got, tt.want)
+		}
+		for _, l := range lines {
+			if l["offset"] == 2.0 && (l["data"] != "Yg==" || l["epoch"] != 3.0) {
+				t.Errorf("entry 2 = %v, want data base64(\"b\")=Yg== epoch 3", l)
+			}
+		}
+	}
+
+	// Ending at a control entry: the idle fallback must end the response.
+	f2 := newFakeNode()
+	f2.commit("x")
+	f2.commitControl()
+	rec := do(t, newTestServer(f2).handler(), "GET", "/entries?follow=false", "")
+	if got := offsets(readLines(t, rec.Body.String())); !slices.Equal(got, []uint64{0}) {
+		t.Errorf("trailing control entry: offsets %v, want [0]", got)
+	}
+}
+
+func TestEntriesErrors(t *testing.T) {
+	f := newFakeNode()
+	f.status.LogStart, f.status.LEO, f.status.HighWatermark = 10, 10, 10
+	rec := do(t, newTestServer(f).handler(), "GET", "/entries?from=3&follow=false", "")
+	if rec.Code != http.StatusRequestedRangeNotSatisfiable {
+		t.Fatalf("below log start: status %d, want 416", rec.Code)
+	}
+	decodeJSON(t, rec)
+
+	// An error after some lines becomes a last {"error"} line.
+	f = newFakeNode()
+	f.commit("a")
+	f.readErr = fmt.Errorf("%w: offset 1", replog.ErrCorrupt)
+	f.status.HighWatermark = 2 // offset 1 "exists" but the read fails there
+	rec = do(t, newTestServer(f).handler(), "GET", "/entries?follow=false", "")
+	lines := readLines(t, rec.Body.String())
+	if len(lines) != 2 || lines[0]["offset"] != 0.0 || !strings.Contains(fmt.Sprint(lines[1]["error"]), "corrupt") {
+		t.Errorf("lines %v, want entry 0 then an error line", lines)
+	}
+
+	// An error before any line is a JSON error with a status code.
+	f = newFakeNode()
+	f.status.HighWatermark = 1
+	f.readErr = replog.ErrClosed
+	rec = do(t, newTestServer(f).handler(), "GET", "/entries?follow=false", "")
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("closed log: status %d, want 503", rec.Code)
+	}
+}
+
+func TestEntriesFollow(t *testing.T) {
+	f := newFakeNode()
+	f.commit("a")
+	srv := httptest.NewServer(newTestServer(f).handler())
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/entries", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	br := bufio.NewReader(resp.Body)
+	readEntry := func() entryJSON {
+		t.Helper()
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading a streamed line: %v", err)
+		}
+		var e entryJSON
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if e := readEntry(); e.Offset != 0 || string(e.Data) != "a" {
+		t.Fatalf("first entry %+v", e)
+	}
+	// Committed later: must arrive on the open stream (flushed at once).
+	f.commitControl()
+	f.commit("b")
+	if e := readEntry(); e.Offset != 2 || string(e.Data) != "b" {
+		t.Fatalf("streamed entry %+v, want offset 2 data b", e)
+	}
+	// The client going away ends the handler (goleak checks in TestMain).
+	cancel()
+	_, _ = io.Copy(io.Discard, resp.Body)
+}
+
+func TestHistory(t *testing.T) {
+	h := newHistory(3)
+	t0 := time.Unix(100, 0)
+	st := replog.Status{NodeID: "n1", Role: "leader", LEO: 1}
+	if !h.record(t0, st) {
+		t.Fatal("first status not recorded")
+	}
+	st.DurableLEO = 1 // not drawn: no event
+	if h.record(t0, st) {
+		t.Error("a DurableLEO-only change was recorded")
+	}
+	for i := uint64(2); i <= 5; i++ {
+		st.LEO = i
+		h.record(t0.Add(time.Duration(i)*time.Millisecond), st)
+	}
+	st.RemoteLEO = map[string]uint64{"n2": 5}
+	if !h.record(t0, st) {
+		t.Error("a remote LEO change was not recorded")
+	}
+	all := h.since(0)
+	if all.Seq != 6 || len(all.Events) != 3 {
+		t.Fatalf("seq %d, %d events; want seq 6 and the last 3 kept", all.Seq, len(all.Events))
+	}
+	if all.Events[0].Seq != 4 || all.Events[0].Status.LEO != 4 || all.Events[0].TimeUS != t0.Add(4*time.Millisecond).UnixMicro() {
+		t.Errorf("oldest kept event %+v", all.Events[0])
+	}
+	if got := h.since(5); len(got.Events) != 1 || got.Events[0].Seq != 6 {
+		t.Errorf("since(5) = %+v, want just event 6", got.Events)
+	}
+	if got := h.since(6); got.Events == nil || len(got.Events) != 0 {
+		t.Errorf("since(6) = %#v, want an empty (non-nil: JSON []) list", got.Events)
+	}
+}
+
+func TestSampler(t *testing.T) {
+	f := newFakeNode()
+	h := newHistory(100)
+	stop := sample(f, h, time.Millisecond)
+	defer stop()
+	f.commit("a")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := h.since(0)
+		if n := len(got.Events); n > 0 && got.Events[n-1].Status.LEO == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sampler never recorded LEO 1: %+v", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	stop() // idempotent
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-id", "n1", "-dir", "/d", "-voters", "n1,n2,n3", "-peers", "n2=127.0.0.1:9002, n3=127.0.0.1:9003",
+		"-http-peers", "n2=http://127.0.0.1:8082", "-join", "a:1,b:2", "-fetch-timeout", "3s", "-nosync"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.id != "n1" || c.dir != "/d" || !c.nosync || c.fetchTimeout != 3*time.Second ||
+		!slices.Equal(c.voters, []string{"n1", "n2", "n3"}) || !slices.Equal(c.join, []string{"a:1", "b:2"}) ||
+		c.peers["n3"] != "127.0.0.1:9003" || c.httpPeers["n2"] != "http://127.0.0.1:8082" || c.cluster != "replog-example" {
+		t.Errorf("parsed %+v", c)
+	}
+	for _, bad := range [][]string{{"-id", "n1"}, {"-peers", "n2"}, {"-peers", "=x"}, {"extra"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) succeeded", bad)
+		}
+	}
+	if c, err := parseFlags(nil, io.Discard); err != nil || c.id != "" {
+		t.Errorf("no flags (demo mode): %+v, %v", c, err)
+	}
+}

@@ -1,0 +1,162 @@
+// Command example is a small service that embeds replog the way an
+// application would: each node opens a replog.Log and serves an HTTP API
+// (append, read, status) and a live dashboard of the replication state.
+//
+// Without -id it runs a demo: three nodes as child processes on loopback,
+// with a control API the dashboard's kill/restart buttons use.
+//
+//	go run ./example                 # demo: prints three dashboard URLs
+//	go run ./example -id n1 -dir D   # one node (see -help)
+//
+// The flags and the HTTP API are specified in EXAMPLE_API.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config holds the command line.
+type config struct {
+	id           string
+	dir          string
+	httpAddr     string
+	rpcAddr      string
+	rpcAdvertise string
+	gossipAddr   string
+	join         []string
+	voters       []string
+	peers        map[string]string
+	httpPeers    map[string]string
+	cluster      string
+	nosync       bool
+
+	fetchTimeout    time.Duration
+	electionTimeout time.Duration
+	fetchMaxWait    time.Duration
+
+	control        string
+	logLevel       string
+	appendTimeout  time.Duration
+	sampleInterval time.Duration
+}
+
+// listFlag is a comma-separated list flag.
+type listFlag struct{ p *[]string }
+
+func (f listFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return strings.Join(*f.p, ",")
+}
+
+func (f listFlag) Set(v string) error {
+	*f.p = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*f.p = append(*f.p, s)
+		}
+	}
+	return nil
+}
+
+// mapFlag is a comma-separated list of id=value pairs.
+type mapFlag struct{ p *map[string]string }
+
+func (f mapFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	var parts []string
+	for k, v := range *f.p {
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f mapFlag) Set(v string) error {
+	m := map[string]string{}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(s, "=")
+		if !ok || k == "" || val == "" {
+			return fmt.Errorf("want id=value, got %q", s)
+		}
+		m[k] = val
+	}
+	*f.p = m
+	return nil
+}
+
+// parseFlags parses args (without the program name).
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("example", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage:\n  example [-dir D] [-nosync]      demo: three nodes as child processes\n  example -id ID -dir D [flags]   one node\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.id, "id", "", "node ID; without it the demo runs")
+	fs.StringVar(&c.dir, "dir", "", "data directory (node: required; demo: parent of n1..n3, reused across runs; default a temp dir)")
+	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:0", "HTTP listen address; the bound address is printed as http=ADDR and written to DIR/http.addr")
+	fs.StringVar(&c.rpcAddr, "rpc", "", "replication transport listen address (default 127.0.0.1:0 in a cluster)")
+	fs.StringVar(&c.rpcAdvertise, "rpc-advertise", "", "address other nodes dial (default: the bound -rpc)")
+	fs.StringVar(&c.gossipAddr, "gossip", "", "memberlist bind address; empty disables gossip")
+	fs.Var(listFlag{&c.join}, "join", "gossip seed addresses, comma-separated")
+	fs.Var(listFlag{&c.voters}, "voters", "voter IDs, comma-separated (default: just -id)")
+	fs.Var(mapFlag{&c.peers}, "peers", "static RPC addresses: n2=127.0.0.1:9002,n3=...")
+	fs.Var(mapFlag{&c.httpPeers}, "http-peers", "HTTP base URLs of the other nodes: n2=http://127.0.0.1:8082,...")
+	fs.StringVar(&c.cluster, "cluster", "replog-example", "cluster ID")
+	fs.BoolVar(&c.nosync, "nosync", false, "disable fsync (tests only: a machine crash can lose acknowledged appends)")
+	fs.DurationVar(&c.fetchTimeout, "fetch-timeout", 0, "replog FetchTimeout (0: replog's default)")
+	fs.DurationVar(&c.electionTimeout, "election-timeout", 0, "replog ElectionTimeout (0: replog's default)")
+	fs.DurationVar(&c.fetchMaxWait, "fetch-max-wait", 0, "replog FetchMaxWait (0: replog's default)")
+	fs.StringVar(&c.control, "control", "", "demo parent's control URL (set by the demo)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error, off")
+	fs.DurationVar(&c.appendTimeout, "append-timeout", 10*time.Second, "how long POST /append waits for a commit")
+	fs.DurationVar(&c.sampleInterval, "sample-interval", time.Millisecond, "how often the node records its status for the dashboard's step-by-step view (0: off)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if c.id != "" && c.dir == "" {
+		return c, errors.New("-dir is required with -id")
+	}
+	return c, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cfg.id == "" {
+		err = runDemo(ctx, cfg, os.Stdout, os.Stderr)
+	} else {
+		err = runNode(ctx, cfg, os.Stdout, os.Stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		os.Exit(1)
+	}
+}

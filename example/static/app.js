@@ -1,0 +1,644 @@
+// replog dashboard: polls every node's /status and /history, draws each
+// replica's log on one shared offset axis, and replays the last append's
+// two fetch rounds in slow motion. Plain JavaScript, no dependencies.
+'use strict';
+
+const POLL_MS = 200;        // live refresh of every node
+const STEP_MS = 1200;       // one replay step
+const HOLD_MS = 3000;       // last replay frame stays this long
+const MAX_EVENTS = 800;     // history kept per node
+const MIN_CELLS = 12, MAX_CELLS = 30;
+
+const S = {
+  cfg: null,
+  ids: [],
+  nodes: {},        // id -> {url, status, reachable, busy, seen}
+  events: {},       // id -> [{seq, t_us, status}]
+  seq: {},          // id -> last history seq
+  procs: {},        // id -> control API state (demo mode)
+  rows: {},         // id -> row elements
+  replay: null,     // {steps, frames, i, timer}
+  pending: null,    // {offset, deadline}: an append whose replay we wait for
+  entriesBusy: false,
+};
+
+const $ = (id) => document.getElementById(id);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const el = (tag, cls, text) => {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+};
+
+async function request(url, opts = {}, timeoutMs = 1500) {
+  const ctrl = new AbortController();
+  const t = setTimeout(() => ctrl.abort(), timeoutMs);
+  try {
+    const r = await fetch(url, { cache: 'no-store', ...opts, signal: ctrl.signal });
+    const text = await r.text();
+    let body = null;
+    try { body = JSON.parse(text); } catch (e) { body = text; }
+    return { ok: r.ok, status: r.status, body };
+  } finally {
+    clearTimeout(t);
+  }
+}
+
+// ---------- polling ----------
+
+async function pollNode(id) {
+  const n = S.nodes[id];
+  if (n.busy || !n.url) return;
+  n.busy = true;
+  try {
+    const [st, hist] = await Promise.all([
+      request(n.url + '/status'),
+      request(n.url + '/history?since=' + S.seq[id]),
+    ]);
+    if (st.ok) {
+      n.status = st.body;
+      n.reachable = true;
+      n.seen = Date.now();
+    } else {
+      n.reachable = false;
+    }
+    if (hist.ok && hist.body && Array.isArray(hist.body.events)) {
+      if (hist.body.seq < S.seq[id]) {
+        // The node restarted: its history starts again.
+        S.events[id] = [];
+        S.seq[id] = 0;
+      } else {
+        S.events[id].push(...hist.body.events);
+        if (S.events[id].length > MAX_EVENTS) S.events[id].splice(0, S.events[id].length - MAX_EVENTS);
+        S.seq[id] = hist.body.seq;
+      }
+    }
+  } catch (e) {
+    n.reachable = false;
+  } finally {
+    n.busy = false;
+  }
+}
+
+async function pollAll() {
+  await Promise.all(S.ids.map(pollNode));
+  maybeStartReplay();
+  if (!S.replay) render(liveView());
+}
+
+async function pollControl() {
+  if (!S.cfg.control) return;
+  try {
+    const r = await request(S.cfg.control + '/nodes');
+    if (r.ok && Array.isArray(r.body)) for (const p of r.body) S.procs[p.id] = p;
+  } catch (e) { /* the parent is gone: nothing to show */ }
+}
+
+async function pollEntries() {
+  if (S.entriesBusy) return;
+  // Read from this page's node if it is up, else from any reachable one.
+  const order = [S.cfg.self, ...S.ids.filter((i) => i !== S.cfg.self)];
+  const id = order.find((i) => S.nodes[i].reachable && S.nodes[i].status);
+  if (!id) return;
+  const st = S.nodes[id].status;
+  const from = Math.max(st.log_start, st.hw - 8);
+  S.entriesBusy = true;
+  try {
+    const r = await request(`${S.nodes[id].url}/entries?from=${from}&follow=false`, {}, 4000);
+    if (!r.ok) return;
+    const lines = String(r.body).split('\n').filter((l) => l.trim() !== '');
+    const rows = [];
+    for (const l of lines) {
+      try { rows.push(JSON.parse(l)); } catch (e) { /* partial line */ }
+    }
+    $('entries-src').textContent = `(read from ${id}, HW ${st.hw})`;
+    const tb = $('entries');
+    tb.replaceChildren();
+    if (rows.length === 0) {
+      const tr = el('tr');
+      const td = el('td', 'empty', 'no committed entries yet');
+      td.colSpan = 3;
+      tr.append(td);
+      tb.append(tr);
+    }
+    for (const e of rows.reverse()) {
+      const tr = el('tr');
+      if (e.error) {
+        const td = el('td', '', 'error: ' + e.error);
+        td.colSpan = 3;
+        tr.append(td);
+      } else {
+        tr.append(el('td', '', e.offset), el('td', '', e.epoch), el('td', 'data', decode(e.data)));
+      }
+      tb.append(tr);
+    }
+  } catch (e) {
+    /* try again next time */
+  } finally {
+    S.entriesBusy = false;
+  }
+}
+
+function decode(b64) {
+  try {
+    const bin = atob(b64 || '');
+    const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+    return new TextDecoder('utf-8', { fatal: false }).decode(bytes);
+  } catch (e) {
+    return b64;
+  }
+}
+
+// ---------- views ----------
+
+// A view is what the board draws: per node a status (or null) and whether
+// it is reachable.
+function liveView() {
+  const v = {};
+  for (const id of S.ids) {
+    const n = S.nodes[id];
+    v[id] = { status: n.status, up: n.reachable };
+  }
+  return v;
+}
+
+function leaderOf(view) {
+  let best = null;
+  for (const id of S.ids) {
+    const s = view[id].status;
+    if (view[id].up && s && s.role === 'leader' && (!best || s.epoch > view[best].status.epoch)) best = id;
+  }
+  return best;
+}
+
+// ---------- drawing ----------
+
+function buildBoard() {
+  const rows = $('rows');
+  for (const id of S.ids) {
+    const row = el('div', 'row');
+    row.dataset.node = id;
+    const who = el('div', 'who');
+    const name = el('div', 'name', id);
+    if (id === S.cfg.self) name.append(el('span', 'self', '(serves this page)'));
+    const role = el('span', 'role', '…');
+    role.dataset.field = 'role';
+    const nums = el('div', 'nums');
+    const mk = (label, field, cls) => {
+      const s = el('span', cls || '');
+      const b = el('b', '', '–');
+      b.dataset.field = field;
+      s.append(label + ' ', b);
+      return [s, b];
+    };
+    const [ep, epB] = mk('epoch', 'epoch');
+    const [le, leB] = mk('LEO', 'leo', 'leo');
+    const [hw, hwB] = mk('HW', 'hw', 'hw');
+    nums.append(ep, ' · ', le, ' · ', hw);
+    const note = el('div', 'note');
+    who.append(name, role, nums, note);
+
+    const track = el('div', 'track');
+    const cells = el('div', 'cells');
+    const hwMark = el('div', 'mark hw');
+    hwMark.append(el('span'));
+    const leoMark = el('div', 'mark leo');
+    leoMark.append(el('span'));
+    const remotes = el('div', 'remotes');
+    track.append(cells, hwMark, leoMark, remotes);
+
+    const actions = el('div', 'actions');
+    if (S.cfg.control) {
+      const kill = el('button', 'danger', 'Kill -9');
+      kill.type = 'button';
+      kill.title = 'SIGKILL the node process (no clean shutdown)';
+      kill.onclick = () => control(id, 'kill');
+      const restart = el('button', 'ghost', 'Restart');
+      restart.type = 'button';
+      restart.title = 'Start the node again (stops it cleanly first if it runs)';
+      restart.onclick = () => control(id, 'restart');
+      actions.append(kill, restart);
+    }
+    row.append(who, track, actions);
+    rows.append(row);
+    S.rows[id] = { row, role, epB, leB, hwB, note, track, cells, hwMark, leoMark, remotes, cellKey: '' };
+  }
+  const via = $('append-via');
+  for (const id of S.ids) {
+    const o = el('option', '', id);
+    o.value = id;
+    if (id === S.cfg.self) o.selected = true;
+    via.append(o);
+  }
+}
+
+function windowFor(view) {
+  let maxLEO = 0, minStart = Infinity;
+  for (const id of S.ids) {
+    const s = view[id].status;
+    if (!s) continue;
+    maxLEO = Math.max(maxLEO, s.leo);
+    minStart = Math.min(minStart, s.log_start);
+  }
+  if (minStart === Infinity) minStart = 0;
+  const end = maxLEO + 3;
+  let size = Math.max(MIN_CELLS, end - minStart);
+  size = Math.min(size, MAX_CELLS);
+  const start = Math.max(0, end - size);
+  return { start, size: Math.max(size, end - start) };
+}
+
+function render(view, replayFrame) {
+  const w = windowFor(view);
+  const leader = leaderOf(view);
+  const axis = $('axis');
+  const width = axis.getBoundingClientRect().width || 600;
+  const cw = width / w.size;
+  const xOf = (o) => Math.max(0, Math.min(w.size, o - w.start)) * cw;
+
+  // Axis: offsets centred in their boxes.
+  const key = `${w.start}/${w.size}/${Math.round(width)}`;
+  if (axis.dataset.key !== key) {
+    axis.dataset.key = key;
+    axis.replaceChildren();
+    for (let i = 0; i < w.size; i++) {
+      const n = el('div', 'axis-num', String(w.start + i));
+      n.style.left = i * cw + 'px';
+      n.style.width = cw + 'px';
+      axis.append(n);
+    }
+  }
+
+  for (const id of S.ids) {
+    const r = S.rows[id];
+    const { status: s, up } = view[id];
+    const proc = S.procs[id];
+    r.row.classList.toggle('down', !up);
+    r.row.classList.toggle('leaderrow', !!s && up && id === leader);
+    r.row.dataset.up = up ? 'true' : 'false';
+    const role = !up ? (proc && proc.state === 'stopped' ? 'down' : 'unreachable') : (s ? s.role : '…');
+    r.role.textContent = role;
+    r.role.className = 'role ' + role;
+    r.row.dataset.role = role;
+    r.epB.textContent = s ? s.epoch : '–';
+    r.leB.textContent = s ? s.leo : '–';
+    r.hwB.textContent = s ? s.hw : '–';
+    let note = '';
+    if (!up) {
+      note = proc && proc.state === 'stopped' ? `process stopped${proc.last_exit ? ' (' + proc.last_exit + ')' : ''}; last known state shown`
+        : 'not answering; last known state shown';
+    } else if (s && s.role !== 'leader') {
+      note = s.leader_id ? `follows ${s.leader_id}` : 'no leader known';
+    } else if (s) {
+      note = 'takes appends, tracks remote LEOs';
+    }
+    if (r.flash && Date.now() < r.flash.until) note = r.flash.text;
+    r.note.textContent = note;
+    r.note.classList.toggle('bad', !up);
+
+    // Cells: one box per offset of the window.
+    const ck = `${key}`;
+    if (r.cellKey !== ck) {
+      r.cellKey = ck;
+      r.cells.replaceChildren();
+      for (let i = 0; i < w.size; i++) {
+        const c = el('div', 'cell');
+        c.style.left = i * cw + 2 + 'px';
+        c.style.width = Math.max(2, cw - 4) + 'px';
+        r.cells.append(c);
+      }
+    }
+    const cells = r.cells.children;
+    for (let i = 0; i < w.size; i++) {
+      const o = w.start + i;
+      let cls = 'cell';
+      if (s && o >= s.log_start && o < s.hw) cls += ' committed';
+      else if (s && o >= s.hw && o < s.leo) cls += ' pending';
+      if (cells[i].className !== cls) cells[i].className = cls;
+      cells[i].title = `offset ${o}`;
+    }
+
+    // Markers.
+    r.hwMark.hidden = !s;
+    r.leoMark.hidden = !s;
+    if (s) {
+      r.hwMark.style.left = xOf(s.hw) + 'px';
+      r.hwMark.firstChild.textContent = 'HW ' + s.hw;
+      r.leoMark.style.left = xOf(s.leo) + 'px';
+      r.leoMark.firstChild.textContent = 'LEO ' + s.leo;
+    }
+    // Remote LEOs: the leader's view of each follower, grouped by value.
+    const groups = new Map();
+    if (s && up && id === leader && s.remote_leo) {
+      for (const f of Object.keys(s.remote_leo).sort()) {
+        const v = s.remote_leo[f];
+        if (!groups.has(v)) groups.set(v, []);
+        groups.get(v).push(f);
+      }
+    }
+    const want = [...groups.entries()].sort((a, b) => a[0] - b[0]);
+    while (r.remotes.children.length > want.length) r.remotes.lastChild.remove();
+    while (r.remotes.children.length < want.length) {
+      const m = el('div', 'mark remote');
+      m.append(el('span'));
+      r.remotes.append(m);
+    }
+    want.forEach(([v, fs], i) => {
+      const m = r.remotes.children[i];
+      m.style.left = xOf(v) + 'px';
+      m.firstChild.textContent = `remote LEO ${fs.join(', ')} = ${v}`;
+      m.dataset.followers = fs.join(',');
+      m.dataset.value = v;
+    });
+  }
+
+  // Summary line.
+  const upCount = S.ids.filter((id) => view[id].up).length;
+  const sum = $('summary');
+  if (leader) {
+    const ls = view[leader].status;
+    sum.replaceChildren('leader ', el('b', '', leader), ` · epoch ${ls.epoch} · HW ${ls.hw} (committed entries: offsets below ${ls.hw}) · ${upCount} of ${S.ids.length} nodes up · this page is served by ${S.cfg.self}`);
+  } else {
+    sum.textContent = `no leader right now (election under way or no majority) · ${upCount} of ${S.ids.length} nodes up · this page is served by ${S.cfg.self}`;
+  }
+  const mode = $('mode');
+  if (replayFrame) {
+    mode.textContent = 'SLOW-MOTION REPLAY';
+    mode.className = 'mode replay';
+  } else {
+    mode.textContent = 'LIVE';
+    mode.className = 'mode live';
+  }
+  document.body.dataset.mode = replayFrame ? 'replay' : 'live';
+}
+
+// ---------- replay of the last append ----------
+
+// stage orders the changes of one append the way the protocol causes them:
+// leader writes (0), followers fetch (1), leader learns fetch offsets and
+// moves the HW (2), followers learn the HW (3). Samples taken within the
+// same millisecond on different nodes can come out of order; this puts
+// them back in causal order.
+function stageOf(prev, cur, x) {
+  if (!prev) return 1;
+  const isLeader = cur.role === 'leader';
+  let st = -1;
+  if (cur.leo > x && prev.leo <= x) st = Math.max(st, isLeader ? 0 : 1);
+  if (isLeader && cur.remote_leo) {
+    for (const f of Object.keys(cur.remote_leo)) {
+      const p = prev.remote_leo ? prev.remote_leo[f] : undefined;
+      if (cur.remote_leo[f] !== p) st = Math.max(st, 2);
+    }
+  }
+  if (cur.hw > prev.hw) st = Math.max(st, isLeader ? 2 : 3);
+  return st < 0 ? 1 : st;
+}
+
+function describe(id, prev, cur, frame, leader) {
+  if (!prev) return { text: `${id} is up: ${cur.role}, epoch ${cur.epoch}, LEO ${cur.leo}, HW ${cur.hw}`, round: '' };
+  const parts = [];
+  const rounds = new Set();
+  const isLeader = cur.role === 'leader';
+  if (prev.role !== cur.role || prev.epoch !== cur.epoch) {
+    parts.push(isLeader ? `${id} became leader of epoch ${cur.epoch}` : `${id} is ${cur.role} in epoch ${cur.epoch}`);
+  }
+  if (cur.leo > prev.leo) {
+    const range = cur.leo - prev.leo === 1 ? `offset ${prev.leo}` : `offsets ${prev.leo}–${cur.leo - 1}`;
+    if (isLeader) {
+      parts.push(`leader ${id} writes ${range} to its log: LEO ${prev.leo} → ${cur.leo}. HW stays ${cur.hw}: no follower has fetched it yet`);
+      rounds.add('append');
+    } else {
+      parts.push(`${id}'s FETCH (fetch offset ${prev.leo}) returns ${range}; ${id} writes it: LEO ${prev.leo} → ${cur.leo}, HW stays ${cur.hw}`);
+      rounds.add('fetch round 1');
+    }
+  } else if (cur.leo < prev.leo) {
+    parts.push(`${id} truncates its log to the leader's history: LEO ${prev.leo} → ${cur.leo}`);
+  }
+  if (isLeader && cur.remote_leo) {
+    for (const f of Object.keys(cur.remote_leo).sort()) {
+      const p = prev.remote_leo ? prev.remote_leo[f] : undefined;
+      if (cur.remote_leo[f] !== p) {
+        parts.push(`${f}'s next FETCH carries fetch offset ${cur.remote_leo[f]}, so remote LEO of ${f} = ${cur.remote_leo[f]}`);
+        rounds.add('fetch round 2');
+      }
+    }
+  }
+  if (cur.hw > prev.hw) {
+    if (isLeader) {
+      const have = [id, ...Object.keys(cur.remote_leo || {}).filter((f) => cur.remote_leo[f] >= cur.hw)].sort();
+      parts.push(`leader HW ${prev.hw} → ${cur.hw}: a majority (${have.join(', ')}) has LEO ≥ ${cur.hw}, so offsets below ${cur.hw} are committed`);
+      rounds.add('fetch round 2');
+    } else {
+      const lhw = leader && frame[leader] && frame[leader].status ? frame[leader].status.hw : cur.hw;
+      parts.push(`${id} reads the leader's HW (${lhw}) in the fetch response: HW = min(own LEO ${cur.leo}, ${lhw}) = ${cur.hw}`);
+      rounds.add('fetch round 2');
+    }
+  }
+  if (parts.length === 0) parts.push(`${id}: ${cur.role}, epoch ${cur.epoch}, leader ${cur.leader_id || 'unknown'}`);
+  return { text: parts.join('; '), round: [...rounds].join(' + ') };
+}
+
+function buildReplay(x) {
+  // Every recorded change of every node, with the node's previous state.
+  const all = [];
+  for (const id of S.ids) {
+    const evs = S.events[id];
+    for (let i = 0; i < evs.length; i++) {
+      all.push({ id, t: evs[i].t_us, status: evs[i].status, prev: i > 0 ? evs[i - 1].status : null });
+    }
+  }
+  all.sort((a, b) => a.t - b.t);
+  // The append starts where some node's LEO first passes x.
+  const first = all.findIndex((e) => e.prev && e.prev.leo <= x && e.status.leo > x);
+  if (first < 0) return null;
+  const tStart = all[first].t;
+  // Frame 0: each node's last state before that.
+  const frame0 = {};
+  for (const id of S.ids) frame0[id] = { status: null, up: S.nodes[id].reachable };
+  for (let i = 0; i < first; i++) frame0[all[i].id].status = all[i].status;
+  for (const id of S.ids) if (!frame0[id].status) frame0[id].status = null;
+  // Steps: from there until every reachable node's HW passes x.
+  const window = [];
+  const cur = {};
+  for (const id of S.ids) cur[id] = frame0[id].status;
+  const done = () => S.ids.every((id) => !S.nodes[id].reachable || (cur[id] && cur[id].hw > x));
+  for (let i = first; i < all.length && !done(); i++) {
+    window.push(all[i]);
+    cur[all[i].id] = all[i].status;
+  }
+  window.forEach((e, i) => { e.stage = stageOf(e.prev, e.status, x); e.order = i; });
+  window.sort((a, b) => a.stage - b.stage || a.order - b.order);
+  const frames = [frame0];
+  const steps = [];
+  let frame = frame0;
+  for (const e of window) {
+    const next = { ...frame, [e.id]: { status: e.status, up: frame[e.id].up } };
+    const leader = leaderOf(next);
+    const d = describe(e.id, frame[e.id].status || e.prev, e.status, next, leader);
+    steps.push({ id: e.id, dt: (e.t - tStart) / 1000, text: d.text, round: d.round });
+    frames.push(next);
+    frame = next;
+  }
+  return { x, steps, frames, complete: done() };
+}
+
+function showSteps(rp, current) {
+  const ol = $('steps');
+  ol.replaceChildren();
+  if (!rp || rp.steps.length === 0) {
+    ol.append(el('li', 'empty', 'No recorded changes for that append (history is off or the node restarted).'));
+    return;
+  }
+  rp.steps.forEach((s, i) => {
+    const li = el('li', i === current ? 'current' : (current !== undefined && i > current ? 'future' : ''));
+    li.append(el('span', 't', `+${s.dt.toFixed(1)} ms`), `${s.text}`);
+    if (s.round) li.append(el('span', 'round', s.round));
+    ol.append(li);
+  });
+  if (!rp.complete) ol.append(el('li', 'empty', 'The HW has not reached this entry on every reachable node yet.'));
+}
+
+function maybeStartReplay() {
+  const p = S.pending;
+  if (!p || S.replay) return;
+  const reachable = S.ids.filter((id) => S.nodes[id].reachable && S.nodes[id].status);
+  const allHW = reachable.every((id) => S.nodes[id].status.hw > p.offset);
+  if (!allHW && Date.now() < p.deadline) return;
+  S.pending = null;
+  const rp = buildReplay(p.offset);
+  S.lastReplay = rp;
+  $('replay-button').disabled = !rp;
+  if (rp) playReplay(rp);
+  else showSteps(null);
+}
+
+function playReplay(rp) {
+  stopReplay();
+  S.replay = { rp, i: 0, timer: null };
+  $('live-button').hidden = false;
+  const banner = $('replay-banner');
+  banner.hidden = false;
+  const tick = () => {
+    const r = S.replay;
+    if (!r) return;
+    const i = r.i; // frame i shows the state after step i-1
+    render(rp.frames[i], true);
+    showSteps(rp, i - 1);
+    const total = rp.steps.length;
+    if (i === 0) {
+      banner.textContent = `Slow-motion replay of the append at offset ${rp.x}: the state just before it. ${total} recorded changes follow.`;
+    } else {
+      const s = rp.steps[i - 1];
+      banner.textContent = `Step ${i} of ${total} (+${s.dt.toFixed(1)} ms real time, ${s.id}): ${s.text}`;
+    }
+    if (i < rp.frames.length - 1) {
+      r.i++;
+      r.timer = setTimeout(tick, STEP_MS);
+    } else {
+      r.timer = setTimeout(stopReplay, HOLD_MS);
+    }
+  };
+  tick();
+}
+
+function stopReplay() {
+  if (S.replay && S.replay.timer) clearTimeout(S.replay.timer);
+  const had = !!S.replay;
+  S.replay = null;
+  $('live-button').hidden = true;
+  $('replay-banner').hidden = true;
+  if (had) {
+    showSteps(S.lastReplay);
+    render(liveView());
+  }
+}
+
+// ---------- actions ----------
+
+async function append(ev) {
+  ev.preventDefault();
+  const input = $('append-input');
+  const via = $('append-via').value;
+  const text = input.value === '' ? `entry at ${new Date().toLocaleTimeString()}` : input.value;
+  const out = $('append-result');
+  const btn = $('append-button');
+  btn.disabled = true;
+  out.className = 'result';
+  out.textContent = `appending via ${via}…`;
+  const t0 = performance.now();
+  try {
+    const r = await request(S.nodes[via].url + '/append', {
+      method: 'POST', body: text, headers: { 'Content-Type': 'text/plain' },
+    }, 15000);
+    const ms = (performance.now() - t0).toFixed(0);
+    if (r.ok) {
+      out.className = 'result ok';
+      out.textContent = `committed at offset ${r.body.offset} (${ms} ms via ${via})`;
+      out.dataset.offset = r.body.offset;
+      input.value = '';
+      S.pending = { offset: r.body.offset, deadline: Date.now() + 2500 };
+    } else {
+      const b = r.body || {};
+      out.className = 'result err';
+      let msg = `${r.status}: ${b.error || r.body}`;
+      if (b.outcome) msg += ` (outcome: ${b.outcome})`;
+      if (b.leader) msg += ` leader: ${b.leader}`;
+      out.textContent = msg;
+    }
+  } catch (e) {
+    out.className = 'result err';
+    out.textContent = `${via} did not answer: ${e.name === 'AbortError' ? 'timeout' : e.message}`;
+  } finally {
+    btn.disabled = false;
+  }
+}
+
+async function control(id, action) {
+  const r = S.rows[id];
+  r.flash = { text: action === 'kill' ? 'killing…' : 'restarting…', until: Date.now() + 30000 };
+  try {
+    const res = await request(`${S.cfg.control}/nodes/${id}/${action}`, { method: 'POST' }, 60000);
+    r.flash = { text: res.ok ? (action === 'kill' ? 'killed with SIGKILL' : 'restarted') : `${action} failed: ${res.body && res.body.error}`, until: Date.now() + 3000 };
+    if (res.ok && Array.isArray(res.body)) for (const p of res.body) S.procs[p.id] = p;
+  } catch (e) {
+    r.flash = { text: `${action} failed: ${e.message}`, until: Date.now() + 5000 };
+  }
+}
+
+// ---------- start ----------
+
+async function init() {
+  let r;
+  for (;;) {
+    try {
+      r = await request('/config');
+      if (r.ok) break;
+    } catch (e) { /* retry */ }
+    await sleep(500);
+  }
+  S.cfg = r.body;
+  for (const n of S.cfg.nodes) {
+    S.ids.push(n.id);
+    S.nodes[n.id] = { url: n.url || (n.id === S.cfg.self ? location.origin : ''), status: null, reachable: false, busy: false };
+    S.events[n.id] = [];
+    S.seq[n.id] = 0;
+  }
+  buildBoard();
+  $('append-form').addEventListener('submit', append);
+  $('replay-button').addEventListener('click', () => S.lastReplay && playReplay(S.lastReplay));
+  $('live-button').addEventListener('click', stopReplay);
+  window.addEventListener('resize', () => !S.replay && render(liveView()));
+  const loop = async () => {
+    const t = performance.now();
+    await pollAll();
+    setTimeout(loop, Math.max(0, POLL_MS - (performance.now() - t)));
+  };
+  loop();
+  pollControl();
+  setInterval(pollControl, 1000);
+  pollEntries();
+  setInterval(pollEntries, 1000);
+}
+
+init();
