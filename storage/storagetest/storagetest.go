@@ -729,7 +729,7 @@ func testCopies(t *testing.T, h Harness) {
 func testConcurrentAppends(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	defer closeStore(t, s)
-	const writers, each = 8, 40
+	const writers, each = 8, 15
 	var wg sync.WaitGroup
 	errs := make(chan error, writers+2)
 	stop := make(chan struct{})
