@@ -477,7 +477,9 @@ const scratchLimit = 64 << 10
 // own, which the message's slices alias; other frames are read into a
 // reused buffer, since their decoded form copies everything it keeps.
 func (r *Reader) Read() (Message, error) {
-	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
+	// The length alone first: an oversized or short frame is rejected
+	// without waiting for more bytes.
+	if _, err := io.ReadFull(r.r, r.hdr[:lenSize]); err != nil {
 		return Message{}, err
 	}
 	n := uint64(binary.BigEndian.Uint32(r.hdr[:])) + lenSize
@@ -486,6 +488,12 @@ func (r *Reader) Read() (Message, error) {
 	}
 	if n < minFrameSize {
 		return Message{}, fmt.Errorf("%w: frame of %d bytes is below the minimum %d", ErrBadFrame, n, minFrameSize)
+	}
+	if _, err := io.ReadFull(r.r, r.hdr[lenSize:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return Message{}, err
 	}
 	var buf []byte
 	switch Kind(r.hdr[headerSize-1]) {

@@ -1,0 +1,762 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
+	"errors"
+	"math/big"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/storage"
+)
+
+type hclogLogger = hclog.Logger
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func newTestLogger(t *testing.T, name string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug, Output: testWriter{t}})
+}
+
+func captureLogger(name string) (hclog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug, Output: buf}), buf
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newTestTCP(t *testing.T, cfg TCPConfig) *TCP {
+	t.Helper()
+	if cfg.ListenAddr == "" {
+		cfg.ListenAddr = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t, cfg.NodeID)
+	}
+	tr, err := NewTCP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// expectNothing checks that tr has received nothing (after the caller has
+// waited for evidence that the messages were refused).
+func expectNothing(t *testing.T, tr Transport) {
+	t.Helper()
+	select {
+	case m := <-tr.Receive():
+		t.Fatalf("unexpected delivery: %v", m)
+	default:
+	}
+}
+
+func TestNewTCPValidates(t *testing.T) {
+	res := func(string) (string, bool) { return "", false }
+	for _, cfg := range []TCPConfig{
+		{ListenAddr: "127.0.0.1:0", Resolver: res},
+		{NodeID: "a", Resolver: res},
+		{NodeID: "a", ListenAddr: "127.0.0.1:0"},
+		{NodeID: strings.Repeat("a", 256), ListenAddr: "127.0.0.1:0", Resolver: res},
+		{NodeID: "a", ListenAddr: "256.0.0.1:0", Resolver: res},
+	} {
+		if tr, err := NewTCP(cfg); err == nil {
+			tr.Close()
+			t.Errorf("NewTCP(%+v) succeeded", cfg)
+		}
+	}
+}
+
+func TestTCPWrongClusterRefused(t *testing.T) {
+	res := newResolverMap()
+	logA, bufA := captureLogger("a")
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "blue", Resolver: res.resolve, Logger: logA, BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "green", Resolver: res.resolve})
+	res.set("a", a.Addr())
+	res.set("b", b.Addr())
+	// Keep sending until both sides have seen at least two refusals.
+	eventually(t, "refusals", func() bool {
+		_ = a.Send(Message{To: "b", Body: &VoteRequest{Epoch: 1, CandidateID: "a"}})
+		_ = b.Send(Message{To: "a", Body: &FetchRequest{ReplicaID: "b"}})
+		return a.Stats().BadConns >= 2 && b.Stats().BadConns >= 2 && a.Stats().DroppedNoConn >= 2 && b.Stats().DroppedNoConn >= 2
+	})
+	expectNothing(t, a)
+	expectNothing(t, b)
+	if a.Stats().Received != 0 || b.Stats().Received != 0 {
+		t.Fatalf("messages were delivered across clusters: %+v %+v", a.Stats(), b.Stats())
+	}
+	if !strings.Contains(bufA.String(), ErrWrongCluster.Error()) {
+		t.Fatalf("dialer did not log ErrWrongCluster:\n%s", bufA.String())
+	}
+}
+
+// rawHello opens a plain connection to addr and runs the dialer's side of
+// the handshake with the given fields, returning the connection and the
+// answer.
+func rawHello(t *testing.T, addr string, h handshake) (net.Conn, handshake, error) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, waitTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(waitTimeout))
+	if _, err := c.Write(appendHandshake(nil, h)); err != nil {
+		return c, handshake{}, err
+	}
+	ans, err := readHandshake(c)
+	return c, ans, err
+}
+
+// expectClosed waits until the server side closes c.
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+	var b [1]byte
+	for {
+		_, err := c.Read(b[:])
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("connection was not closed by the server")
+		}
+		return
+	}
+}
+
+func TestTCPHandshakeRefusals(t *testing.T) {
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "green", Resolver: newResolverMap().resolve, HandshakeTimeout: 500 * time.Millisecond})
+	hello := handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "green", NodeID: "a"}
+
+	t.Run("WrongCluster", func(t *testing.T) {
+		h := hello
+		h.ClusterID = "blue"
+		c, ans, err := rawHello(t, b.Addr(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Type != hsRefuseCluster || ans.ClusterID != "green" || !strings.Contains(ans.Reason, "blue") {
+			t.Fatalf("answer %+v, want a cluster refusal", ans)
+		}
+		expectClosed(t, c)
+	})
+	t.Run("WrongVersion", func(t *testing.T) {
+		h := hello
+		h.Version = ProtocolVersion + 1
+		c, ans, err := rawHello(t, b.Addr(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Type != hsRefuseCluster || ans.Version != ProtocolVersion || !strings.Contains(ans.Reason, "version") {
+			t.Fatalf("answer %+v, want a version refusal", ans)
+		}
+		expectClosed(t, c)
+	})
+	t.Run("SameNodeID", func(t *testing.T) {
+		h := hello
+		h.NodeID = "b"
+		c, ans, err := rawHello(t, b.Addr(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Type != hsRefuse {
+			t.Fatalf("answer %+v, want a refusal", ans)
+		}
+		expectClosed(t, c)
+	})
+	t.Run("NotAHello", func(t *testing.T) {
+		h := hello
+		h.Type = hsAccept
+		c, _, err := rawHello(t, b.Addr(), h)
+		if err == nil {
+			t.Fatal("server answered an accept sent as hello")
+		}
+		expectClosed(t, c)
+	})
+	t.Run("Silent", func(t *testing.T) {
+		// A client that never says hello is closed after HandshakeTimeout.
+		c, err := net.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		expectClosed(t, c)
+	})
+	t.Run("Accept", func(t *testing.T) {
+		_, ans, err := rawHello(t, b.Addr(), hello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Type != hsAccept || ans.NodeID != "b" || ans.ClusterID != "green" || ans.Lane != laneControl {
+			t.Fatalf("answer %+v, want accept from b", ans)
+		}
+	})
+}
+
+// TestTCPBadConnections: garbage, an oversized length prefix, a bad
+// checksum, a frame on the wrong lane: each closes only its connection,
+// while a healthy transport keeps delivering to the same node.
+func TestTCPBadConnections(t *testing.T) {
+	res := newResolverMap()
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, MaxFrameSize: 1 << 20})
+	res.set("a", a.Addr())
+	res.set("b", b.Addr())
+	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1, LeaderID: "a"}})
+	recvOne(t, b)
+
+	hello := handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "c", NodeID: "x"}
+	vote, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "x"}})
+	badCRC := append([]byte(nil), vote...)
+	badCRC[len(badCRC)-1] ^= 0xff
+	oversize := binary.BigEndian.AppendUint32(nil, 1<<30)
+	fetch, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &FetchRequest{ReplicaID: "x"}})
+
+	cases := []struct {
+		name      string
+		handshake bool
+		payload   []byte
+	}{
+		{"garbage", false, []byte("GET / HTTP/1.1\r\nHost: b\r\n\r\n")},
+		{"random before hello", false, bytes.Repeat([]byte{0xde, 0xad}, 100)},
+		{"oversized length", true, oversize},
+		{"bad checksum", true, badCRC},
+		{"fetch on control lane", true, fetch},
+		{"bad frame after good", true, append(append([]byte(nil), vote...), 0, 0, 0, 20, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := b.Stats().BadConns
+			var conn net.Conn
+			if c.handshake {
+				var ans handshake
+				var err error
+				conn, ans, err = rawHello(t, b.Addr(), hello)
+				if err != nil || ans.Type != hsAccept {
+					t.Fatalf("handshake: %+v %v", ans, err)
+				}
+			} else {
+				var err error
+				conn, err = net.Dial("tcp", b.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+			}
+			_, _ = conn.Write(c.payload)
+			expectClosed(t, conn)
+			eventually(t, "bad connection counted", func() bool { return b.Stats().BadConns > before })
+			// The healthy connection still delivers.
+			mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 2, LeaderID: "a"}})
+			for {
+				m := recvOne(t, b)
+				if m.From == "a" {
+					break
+				}
+				if m.From != "x" {
+					t.Fatalf("unexpected %v", m)
+				}
+			}
+		})
+	}
+
+	t.Run("wrong From dropped, connection kept", func(t *testing.T) {
+		conn, ans, err := rawHello(t, b.Addr(), hello)
+		if err != nil || ans.Type != hsAccept {
+			t.Fatalf("handshake: %+v %v", ans, err)
+		}
+		spoofed, _ := AppendFrame(nil, Message{From: "a", To: "b", Body: &VoteRequest{Epoch: 66, CandidateID: "a"}})
+		wrongTo, _ := AppendFrame(nil, Message{From: "x", To: "c", Body: &VoteRequest{Epoch: 67, CandidateID: "x"}})
+		good, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &VoteRequest{Epoch: 68, CandidateID: "x"}})
+		before := b.Stats().DroppedInbound
+		if _, err := conn.Write(append(append(spoofed, wrongTo...), good...)); err != nil {
+			t.Fatal(err)
+		}
+		m := recvOne(t, b)
+		if v, ok := m.Body.(*VoteRequest); !ok || v.Epoch != 68 || m.From != "x" {
+			t.Fatalf("got %v, want x's vote 68", m)
+		}
+		if d := b.Stats().DroppedInbound - before; d != 2 {
+			t.Fatalf("dropped %d inbound messages, want 2", d)
+		}
+	})
+}
+
+// TestTCPPeerComesUpLater: sends to a peer that is down are dropped; once
+// it is up (at an address the resolver learns later) the dialer reconnects
+// after its backoff and delivers.
+func TestTCPPeerComesUpLater(t *testing.T) {
+	res := newResolverMap()
+	// An address nobody listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	res.set("b", dead)
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	res.set("a", a.Addr())
+	eventually(t, "failed connects", func() bool {
+		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+		return a.Stats().DroppedNoConn >= 3
+	})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
+	res.set("b", b.Addr())
+	var got Message
+	eventually(t, "delivery after reconnect", func() bool {
+		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 2}})
+		select {
+		case got = <-b.Receive():
+			return true
+		default:
+			return false
+		}
+	})
+	// Messages queued during the last backoff wait may come first.
+	if _, ok := got.Body.(*BeginEpoch); !ok || got.From != "a" {
+		t.Fatalf("got %v", got)
+	}
+	// b restarts at a new address: a notices the broken connection, re-resolves and
+	// reconnects.
+	b.Close()
+	b2 := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
+	res.set("b", b2.Addr())
+	eventually(t, "delivery after restart", func() bool {
+		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 3}})
+		select {
+		case got = <-b2.Receive():
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// TestTCPWrongPeerAtAddress: the resolver points at another node; the
+// dialer notices from the handshake and delivers nothing there.
+func TestTCPWrongPeerAtAddress(t *testing.T) {
+	res := newResolverMap()
+	logA, bufA := captureLogger("a")
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, Logger: logA})
+	c := newTestTCP(t, TCPConfig{NodeID: "c", ClusterID: "c", Resolver: res.resolve})
+	res.set("b", c.Addr()) // stale: c now lives where b used to
+	eventually(t, "refused dials", func() bool {
+		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+		return a.Stats().DroppedNoConn >= 2
+	})
+	expectNothing(t, c)
+	if !strings.Contains(bufA.String(), "reached c") {
+		t.Fatalf("dialer did not log the wrong peer:\n%s", bufA.String())
+	}
+}
+
+// TestTCPSendNeverBlocks: with the peer unreachable and a tiny queue, a
+// flood of Sends returns at once; the excess is counted as dropped.
+func TestTCPSendNeverBlocks(t *testing.T) {
+	res := newResolverMap()
+	// A listener that accepts but never reads or answers: dials hang in
+	// the handshake.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	res.set("b", l.Addr().String())
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, QueueSize: 4})
+	for i := range 10000 {
+		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: uint64(i)}})
+	}
+	if d := a.Stats().DroppedQueueFull; d < 10000-5-4 {
+		t.Fatalf("dropped %d, want nearly all", d)
+	}
+	// Close does not wait for the hanging handshake's timeout.
+	a.Close()
+}
+
+// TestTCPControlNotBehindFetch: the peer stops reading fetch traffic
+// entirely (the fetch connection's socket buffers fill and its writer
+// blocks); votes still get through on the control connection.
+func TestTCPControlNotBehindFetch(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Message, 100)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	fetchConn := make(chan struct{}, 10)
+	wg.Add(1)
+	go func() { // a fake node "b"
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				br := bufio.NewReader(c)
+				h, err := readHandshake(br)
+				if err != nil {
+					return
+				}
+				_, _ = c.Write(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsAccept, Lane: h.Lane, ClusterID: "c", NodeID: "b"}))
+				if h.Lane == laneData {
+					fetchConn <- struct{}{}
+					return // never read: the writer's socket fills up
+				}
+				r := NewReader(br, 0)
+				for {
+					m, err := r.Read()
+					if err != nil {
+						return
+					}
+					got <- m
+				}
+			}()
+		}
+	}()
+	defer func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+	res := newResolverMap()
+	res.set("b", l.Addr().String())
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, WriteTimeout: time.Hour})
+	big := make([]storage.Entry, 64)
+	for i := range big {
+		big[i] = storage.Entry{Offset: uint64(i), Epoch: 1, Type: storage.EntryData, Data: make([]byte, 64<<10)}
+	}
+	// 32 × 4 MiB of fetch responses: far more than the socket buffers hold.
+	for i := range 32 {
+		mustSend(t, a, Message{To: "b", Body: &FetchResponse{FetchID: uint64(i), LeaderID: "a", Entries: big}})
+	}
+	select {
+	case <-fetchConn:
+	case <-time.After(waitTimeout):
+		t.Fatal("fetch connection never opened")
+	}
+	mustSend(t, a, Message{To: "b", Body: &VoteRequest{Epoch: 9, CandidateID: "a"}})
+	select {
+	case m := <-got:
+		if v, ok := m.Body.(*VoteRequest); !ok || v.Epoch != 9 {
+			t.Fatalf("got %v", m)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("vote stuck behind fetch traffic")
+	}
+	a.Close() // must not hang on the blocked fetch writer
+}
+
+// TestTCPLargeFrames: frames near MaxFrameSize pass; above it the sender
+// drops them and the connection stays usable.
+func TestTCPLargeFrames(t *testing.T) {
+	res := newResolverMap()
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, MaxFrameSize: 2 << 20})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, MaxFrameSize: 2 << 20})
+	res.set("a", a.Addr())
+	res.set("b", b.Addr())
+	data := bytes.Repeat([]byte("0123456789abcdef"), (2<<20-200)/16)
+	fits := &FetchResponse{FetchID: 1, LeaderID: "a", Entries: []storage.Entry{{Offset: 0, Epoch: 1, Type: storage.EntryData, Data: data}}}
+	tooBig := &FetchResponse{FetchID: 2, LeaderID: "a", Entries: []storage.Entry{{Offset: 0, Epoch: 1, Type: storage.EntryData, Data: append(data, make([]byte, 1000)...)}}}
+	mustSend(t, a, Message{To: "b", Body: fits})
+	mustSend(t, a, Message{To: "b", Body: tooBig})
+	mustSend(t, a, Message{To: "b", Body: &FetchResponse{FetchID: 3}})
+	m := recvOne(t, b)
+	if r := m.Body.(*FetchResponse); r.FetchID != 1 || !bytes.Equal(r.Entries[0].Data, data) {
+		t.Fatalf("got %v", m)
+	}
+	if m := recvOne(t, b); m.Body.(*FetchResponse).FetchID != 3 {
+		t.Fatalf("got %v, want fetch 3 (2 was too big)", m)
+	}
+}
+
+// --- TLS ---
+
+type testPKI struct {
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	pool   *x509.CertPool
+}
+
+func newTestPKI(t *testing.T, name string) *testPKI {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testPKI{caCert: cert, caKey: key, pool: pool}
+}
+
+var serial int64 = 100
+
+// issue returns a certificate for a node, valid for 127.0.0.1 as a server
+// and as a client.
+func (p *testPKI) issue(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func TestTCPTLS(t *testing.T) {
+	pki := newTestPKI(t, "replog test CA")
+	res := newResolverMap()
+	cfgFor := func(name string) *tls.Config {
+		return &tls.Config{Certificates: []tls.Certificate{pki.issue(t, name)}, RootCAs: pki.pool, MinVersion: tls.VersionTLS12}
+	}
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, TLS: cfgFor("a")})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: cfgFor("b")})
+	res.set("a", a.Addr())
+	res.set("b", b.Addr())
+	mustSend(t, a, Message{To: "b", Body: &VoteRequest{Epoch: 4, CandidateID: "a"}})
+	mustSend(t, b, Message{To: "a", Body: &FetchRequest{FetchID: 5, ReplicaID: "b"}})
+	if m := recvOne(t, b); m.Body.(*VoteRequest).Epoch != 4 {
+		t.Fatalf("got %v", m)
+	}
+	if m := recvOne(t, a); m.Body.(*FetchRequest).FetchID != 5 {
+		t.Fatalf("got %v", m)
+	}
+
+	// A plain-TCP client cannot talk to a TLS node.
+	plain := newTestTCP(t, TCPConfig{NodeID: "p", ClusterID: "c", Resolver: res.resolve, HandshakeTimeout: time.Second})
+	eventually(t, "plain client refused", func() bool {
+		mustSend(t, plain, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+		return plain.Stats().DroppedNoConn >= 2
+	})
+	expectNothing(t, b)
+}
+
+func TestTCPMutualTLS(t *testing.T) {
+	pki := newTestPKI(t, "replog test CA")
+	rogue := newTestPKI(t, "rogue CA")
+	res := newResolverMap()
+	server := func(name string) *tls.Config {
+		return &tls.Config{
+			Certificates: []tls.Certificate{pki.issue(t, name)},
+			RootCAs:      pki.pool,
+			ClientCAs:    pki.pool,
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			MinVersion:   tls.VersionTLS13,
+		}
+	}
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, TLS: server("a")})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: server("b")})
+	res.set("a", a.Addr())
+	res.set("b", b.Addr())
+	mustSend(t, a, Message{To: "b", Body: &VoteRequest{Epoch: 4, CandidateID: "a"}})
+	if m := recvOne(t, b); m.From != "a" {
+		t.Fatalf("got %v", m)
+	}
+
+	// Clients that trust b's certificate but present none, or one from
+	// another CA, cannot deliver anything.
+	for _, c := range []struct {
+		name  string
+		certs []tls.Certificate
+	}{
+		{"no client cert", nil},
+		{"untrusted client cert", []tls.Certificate{rogue.issue(t, "m")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := b.Stats().BadConns
+			m := newTestTCP(t, TCPConfig{NodeID: "m", ClusterID: "c", Resolver: res.resolve, HandshakeTimeout: 2 * time.Second,
+				TLS: &tls.Config{Certificates: c.certs, RootCAs: pki.pool, MinVersion: tls.VersionTLS13}})
+			eventually(t, "rejected client", func() bool {
+				mustSend(t, m, Message{To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "m"}})
+				return m.Stats().DroppedNoConn >= 2 && b.Stats().BadConns >= before+2
+			})
+			expectNothing(t, b)
+		})
+	}
+}
+
+// --- benchmarks ---
+
+// benchPair returns two connected transports with large queues.
+func benchPair(b *testing.B) (*TCP, *TCP) {
+	res := newResolverMap()
+	mk := func(id string) *TCP {
+		tr, err := NewTCP(TCPConfig{NodeID: id, ClusterID: "bench", ListenAddr: "127.0.0.1:0", Resolver: res.resolve, QueueSize: 1 << 14, ReceiveQueueSize: 1 << 14})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { tr.Close() })
+		res.set(id, tr.Addr())
+		return tr
+	}
+	return mk("a"), mk("b")
+}
+
+// runThroughput sends b.N copies of body from a to b, keeping at most
+// window messages in flight so nothing is dropped, and waits for all.
+func runThroughput(b *testing.B, body func() Body, window int) {
+	a, r := benchPair(b)
+	// Connect first.
+	for {
+		mustSendB(b, a, Message{Body: body()})
+		select {
+		case <-r.Receive():
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	b.ResetTimer()
+	start := time.Now()
+	received := 0
+	for i := 0; i < b.N; i++ {
+		for i-received >= window {
+			<-r.Receive()
+			received++
+		}
+		mustSendB(b, a, Message{Body: body()})
+	}
+	for received < b.N {
+		select {
+		case <-r.Receive():
+			received++
+		case <-time.After(waitTimeout):
+			b.Fatalf("lost messages: %d of %d received; stats %+v", received, b.N, a.Stats())
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+}
+
+func mustSendB(b *testing.B, tr Transport, m Message) {
+	if m.To == "" {
+		m.To = "b"
+	}
+	if err := tr.Send(m); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkTCPThroughputVote(b *testing.B) {
+	runThroughput(b, func() Body { return &VoteRequest{Epoch: 1, CandidateID: "a", LastEpoch: 1, LEO: 1000} }, 8000)
+}
+
+func BenchmarkTCPThroughputFetchResponse(b *testing.B) {
+	m := benchFetchResponse().Body.(*FetchResponse)
+	size, _ := AppendFrame(nil, Message{From: "a", To: "b", Body: m})
+	b.SetBytes(int64(len(size)))
+	runThroughput(b, func() Body { return m }, 64)
+}
