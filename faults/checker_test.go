@@ -136,7 +136,26 @@ func TestCheckerDuplicates(t *testing.T) {
 		finals[i].Entries = append(finals[i].Entries, LogEntry{5, 2, "f"})
 		finals[i].HW = 6
 	}
-	checkKinds(t, Check(ops, reads, finals), map[string]int{Duplicate: 0, DuplicateRetried: 1})
+	res := Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{Duplicate: 0, DuplicateRetried: 1})
+	if !res.OK() {
+		t.Errorf("a duplicate after retrying an unknown outcome is tolerated, got %d violations", res.Violations())
+	}
+
+	// A retry after a *failed* attempt must not duplicate: "failed" means
+	// "not appended".
+	ops, reads, finals = cleanRun()
+	ops[3].Outcome = Failed
+	ops = append(ops, Op{ID: 7, Process: 0, Node: "n2", Payload: "d", Attempt: 1, Outcome: OK, Offset: 5})
+	for i := range finals {
+		finals[i].Entries = append(finals[i].Entries, LogEntry{5, 2, "d"}, LogEntry{6, 2, "d"})
+		finals[i].HW = 7
+	}
+	res = Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{Duplicate: 1, DuplicateRetried: 0})
+	if res.OK() {
+		t.Errorf("a duplicate without an unknown outcome must be a violation")
+	}
 }
 
 func TestCheckerFailedAndPhantomWrites(t *testing.T) {

@@ -1,0 +1,488 @@
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BuildNode builds a node binary (pkg, e.g. "./example", of the module
+// rooted at modRoot) into dir and returns its path. tags is passed to -tags
+// (the core's deliberate-bug tags); race adds -race.
+func BuildNode(ctx context.Context, modRoot, dir, pkg, tags string, race bool) (string, error) {
+	bin := filepath.Join(dir, "replog-node")
+	args := []string{"build", "-o", bin}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	if race {
+		args = append(args, "-race")
+	}
+	args = append(args, pkg)
+	cmd := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
+	cmd.Dir = modRoot
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
+}
+
+// ModuleRoot walks up from the working directory to the directory holding
+// go.mod.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// ClusterConfig configures a Cluster of example-node processes.
+type ClusterConfig struct {
+	// Bin is the node binary (BuildNode).
+	Bin string
+	// Root holds one data directory and one log file per node.
+	Root string
+	// Nodes is the number of voters (n1..nN).
+	Nodes int
+	// Protocol tuning passed to every node.
+	FetchTimeout, ElectionTimeout, FetchMaxWait time.Duration
+	// ExtraArgs are appended to every node's command line.
+	ExtraArgs []string
+	// AppendTimeout is the node's -append-timeout: how long /append waits
+	// for a commit before answering "unknown" (0: the node's default).
+	AppendTimeout time.Duration
+	// Logf, if set, receives harness progress lines.
+	Logf func(format string, args ...any)
+}
+
+// Status is the part of a node's /status the harness uses.
+type Status struct {
+	NodeID   string `json:"node_id"`
+	Role     string `json:"role"`
+	Epoch    uint64 `json:"epoch"`
+	LeaderID string `json:"leader_id"`
+	LEO      uint64 `json:"leo"`
+	HW       uint64 `json:"hw"`
+}
+
+// Node is one example-node process, restartable on the same directory and
+// ports.
+type Node struct {
+	ID       string
+	Dir      string
+	HTTPAddr string
+	RPCAddr  string
+	args     []string
+	logPath  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the current process has exited
+	paused bool
+	starts int
+}
+
+// Cluster runs Nodes voter processes on loopback. Every node reaches every
+// other node's RPC port through a Network proxy, so that the harness can
+// partition them; gossip is off (memberlist advertises one address per
+// node, which would bypass the per-link proxies).
+type Cluster struct {
+	cfg    ClusterConfig
+	Nodes  []*Node
+	Net    *Network
+	client *http.Client
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func (c *Cluster) logf(format string, args ...any) {
+	if c.cfg.Logf != nil {
+		c.cfg.Logf(format, args...)
+	}
+}
+
+// StartCluster starts every node and waits until each serves /status. On
+// error the nodes already started are stopped.
+func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	c := &Cluster{cfg: cfg, client: &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     5 * time.Second,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+	}}}
+	var ids []string
+	rpc := map[string]string{}
+	for i := 1; i <= cfg.Nodes; i++ {
+		id := fmt.Sprintf("n%d", i)
+		httpAddr, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		rpcAddr, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(cfg.Root, id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+		rpc[id] = rpcAddr
+		c.Nodes = append(c.Nodes, &Node{ID: id, Dir: dir, HTTPAddr: httpAddr, RPCAddr: rpcAddr,
+			logPath: filepath.Join(cfg.Root, id+".log")})
+	}
+	nw, err := NewNetwork(ids, rpc)
+	if err != nil {
+		return nil, err
+	}
+	c.Net = nw
+	for _, n := range c.Nodes {
+		var peers, httpPeers []string
+		for _, m := range c.Nodes {
+			if m != n {
+				peers = append(peers, m.ID+"="+nw.Link(n.ID, m.ID).Addr())
+				httpPeers = append(httpPeers, m.ID+"=http://"+m.HTTPAddr)
+			}
+		}
+		n.args = []string{
+			"-id", n.ID, "-dir", n.Dir, "-http", n.HTTPAddr, "-rpc", n.RPCAddr,
+			"-gossip=", "-voters", strings.Join(ids, ","),
+			"-peers", strings.Join(peers, ","), "-http-peers", strings.Join(httpPeers, ","),
+			"-cluster", "replog-faults",
+			"-fetch-timeout", cfg.FetchTimeout.String(),
+			"-election-timeout", cfg.ElectionTimeout.String(),
+			"-fetch-max-wait", cfg.FetchMaxWait.String(),
+			// The dashboard's status sampling is not needed here.
+			"-sample-interval", "0",
+		}
+		if cfg.AppendTimeout > 0 {
+			n.args = append(n.args, "-append-timeout", cfg.AppendTimeout.String())
+		}
+		n.args = append(n.args, cfg.ExtraArgs...)
+		if err := c.Start(n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := c.WaitReady(ctx, n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Start starts n's process (it must not be running).
+func (c *Cluster) Start(n *Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("%s already running", n.ID)
+	}
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "\n===== harness: start #%d %s\n", n.starts+1, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(c.cfg.Bin, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group, so a kill reaches anything the node spawns; and
+	// the kernel kills the node if the harness dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	n.cmd, n.done, n.paused = cmd, done, false
+	n.starts++
+	return nil
+}
+
+// Running reports whether n's process is up (possibly paused).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Paused reports whether n is stopped with SIGSTOP.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
+}
+
+// Kill SIGKILLs n's process group and waits for the process to exit. It is
+// a no-op if n is not running.
+func (c *Cluster) Kill(n *Node) {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd, n.paused = nil, false
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		c.logf("%s: pid %d did not exit 30s after SIGKILL", n.ID, cmd.Process.Pid)
+	}
+}
+
+// Pause sends SIGSTOP to n (no-op if it is not running).
+func (c *Cluster) Pause(n *Node) bool { return c.signal(n, syscall.SIGSTOP, true) }
+
+// Resume sends SIGCONT to n.
+func (c *Cluster) Resume(n *Node) bool { return c.signal(n, syscall.SIGCONT, false) }
+
+func (c *Cluster) signal(n *Node, sig syscall.Signal, paused bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	if err := syscall.Kill(-n.cmd.Process.Pid, sig); err != nil {
+		return false
+	}
+	n.paused = paused
+	return true
+}
+
+// WaitReady polls n's /status until it answers or ctx ends.
+func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
+	for {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Status(sctx, n)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !n.Running() {
+			return fmt.Errorf("%s exited during start-up (see %s)", n.ID, n.logPath)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w (last: %v)", n.ID, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop kills every node and closes the proxies. Safe to call more than
+// once.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		c.Kill(n)
+	}
+	if c.Net != nil {
+		_ = c.Net.Close()
+	}
+	c.client.CloseIdleConnections()
+}
+
+// Status fetches n's /status.
+func (c *Cluster) Status(ctx context.Context, n *Node) (Status, error) {
+	var st Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, err
+}
+
+// Leader asks every running, unpaused node for its status and returns the
+// node that says it leads in the highest epoch, or nil.
+func (c *Cluster) Leader(ctx context.Context) *Node {
+	var best *Node
+	var bestEpoch uint64
+	for _, n := range c.Nodes {
+		if !n.Running() || n.Paused() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.Status(sctx, n)
+		cancel()
+		if err == nil && st.Role == "leader" && (best == nil || st.Epoch > bestEpoch) {
+			best, bestEpoch = n, st.Epoch
+		}
+	}
+	return best
+}
+
+// appendResp is /append's JSON body.
+type appendResp struct {
+	Offset  *uint64 `json:"offset"`
+	Error   string  `json:"error"`
+	Outcome string  `json:"outcome"`
+	Leader  string  `json:"leader"`
+}
+
+// Append posts payload to n's /append and classifies the answer: a refused
+// connection or an explicit "failed" is Failed; timeouts, broken
+// connections, "unknown" and anything unexpected are Unknown.
+func (c *Cluster) Append(ctx context.Context, n *Node, payload string) (Outcome, uint64, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+"/append", strings.NewReader(payload))
+	if err != nil {
+		return Failed, 0, err.Error()
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return Failed, 0, "dial: " + shortErr(op.Err)
+		}
+		return Unknown, 0, shortErr(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return Unknown, 0, "reading response: " + shortErr(err)
+	}
+	var ar appendResp
+	if err := json.Unmarshal(body, &ar); err != nil {
+		return Unknown, 0, fmt.Sprintf("HTTP %d, bad JSON %q", resp.StatusCode, truncate(string(body), 100))
+	}
+	if resp.StatusCode == http.StatusOK {
+		if ar.Offset == nil {
+			return Unknown, 0, fmt.Sprintf("HTTP 200 without offset: %q", truncate(string(body), 100))
+		}
+		return OK, *ar.Offset, ""
+	}
+	msg := fmt.Sprintf("HTTP %d: %s", resp.StatusCode, ar.Error)
+	if ar.Outcome == "failed" {
+		return Failed, 0, msg
+	}
+	return Unknown, 0, msg
+}
+
+// entryJSON is one line of /entries.
+type entryJSON struct {
+	Offset *uint64 `json:"offset"`
+	Epoch  uint64  `json:"epoch"`
+	Data   []byte  `json:"data"`
+}
+
+// Entries reads n's /entries from offset from, calling fn for each entry
+// until the stream ends, fn returns an error, or ctx ends. With follow
+// false the stream ends at the node's HW.
+func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool, fn func(LogEntry) error) error {
+	url := fmt.Sprintf("http://%s/entries?from=%d&follow=%t", n.HTTPAddr, from, follow)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var e entryJSON
+		if err := json.Unmarshal(line, &e); err != nil {
+			return fmt.Errorf("bad entry line %q: %w", truncate(string(line), 100), err)
+		}
+		if e.Offset == nil {
+			return fmt.Errorf("entry line without offset: %q", truncate(string(line), 100))
+		}
+		if err := fn(LogEntry{Offset: *e.Offset, Epoch: e.Epoch, Payload: string(e.Data)}); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.EOF
+}
+
+// FinalLog reads n's whole committed log (follow=false) and its HW.
+func (c *Cluster) FinalLog(ctx context.Context, n *Node) (FinalLog, error) {
+	st, err := c.Status(ctx, n)
+	if err != nil {
+		return FinalLog{}, err
+	}
+	f := FinalLog{Node: n.ID, HW: st.HW}
+	err = c.Entries(ctx, n, 0, false, func(e LogEntry) error {
+		f.Entries = append(f.Entries, e)
+		return nil
+	})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return f, err
+	}
+	return f, nil
+}
+
+func shortErr(err error) string { return truncate(err.Error(), 160) }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

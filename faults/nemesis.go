@@ -1,0 +1,397 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Fault names the nemesis's actions.
+const (
+	// FaultKill SIGKILLs a random node, restarts it on the same directory.
+	FaultKill = "kill"
+	// FaultKillLeader SIGKILLs the leader, restarts it.
+	FaultKillLeader = "kill-leader"
+	// FaultKillAfterAck SIGKILLs the leader right after the next
+	// acknowledged append (a window where the ack may have outrun the
+	// replication).
+	FaultKillAfterAck = "kill-after-ack"
+	// FaultCrashMajority isolates a minority, lets appends commit on the
+	// rest, then SIGKILLs the leader and the rest of the majority at once,
+	// restarts the followers at once, heals the minority, and restarts the
+	// old leader last: a new leader must be elected among nodes that all
+	// just restarted (KIP-101's scenario).
+	FaultCrashMajority = "crash-majority"
+	// FaultPause SIGSTOPs a random node or the leader, then SIGCONTs it.
+	FaultPause = "pause"
+	// FaultIsolate partitions one node (often the leader) from all others.
+	FaultIsolate = "isolate"
+	// FaultSplit partitions the nodes into a random majority and minority.
+	FaultSplit = "split"
+	// FaultBridge (5+ nodes) splits the others into two halves that only
+	// one bridge node sees both of.
+	FaultBridge = "bridge"
+	// FaultOneWay blocks one direction only: a node's outgoing or incoming
+	// links, or a single link.
+	FaultOneWay = "one-way"
+)
+
+// AllFaults lists every fault with its weight in the random schedule.
+var AllFaults = map[string]int{
+	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1,
+	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2,
+}
+
+// NemesisStats counts what the nemesis did.
+type NemesisStats struct {
+	Kills, Pauses, Partitions int
+	// PerFault counts actions per fault name.
+	PerFault map[string]int
+}
+
+// Nemesis injects faults into a Cluster on a seeded random schedule, one
+// action at a time: apply, hold, undo, rest.
+type Nemesis struct {
+	c      *Cluster
+	h      *History
+	rng    *rand.Rand
+	faults []string
+	weight []int
+	acked  <-chan struct{}
+	logf   func(string, ...any)
+	// Hold and Rest bound how long a fault lasts and the quiet between
+	// faults.
+	HoldMin, HoldMax, RestMin, RestMax time.Duration
+
+	stats NemesisStats
+}
+
+// NewNemesis returns a nemesis over c drawing from faults (names from
+// AllFaults; nil means all) with seed. acked receives a value after each
+// acknowledged append (non-blocking sends; used by FaultKillAfterAck).
+func NewNemesis(c *Cluster, h *History, seed int64, faults []string, acked <-chan struct{}) (*Nemesis, error) {
+	if len(faults) == 0 {
+		for f := range AllFaults {
+			faults = append(faults, f)
+		}
+	}
+	sort.Strings(faults)
+	nm := &Nemesis{c: c, h: h, rng: rand.New(rand.NewSource(seed)), acked: acked, logf: c.logf,
+		HoldMin: time.Second, HoldMax: 4 * time.Second, RestMin: 500 * time.Millisecond, RestMax: 2 * time.Second,
+		stats: NemesisStats{PerFault: map[string]int{}}}
+	for _, f := range faults {
+		w, ok := AllFaults[f]
+		if !ok {
+			return nil, fmt.Errorf("unknown fault %q", f)
+		}
+		if f == FaultBridge && len(c.Nodes) < 5 {
+			continue
+		}
+		nm.faults = append(nm.faults, f)
+		nm.weight = append(nm.weight, w)
+	}
+	if len(nm.faults) == 0 {
+		return nil, fmt.Errorf("no usable fault in %v", faults)
+	}
+	return nm, nil
+}
+
+// Stats returns the counts so far (call after Run returns).
+func (nm *Nemesis) Stats() NemesisStats { return nm.stats }
+
+// Run injects faults until ctx ends, then heals everything: network
+// healed, paused nodes resumed, dead nodes restarted.
+func (nm *Nemesis) Run(ctx context.Context) {
+	defer nm.HealAll()
+	for ctx.Err() == nil {
+		f := nm.pick()
+		nm.stats.PerFault[f]++
+		nm.do(ctx, f)
+		nm.sleep(ctx, nm.between(nm.RestMin, nm.RestMax))
+	}
+}
+
+func (nm *Nemesis) pick() string {
+	total := 0
+	for _, w := range nm.weight {
+		total += w
+	}
+	x := nm.rng.Intn(total)
+	for i, w := range nm.weight {
+		if x < w {
+			return nm.faults[i]
+		}
+		x -= w
+	}
+	return nm.faults[0]
+}
+
+func (nm *Nemesis) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(nm.rng.Int63n(int64(hi-lo)))
+}
+
+// sleep waits d or until ctx ends; faults are undone either way.
+func (nm *Nemesis) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (nm *Nemesis) event(kind string, leader bool, detail string, nodes ...*Node) {
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.ID)
+	}
+	e := nm.h.AddEvent(Event{Kind: kind, Nodes: ids, Leader: leader, Detail: detail})
+	nm.logf("nemesis: %v", e)
+}
+
+func (nm *Nemesis) leader(ctx context.Context) *Node {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	return nm.c.Leader(lctx)
+}
+
+func (nm *Nemesis) randomNode() *Node { return nm.c.Nodes[nm.rng.Intn(len(nm.c.Nodes))] }
+
+func (nm *Nemesis) mode() BlockMode {
+	if nm.rng.Intn(2) == 0 {
+		return Refuse
+	}
+	return Drop
+}
+
+// kill SIGKILLs n, recording whether it was the leader.
+func (nm *Nemesis) kill(n *Node, leader *Node, detail string) {
+	nm.c.Kill(n)
+	nm.stats.Kills++
+	nm.event("kill", n == leader, detail, n)
+}
+
+// restart starts n again on its directory and waits (bounded) until it
+// serves HTTP.
+func (nm *Nemesis) restart(ctx context.Context, n *Node) {
+	if n.Running() {
+		return
+	}
+	for try := 0; try < 3; try++ {
+		if err := nm.c.Start(n); err != nil {
+			nm.logf("nemesis: restart %s: %v", n.ID, err)
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := nm.c.WaitReady(rctx, n)
+		cancel()
+		if err == nil {
+			nm.event("restart", false, "", n)
+			return
+		}
+		nm.logf("nemesis: restart %s: %v", n.ID, err)
+		nm.c.Kill(n)
+	}
+	nm.event("restart-failed", false, "", n)
+}
+
+func (nm *Nemesis) do(ctx context.Context, f string) {
+	switch f {
+	case FaultKill, FaultKillLeader, FaultKillAfterAck:
+		leader := nm.leader(ctx)
+		target := leader
+		detail := ""
+		switch {
+		case f == FaultKill || leader == nil:
+			target = nm.randomNode()
+		case f == FaultKillAfterAck:
+			// Drain old acks, then kill on the next one.
+			for len(nm.acked) > 0 {
+				<-nm.acked
+			}
+			t := time.NewTimer(5 * time.Second)
+			select {
+			case <-nm.acked:
+				detail = "right after an ack"
+			case <-t.C:
+				detail = "no ack within 5s"
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		nm.kill(target, leader, detail)
+		nm.sleep(ctx, nm.between(200*time.Millisecond, 3*time.Second))
+		nm.restart(ctx, target)
+
+	case FaultCrashMajority:
+		leader := nm.leader(ctx)
+		if leader == nil {
+			leader = nm.randomNode()
+		}
+		var others []*Node
+		for _, n := range nm.c.Nodes {
+			if n != leader {
+				others = append(others, n)
+			}
+		}
+		nm.rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+		minority := others[:(len(nm.c.Nodes)-1)/2]
+		rest := others[len(minority):]
+		mode := nm.mode()
+		nm.isolateGroup(minority, mode)
+		nm.stats.Partitions++
+		nm.event("partition", false, "minority cut off before crash ("+mode.String()+")", minority...)
+		nm.sleep(ctx, nm.between(500*time.Millisecond, 2*time.Second))
+		nm.kill(leader, leader, "crash-majority")
+		for _, n := range rest {
+			nm.kill(n, leader, "crash-majority")
+		}
+		for _, n := range rest {
+			nm.restart(ctx, n)
+		}
+		nm.c.Net.HealAll()
+		nm.event("heal", false, "", minority...)
+		nm.sleep(ctx, nm.between(500*time.Millisecond, 3*time.Second))
+		nm.restart(ctx, leader)
+
+	case FaultPause:
+		target := nm.randomNode()
+		leader := nm.leader(ctx)
+		if leader != nil && nm.rng.Intn(2) == 0 {
+			target = leader
+		}
+		if !nm.c.Pause(target) {
+			return
+		}
+		nm.stats.Pauses++
+		nm.event("pause", target == leader, "", target)
+		nm.sleep(ctx, nm.between(nm.HoldMin, nm.HoldMax))
+		nm.c.Resume(target)
+		nm.event("resume", false, "", target)
+
+	case FaultIsolate:
+		target := nm.randomNode()
+		leader := nm.leader(ctx)
+		if leader != nil && nm.rng.Intn(3) > 0 {
+			target = leader
+		}
+		mode := nm.mode()
+		nm.isolateGroup([]*Node{target}, mode)
+		nm.partitioned(ctx, target == leader, "isolate ("+mode.String()+")", target)
+
+	case FaultSplit:
+		nodes := nm.shuffled()
+		minority := nodes[:1+nm.rng.Intn((len(nodes)-1)/2)]
+		mode := nm.mode()
+		nm.isolateGroup(minority, mode)
+		nm.partitioned(ctx, false, "split, minority cut off ("+mode.String()+")", minority...)
+
+	case FaultBridge:
+		nodes := nm.shuffled()
+		bridge, rest := nodes[0], nodes[1:]
+		a, b := rest[:len(rest)/2], rest[len(rest)/2:]
+		mode := nm.mode()
+		for _, x := range a {
+			for _, y := range b {
+				nm.c.Net.Block(x.ID, y.ID, mode)
+			}
+		}
+		nm.partitioned(ctx, false, fmt.Sprintf("bridge %s between %s | %s (%s)", bridge.ID, ids(a), ids(b), mode), nodes...)
+
+	case FaultOneWay:
+		target := nm.randomNode()
+		leader := nm.leader(ctx)
+		if leader != nil && nm.rng.Intn(2) == 0 {
+			target = leader
+		}
+		mode := nm.mode()
+		var detail string
+		switch nm.rng.Intn(3) {
+		case 0: // target cannot send
+			for _, n := range nm.c.Nodes {
+				if n != target {
+					nm.c.Net.BlockDir(target.ID, n.ID, mode)
+				}
+			}
+			detail = target.ID + " -/-> all"
+		case 1: // target cannot receive
+			for _, n := range nm.c.Nodes {
+				if n != target {
+					nm.c.Net.BlockDir(n.ID, target.ID, mode)
+				}
+			}
+			detail = "all -/-> " + target.ID
+		default: // one link
+			other := nm.randomNode()
+			for other == target {
+				other = nm.randomNode()
+			}
+			nm.c.Net.BlockDir(target.ID, other.ID, mode)
+			detail = target.ID + " -/-> " + other.ID
+		}
+		nm.partitioned(ctx, target == leader, "one-way "+detail+" ("+mode.String()+")", target)
+	}
+}
+
+// partitioned records a partition already in place, holds it and heals.
+func (nm *Nemesis) partitioned(ctx context.Context, leader bool, detail string, nodes ...*Node) {
+	nm.stats.Partitions++
+	nm.event("partition", leader, detail, nodes...)
+	nm.sleep(ctx, nm.between(nm.HoldMin, nm.HoldMax))
+	nm.c.Net.HealAll()
+	nm.event("heal", false, "")
+}
+
+// isolateGroup cuts every link between group and the other nodes, both
+// ways.
+func (nm *Nemesis) isolateGroup(group []*Node, mode BlockMode) {
+	in := map[*Node]bool{}
+	for _, n := range group {
+		in[n] = true
+	}
+	for _, x := range group {
+		for _, y := range nm.c.Nodes {
+			if !in[y] {
+				nm.c.Net.Block(x.ID, y.ID, mode)
+			}
+		}
+	}
+}
+
+func (nm *Nemesis) shuffled() []*Node {
+	nodes := append([]*Node(nil), nm.c.Nodes...)
+	nm.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	return nodes
+}
+
+func ids(nodes []*Node) string {
+	var s []string
+	for _, n := range nodes {
+		s = append(s, n.ID)
+	}
+	return strings.Join(s, ",")
+}
+
+// HealAll undoes every fault: heals the network, resumes paused nodes and
+// restarts dead ones.
+func (nm *Nemesis) HealAll() {
+	nm.c.Net.HealAll()
+	for _, n := range nm.c.Nodes {
+		if n.Paused() {
+			nm.c.Resume(n)
+			nm.event("resume", false, "final heal", n)
+		}
+	}
+	for _, n := range nm.c.Nodes {
+		if !n.Running() {
+			nm.restart(context.Background(), n)
+		}
+	}
+	nm.event("heal", false, "final heal")
+}

@@ -1,0 +1,305 @@
+package faults
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"sync"
+	"time"
+)
+
+// RunConfig configures one fault run over a started Cluster.
+type RunConfig struct {
+	// Duration is how long the nemesis runs (the workload runs through it
+	// and through the final heal).
+	Duration time.Duration
+	// Seed seeds the nemesis and the clients.
+	Seed int64
+	// Faults restricts the nemesis (nil: all of AllFaults).
+	Faults []string
+	// Appenders and Readers are the numbers of concurrent clients.
+	Appenders, Readers int
+	// AppendTimeout bounds one /append request.
+	AppendTimeout time.Duration
+	// Retries is how many times an append is retried (same payload) after
+	// an unknown or failed outcome.
+	Retries int
+	// ConvergeTimeout bounds the wait, after the final heal, for the
+	// cluster to accept appends again and for all nodes to agree.
+	ConvergeTimeout time.Duration
+}
+
+// Report is what a run produced.
+type Report struct {
+	Seed     int64
+	Nodes    int
+	Duration time.Duration
+	History  *History
+	Finals   []FinalLog
+	Result   Result
+	Nemesis  NemesisStats
+	// Converged is false if the nodes did not agree (same HW, same log)
+	// within ConvergeTimeout; ConvergeErr says why.
+	Converged   bool
+	ConvergeErr error
+	// Recovered is false if no append was acknowledged after the final
+	// heal within ConvergeTimeout.
+	Recovered bool
+	Failovers []time.Duration
+	Reads     int
+}
+
+// Run drives appenders and tailing readers against c while a nemesis
+// injects faults for cfg.Duration, heals everything, waits for the nodes
+// to converge, reads every node's final log and checks the history.
+func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
+	h := NewHistory()
+	acked := make(chan struct{}, 1)
+	nm, err := NewNemesis(c, h, cfg.Seed, cfg.Faults, acked)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Nodes), History: h}
+
+	stop := make(chan struct{}) // clients: no new operations
+	readCtx, stopReads := context.WithCancel(ctx)
+	defer stopReads()
+	var wg sync.WaitGroup
+	for i := 0; i < cfg.Appenders; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			appender(ctx, c, h, cfg, i, stop, acked)
+		}()
+	}
+	var rwg sync.WaitGroup
+	for i := 0; i < cfg.Readers; i++ {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			reader(readCtx, c, h, cfg.Seed, i)
+		}()
+	}
+
+	nctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	nm.Run(nctx) // returns after the final heal
+	cancel()
+	rep.Nemesis = nm.Stats()
+	rep.Duration = h.Now()
+	close(stop)
+	wg.Wait()
+
+	// The cluster must take appends again, then agree.
+	deadline := time.Now().Add(cfg.ConvergeTimeout)
+	rep.Recovered = recoverAppends(ctx, c, h, cfg, deadline)
+	rep.Finals, rep.ConvergeErr = converge(ctx, c, deadline)
+	rep.Converged = rep.ConvergeErr == nil
+	stopReads()
+	rwg.Wait()
+
+	rep.Result = Check(h.Ops, h.Reads, rep.Finals)
+	rep.Failovers = Failovers(h.Ops, h.Events)
+	rep.Reads = len(h.Reads)
+	return rep, nil
+}
+
+// appender appends unique payloads through random nodes until stop, each
+// retried (same payload, any node) after an unknown or failed outcome.
+func appender(ctx context.Context, c *Cluster, h *History, cfg RunConfig, id int, stop <-chan struct{}, acked chan<- struct{}) {
+	rng := rand.New(rand.NewSource(cfg.Seed*1000 + int64(id) + 1))
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		payload := fmt.Sprintf("a%d-%d", id, seq)
+		for attempt := 0; attempt <= cfg.Retries; attempt++ {
+			n := c.Nodes[rng.Intn(len(c.Nodes))]
+			opID := h.Invoke(id, n.ID, payload, attempt)
+			actx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
+			out, off, msg := c.Append(actx, n, payload)
+			cancel()
+			h.Complete(opID, out, off, msg)
+			if out == OK {
+				select {
+				case acked <- struct{}{}:
+				default:
+				}
+				break
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(20+rng.Intn(100)) * time.Millisecond):
+			}
+		}
+		time.Sleep(time.Duration(rng.Intn(5)) * time.Millisecond)
+	}
+}
+
+// reader tails random nodes' /entries (follow=true) in sessions of a few
+// seconds, each resuming right after the last offset it saw, until ctx
+// ends.
+func reader(ctx context.Context, c *Cluster, h *History, seed int64, id int) {
+	rng := rand.New(rand.NewSource(seed*1000 + 500 + int64(id)))
+	var next uint64
+	for session := 0; ctx.Err() == nil; session++ {
+		n := c.Nodes[rng.Intn(len(c.Nodes))]
+		sctx, cancel := context.WithTimeout(ctx, time.Duration(500+rng.Intn(4500))*time.Millisecond)
+		err := c.Entries(sctx, n, next, true, func(e LogEntry) error {
+			h.AddRead(Read{Reader: id, Session: session, Node: n.ID, Offset: e.Offset, Payload: e.Payload})
+			next = max(next, e.Offset+1)
+			return nil
+		})
+		cancel()
+		if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil && sctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond) // node down or paused: try another
+		}
+	}
+}
+
+// recoverAppends appends through each node in turn until one append is
+// acknowledged (the cluster is available again and the new leader has
+// committed an entry of its epoch) or the deadline passes.
+func recoverAppends(ctx context.Context, c *Cluster, h *History, cfg RunConfig, deadline time.Time) bool {
+	for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+		n := c.Nodes[i%len(c.Nodes)]
+		payload := fmt.Sprintf("final-%d", i)
+		opID := h.Invoke(-1, n.ID, payload, 0)
+		actx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
+		out, off, msg := c.Append(actx, n, payload)
+		cancel()
+		h.Complete(opID, out, off, msg)
+		if out == OK {
+			return true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return false
+}
+
+// converge polls until every node reports the same HW and LEO and serves
+// the same final log, or the deadline passes; it returns the last final
+// logs read either way.
+func converge(ctx context.Context, c *Cluster, deadline time.Time) ([]FinalLog, error) {
+	var finals []FinalLog
+	var why error
+	for {
+		finals, why = snapshot(ctx, c)
+		if why == nil {
+			return finals, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return finals, fmt.Errorf("not converged by the deadline: %w", why)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func snapshot(ctx context.Context, c *Cluster) ([]FinalLog, error) {
+	var sts []Status
+	for _, n := range c.Nodes {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := c.Status(sctx, n)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%s status: %w", n.ID, err)
+		}
+		sts = append(sts, st)
+	}
+	for _, st := range sts[1:] {
+		if st.HW != sts[0].HW || st.LEO != sts[0].LEO {
+			return nil, fmt.Errorf("%s hw=%d leo=%d vs %s hw=%d leo=%d", sts[0].NodeID, sts[0].HW, sts[0].LEO, st.NodeID, st.HW, st.LEO)
+		}
+	}
+	var finals []FinalLog
+	for _, n := range c.Nodes {
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		f, err := c.FinalLog(fctx, n)
+		cancel()
+		if err != nil {
+			return finals, fmt.Errorf("%s entries: %w", n.ID, err)
+		}
+		finals = append(finals, f)
+	}
+	for _, f := range finals[1:] {
+		a := nodeLog{node: finals[0].Node, hw: finals[0].HW, at: index(finals[0])}
+		b := nodeLog{node: f.Node, hw: f.HW, at: index(f)}
+		if d := diffLogs(a, b); d != "" {
+			return finals, fmt.Errorf("%s vs %s: %s", a.node, b.node, d)
+		}
+	}
+	return finals, nil
+}
+
+func index(f FinalLog) map[uint64]LogEntry {
+	m := make(map[uint64]LogEntry, len(f.Entries))
+	for _, e := range f.Entries {
+		m[e.Offset] = e
+	}
+	return m
+}
+
+// Print writes the run's summary.
+func (r *Report) Print(w io.Writer) {
+	counts := r.History.Counts()
+	fmt.Fprintf(w, "seed=%d nodes=%d nemesis+heal=%v\n", r.Seed, r.Nodes, r.Duration.Round(time.Millisecond))
+	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d\n",
+		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads)
+	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d per-fault=%v\n",
+		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.PerFault)
+	fmt.Fprintf(w, "failover (leader kill -> next ack): n=%d median=%v max=%v\n",
+		len(r.Failovers), Percentile(r.Failovers, 0.5).Round(time.Millisecond), Percentile(r.Failovers, 1).Round(time.Millisecond))
+	fmt.Fprintf(w, "recovered=%v converged=%v", r.Recovered, r.Converged)
+	if r.ConvergeErr != nil {
+		fmt.Fprintf(w, " (%v)", r.ConvergeErr)
+	}
+	if len(r.Finals) > 0 {
+		fmt.Fprintf(w, " final hw=%d entries=%d", r.Finals[0].HW, len(r.Finals[0].Entries))
+	}
+	fmt.Fprintln(w)
+	r.Result.Print(w, 5)
+}
+
+// Dump writes the whole history (events, ops, anomalies; reads are
+// summarized per reader) to path, for post-mortems.
+func (r *Report) Dump(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	r.Print(w)
+	fmt.Fprintln(w, "\n== nemesis events")
+	for _, e := range r.History.Events {
+		fmt.Fprintln(w, e)
+	}
+	fmt.Fprintln(w, "\n== anomalies")
+	for _, a := range r.Result.Anomalies {
+		fmt.Fprintln(w, a)
+	}
+	fmt.Fprintln(w, "\n== ops")
+	for _, o := range r.History.Ops {
+		fmt.Fprintln(w, o)
+	}
+	fmt.Fprintln(w, "\n== reads")
+	for _, rd := range r.History.Reads {
+		fmt.Fprintln(w, rd)
+	}
+	for _, fl := range r.Finals {
+		fmt.Fprintf(w, "\n== final log of %s (hw=%d, %d entries)\n", fl.Node, fl.HW, len(fl.Entries))
+		for _, e := range fl.Entries {
+			fmt.Fprintf(w, "%d e%d %q\n", e.Offset, e.Epoch, e.Payload)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
