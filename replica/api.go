@@ -176,6 +176,10 @@ type Status struct {
 	// only; nil otherwise). A voter not yet heard from in this epoch is
 	// absent.
 	RemoteLEO map[string]uint64
+	// Violations counts invariant violations this replica detected (a
+	// truncation below its HW). Always 0 in a correct protocol; the
+	// simulation asserts on it. Each one is also logged at Error.
+	Violations uint64
 }
 
 // HintKind is a membership hint's kind.

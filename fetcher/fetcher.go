@@ -1,0 +1,283 @@
+// Package fetcher holds the follower side of replog's pull replication: it
+// builds fetch requests from the follower's log view and turns fetch
+// responses into decisions (append these entries, truncate to this offset,
+// adopt this epoch or leader, retry elsewhere, drop).
+//
+// It is pure: no I/O, no clock, no goroutines. The protocol core (package
+// replica) owns a Fetcher per replica and carries out its decisions; the
+// decisions follow DESIGN.md §2.1 (the follower half) and KIP-101/KIP-279:
+// truncation follows the leader's epoch history, never the local HW.
+package fetcher
+
+import (
+	"time"
+
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// Log is the follower's view of its own log (written plus being written).
+type Log interface {
+	// LEO is the log end offset.
+	LEO() uint64
+	// LastEntryEpoch is the epoch of the entry at LEO()-1 (0 if none).
+	LastEntryEpoch() uint64
+	// EndOffsetForEpoch is Store.EndOffsetForEpoch on the view: the largest
+	// epoch e ≤ epoch in the epoch map and the first offset after its
+	// entries; (0, log start) when epoch is below every row.
+	EndOffsetForEpoch(epoch uint64) (e uint64, end uint64)
+}
+
+// Action is what the follower must do with a fetch response.
+type Action uint8
+
+// Actions.
+const (
+	// Drop: ignore the response (stale, from the wrong node, inconsistent).
+	Drop Action = iota
+	// Append: append Entries (possibly none) and learn HighWatermark and
+	// LogStart from the leader; then fetch again.
+	Append
+	// Truncate: truncate the log to TruncateTo (KIP-279: may repeat), then
+	// fetch again.
+	Truncate
+	// NewEpoch: the responder names a higher epoch (Epoch) and its leader
+	// (LeaderID, possibly ""): adopt it durably, then fetch again.
+	NewEpoch
+	// NewLeader: the leader of the current epoch is LeaderID (learned from a
+	// not-leader answer or from a leader answering a round-robin fetch).
+	NewLeader
+	// LeaderGone: the node taken for the leader of the current epoch says it
+	// is not the leader: forget it and look for the leader.
+	LeaderGone
+	// Retry: the responder knows no leader: fetch from another node after a
+	// back-off.
+	Retry
+	// OutOfRange: the fetch offset is below the leader's log start
+	// (LogStart).
+	OutOfRange
+)
+
+// String names the action.
+func (a Action) String() string {
+	switch a {
+	case Drop:
+		return "drop"
+	case Append:
+		return "append"
+	case Truncate:
+		return "truncate"
+	case NewEpoch:
+		return "new-epoch"
+	case NewLeader:
+		return "new-leader"
+	case LeaderGone:
+		return "leader-gone"
+	case Retry:
+		return "retry"
+	case OutOfRange:
+		return "out-of-range"
+	}
+	return "action(?)"
+}
+
+// Decision is the outcome of Handle.
+type Decision struct {
+	Action Action
+	// Entries to append (Append). They start at the log's LEO.
+	Entries []storage.Entry
+	// HighWatermark and LogStart are the leader's (Append, OutOfRange).
+	HighWatermark uint64
+	LogStart      uint64
+	// TruncateTo is the truncation point (Truncate); always below the LEO.
+	TruncateTo uint64
+	// Epoch and LeaderID name the epoch/leader to adopt (NewEpoch,
+	// NewLeader).
+	Epoch    uint64
+	LeaderID string
+	// Reason says why a response was dropped (for logs).
+	Reason string
+}
+
+// Fetcher tracks one follower's outstanding fetch. At most one fetch is
+// outstanding: a response is accepted only if it carries that fetch's ID and
+// comes from the node it was sent to.
+type Fetcher struct {
+	replicaID string
+	maxBytes  uint32
+	maxWaitMs uint32
+
+	nextID      uint64
+	outstanding uint64 // 0: none
+	target      string
+	epoch       uint64
+	fetchOffset uint64
+	sentAt      time.Time
+	rr          int
+}
+
+// New returns a Fetcher for replicaID. firstID seeds the fetch IDs (pick it
+// at random so that a restarted replica does not reuse IDs of its previous
+// life); maxBytes and maxWait go into every request.
+func New(replicaID string, maxBytes uint32, maxWait time.Duration, firstID uint64) *Fetcher {
+	if firstID == 0 {
+		firstID = 1
+	}
+	return &Fetcher{
+		replicaID: replicaID,
+		maxBytes:  maxBytes,
+		maxWaitMs: uint32(maxWait / time.Millisecond),
+		nextID:    firstID,
+	}
+}
+
+// Build returns a fetch for target at epoch from the log's end and makes it
+// the outstanding one (replacing any other). The caller must only build a
+// fetch when its log is durable up to log.LEO(): the leader counts the fetch
+// offset as this replica's LEO.
+func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *transport.FetchRequest {
+	id := f.nextID
+	f.nextID++
+	if f.nextID == 0 {
+		f.nextID = 1
+	}
+	f.outstanding = id
+	f.target = target
+	f.epoch = epoch
+	f.fetchOffset = log.LEO()
+	f.sentAt = now
+	return &transport.FetchRequest{
+		FetchID:          id,
+		ReplicaID:        f.replicaID,
+		CurrentEpoch:     epoch,
+		FetchOffset:      f.fetchOffset,
+		LastFetchedEpoch: log.LastEntryEpoch(),
+		MaxBytes:         f.maxBytes,
+		MaxWaitMs:        f.maxWaitMs,
+	}
+}
+
+// Outstanding reports whether a fetch awaits its response.
+func (f *Fetcher) Outstanding() bool { return f.outstanding != 0 }
+
+// Target is the node the outstanding (or last) fetch went to.
+func (f *Fetcher) Target() string { return f.target }
+
+// SentAt is when the outstanding (or last) fetch was built.
+func (f *Fetcher) SentAt() time.Time { return f.sentAt }
+
+// Cancel forgets the outstanding fetch: its response will be dropped.
+func (f *Fetcher) Cancel() { f.outstanding = 0 }
+
+// RoundRobin picks the next voter other than self, for a follower that
+// knows no leader. It returns "" if there is none.
+func (f *Fetcher) RoundRobin(voters []string, self string) string {
+	for range voters {
+		v := voters[f.rr%len(voters)]
+		f.rr++
+		if v != self {
+			return v
+		}
+	}
+	return ""
+}
+
+// Handle turns a fetch response from node from into a decision. epoch and
+// leader are the follower's current epoch and known leader ("" if none);
+// log is its log view. A response that does not answer the outstanding fetch
+// is dropped; any other response consumes the outstanding fetch, so the
+// caller fetches again once it has carried out the decision.
+func (f *Fetcher) Handle(from string, resp *transport.FetchResponse, epoch uint64, leader string, log Log) Decision {
+	if f.outstanding == 0 || resp.FetchID != f.outstanding || from != f.target {
+		return Decision{Action: Drop, Reason: "not the outstanding fetch"}
+	}
+	f.outstanding = 0
+	if resp.Epoch > epoch {
+		lid := resp.LeaderID
+		if lid == f.replicaID {
+			lid = ""
+		}
+		return Decision{Action: NewEpoch, Epoch: resp.Epoch, LeaderID: lid}
+	}
+	if f.epoch != epoch {
+		return Decision{Action: Drop, Reason: "fetch sent in another epoch"}
+	}
+	if resp.Epoch < epoch {
+		if resp.Error == transport.FetchNotLeader {
+			// A lagging node: it cannot name our leader.
+			return Decision{Action: Retry, Reason: "responder in an older epoch"}
+		}
+		return Decision{Action: Drop, Reason: "stale epoch"}
+	}
+	switch resp.Error {
+	case transport.FetchNotLeader:
+		switch {
+		case from == leader:
+			return Decision{Action: LeaderGone, Reason: "leader says it is not the leader"}
+		case resp.LeaderID != "" && resp.LeaderID != f.replicaID && leader == "":
+			return Decision{Action: NewLeader, Epoch: epoch, LeaderID: resp.LeaderID}
+		default:
+			return Decision{Action: Retry, Reason: "responder knows no other leader"}
+		}
+	case transport.FetchFencedEpoch:
+		// Fenced with an epoch not above ours: inconsistent.
+		return Decision{Action: Drop, Reason: "fenced at our own epoch"}
+	}
+	// The remaining outcomes come only from a leader of our epoch.
+	if resp.LeaderID != from {
+		return Decision{Action: Drop, Reason: "leader answer from a non-leader"}
+	}
+	if leader == "" {
+		return Decision{Action: NewLeader, Epoch: epoch, LeaderID: from}
+	}
+	if leader != from {
+		return Decision{Action: Drop, Reason: "not from the leader of our epoch"}
+	}
+	switch resp.Error {
+	case transport.FetchOK:
+		return f.handleOK(resp, log)
+	case transport.FetchDivergingEpoch:
+		return handleDiverging(resp, log)
+	case transport.FetchOffsetOutOfRange:
+		return Decision{Action: OutOfRange, LogStart: resp.LogStartOffset}
+	}
+	return Decision{Action: Drop, Reason: "unknown fetch error"}
+}
+
+func (f *Fetcher) handleOK(resp *transport.FetchResponse, log Log) Decision {
+	leo := log.LEO()
+	if leo != f.fetchOffset {
+		return Decision{Action: Drop, Reason: "log changed since the fetch"}
+	}
+	last := log.LastEntryEpoch()
+	for i, e := range resp.Entries {
+		if e.Offset != leo+uint64(i) {
+			return Decision{Action: Drop, Reason: "entries not contiguous with the LEO"}
+		}
+		if e.Epoch < last || e.Epoch == 0 {
+			return Decision{Action: Drop, Reason: "entry epochs go backwards"}
+		}
+		if e.Type != storage.EntryData && e.Type != storage.EntryControl {
+			return Decision{Action: Drop, Reason: "unknown entry type"}
+		}
+		last = e.Epoch
+	}
+	return Decision{
+		Action:        Append,
+		Entries:       resp.Entries,
+		HighWatermark: resp.HighWatermark,
+		LogStart:      resp.LogStartOffset,
+	}
+}
+
+// handleDiverging applies KIP-279: truncate to the smaller of the leader's
+// end offset for the diverging epoch and our own end offset for it. Each
+// round only ever moves the LEO down, so repeated rounds terminate.
+func handleDiverging(resp *transport.FetchResponse, log Log) Decision {
+	_, ownEnd := log.EndOffsetForEpoch(resp.DivergingEpoch)
+	to := min(resp.DivergingEndOffset, ownEnd)
+	if to >= log.LEO() {
+		return Decision{Action: Drop, Reason: "diverging answer would not truncate"}
+	}
+	return Decision{Action: Truncate, TruncateTo: to, Epoch: resp.DivergingEpoch}
+}

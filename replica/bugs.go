@@ -1,0 +1,21 @@
+package replica
+
+// Deliberate protocol bugs, for tests only.
+//
+// Each constant below is false in every normal build. A build tag turns one
+// on, to prove that the scenario tests catch the rule it breaks:
+//
+//	replog_bug_truncate_hw        bugTruncateToHW: a follower truncates its log to
+//	                              its HW on restart and on becoming follower
+//	                              (pre-KIP-101 Kafka).
+//	replog_bug_hw_no_epoch_start  bugHWNoEpochStart: the leader's HW ignores the
+//	                              epoch-start condition (commits old-epoch entries
+//	                              by counting: Raft figure 8).
+//	replog_bug_vote_no_logcheck   bugVoteNoLogCheck: votes and pre-votes are
+//	                              granted without the log up-to-date check.
+//	replog_bug_ack_leader_write   bugAckLeaderWrite: the leader acknowledges a
+//	                              proposal once its own write is durable, without
+//	                              waiting for the HW.
+//
+// Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
+// (must fail). Never build a binary with these tags.

@@ -1,0 +1,255 @@
+package replica
+
+import (
+	"time"
+
+	"github.com/replog-io/replog/transport"
+)
+
+// resetElectionTimer arms a follower's election timer: FetchTimeout plus a
+// random part of ElectionTimeout from now.
+func (r *Replica) resetElectionTimer() {
+	r.electionDeadline = r.now.Add(r.cfg.FetchTimeout + r.randDuration(r.cfg.ElectionTimeout))
+}
+
+// heardFromLeaderRecently reports whether this replica is a leader or had
+// contact with a leader within FetchTimeout: it then refuses pre-votes, so
+// an isolated voter coming back cannot depose a healthy leader.
+func (r *Replica) heardFromLeaderRecently() bool {
+	if r.role == RoleLeader {
+		return true
+	}
+	return !r.lastLeaderContact.IsZero() && r.now.Sub(r.lastLeaderContact) < r.cfg.FetchTimeout
+}
+
+// leaderContact records a valid message from the leader of our epoch.
+func (r *Replica) leaderContact() {
+	r.lastLeaderContact = r.now
+	r.resetElectionTimer()
+}
+
+// becomeFollower makes this replica a follower (observer if not a voter)
+// of leader in epoch (epoch ≥ current). A higher epoch is adopted with no
+// vote. The quorum state is written if it changed; messages sent after this
+// wait for that write.
+func (r *Replica) becomeFollower(epoch uint64, leader string) {
+	if epoch < r.epoch {
+		return
+	}
+	if leader == r.id {
+		leader = ""
+	}
+	if r.role == RoleLeader {
+		r.stepDown(leader)
+	}
+	changed := false
+	if epoch > r.epoch {
+		r.epoch = epoch
+		r.votedFor = ""
+		changed = true
+	}
+	if leader != r.leaderID {
+		r.leaderID = leader
+		r.leaderHW = 0
+		changed = true
+	}
+	wasFollowing := r.role == RoleFollower || r.role == RoleObserver
+	if r.voter {
+		r.role = RoleFollower
+	} else {
+		r.role = RoleObserver
+	}
+	r.votes = nil
+	if changed {
+		r.writeQuorumState()
+		r.fetch.Cancel()
+		r.fetchBackoff = time.Time{}
+		r.fetchHint = ""
+	}
+	if changed || !wasFollowing {
+		r.resetElectionTimer()
+		if bugTruncateToHW && r.log.LEO() > r.hw {
+			r.truncate(r.hw)
+		}
+	}
+}
+
+// becomeProspective starts a pre-vote round (KIP-996): nothing persisted,
+// the epoch does not change.
+func (r *Replica) becomeProspective() {
+	if !r.voter {
+		return
+	}
+	if r.role == RoleLeader {
+		r.stepDown("")
+	}
+	r.role = RoleProspective
+	r.fetch.Cancel()
+	r.votes = map[string]bool{r.id: true}
+	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
+	r.logger.Debug("prospective", "epoch", r.epoch)
+	if r.countVotes() >= r.majority {
+		r.becomeCandidate()
+		return
+	}
+	req := &transport.VoteRequest{
+		Epoch: r.epoch + 1, CandidateID: r.id,
+		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), PreVote: true,
+	}
+	for _, v := range r.voters {
+		if v != r.id {
+			r.send(v, req)
+		}
+	}
+}
+
+// becomeCandidate starts an election in epoch+1 with a durable self-vote;
+// the vote requests wait for it.
+func (r *Replica) becomeCandidate() {
+	if r.role == RoleLeader {
+		r.stepDown("")
+	}
+	r.epoch++
+	r.votedFor = r.id
+	r.leaderID = ""
+	r.leaderHW = 0
+	r.role = RoleCandidate
+	r.fetch.Cancel()
+	r.writeQuorumState()
+	r.votes = map[string]bool{r.id: true}
+	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
+	r.logger.Info("candidate", "epoch", r.epoch)
+	if r.countVotes() >= r.majority {
+		r.becomeLeader()
+		return
+	}
+	req := &transport.VoteRequest{
+		Epoch: r.epoch, CandidateID: r.id,
+		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(),
+	}
+	for _, v := range r.voters {
+		if v != r.id {
+			r.send(v, req)
+		}
+	}
+}
+
+func (r *Replica) countVotes() int {
+	n := 0
+	for _, v := range r.voters {
+		if r.votes[v] {
+			n++
+		}
+	}
+	return n
+}
+
+// logUpToDate reports whether a candidate's (LastEpoch, LEO) is at least
+// this replica's.
+func (r *Replica) logUpToDate(lastEpoch, leo uint64) bool {
+	if bugVoteNoLogCheck {
+		return true
+	}
+	own := r.log.LastEntryEpoch()
+	return lastEpoch > own || lastEpoch == own && leo >= r.log.LEO()
+}
+
+func (r *Replica) handleVoteRequest(from string, req *transport.VoteRequest) {
+	if req.CandidateID != from || !r.isVoter(from) {
+		r.logger.Debug("dropping vote request from a non-voter", "from", from)
+		return
+	}
+	if !r.voter {
+		r.send(from, &transport.VoteResponse{Epoch: r.epoch, VoterID: r.id, PreVote: req.PreVote, LeaderID: r.leaderID})
+		return
+	}
+	if req.PreVote {
+		// Nothing changes here: no epoch adopted, nothing persisted.
+		grant := req.Epoch > r.epoch && !r.heardFromLeaderRecently() && r.logUpToDate(req.LastEpoch, req.LEO)
+		r.send(from, &transport.VoteResponse{Epoch: r.epoch, VoterID: r.id, Granted: grant, PreVote: true, LeaderID: r.leaderID})
+		return
+	}
+	if req.Epoch > r.epoch {
+		r.becomeFollower(req.Epoch, "")
+	}
+	grant := req.Epoch == r.epoch && (r.votedFor == "" || r.votedFor == from) &&
+		r.role != RoleLeader && r.logUpToDate(req.LastEpoch, req.LEO)
+	if grant && r.votedFor == "" {
+		r.votedFor = from
+		r.writeQuorumState() // the response waits for it
+		r.resetElectionTimer()
+	}
+	r.send(from, &transport.VoteResponse{Epoch: r.epoch, VoterID: r.id, Granted: grant, LeaderID: r.leaderID})
+}
+
+func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) {
+	if resp.VoterID != from || !r.isVoter(from) {
+		return
+	}
+	if resp.Epoch > r.epoch {
+		r.becomeFollower(resp.Epoch, resp.LeaderID)
+		return
+	}
+	switch {
+	case resp.PreVote && r.role == RoleProspective:
+		if resp.Granted {
+			r.votes[from] = true
+			if r.countVotes() >= r.majority {
+				r.becomeCandidate()
+			}
+			return
+		}
+		if resp.LeaderID != "" && resp.LeaderID != r.id && resp.Epoch == r.epoch {
+			// A voter refused and names a leader of our epoch: it has heard
+			// from it (or has a better log). Go back to following it
+			// instead of disrupting it.
+			r.becomeFollower(r.epoch, resp.LeaderID)
+		}
+	case !resp.PreVote && r.role == RoleCandidate && resp.Epoch == r.epoch:
+		if resp.Granted {
+			r.votes[from] = true
+			if r.countVotes() >= r.majority {
+				r.becomeLeader()
+			}
+		}
+	}
+}
+
+func (r *Replica) handleBeginEpoch(from string, b *transport.BeginEpoch) {
+	if b.LeaderID != from || b.Epoch < r.epoch {
+		return
+	}
+	if b.Epoch == r.epoch && r.role == RoleLeader {
+		r.logger.Error("BeginEpoch for our own epoch from another node", "from", from, "epoch", b.Epoch)
+		return
+	}
+	if b.Epoch > r.epoch || r.leaderID != from || (r.role != RoleFollower && r.role != RoleObserver) {
+		r.becomeFollower(b.Epoch, from)
+	}
+	r.leaderContact()
+}
+
+// becomeLeader makes a candidate with a majority the leader of its epoch.
+func (r *Replica) becomeLeader() {
+	r.role = RoleLeader
+	r.leaderID = r.id
+	r.votes = nil
+	r.fetch.Cancel()
+	r.writeQuorumState()
+	leo := r.log.LEO()
+	// KAFKA-7415: the epoch is in the map before anything is served.
+	r.log.addEpoch(r.epoch, leo)
+	r.leader = newLeaderState(r, leo)
+	r.logger.Info("leader", "epoch", r.epoch, "leo", leo, "hw", r.hw)
+	for _, v := range r.voters {
+		if v != r.id {
+			r.send(v, &transport.BeginEpoch{Epoch: r.epoch, LeaderID: r.id})
+		}
+	}
+	if leo > r.hw {
+		// Entries of earlier epochs above the HW can only commit with an
+		// entry of this epoch: append one now rather than wait for a user.
+		r.appendControlEntry()
+	}
+	r.updateLeaderHW()
+}

@@ -1,0 +1,102 @@
+package replica
+
+import (
+	"time"
+
+	"github.com/replog-io/replog/fetcher"
+	"github.com/replog-io/replog/transport"
+)
+
+// fetchRetryBackoff is how long a follower that found no leader waits
+// before its next round-robin fetch.
+func (r *Replica) fetchRetryBackoff() time.Duration {
+	return max(r.cfg.ElectionTimeout/4, time.Millisecond)
+}
+
+// tickFollower fires the election timer (voters) and resends a fetch whose
+// response did not come (messages get lost).
+func (r *Replica) tickFollower() {
+	if r.role == RoleFollower && !r.now.Before(r.electionDeadline) {
+		r.becomeProspective()
+		return
+	}
+	if r.fetch.Outstanding() && r.now.Sub(r.fetch.SentAt()) >= r.cfg.FetchMaxWait+r.cfg.ElectionTimeout {
+		r.fetch.Cancel()
+		if r.leaderID == "" {
+			r.fetchHint = ""
+		}
+	}
+}
+
+// maybeFetch sends the next fetch when none is outstanding and every write
+// is persisted (the fetch offset is counted by the leader as our LEO, so it
+// must be durable; the epoch we fetch in must be durable too).
+func (r *Replica) maybeFetch() {
+	if r.fetch.Outstanding() || r.persistedSeq < r.stateSeq || r.now.Before(r.fetchBackoff) {
+		return
+	}
+	target := r.leaderID
+	if target == "" {
+		target = r.fetchHint
+	}
+	if target == "" {
+		target = r.fetch.RoundRobin(r.voters, r.id)
+	}
+	if target == "" {
+		return
+	}
+	r.send(target, r.fetch.Build(target, r.epoch, &r.log, r.now))
+}
+
+// handleFetchResponse is DESIGN.md §2.1, follower side: the fetcher decides,
+// the replica carries it out.
+func (r *Replica) handleFetchResponse(from string, resp *transport.FetchResponse) {
+	if r.role != RoleFollower && r.role != RoleObserver {
+		if resp.Epoch > r.epoch {
+			r.becomeFollower(resp.Epoch, resp.LeaderID)
+		}
+		return
+	}
+	d := r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log)
+	switch d.Action {
+	case fetcher.Drop:
+		if resp.Epoch > r.epoch {
+			r.becomeFollower(resp.Epoch, resp.LeaderID)
+			return
+		}
+		r.logger.Trace("dropping fetch response", "from", from, "reason", d.Reason, "resp", resp)
+	case fetcher.NewEpoch:
+		r.becomeFollower(d.Epoch, d.LeaderID)
+	case fetcher.NewLeader:
+		r.becomeFollower(r.epoch, d.LeaderID)
+	case fetcher.LeaderGone:
+		r.becomeFollower(r.epoch, "")
+		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())
+	case fetcher.Retry:
+		r.fetchHint = ""
+		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())
+	case fetcher.Truncate:
+		r.leaderContact()
+		r.logger.Info("diverging log: truncating", "to", d.TruncateTo, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
+		r.truncate(d.TruncateTo)
+	case fetcher.Append:
+		r.leaderContact()
+		if len(d.Entries) > 0 {
+			r.appendEntries(d.Entries)
+		}
+		r.leaderHW = max(r.leaderHW, d.HighWatermark)
+		r.updateFollowerHW()
+	case fetcher.OutOfRange:
+		r.leaderContact()
+		r.logger.Error("fetch offset below the leader's log start: cannot catch up without a snapshot",
+			"leo", r.log.LEO(), "leader_log_start", d.LogStart)
+		r.fetchBackoff = r.now.Add(r.cfg.FetchTimeout)
+	}
+}
+
+// updateFollowerHW sets HW = min(durable LEO, leader's HW), never backwards.
+func (r *Replica) updateFollowerHW() {
+	if hw := min(r.log.durableEnd, r.leaderHW); hw > r.hw {
+		r.hw = hw
+	}
+}

@@ -1,0 +1,595 @@
+package replica
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// The scenario harness: N replicas with in-memory stores, a manual network
+// queue delivered step by step, manual persistence and per-node manual
+// clocks. Writes a replica issues stay pending until `persist`; `crash`
+// loses them (a power failure loses what was not durable).
+//
+// Commands (see testdata/*.txt):
+//
+//	cluster voters=(n1,n2) [observers=(n4)] [maxbytes=N]
+//	campaign n1              force n1 to start an election (no pre-vote)
+//	elect n1                 campaign, then stabilize
+//	stabilize [n1 n2 ...]    persist and deliver until quiet (default: all)
+//	propose n1 a [b ...]     one batch of records
+//	persist n1 [n2 ...]      apply the node's pending writes, report them
+//	deliver n2->n1 [count=N] deliver queued messages on that link, in order
+//	drop n2->n1              drop queued messages on that link
+//	tick n2 [n3 ...] +600ms  advance those clocks (no node: every live node)
+//	run [n1 ...] +3s [step=50ms]  tick in steps, stabilizing after each
+//	                         step, then print status
+//	crash n2 / restart n2
+//	partition n1 n2,n3       cut every link between the groups; heal
+//	hint n2 failed=n1 / hint n4 leader=n1 epoch=2
+//	status [n1 ...]   log [n1 ...]   msgs
+type harness struct {
+	t        testing.TB
+	nodes    map[string]*hnode
+	order    []string
+	queue    []transport.Message
+	cut      map[[2]string]bool
+	nextProp uint64
+	voters   []string
+	maxBytes int
+	out      *strings.Builder
+}
+
+type hnode struct {
+	id       string
+	cfg      Config
+	store    *storage.Memory
+	r        *Replica
+	now      time.Time
+	pending  []Write
+	up       bool
+	restarts int64
+	seed     int64
+}
+
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+func newHarness(t testing.TB) *harness {
+	return &harness{t: t, nodes: map[string]*hnode{}, cut: map[[2]string]bool{}}
+}
+
+func (h *harness) printf(format string, args ...any) {
+	fmt.Fprintf(h.out, format, args...)
+}
+
+func (h *harness) node(id string) *hnode {
+	n, ok := h.nodes[id]
+	if !ok {
+		h.t.Fatalf("unknown node %q", id)
+	}
+	return n
+}
+
+func (h *harness) addNode(id string, seed int64) {
+	n := &hnode{id: id, store: storage.NewMemory(), now: t0, up: true, seed: seed}
+	n.cfg = Config{
+		ID:              id,
+		Voters:          h.voters,
+		FetchTimeout:    2 * time.Second,
+		ElectionTimeout: 500 * time.Millisecond,
+		FetchMaxWait:    500 * time.Millisecond,
+		FetchMaxBytes:   h.maxBytes,
+	}
+	h.nodes[id] = n
+	h.order = append(h.order, id)
+	h.start(n)
+}
+
+func (h *harness) start(n *hnode) {
+	cfg := n.cfg
+	cfg.Rand = rand.New(rand.NewSource(n.seed*1000 + n.restarts))
+	r, err := New(cfg, n.store, n.now)
+	if err != nil {
+		h.t.Fatalf("New(%s): %v", n.id, err)
+	}
+	n.r = r
+	n.up = true
+	h.ready(n)
+}
+
+// ready collects what n's replica asks for: writes stay pending, messages
+// go to the network, acks are printed.
+func (h *harness) ready(n *hnode) bool {
+	if !n.up {
+		return false
+	}
+	rd := n.r.Ready()
+	n.pending = append(n.pending, rd.Writes...)
+	h.queue = append(h.queue, rd.Messages...)
+	for _, a := range rd.Acks {
+		if a.Err != nil {
+			h.printf("%s: ack #%d error: %v\n", n.id, a.ID, a.Err)
+		} else {
+			h.printf("%s: ack #%d ok at offset %d\n", n.id, a.ID, a.FirstOffset)
+		}
+	}
+	return !rd.IsEmpty()
+}
+
+func (h *harness) persist(n *hnode, verbose bool) bool {
+	if !n.up || len(n.pending) == 0 {
+		return false
+	}
+	var last uint64
+	for _, w := range n.pending {
+		var err error
+		switch w.Kind {
+		case WriteAppend:
+			err = n.store.Append(w.Entries)
+			if verbose {
+				h.printf("%s: persist append %s\n", n.id, fmtEntries(w.Entries))
+			}
+		case WriteTruncate:
+			err = n.store.TruncateSuffix(w.Offset)
+			if verbose {
+				h.printf("%s: persist truncate to %d\n", n.id, w.Offset)
+			}
+		case WriteQuorumState:
+			err = n.store.SetQuorumState(w.Quorum)
+			if verbose {
+				h.printf("%s: persist quorum epoch=%d voted=%s leader=%s\n", n.id, w.Quorum.Epoch, w.Quorum.VotedFor, w.Quorum.LeaderID)
+			}
+		case WriteHWCheckpoint:
+			err = n.store.SetHWCheckpoint(w.Offset)
+			if verbose {
+				h.printf("%s: persist hw-checkpoint %d\n", n.id, w.Offset)
+			}
+		}
+		if err != nil {
+			h.t.Fatalf("%s: write %+v: %v", n.id, w, err)
+		}
+		last = w.Seq
+	}
+	n.pending = nil
+	n.r.Persisted(last)
+	h.ready(n)
+	return true
+}
+
+func (h *harness) linkOK(from, to string) bool {
+	n, ok := h.nodes[to]
+	return ok && n.up && !h.cut[[2]string{from, to}]
+}
+
+// deliver delivers up to count queued messages on from->to ("" matches
+// any), in queue order; count < 0: those queued now. Messages to a down
+// node or across a cut link are dropped.
+func (h *harness) deliver(from, to string, count int, verbose bool, among map[string]bool) int {
+	match := func(m transport.Message) bool {
+		return (from == "" || m.From == from) && (to == "" || m.To == to) &&
+			(among == nil || among[m.From] && among[m.To])
+	}
+	if count < 0 {
+		count = 0
+		for _, m := range h.queue {
+			if match(m) {
+				count++
+			}
+		}
+	}
+	delivered := 0
+	for delivered < count {
+		i := slices.IndexFunc(h.queue, match)
+		if i < 0 {
+			break
+		}
+		m := h.queue[i]
+		h.queue = slices.Delete(h.queue, i, i+1)
+		delivered++
+		if !h.linkOK(m.From, m.To) {
+			if verbose {
+				h.printf("dropped %s\n", fmtMsg(m))
+			}
+			continue
+		}
+		if verbose {
+			h.printf("%s\n", fmtMsg(m))
+		}
+		n := h.nodes[m.To]
+		n.r.Step(m)
+		h.ready(n)
+	}
+	return delivered
+}
+
+func (h *harness) stabilize(among map[string]bool, verbose bool) {
+	for range 1000 {
+		progress := false
+		for _, id := range h.order {
+			n := h.nodes[id]
+			if among != nil && !among[id] {
+				continue
+			}
+			if h.persist(n, false) {
+				progress = true
+			}
+		}
+		if h.deliver("", "", -1, verbose, among) > 0 {
+			progress = true
+		}
+		if !progress {
+			return
+		}
+	}
+	h.t.Fatalf("stabilize did not settle")
+}
+
+func (h *harness) campaign(n *hnode) {
+	n.r.becomeCandidate()
+	h.ready(n)
+}
+
+func (h *harness) status(ids []string) {
+	for _, id := range ids {
+		n := h.node(id)
+		if !n.up {
+			h.printf("%s: down\n", id)
+			continue
+		}
+		s := n.r.Status()
+		h.printf("%s: %s epoch=%d", id, s.Role, s.Epoch)
+		if s.Role != RoleLeader {
+			leader := s.LeaderID
+			if leader == "" {
+				leader = "none"
+			}
+			h.printf(" leader=%s", leader)
+		}
+		h.printf(" leo=%d", s.LEO)
+		if s.DurableLEO != s.LEO {
+			h.printf(" (durable %d)", s.DurableLEO)
+		}
+		h.printf(" hw=%d", s.HighWatermark)
+		if s.Role == RoleLeader {
+			var parts []string
+			for _, v := range h.voters {
+				if leo, ok := s.RemoteLEO[v]; ok {
+					parts = append(parts, fmt.Sprintf("%s:%d", v, leo))
+				}
+			}
+			h.printf(" remote=(%s)", strings.Join(parts, ","))
+		}
+		if s.Violations > 0 {
+			h.printf(" VIOLATIONS=%d", s.Violations)
+		}
+		h.printf("\n")
+	}
+}
+
+func (h *harness) printLog(ids []string) {
+	for _, id := range ids {
+		n := h.node(id)
+		es, err := n.store.Entries(n.store.LogStart(), 0, 1<<30)
+		if err != nil {
+			h.t.Fatalf("%s: %v", id, err)
+		}
+		h.printf("%s: %s\n", id, fmtEntries(es))
+	}
+}
+
+// checkInvariants compares each settled replica's view with its store and
+// checks HW ≤ LEO.
+func (h *harness) checkInvariants() {
+	for _, id := range h.order {
+		n := h.nodes[id]
+		if !n.up {
+			continue
+		}
+		s := n.r.Status()
+		if s.HighWatermark > s.LEO {
+			h.t.Errorf("%s: hw %d > leo %d", id, s.HighWatermark, s.LEO)
+		}
+		if len(n.pending) > 0 {
+			continue
+		}
+		if s.LEO != n.store.LEO() || s.DurableLEO != s.LEO {
+			h.t.Errorf("%s: view leo %d (durable %d) != store leo %d", id, s.LEO, s.DurableLEO, n.store.LEO())
+		}
+		view := slices.Clone(n.r.log.epochs)
+		for len(view) > 0 && view[len(view)-1].StartOffset >= s.LEO {
+			view = view[:len(view)-1] // a leader's row without entries yet
+		}
+		if got := n.store.EpochMap(); !slices.Equal(view, got) {
+			h.t.Errorf("%s: view epoch map %v != store %v", id, view, got)
+		}
+	}
+}
+
+func fmtEntries(es []storage.Entry) string {
+	if len(es) == 0 {
+		return "(empty)"
+	}
+	var parts []string
+	for _, e := range es {
+		d := string(e.Data)
+		if e.Type == storage.EntryControl {
+			d = "ctrl"
+		}
+		parts = append(parts, fmt.Sprintf("%d@e%d:%s", e.Offset, e.Epoch, d))
+	}
+	return strings.Join(parts, " ")
+}
+
+func fmtMsg(m transport.Message) string {
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		return fmt.Sprintf("%s->%s Fetch epoch=%d offset=%d lastEpoch=%d", m.From, m.To, b.CurrentEpoch, b.FetchOffset, b.LastFetchedEpoch)
+	case *transport.FetchResponse:
+		s := fmt.Sprintf("%s->%s FetchResp epoch=%d %s hw=%d", m.From, m.To, b.Epoch, b.Error, b.HighWatermark)
+		switch b.Error {
+		case transport.FetchDivergingEpoch:
+			s += fmt.Sprintf(" diverging=(epoch %d, end %d)", b.DivergingEpoch, b.DivergingEndOffset)
+		case transport.FetchNotLeader, transport.FetchFencedEpoch:
+			s += " leader=" + b.LeaderID
+		}
+		if len(b.Entries) > 0 {
+			s += " entries=" + fmtEntries(b.Entries)
+		}
+		return s
+	case *transport.VoteRequest:
+		kind := "Vote"
+		if b.PreVote {
+			kind = "PreVote"
+		}
+		return fmt.Sprintf("%s->%s %s epoch=%d last=(%d,%d)", m.From, m.To, kind, b.Epoch, b.LastEpoch, b.LEO)
+	case *transport.VoteResponse:
+		kind := "VoteResp"
+		if b.PreVote {
+			kind = "PreVoteResp"
+		}
+		return fmt.Sprintf("%s->%s %s epoch=%d granted=%t leader=%s", m.From, m.To, kind, b.Epoch, b.Granted, b.LeaderID)
+	case *transport.BeginEpoch:
+		return fmt.Sprintf("%s->%s BeginEpoch epoch=%d", m.From, m.To, b.Epoch)
+	case *transport.AppendRequest:
+		return fmt.Sprintf("%s->%s Append records=%d", m.From, m.To, len(b.Records))
+	case *transport.AppendResponse:
+		return fmt.Sprintf("%s->%s AppendResp %s first=%d", m.From, m.To, b.Error, b.FirstOffset)
+	}
+	return m.String()
+}
+
+// args returns the bare (key-only) arguments.
+func bareArgs(d *datadriven.TestData) []string {
+	var out []string
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) == 0 {
+			out = append(out, a.Key)
+		}
+	}
+	return out
+}
+
+func argVals(d *datadriven.TestData, key string) []string {
+	for _, a := range d.CmdArgs {
+		if a.Key == key {
+			var out []string
+			for _, v := range a.Vals {
+				out = append(out, strings.Split(v, ",")...)
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+func (h *harness) idsOr(ids []string) []string {
+	if len(ids) == 0 {
+		return h.order
+	}
+	return ids
+}
+
+func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
+	h.t = t
+	var out strings.Builder
+	h.out = &out
+	verbose := !d.HasArg("quiet")
+	args := bareArgs(d)
+	args = slices.DeleteFunc(args, func(s string) bool { return s == "quiet" || s == "verbose" || s == "nostatus" })
+	switch d.Cmd {
+	case "cluster":
+		h.voters = argVals(d, "voters")
+		h.maxBytes = 1 << 20
+		if v := argVals(d, "maxbytes"); v != nil {
+			h.maxBytes, _ = strconv.Atoi(v[0])
+		}
+		for i, id := range h.voters {
+			h.addNode(id, int64(i+1))
+		}
+		for i, id := range argVals(d, "observers") {
+			h.addNode(id, int64(100+i))
+		}
+		h.status(h.order)
+	case "campaign":
+		h.campaign(h.node(args[0]))
+	case "elect":
+		h.campaign(h.node(args[0]))
+		h.stabilize(nil, d.HasArg("verbose"))
+		h.status(h.order)
+	case "stabilize":
+		var among map[string]bool
+		if len(args) > 0 {
+			among = map[string]bool{}
+			for _, id := range args {
+				among[id] = true
+			}
+		}
+		h.stabilize(among, d.HasArg("verbose"))
+	case "propose":
+		n := h.node(args[0])
+		var recs [][]byte
+		for _, a := range args[1:] {
+			recs = append(recs, []byte(a))
+		}
+		h.nextProp++
+		h.printf("%s: propose #%d %s\n", n.id, h.nextProp, strings.Join(args[1:], " "))
+		n.r.Propose(h.nextProp, recs)
+		h.ready(n)
+	case "persist":
+		for _, id := range h.idsOr(args) {
+			h.persist(h.node(id), verbose)
+		}
+	case "deliver", "drop":
+		count := -1
+		if v := argVals(d, "count"); v != nil {
+			count, _ = strconv.Atoi(v[0])
+		}
+		var from, to string
+		if len(args) > 0 {
+			var ok bool
+			from, to, ok = strings.Cut(args[0], "->")
+			if !ok {
+				to, from = args[0], ""
+			}
+		}
+		if d.Cmd == "drop" {
+			h.queue = slices.DeleteFunc(h.queue, func(m transport.Message) bool {
+				return (from == "" || m.From == from) && (to == "" || m.To == to)
+			})
+			break
+		}
+		if h.deliver(from, to, count, verbose, nil) == 0 {
+			h.printf("nothing to deliver\n")
+		}
+	case "tick":
+		var ids []string
+		var delta time.Duration
+		for _, a := range args {
+			if strings.HasPrefix(a, "+") {
+				var err error
+				delta, err = time.ParseDuration(a[1:])
+				if err != nil {
+					t.Fatalf("%s: %v", d.Pos, err)
+				}
+			} else {
+				ids = append(ids, a)
+			}
+		}
+		for _, id := range h.idsOr(ids) {
+			n := h.node(id)
+			if !n.up {
+				continue
+			}
+			n.now = n.now.Add(delta)
+			n.r.Tick(n.now)
+			h.ready(n)
+		}
+	case "run":
+		// Advance the clocks of the given nodes (default: all live ones)
+		// in steps, stabilizing the whole cluster after each step.
+		var ids []string
+		var total time.Duration
+		step := 50 * time.Millisecond
+		if v := argVals(d, "step"); v != nil {
+			step, _ = time.ParseDuration(v[0])
+		}
+		for _, a := range args {
+			if strings.HasPrefix(a, "+") {
+				total, _ = time.ParseDuration(a[1:])
+			} else {
+				ids = append(ids, a)
+			}
+		}
+		for el := time.Duration(0); el < total; el += step {
+			for _, id := range h.idsOr(ids) {
+				n := h.node(id)
+				if !n.up {
+					continue
+				}
+				n.now = n.now.Add(step)
+				n.r.Tick(n.now)
+				h.ready(n)
+			}
+			h.stabilize(nil, d.HasArg("verbose"))
+		}
+		if !d.HasArg("nostatus") {
+			h.status(h.order)
+		}
+	case "crash":
+		for _, id := range args {
+			n := h.node(id)
+			n.up = false
+			n.pending = nil
+			h.queue = slices.DeleteFunc(h.queue, func(m transport.Message) bool { return m.To == id })
+		}
+	case "restart":
+		for _, id := range args {
+			n := h.node(id)
+			n.restarts++
+			h.start(n)
+		}
+		h.status(args)
+	case "partition":
+		var groups [][]string
+		for _, a := range args {
+			groups = append(groups, strings.Split(a, ","))
+		}
+		for i, g := range groups {
+			for j, o := range groups {
+				if i == j {
+					continue
+				}
+				for _, a := range g {
+					for _, b := range o {
+						h.cut[[2]string{a, b}] = true
+					}
+				}
+			}
+		}
+	case "heal":
+		clear(h.cut)
+	case "hint":
+		n := h.node(args[0])
+		if v := argVals(d, "failed"); v != nil {
+			n.r.Hint(Hint{Kind: HintNodeFailed, Node: v[0]})
+		}
+		if v := argVals(d, "leader"); v != nil {
+			var epoch uint64
+			if e := argVals(d, "epoch"); e != nil {
+				epoch, _ = strconv.ParseUint(e[0], 10, 64)
+			}
+			n.r.Hint(Hint{Kind: HintLeader, Node: v[0], Epoch: epoch})
+		}
+		h.ready(n)
+	case "status":
+		h.status(h.idsOr(args))
+	case "log":
+		h.printLog(h.idsOr(args))
+	case "msgs":
+		for _, m := range h.queue {
+			h.printf("%s\n", fmtMsg(m))
+		}
+	default:
+		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+	}
+	h.checkInvariants()
+	return out.String()
+}
+
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		h := newHarness(t)
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return h.handle(t, d)
+		})
+	})
+}

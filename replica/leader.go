@@ -1,0 +1,390 @@
+package replica
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// leaderState is what a leader keeps for its epoch only: it is dropped at
+// every change of leadership, so remote LEOs of an earlier epoch never count.
+type leaderState struct {
+	// epochStartLEO is the LEO when the epoch began: the HW moves only past
+	// it (an entry of this epoch must commit first; Raft §5.4.2).
+	epochStartLEO uint64
+	// remote is each other voter's LEO, from its latest valid fetch in this
+	// epoch. Absent: not heard from yet.
+	remote map[string]uint64
+	// lastFetch is when each voter last fetched in this epoch (check-quorum).
+	lastFetch map[string]time.Time
+	// sentHW is the HW last sent to each fetching replica: a fetch from a
+	// replica that has not seen the current HW is answered at once.
+	sentHW map[string]uint64
+	parked []parkedFetch
+	// pending proposals in offset order.
+	pending []proposal
+	// done remembers recently acknowledged forwarded requests, so that a
+	// duplicated AppendRequest is answered instead of appended twice.
+	done     map[doneKey]uint64
+	doneFIFO []doneKey
+
+	hwBuf []uint64
+}
+
+type parkedFetch struct {
+	from     string
+	req      *transport.FetchRequest
+	deadline time.Time
+}
+
+// proposal is a batch the leader appended at [first, end), acknowledged
+// once end ≤ HW.
+type proposal struct {
+	id        uint64 // local proposal ID
+	local     bool
+	from      string // forwarding replica (local == false)
+	requestID uint64
+	first     uint64
+	end       uint64
+}
+
+type doneKey struct {
+	from      string
+	requestID uint64
+}
+
+const maxDoneForwarded = 1024
+
+func newLeaderState(r *Replica, leo uint64) *leaderState {
+	ls := &leaderState{
+		epochStartLEO: leo,
+		remote:        make(map[string]uint64),
+		lastFetch:     make(map[string]time.Time),
+		sentHW:        make(map[string]uint64),
+		done:          make(map[doneKey]uint64),
+		hwBuf:         make([]uint64, 0, len(r.voters)),
+	}
+	// Grace period: every voter counts as heard from at the start.
+	for _, v := range r.voters {
+		ls.lastFetch[v] = r.now
+	}
+	return ls
+}
+
+// stepDown ends this replica's leadership: every pending proposal gets an
+// unknown outcome (it may or may not commit under the next leader).
+func (r *Replica) stepDown(newLeader string) {
+	ls := r.leader
+	if ls == nil {
+		return
+	}
+	r.logger.Info("stepping down", "epoch", r.epoch, "pending", len(ls.pending))
+	for _, p := range ls.pending {
+		r.failProposal(p, newLeader)
+	}
+	r.leader = nil
+	r.log.dropEmptyTrailingEpochs()
+}
+
+func (r *Replica) failProposal(p proposal, newLeader string) {
+	if p.local {
+		r.acks = append(r.acks, Ack{ID: p.id, Err: ErrUnknownOutcome})
+	} else {
+		r.send(p.from, &transport.AppendResponse{RequestID: p.requestID, Error: transport.AppendUnknown, LeaderID: newLeader})
+	}
+}
+
+// tickLeader answers parked fetches whose wait is over and runs
+// check-quorum.
+func (r *Replica) tickLeader() {
+	ls := r.leader
+	kept := ls.parked[:0]
+	for _, p := range ls.parked {
+		if !r.now.Before(p.deadline) {
+			r.respondFetch(p.from, p.req)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(ls.parked[len(kept):])
+	ls.parked = kept
+
+	n := 0
+	for _, v := range r.voters {
+		if v == r.id || r.now.Sub(ls.lastFetch[v]) < r.cfg.FetchTimeout {
+			n++
+		}
+	}
+	if n < r.majority {
+		r.logger.Warn("check-quorum failed: resigning", "epoch", r.epoch, "heard_from", n)
+		r.becomeFollower(r.epoch, "")
+		r.lastLeaderContact = time.Time{}
+	}
+}
+
+// serveParked answers parked fetches that can make progress: new entries
+// (even not yet durable here) or a HW the replica has not seen.
+func (r *Replica) serveParked() {
+	ls := r.leader
+	if len(ls.parked) == 0 {
+		return
+	}
+	leo := r.log.LEO()
+	kept := ls.parked[:0]
+	for _, p := range ls.parked {
+		if p.req.FetchOffset < leo || r.hw > ls.sentHW[p.from] {
+			r.respondFetch(p.from, p.req)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(ls.parked[len(kept):])
+	ls.parked = kept
+}
+
+// handleFetchRequest is DESIGN.md §2.1, leader side (and the not-leader
+// answer that lets others find the leader).
+func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
+	if req.ReplicaID != from {
+		return
+	}
+	if req.CurrentEpoch > r.epoch {
+		// The fetcher knows a newer epoch: if we lead, we are stale.
+		r.becomeFollower(req.CurrentEpoch, "")
+	}
+	if r.role != RoleLeader {
+		r.send(from, &transport.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.leaderID, Epoch: r.epoch, Error: transport.FetchNotLeader,
+		})
+		return
+	}
+	ls := r.leader
+	if req.CurrentEpoch < r.epoch {
+		r.send(from, &transport.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchFencedEpoch,
+			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
+		})
+		return
+	}
+	voter := r.isVoter(from)
+	if voter {
+		ls.lastFetch[from] = r.now
+	}
+	// A newer fetch replaces an older parked one.
+	ls.unpark(from)
+	e, end := r.log.EndOffsetForEpoch(req.LastFetchedEpoch)
+	if e != req.LastFetchedEpoch || end < req.FetchOffset {
+		// The remote LEO is not updated from a diverging fetch.
+		r.send(from, &transport.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchDivergingEpoch,
+			DivergingEpoch: e, DivergingEndOffset: end, HighWatermark: r.hw, LogStartOffset: r.log.logStart,
+		})
+		return
+	}
+	if req.FetchOffset < r.log.logStart {
+		r.send(from, &transport.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchOffsetOutOfRange,
+			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
+		})
+		return
+	}
+	if voter {
+		ls.remote[from] = req.FetchOffset
+		r.updateLeaderHW()
+	}
+	if req.FetchOffset < r.log.LEO() || r.hw > ls.sentHW[from] || req.MaxWaitMs == 0 {
+		r.respondFetch(from, req)
+		return
+	}
+	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
+	ls.parked = append(ls.parked, parkedFetch{from: from, req: req, deadline: r.now.Add(wait)})
+}
+
+func (ls *leaderState) unpark(from string) {
+	for i, p := range ls.parked {
+		if p.from == from {
+			ls.parked = slices.Delete(ls.parked, i, i+1)
+			return
+		}
+	}
+}
+
+// respondFetch answers a validated fetch with entries from its offset and
+// the current HW. Entries not yet durable here may be sent: the leader
+// counts itself only with its durable LEO.
+func (r *Replica) respondFetch(from string, req *transport.FetchRequest) {
+	maxBytes := r.cfg.FetchMaxBytes
+	if req.MaxBytes > 0 && int(req.MaxBytes) < maxBytes {
+		maxBytes = int(req.MaxBytes)
+	}
+	var entries []storage.Entry
+	if req.FetchOffset < r.log.LEO() {
+		es, err := r.log.read(req.FetchOffset, maxBytes)
+		if err != nil {
+			// The follower retries after its fetch timeout.
+			r.logger.Error("reading entries for a fetch", "from", from, "offset", req.FetchOffset, "error", err)
+			return
+		}
+		entries = es
+	}
+	r.leader.sentHW[from] = r.hw
+	r.send(from, &transport.FetchResponse{
+		FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchOK,
+		HighWatermark: r.hw, LogStartOffset: r.log.logStart, Entries: entries,
+	})
+}
+
+// updateLeaderHW is DESIGN.md §2.3: the largest offset a majority of voters
+// hold (the leader with its durable LEO), only past the epoch start, never
+// backwards.
+func (r *Replica) updateLeaderHW() {
+	ls := r.leader
+	vals := ls.hwBuf[:0]
+	for _, v := range r.voters {
+		if v == r.id {
+			vals = append(vals, r.log.durableEnd)
+		} else {
+			vals = append(vals, ls.remote[v]) // 0 if not heard from
+		}
+	}
+	slices.Sort(vals)
+	o := vals[len(vals)-r.majority]
+	ls.hwBuf = vals
+	if o <= r.hw {
+		return
+	}
+	if o <= ls.epochStartLEO && !bugHWNoEpochStart {
+		return
+	}
+	r.hw = o
+	r.ackUpTo(r.hw)
+}
+
+// ackUpTo acknowledges pending proposals that end at or below limit.
+func (r *Replica) ackUpTo(limit uint64) {
+	ls := r.leader
+	n := 0
+	for n < len(ls.pending) && ls.pending[n].end <= limit {
+		p := ls.pending[n]
+		if p.local {
+			r.acks = append(r.acks, Ack{ID: p.id, FirstOffset: p.first})
+		} else {
+			r.send(p.from, &transport.AppendResponse{RequestID: p.requestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: p.first})
+			ls.remember(doneKey{p.from, p.requestID}, p.first)
+		}
+		n++
+	}
+	if n > 0 {
+		clear(ls.pending[:n])
+		ls.pending = ls.pending[n:]
+	}
+}
+
+func (ls *leaderState) remember(k doneKey, first uint64) {
+	if len(ls.doneFIFO) >= maxDoneForwarded {
+		delete(ls.done, ls.doneFIFO[0])
+		ls.doneFIFO = ls.doneFIFO[1:]
+	}
+	ls.done[k] = first
+	ls.doneFIFO = append(ls.doneFIFO, k)
+}
+
+// leaderPropose appends records as one batch for p (the leader's part of
+// Propose and of forwarded appends).
+func (r *Replica) leaderPropose(p proposal, records [][]byte) {
+	ls := r.leader
+	leo := r.log.LEO()
+	if len(records) == 0 {
+		// Nothing to commit: it is as committed as it will ever be.
+		p.first, p.end = leo, leo
+		ls.pending = append(ls.pending, p)
+		r.ackUpTo(r.hw)
+		return
+	}
+	entries := make([]storage.Entry, len(records))
+	for i, rec := range records {
+		entries[i] = storage.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Type: storage.EntryData, Data: rec}
+	}
+	p.first, p.end = leo, leo+uint64(len(records))
+	ls.pending = append(ls.pending, p)
+	r.appendEntries(entries)
+}
+
+func (r *Replica) appendControlEntry() {
+	leo := r.log.LEO()
+	r.appendEntries([]storage.Entry{{Offset: leo, Epoch: r.epoch, Type: storage.EntryControl}})
+}
+
+func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest) {
+	if r.role != RoleLeader {
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+		return
+	}
+	ls := r.leader
+	k := doneKey{from, req.RequestID}
+	if first, ok := ls.done[k]; ok {
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: first})
+		return
+	}
+	for _, p := range ls.pending {
+		if !p.local && p.from == from && p.requestID == req.RequestID {
+			return // a duplicate of a pending request: answered when it commits
+		}
+	}
+	for _, rec := range req.Records {
+		if len(rec) > r.cfg.MaxRecordSize {
+			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendTooLarge, LeaderID: r.id})
+			return
+		}
+	}
+	r.leaderPropose(proposal{from: from, requestID: req.RequestID}, req.Records)
+}
+
+// forward sends a follower's proposal to the leader it knows.
+func (r *Replica) forward(id uint64, records [][]byte) {
+	reqID := r.nextRequestID
+	r.nextRequestID++
+	r.forwarded = append(r.forwarded, forwardedProposal{
+		requestID: reqID, id: id, deadline: r.now.Add(2 * r.cfg.FetchTimeout),
+	})
+	r.send(r.leaderID, &transport.AppendRequest{RequestID: reqID, Records: records})
+}
+
+func (r *Replica) handleAppendResponse(from string, resp *transport.AppendResponse) {
+	i := slices.IndexFunc(r.forwarded, func(f forwardedProposal) bool { return f.requestID == resp.RequestID })
+	if i < 0 {
+		return
+	}
+	f := r.forwarded[i]
+	r.forwarded = slices.Delete(r.forwarded, i, i+1)
+	ack := Ack{ID: f.id}
+	switch resp.Error {
+	case transport.AppendOK:
+		ack.FirstOffset = resp.FirstOffset
+	case transport.AppendNotLeader:
+		ack.Err = &NotLeaderError{LeaderID: resp.LeaderID}
+	case transport.AppendTooLarge:
+		ack.Err = ErrTooLarge
+	case transport.AppendUnknown:
+		ack.Err = ErrUnknownOutcome
+	default:
+		ack.Err = fmt.Errorf("%w: unknown append error %d from %s", ErrUnknownOutcome, resp.Error, from)
+	}
+	r.acks = append(r.acks, ack)
+}
+
+// expireForwarded fails forwarded proposals whose answer did not come in
+// time (lost messages): nothing waits forever.
+func (r *Replica) expireForwarded() {
+	n := 0
+	for n < len(r.forwarded) && !r.now.Before(r.forwarded[n].deadline) {
+		r.acks = append(r.acks, Ack{ID: r.forwarded[n].id, Err: ErrUnknownOutcome})
+		n++
+	}
+	if n > 0 {
+		r.forwarded = slices.Delete(r.forwarded, 0, n)
+	}
+}

@@ -1,0 +1,203 @@
+package replica
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/replog-io/replog/storage"
+)
+
+// logView is the core's view of its log: the store's entries below
+// durableEnd plus an in-memory tail of entries the core has asked to write
+// but not yet seen persisted (etcd raft's "unstable"), with its own copy of
+// the epoch map.
+//
+// Entries of the store at or above durableEnd are never read: they may be
+// stale (a truncation is in flight) or ahead of what Persisted confirmed.
+// The shell applies writes in order, so entries below durableEnd cannot
+// change until the core itself emits a truncation below it, which lowers
+// durableEnd at once.
+type logView struct {
+	store    storage.Store
+	logStart uint64
+	// durableEnd: entries below it are durable and read from the store.
+	durableEnd uint64
+	// tail holds entries [durableEnd, durableEnd+len(tail)). It is private:
+	// writes and fetch responses get copies of the Entry structs (Data is
+	// shared and never mutated).
+	tail []storage.Entry
+	// marks say which write carries which part of the tail: after write
+	// Seq is persisted, entries below end are durable.
+	marks []tailMark
+	// epochs is the epoch map of the view. The leader's row for its epoch
+	// is added when it is elected (KAFKA-7415), before any entry of it.
+	epochs []storage.EpochStart
+}
+
+type tailMark struct {
+	seq uint64
+	end uint64
+}
+
+func newLogView(store storage.Store) logView {
+	return logView{
+		store:      store,
+		logStart:   store.LogStart(),
+		durableEnd: store.LEO(),
+		epochs:     store.EpochMap(),
+	}
+}
+
+// LEO is the end of the view.
+func (l *logView) LEO() uint64 { return l.durableEnd + uint64(len(l.tail)) }
+
+// epochAt returns the epoch of the entry at offset off (0 if none).
+func (l *logView) epochAt(off uint64) uint64 {
+	for i := len(l.epochs) - 1; i >= 0; i-- {
+		if l.epochs[i].StartOffset <= off {
+			return l.epochs[i].Epoch
+		}
+	}
+	return 0
+}
+
+// LastEntryEpoch is the epoch of the entry at LEO-1 (0 if the log is
+// empty). It ignores a leader's row without entries.
+func (l *logView) LastEntryEpoch() uint64 {
+	leo := l.LEO()
+	if leo == 0 {
+		return 0
+	}
+	return l.epochAt(leo - 1)
+}
+
+// lastRowEpoch is the epoch of the last row of the epoch map.
+func (l *logView) lastRowEpoch() uint64 {
+	if len(l.epochs) == 0 {
+		return 0
+	}
+	return l.epochs[len(l.epochs)-1].Epoch
+}
+
+// EndOffsetForEpoch is Store.EndOffsetForEpoch on the view.
+func (l *logView) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
+	for i := len(l.epochs) - 1; i >= 0; i-- {
+		if l.epochs[i].Epoch <= epoch {
+			end := l.LEO()
+			if i+1 < len(l.epochs) {
+				end = l.epochs[i+1].StartOffset
+			}
+			return l.epochs[i].Epoch, end
+		}
+	}
+	return 0, l.logStart
+}
+
+// addEpoch records epoch as starting at offset start if it is above the last
+// row's epoch.
+func (l *logView) addEpoch(epoch, start uint64) {
+	if epoch > l.lastRowEpoch() {
+		l.epochs = append(l.epochs, storage.EpochStart{Epoch: epoch, StartOffset: start})
+	}
+}
+
+// dropEmptyTrailingEpochs removes rows that start at the LEO (a former
+// leader's row with no entries), so the view matches what the store will
+// hold after a restart.
+func (l *logView) dropEmptyTrailingEpochs() {
+	leo := l.LEO()
+	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].StartOffset >= leo {
+		l.epochs = l.epochs[:len(l.epochs)-1]
+	}
+}
+
+// append adds entries (starting at LEO) carried by write seq.
+func (l *logView) append(entries []storage.Entry, seq uint64) {
+	for _, e := range entries {
+		l.addEpoch(e.Epoch, e.Offset)
+	}
+	l.tail = append(l.tail, entries...)
+	end := l.LEO()
+	if n := len(l.marks); n > 0 && l.marks[n-1].seq == seq {
+		l.marks[n-1].end = end
+	} else {
+		l.marks = append(l.marks, tailMark{seq: seq, end: end})
+	}
+}
+
+// truncate removes entries at or above to (to < LEO) and the epoch rows that
+// start at or after it.
+func (l *logView) truncate(to uint64) {
+	if to < l.durableEnd {
+		l.durableEnd = to
+		l.tail = nil
+		l.marks = nil
+	} else {
+		n := to - l.durableEnd
+		// Cap the capacity: a later append must not write into entries a
+		// reader may still hold.
+		l.tail = l.tail[:n:n]
+		for i := range l.marks {
+			l.marks[i].end = min(l.marks[i].end, to)
+		}
+	}
+	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].StartOffset >= to {
+		l.epochs = l.epochs[:len(l.epochs)-1]
+	}
+}
+
+// persisted moves the tail entries carried by writes up to seq into the
+// durable part. It reports whether durableEnd moved.
+func (l *logView) persisted(seq uint64) bool {
+	end := l.durableEnd
+	i := 0
+	for i < len(l.marks) && l.marks[i].seq <= seq {
+		end = max(end, l.marks[i].end)
+		i++
+	}
+	l.marks = l.marks[i:]
+	if end == l.durableEnd {
+		return false
+	}
+	l.tail = l.tail[end-l.durableEnd:]
+	l.durableEnd = end
+	return true
+}
+
+// read returns entries from offset from (logStart ≤ from ≤ LEO), at most
+// maxBytes of Data after the first. The returned slice is the caller's;
+// Data is shared and must not be modified.
+func (l *logView) read(from uint64, maxBytes int) ([]storage.Entry, error) {
+	var out []storage.Entry
+	size := 0
+	if from < l.durableEnd {
+		count := l.durableEnd - from
+		if count > math.MaxInt32 {
+			count = math.MaxInt32
+		}
+		es, err := l.store.Entries(from, int(count), maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		if len(es) == 0 {
+			return nil, fmt.Errorf("replica: store returned no entries at %d below durable end %d", from, l.durableEnd)
+		}
+		for _, e := range es {
+			size += len(e.Data)
+		}
+		out = es
+		from += uint64(len(es))
+		if from < l.durableEnd {
+			return out, nil
+		}
+	}
+	for i := from - l.durableEnd; i < uint64(len(l.tail)); i++ {
+		e := l.tail[i]
+		if len(out) > 0 && size+len(e.Data) > maxBytes {
+			break
+		}
+		out = append(out, e)
+		size += len(e.Data)
+	}
+	return out, nil
+}
