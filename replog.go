@@ -222,7 +222,7 @@ func (l *Log) startNetwork() error {
 		SecretKey: o.GossipKey,
 		Label:     o.GossipLabel,
 		Tuning:    o.GossipTuning,
-		Logger:    l.logger.Named("membership"),
+		Logger:    l.logger,
 	})
 	if err != nil {
 		return fmt.Errorf("replog: start gossip on %s: %w", o.GossipAddr, err)
