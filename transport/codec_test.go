@@ -196,7 +196,7 @@ func TestCodecRoundTripProperty(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var stream []byte
 	var msgs []Message
-	for range 3000 {
+	for range 2000 {
 		m := randMessage(r)
 		roundTrip(t, m)
 		var err error

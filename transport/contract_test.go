@@ -128,6 +128,9 @@ func warmUp(t *testing.T, c *cluster) {
 					case <-timer:
 						break drain
 					}
+					if gotVote && gotFetch {
+						break drain
+					}
 				}
 			}
 		}
