@@ -147,23 +147,31 @@ type snapshot struct {
 
 func snap(t *testing.T, s storage.Store) snapshot {
 	t.Helper()
+	sn, err := takeSnapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sn
+}
+
+func takeSnapshot(s storage.Store) (snapshot, error) {
 	sn := snapshot{LogStart: s.LogStart(), LEO: s.LEO(), LastEpoch: s.LastEpoch(), Epochs: s.EpochMap()}
 	for off := sn.LogStart; off < sn.LEO; {
 		es, err := s.Entries(off, 0, 1<<30)
 		if err != nil || len(es) == 0 {
-			t.Fatalf("Entries(%d) = %d entries, %v", off, len(es), err)
+			return sn, fmt.Errorf("Entries(%d) = %d entries, %v", off, len(es), err)
 		}
 		sn.Entries = append(sn.Entries, es...)
 		off += uint64(len(es))
 	}
 	var err error
 	if sn.Quorum, err = s.QuorumState(); err != nil {
-		t.Fatalf("QuorumState: %v", err)
+		return sn, fmt.Errorf("QuorumState: %w", err)
 	}
 	if sn.HW, sn.HWOK, err = s.HWCheckpoint(); err != nil {
-		t.Fatalf("HWCheckpoint: %v", err)
+		return sn, fmt.Errorf("HWCheckpoint: %w", err)
 	}
-	return sn
+	return sn, nil
 }
 
 func (a snapshot) diff(b snapshot) string {
@@ -823,4 +831,22 @@ func testClosed(t *testing.T, h Harness) {
 	_, _, err = s.HWCheckpoint()
 	expectErr(t, "HWCheckpoint after Close", err, storage.ErrClosed)
 	expectErr(t, "second Close", s.Close(), storage.ErrClosed)
+}
+
+// Compare returns nil if a and b hold the same observable state (offsets,
+// epoch map, every entry, quorum state, HW checkpoint), or an error saying
+// where they differ first.
+func Compare(a, b storage.Store) error {
+	sa, err := takeSnapshot(a)
+	if err != nil {
+		return fmt.Errorf("first store: %w", err)
+	}
+	sb, err := takeSnapshot(b)
+	if err != nil {
+		return fmt.Errorf("second store: %w", err)
+	}
+	if d := sa.diff(sb); d != "" {
+		return errors.New(d)
+	}
+	return nil
 }
