@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,7 +32,13 @@ func BuildNode(ctx context.Context, modRoot, dir, pkg, tags string, race bool) (
 		args = append(args, "-race")
 	}
 	args = append(args, pkg)
-	cmd := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
+	// The go command that runs the tests: GOROOT is set by "go test" in the
+	// test's environment; fall back to PATH.
+	goCmd := "go"
+	if root := os.Getenv("GOROOT"); root != "" {
+		goCmd = filepath.Join(root, "bin", "go")
+	}
+	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = modRoot
 	out, err := cmd.CombinedOutput()
 	if err != nil {

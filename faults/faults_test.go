@@ -29,11 +29,7 @@ var (
 )
 
 func faultNames() string {
-	var s []string
-	for _, f := range sortedKeys(AllFaults) {
-		s = append(s, f)
-	}
-	return strings.Join(s, ",")
+	return strings.Join(sortedKeys(AllFaults), ",")
 }
 
 func splitList(s string) []string {
@@ -46,59 +42,61 @@ func splitList(s string) []string {
 	return out
 }
 
-// TestFaults runs real node processes under the nemesis and checks the
-// history: no anomaly (or, with -faults.expect, the expected ones), and
-// convergence after the final heal.
-func TestFaults(t *testing.T) {
-	seed := *flagSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano() % 1_000_000
-	}
-	t.Logf("seed %d (rerun: -faults.seed=%d)", seed, seed)
+// runOpts is one fault run's setup.
+type runOpts struct {
+	pkg, tags string
+	race      bool
+	nodes     int
+	nodeArgs  []string
+	cfg       RunConfig
+	keep      bool
+	logEvents bool
+}
 
+// faultRun builds the node binary, starts the cluster (stopped by
+// t.Cleanup even if the test fails), runs the workload under the nemesis
+// and returns the report; data, node logs and the history dump are kept
+// in a temp dir when the test fails.
+func faultRun(t *testing.T, o runOpts) *Report {
+	t.Helper()
 	root, err := os.MkdirTemp("", "replog-faults-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() || *flagKeep {
+		if t.Failed() || o.keep {
 			t.Logf("kept data, node logs and history in %s", root)
 			return
 		}
 		_ = os.RemoveAll(root)
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), *flagDuration+5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), o.cfg.Duration+5*time.Minute)
 	defer cancel()
 	mod, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkg := "./example"
-	if *flagFake {
-		pkg = "./faults/internal/fakenode"
-	}
-	bin, err := BuildNode(ctx, mod, root, pkg, *flagTags, *flagRace)
+	bin, err := BuildNode(ctx, mod, root, o.pkg, o.tags, o.race)
 	if err != nil {
-		t.Fatalf("building the example node: %v", err)
+		t.Fatalf("building the node: %v", err)
 	}
-
+	logf := func(string, ...any) {}
+	if o.logEvents {
+		logf = t.Logf
+	}
 	c, err := StartCluster(ctx, ClusterConfig{
-		Bin: bin, Root: root, Nodes: *flagNodes,
+		Bin: bin, Root: root, Nodes: o.nodes,
 		FetchTimeout: *flagFetchTO, ElectionTimeout: *flagElectTO, FetchMaxWait: *flagMaxWait,
-		AppendTimeout: 3 * time.Second, ExtraArgs: strings.Fields(*flagNodeArgs),
-		Logf: t.Logf,
+		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs,
+		Logf: logf,
 	})
 	if err != nil {
 		t.Fatalf("starting the cluster: %v", err)
 	}
 	t.Cleanup(c.Stop)
 
-	rep, err := Run(ctx, c, RunConfig{
-		Duration: *flagDuration, Seed: seed, Faults: splitList(*flagNemesis),
-		Appenders: *flagAppenders, Readers: *flagReaders,
-		AppendTimeout: 5 * time.Second, Retries: 2, ConvergeTimeout: 90 * time.Second,
-	})
+	rep, err := Run(ctx, c, o.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,18 +104,45 @@ func TestFaults(t *testing.T) {
 
 	var sum strings.Builder
 	rep.Print(&sum)
-	t.Logf("summary (pkg=%s tags=%q args=%q):\n%s", pkg, *flagTags, *flagNodeArgs, sum.String())
+	t.Logf("summary (pkg=%s tags=%q args=%q):\n%s", o.pkg, o.tags, o.nodeArgs, sum.String())
 	if err := rep.Dump(filepath.Join(root, "history.txt")); err != nil {
 		t.Errorf("writing history: %v", err)
 	}
-
-	counts := rep.History.Counts()
-	if counts[OK] == 0 {
+	if rep.History.Counts()[OK] == 0 {
 		t.Errorf("no append was acknowledged during the run")
 	}
 	if !rep.Recovered {
 		t.Errorf("no append acknowledged within the deadline after the final heal")
 	}
+	return rep
+}
+
+func seedFlag(t *testing.T) int64 {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1_000_000
+	}
+	t.Logf("seed %d (rerun: -faults.seed=%d)", seed, seed)
+	return seed
+}
+
+// TestFaults runs real node processes under the nemesis and checks the
+// history: no violation (or, with -faults.expect, the expected anomalies),
+// and convergence after the final heal.
+func TestFaults(t *testing.T) {
+	pkg := "./example"
+	if *flagFake {
+		pkg = "./faults/internal/fakenode"
+	}
+	rep := faultRun(t, runOpts{
+		pkg: pkg, tags: *flagTags, race: *flagRace, nodes: *flagNodes,
+		nodeArgs: strings.Fields(*flagNodeArgs), keep: *flagKeep, logEvents: true,
+		cfg: RunConfig{
+			Duration: *flagDuration, Seed: seedFlag(t), Faults: splitList(*flagNemesis),
+			Appenders: *flagAppenders, Readers: *flagReaders,
+			AppendTimeout: 5 * time.Second, Retries: 2, ConvergeTimeout: 90 * time.Second,
+		},
+	})
 	if expect := splitList(*flagExpect); len(expect) > 0 {
 		for _, k := range expect {
 			if rep.Result.Counts[k] == 0 {
@@ -131,5 +156,27 @@ func TestFaults(t *testing.T) {
 	}
 	if !rep.Result.OK() {
 		t.Errorf("checker found %d violations: %s", rep.Result.Violations(), rep.Result.Summary())
+	}
+}
+
+// TestHarnessCatchesLostWrites runs the whole pipeline against the fake
+// node with its deliberate bug (the leader acknowledges before its write
+// is durable or committed) under a nemesis that isolates and kills the
+// leader: the checker must report lost writes. This keeps the harness
+// honest independently of replog's own bug tags.
+func TestHarnessCatchesLostWrites(t *testing.T) {
+	rep := faultRun(t, runOpts{
+		pkg: "./faults/internal/fakenode", nodes: 3, nodeArgs: []string{"-fake-bug-lose"},
+		cfg: RunConfig{
+			Duration: 6 * time.Second, Seed: 1, Faults: []string{FaultIsolateKillLeader},
+			Appenders: 3, Readers: 2, AppendTimeout: 5 * time.Second, Retries: 2,
+			ConvergeTimeout: 15 * time.Second,
+		},
+	})
+	if rep.Result.Counts[LostWrite] == 0 {
+		t.Errorf("the fake node's lost writes went unnoticed: %s", rep.Result.Summary())
+	}
+	if rep.Result.OK() {
+		t.Errorf("a run with lost writes passed the checker")
 	}
 }

@@ -25,6 +25,11 @@ const (
 	// old leader last: a new leader must be elected among nodes that all
 	// just restarted (KIP-101's scenario).
 	FaultCrashMajority = "crash-majority"
+	// FaultIsolateKillLeader cuts the leader off from all others, holds,
+	// SIGKILLs it while still cut off, heals, restarts it: a zombie leader
+	// that must not have acknowledged anything it could not commit, and
+	// that must truncate its uncommitted suffix when it rejoins.
+	FaultIsolateKillLeader = "isolate-kill-leader"
 	// FaultPause SIGSTOPs a random node or the leader, then SIGCONTs it.
 	FaultPause = "pause"
 	// FaultIsolate partitions one node (often the leader) from all others.
@@ -41,7 +46,7 @@ const (
 
 // AllFaults lists every fault with its weight in the random schedule.
 var AllFaults = map[string]int{
-	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1,
+	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1, FaultIsolateKillLeader: 1,
 	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2,
 }
 
@@ -258,6 +263,22 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		nm.c.Net.HealAll()
 		nm.event("heal", false, "", minority...)
 		nm.sleep(ctx, nm.between(500*time.Millisecond, 3*time.Second))
+		nm.restart(ctx, leader)
+
+	case FaultIsolateKillLeader:
+		leader := nm.leader(ctx)
+		if leader == nil {
+			return
+		}
+		mode := nm.mode()
+		nm.isolateGroup([]*Node{leader}, mode)
+		nm.stats.Partitions++
+		nm.event("partition", true, "isolate before kill ("+mode.String()+")", leader)
+		nm.sleep(ctx, nm.between(nm.HoldMin, nm.HoldMax))
+		nm.kill(leader, leader, "while isolated")
+		nm.c.Net.HealAll()
+		nm.event("heal", false, "")
+		nm.sleep(ctx, nm.between(200*time.Millisecond, 2*time.Second))
 		nm.restart(ctx, leader)
 
 	case FaultPause:
