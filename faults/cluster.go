@@ -32,8 +32,7 @@ func BuildNode(ctx context.Context, modRoot, dir, pkg, tags string, race bool) (
 		args = append(args, "-race")
 	}
 	args = append(args, pkg)
-	// The go command that runs the tests: GOROOT is set by "go test" in the
-	// test's environment; fall back to PATH.
+	// $GOROOT/bin/go if GOROOT is set, else the go command on PATH.
 	goCmd := "go"
 	if root := os.Getenv("GOROOT"); root != "" {
 		goCmd = filepath.Join(root, "bin", "go")
