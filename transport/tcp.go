@@ -122,6 +122,9 @@ type TCPStats struct {
 	// DroppedInbound counts inbound messages dropped: Receive stayed full
 	// for ReceiveTimeout, or From/To did not match the connection.
 	DroppedInbound uint64
+	// PeerClosed counts outbound connections that the peer closed (or that
+	// broke) while this side was not writing; the next message redials.
+	PeerClosed uint64
 	// BadConns counts inbound connections closed for a failed handshake or
 	// a malformed, oversized or unexpected frame.
 	BadConns uint64
@@ -168,7 +171,7 @@ type TCP struct {
 
 	closeOnce sync.Once
 
-	sent, received, droppedQueue, droppedNoConn, droppedInbound, badConns atomic.Uint64
+	sent, received, droppedQueue, droppedNoConn, droppedInbound, peerClosed, badConns atomic.Uint64
 }
 
 var _ Transport = (*TCP)(nil)
@@ -225,6 +228,7 @@ func (t *TCP) Stats() TCPStats {
 		DroppedQueueFull: t.droppedQueue.Load(),
 		DroppedNoConn:    t.droppedNoConn.Load(),
 		DroppedInbound:   t.droppedInbound.Load(),
+		PeerClosed:       t.peerClosed.Load(),
 		BadConns:         t.badConns.Load(),
 	}
 }
@@ -380,6 +384,9 @@ type lane struct {
 	backoff  time.Duration
 	nextDial time.Time
 	deadline time.Time
+	// peerGone is closed when the current connection's watcher sees it
+	// end.
+	peerGone chan struct{}
 	// unflushed counts messages written since the last successful flush:
 	// those a broken connection may have lost.
 	unflushed uint64
@@ -398,6 +405,17 @@ func (l *lane) run() {
 		case <-t.done:
 			return
 		case m = <-l.q:
+		}
+		if l.conn != nil {
+			select {
+			case <-l.peerGone:
+				// Redial now rather than write into a connection the
+				// peer has closed (say, it restarted), where the
+				// message would be lost.
+				l.log.Debug("peer closed the connection, redialling")
+				l.disconnect()
+			default:
+			}
 		}
 		if l.conn == nil && !l.connect() {
 			continue
@@ -507,6 +525,9 @@ func (l *lane) dial() error {
 		return err
 	}
 	l.conn = conn
+	l.peerGone = make(chan struct{})
+	t.wg.Add(1)
+	go t.watch(conn, l.peerGone)
 	if l.bw == nil {
 		l.bw = bufio.NewWriterSize(conn, 64<<10)
 	} else {
@@ -580,6 +601,21 @@ func (l *lane) write(m Message) error {
 		l.unflushed++
 	}
 	return err
+}
+
+// watch reads from an outbound connection, on which the acceptor never
+// sends anything after the handshake, so the read returns only when the
+// connection ends (or the peer misbehaves): then it closes gone. This
+// notices a peer that closed the connection while it was idle, before the
+// next message is written into it and lost.
+func (t *TCP) watch(c net.Conn, gone chan struct{}) {
+	defer t.wg.Done()
+	var b [1]byte
+	_, err := c.Read(b[:])
+	if !errors.Is(err, net.ErrClosed) {
+		t.peerClosed.Add(1)
+	}
+	close(gone)
 }
 
 func (l *lane) disconnect() {

@@ -382,6 +382,26 @@ func TestTCPPeerComesUpLater(t *testing.T) {
 	})
 }
 
+// TestTCPPeerRestartSameAddress: the peer restarts at the same address
+// while the connection to it is idle; the dialer notices the closed
+// connection and the first message after the restart is delivered.
+func TestTCPPeerRestartSameAddress(t *testing.T) {
+	res := newResolverMap()
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
+	addr := b.Addr()
+	res.set("b", addr)
+	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+	recvOne(t, b)
+	b.Close()
+	eventually(t, "closed connection noticed", func() bool { return a.Stats().PeerClosed >= 1 })
+	b2 := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, ListenAddr: addr})
+	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 2}})
+	if m := recvOne(t, b2); m.Body.(*BeginEpoch).Epoch != 2 {
+		t.Fatalf("got %v", m)
+	}
+}
+
 // TestTCPWrongPeerAtAddress: the resolver points at another node; the
 // dialer notices from the handshake and delivers nothing there.
 func TestTCPWrongPeerAtAddress(t *testing.T) {

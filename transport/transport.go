@@ -8,6 +8,12 @@ import "errors"
 // Delivery is best effort: a message may be dropped (no connection, queue
 // full, peer down), but messages from one node to another that are
 // delivered arrive in the order they were sent. The protocol tolerates loss.
+//
+// The TCP transport keeps that order within each of two classes of
+// messages: fetch traffic (FetchRequest, FetchResponse) and the rest. They
+// travel on separate connections so a large fetch response never delays a
+// vote; a control message may overtake a fetch message sent before it.
+// The in-memory Network keeps one order per pair.
 type Transport interface {
 	// Send queues m for m.To and returns without blocking on the network.
 	// It returns ErrUnknownPeer if m.To cannot be resolved to an address and
