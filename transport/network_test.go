@@ -125,3 +125,15 @@ func TestNetworkHandOff(t *testing.T) {
 		t.Fatal("receiver shares the sender's records slice")
 	}
 }
+
+func TestStaticResolver(t *testing.T) {
+	addrs := map[string]string{"a": "127.0.0.1:1"}
+	r := StaticResolver(addrs)
+	addrs["a"] = "changed"
+	if a, ok := r("a"); !ok || a != "127.0.0.1:1" {
+		t.Fatalf("r(a) = %q, %t", a, ok)
+	}
+	if _, ok := r("b"); ok {
+		t.Fatal("r(b) found")
+	}
+}

@@ -46,3 +46,16 @@ var (
 	// lengths or checksum).
 	ErrBadFrame = errors.New("replog: malformed frame")
 )
+
+// StaticResolver returns a Resolver backed by a copy of addrs (node ID →
+// "host:port"), for fixed clusters and tests.
+func StaticResolver(addrs map[string]string) Resolver {
+	m := make(map[string]string, len(addrs))
+	for id, a := range addrs {
+		m[id] = a
+	}
+	return func(id string) (string, bool) {
+		a, ok := m[id]
+		return a, ok
+	}
+}
