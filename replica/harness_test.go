@@ -413,6 +413,9 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 	args = slices.DeleteFunc(args, func(s string) bool { return s == "quiet" || s == "verbose" || s == "nostatus" })
 	switch d.Cmd {
 	case "cluster":
+		// A new cluster replaces the previous one.
+		h.nodes, h.order, h.queue = map[string]*hnode{}, nil, nil
+		clear(h.cut)
 		h.voters = argVals(d, "voters")
 		h.maxBytes = 1 << 20
 		if v := argVals(d, "maxbytes"); v != nil {
