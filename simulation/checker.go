@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"errors"
+	"math"
 
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
@@ -105,8 +106,7 @@ func (s *sim) extend(nd *node, hw uint64) {
 func (s *sim) checkMajority(by *node, o uint64, k entryKey) {
 	n := 0
 	for _, nd := range s.nodes[:s.p.voters] {
-		st := nd.store
-		if o >= st.start && o < st.leo() && keyOf(st.entries[o-st.start]) == k {
+		if got, ok := entryAt(nd.store, o); ok && got == k {
 			n++
 		}
 	}
@@ -317,9 +317,14 @@ func (s *sim) finalCheck() {
 			s.fail("%s: converged with store LEO %d, committed log has %d entries", nd.id, nd.store.LEO(), len(s.committed))
 			return
 		}
-		for o := nd.store.LogStart(); o < nd.store.LEO(); o++ {
-			if k := keyOf(nd.store.entries[o-nd.store.start]); k != s.committed[o] {
-				s.fail("%s: converged with %v at offset %d, committed is %v", nd.id, k, o, s.committed[o])
+		es, err := nd.store.Entries(nd.store.LogStart(), math.MaxInt, math.MaxInt)
+		if err != nil {
+			s.fail("%s: reading the converged log: %v", nd.id, err)
+			return
+		}
+		for _, e := range es {
+			if k := keyOf(e); k != s.committed[e.Offset] {
+				s.fail("%s: converged with %v at offset %d, committed is %v", nd.id, k, e.Offset, s.committed[e.Offset])
 				return
 			}
 		}

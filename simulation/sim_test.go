@@ -20,13 +20,21 @@ var (
 	flagTrace   = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
 	flagMaxFail = flag.Int("sim.maxfail", 3, "stop dispatching new seeds after this many failures")
 	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
+	flagStore   = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
 )
+
+func runOpts(seed int64, steps int) Options {
+	return Options{Seed: seed, Steps: steps, Store: *flagStore}
+}
 
 // reproduce formats the command line that reruns one seed.
 func reproduce(seed int64, steps int) string {
 	cmd := fmt.Sprintf("go test ./simulation -run TestSimulation -sim.seed=%d", seed)
 	if steps != 2000 {
 		cmd += fmt.Sprintf(" -sim.steps=%d", steps)
+	}
+	if *flagStore != "memory" {
+		cmd += " -sim.store=" + *flagStore
 	}
 	if tags := buildTags(); tags != "" {
 		cmd = strings.Replace(cmd, "go test", "go test -tags "+tags, 1)
@@ -40,7 +48,9 @@ func reproduce(seed int64, steps int) string {
 func explain(t *testing.T, res Result, steps int) {
 	t.Helper()
 	tail := newRing(80)
-	again := Run(Options{Seed: res.Seed, Steps: steps, Trace: tail.add})
+	o := runOpts(res.Seed, steps)
+	o.Trace = tail.add
+	again := Run(o)
 	same := again.Err != nil && again.Err.Error() == res.Err.Error()
 	msg := fmt.Sprintf("seed %d FAILED: %v\n  %s\n  reproduce: %s", res.Seed, res.Err, res, reproduce(res.Seed, steps))
 	if !same {
@@ -56,7 +66,9 @@ func TestSimulation(t *testing.T) {
 		if *flagTrace {
 			trace = func(l string) { fmt.Println(l) }
 		}
-		res := Run(Options{Seed: *flagSeed, Steps: steps, Trace: trace})
+		o := runOpts(*flagSeed, steps)
+		o.Trace = trace
+		res := Run(o)
 		t.Log(res)
 		if res.Err != nil {
 			if *flagTrace {
@@ -86,7 +98,7 @@ func TestSimulation(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for seed := range seeds {
-				res := Run(Options{Seed: seed, Steps: steps})
+				res := Run(runOpts(seed, steps))
 				mu.Lock()
 				done++
 				total.Steps += res.Steps
@@ -135,8 +147,8 @@ func TestSimulation(t *testing.T) {
 func TestDeterminism(t *testing.T) {
 	hashes := map[uint64]int64{}
 	for _, seed := range []int64{1, 2, 3, 42} {
-		a := Run(Options{Seed: seed, Steps: 1500})
-		b := Run(Options{Seed: seed, Steps: 1500})
+		a := Run(runOpts(seed, 1500))
+		b := Run(runOpts(seed, 1500))
 		if a.Hash != b.Hash || a.Steps != b.Steps || a.SimTime != b.SimTime {
 			t.Fatalf("seed %d: two runs differ: %s vs %s", seed, a, b)
 		}
