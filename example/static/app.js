@@ -31,14 +31,18 @@ const el = (tag, cls, text) => {
   return e;
 };
 
-async function request(url, opts = {}, timeoutMs = 1500) {
+// request fetches url and returns {ok, status, body}: body is the parsed
+// JSON, or the text if it is not JSON or raw is set (NDJSON).
+async function request(url, opts = {}, timeoutMs = 1500, raw = false) {
   const ctrl = new AbortController();
   const t = setTimeout(() => ctrl.abort(), timeoutMs);
   try {
     const r = await fetch(url, { cache: 'no-store', ...opts, signal: ctrl.signal });
     const text = await r.text();
-    let body = null;
-    try { body = JSON.parse(text); } catch (e) { body = text; }
+    let body = text;
+    if (!raw || !r.ok) {
+      try { body = JSON.parse(text); } catch (e) { body = text; }
+    }
     return { ok: r.ok, status: r.status, body };
   } finally {
     clearTimeout(t);
@@ -105,7 +109,7 @@ async function pollEntries() {
   const from = Math.max(st.log_start, st.hw - 8);
   S.entriesBusy = true;
   try {
-    const r = await request(`${S.nodes[id].url}/entries?from=${from}&follow=false`, {}, 4000);
+    const r = await request(`${S.nodes[id].url}/entries?from=${from}&follow=false`, {}, 4000, true);
     if (!r.ok) return;
     const lines = String(r.body).split('\n').filter((l) => l.trim() !== '');
     const rows = [];
@@ -459,24 +463,42 @@ function buildReplay(x) {
   for (let i = 0; i < first; i++) frame0[all[i].id].status = all[i].status;
   for (const id of S.ids) if (!frame0[id].status) frame0[id].status = null;
   // Steps: from there until every reachable node's HW passes x.
-  const window = [];
+  const seen = [];
   const cur = {};
   for (const id of S.ids) cur[id] = frame0[id].status;
   const done = () => S.ids.every((id) => !S.nodes[id].reachable || (cur[id] && cur[id].hw > x));
   for (let i = first; i < all.length && !done(); i++) {
-    window.push(all[i]);
+    seen.push(all[i]);
     cur[all[i].id] = all[i].status;
   }
-  window.forEach((e, i) => { e.stage = stageOf(e.prev, e.status, x); e.order = i; });
-  window.sort((a, b) => a.stage - b.stage || a.order - b.order);
+  // A sample can hold two steps of the protocol (the sampler runs every
+  // millisecond; a follower may write an entry and learn the HW in between):
+  // show them as two steps, marked as seen in one sample.
+  const split = [];
+  for (const e of seen) {
+    const p = e.prev;
+    const leoMoved = p && e.status.leo !== p.leo;
+    const hwMoved = p && (e.status.hw !== p.hw || JSON.stringify(e.status.remote_leo || {}) !== JSON.stringify(p.remote_leo || {}));
+    if (leoMoved && hwMoved) {
+      const mid = { ...e.status, hw: p.hw, remote_leo: p.remote_leo };
+      split.push({ ...e, status: mid, sameSample: true });
+      split.push({ ...e, prev: mid, sameSample: true });
+    } else {
+      split.push(e);
+    }
+  }
+  seen.length = 0;
+  seen.push(...split);
+  seen.forEach((e, i) => { e.stage = stageOf(e.prev, e.status, x); e.order = i; });
+  seen.sort((a, b) => a.stage - b.stage || a.order - b.order);
   const frames = [frame0];
   const steps = [];
   let frame = frame0;
-  for (const e of window) {
+  for (const e of seen) {
     const next = { ...frame, [e.id]: { status: e.status, up: frame[e.id].up } };
     const leader = leaderOf(next);
     const d = describe(e.id, frame[e.id].status || e.prev, e.status, next, leader);
-    steps.push({ id: e.id, dt: (e.t - tStart) / 1000, text: d.text, round: d.round });
+    steps.push({ id: e.id, dt: (e.t - tStart) / 1000, text: d.text, round: d.round, sameSample: !!e.sameSample });
     frames.push(next);
     frame = next;
   }
@@ -492,10 +514,15 @@ function showSteps(rp, current) {
   }
   rp.steps.forEach((s, i) => {
     const li = el('li', i === current ? 'current' : (current !== undefined && i > current ? 'future' : ''));
-    li.append(el('span', 't', `+${s.dt.toFixed(1)} ms`), `${s.text}`);
+    const tm = el('span', 't', `+${s.dt.toFixed(1)} ms${s.sameSample ? '*' : ''}`);
+    if (s.sameSample) tm.title = 'seen in one sample together with the step next to it';
+    li.append(tm, `${s.text}`);
     if (s.round) li.append(el('span', 'round', s.round));
     ol.append(li);
   });
+  if (rp.steps.some((s) => s.sameSample)) {
+    ol.append(el('li', 'empty', '* two steps that happened within one sampling interval (1 ms) of that node.'));
+  }
   if (!rp.complete) ol.append(el('li', 'empty', 'The HW has not reached this entry on every reachable node yet.'));
 }
 

@@ -1,0 +1,265 @@
+// Package browsertest drives the example's dashboard in headless Chromium.
+// It is a separate module so that chromedp stays out of replog's go.mod.
+//
+// It needs /usr/bin/chromium (Debian package "chromium") and fails, rather
+// than skips, without it. Run: cd example/browsertest && go test ./...
+package browsertest
+
+import (
+	"bufio"
+	"context"
+		"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// demo is a running demo parent (three node processes).
+type demo struct {
+	cmd  *exec.Cmd
+	urls map[string]string // node ID -> dashboard URL
+	done chan struct{}
+	logs *lockedWriter
+}
+
+// startDemo builds the example and runs its demo mode until the test ends.
+func startDemo(t *testing.T) *demo {
+	t.Helper()
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "example")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".." // the example package, in replog's own module
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the example: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-dir", filepath.Join(tmp, "data"), "-nosync", "-log-level", "warn")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedWriter{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &demo{cmd: cmd, urls: map[string]string{}, done: make(chan struct{}), logs: logs}
+	ready := make(chan struct{})
+	go func() {
+		re := regexp.MustCompile(`^dashboard (\S+) (http://\S+)$`)
+		sc := bufio.NewScanner(stdout)
+		announced := false
+		for sc.Scan() {
+			line := sc.Text()
+			if m := re.FindStringSubmatch(line); m != nil {
+				d.urls[m[1]] = m[2]
+			}
+			if strings.HasPrefix(line, "control ") && !announced {
+				announced = true
+				close(ready)
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-d.done
+			t.Errorf("demo did not stop within 30s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("demo stderr:\n%s", d.logs.String())
+		}
+	})
+	select {
+	case <-ready:
+	case <-d.done:
+		t.Fatalf("demo exited before printing its URLs:\n%s", logs.String())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("demo printed no URLs within 90s:\n%s", logs.String())
+	}
+	return d
+}
+
+// artifactPath is where a screenshot goes: $ARTIFACTS_DIR, else ./artifacts.
+func artifactPath(t *testing.T, name string) string {
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		dir = "artifacts"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("this test drives headless Chromium and needs %s (Debian: apt-get install -y chromium): %v", chromiumPath, err)
+	}
+	d := startDemo(t)
+	url := d.urls["n1"]
+	if url == "" || len(d.urls) != 3 {
+		t.Fatalf("demo printed dashboard URLs %v, want n1..n3", d.urls)
+	}
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1100),
+	)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancelTimeout()
+
+	// Any uncaught JavaScript error fails the test.
+	var jsMu sync.Mutex
+	var jsErrors []string
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	defer stopConsole()
+	messages := chromedp.Console(consoleCtx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleException {
+				jsMu.Lock()
+				jsErrors = append(jsErrors, m.Text)
+				jsMu.Unlock()
+			}
+		}
+	}()
+
+	// waitJS polls a JavaScript boolean expression until it is true.
+	waitJS := func(what, expr string) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+			if err != nil {
+				t.Fatalf("waiting for %s: %v", what, err)
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the page never showed %s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	screenshot := func(name string) string {
+		t.Helper()
+		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := artifactPath(t, name)
+		if err := os.WriteFile(path, buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`.row[data-node="n3"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("a leader and three reachable nodes",
+		`document.querySelectorAll('.row[data-up="true"]').length === 3 && !!document.querySelector('.row[data-role="leader"]')`)
+
+	const record = "hello from chromium"
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#append-input`), record),
+		chromedp.Click(chromedp.CSS(`#append-button`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the append's result", `document.getElementById('append-result').dataset.offset !== undefined ||
+		document.getElementById('append-result').classList.contains('err')`)
+	offsetText, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('append-result').dataset.offset || ''`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offsetText == "" {
+		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#append-result`)))
+		t.Fatalf("append through the page failed: %s", msg)
+	}
+	var offset uint64
+	if _, err := fmt.Sscan(offsetText, &offset); err != nil {
+		t.Fatal(err)
+	}
+
+	// The HW reaching past the entry on every node, read from the DOM.
+	hwPast := fmt.Sprintf(`['n1','n2','n3'].every(n => Number(document.querySelector('.row[data-node="' + n + '"] [data-field="hw"]').textContent) > %d)`, offset)
+	waitJS(fmt.Sprintf("HW > %d on all three nodes", offset), hwPast)
+
+	// The slow-motion replay lists the steps of the append.
+	waitJS("the replay's steps", `document.querySelectorAll('#steps li:not(.empty)').length >= 2 &&
+		document.getElementById('steps').textContent.includes('fetch round')`)
+	replayShot := screenshot("dashboard-replay.png")
+
+	// Back to live: the committed entry is in the reader's table and every
+	// HW is past it.
+	waitJS("live mode after the replay", `document.body.dataset.mode === 'live'`)
+	waitJS("the record in the committed-entries table", fmt.Sprintf(`document.getElementById('entries').textContent.includes(%q)`, record))
+	waitJS(fmt.Sprintf("HW > %d on all three nodes (live)", offset), hwPast)
+
+	shot := screenshot("dashboard.png")
+	t.Logf("screenshots: %s, %s", shot, replayShot)
+
+	stopConsole()
+	jsMu.Lock()
+	defer jsMu.Unlock()
+	for _, msg := range jsErrors {
+		t.Errorf("JavaScript error on the page: %s", msg)
+	}
+}
+
+// lockedWriter collects the demo's stderr; the exec package writes it from
+// a goroutine while the test may read it.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
