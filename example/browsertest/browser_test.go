@@ -8,7 +8,7 @@ package browsertest
 import (
 	"bufio"
 	"context"
-		"fmt"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
