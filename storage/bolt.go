@@ -36,6 +36,11 @@ type BoltStats struct {
 	// CleanupCommits is the number of transactions that deleted entries
 	// below the log start after a DeletePrefix.
 	CleanupCommits uint64
+	// PagesWritten is the number of bbolt pages written (meta pages
+	// included) since the store was opened, and PageSize their size: the
+	// store's own share of write amplification.
+	PagesWritten uint64
+	PageSize     int
 }
 
 // Bucket and key names of the bbolt file.
@@ -627,7 +632,13 @@ func (b *Bolt) HWCheckpoint() (uint64, bool, error) {
 
 // Stats returns the writer's counters.
 func (b *Bolt) Stats() BoltStats {
-	return BoltStats{Writes: b.writes.Load(), Commits: b.commits.Load(), CleanupCommits: b.cleanups.Load()}
+	return BoltStats{
+		Writes:         b.writes.Load(),
+		Commits:        b.commits.Load(),
+		CleanupCommits: b.cleanups.Load(),
+		PagesWritten:   pagesWritten(b.db),
+		PageSize:       b.db.Info().PageSize,
+	}
 }
 
 // Path returns the file the store was opened on.
@@ -649,3 +660,8 @@ func (b *Bolt) Close() error {
 }
 
 var _ Store = (*Bolt)(nil)
+
+func pagesWritten(db *bolt.DB) uint64 {
+	st := db.Stats()
+	return uint64(st.TxStats.GetWrite())
+}

@@ -1,0 +1,123 @@
+package storage_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/storage"
+)
+
+// writeBytes returns this process's write_bytes from /proc/self/io: bytes
+// it caused to be sent to the storage layer (page-granular; the file
+// system's journal is not included).
+func writeBytes(b *testing.B) int64 {
+	f, err := os.Open("/proc/self/io")
+	if err != nil {
+		b.Fatalf("write amplification needs /proc/self/io: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "write_bytes: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no write_bytes in /proc/self/io")
+	return 0
+}
+
+const benchEntrySize = 128
+
+// BenchmarkBoltAppend: one Append of batch entries of 128 bytes per op,
+// fsync on. Metrics: entries/s, wamp (write_bytes of /proc/self/io /
+// payload bytes), wamp-bbolt (bbolt's page writes, meta pages included /
+// payload bytes), p50-µs (median commit latency of one Append).
+func BenchmarkBoltAppend(b *testing.B) {
+	for _, batch := range []int{1, 64, 1024} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.BoltOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			payload := make([]byte, benchEntrySize)
+			for i := range payload {
+				payload[i] = byte(i * 7)
+			}
+			es := make([]storage.Entry, batch)
+			for i := range es {
+				es[i] = storage.Entry{Epoch: 1, Type: storage.EntryData, Data: payload}
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.SetBytes(int64(batch * benchEntrySize))
+			w0, p0 := writeBytes(b), s.Stats().PagesWritten
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				leo := s.LEO()
+				for i := range es {
+					es[i].Offset = leo + uint64(i)
+				}
+				t0 := time.Now()
+				if err := s.Append(es); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			written := writeBytes(b) - w0
+			st := s.Stats()
+			pageBytes := (st.PagesWritten - p0) * uint64(st.PageSize)
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "entries/s")
+			b.ReportMetric(float64(written)/float64(b.N*batch*benchEntrySize), "wamp")
+			b.ReportMetric(float64(pageBytes)/float64(b.N*batch*benchEntrySize), "wamp-bbolt")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		})
+	}
+}
+
+// BenchmarkBoltRead: sequential reads of 1000 entries of 128 bytes per op
+// over a 100,000-entry log (wrapping around). Metrics: entries/s and MB/s.
+func BenchmarkBoltRead(b *testing.B) {
+	const total, per = 100_000, 1000
+	s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.BoltOptions{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	payload := make([]byte, benchEntrySize)
+	for off := uint64(0); off < total; off += 10_000 {
+		es := make([]storage.Entry, 10_000)
+		for i := range es {
+			es[i] = storage.Entry{Offset: off + uint64(i), Epoch: 1, Type: storage.EntryData, Data: payload}
+		}
+		if err := s.Append(es); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(per * benchEntrySize)
+	b.ResetTimer()
+	start := time.Now()
+	from := uint64(0)
+	for range b.N {
+		es, err := s.Entries(from, per, 1<<30)
+		if err != nil || len(es) != per {
+			b.Fatalf("Entries(%d) = %d, %v", from, len(es), err)
+		}
+		from = (from + per) % total
+	}
+	b.ReportMetric(float64(b.N*per)/time.Since(start).Seconds(), "entries/s")
+}
