@@ -1,0 +1,312 @@
+package fetcher
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// testLog is a follower log described by its epoch map and LEO.
+type testLog struct {
+	leo    uint64
+	start  uint64
+	epochs []storage.EpochStart
+}
+
+func (l testLog) LEO() uint64 { return l.leo }
+
+func (l testLog) LastEntryEpoch() uint64 {
+	if l.leo == 0 {
+		return 0
+	}
+	var e uint64
+	for _, r := range l.epochs {
+		if r.StartOffset <= l.leo-1 {
+			e = r.Epoch
+		}
+	}
+	return e
+}
+
+func (l testLog) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
+	for i := len(l.epochs) - 1; i >= 0; i-- {
+		if l.epochs[i].Epoch <= epoch {
+			end := l.leo
+			if i+1 < len(l.epochs) {
+				end = l.epochs[i+1].StartOffset
+			}
+			return l.epochs[i].Epoch, end
+		}
+	}
+	return 0, l.start
+}
+
+func rows(pairs ...uint64) []storage.EpochStart {
+	var out []storage.EpochStart
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, storage.EpochStart{Epoch: pairs[i], StartOffset: pairs[i+1]})
+	}
+	return out
+}
+
+var now = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+func TestBuild(t *testing.T) {
+	f := New("f", 1000, 500*time.Millisecond, 7)
+	log := testLog{leo: 5, epochs: rows(1, 0, 3, 2)}
+	req := f.Build("L", 4, log, now)
+	want := transport.FetchRequest{FetchID: 7, ReplicaID: "f", CurrentEpoch: 4, FetchOffset: 5, LastFetchedEpoch: 3, MaxBytes: 1000, MaxWaitMs: 500}
+	if *req != want {
+		t.Fatalf("Build = %+v, want %+v", *req, want)
+	}
+	if !f.Outstanding() || f.Target() != "L" || !f.SentAt().Equal(now) {
+		t.Fatalf("outstanding=%v target=%q sentAt=%v", f.Outstanding(), f.Target(), f.SentAt())
+	}
+	if req2 := f.Build("L", 4, log, now); req2.FetchID != 8 {
+		t.Fatalf("second fetch ID = %d, want 8 (IDs never repeat)", req2.FetchID)
+	}
+	empty := f.Build("L", 1, testLog{}, now)
+	if empty.FetchOffset != 0 || empty.LastFetchedEpoch != 0 {
+		t.Fatalf("empty log fetch = %+v", empty)
+	}
+}
+
+func TestRoundRobin(t *testing.T) {
+	f := New("b", 1, time.Second, 1)
+	var got []string
+	for range 4 {
+		got = append(got, f.RoundRobin([]string{"a", "b", "c"}, "b"))
+	}
+	if want := []string{"a", "c", "a", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("round robin = %v, want %v", got, want)
+	}
+	if f.RoundRobin([]string{"b"}, "b") != "" {
+		t.Fatal("round robin over only self must be empty")
+	}
+}
+
+func TestHandle(t *testing.T) {
+	// The follower's log: epoch 1 at 0, epoch 3 at 2, LEO 5.
+	followerLog := testLog{leo: 5, epochs: rows(1, 0, 3, 2)}
+	entries := []storage.Entry{
+		{Offset: 5, Epoch: 3, Type: storage.EntryData, Data: []byte("x")},
+		{Offset: 6, Epoch: 4, Type: storage.EntryControl},
+	}
+	type tc struct {
+		name   string
+		from   string // default "L"
+		resp   transport.FetchResponse
+		epoch  uint64 // follower's current epoch; default 4
+		leader string // follower's known leader; default "L"
+		log    *testLog
+		want   Decision
+	}
+	cases := []tc{
+		{
+			name: "ok with entries",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 3, LogStartOffset: 0, Entries: entries},
+			want: Decision{Action: Append, Entries: entries, HighWatermark: 3},
+		},
+		{
+			name: "ok without entries carries the HW",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 5},
+			want: Decision{Action: Append, HighWatermark: 5},
+		},
+		{
+			name: "stale fetch ID",
+			resp: transport.FetchResponse{FetchID: 99, LeaderID: "L", Epoch: 4},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "response from another node than the target",
+			from: "X",
+			resp: transport.FetchResponse{LeaderID: "X", Epoch: 4},
+			want: Decision{Action: Drop},
+		},
+		{
+			name:   "leader answer from a node that is not our leader",
+			leader: "M",
+			resp:   transport.FetchResponse{LeaderID: "L", Epoch: 4},
+			want:   Decision{Action: Drop},
+		},
+		{
+			name: "OK claiming another leader than the sender",
+			resp: transport.FetchResponse{LeaderID: "M", Epoch: 4},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "older epoch answer",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 3},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "fenced: a newer epoch and its leader",
+			resp: transport.FetchResponse{LeaderID: "N", Epoch: 6, Error: transport.FetchFencedEpoch},
+			want: Decision{Action: NewEpoch, Epoch: 6, LeaderID: "N"},
+		},
+		{
+			name: "fenced at our own epoch is inconsistent",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchFencedEpoch},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "newer epoch naming us as leader: adopt without a leader",
+			resp: transport.FetchResponse{LeaderID: "f", Epoch: 5, Error: transport.FetchNotLeader},
+			want: Decision{Action: NewEpoch, Epoch: 5},
+		},
+		{
+			name:   "not-leader names the leader of our epoch",
+			leader: "-",
+			resp:   transport.FetchResponse{LeaderID: "M", Epoch: 4, Error: transport.FetchNotLeader},
+			want:   Decision{Action: NewLeader, Epoch: 4, LeaderID: "M"},
+		},
+		{
+			name:   "not-leader knows none: retry elsewhere",
+			leader: "-",
+			resp:   transport.FetchResponse{Epoch: 4, Error: transport.FetchNotLeader},
+			want:   Decision{Action: Retry},
+		},
+		{
+			name:   "not-leader from a lagging node: retry elsewhere",
+			leader: "-",
+			resp:   transport.FetchResponse{Epoch: 2, Error: transport.FetchNotLeader},
+			want:   Decision{Action: Retry},
+		},
+		{
+			name: "our leader says it is not the leader",
+			resp: transport.FetchResponse{Epoch: 4, Error: transport.FetchNotLeader},
+			want: Decision{Action: LeaderGone},
+		},
+		{
+			name:   "leaderless follower: an OK answer reveals the leader",
+			leader: "-",
+			resp:   transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries},
+			want:   Decision{Action: NewLeader, Epoch: 4, LeaderID: "L"},
+		},
+		{
+			// Leader has epoch 3 ending at 4: truncate to min(4, own end of 3 = 5).
+			name: "diverging: leader's end is smaller",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 3, DivergingEndOffset: 4},
+			want: Decision{Action: Truncate, TruncateTo: 4, Epoch: 3},
+		},
+		{
+			// KIP-279: the leader's largest epoch ≤ 3 is 2, ending at 4; our
+			// largest ≤ 2 is 1, ending at 2: truncate to 2, not 4.
+			name: "diverging: own end is smaller (KIP-279)",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 2, DivergingEndOffset: 4},
+			want: Decision{Action: Truncate, TruncateTo: 2, Epoch: 2},
+		},
+		{
+			name: "diverging below every epoch: truncate to the log start",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 0},
+			want: Decision{Action: Truncate, TruncateTo: 0, Epoch: 0},
+		},
+		{
+			name: "diverging that would not truncate is dropped",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 3, DivergingEndOffset: 9},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "out of range",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchOffsetOutOfRange, LogStartOffset: 10},
+			want: Decision{Action: OutOfRange, LogStart: 10},
+		},
+		{
+			name: "entries not at the fetch offset",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries[1:]},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "entries whose epoch goes below our last epoch",
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: []storage.Entry{{Offset: 5, Epoch: 2, Type: storage.EntryData}}},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "log changed since the fetch was built",
+			log:  &testLog{leo: 4, epochs: rows(1, 0, 3, 2)},
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries},
+			want: Decision{Action: Drop},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.from == "" {
+				c.from = "L"
+			}
+			if c.epoch == 0 {
+				c.epoch = 4
+			}
+			switch c.leader {
+			case "":
+				c.leader = "L"
+			case "-":
+				c.leader = ""
+			}
+			f := New("f", 1<<20, 500*time.Millisecond, 1)
+			req := f.Build("L", c.epoch, followerLog, now)
+			if c.resp.FetchID == 0 {
+				c.resp.FetchID = req.FetchID
+			}
+			log := followerLog
+			if c.log != nil {
+				log = *c.log
+			}
+			got := f.Handle(c.from, &c.resp, c.epoch, c.leader, log)
+			got.Reason = ""
+			if got.Action != c.want.Action || got.TruncateTo != c.want.TruncateTo || got.Epoch != c.want.Epoch ||
+				got.LeaderID != c.want.LeaderID || got.HighWatermark != c.want.HighWatermark ||
+				got.LogStart != c.want.LogStart || len(got.Entries) != len(c.want.Entries) {
+				t.Fatalf("Handle = %+v (%s), want %+v (%s)", got, got.Action, c.want, c.want.Action)
+			}
+			consumed := c.want.Action != Drop || c.resp.FetchID == req.FetchID && c.from == "L"
+			if f.Outstanding() == consumed {
+				t.Fatalf("outstanding after Handle = %v, want %v", f.Outstanding(), !consumed)
+			}
+		})
+	}
+}
+
+// A response that arrives after Cancel (the replica changed epoch or leader)
+// is dropped.
+func TestCancel(t *testing.T) {
+	f := New("f", 1, time.Second, 1)
+	log := testLog{}
+	req := f.Build("L", 1, log, now)
+	f.Cancel()
+	d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log)
+	if d.Action != Drop {
+		t.Fatalf("after Cancel: %v, want drop", d.Action)
+	}
+}
+
+// Repeated DivergingEpoch rounds (KIP-279) always make progress and end.
+func TestDivergingRoundsTerminate(t *testing.T) {
+	leader := testLog{leo: 6, epochs: rows(1, 0, 2, 1, 4, 2)}
+	follower := testLog{leo: 5, epochs: rows(1, 0, 3, 2)}
+	f := New("f", 1, time.Second, 1)
+	for round := 0; ; round++ {
+		if round > 10 {
+			t.Fatal("diverging rounds do not terminate")
+		}
+		req := f.Build("L", 4, follower, now)
+		e, end := leader.EndOffsetForEpoch(req.LastFetchedEpoch)
+		if e == req.LastFetchedEpoch && end >= req.FetchOffset {
+			if follower.leo != 1 || round != 2 {
+				t.Fatalf("matched at LEO %d after %d rounds, want LEO 1 after 2", follower.leo, round)
+			}
+			return
+		}
+		d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 4,
+			Error: transport.FetchDivergingEpoch, DivergingEpoch: e, DivergingEndOffset: end}, 4, "L", follower)
+		if d.Action != Truncate || d.TruncateTo >= follower.leo {
+			t.Fatalf("round %d: %+v", round, d)
+		}
+		follower.leo = d.TruncateTo
+		for len(follower.epochs) > 0 && follower.epochs[len(follower.epochs)-1].StartOffset >= d.TruncateTo {
+			follower.epochs = follower.epochs[:len(follower.epochs)-1]
+		}
+	}
+}
