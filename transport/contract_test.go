@@ -22,6 +22,7 @@ const waitTimeout = 30 * time.Second
 type cluster struct {
 	ids   []string
 	nodes map[string]Transport
+	net   *Network // nil for TCP
 }
 
 // newClusterFunc builds n connected transports named n1..nN.
@@ -67,7 +68,7 @@ func newTCPCluster(t *testing.T, n int) *cluster {
 
 func newMemCluster(t *testing.T, n int) *cluster {
 	net := NewNetwork()
-	c := &cluster{nodes: map[string]Transport{}}
+	c := &cluster{nodes: map[string]Transport{}, net: net}
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("n%d", i)
 		tr := net.Transport(id)
@@ -157,6 +158,13 @@ func mustSend(t *testing.T, tr Transport, m Message) {
 
 func TestContractTCP(t *testing.T)    { runContract(t, newTCPCluster) }
 func TestContractMemory(t *testing.T) { runContract(t, newMemCluster) }
+func TestContractMemoryEncoded(t *testing.T) {
+	runContract(t, func(t *testing.T, n int) *cluster {
+		c := newMemCluster(t, n)
+		c.net.SetEncoding(true)
+		return c
+	})
+}
 
 func runContract(t *testing.T, newCluster newClusterFunc) {
 	t.Run("AllPairs", func(t *testing.T) {

@@ -20,7 +20,7 @@ const DefaultNetworkQueueSize = 4096
 // sent (across all kinds: the in-memory network has no separate fetch lane).
 // Send to a node ID the Network has never seen returns ErrUnknownPeer.
 //
-// Messages are handed off, not shared: the receiver gets a fresh copy of the
+// Messages are handed off, not shared (see also SetEncoding): the receiver gets a fresh copy of the
 // body struct and of its Entries/Records slices, so a sender that sends the
 // same body to several nodes (a broadcast) does not share mutable state
 // between the receivers. The bytes themselves (Entry.Data, Records[i]) are
@@ -34,6 +34,7 @@ type Network struct {
 	isolated map[string]bool
 	queue    int
 	dropped  uint64
+	encode   bool
 }
 
 // NewNetwork returns an empty in-memory network.
@@ -116,6 +117,16 @@ func (n *Network) Unblock(from, to string) {
 	delete(n.blocked, [2]string{from, to})
 }
 
+// SetEncoding makes the network pass every message through the wire codec
+// (AppendFrame, then DecodeFrame) when on, so tests exercise the codec and
+// receivers share nothing with senders, not even entry data. A message the
+// codec rejects makes Send return the error.
+func (n *Network) SetEncoding(on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.encode = on
+}
+
 // Dropped returns how many messages the network has dropped so far
 // (blocked, receiver closed, or receive channel full).
 func (n *Network) Dropped() uint64 {
@@ -136,7 +147,9 @@ func (n *Network) deliver(m Message) {
 		n.dropped++
 		return
 	}
-	m.Body = cloneBody(m.Body)
+	if !n.encode {
+		m.Body = cloneBody(m.Body)
+	}
 	select {
 	case dst.recv <- m:
 	default:
@@ -203,6 +216,15 @@ func (t *memTransport) Send(m Message) error {
 	}
 	if _, ok := n.nodes[m.To]; !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownPeer, m.To)
+	}
+	if n.encode {
+		frame, err := AppendFrame(nil, m)
+		if err != nil {
+			return err
+		}
+		if m, _, err = DecodeFrame(frame, len(frame)); err != nil {
+			return err
+		}
 	}
 	n.deliver(m)
 	return nil

@@ -137,3 +137,18 @@ func TestStaticResolver(t *testing.T) {
 		t.Fatal("r(b) found")
 	}
 }
+
+func TestNetworkEncoding(t *testing.T) {
+	n := NewNetwork()
+	n.SetEncoding(true)
+	a, b := n.Transport("a"), n.Transport("b")
+	defer a.Close()
+	defer b.Close()
+	data := []byte("x")
+	mustSend(t, a, Message{To: "b", Body: &FetchResponse{Entries: []storage.Entry{{Data: data}}}})
+	got := (<-b.Receive()).Body.(*FetchResponse)
+	got.Entries[0].Data[0] = 'y'
+	if data[0] != 'x' {
+		t.Fatal("encoded network shares entry data")
+	}
+}

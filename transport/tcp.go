@@ -114,7 +114,7 @@ type TCPStats struct {
 	// Received is the number of messages delivered to Receive.
 	Received uint64
 	// DroppedQueueFull counts messages Send dropped because the peer's
-	// outbound queue was full.
+	// outbound queue was full, and messages above MaxFrameSize.
 	DroppedQueueFull uint64
 	// DroppedNoConn counts queued messages dropped because a connect
 	// failed, or lost with a broken connection's unflushed batch.
