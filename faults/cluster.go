@@ -262,21 +262,32 @@ func (n *Node) Paused() bool {
 	return n.paused
 }
 
-// Kill SIGKILLs n's process group and waits for the process to exit. It is
-// a no-op if n is not running.
-func (c *Cluster) Kill(n *Node) {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.cmd, n.paused = nil, false
-	n.mu.Unlock()
-	if cmd == nil {
-		return
+// Kill SIGKILLs the process groups of nodes (all signals first, so they
+// die together) and waits for each process to exit. Nodes not running are
+// skipped.
+func (c *Cluster) Kill(nodes ...*Node) {
+	type victim struct {
+		n    *Node
+		cmd  *exec.Cmd
+		done chan struct{}
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		c.logf("%s: pid %d did not exit 30s after SIGKILL", n.ID, cmd.Process.Pid)
+	var vs []victim
+	for _, n := range nodes {
+		n.mu.Lock()
+		cmd, done := n.cmd, n.done
+		n.cmd, n.paused = nil, false
+		n.mu.Unlock()
+		if cmd != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			vs = append(vs, victim{n, cmd, done})
+		}
+	}
+	for _, v := range vs {
+		select {
+		case <-v.done:
+		case <-time.After(30 * time.Second):
+			c.logf("%s: pid %d did not exit 30s after SIGKILL", v.n.ID, v.cmd.Process.Pid)
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ var (
 	flagRace      = flag.Bool("faults.race", false, "build the node binary with -race")
 	flagNemesis   = flag.String("faults.nemesis", "", "comma-separated faults to use (default all): "+faultNames())
 	flagExpect    = flag.String("faults.expect", "", "comma-separated anomaly kinds the run must find (for bug-tag runs) instead of none")
-	flagAppenders = flag.Int("faults.appenders", 4, "concurrent appenders")
+	flagAppenders = flag.Int("faults.appenders", 8, "concurrent appenders")
 	flagReaders   = flag.Int("faults.readers", 3, "concurrent tailing readers")
 	flagFake      = flag.Bool("faults.fake", false, "run the harness's own fake node (internal/fakenode) instead of ./example")
 	flagNodeArgs  = flag.String("faults.node-args", "", "extra node flags, space-separated (e.g. -fake-bug-lose with -faults.fake)")

@@ -216,19 +216,7 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		case f == FaultKill || leader == nil:
 			target = nm.randomNode()
 		case f == FaultKillAfterAck:
-			// Drain old acks, then kill on the next one.
-			for len(nm.acked) > 0 {
-				<-nm.acked
-			}
-			t := time.NewTimer(5 * time.Second)
-			select {
-			case <-nm.acked:
-				detail = "right after an ack"
-			case <-t.C:
-				detail = "no ack within 5s"
-			case <-ctx.Done():
-			}
-			t.Stop()
+			detail = nm.waitAck(ctx)
 		}
 		nm.kill(target, leader, detail)
 		nm.sleep(ctx, nm.between(200*time.Millisecond, 3*time.Second))
@@ -253,9 +241,12 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		nm.stats.Partitions++
 		nm.event("partition", false, "minority cut off before crash ("+mode.String()+")", minority...)
 		nm.sleep(ctx, nm.between(500*time.Millisecond, 2*time.Second))
-		nm.kill(leader, leader, "crash-majority")
-		for _, n := range rest {
-			nm.kill(n, leader, "crash-majority")
+		detail := "crash-majority " + nm.waitAck(ctx)
+		victims := append([]*Node{leader}, rest...)
+		nm.c.Kill(victims...)
+		for _, n := range victims {
+			nm.stats.Kills++
+			nm.event("kill", n == leader, detail, n)
 		}
 		for _, n := range rest {
 			nm.restart(ctx, n)
@@ -357,6 +348,25 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 			detail = target.ID + " -/-> " + other.ID
 		}
 		nm.partitioned(ctx, target == leader, "one-way "+detail+" ("+mode.String()+")", target)
+	}
+}
+
+// waitAck drains old acknowledgements and waits (bounded) for the next
+// one, so that the following kill lands right after an ack, when the
+// followers may not have learned the new HW yet.
+func (nm *Nemesis) waitAck(ctx context.Context) string {
+	for len(nm.acked) > 0 {
+		<-nm.acked
+	}
+	t := time.NewTimer(3 * time.Second)
+	defer t.Stop()
+	select {
+	case <-nm.acked:
+		return "right after an ack"
+	case <-t.C:
+		return "no ack within 3s"
+	case <-ctx.Done():
+		return ""
 	}
 }
 
