@@ -206,8 +206,11 @@ func appendBool(dst []byte, v bool) []byte {
 // Entry Data and AppendRequest Records of the result alias b (capacity
 // clipped, so appending to them never writes into b): the caller must not
 // modify b while it uses the message. Strings are copied. Decoding
-// allocates the strings and the entry or record slice, whose length is
-// bounded by the bytes the frame holds; it never panics.
+// allocates the strings, the body and one entry or record slice, whose
+// length is checked against the bytes left in the frame before it is
+// allocated (an entry takes at least 21 bytes on the wire, a record 4), so
+// a forged count cannot make it allocate beyond a small multiple of the
+// frame size. It never panics.
 func DecodeFrame(b []byte, maxSize int) (Message, int, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxFrameSize
