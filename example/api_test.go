@@ -18,10 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/replog-io/replog"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeNode is an in-memory stand-in for *replog.Log: a committed log where
 // some offsets are control entries (never shown to readers, like replog's

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the real thing: the example binary in demo mode, three
+// node processes talking over loopback TCP and memberlist.
+
+// demoProc is a running demo parent.
+type demoProc struct {
+	cmd     *exec.Cmd
+	urls    map[string]string // node ID -> base URL (no trailing slash)
+	control string
+	done    chan struct{}
+	stderr  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDemoProc runs the demo parent with data in dir until the test ends.
+func startDemoProc(t *testing.T, dir string) *demoProc {
+	t.Helper()
+	cmd := exec.Command(exampleBinary(t), "-dir", dir, "-nosync", "-log-level", "warn")
+	// If the test binary dies, the demo (and through its Pdeathsig, the nodes) die too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &demoProc{cmd: cmd, urls: map[string]string{}, done: make(chan struct{}), stderr: &syncBuffer{}}
+	cmd.Stderr = d.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	var mu sync.Mutex
+	go func() {
+		re := regexp.MustCompile(`^dashboard (\S+) (http://\S+)/$`)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			if m := re.FindStringSubmatch(line); m != nil {
+				d.urls[m[1]] = m[2]
+			}
+			if c, ok := strings.CutPrefix(line, "control "); ok && d.control == "" {
+				d.control = c
+				close(ready)
+			}
+			mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		d.stop(t, syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("demo stderr:\n%s", d.stderr)
+		}
+	})
+	select {
+	case <-ready:
+	case <-d.done:
+		t.Fatalf("demo exited before printing its URLs:\n%s", d.stderr)
+	case <-time.After(90 * time.Second):
+		t.Fatalf("demo printed no URLs within 90s:\n%s", d.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(d.urls) != 3 {
+		t.Fatalf("demo printed dashboard URLs %v, want three", d.urls)
+	}
+	return d
+}
+
+// stop signals the demo parent and waits for it to exit.
+func (d *demoProc) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+		t.Errorf("demo did not exit within 60s of %v", sig)
+	}
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// appendRecord POSTs data to a node and returns the committed offset.
+func appendRecord(t *testing.T, base string, data []byte) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Post(base+"/append", "application/octet-stream", bytes.NewReader(data))
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				var r struct{ Offset uint64 }
+				if err := json.Unmarshal(body, &r); err != nil {
+					t.Fatalf("append answer %q: %v", body, err)
+				}
+				return r.Offset
+			}
+			var e apiError
+			_ = json.Unmarshal(body, &e)
+			// Only a definite failure is safe to retry without duplicating.
+			if resp.StatusCode != http.StatusServiceUnavailable || e.Outcome != outcomeFailed {
+				t.Fatalf("append to %s: %d %s", base, resp.StatusCode, body)
+			}
+			err = fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("append to %s: still failing after 60s: %v", base, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readAll reads /entries?follow=false from a node.
+func readAll(t *testing.T, base string) []entryJSON {
+	t.Helper()
+	resp, err := client.Get(base + "/entries?follow=false")
+	if err != nil {
+		t.Fatalf("GET %s/entries: %v", base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s/entries: %d %s", base, resp.StatusCode, b)
+	}
+	var out []entryJSON
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var e entryJSON
+		if err := dec.Decode(&e); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("decoding %s/entries: %v", base, err)
+		}
+		out = append(out, e)
+	}
+}
+
+// waitEntries polls a node until it serves exactly want.
+func waitEntries(t *testing.T, id, base string, want []entryJSON) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := readAll(t, base)
+		if sameEntries(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s serves %s\nwant %s", id, fmtEntries(got), fmtEntries(want))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func sameEntries(a, b []entryJSON) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Offset != b[i].Offset || !bytes.Equal(a[i].Data, b[i].Data) {
+			return false
+		}
+	}
+	return true
+}
+
+func fmtEntries(es []entryJSON) string {
+	var parts []string
+	for _, e := range es {
+		parts = append(parts, fmt.Sprintf("%d:%q", e.Offset, e.Data))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// control calls the demo's control API.
+func (d *demoProc) controlCall(t *testing.T, method, path string) []nodeStateJSON {
+	t.Helper()
+	req, _ := http.NewRequest(method, d.control+path, nil)
+	resp, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, body)
+	}
+	var states []nodeStateJSON
+	if err := json.Unmarshal(body, &states); err != nil {
+		t.Fatalf("%s %s: %q: %v", method, path, body, err)
+	}
+	return states
+}
+
+// alive reports whether pid is a process that has not exited (a zombie
+// waiting for its parent to reap it counts as exited).
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Format: pid (comm) state ...; comm may hold spaces, so cut at the last ')'.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node process %d is still running: orphaned", pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func TestDemoReplicatesAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	d := startDemoProc(t, dir)
+
+	// Appends through n1 (whatever its role) and one through n3.
+	records := [][]byte{[]byte("first"), {0, 1, 2, 255, '\n', '"'}, []byte("third"), []byte("")}
+	var want []entryJSON
+	for i, r := range records {
+		via := "n1"
+		if i == 2 {
+			via = "n3"
+		}
+		off := appendRecord(t, d.urls[via], r)
+		if len(want) > 0 && off <= want[len(want)-1].Offset {
+			t.Fatalf("offset %d after %d: not increasing", off, want[len(want)-1].Offset)
+		}
+		want = append(want, entryJSON{Offset: off, Data: r})
+	}
+	// Every node serves the same committed entries: same offsets, same bytes.
+	for _, id := range []string{"n1", "n2", "n3"} {
+		waitEntries(t, id, d.urls[id], want)
+	}
+
+	// The control API: kill one node; the other two (a majority) go on.
+	states := d.controlCall(t, "GET", "/nodes")
+	var pids []int
+	for _, s := range states {
+		if s.State != "running" || s.PID == 0 {
+			t.Fatalf("node states %+v: want all running with PIDs", states)
+		}
+		pids = append(pids, s.PID)
+	}
+	states = d.controlCall(t, "POST", "/nodes/n2/kill")
+	if states[1].ID != "n2" || states[1].State != "stopped" || !strings.Contains(states[1].LastExit, "killed") {
+		t.Fatalf("after kill: %+v", states[1])
+	}
+	if alive(pids[1]) {
+		t.Fatalf("n2 (pid %d) still runs after kill", pids[1])
+	}
+	off := appendRecord(t, d.urls["n3"], []byte("while n2 is down"))
+	want = append(want, entryJSON{Offset: off, Data: []byte("while n2 is down")})
+	waitEntries(t, "n1", d.urls["n1"], want)
+
+	// Restarted, n2 catches up from its own data dir.
+	states = d.controlCall(t, "POST", "/nodes/n2/restart")
+	if states[1].State != "running" || states[1].PID == pids[1] {
+		t.Fatalf("after restart: %+v", states[1])
+	}
+	pids[1] = states[1].PID
+	waitEntries(t, "n2", d.urls["n2"], want)
+
+	// SIGTERM: the demo stops every node and exits cleanly.
+	d.stop(t, syscall.SIGTERM)
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("demo exit code %d, want 0", code)
+	}
+	waitGone(t, pids)
+	for _, id := range demoIDs {
+		if _, err := os.Stat(filepath.Join(dir, id, "http.addr")); err != nil {
+			t.Errorf("%s: no http.addr: %v", id, err)
+		}
+	}
+}
+
+func TestDemoParentKilledTakesNodesAlong(t *testing.T) {
+	d := startDemoProc(t, t.TempDir())
+	var pids []int
+	for _, s := range d.controlCall(t, "GET", "/nodes") {
+		pids = append(pids, s.PID)
+	}
+	d.stop(t, syscall.SIGKILL)
+	waitGone(t, pids)
+}
+
+func TestNodeModeHTTPAddrAndShutdown(t *testing.T) {
+	dir := t.TempDir()
+	// A stale file from an earlier run must not survive the start.
+	if err := os.WriteFile(filepath.Join(dir, "http.addr"), []byte("127.0.0.1:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exampleBinary(t), "-id", "solo", "-dir", dir, "-nosync", "-log-level", "off")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		t.Fatalf("no output: %v", sc.Err())
+	}
+	addr, ok := strings.CutPrefix(sc.Text(), "http=")
+	if !ok {
+		t.Fatalf("first line %q, want http=ADDR", sc.Text())
+	}
+	file, err := os.ReadFile(filepath.Join(dir, "http.addr"))
+	if err != nil || strings.TrimSpace(string(file)) != addr {
+		t.Fatalf("http.addr = %q (%v), want %q", file, err, addr)
+	}
+	base := "http://" + addr
+	off := appendRecord(t, base, []byte("solo"))
+	waitEntries(t, "solo", base, []entryJSON{{Offset: off, Data: []byte("solo")}})
+
+	// A follow=true reader is open when SIGTERM comes: shutdown must still end.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/entries", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body) // ends when the node closes the stream
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node exit after SIGTERM: %v", err)
+	}
+}
