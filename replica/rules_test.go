@@ -1,0 +1,639 @@
+package replica
+
+import (
+	"errors"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// newStore returns a memory store holding one entry per element of epochs
+// (the entry's epoch) and quorum state qs.
+func newStore(t testing.TB, epochs []uint64, qs storage.QuorumState) *storage.Memory {
+	t.Helper()
+	s := storage.NewMemory()
+	var es []storage.Entry
+	for i, e := range epochs {
+		es = append(es, storage.Entry{Offset: uint64(i), Epoch: e, Type: storage.EntryData, Data: []byte{byte(i)}})
+	}
+	if err := s.Append(es); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetQuorumState(qs); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func testConfig(id string, voters ...string) Config {
+	return Config{
+		ID: id, Voters: voters,
+		FetchTimeout: 2 * time.Second, ElectionTimeout: 500 * time.Millisecond, FetchMaxWait: 500 * time.Millisecond,
+		Rand: rand.New(rand.NewSource(1)),
+	}
+}
+
+func newTestReplica(t testing.TB, cfg Config, store storage.Store) *Replica {
+	t.Helper()
+	r, err := New(cfg, store, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// settle persists everything r asked for and returns the messages and acks
+// that come out.
+func settle(t testing.TB, r *Replica, store storage.Store) ([]transport.Message, []Ack) {
+	t.Helper()
+	var msgs []transport.Message
+	var acks []Ack
+	for range 10 {
+		rd := r.Ready()
+		msgs = append(msgs, rd.Messages...)
+		acks = append(acks, rd.Acks...)
+		if len(rd.Writes) == 0 {
+			return msgs, acks
+		}
+		applyWrites(t, store, rd.Writes)
+		r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
+	}
+	t.Fatal("replica does not settle")
+	return nil, nil
+}
+
+func applyWrites(t testing.TB, s storage.Store, ws []Write) {
+	t.Helper()
+	for _, w := range ws {
+		var err error
+		switch w.Kind {
+		case WriteAppend:
+			err = s.Append(w.Entries)
+		case WriteTruncate:
+			err = s.TruncateSuffix(w.Offset)
+		case WriteQuorumState:
+			err = s.SetQuorumState(w.Quorum)
+		case WriteHWCheckpoint:
+			err = s.SetHWCheckpoint(w.Offset)
+		}
+		if err != nil {
+			t.Fatalf("write %+v: %v", w, err)
+		}
+	}
+}
+
+func bodiesTo[T transport.Body](msgs []transport.Message, to string) []T {
+	var out []T
+	for _, m := range msgs {
+		if b, ok := m.Body.(T); ok && (to == "" || m.To == to) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// TestVoteRules covers DESIGN.md §2.2 votes and pre-votes.
+func TestVoteRules(t *testing.T) {
+	type tc struct {
+		name      string
+		log       []uint64 // own entries' epochs
+		qs        storage.QuorumState
+		req       transport.VoteRequest
+		contact   bool // heard from the leader just now
+		leader    bool // the voter leads its epoch
+		wantGrant bool
+		wantEpoch uint64 // voter's epoch afterwards
+	}
+	cases := []tc{
+		{name: "vote: fresh voter, equal logs", qs: storage.QuorumState{Epoch: 1},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+		{name: "vote: candidate log longer", log: []uint64{1, 1}, qs: storage.QuorumState{Epoch: 1},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 3}, wantGrant: true, wantEpoch: 2},
+		{name: "vote: candidate log shorter, same last epoch", log: []uint64{1, 1}, qs: storage.QuorumState{Epoch: 1},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 1}, wantEpoch: 2},
+		{name: "vote: candidate last epoch lower, longer log", log: []uint64{1, 3}, qs: storage.QuorumState{Epoch: 3},
+			req: transport.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 9}, wantEpoch: 4},
+		{name: "vote: candidate last epoch higher, shorter log", log: []uint64{1, 1, 1}, qs: storage.QuorumState{Epoch: 3},
+			req: transport.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 1}, wantGrant: true, wantEpoch: 4},
+		{name: "vote: already voted for another in that epoch", qs: storage.QuorumState{Epoch: 2, VotedFor: "d"},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
+		{name: "vote: repeated for the same candidate", qs: storage.QuorumState{Epoch: 2, VotedFor: "c"},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+		{name: "vote: stale epoch", qs: storage.QuorumState{Epoch: 5},
+			req: transport.VoteRequest{Epoch: 4, CandidateID: "c"}, wantEpoch: 5},
+		{name: "vote: granted even if the voter heard from a leader (only pre-votes check that)",
+			qs: storage.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+		{name: "pre-vote: no leader heard, log ok", qs: storage.QuorumState{Epoch: 1},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantGrant: true, wantEpoch: 1},
+		{name: "pre-vote: heard from the leader within FetchTimeout", qs: storage.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantEpoch: 1},
+		{name: "pre-vote: the leader never grants", leader: true,
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 9, LEO: 9}, wantEpoch: 1},
+		{name: "pre-vote: candidate log behind", log: []uint64{1, 1}, qs: storage.QuorumState{Epoch: 1},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 1, LEO: 1}, wantEpoch: 1},
+		{name: "pre-vote: epoch not above ours", qs: storage.QuorumState{Epoch: 3},
+			req: transport.VoteRequest{Epoch: 3, CandidateID: "c", PreVote: true}, wantEpoch: 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store := newStore(t, c.log, c.qs)
+			r := newTestReplica(t, testConfig("v", "v", "c", "d"), store)
+			if c.leader {
+				r.becomeCandidate()
+				r.Step(transport.Message{From: "d", To: "v", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "d", Granted: true}})
+				if r.role != RoleLeader {
+					t.Fatal("setup: not leader")
+				}
+			}
+			settle(t, r, store)
+			if c.contact {
+				r.lastLeaderContact = r.now
+			} else {
+				r.lastLeaderContact = time.Time{}
+			}
+			r.Step(transport.Message{From: "c", To: "v", Body: &c.req})
+			rd := r.Ready()
+			grantedEarly := bodiesTo[*transport.VoteResponse](rd.Messages, "c")
+			if !c.req.PreVote && c.wantGrant && len(rd.Writes) > 0 && len(grantedEarly) > 0 {
+				t.Fatal("vote response sent before the vote was persisted")
+			}
+			if len(rd.Writes) > 0 {
+				applyWrites(t, store, rd.Writes)
+				r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
+			}
+			if c.req.PreVote && len(rd.Writes) > 0 {
+				t.Fatalf("a pre-vote wrote %+v; it must persist nothing", rd.Writes)
+			}
+			msgs := append(grantedEarly, bodiesTo[*transport.VoteResponse](r.Ready().Messages, "c")...)
+			if len(msgs) != 1 {
+				t.Fatalf("got %d vote responses, want 1", len(msgs))
+			}
+			want := c.wantGrant
+			if msgs[0].Granted != want || msgs[0].PreVote != c.req.PreVote {
+				t.Fatalf("response %+v, want granted=%v", msgs[0], want)
+			}
+			if r.epoch != c.wantEpoch {
+				t.Fatalf("epoch %d, want %d", r.epoch, c.wantEpoch)
+			}
+			qs, _ := store.QuorumState()
+			if want && !c.req.PreVote && qs.VotedFor != "c" {
+				t.Fatalf("granted vote not durable: %+v", qs)
+			}
+		})
+	}
+}
+
+// leaderWith makes a leader "l" of voters with log (epochs) whose epoch
+// starts at the current LEO, all persisted.
+func leaderWith(t *testing.T, voters []string, log []uint64, qs storage.QuorumState) (*Replica, *storage.Memory) {
+	t.Helper()
+	store := newStore(t, log, qs)
+	r := newTestReplica(t, testConfig("l", voters...), store)
+	r.becomeCandidate()
+	for _, v := range voters {
+		if v != "l" {
+			r.Step(transport.Message{From: v, To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: v, Granted: true}})
+		}
+	}
+	if r.role != RoleLeader {
+		t.Fatal("setup: not leader")
+	}
+	settle(t, r, store)
+	return r, store
+}
+
+func fetch(r *Replica, from string, id, epoch, offset, lastEpoch uint64) {
+	r.Step(transport.Message{From: from, To: r.id, Body: &transport.FetchRequest{
+		FetchID: id, ReplicaID: from, CurrentEpoch: epoch, FetchOffset: offset, LastFetchedEpoch: lastEpoch,
+		MaxBytes: 1 << 20, MaxWaitMs: 500,
+	}})
+}
+
+// TestLeaderFetchRules covers DESIGN.md §2.1, leader side: fencing,
+// divergence, remote LEO, out of range, parking.
+func TestLeaderFetchRules(t *testing.T) {
+	// Leader log: epochs 1,1,2,2 (offsets 0-3); quorum epoch 2 → leads
+	// epoch 3, control entry at 4 (its log holds entries above its HW 0).
+	type tc struct {
+		name       string
+		from       string
+		epoch      uint64
+		offset     uint64
+		lastEpoch  uint64
+		wantErr    transport.FetchError
+		wantDiv    [2]uint64 // epoch, end
+		wantRemote int64     // -1: absent
+		wantParked bool
+		wantRole   Role
+	}
+	cases := []tc{
+		{name: "valid, behind", from: "f", epoch: 3, offset: 2, lastEpoch: 1, wantErr: transport.FetchOK, wantRemote: 2},
+		{name: "valid, caught up: parked", from: "f", epoch: 3, offset: 5, lastEpoch: 3, wantRemote: 5, wantParked: true},
+		{name: "lower epoch: fenced", from: "f", epoch: 2, offset: 2, lastEpoch: 1, wantErr: transport.FetchFencedEpoch, wantRemote: -1},
+		{name: "higher epoch: the leader steps down", from: "f", epoch: 4, offset: 2, lastEpoch: 1,
+			wantErr: transport.FetchNotLeader, wantRemote: -1, wantRole: RoleFollower},
+		{name: "valid, inside an earlier epoch", from: "f", epoch: 3, offset: 3, lastEpoch: 2, wantErr: transport.FetchOK, wantRemote: 3},
+		{name: "epoch ends before the fetch offset: diverging", from: "f", epoch: 3, offset: 3, lastEpoch: 1,
+			wantErr: transport.FetchDivergingEpoch, wantDiv: [2]uint64{1, 2}, wantRemote: -1},
+		{name: "epoch the leader never had: diverging to the largest below", from: "f", epoch: 3, offset: 6, lastEpoch: 2,
+			wantErr: transport.FetchDivergingEpoch, wantDiv: [2]uint64{2, 4}, wantRemote: -1},
+		{name: "fetch offset past the leader's LEO: diverging", from: "f", epoch: 3, offset: 9, lastEpoch: 3,
+			wantErr: transport.FetchDivergingEpoch, wantDiv: [2]uint64{3, 5}, wantRemote: -1},
+		{name: "observer: served, no remote LEO", from: "o", epoch: 3, offset: 2, lastEpoch: 1, wantErr: transport.FetchOK, wantRemote: -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2}, storage.QuorumState{Epoch: 2})
+			if r.epoch != 3 || r.log.LEO() != 5 {
+				t.Fatalf("setup: epoch %d leo %d", r.epoch, r.log.LEO())
+			}
+			if c.wantParked {
+				// A first fetch moves the HW and is answered at once (f
+				// has not seen that HW); the next one finds nothing new.
+				fetch(r, c.from, 41, c.epoch, c.offset, c.lastEpoch)
+				settle(t, r, store)
+			}
+			fetch(r, c.from, 42, c.epoch, c.offset, c.lastEpoch)
+			msgs, _ := settle(t, r, store)
+			resps := bodiesTo[*transport.FetchResponse](msgs, c.from)
+			if c.wantParked {
+				if len(resps) != 0 || len(r.leader.parked) != 1 {
+					t.Fatalf("want parked, got responses %v parked %d", resps, len(r.leader.parked))
+				}
+			} else {
+				if len(resps) != 1 {
+					t.Fatalf("got %d responses, want 1", len(resps))
+				}
+				resp := resps[0]
+				if resp.FetchID != 42 || resp.Error != c.wantErr {
+					t.Fatalf("response %v, want %v", resp, c.wantErr)
+				}
+				if c.wantErr == transport.FetchDivergingEpoch && (resp.DivergingEpoch != c.wantDiv[0] || resp.DivergingEndOffset != c.wantDiv[1]) {
+					t.Fatalf("diverging (%d,%d), want %v", resp.DivergingEpoch, resp.DivergingEndOffset, c.wantDiv)
+				}
+				if c.wantErr == transport.FetchFencedEpoch && (resp.LeaderID != "l" || resp.Epoch != 3) {
+					t.Fatalf("fenced response must name the leader and epoch: %v", resp)
+				}
+				if c.wantErr == transport.FetchOK && (len(resp.Entries) == 0 || resp.Entries[0].Offset != c.offset) {
+					t.Fatalf("entries %v, want from %d", resp.Entries, c.offset)
+				}
+			}
+			wantRole := c.wantRole
+			if wantRole == 0 {
+				wantRole = RoleLeader
+			}
+			if r.role != wantRole {
+				t.Fatalf("role %v, want %v", r.role, wantRole)
+			}
+			if r.leader == nil {
+				return
+			}
+			got, ok := r.leader.remote[c.from]
+			if c.wantRemote < 0 && ok || c.wantRemote >= 0 && (!ok || got != uint64(c.wantRemote)) {
+				t.Fatalf("remote LEO %d (%v), want %d", got, ok, c.wantRemote)
+			}
+		})
+	}
+}
+
+// TestParkedFetch: a parked fetch is answered when the LEO moves, when the
+// HW moves, or when MaxWait passes; a newer fetch replaces it.
+func TestParkedFetch(t *testing.T) {
+	t.Run("woken by an append before the leader's own write is durable", func(t *testing.T) {
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		fetch(r, "f", 1, r.epoch, 0, 0)
+		if len(r.Ready().Messages) != 0 {
+			t.Fatal("empty fetch not parked")
+		}
+		r.Propose(1, [][]byte{[]byte("x")})
+		rd := r.Ready()
+		resps := bodiesTo[*transport.FetchResponse](rd.Messages, "f")
+		if len(resps) != 1 || len(resps[0].Entries) != 1 || len(rd.Writes) != 1 {
+			t.Fatalf("want the entry sent with its write pending; got %v writes %d", resps, len(rd.Writes))
+		}
+	})
+	t.Run("woken by the HW", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		r.Propose(1, [][]byte{[]byte("x")})
+		rd := r.Ready()
+		fetch(r, "f", 1, r.epoch, 1, r.epoch) // the follower already has it
+		if len(r.Ready().Messages) != 0 {
+			t.Fatal("fetch with nothing to send not parked")
+		}
+		applyWrites(t, store, rd.Writes)
+		r.Persisted(rd.Writes[0].Seq) // HW 1 now
+		rd = r.Ready()
+		resps := bodiesTo[*transport.FetchResponse](rd.Messages, "f")
+		if len(resps) != 1 || resps[0].HighWatermark != 1 || len(rd.Acks) != 1 {
+			t.Fatalf("want HW 1 sent at once and an ack; got %v acks %v", resps, rd.Acks)
+		}
+	})
+	t.Run("MaxWait", func(t *testing.T) {
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		fetch(r, "f", 1, r.epoch, 0, 0)
+		r.Tick(t0.Add(499 * time.Millisecond))
+		if len(r.Ready().Messages) != 0 {
+			t.Fatal("answered before MaxWait")
+		}
+		r.Tick(t0.Add(500 * time.Millisecond))
+		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 1 {
+			t.Fatalf("want the parked fetch answered at MaxWait, got %v", resps)
+		}
+	})
+	t.Run("a newer fetch replaces the parked one", func(t *testing.T) {
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		fetch(r, "f", 1, r.epoch, 0, 0)
+		fetch(r, "f", 2, r.epoch, 0, 0)
+		r.Propose(1, [][]byte{[]byte("x")})
+		resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f")
+		if len(resps) != 1 || resps[0].FetchID != 2 {
+			t.Fatalf("want one answer, to fetch 2; got %v", resps)
+		}
+	})
+}
+
+// TestLeaderHW covers DESIGN.md §2.3 on the leader.
+func TestLeaderHW(t *testing.T) {
+	type tc struct {
+		name       string
+		voters     []string
+		durable    uint64 // leader's durable LEO
+		epochStart uint64
+		hw         uint64
+		remote     map[string]uint64
+		want       uint64
+	}
+	v3 := []string{"l", "a", "b"}
+	v5 := []string{"l", "a", "b", "c", "d"}
+	cases := []tc{
+		{name: "two voters: min(leader, remote)", voters: []string{"l", "a"}, durable: 5, remote: map[string]uint64{"a": 3}, want: 3},
+		{name: "leader counted with its durable LEO", voters: []string{"l", "a"}, durable: 2, remote: map[string]uint64{"a": 5}, want: 2},
+		{name: "three voters: second largest", voters: v3, durable: 5, remote: map[string]uint64{"a": 4, "b": 1}, want: 4},
+		{name: "three voters: leader behind", voters: v3, durable: 1, remote: map[string]uint64{"a": 4, "b": 3}, want: 3},
+		{name: "unknown remote counts as 0", voters: v3, durable: 5, remote: map[string]uint64{}, want: 0},
+		{name: "five voters: third largest", voters: v5, durable: 9, remote: map[string]uint64{"a": 8, "b": 7, "c": 2}, want: 7},
+		{name: "not past the epoch start: no move", voters: v3, durable: 5, epochStart: 4, remote: map[string]uint64{"a": 4}, want: 0},
+		{name: "past the epoch start: moves", voters: v3, durable: 5, epochStart: 4, remote: map[string]uint64{"a": 5}, want: 5},
+		{name: "never backwards", voters: v3, durable: 5, hw: 4, remote: map[string]uint64{"a": 2}, want: 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Replica{voters: c.voters, id: "l", majority: len(c.voters)/2 + 1, hw: c.hw}
+			r.log.durableEnd = c.durable
+			r.leader = &leaderState{epochStartLEO: c.epochStart, remote: c.remote}
+			r.updateLeaderHW()
+			if r.hw != c.want {
+				t.Fatalf("hw %d, want %d", r.hw, c.want)
+			}
+		})
+	}
+}
+
+// TestFollowerHWAndTruncation: follower HW = min(LEO, leader HW), never
+// back; a diverging truncation never goes to the HW; one below the HW is a
+// counted violation.
+func TestFollowerHWAndTruncation(t *testing.T) {
+	store := newStore(t, []uint64{1, 1, 1, 1}, storage.QuorumState{Epoch: 2, LeaderID: "L"})
+	if err := store.SetHWCheckpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	if r.hw != 1 || r.log.LEO() != 4 {
+		t.Fatalf("restart: hw %d leo %d, want 1 and 4 (HW from the checkpoint, no truncation)", r.hw, r.log.LEO())
+	}
+	req := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")
+	if len(req) != 1 || req[0].FetchOffset != 4 || req[0].LastFetchedEpoch != 1 || req[0].CurrentEpoch != 2 {
+		t.Fatalf("first fetch %v", req)
+	}
+	last := req[0]
+	respond := func(resp transport.FetchResponse) {
+		resp.FetchID, resp.LeaderID, resp.Epoch = last.FetchID, "L", 2
+		r.Step(transport.Message{From: "L", To: "f", Body: &resp})
+		msgs, _ := settle(t, r, store)
+		reqs := bodiesTo[*transport.FetchRequest](msgs, "L")
+		if len(reqs) != 1 {
+			t.Fatalf("%d fetches after a response, want 1", len(reqs))
+		}
+		last = reqs[0]
+	}
+	// Leader HW 3 < LEO 4: HW = 3.
+	respond(transport.FetchResponse{HighWatermark: 3})
+	if r.hw != 3 {
+		t.Fatalf("hw %d, want min(4, 3) = 3", r.hw)
+	}
+	// A lower leader HW (a new leader lagging a round) never moves it back.
+	r.leaderHW = 0
+	respond(transport.FetchResponse{HighWatermark: 2})
+	if r.hw != 3 {
+		t.Fatalf("hw moved back to %d", r.hw)
+	}
+	// Diverging at (1, 3): truncate to 3, which is the HW: fine.
+	respond(transport.FetchResponse{Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3})
+	if r.log.LEO() != 3 || store.LEO() != 3 || r.violations != 0 {
+		t.Fatalf("after truncation: leo %d store %d violations %d", r.log.LEO(), store.LEO(), r.violations)
+	}
+	// Diverging at (1, 2): below the HW: counted, logged, never hidden.
+	respond(transport.FetchResponse{Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 2})
+	if r.Status().Violations != 1 {
+		t.Fatalf("violations %d, want 1", r.Status().Violations)
+	}
+}
+
+// TestHWCheckpointOnRestart: the checkpoint is used only if ≤ LEO.
+func TestHWCheckpointOnRestart(t *testing.T) {
+	store := newStore(t, []uint64{1, 1, 1}, storage.QuorumState{Epoch: 1})
+	if err := store.SetHWCheckpoint(2); err != nil {
+		t.Fatal(err)
+	}
+	if r := newTestReplica(t, testConfig("f", "f", "g", "h"), store); r.hw != 2 {
+		t.Fatalf("hw %d, want checkpoint 2", r.hw)
+	}
+	// A checkpoint above the LEO (a store that lost its tail) is ignored.
+	bad := badCheckpointStore{newStore(t, []uint64{1}, storage.QuorumState{Epoch: 1})}
+	if r := newTestReplica(t, testConfig("f", "f", "g", "h"), bad); r.hw != 0 || r.log.LEO() != 1 {
+		t.Fatalf("hw %d leo %d, want the log start (0) and no truncation", r.hw, r.log.LEO())
+	}
+}
+
+type badCheckpointStore struct{ *storage.Memory }
+
+func (badCheckpointStore) HWCheckpoint() (uint64, bool, error) { return 5, true, nil }
+
+// TestMessagesWaitForWrites: messages that depend on a write are held until
+// it is persisted.
+func TestMessagesWaitForWrites(t *testing.T) {
+	t.Run("candidate's vote requests wait for its self-vote", func(t *testing.T) {
+		store := newStore(t, nil, storage.QuorumState{})
+		r := newTestReplica(t, testConfig("c", "c", "a", "b"), store)
+		settle(t, r, store)
+		r.becomeCandidate()
+		rd := r.Ready()
+		if len(bodiesTo[*transport.VoteRequest](rd.Messages, "")) != 0 {
+			t.Fatal("vote requests sent before the self-vote is durable")
+		}
+		applyWrites(t, store, rd.Writes)
+		r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
+		if n := len(bodiesTo[*transport.VoteRequest](r.Ready().Messages, "")); n != 2 {
+			t.Fatalf("%d vote requests after persisting, want 2", n)
+		}
+	})
+	t.Run("follower's next fetch waits for the fetched entries", func(t *testing.T) {
+		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		r := newTestReplica(t, testConfig("f", "f", "L"), store)
+		req := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")[0]
+		r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{
+			FetchID: req.FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 0,
+			Entries: []storage.Entry{{Offset: 0, Epoch: 1, Type: storage.EntryData, Data: []byte("x")}},
+		}})
+		rd := r.Ready()
+		if len(bodiesTo[*transport.FetchRequest](rd.Messages, "")) != 0 || len(rd.Writes) != 1 {
+			t.Fatalf("fetch sent before the append is durable (writes %d)", len(rd.Writes))
+		}
+		applyWrites(t, store, rd.Writes)
+		r.Persisted(rd.Writes[0].Seq)
+		next := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")
+		if len(next) != 1 || next[0].FetchOffset != 1 {
+			t.Fatalf("next fetch %v, want offset 1", next)
+		}
+	})
+}
+
+// TestProposeOutcomes: errors known at once, unknown outcome on losing
+// leadership, expiry of forwarded proposals.
+func TestProposeOutcomes(t *testing.T) {
+	t.Run("too large", func(t *testing.T) {
+		r, _ := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
+		r.cfg.MaxRecordSize = 3
+		r.Propose(7, [][]byte{[]byte("ok"), []byte("toolong")})
+		acks := r.Ready().Acks
+		if len(acks) != 1 || !errors.Is(acks[0].Err, ErrTooLarge) || r.log.LEO() != 0 {
+			t.Fatalf("acks %v leo %d", acks, r.log.LEO())
+		}
+	})
+	t.Run("no leader known", func(t *testing.T) {
+		store := newStore(t, nil, storage.QuorumState{Epoch: 1})
+		r := newTestReplica(t, testConfig("f", "f", "a", "b"), store)
+		r.Propose(7, [][]byte{[]byte("x")})
+		acks := r.Ready().Acks
+		var nle *NotLeaderError
+		if len(acks) != 1 || !errors.As(acks[0].Err, &nle) || nle.LeaderID != "" || !errors.Is(acks[0].Err, ErrNotLeader) {
+			t.Fatalf("acks %v", acks)
+		}
+	})
+	t.Run("leadership lost: unknown outcome, local and forwarded", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
+		r.Propose(7, [][]byte{[]byte("x")})
+		r.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 9, Records: [][]byte{[]byte("y")}}})
+		settle(t, r, store)
+		r.Step(transport.Message{From: "b", To: "l", Body: &transport.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
+		msgs, acks := settle(t, r, store)
+		if len(acks) != 1 || acks[0].ID != 7 || !errors.Is(acks[0].Err, ErrUnknownOutcome) {
+			t.Fatalf("acks %v", acks)
+		}
+		resps := bodiesTo[*transport.AppendResponse](msgs, "a")
+		if len(resps) != 1 || resps[0].Error != transport.AppendUnknown || resps[0].RequestID != 9 {
+			t.Fatalf("forwarded answer %v", resps)
+		}
+	})
+	t.Run("forwarded proposal expires", func(t *testing.T) {
+		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		r := newTestReplica(t, testConfig("f", "f", "L"), store)
+		r.Propose(7, [][]byte{[]byte("x")})
+		if n := len(bodiesTo[*transport.AppendRequest](r.Ready().Messages, "L")); n != 1 {
+			t.Fatalf("%d forwarded, want 1", n)
+		}
+		r.Tick(t0.Add(4*time.Second - time.Millisecond))
+		if acks := r.Ready().Acks; len(acks) != 0 {
+			t.Fatalf("expired early: %v", acks)
+		}
+		r.Tick(t0.Add(4 * time.Second))
+		acks := r.Ready().Acks
+		if len(acks) != 1 || !errors.Is(acks[0].Err, ErrUnknownOutcome) {
+			t.Fatalf("acks %v", acks)
+		}
+	})
+	t.Run("duplicate forwarded request appends once", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
+		req := &transport.AppendRequest{RequestID: 9, Records: [][]byte{[]byte("y")}}
+		r.Step(transport.Message{From: "a", To: "l", Body: req})
+		r.Step(transport.Message{From: "a", To: "l", Body: req})
+		settle(t, r, store)
+		if r.log.LEO() != 1 {
+			t.Fatalf("leo %d, want 1", r.log.LEO())
+		}
+		fetch(r, "a", 1, r.epoch, 1, r.epoch)
+		r.Step(transport.Message{From: "a", To: "l", Body: req}) // after the ack
+		msgs, _ := settle(t, r, store)
+		if r.log.LEO() != 1 || len(bodiesTo[*transport.AppendResponse](msgs, "a")) != 2 {
+			t.Fatalf("leo %d answers %v", r.log.LEO(), bodiesTo[*transport.AppendResponse](msgs, "a"))
+		}
+	})
+}
+
+// TestCheckQuorum: a leader without fetches from a majority within
+// FetchTimeout resigns; fetches from a majority keep it.
+func TestCheckQuorum(t *testing.T) {
+	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
+	r.Tick(t0.Add(1500 * time.Millisecond))
+	fetch(r, "a", 1, r.epoch, 0, 0)
+	r.Tick(t0.Add(3 * time.Second))
+	if r.role != RoleLeader {
+		t.Fatal("resigned although a majority (itself and a) fetched within FetchTimeout")
+	}
+	r.Tick(t0.Add(3500 * time.Millisecond))
+	if r.role != RoleFollower || r.leaderID != "" {
+		t.Fatalf("role %v leader %q: want a resigned follower", r.role, r.leaderID)
+	}
+}
+
+// TestHints: HintNodeFailed shortens the wait only; HintLeader redirects a
+// leaderless fetcher.
+func TestHints(t *testing.T) {
+	store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	before := r.electionDeadline
+	r.Hint(Hint{Kind: HintNodeFailed, Node: "x"})
+	if r.electionDeadline != before {
+		t.Fatal("a hint about another node changed the election timer")
+	}
+	r.Hint(Hint{Kind: HintNodeFailed, Node: "L"})
+	if !r.electionDeadline.Before(t0.Add(r.cfg.ElectionTimeout/2)) || r.role != RoleFollower {
+		t.Fatalf("deadline %v role %v", r.electionDeadline.Sub(t0), r.role)
+	}
+	if r.heardFromLeaderRecently() {
+		t.Fatal("still vouching for a leader gossip says is dead")
+	}
+
+	obs := newTestReplica(t, testConfig("o", "L", "x"), newStore(t, nil, storage.QuorumState{}))
+	obs.Ready()
+	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 3})
+	reqs := bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")
+	if obs.role != RoleObserver || len(reqs) != 1 {
+		t.Fatalf("role %v, fetches to the hinted node %v", obs.role, reqs)
+	}
+	// The hint is verified by fencing: the node names the real leader.
+	obs.Step(transport.Message{From: "x", To: "o", Body: &transport.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 3, Error: transport.FetchFencedEpoch}})
+	if obs.epoch != 3 || obs.leaderID != "L" {
+		t.Fatalf("epoch %d leader %q, want 3 and L", obs.epoch, obs.leaderID)
+	}
+}
+
+// TestSingleVoter: a lone voter leads at once, with no peers.
+func TestSingleVoter(t *testing.T) {
+	store := newStore(t, []uint64{1, 1}, storage.QuorumState{Epoch: 1, VotedFor: "s", LeaderID: "s"})
+	r := newTestReplica(t, testConfig("s", "s"), store)
+	if r.role != RoleLeader || r.epoch != 2 {
+		t.Fatalf("role %v epoch %d", r.role, r.epoch)
+	}
+	r.Propose(1, [][]byte{[]byte("x")})
+	_, acks := settle(t, r, store)
+	// Offsets 0-1 (old), 2 control (epoch start), 3 x.
+	if len(acks) != 1 || acks[0].Err != nil || acks[0].FirstOffset != 3 || r.hw != 4 {
+		t.Fatalf("acks %v hw %d", acks, r.hw)
+	}
+}
