@@ -21,8 +21,8 @@ type BoltOptions struct {
 	NoSync bool
 	// Timeout is how long OpenBolt waits for the file lock (default 1s).
 	Timeout time.Duration
-	// Logger receives the store's log lines (default: discarded). The store
-	// logs through Logger.Named("storage").
+	// Logger receives the store's log lines (default: discarded). It is
+	// used as given: name it (Named("storage")) before passing it.
 	Logger hclog.Logger
 }
 
@@ -133,7 +133,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	b := &Bolt{
 		path:    path,
 		db:      db,
-		log:     opts.Logger.Named("storage"),
+		log:     opts.Logger,
 		reqs:    make(chan *request, maxBatch),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -447,7 +447,9 @@ func (b *Bolt) cleanupStep() {
 	done := false
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		logStart := tx.Bucket(bucketMeta).Get(keyLogStart)
-		c := tx.Bucket(bucketEntries).Cursor()
+		eb := tx.Bucket(bucketEntries)
+		eb.FillPercent = 1.0
+		c := eb.Cursor()
 		k, _ := c.First()
 		for n := 0; n < cleanupChunk && k != nil && string(k) < string(logStart); n++ {
 			if err := c.Delete(); err != nil {

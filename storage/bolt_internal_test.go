@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,12 +113,22 @@ func TestBoltGroupCommitMerges(t *testing.T) {
 	}
 	const n = 50
 	done := make(chan error, n)
+	var queued atomic.Int32
 	for i := 0; i < n; i++ {
-		go func() { done <- b.SetQuorumState(QuorumState{Epoch: uint64(i)}) }()
+		go func() {
+			r := &request{kind: opQuorum, qs: QuorumState{Epoch: uint64(i)}}
+			if !b.enqueue(r) {
+				done <- ErrClosed
+				return
+			}
+			queued.Add(1)
+			done <- b.wait(r)
+		}()
 	}
-	// Wait until they are all queued (the writer holds at most one).
-	deadline := time.Now().Add(30 * time.Second)
-	for len(b.reqs) < n-1 && time.Now().Before(deadline) {
+	// Wait until they are all queued (the writer has taken some of them
+	// and is blocked on the writer lock with that batch).
+	deadline := time.Now().Add(60 * time.Second)
+	for queued.Load() < n && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	_ = tx.Rollback()

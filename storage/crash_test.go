@@ -268,10 +268,14 @@ func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration) ([]s
 			linec <- sc.Text()
 		}
 	}()
+	// The kill comes delay after the child is ready, or at its first
+	// acknowledged write if that is later (so that every run makes
+	// progress even on a loaded machine).
 	var lines []string
 	ready := time.After(60 * time.Second)
 	kill := (<-chan time.Time)(nil)
-	for {
+	acked, fired := false, false
+	for !(acked && fired) {
 		select {
 		case l, ok := <-linec:
 			if !ok {
@@ -282,17 +286,16 @@ func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration) ([]s
 			if strings.HasPrefix(l, "R ") && kill == nil {
 				kill = time.After(delay)
 			}
-			continue
+			acked = acked || strings.HasPrefix(l, "K ")
 		case <-ready:
-			if kill == nil {
+			if !acked {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
-				return lines, fmt.Errorf("child not ready after 60s")
+				return lines, fmt.Errorf("child made no write within 60s; output %q", lines)
 			}
-			continue
 		case <-kill:
+			fired, kill = true, nil
 		}
-		break
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return lines, err

@@ -107,25 +107,32 @@ var (
 // offset.
 type Store interface {
 	// Append writes entries at the end of the log. entries[0].Offset must
-	// equal LEO(), offsets must be contiguous, epochs non-decreasing and not
-	// below LastEpoch(), types EntryData or EntryControl. Otherwise it
-	// returns ErrInvalidAppend and writes nothing. An empty slice is a no-op.
-	// The store does not keep entries' Data slices after it returns.
+	// equal LEO(), offsets must be contiguous, epochs at least 1 (0 means
+	// "no epoch"), non-decreasing and not below LastEpoch(), types EntryData
+	// or EntryControl. Otherwise it returns ErrInvalidAppend and writes
+	// nothing. An empty slice is a no-op. The store does not keep entries'
+	// Data slices after it returns.
 	Append(entries []Entry) error
 
 	// TruncateSuffix removes every entry with offset ≥ from and the epoch-map
 	// rows that start at or after from. from ≥ LEO() is a no-op; from below
-	// LogStart() returns ErrOutOfRange.
+	// LogStart() returns ErrOutOfRange. An HW checkpoint above from is
+	// lowered to from in the same write (a checkpoint is never above LEO()).
 	TruncateSuffix(from uint64) error
 
 	// DeletePrefix removes every entry with offset < upTo and makes upTo the
 	// log start (for retention). upTo ≤ LogStart() is a no-op; upTo > LEO()
-	// returns ErrOutOfRange. The epoch map keeps the row covering upTo.
+	// returns ErrOutOfRange. The epoch map drops the rows wholly below upTo
+	// and keeps the row covering upTo with its StartOffset moved up to upTo
+	// (Kafka's truncateFromStart), so every row starts at or after
+	// LogStart(). The deleted entries are unreadable at once; an
+	// implementation may reclaim their space later.
 	DeletePrefix(upTo uint64) error
 
 	// Entries returns entries from offset from upward, at most maxCount of
-	// them and, after the first, at most maxBytes of Data in total (the first
-	// entry is always returned whole so that progress is possible). from ==
+	// them (maxCount ≤ 0: no limit on the count) and, after the first, at
+	// most maxBytes of Data in total (the first entry is always returned
+	// whole so that progress is possible). from ==
 	// LEO() returns nothing and no error; from outside [LogStart(), LEO())
 	// otherwise returns ErrOutOfRange. Every entry's checksum is verified: a
 	// mismatch returns an error wrapping ErrCorrupt naming the offset, and no
@@ -143,10 +150,11 @@ type Store interface {
 	// EndOffsetForEpoch answers Kafka's OffsetsForLeaderEpoch: it finds the
 	// largest epoch e ≤ epoch in the epoch map and returns e and the first
 	// offset after e's entries (the start of the next epoch in the map, or
-	// LEO() if e is the last epoch). If epoch is below every epoch in the
-	// map (or the map is empty) it returns (0, LogStart()) when epoch is
-	// below the first row, which a follower treats as "truncate to the log
-	// start".
+	// LEO() if e is the last epoch). An epoch absent from the map but
+	// between two present ones therefore gets the largest epoch below it
+	// (KIP-279). If epoch is below every epoch in the map, or the map is
+	// empty, it returns (0, LogStart()), which a follower treats as
+	// "truncate to the log start".
 	EndOffsetForEpoch(epoch uint64) (e uint64, endOffset uint64)
 
 	// EpochMap returns a copy of the epoch map, ordered by epoch.
