@@ -172,8 +172,11 @@ func (r *Replica) handleVoteRequest(from string, req *transport.VoteRequest) {
 	if req.Epoch > r.epoch {
 		r.becomeFollower(req.Epoch, "")
 	}
+	// A voter that knows the leader of this epoch has nothing to vote for
+	// (KRaft); otherwise one vote per epoch, for an up-to-date log.
 	grant := req.Epoch == r.epoch && (r.votedFor == "" || r.votedFor == from) &&
-		r.role != RoleLeader && r.logUpToDate(req.LastEpoch, req.LEO)
+		(r.leaderID == "" || r.leaderID == from) && r.role != RoleLeader &&
+		r.logUpToDate(req.LastEpoch, req.LEO)
 	if grant && r.votedFor == "" {
 		r.votedFor = from
 		r.writeQuorumState() // the response waits for it
