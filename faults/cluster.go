@@ -362,8 +362,8 @@ func (c *Cluster) Status(ctx context.Context, n *Node) (Status, error) {
 }
 
 // Leader asks every running, unpaused node for its status and returns the
-// node that says it leads in the highest epoch, or nil.
-func (c *Cluster) Leader(ctx context.Context) *Node {
+// node that says it leads in the highest epoch and that epoch, or nil.
+func (c *Cluster) Leader(ctx context.Context) (*Node, uint64) {
 	var best *Node
 	var bestEpoch uint64
 	for _, n := range c.Nodes {
@@ -377,7 +377,7 @@ func (c *Cluster) Leader(ctx context.Context) *Node {
 			best, bestEpoch = n, st.Epoch
 		}
 	}
-	return best
+	return best, bestEpoch
 }
 
 // appendResp is /append's JSON body.

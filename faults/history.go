@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -178,11 +179,12 @@ func (h *History) Counts() map[Outcome]int {
 // Failovers returns, for every kill of the node then leading, the time
 // from the kill to the first acknowledgement of an append invoked after it
 // (appends already in flight at the old leader do not count). Kills with no
-// later acknowledged append are left out.
+// later acknowledged append, and crash-majority kills (no quorum until the
+// restarts), are left out.
 func Failovers(ops []Op, events []Event) []time.Duration {
 	var out []time.Duration
 	for _, e := range events {
-		if !e.Leader || e.Kind != "kill" {
+		if !e.Leader || e.Kind != "kill" || strings.HasPrefix(e.Detail, "crash-majority") {
 			continue
 		}
 		best := time.Duration(-1)

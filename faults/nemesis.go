@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -53,6 +54,9 @@ var AllFaults = map[string]int{
 // NemesisStats counts what the nemesis did.
 type NemesisStats struct {
 	Kills, Pauses, Partitions int
+	// Elections are the times from each kill of the leader to a node
+	// reporting itself leader of a later epoch (polled every 50ms).
+	Elections []time.Duration
 	// PerFault counts actions per fault name.
 	PerFault map[string]int
 }
@@ -71,7 +75,10 @@ type Nemesis struct {
 	// faults.
 	HoldMin, HoldMax, RestMin, RestMax time.Duration
 
-	stats NemesisStats
+	mu          sync.Mutex // guards stats.Elections
+	stats       NemesisStats
+	leaderEpoch uint64 // epoch of the leader last found by leader()
+	watchers    sync.WaitGroup
 }
 
 // NewNemesis returns a nemesis over c drawing from faults (names from
@@ -104,12 +111,19 @@ func NewNemesis(c *Cluster, h *History, seed int64, faults []string, acked <-cha
 	return nm, nil
 }
 
-// Stats returns the counts so far (call after Run returns).
-func (nm *Nemesis) Stats() NemesisStats { return nm.stats }
+// Stats returns the counts (call after Run returns).
+func (nm *Nemesis) Stats() NemesisStats {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	st := nm.stats
+	st.Elections = append([]time.Duration(nil), st.Elections...)
+	return st
+}
 
 // Run injects faults until ctx ends, then heals everything: network
 // healed, paused nodes resumed, dead nodes restarted.
 func (nm *Nemesis) Run(ctx context.Context) {
+	defer nm.watchers.Wait()
 	defer nm.HealAll()
 	for ctx.Err() == nil {
 		f := nm.pick()
@@ -163,7 +177,33 @@ func (nm *Nemesis) event(kind string, leader bool, detail string, nodes ...*Node
 func (nm *Nemesis) leader(ctx context.Context) *Node {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	return nm.c.Leader(lctx)
+	n, epoch := nm.c.Leader(lctx)
+	if n != nil {
+		nm.leaderEpoch = epoch
+	}
+	return n
+}
+
+// watchElection polls, for at most 20s, until some node leads an epoch
+// above epoch, and records how long that took since the kill at start.
+func (nm *Nemesis) watchElection(epoch uint64, start time.Time) {
+	nm.watchers.Add(1)
+	go func() {
+		defer nm.watchers.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			if n, e := nm.c.Leader(ctx); n != nil && e > epoch {
+				d := time.Since(start)
+				nm.mu.Lock()
+				nm.stats.Elections = append(nm.stats.Elections, d)
+				nm.mu.Unlock()
+				nm.event("elected", false, fmt.Sprintf("epoch %d, %v after the leader's kill", e, d.Round(time.Millisecond)), n)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 }
 
 func (nm *Nemesis) randomNode() *Node { return nm.c.Nodes[nm.rng.Intn(len(nm.c.Nodes))] }
@@ -175,11 +215,16 @@ func (nm *Nemesis) mode() BlockMode {
 	return Drop
 }
 
-// kill SIGKILLs n, recording whether it was the leader.
+// kill SIGKILLs n, recording whether it was the leader (and then timing
+// the election of the next one).
 func (nm *Nemesis) kill(n *Node, leader *Node, detail string) {
+	start := time.Now()
 	nm.c.Kill(n)
 	nm.stats.Kills++
 	nm.event("kill", n == leader, detail, n)
+	if n == leader {
+		nm.watchElection(nm.leaderEpoch, start)
+	}
 }
 
 // restart starts n again on its directory and waits (bounded) until it

@@ -253,7 +253,9 @@ func (r *Report) Print(w io.Writer) {
 		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads)
 	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d per-fault=%v\n",
 		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.PerFault)
-	fmt.Fprintf(w, "failover (leader kill -> next ack): n=%d median=%v max=%v\n",
+	el := r.Nemesis.Elections
+	fmt.Fprintf(w, "failover: leader kill -> new leader n=%d median=%v max=%v; -> next ack of an append invoked after the kill n=%d median=%v max=%v\n",
+		len(el), Percentile(el, 0.5).Round(time.Millisecond), Percentile(el, 1).Round(time.Millisecond),
 		len(r.Failovers), Percentile(r.Failovers, 0.5).Round(time.Millisecond), Percentile(r.Failovers, 1).Round(time.Millisecond))
 	fmt.Fprintf(w, "recovered=%v converged=%v", r.Recovered, r.Converged)
 	if r.ConvergeErr != nil {
