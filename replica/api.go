@@ -22,6 +22,32 @@
 // plus the tail it has asked to write but not yet seen persisted, which it
 // keeps in memory. It never writes to the store itself.
 //
+// Contract details for the shell:
+//
+//   - Call Ready after every batch of events: parked fetches are woken, and a
+//     follower's next fetch is built, inside Ready.
+//   - Apply Writes strictly in Seq order, never skip one, and call Persisted
+//     with the highest Seq that is durable (one call may cover many writes).
+//     Consecutive WriteAppends may be merged into one store call. A write
+//     that fails is fatal for this replica: stop it and open a new one from
+//     the store (New), as after a crash. A Replica must never be reused
+//     after its writes were lost.
+//   - Messages in Ready may be sent at once, in order: the core holds back
+//     what depends on an unpersisted write (a granted vote, vote requests
+//     after the self-vote, anything after adopting an epoch, a follower's
+//     fetch after its appended entries) and releases it in a later Ready.
+//     The leader does send entries it has not persisted itself (it counts
+//     itself for the HW with its durable LEO only).
+//   - Tick regularly (every 10-50ms is plenty): the core's timers fire only
+//     on Tick, and its clock is the last Tick's time.
+//   - Entry Data in Writes and in outgoing messages is shared, read-only:
+//     nobody may modify it.
+//   - An Ack without error for a proposal made on a follower means the
+//     leader's HW passed it; this replica's own HW may still lag one fetch
+//     round.
+//   - Status().Violations counts invariant violations detected (a
+//     truncation below the HW); it must stay 0.
+//
 // A Replica is not safe for concurrent use: one goroutine drives it.
 package replica
 

@@ -122,6 +122,8 @@ func TestVoteRules(t *testing.T) {
 			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
 		{name: "vote: repeated for the same candidate", qs: storage.QuorumState{Epoch: 2, VotedFor: "c"},
 			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+		{name: "vote: the leader of that epoch is known", qs: storage.QuorumState{Epoch: 2, LeaderID: "d"},
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
 		{name: "vote: stale epoch", qs: storage.QuorumState{Epoch: 5},
 			req: transport.VoteRequest{Epoch: 4, CandidateID: "c"}, wantEpoch: 5},
 		{name: "vote: granted even if the voter heard from a leader (only pre-votes check that)",
