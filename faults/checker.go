@@ -108,12 +108,17 @@ func (r Result) Summary() string {
 	return strings.Join(parts, " ")
 }
 
-// Print writes the summary and up to perKind anomalies of each kind.
+// Print writes the summary and up to perKind anomalies of each kind (one
+// of each tolerated kind).
 func (r Result) Print(w io.Writer, perKind int) {
 	fmt.Fprintf(w, "anomalies: %d, violations: %d (%s)\n", len(r.Anomalies), r.Violations(), r.Summary())
 	shown := map[string]int{}
 	for _, a := range r.Anomalies {
-		if shown[a.Kind] >= perKind {
+		limit := perKind
+		if Tolerated[a.Kind] {
+			limit = min(perKind, 1)
+		}
+		if shown[a.Kind] >= limit {
 			continue
 		}
 		shown[a.Kind]++

@@ -120,6 +120,17 @@ type Cluster struct {
 	Nodes  []*Node
 	Net    *Network
 	client *http.Client
+
+	mu      sync.Mutex
+	crashes []string
+}
+
+// Crashes lists the node exits the harness did not cause (a panic, a
+// fatal error): each is a bug.
+func (c *Cluster) Crashes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.crashes...)
 }
 
 func freePort() (string, error) {
@@ -231,8 +242,18 @@ func (c *Cluster) Start(n *Node) error {
 	}
 	done := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		logf.Close()
+		n.mu.Lock()
+		ours := n.cmd != cmd // Kill clears n.cmd before signalling
+		n.mu.Unlock()
+		if !ours {
+			msg := fmt.Sprintf("%s exited on its own at %s: %v (see %s)", n.ID, time.Now().Format("15:04:05.000"), err, n.logPath)
+			c.logf("CRASH: %s", msg)
+			c.mu.Lock()
+			c.crashes = append(c.crashes, msg)
+			c.mu.Unlock()
+		}
 		close(done)
 	}()
 	n.cmd, n.done, n.paused = cmd, done, false
@@ -500,4 +521,34 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// LogErrors returns, per node, the number of log lines at ERROR level or
+// mentioning a panic, and up to max distinct examples (timestamps cut).
+func (c *Cluster) LogErrors(max int) (map[string]int, []string) {
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	var examples []string
+	for _, n := range c.Nodes {
+		data, err := os.ReadFile(n.logPath)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.Contains(line, "[ERROR]") && !strings.HasPrefix(line, "panic:") && !strings.HasPrefix(line, "fatal error:") {
+				continue
+			}
+			counts[n.ID]++
+			key := line
+			if i := strings.Index(line, "[ERROR]"); i >= 0 {
+				key = line[i:]
+			}
+			key = truncate(key, 200)
+			if !seen[key] && len(examples) < max {
+				seen[key] = true
+				examples = append(examples, n.ID+": "+key)
+			}
+		}
+	}
+	return counts, examples
 }

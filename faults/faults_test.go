@@ -101,6 +101,9 @@ func faultRun(t *testing.T, o runOpts) *Report {
 		t.Fatal(err)
 	}
 	c.Stop()
+	if counts, examples := c.LogErrors(10); len(counts) > 0 {
+		t.Logf("node log lines at ERROR level or panics: %v; e.g.\n  %s", counts, strings.Join(examples, "\n  "))
+	}
 
 	var sum strings.Builder
 	rep.Print(&sum)
@@ -113,6 +116,9 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	}
 	if !rep.Recovered {
 		t.Errorf("no append acknowledged within the deadline after the final heal")
+	}
+	if len(rep.Crashes) > 0 {
+		t.Errorf("%d node processes exited on their own (panic or fatal error): %v", len(rep.Crashes), rep.Crashes)
 	}
 	return rep
 }

@@ -51,6 +51,8 @@ type Report struct {
 	Recovered bool
 	Failovers []time.Duration
 	Reads     int
+	// Crashes are node exits the harness did not cause.
+	Crashes []string
 }
 
 // Run drives appenders and tailing readers against c while a nemesis
@@ -104,6 +106,7 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	rep.Result = Check(h.Ops, h.Reads, rep.Finals)
 	rep.Failovers = Failovers(h.Ops, h.Events)
 	rep.Reads = len(h.Reads)
+	rep.Crashes = c.Crashes()
 	return rep, nil
 }
 
@@ -265,6 +268,10 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, " final hw=%d entries=%d", r.Finals[0].HW, len(r.Finals[0].Entries))
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "node crashes (exits not caused by the nemesis): %d\n", len(r.Crashes))
+	for _, c := range r.Crashes {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
 	r.Result.Print(w, 5)
 }
 
