@@ -493,9 +493,13 @@ func TestHistory(t *testing.T) {
 	if !h.record(t0, st) {
 		t.Fatal("first status not recorded")
 	}
-	st.DurableLEO = 1 // not drawn: no event
+	st.RPCAddr = "127.0.0.1:9" // not explained: no event
 	if h.record(t0, st) {
-		t.Error("a DurableLEO-only change was recorded")
+		t.Error("an address-only change was recorded")
+	}
+	st.DurableLEO = 1 // the leader's fsync: explained
+	if !h.record(t0, st) {
+		t.Error("a DurableLEO change was not recorded")
 	}
 	for i := uint64(2); i <= 5; i++ {
 		st.LEO = i
@@ -506,16 +510,16 @@ func TestHistory(t *testing.T) {
 		t.Error("a remote LEO change was not recorded")
 	}
 	all := h.since(0)
-	if all.Seq != 6 || len(all.Events) != 3 {
-		t.Fatalf("seq %d, %d events; want seq 6 and the last 3 kept", all.Seq, len(all.Events))
+	if all.Seq != 7 || len(all.Events) != 3 {
+		t.Fatalf("seq %d, %d events; want seq 7 and the last 3 kept", all.Seq, len(all.Events))
 	}
-	if all.Events[0].Seq != 4 || all.Events[0].Status.LEO != 4 || all.Events[0].TimeUS != t0.Add(4*time.Millisecond).UnixMicro() {
+	if all.Events[0].Seq != 5 || all.Events[0].Status.LEO != 4 || all.Events[0].TimeUS != t0.Add(4*time.Millisecond).UnixMicro() {
 		t.Errorf("oldest kept event %+v", all.Events[0])
 	}
-	if got := h.since(5); len(got.Events) != 1 || got.Events[0].Seq != 6 {
-		t.Errorf("since(5) = %+v, want just event 6", got.Events)
+	if got := h.since(6); len(got.Events) != 1 || got.Events[0].Seq != 7 {
+		t.Errorf("since(6) = %+v, want just event 7", got.Events)
 	}
-	if got := h.since(6); got.Events == nil || len(got.Events) != 0 {
+	if got := h.since(7); got.Events == nil || len(got.Events) != 0 {
 		t.Errorf("since(6) = %#v, want an empty (non-nil: JSON []) list", got.Events)
 	}
 }

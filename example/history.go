@@ -73,11 +73,12 @@ func (h *history) since(seq uint64) historyJSON {
 	return out
 }
 
-// sameShape compares what the dashboard draws (not DurableLEO, which
-// would double the events of every write).
+// sameShape compares what the dashboard explains: roles, offsets and the
+// leader's remote LEOs (the leader's DurableLEO matters: it counts itself
+// for the HW only with what is on disk). Addresses are left out.
 func sameShape(a, b replog.Status) bool {
 	return a.Role == b.Role && a.Epoch == b.Epoch && a.LeaderID == b.LeaderID &&
-		a.LEO == b.LEO && a.HighWatermark == b.HighWatermark && a.LogStart == b.LogStart &&
+		a.LEO == b.LEO && a.DurableLEO == b.DurableLEO && a.HighWatermark == b.HighWatermark && a.LogStart == b.LogStart &&
 		maps.Equal(a.RemoteLEO, b.RemoteLEO)
 }
 

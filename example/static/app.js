@@ -87,6 +87,7 @@ async function pollNode(id) {
 
 async function pollAll() {
   await Promise.all(S.ids.map(pollNode));
+  detectAppend();
   maybeStartReplay();
   if (!S.replay) render(liveView());
 }
@@ -290,12 +291,13 @@ function render(view, replayFrame) {
     r.hwB.textContent = s ? s.hw : '–';
     let note = '';
     if (!up) {
-      note = proc && proc.state === 'stopped' ? `process stopped${proc.last_exit ? ' (' + proc.last_exit + ')' : ''}; last known state shown`
-        : 'not answering; last known state shown';
+      const last = s ? '; last known state shown' : '';
+      note = proc && proc.state === 'stopped' ? `process stopped${proc.last_exit ? ' (' + proc.last_exit + ')' : ''}${last}`
+        : `not answering${last}`;
     } else if (s && s.role !== 'leader') {
       note = s.leader_id ? `follows ${s.leader_id}` : 'no leader known';
     } else if (s) {
-      note = 'takes appends, tracks remote LEOs';
+      note = 'takes appends; ▲ marks the followers\' LEOs as it knows them (remote LEO)';
     }
     if (r.flash && Date.now() < r.flash.until) note = r.flash.text;
     r.note.textContent = note;
@@ -348,10 +350,18 @@ function render(view, replayFrame) {
       m.append(el('span'));
       r.remotes.append(m);
     }
+    // Labels that would touch go one line lower.
+    const lastX = [-1e9, -1e9];
     want.forEach(([v, fs], i) => {
       const m = r.remotes.children[i];
-      m.style.left = xOf(v) + 'px';
-      m.firstChild.textContent = `remote LEO ${fs.join(', ')} = ${v}`;
+      const x = xOf(v);
+      const label = fs.join(', ');
+      const lane = x - lastX[0] >= 14 + 8 * label.length ? 0 : 1;
+      lastX[lane] = x;
+      m.style.left = x + 'px';
+      m.firstChild.style.top = 24 + 15 * lane + 'px';
+      m.firstChild.textContent = label;
+      m.title = `remote LEO of ${label} = ${v}: the fetch offset of the latest FETCH from ${label}`;
       m.dataset.followers = fs.join(',');
       m.dataset.value = v;
     });
@@ -379,24 +389,62 @@ function render(view, replayFrame) {
 
 // ---------- replay of the last append ----------
 
-// stage orders the changes of one append the way the protocol causes them:
-// leader writes (0), followers fetch (1), leader learns fetch offsets and
-// moves the HW (2), followers learn the HW (3). Samples taken within the
-// same millisecond on different nodes can come out of order; this puts
-// them back in causal order.
-function stageOf(prev, cur, x) {
-  if (!prev) return 1;
-  const isLeader = cur.role === 'leader';
-  let st = -1;
-  if (cur.leo > x && prev.leo <= x) st = Math.max(st, isLeader ? 0 : 1);
-  if (isLeader && cur.remote_leo) {
-    for (const f of Object.keys(cur.remote_leo)) {
-      const p = prev.remote_leo ? prev.remote_leo[f] : undefined;
-      if (cur.remote_leo[f] !== p) st = Math.max(st, 2);
+// The nodes sample their state independently (every millisecond, in
+// separate processes), so two changes less than a sample apart can come out
+// in the wrong order. causalOrder keeps the time order but holds back a
+// change until the changes it depends on for entry x are shown:
+//   a follower writes x only after the leader has written it;
+//   the leader's remote LEO of f passes x only after f has written x;
+//   a follower's HW passes x only after the leader's HW and its own LEO have.
+function keysOf(e, x) {
+  const p = e.prev, c = e.status;
+  const provides = [], requires = [];
+  if (!p) return { provides, requires };
+  const lead = c.role === 'leader';
+  if (p.leo <= x && c.leo > x) {
+    if (lead) provides.push('L');
+    else { provides.push('F:' + e.id); requires.push('L'); }
+  }
+  if (lead && c.remote_leo) {
+    for (const f of Object.keys(c.remote_leo)) {
+      const before = p.remote_leo && p.remote_leo[f] !== undefined ? p.remote_leo[f] : 0;
+      if (before <= x && c.remote_leo[f] > x) { provides.push('R:' + f); requires.push('F:' + f); }
     }
   }
-  if (cur.hw > prev.hw) st = Math.max(st, isLeader ? 2 : 3);
-  return st < 0 ? 1 : st;
+  if (p.hw <= x && c.hw > x) {
+    if (lead) provides.push('H');
+    else { provides.push('FH:' + e.id); requires.push('H', 'F:' + e.id); }
+  }
+  return { provides, requires };
+}
+
+function causalOrder(events, x) {
+  const provided = new Set();
+  for (const e of events) {
+    const k = keysOf(e, x);
+    e.provides = k.provides;
+    e.requires = k.requires;
+    for (const key of k.provides) provided.add(key);
+  }
+  const done = new Set();
+  const out = [], held = [];
+  const ready = (e) => e.requires.every((k) => done.has(k) || !provided.has(k) || e.provides.includes(k));
+  const emit = (e) => { out.push(e); for (const k of e.provides) done.add(k); };
+  for (const e of events) {
+    held.push(e);
+    for (let progress = true; progress;) {
+      progress = false;
+      for (let i = 0; i < held.length; i++) {
+        if (ready(held[i])) {
+          emit(held.splice(i, 1)[0]);
+          progress = true;
+          break;
+        }
+      }
+    }
+  }
+  held.forEach(emit); // a cycle cannot happen; if it did, keep time order
+  return out;
 }
 
 function describe(id, prev, cur, frame, leader) {
@@ -427,6 +475,17 @@ function describe(id, prev, cur, frame, leader) {
         rounds.add('fetch round 2');
       }
     }
+  }
+  if (cur.durable_leo > prev.durable_leo && cur.leo === prev.leo) {
+    parts.push(isLeader
+      ? `leader ${id}'s own write reaches the disk: durable LEO ${prev.durable_leo} → ${cur.durable_leo} (the leader counts itself for the HW only with what is durable)`
+      : `${id}'s write reaches the disk: durable LEO ${prev.durable_leo} → ${cur.durable_leo}`);
+  }
+  const remoteMoved = isLeader && cur.remote_leo && Object.keys(cur.remote_leo).some((f) => !prev.remote_leo || prev.remote_leo[f] !== cur.remote_leo[f]);
+  if (remoteMoved && cur.hw === prev.hw && cur.hw < cur.leo) {
+    parts.push(cur.durable_leo < cur.leo
+      ? `HW stays ${cur.hw}: the leader's own copy is not on disk yet (durable LEO ${cur.durable_leo})`
+      : `HW stays ${cur.hw}: no majority beyond it yet`);
   }
   if (cur.hw > prev.hw) {
     if (isLeader) {
@@ -489,12 +548,11 @@ function buildReplay(x) {
   }
   seen.length = 0;
   seen.push(...split);
-  seen.forEach((e, i) => { e.stage = stageOf(e.prev, e.status, x); e.order = i; });
-  seen.sort((a, b) => a.stage - b.stage || a.order - b.order);
+  const ordered = causalOrder(seen, x);
   const frames = [frame0];
   const steps = [];
   let frame = frame0;
-  for (const e of seen) {
+  for (const e of ordered) {
     const next = { ...frame, [e.id]: { status: e.status, up: frame[e.id].up } };
     const leader = leaderOf(next);
     const d = describe(e.id, frame[e.id].status || e.prev, e.status, next, leader);
@@ -520,10 +578,40 @@ function showSteps(rp, current) {
     if (s.round) li.append(el('span', 'round', s.round));
     ol.append(li);
   });
+  if (rp.steps.some((s, i) => i > 0 && s.dt < rp.steps[i - 1].dt)) {
+    ol.append(el('li', 'empty', 'Times are when each node noticed the change; the nodes sample separately, every 1 ms, so steps less than a sample apart can show their times out of order. The list follows the protocol\'s order.'));
+  }
   if (rp.steps.some((s) => s.sameSample)) {
     ol.append(el('li', 'empty', '* two steps that happened within one sampling interval (1 ms) of that node.'));
   }
   if (!rp.complete) ol.append(el('li', 'empty', 'The HW has not reached this entry on every reachable node yet.'));
+}
+
+// detectAppend notices appends from any client (this page, curl, another
+// service) by the leader's LEO, and queues their replay.
+function detectAppend() {
+  const lv = liveView();
+  const leader = leaderOf(lv);
+  if (!leader) return;
+  const leo = lv[leader].status.leo;
+  if (S.seenLEO === undefined) {
+    // First look: show the steps of the latest entry the nodes remember.
+    S.seenLEO = leo;
+    if (leo > 0) {
+      const rp = buildReplay(leo - 1);
+      if (rp && rp.steps.length > 0) {
+        S.lastReplay = rp;
+        S.replayedX = rp.x;
+        $('replay-button').disabled = false;
+        showSteps(rp);
+      }
+    }
+    return;
+  }
+  if (leo > S.seenLEO && (!S.pending || S.pending.offset < leo - 1)) {
+    S.pending = { offset: leo - 1, deadline: Date.now() + 2500 };
+  }
+  S.seenLEO = leo; // also when it went down: a truncation after a failover
 }
 
 function maybeStartReplay() {
@@ -533,6 +621,7 @@ function maybeStartReplay() {
   const allHW = reachable.every((id) => S.nodes[id].status.hw > p.offset);
   if (!allHW && Date.now() < p.deadline) return;
   S.pending = null;
+  S.replayedX = p.offset;
   const rp = buildReplay(p.offset);
   S.lastReplay = rp;
   $('replay-button').disabled = !rp;
@@ -604,7 +693,10 @@ async function append(ev) {
       out.textContent = `committed at offset ${r.body.offset} (${ms} ms via ${via})`;
       out.dataset.offset = r.body.offset;
       input.value = '';
-      S.pending = { offset: r.body.offset, deadline: Date.now() + 2500 };
+      const off = r.body.offset;
+      if (S.replayedX !== off && !(S.pending && S.pending.offset >= off)) {
+        S.pending = { offset: off, deadline: Date.now() + 2500 };
+      }
     } else {
       const b = r.body || {};
       out.className = 'result err';
