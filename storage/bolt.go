@@ -127,6 +127,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
 	}
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		return nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
 	}

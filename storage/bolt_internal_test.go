@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -264,6 +265,21 @@ func TestBoltOpenDetectsCorruption(t *testing.T) {
 				t.Fatalf("OpenBolt: %v; want ErrCorrupt naming the file", err)
 			}
 		})
+	}
+}
+
+func TestBoltOpenNotABoltFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.db")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("not a bbolt file "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBolt(path, BoltOptions{})
+	if err == nil {
+		b.Close()
+		t.Fatal("OpenBolt succeeded on a file that is not a bbolt file")
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("OpenBolt: %v; want ErrCorrupt naming the file", err)
 	}
 }
 
