@@ -63,6 +63,7 @@ type demo struct {
 	mu       sync.Mutex
 	children map[string]*child
 	order    []string
+	stopping bool // set by stopAll: no more starts
 	// op serialises kill/restart of the same node (one at a time overall).
 	op sync.Mutex
 }
@@ -195,6 +196,10 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 func (d *demo) start(id string) error {
 	d.mu.Lock()
 	c := d.children[id]
+	if d.stopping {
+		d.mu.Unlock()
+		return errors.New("the demo is stopping")
+	}
 	if c.state != "stopped" {
 		d.mu.Unlock()
 		return fmt.Errorf("%s is %s", id, c.state)
@@ -323,6 +328,9 @@ func (d *demo) kill(id string, graceful bool) error {
 
 // stopAll stops every node gracefully, in parallel.
 func (d *demo) stopAll() {
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
 	d.op.Lock()
 	defer d.op.Unlock()
 	var wg sync.WaitGroup

@@ -85,8 +85,17 @@ async function pollNode(id) {
   }
 }
 
-async function pollAll() {
-  await Promise.all(S.ids.map(pollNode));
+// Each node is polled on its own loop, so a node that hangs (a paused
+// process, a partition) does not slow down the picture of the others.
+async function nodeLoop(id) {
+  for (;;) {
+    const t = performance.now();
+    await pollNode(id);
+    await sleep(Math.max(0, POLL_MS - (performance.now() - t)));
+  }
+}
+
+function tick() {
   detectAppend();
   maybeStartReplay();
   if (!S.replay) render(liveView());
@@ -748,12 +757,8 @@ async function init() {
   $('replay-button').addEventListener('click', () => S.lastReplay && playReplay(S.lastReplay));
   $('live-button').addEventListener('click', stopReplay);
   window.addEventListener('resize', () => !S.replay && render(liveView()));
-  const loop = async () => {
-    const t = performance.now();
-    await pollAll();
-    setTimeout(loop, Math.max(0, POLL_MS - (performance.now() - t)));
-  };
-  loop();
+  for (const id of S.ids) nodeLoop(id);
+  setInterval(tick, 100);
   pollControl();
   setInterval(pollControl, 1000);
   pollEntries();
