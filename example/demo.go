@@ -188,7 +188,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	fmt.Fprintf(d.out, "Open a dashboard URL in a browser. Ctrl-C stops all nodes.\n")
 
 	<-ctx.Done()
-	fmt.Fprintf(d.out, "stopping all nodes\n")
+	fmt.Fprintf(d.out, "[demo] stopping all nodes\n")
 	return nil
 }
 
@@ -260,7 +260,7 @@ func (d *demo) start(id string) error {
 		c.state = "stopped"
 		c.lastExit = exitText(err)
 		d.mu.Unlock()
-		d.out.line(fmt.Sprintf("%s exited (%s)", id, c.lastExit))
+		d.out.line(fmt.Sprintf("[demo] %s exited (%s)", id, c.lastExit))
 		close(exited)
 	}()
 
@@ -385,10 +385,10 @@ func (d *demo) controlHandler() http.Handler {
 		var err error
 		switch action {
 		case "kill":
-			d.out.line("control: kill -9 " + id)
+			d.out.line("[demo] kill -9 " + id)
 			err = d.kill(id, false)
 		case "restart":
-			d.out.line("control: restart " + id)
+			d.out.line("[demo] restart " + id)
 			if err = d.kill(id, true); err == nil {
 				err = d.start(id)
 			}
