@@ -40,6 +40,12 @@ type Options struct {
 	// Store picks the durable store: "memory" (storage.NewMemory, the
 	// default) or "sim" (the simulation's own small store).
 	Store string
+	// SafetyOnly turns off the checks of protocol rules (an ack only below
+	// the acking leader's HW; a leader's HW moves only onto an entry of
+	// its own epoch) and keeps only the checks of their consequences (no
+	// committed or acknowledged entry is ever lost or changed, ...). It
+	// shows whether a broken rule is caught by what it breaks.
+	SafetyOnly bool
 }
 
 // Result describes a finished run.
@@ -94,6 +100,8 @@ type params struct {
 	crashNewLeaderProb         float64 // a new leader is crashed soon after its election
 	crashFollowerOnElectProb   float64 // a follower is crashed soon after an election
 	crashAfterAppendProb       float64 // the leader is crashed right after an append
+	crashAfterCommitProb       float64 // the leader is crashed right after its HW moves
+	isolateNewLeaderProb       float64 // a new leader is cut off soon after its election
 	gossipEvery                time.Duration
 }
 
@@ -107,8 +115,10 @@ func chooseParams(r *rand.Rand) params {
 	p.electionTimeout = ms(20 + 30*r.Float64())
 	p.fetchMaxWait = ms(10 + 30*r.Float64())
 	p.fetchMaxBytes = 1 << 20
-	if r.Intn(3) == 0 {
-		// Tiny responses: a follower needs several rounds to catch up.
+	if r.Intn(3) != 0 {
+		// Small responses: a follower needs several rounds to catch up,
+		// and may hold an old epoch's tail without the new leader's
+		// epoch-start entry (Raft's figure 8 needs that).
 		p.fetchMaxBytes = 1 + r.Intn(64)
 	}
 	p.tickMin = ms(2 + 3*r.Float64())
@@ -133,6 +143,9 @@ func chooseParams(r *rand.Rand) params {
 	p.crashFollowerOnElectProb = 0.3 * r.Float64()
 	p.crashAfterAppendProb = 0.1 * r.Float64()
 	p.gossipEvery = ms(10 + 40*r.Float64())
+	p.crashAfterCommitProb = 0.2 * r.Float64()
+	p.isolateNewLeaderProb = 0.3 * r.Float64()
+	p.crashNewLeaderProb = 0.5 * r.Float64()
 	return p
 }
 
@@ -144,8 +157,15 @@ const (
 )
 
 // convergeBound is the simulated time a cluster gets, after the workload
-// stops, to elect a leader and bring every replica to the same log and HW.
-const convergeBound = 10 * time.Second
+// stops, to elect a leader and bring every replica to the same log and HW:
+// 10s, plus twice the time a replica that restarted empty needs to fetch
+// the whole log in rounds of the run's fetch size.
+func (s *sim) convergeBound() time.Duration {
+	perRound := max(1, s.p.fetchMaxBytes/8) // payloads are about 6 bytes
+	rounds := len(s.committed)/perRound + 1
+	round := 2*s.p.netMax + s.p.diskMax + time.Duration(2*s.p.slowProb*float64(s.p.slowMax))
+	return 10*time.Second + 2*time.Duration(rounds)*round
+}
 
 // simBase is the wall-clock origin of simulated time (any fixed instant).
 var simBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -193,8 +213,11 @@ type node struct {
 	// checked is the prefix of shadow known to equal the committed log.
 	hw      uint64
 	checked uint64
-	role    replica.Role
-	epoch   uint64
+	// votes is the durable vote of every epoch the node voted in, from
+	// the quorum-state writes that reached its disk.
+	votes map[uint64]string
+	role  replica.Role
+	epoch uint64
 }
 
 // proposal is one Propose call of the workload.
@@ -326,7 +349,7 @@ func (s *sim) schedule(after time.Duration, e event) {
 func (s *sim) setup() {
 	n := s.p.voters + s.p.observers
 	for i := 0; i < n; i++ {
-		nd := &node{idx: i, voter: i < s.p.voters, store: s.newStore()}
+		nd := &node{idx: i, voter: i < s.p.voters, store: s.newStore(), votes: map[uint64]string{}}
 		if nd.voter {
 			nd.id = fmt.Sprintf("v%d", i+1)
 			s.voters = append(s.voters, nd.id)
@@ -440,8 +463,8 @@ func (s *sim) loop() {
 				s.finalCheck()
 				return
 			}
-			if s.now-s.quiesceAt > convergeBound {
-				s.fail("no convergence within %v of simulated time after the workload stopped:\n%s", convergeBound, s.dump())
+			if b := s.convergeBound(); s.now-s.quiesceAt > b {
+				s.fail("no convergence within %v of simulated time after the workload stopped:\n%s", b, s.dump())
 				return
 			}
 		}
@@ -709,6 +732,9 @@ func (s *sim) apply(nd *node, w replica.Write) error {
 		} else if w.Quorum.Epoch == old.Epoch && old.VotedFor != "" && w.Quorum.VotedFor != old.VotedFor {
 			s.fail("%s: durable vote in epoch %d changes from %s to %q", nd.id, old.Epoch, old.VotedFor, w.Quorum.VotedFor)
 		}
+		if w.Quorum.VotedFor != "" {
+			nd.votes[w.Quorum.Epoch] = w.Quorum.VotedFor
+		}
 		return st.SetQuorumState(w.Quorum)
 	case replica.WriteHWCheckpoint:
 		return st.SetHWCheckpoint(w.Offset)
@@ -907,19 +933,8 @@ func (s *sim) partition() {
 				v = nd.idx
 			}
 		}
-		dir := s.rng.Intn(3) // 0 both, 1 outbound only, 2 inbound only
-		for o := 0; o < n; o++ {
-			if o == v {
-				continue
-			}
-			if dir != 2 {
-				pairs = append(pairs, [2]int{v, o})
-			}
-			if dir != 1 {
-				pairs = append(pairs, [2]int{o, v})
-			}
-		}
-		desc = fmt.Sprintf("isolate %s dir=%d", s.nodes[v].id, dir)
+		s.isolate(v, s.rng.Intn(3))
+		return
 	case 3: // one-way set: a random node cannot hear from a random group
 		v := s.rng.Intn(n)
 		for o := 0; o < n; o++ {
@@ -929,6 +944,28 @@ func (s *sim) partition() {
 		}
 		desc = fmt.Sprintf("deafen %s", s.nodes[v].id)
 	}
+	s.addPartition(pairs, desc)
+}
+
+// isolate cuts node v off: dir 0 both ways, 1 outbound only, 2 inbound
+// only.
+func (s *sim) isolate(v, dir int) {
+	var pairs [][2]int
+	for o := range s.nodes {
+		if o == v {
+			continue
+		}
+		if dir != 2 {
+			pairs = append(pairs, [2]int{v, o})
+		}
+		if dir != 1 {
+			pairs = append(pairs, [2]int{o, v})
+		}
+	}
+	s.addPartition(pairs, fmt.Sprintf("isolate %s dir=%d", s.nodes[v].id, dir))
+}
+
+func (s *sim) addPartition(pairs [][2]int, desc string) {
 	if len(pairs) == 0 {
 		return
 	}

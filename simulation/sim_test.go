@@ -20,11 +20,12 @@ var (
 	flagTrace   = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
 	flagMaxFail = flag.Int("sim.maxfail", 3, "stop dispatching new seeds after this many failures")
 	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
+	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
 	flagStore   = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
 )
 
 func runOpts(seed int64, steps int) Options {
-	return Options{Seed: seed, Steps: steps, Store: *flagStore}
+	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -32,6 +33,9 @@ func reproduce(seed int64, steps int) string {
 	cmd := fmt.Sprintf("go test ./simulation -run TestSimulation -sim.seed=%d", seed)
 	if steps != 2000 {
 		cmd += fmt.Sprintf(" -sim.steps=%d", steps)
+	}
+	if *flagSafety {
+		cmd += " -sim.safetyonly"
 	}
 	if *flagStore != "memory" {
 		cmd += " -sim.store=" + *flagStore
