@@ -33,6 +33,9 @@ const (
 	FailedPresent = "failed-write-present"
 	// Phantom: a payload no client ever appended is in the log.
 	Phantom = "phantom-write"
+	// RealTimeOrder: an append invoked after another was acknowledged got
+	// a lower offset (a committed entry must precede every later append).
+	RealTimeOrder = "realtime-order"
 	// NotConverged: after healing, a node's final log or HW differs from
 	// the others'.
 	NotConverged = "not-converged"
@@ -40,7 +43,7 @@ const (
 
 // AnomalyKinds lists every kind, in report order.
 var AnomalyKinds = []string{LostWrite, InconsistentOffset, NonMonotonicRead, UncommittedRead,
-	Duplicate, DuplicateRetried, FailedPresent, Phantom, NotConverged}
+	Duplicate, DuplicateRetried, FailedPresent, Phantom, RealTimeOrder, NotConverged}
 
 // Anomaly is one violation found by Check, with the operations involved.
 type Anomaly struct {
@@ -331,6 +334,32 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 		}
 		if allFailed {
 			add(Anomaly{Kind: FailedPresent, Offset: offs[0], Payload: p, Ops: pops, Detail: fmt.Sprintf("at offsets %v", offs)})
+		}
+	}
+
+	// Real-time order: sweep acknowledged appends by invocation, knowing
+	// the highest offset acknowledged before each invocation.
+	var oks []Op
+	for _, o := range ops {
+		if o.Outcome == OK {
+			oks = append(oks, o)
+		}
+	}
+	byComplete := append([]Op(nil), oks...)
+	sort.Slice(byComplete, func(i, j int) bool { return byComplete[i].Complete < byComplete[j].Complete })
+	sort.Slice(oks, func(i, j int) bool { return oks[i].Invoke < oks[j].Invoke })
+	var highest *Op
+	k := 0
+	for _, b := range oks {
+		for k < len(byComplete) && byComplete[k].Complete < b.Invoke {
+			if highest == nil || byComplete[k].Offset > highest.Offset {
+				highest = &byComplete[k]
+			}
+			k++
+		}
+		if highest != nil && b.Offset <= highest.Offset {
+			add(Anomaly{Kind: RealTimeOrder, Offset: b.Offset, Payload: b.Payload, Ops: []Op{*highest, b},
+				Detail: fmt.Sprintf("invoked after %q was acked at %d, yet acked at %d", highest.Payload, highest.Offset, b.Offset)})
 		}
 	}
 

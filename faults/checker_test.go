@@ -188,3 +188,21 @@ func TestFailovers(t *testing.T) {
 		t.Fatalf("median = %v", p)
 	}
 }
+
+func TestCheckerRealTimeOrder(t *testing.T) {
+	ops, reads, finals := cleanRun()
+	// "f" was acked at 4 (at 1.01s); "g", invoked afterwards, is acked at
+	// offset 1, below it. (The final logs are made to agree so that only
+	// the order is wrong.)
+	ops = append(ops, Op{ID: 7, Process: 2, Node: "n1", Payload: "g", Invoke: 2 * time.Second, Complete: 3 * time.Second, Outcome: OK, Offset: 1})
+	for i := range finals {
+		finals[i].Entries = []LogEntry{{0, 1, "a"}, {1, 1, "g"}, {2, 2, "c"}, {3, 2, "e"}, {4, 2, "f"}}
+	}
+	res := Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{RealTimeOrder: 1, LostWrite: 0})
+	for _, a := range res.Anomalies {
+		if a.Kind == RealTimeOrder && (len(a.Ops) != 2 || a.Ops[0].Payload != "f" || a.Ops[1].Payload != "g") {
+			t.Errorf("anomaly does not name both ops: %v", a)
+		}
+	}
+}
