@@ -218,6 +218,29 @@ func fmtEntries(es []entryJSON) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
+// leaderOf asks node base for the leader's ID until it knows one.
+func leaderOf(t *testing.T, base string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(base + "/status")
+		if err == nil {
+			var st struct {
+				LeaderID string `json:"leader_id"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err == nil && st.LeaderID != "" {
+				return st.LeaderID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s knows no leader after 60s (last error %v)", base, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // control calls the demo's control API.
 func (d *demoProc) controlCall(t *testing.T, method, path string) []nodeStateJSON {
 	t.Helper()
@@ -292,7 +315,9 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 		waitEntries(t, id, d.urls[id], want)
 	}
 
-	// The control API: kill one node; the other two (a majority) go on.
+	// The control API: kill a follower; the other two (a majority) go on.
+	// (Killing the leader could leave an append in flight with an unknown
+	// outcome; the fault tests cover that.)
 	states := d.controlCall(t, "GET", "/nodes")
 	var pids []int
 	for _, s := range states {
@@ -301,24 +326,37 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 		}
 		pids = append(pids, s.PID)
 	}
-	states = d.controlCall(t, "POST", "/nodes/n2/kill")
-	if states[1].ID != "n2" || states[1].State != "stopped" || !strings.Contains(states[1].LastExit, "killed") {
-		t.Fatalf("after kill: %+v", states[1])
+	leader := leaderOf(t, d.urls["n1"])
+	var victim, via int = -1, -1
+	for i, id := range demoIDs {
+		switch {
+		case id == leader:
+		case victim < 0:
+			victim = i
+		default:
+			via = i
+		}
 	}
-	if alive(pids[1]) {
-		t.Fatalf("n2 (pid %d) still runs after kill", pids[1])
+	vid := demoIDs[victim]
+	states = d.controlCall(t, "POST", "/nodes/"+vid+"/kill")
+	if states[victim].ID != vid || states[victim].State != "stopped" || !strings.Contains(states[victim].LastExit, "killed") {
+		t.Fatalf("after kill: %+v", states[victim])
 	}
-	off := appendRecord(t, d.urls["n3"], []byte("while n2 is down"))
-	want = append(want, entryJSON{Offset: off, Data: []byte("while n2 is down")})
-	waitEntries(t, "n1", d.urls["n1"], want)
+	if alive(pids[victim]) {
+		t.Fatalf("%s (pid %d) still runs after kill", vid, pids[victim])
+	}
+	rec := []byte("while " + vid + " is down")
+	off := appendRecord(t, d.urls[demoIDs[via]], rec) // through the other follower
+	want = append(want, entryJSON{Offset: off, Data: rec})
+	waitEntries(t, leader, d.urls[leader], want)
 
-	// Restarted, n2 catches up from its own data dir.
-	states = d.controlCall(t, "POST", "/nodes/n2/restart")
-	if states[1].State != "running" || states[1].PID == pids[1] {
-		t.Fatalf("after restart: %+v", states[1])
+	// Restarted, the victim catches up from its own data dir.
+	states = d.controlCall(t, "POST", "/nodes/"+vid+"/restart")
+	if states[victim].State != "running" || states[victim].PID == pids[victim] {
+		t.Fatalf("after restart: %+v", states[victim])
 	}
-	pids[1] = states[1].PID
-	waitEntries(t, "n2", d.urls["n2"], want)
+	pids[victim] = states[victim].PID
+	waitEntries(t, vid, d.urls[vid], want)
 
 	// SIGTERM: the demo stops every node and exits cleanly.
 	d.stop(t, syscall.SIGTERM)
