@@ -96,5 +96,14 @@ func (l *Log) propose(ctx context.Context, records [][]byte) (uint64, error) {
 		return r.offset, r.err
 	case <-ctx.Done():
 		return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	case <-l.loopDone:
+		// The loop answers every proposal it took before it ends; one
+		// still unanswered never reached the protocol.
+		select {
+		case r := <-p.result:
+			return r.offset, r.err
+		default:
+			return 0, ErrClosed
+		}
 	}
 }

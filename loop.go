@@ -19,6 +19,7 @@ const maxEventsPerRound = 256
 // waiting Append calls.
 func (l *Log) loop() {
 	defer l.wg.Done()
+	defer close(l.loopDone)
 	ticker := time.NewTicker(tickInterval)
 	defer ticker.Stop()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 
 	"github.com/replog-io/replog/storage"
 )
@@ -31,9 +32,20 @@ const (
 // Each Entry's Data is a fresh copy the caller owns. Read never blocks
 // appends or replication: it reads the store in short transactions.
 func (l *Log) Read(ctx context.Context, from uint64) iter.Seq2[Entry, error] {
+	return l.ReadRange(ctx, from, math.MaxUint64)
+}
+
+// ReadRange is Read bounded above: it iterates committed entries with
+// offsets in [from, to) and ends, without an error, once it has passed
+// to-1, waiting at the high watermark until then. Use
+// ReadRange(ctx, from, l.Status().HighWatermark) to read what is committed
+// now without waiting: the bound counts offsets, so it ends even when the
+// last offsets below it hold control entries that readers never see.
+// Errors are those of Read.
+func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		next := from
-		for {
+		for next < to {
 			l.hwMu.Lock()
 			hw, changed := l.hw, l.hwChanged
 			l.hwMu.Unlock()
@@ -62,7 +74,7 @@ func (l *Log) Read(ctx context.Context, from uint64) iter.Seq2[Entry, error] {
 					return
 				}
 				for _, e := range ents {
-					if e.Offset >= hw {
+					if e.Offset >= hw || e.Offset >= to {
 						break
 					}
 					next = e.Offset + 1

@@ -87,6 +87,7 @@ type Log struct {
 	status atomic.Pointer[Status]
 
 	closing   chan struct{}
+	loopDone  chan struct{} // closed when the loop goroutine has ended
 	closeOnce sync.Once
 	closeErr  error
 	wg        sync.WaitGroup
@@ -135,6 +136,7 @@ func Open(opts Options) (*Log, error) {
 		wakeLoop:  make(chan struct{}, 1),
 		hwChanged: make(chan struct{}),
 		closing:   make(chan struct{}),
+		loopDone:  make(chan struct{}),
 	}
 	cleanup := func() {
 		if l.ml != nil {
@@ -156,7 +158,7 @@ func Open(opts Options) (*Log, error) {
 		FetchMaxBytes:   o.FetchMaxBytes,
 		MaxRecordSize:   o.MaxRecordSize,
 		Rand:            rand.New(rand.NewSource(seed)),
-		Logger:          logger.Named("replica"),
+		Logger:          logger,
 	}, store, time.Now())
 	if err != nil {
 		cleanup()
@@ -195,7 +197,7 @@ func (l *Log) startNetwork() error {
 		ListenAddr: o.RPCAddr,
 		Resolver:   resolve,
 		TLS:        o.TLS,
-		Logger:     l.logger.Named("transport"),
+		Logger:     l.logger,
 	})
 	if err != nil {
 		return fmt.Errorf("replog: start transport on %s: %w", o.RPCAddr, err)
