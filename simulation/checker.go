@@ -32,6 +32,10 @@ func (s *sim) check(nd *node) {
 		return
 	}
 	st := nd.r.Status()
+	if st.Violations != 0 {
+		s.fail("%s: the core counted %d invariant violations (Status.Violations)", nd.id, st.Violations)
+		return
+	}
 	switch {
 	case !nd.voter && st.Role != replica.RoleObserver:
 		s.fail("%s is an observer but has role %s", nd.id, st.Role)
