@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -31,9 +32,23 @@ func main() {
 		dir      = flag.String("dir", "", "data directory (default: a temporary one, removed at the end)")
 		nosync   = flag.Bool("nosync", false, "disable fsync (not what production does)")
 		via      = flag.String("via", "leader", "where appenders send: leader or all (round robin, followers forward)")
+		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	)
 	flag.Parse()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "replog-bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "replog-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*nodes, *clients, *size, *duration, *dir, *nosync, *via); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "replog-bench:", err)
 		os.Exit(1)
 	}
