@@ -235,6 +235,21 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 	waitJS(fmt.Sprintf("HW > %d on all three nodes (live)", offset), hwPast)
 
 	shot := screenshot("dashboard.png")
+
+	// The kill and restart buttons reach the demo's control API.
+	follower, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.row[data-role="follower"]').dataset.node`))
+	if err != nil {
+		t.Fatalf("finding a follower row: %v", err)
+	}
+	row := fmt.Sprintf(`.row[data-node=%q]`, follower)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(row+` button.danger`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(follower+" shown as down after Kill", fmt.Sprintf(`document.querySelector('%s').dataset.role === 'down'`, row))
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(row+` button.ghost`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(follower+" back after Restart", fmt.Sprintf(`document.querySelector('%s').dataset.up === 'true'`, row))
 	t.Logf("screenshots: %s, %s", shot, replayShot)
 
 	stopConsole()
