@@ -22,6 +22,7 @@ var (
 	flagReaders   = flag.Int("faults.readers", 3, "concurrent tailing readers")
 	flagFake      = flag.Bool("faults.fake", false, "run the harness's own fake node (internal/fakenode) instead of ./example")
 	flagNodeArgs  = flag.String("faults.node-args", "", "extra node flags, space-separated (e.g. -fake-bug-lose with -faults.fake)")
+	flagConc      = flag.Int("faults.concurrency", 1, "how many nemesis faults may be in force at once")
 	flagKeep      = flag.Bool("faults.keep", false, "keep the data directory, node logs and history even on success")
 	flagFetchTO   = flag.Duration("faults.fetch-timeout", time.Second, "node -fetch-timeout")
 	flagElectTO   = flag.Duration("faults.election-timeout", 300*time.Millisecond, "node -election-timeout")
@@ -145,7 +146,8 @@ func TestFaults(t *testing.T) {
 		nodeArgs: strings.Fields(*flagNodeArgs), keep: *flagKeep, logEvents: true,
 		cfg: RunConfig{
 			Duration: *flagDuration, Seed: seedFlag(t), Faults: splitList(*flagNemesis),
-			Appenders: *flagAppenders, Readers: *flagReaders,
+			NemesisConcurrency: *flagConc,
+			Appenders:          *flagAppenders, Readers: *flagReaders,
 			AppendTimeout: 5 * time.Second, Retries: 2, ConvergeTimeout: 90 * time.Second,
 		},
 	})

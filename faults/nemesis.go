@@ -75,9 +75,15 @@ type Nemesis struct {
 	// faults.
 	HoldMin, HoldMax, RestMin, RestMax time.Duration
 
-	mu          sync.Mutex // guards stats.Elections
-	stats       NemesisStats
-	leaderEpoch uint64 // epoch of the leader last found by leader()
+	// Concurrency is how many fault workers run at once (default 1);
+	// with more, faults overlap (a heal by one heals all partitions).
+	Concurrency int
+
+	rngMu sync.Mutex
+	mu    sync.Mutex // guards stats and leaderEpoch
+	stats NemesisStats
+	// leaderEpoch is the epoch of the leader last found by leader().
+	leaderEpoch uint64
 	watchers    sync.WaitGroup
 }
 
@@ -125,12 +131,25 @@ func (nm *Nemesis) Stats() NemesisStats {
 func (nm *Nemesis) Run(ctx context.Context) {
 	defer nm.watchers.Wait()
 	defer nm.HealAll()
-	for ctx.Err() == nil {
-		f := nm.pick()
-		nm.stats.PerFault[f]++
-		nm.do(ctx, f)
-		nm.sleep(ctx, nm.between(nm.RestMin, nm.RestMax))
+	var wg sync.WaitGroup
+	for i := 0; i < max(1, nm.Concurrency); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i > 0 {
+				nm.sleep(ctx, nm.between(nm.RestMin, nm.RestMax))
+			}
+			for ctx.Err() == nil {
+				f := nm.pick()
+				nm.mu.Lock()
+				nm.stats.PerFault[f]++
+				nm.mu.Unlock()
+				nm.do(ctx, f)
+				nm.sleep(ctx, nm.between(nm.RestMin, nm.RestMax))
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 func (nm *Nemesis) pick() string {
@@ -138,7 +157,7 @@ func (nm *Nemesis) pick() string {
 	for _, w := range nm.weight {
 		total += w
 	}
-	x := nm.rng.Intn(total)
+	x := nm.intn(total)
 	for i, w := range nm.weight {
 		if x < w {
 			return nm.faults[i]
@@ -148,11 +167,35 @@ func (nm *Nemesis) pick() string {
 	return nm.faults[0]
 }
 
+func (nm *Nemesis) intn(n int) int {
+	nm.rngMu.Lock()
+	defer nm.rngMu.Unlock()
+	return nm.rng.Intn(n)
+}
+
+func (nm *Nemesis) int63n(n int64) int64 {
+	nm.rngMu.Lock()
+	defer nm.rngMu.Unlock()
+	return nm.rng.Int63n(n)
+}
+
+func (nm *Nemesis) shuffle(n int, swap func(i, j int)) {
+	nm.rngMu.Lock()
+	defer nm.rngMu.Unlock()
+	nm.rng.Shuffle(n, swap)
+}
+
+func (nm *Nemesis) count(c *int) {
+	nm.mu.Lock()
+	*c++
+	nm.mu.Unlock()
+}
+
 func (nm *Nemesis) between(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	return lo + time.Duration(nm.rng.Int63n(int64(hi-lo)))
+	return lo + time.Duration(nm.int63n(int64(hi-lo)))
 }
 
 // sleep waits d or until ctx ends; faults are undone either way.
@@ -179,7 +222,9 @@ func (nm *Nemesis) leader(ctx context.Context) *Node {
 	defer cancel()
 	n, epoch := nm.c.Leader(lctx)
 	if n != nil {
+		nm.mu.Lock()
 		nm.leaderEpoch = epoch
+		nm.mu.Unlock()
 	}
 	return n
 }
@@ -206,10 +251,10 @@ func (nm *Nemesis) watchElection(epoch uint64, start time.Time) {
 	}()
 }
 
-func (nm *Nemesis) randomNode() *Node { return nm.c.Nodes[nm.rng.Intn(len(nm.c.Nodes))] }
+func (nm *Nemesis) randomNode() *Node { return nm.c.Nodes[nm.intn(len(nm.c.Nodes))] }
 
 func (nm *Nemesis) mode() BlockMode {
-	if nm.rng.Intn(2) == 0 {
+	if nm.intn(2) == 0 {
 		return Refuse
 	}
 	return Drop
@@ -220,10 +265,13 @@ func (nm *Nemesis) mode() BlockMode {
 func (nm *Nemesis) kill(n *Node, leader *Node, detail string) {
 	start := time.Now()
 	nm.c.Kill(n)
-	nm.stats.Kills++
+	nm.count(&nm.stats.Kills)
 	nm.event("kill", n == leader, detail, n)
 	if n == leader {
-		nm.watchElection(nm.leaderEpoch, start)
+		nm.mu.Lock()
+		epoch := nm.leaderEpoch
+		nm.mu.Unlock()
+		nm.watchElection(epoch, start)
 	}
 }
 
@@ -278,19 +326,19 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 				others = append(others, n)
 			}
 		}
-		nm.rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+		nm.shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
 		minority := others[:(len(nm.c.Nodes)-1)/2]
 		rest := others[len(minority):]
 		mode := nm.mode()
 		nm.isolateGroup(minority, mode)
-		nm.stats.Partitions++
+		nm.count(&nm.stats.Partitions)
 		nm.event("partition", false, "minority cut off before crash ("+mode.String()+")", minority...)
 		nm.sleep(ctx, nm.between(500*time.Millisecond, 2*time.Second))
 		detail := "crash-majority " + nm.waitAck(ctx)
 		victims := append([]*Node{leader}, rest...)
 		nm.c.Kill(victims...)
 		for _, n := range victims {
-			nm.stats.Kills++
+			nm.count(&nm.stats.Kills)
 			nm.event("kill", n == leader, detail, n)
 		}
 		for _, n := range rest {
@@ -308,7 +356,7 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		}
 		mode := nm.mode()
 		nm.isolateGroup([]*Node{leader}, mode)
-		nm.stats.Partitions++
+		nm.count(&nm.stats.Partitions)
 		nm.event("partition", true, "isolate before kill ("+mode.String()+")", leader)
 		nm.sleep(ctx, nm.between(nm.HoldMin, nm.HoldMax))
 		nm.kill(leader, leader, "while isolated")
@@ -320,13 +368,13 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 	case FaultPause:
 		target := nm.randomNode()
 		leader := nm.leader(ctx)
-		if leader != nil && nm.rng.Intn(2) == 0 {
+		if leader != nil && nm.intn(2) == 0 {
 			target = leader
 		}
 		if !nm.c.Pause(target) {
 			return
 		}
-		nm.stats.Pauses++
+		nm.count(&nm.stats.Pauses)
 		nm.event("pause", target == leader, "", target)
 		nm.sleep(ctx, nm.between(nm.HoldMin, nm.HoldMax))
 		nm.c.Resume(target)
@@ -335,7 +383,7 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 	case FaultIsolate:
 		target := nm.randomNode()
 		leader := nm.leader(ctx)
-		if leader != nil && nm.rng.Intn(3) > 0 {
+		if leader != nil && nm.intn(3) > 0 {
 			target = leader
 		}
 		mode := nm.mode()
@@ -344,7 +392,7 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 
 	case FaultSplit:
 		nodes := nm.shuffled()
-		minority := nodes[:1+nm.rng.Intn((len(nodes)-1)/2)]
+		minority := nodes[:1+nm.intn((len(nodes)-1)/2)]
 		mode := nm.mode()
 		nm.isolateGroup(minority, mode)
 		nm.partitioned(ctx, false, "split, minority cut off ("+mode.String()+")", minority...)
@@ -364,12 +412,12 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 	case FaultOneWay:
 		target := nm.randomNode()
 		leader := nm.leader(ctx)
-		if leader != nil && nm.rng.Intn(2) == 0 {
+		if leader != nil && nm.intn(2) == 0 {
 			target = leader
 		}
 		mode := nm.mode()
 		var detail string
-		switch nm.rng.Intn(3) {
+		switch nm.intn(3) {
 		case 0: // target cannot send
 			for _, n := range nm.c.Nodes {
 				if n != target {
@@ -417,7 +465,7 @@ func (nm *Nemesis) waitAck(ctx context.Context) string {
 
 // partitioned records a partition already in place, holds it and heals.
 func (nm *Nemesis) partitioned(ctx context.Context, leader bool, detail string, nodes ...*Node) {
-	nm.stats.Partitions++
+	nm.count(&nm.stats.Partitions)
 	nm.event("partition", leader, detail, nodes...)
 	nm.sleep(ctx, nm.between(nm.HoldMin, nm.HoldMax))
 	nm.c.Net.HealAll()
@@ -442,7 +490,7 @@ func (nm *Nemesis) isolateGroup(group []*Node, mode BlockMode) {
 
 func (nm *Nemesis) shuffled() []*Node {
 	nodes := append([]*Node(nil), nm.c.Nodes...)
-	nm.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	nm.shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
 	return nodes
 }
 

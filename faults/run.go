@@ -21,6 +21,9 @@ type RunConfig struct {
 	Seed int64
 	// Faults restricts the nemesis (nil: all of AllFaults).
 	Faults []string
+	// NemesisConcurrency is how many faults may be in force at once
+	// (default 1).
+	NemesisConcurrency int
 	// Appenders and Readers are the numbers of concurrent clients.
 	Appenders, Readers int
 	// AppendTimeout bounds one /append request.
@@ -35,13 +38,14 @@ type RunConfig struct {
 
 // Report is what a run produced.
 type Report struct {
-	Seed     int64
-	Nodes    int
-	Duration time.Duration
-	History  *History
-	Finals   []FinalLog
-	Result   Result
-	Nemesis  NemesisStats
+	Seed        int64
+	Nodes       int
+	Concurrency int
+	Duration    time.Duration
+	History     *History
+	Finals      []FinalLog
+	Result      Result
+	Nemesis     NemesisStats
 	// Converged is false if the nodes did not agree (same HW, same log)
 	// within ConvergeTimeout; ConvergeErr says why.
 	Converged   bool
@@ -65,7 +69,8 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Nodes), History: h}
+	nm.Concurrency = cfg.NemesisConcurrency
+	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Nodes), Concurrency: max(1, cfg.NemesisConcurrency), History: h}
 
 	stop := make(chan struct{}) // clients: no new operations
 	readCtx, stopReads := context.WithCancel(ctx)
@@ -251,7 +256,7 @@ func index(f FinalLog) map[uint64]LogEntry {
 // Print writes the run's summary.
 func (r *Report) Print(w io.Writer) {
 	counts := r.History.Counts()
-	fmt.Fprintf(w, "seed=%d nodes=%d nemesis+heal=%v\n", r.Seed, r.Nodes, r.Duration.Round(time.Millisecond))
+	fmt.Fprintf(w, "seed=%d nodes=%d nemesis+heal=%v concurrency=%d\n", r.Seed, r.Nodes, r.Duration.Round(time.Millisecond), r.Concurrency)
 	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d\n",
 		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads)
 	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d per-fault=%v\n",
