@@ -75,6 +75,10 @@ type ClusterConfig struct {
 	Nodes int
 	// Protocol tuning passed to every node.
 	FetchTimeout, ElectionTimeout, FetchMaxWait time.Duration
+	// Gossip turns memberlist on (UDP+TCP on loopback, every node joining
+	// the others). Gossip is not proxied, so it is not partitioned: only use
+	// it with process faults (kills, pauses).
+	Gossip bool
 	// ExtraArgs are appended to every node's command line.
 	ExtraArgs []string
 	// AppendTimeout is the node's -append-timeout: how long /append waits
@@ -157,7 +161,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 	}}}
 	var ids []string
-	rpc := map[string]string{}
+	rpc, gossip := map[string]string{}, map[string]string{}
 	for i := 1; i <= cfg.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i)
 		httpAddr, err := freePort()
@@ -174,6 +178,15 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 		ids = append(ids, id)
 		rpc[id] = rpcAddr
+		if cfg.Gossip {
+			// memberlist binds TCP and UDP on the same port: take a port
+			// free for TCP and hope UDP is free too (loopback, rarely not).
+			g, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			gossip[id] = g
+		}
 		c.Nodes = append(c.Nodes, &Node{ID: id, Dir: dir, HTTPAddr: httpAddr, RPCAddr: rpcAddr,
 			logPath: filepath.Join(cfg.Root, id+".log")})
 	}
@@ -190,9 +203,19 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 				httpPeers = append(httpPeers, m.ID+"=http://"+m.HTTPAddr)
 			}
 		}
-		n.args = []string{
+		gossipArgs := []string{"-gossip="}
+		if cfg.Gossip {
+			var join []string
+			for _, m := range c.Nodes {
+				if m != n {
+					join = append(join, gossip[m.ID])
+				}
+			}
+			gossipArgs = []string{"-gossip", gossip[n.ID], "-join", strings.Join(join, ",")}
+		}
+		n.args = append([]string{
 			"-id", n.ID, "-dir", n.Dir, "-http", n.HTTPAddr, "-rpc", n.RPCAddr,
-			"-gossip=", "-voters", strings.Join(ids, ","),
+			"-voters", strings.Join(ids, ","),
 			"-peers", strings.Join(peers, ","), "-http-peers", strings.Join(httpPeers, ","),
 			"-cluster", "replog-faults",
 			"-fetch-timeout", cfg.FetchTimeout.String(),
@@ -200,7 +223,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			"-fetch-max-wait", cfg.FetchMaxWait.String(),
 			// The dashboard's status sampling is not needed here.
 			"-sample-interval", "0",
-		}
+		}, gossipArgs...)
 		if cfg.AppendTimeout > 0 {
 			n.args = append(n.args, "-append-timeout", cfg.AppendTimeout.String())
 		}

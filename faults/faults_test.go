@@ -23,6 +23,7 @@ var (
 	flagFake      = flag.Bool("faults.fake", false, "run the harness's own fake node (internal/fakenode) instead of ./example")
 	flagNodeArgs  = flag.String("faults.node-args", "", "extra node flags, space-separated (e.g. -fake-bug-lose with -faults.fake)")
 	flagConc      = flag.Int("faults.concurrency", 1, "how many nemesis faults may be in force at once")
+	flagGossip    = flag.Bool("faults.gossip", false, "turn gossip on (not proxied: the nemesis then only kills and pauses)")
 	flagKeep      = flag.Bool("faults.keep", false, "keep the data directory, node logs and history even on success")
 	flagFetchTO   = flag.Duration("faults.fetch-timeout", time.Second, "node -fetch-timeout")
 	flagElectTO   = flag.Duration("faults.election-timeout", 300*time.Millisecond, "node -election-timeout")
@@ -49,6 +50,7 @@ type runOpts struct {
 	race      bool
 	nodes     int
 	nodeArgs  []string
+	gossip    bool
 	cfg       RunConfig
 	keep      bool
 	logEvents bool
@@ -89,7 +91,7 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	c, err := StartCluster(ctx, ClusterConfig{
 		Bin: bin, Root: root, Nodes: o.nodes,
 		FetchTimeout: *flagFetchTO, ElectionTimeout: *flagElectTO, FetchMaxWait: *flagMaxWait,
-		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs,
+		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, Gossip: o.gossip,
 		Logf: logf,
 	})
 	if err != nil {
@@ -141,11 +143,16 @@ func TestFaults(t *testing.T) {
 	if *flagFake {
 		pkg = "./faults/internal/fakenode"
 	}
+	faults := splitList(*flagNemesis)
+	if *flagGossip && len(faults) == 0 {
+		faults = ProcessFaults
+	}
 	rep := faultRun(t, runOpts{
-		pkg: pkg, tags: *flagTags, race: *flagRace, nodes: *flagNodes,
+		gossip: *flagGossip,
+		pkg:    pkg, tags: *flagTags, race: *flagRace, nodes: *flagNodes,
 		nodeArgs: strings.Fields(*flagNodeArgs), keep: *flagKeep, logEvents: true,
 		cfg: RunConfig{
-			Duration: *flagDuration, Seed: seedFlag(t), Faults: splitList(*flagNemesis),
+			Duration: *flagDuration, Seed: seedFlag(t), Faults: faults,
 			NemesisConcurrency: *flagConc,
 			Appenders:          *flagAppenders, Readers: *flagReaders,
 			AppendTimeout: 5 * time.Second, Retries: 2, ConvergeTimeout: 90 * time.Second,

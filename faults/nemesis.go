@@ -51,6 +51,10 @@ var AllFaults = map[string]int{
 	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2,
 }
 
+// ProcessFaults are the faults that do not partition the network (for runs
+// with unproxied gossip).
+var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, FaultPause}
+
 // NemesisStats counts what the nemesis did.
 type NemesisStats struct {
 	Kills, Pauses, Partitions int
