@@ -1,0 +1,87 @@
+package replica
+
+import (
+	"testing"
+
+	"github.com/replog-io/replog/storage"
+)
+
+func ents(first uint64, epochs ...uint64) []storage.Entry {
+	var out []storage.Entry
+	for i, e := range epochs {
+		out = append(out, storage.Entry{Offset: first + uint64(i), Epoch: e, Type: storage.EntryData, Data: []byte{byte(first) + byte(i)}})
+	}
+	return out
+}
+
+// TestLogViewPendingTruncation: a truncation emitted while earlier writes
+// are in flight masks the store at once; the durable end only moves when
+// the writes carrying entries are persisted, and the view matches the store
+// whatever prefix of the writes has been applied.
+func TestLogViewPendingTruncation(t *testing.T) {
+	store := newStore(t, []uint64{1, 1, 1}, storage.QuorumState{})
+	l := newLogView(store)
+	// seq 1: append 3,4 (epoch 2); seq 2: truncate to 1 (below the durable
+	// end); seq 3: append 1,2 (epoch 3).
+	l.append(ents(3, 2, 2), 1)
+	l.truncate(1)
+	if l.LEO() != 1 || l.durableEnd != 1 || l.LastEntryEpoch() != 1 {
+		t.Fatalf("after truncate: leo %d durable %d", l.LEO(), l.durableEnd)
+	}
+	l.append(ents(1, 3, 3), 3)
+	if e, end := l.EndOffsetForEpoch(2); e != 1 || end != 1 {
+		t.Fatalf("EndOffsetForEpoch(2) = %d,%d, want 1,1 (epoch 2 is gone)", e, end)
+	}
+	// The store still has the old entries and seq 1 is applied: the view
+	// must not read them.
+	if err := store.Append(ents(3, 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if l.persisted(1) {
+		t.Fatal("persisting the truncated append moved the durable end")
+	}
+	es, err := l.read(0, 1<<20)
+	if err != nil || len(es) != 3 || es[1].Epoch != 3 || es[2].Epoch != 3 {
+		t.Fatalf("read = %v, %v: want 1@e1 then the new tail", es, err)
+	}
+	if err := store.TruncateSuffix(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Append(ents(1, 3, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.persisted(3) || l.durableEnd != 3 || len(l.tail) != 0 {
+		t.Fatalf("after all persisted: durable %d tail %d", l.durableEnd, len(l.tail))
+	}
+	if got := store.EpochMap(); len(got) != len(l.epochs) || got[1] != l.epochs[1] {
+		t.Fatalf("epoch maps differ: store %v view %v", got, l.epochs)
+	}
+}
+
+// TestLogViewTruncateInTail: truncating inside the unpersisted tail clips
+// the write marks, and later appends never overwrite entries a reader got.
+func TestLogViewTruncateInTail(t *testing.T) {
+	store := newStore(t, []uint64{1}, storage.QuorumState{})
+	l := newLogView(store)
+	l.append(ents(1, 1, 1, 1), 1)
+	held, err := l.read(1, 1<<20)
+	if err != nil || len(held) != 3 {
+		t.Fatal(held, err)
+	}
+	l.truncate(2)
+	l.append(ents(2, 2), 2)
+	if held[1].Epoch != 1 {
+		t.Fatal("an append overwrote entries handed to a reader")
+	}
+	if err := store.Append(ents(1, 1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	l.persisted(1)
+	if l.durableEnd != 2 || l.LEO() != 3 {
+		t.Fatalf("durable %d leo %d, want 2 and 3", l.durableEnd, l.LEO())
+	}
+	es, _ := l.read(0, 1<<20)
+	if len(es) != 3 || es[2].Epoch != 2 {
+		t.Fatalf("read %v", es)
+	}
+}
