@@ -617,8 +617,15 @@ function detectAppend() {
     }
     return;
   }
-  if (leo > S.seenLEO && (!S.pending || S.pending.offset < leo - 1)) {
-    S.pending = { offset: leo - 1, deadline: Date.now() + 2500 };
+  if (leo !== S.seenLEO) {
+    // Replay appends from elsewhere only when they come one at a time: under
+    // a steady stream the page would be replaying forever, never live.
+    const now = Date.now();
+    const quiet = !S.lastLEOChange || now - S.lastLEOChange > 2000;
+    S.lastLEOChange = now;
+    if (leo > S.seenLEO && quiet && !S.replay && (!S.pending || S.pending.offset < leo - 1)) {
+      S.pending = { offset: leo - 1, deadline: now + 2500 };
+    }
   }
   S.seenLEO = leo; // also when it went down: a truncation after a failover
 }
@@ -650,6 +657,7 @@ function playReplay(rp) {
     const i = r.i; // frame i shows the state after step i-1
     render(rp.frames[i], true);
     showSteps(rp, i - 1);
+    for (const id of S.ids) S.rows[id].row.classList.toggle('active', i > 0 && rp.steps[i - 1].id === id);
     const total = rp.steps.length;
     if (i === 0) {
       banner.textContent = `Slow-motion replay of the append at offset ${rp.x}: the state just before it. ${total} recorded changes follow.`;
@@ -673,6 +681,7 @@ function stopReplay() {
   S.replay = null;
   $('live-button').hidden = true;
   $('replay-banner').hidden = true;
+  for (const id of S.ids) S.rows[id].row.classList.remove('active');
   if (had) {
     showSteps(S.lastReplay);
     render(liveView());
