@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ var (
 	flagNodeArgs  = flag.String("faults.node-args", "", "extra node flags, space-separated (e.g. -fake-bug-lose with -faults.fake)")
 	flagConc      = flag.Int("faults.concurrency", 1, "how many nemesis faults may be in force at once")
 	flagGossip    = flag.Bool("faults.gossip", false, "turn gossip on (not proxied: the nemesis then only kills and pauses)")
+	flagResults   = flag.String("faults.results", "", "append one JSON line per run with its figures to this file")
 	flagKeep      = flag.Bool("faults.keep", false, "keep the data directory, node logs and history even on success")
 	flagFetchTO   = flag.Duration("faults.fetch-timeout", time.Second, "node -fetch-timeout")
 	flagElectTO   = flag.Duration("faults.election-timeout", 300*time.Millisecond, "node -election-timeout")
@@ -113,6 +115,19 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	t.Logf("summary (pkg=%s tags=%q args=%q):\n%s", o.pkg, o.tags, o.nodeArgs, sum.String())
 	if err := rep.Dump(filepath.Join(root, "history.txt")); err != nil {
 		t.Errorf("writing history: %v", err)
+	}
+	if *flagResults != "" {
+		line, _ := json.Marshal(rep.Summarize(o.tags))
+		f, err := os.OpenFile(*flagResults, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			_, err = f.Write(append(line, '\n'))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			t.Errorf("writing results: %v", err)
+		}
 	}
 	if rep.History.Counts()[OK] == 0 {
 		t.Errorf("no append was acknowledged during the run")

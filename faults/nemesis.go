@@ -40,6 +40,9 @@ const (
 	// FaultBridge (5+ nodes) splits the others into two halves that only
 	// one bridge node sees both of.
 	FaultBridge = "bridge"
+	// FaultSlow delays every byte to and from a node (often the leader) by
+	// 50ms..1.5s, sometimes beyond the fetch timeout.
+	FaultSlow = "slow"
 	// FaultOneWay blocks one direction only: a node's outgoing or incoming
 	// links, or a single link.
 	FaultOneWay = "one-way"
@@ -48,7 +51,7 @@ const (
 // AllFaults lists every fault with its weight in the random schedule.
 var AllFaults = map[string]int{
 	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1, FaultIsolateKillLeader: 1,
-	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2,
+	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2, FaultSlow: 1,
 }
 
 // ProcessFaults are the faults that do not partition the network (for runs
@@ -57,7 +60,7 @@ var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, Faul
 
 // NemesisStats counts what the nemesis did.
 type NemesisStats struct {
-	Kills, Pauses, Partitions int
+	Kills, Pauses, Partitions, Slows int
 	// Elections are the times from each kill of the leader to a node
 	// reporting itself leader of a later epoch (polled every 50ms).
 	Elections []time.Duration
@@ -412,6 +415,25 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 			}
 		}
 		nm.partitioned(ctx, false, fmt.Sprintf("bridge %s between %s | %s (%s)", bridge.ID, ids(a), ids(b), mode), nodes...)
+
+	case FaultSlow:
+		target := nm.randomNode()
+		leader := nm.leader(ctx)
+		if leader != nil && nm.intn(2) == 0 {
+			target = leader
+		}
+		d := nm.between(50*time.Millisecond, 1500*time.Millisecond)
+		for _, n := range nm.c.Nodes {
+			if n != target {
+				nm.c.Net.Link(n.ID, target.ID).SetDelay(d)
+				nm.c.Net.Link(target.ID, n.ID).SetDelay(d)
+			}
+		}
+		nm.count(&nm.stats.Slows)
+		nm.event("slow", target == leader, fmt.Sprintf("links +%v per chunk", d.Round(time.Millisecond)), target)
+		nm.sleep(ctx, nm.between(nm.HoldMin, nm.HoldMax))
+		nm.c.Net.HealAll()
+		nm.event("heal", false, "")
 
 	case FaultOneWay:
 		target := nm.randomNode()

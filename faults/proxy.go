@@ -59,6 +59,7 @@ type Proxy struct {
 	closed   bool
 	accepted int
 	dropped  int64
+	delay    time.Duration // added before forwarding each chunk, both ways
 	wg       sync.WaitGroup
 }
 
@@ -132,12 +133,21 @@ func (p *Proxy) Block(fwd, back BlockMode) {
 	}
 }
 
+// SetDelay makes the link slow: every chunk, both ways, is held for d
+// before it is forwarded (order is kept). Zero removes the delay. Heal
+// removes it too.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
 // Heal lets both directions pass again. Connections that dropped bytes
 // while blocked are cut (the peers reconnect with a clean stream).
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fwd, p.back = 0, 0
+	p.fwd, p.back, p.delay = 0, 0, 0
 	for c := range p.conns {
 		if c.tainted {
 			c.cut()
@@ -245,7 +255,11 @@ func (p *Proxy) pump(c *proxyConn, dst io.Writer, src io.Reader, forward bool) {
 				c.tainted = true
 				p.dropped += int64(n)
 			}
+			delay := p.delay
 			p.mu.Unlock()
+			if delay > 0 && mode == 0 {
+				time.Sleep(delay)
+			}
 			switch {
 			case mode == 0:
 				if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -138,6 +138,11 @@ func TestProxyPassesBlocksAndHeals(t *testing.T) {
 
 	p.Heal()
 	c3, r3 := dial(t, p)
+	p.SetDelay(20 * time.Millisecond)
+	if got, err := roundTrip(c3, r3, "slow"); err != nil || got != "slow" {
+		t.Fatalf("slow link: %q %v", got, err)
+	}
+	p.Heal() // also removes the delay, and keeps the untainted connection
 	if got, err := roundTrip(c3, r3, "again"); err != nil || got != "again" {
 		t.Fatalf("after heal: %q %v", got, err)
 	}

@@ -259,8 +259,8 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "seed=%d nodes=%d nemesis+heal=%v concurrency=%d\n", r.Seed, r.Nodes, r.Duration.Round(time.Millisecond), r.Concurrency)
 	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d\n",
 		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads)
-	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d per-fault=%v\n",
-		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.PerFault)
+	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d slow-links=%d per-fault=%v\n",
+		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.Slows, r.Nemesis.PerFault)
 	el := r.Nemesis.Elections
 	fmt.Fprintf(w, "failover: leader kill -> new leader n=%d median=%v max=%v; -> next ack of an append invoked after the kill n=%d median=%v max=%v\n",
 		len(el), Percentile(el, 0.5).Round(time.Millisecond), Percentile(el, 1).Round(time.Millisecond),
@@ -316,4 +316,47 @@ func (r *Report) Dump(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Summary is a run's figures in one flat record (one JSON line per run in
+// a results file).
+type Summary struct {
+	Time        string         `json:"time"`
+	Seed        int64          `json:"seed"`
+	Nodes       int            `json:"nodes"`
+	Concurrency int            `json:"concurrency"`
+	Tags        string         `json:"tags,omitempty"`
+	Seconds     float64        `json:"seconds"`
+	OK          int            `json:"ok"`
+	Failed      int            `json:"failed"`
+	Unknown     int            `json:"unknown"`
+	Reads       int            `json:"reads"`
+	Kills       int            `json:"kills"`
+	Pauses      int            `json:"pauses"`
+	Partitions  int            `json:"partitions"`
+	Slows       int            `json:"slows"`
+	Anomalies   map[string]int `json:"anomalies"`
+	Violations  int            `json:"violations"`
+	Converged   bool           `json:"converged"`
+	Crashes     int            `json:"crashes"`
+	// Failover figures in milliseconds.
+	ElectionMedianMS int64 `json:"election_median_ms"`
+	ElectionMaxMS    int64 `json:"election_max_ms"`
+	AckMedianMS      int64 `json:"ack_median_ms"`
+	AckMaxMS         int64 `json:"ack_max_ms"`
+}
+
+// Summarize returns the run's figures.
+func (r *Report) Summarize(tags string) Summary {
+	c := r.History.Counts()
+	el := r.Nemesis.Elections
+	return Summary{
+		Time: time.Now().UTC().Format(time.RFC3339), Seed: r.Seed, Nodes: r.Nodes, Concurrency: r.Concurrency,
+		Tags: tags, Seconds: r.Duration.Seconds(), OK: c[OK], Failed: c[Failed], Unknown: c[Unknown],
+		Reads: r.Reads, Kills: r.Nemesis.Kills, Pauses: r.Nemesis.Pauses, Partitions: r.Nemesis.Partitions,
+		Slows: r.Nemesis.Slows, Anomalies: r.Result.Counts, Violations: r.Result.Violations(),
+		Converged: r.Converged, Crashes: len(r.Crashes),
+		ElectionMedianMS: Percentile(el, 0.5).Milliseconds(), ElectionMaxMS: Percentile(el, 1).Milliseconds(),
+		AckMedianMS: Percentile(r.Failovers, 0.5).Milliseconds(), AckMaxMS: Percentile(r.Failovers, 1).Milliseconds(),
+	}
 }
