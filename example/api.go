@@ -24,6 +24,9 @@ type logNode interface {
 	// Read iterates committed entries from offset from, waiting at the HW
 	// until ctx ends.
 	Read(ctx context.Context, from uint64) iter.Seq2[replog.Entry, error]
+	// ReadRange is Read bounded to offsets below to: it ends, without an
+	// error, once it has passed to-1 (control entries count).
+	ReadRange(ctx context.Context, from, to uint64) iter.Seq2[replog.Entry, error]
 	// Status is a snapshot of the node's state.
 	Status() replog.Status
 }
@@ -82,9 +85,6 @@ type server struct {
 	appendTimeout time.Duration
 	// maxRecord bounds a request body; larger bodies get 413.
 	maxRecord int64
-	// idleEnd ends a follow=false read when the iterator yields nothing for
-	// this long (see handleEntries).
-	idleEnd time.Duration
 	// hist records status changes for the dashboard's step-by-step view;
 	// nil disables /history.
 	hist   *history
@@ -249,25 +249,20 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	ctx := r.Context()
 	rc := http.NewResponseController(w)
-	var idle *time.Timer
+	entries := s.node.Read(ctx, from)
 	if !follow {
-		// Read skips control entries and then waits at the HW, so when the
-		// last entries below hw are control entries nothing tells us we
-		// are done: end after a quiet spell instead. Reading committed
-		// entries from the local store never pauses that long.
-		idle = time.AfterFunc(s.idleEnd, cancel)
-		defer idle.Stop()
+		// Bounded by offsets, not by entries: it ends even when the last
+		// offsets below hw are control entries, which readers never see.
+		entries = s.node.ReadRange(ctx, from, hw)
 	}
 	enc := json.NewEncoder(w)
 	wrote := false
-	for e, err := range s.node.Read(ctx, from) {
+	for e, err := range entries {
 		if err != nil {
 			if ctx.Err() != nil {
-				// Our idle timer or the client ended the read: a normal end.
-				break
+				break // the client went away (or the server is stopping)
 			}
 			if !wrote {
 				code := http.StatusInternalServerError
@@ -282,21 +277,12 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 			_ = enc.Encode(apiError{Error: err.Error()})
 			break
 		}
-		if !follow && e.Offset >= hw {
-			break
-		}
-		if idle != nil {
-			idle.Reset(s.idleEnd)
-		}
 		wrote = true
 		if err := enc.Encode(entryJSON{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}); err != nil {
 			return // client gone
 		}
 		if follow {
 			_ = rc.Flush()
-		}
-		if !follow && e.Offset+1 >= hw {
-			break
 		}
 	}
 	if !wrote {

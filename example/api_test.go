@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -73,11 +74,15 @@ func (f *fakeNode) Append(ctx context.Context, data []byte) (uint64, error) {
 }
 
 func (f *fakeNode) Read(ctx context.Context, from uint64) iter.Seq2[replog.Entry, error] {
+	return f.ReadRange(ctx, from, math.MaxUint64)
+}
+
+func (f *fakeNode) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[replog.Entry, error] {
 	return func(yield func(replog.Entry, error) bool) {
 		next := from
 		for {
 			f.mu.Lock()
-			hw, start := f.status.HighWatermark, f.status.LogStart
+			hw, start := min(f.status.HighWatermark, to), f.status.LogStart
 			if f.changed == nil {
 				f.changed = make(chan struct{})
 			}
@@ -100,6 +105,9 @@ func (f *fakeNode) Read(ctx context.Context, from uint64) iter.Seq2[replog.Entry
 			}
 			if readErr != nil {
 				yield(replog.Entry{}, readErr)
+				return
+			}
+			if next >= to {
 				return
 			}
 			select {
@@ -130,7 +138,6 @@ func newTestServer(node logNode) *server {
 		control:       "http://control.test",
 		appendTimeout: 5 * time.Second,
 		maxRecord:     64,
-		idleEnd:       50 * time.Millisecond,
 		hist:          newHistory(8),
 		logger:        hclog.NewNullLogger(),
 	}
@@ -402,7 +409,7 @@ func TestEntriesNoFollow(t *testing.T) {
 		}
 	}
 
-	// Ending at a control entry: the idle fallback must end the response.
+	// Ending at a control entry: the response must still end.
 	f2 := newFakeNode()
 	f2.commit("x")
 	f2.commitControl()

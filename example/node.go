@@ -90,7 +90,6 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		control:       cfg.control,
 		appendTimeout: cfg.appendTimeout,
 		maxRecord:     maxRecordSize,
-		idleEnd:       500 * time.Millisecond,
 		hist:          hist,
 		logger:        logger.Named("http"),
 	}
