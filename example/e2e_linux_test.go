@@ -461,3 +461,89 @@ func TestNodeModeHTTPAddrAndShutdown(t *testing.T) {
 		t.Fatalf("node exit after SIGTERM: %v", err)
 	}
 }
+
+// startNode runs the example in node mode and returns its HTTP base URL.
+func startNode(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(exampleBinary(t), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("node exit after SIGTERM: %v\n%s", err, stderr)
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		t.Fatalf("node printed nothing: %v\n%s", sc.Err(), stderr)
+	}
+	addr, ok := strings.CutPrefix(sc.Text(), "http=")
+	if !ok {
+		t.Fatalf("first line %q, want http=ADDR", sc.Text())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return "http://" + addr
+}
+
+// The real Log's errors reach clients as the API promises: a node of a
+// three-voter cluster whose peers are all down has no leader.
+func TestNodeModeErrorsWithRealLog(t *testing.T) {
+	peers, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startNode(t, "-id", "n1", "-dir", t.TempDir(), "-nosync", "-log-level", "off",
+		"-voters", "n1,n2,n3",
+		"-peers", fmt.Sprintf("n2=127.0.0.1:%d,n3=127.0.0.1:%d", peers[0], peers[1]),
+		"-http-peers", "n2=http://n2.invalid,n3=http://n3.invalid",
+		"-append-timeout", "1s")
+
+	post := func(body []byte) (int, apiError) {
+		t.Helper()
+		resp, err := client.Post(base+"/append", "application/octet-stream", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e apiError
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+			t.Fatalf("append answer is not JSON: %v", err)
+		}
+		return resp.StatusCode, e
+	}
+	if code, e := post([]byte("nobody will commit this")); code != http.StatusServiceUnavailable || e.Outcome != outcomeFailed || !strings.Contains(e.Error, "not the leader") {
+		t.Errorf("append without a leader: %d %+v, want 503 failed, not the leader", code, e)
+	}
+	if code, e := post(bytes.Repeat([]byte("x"), maxRecordSize+1)); code != http.StatusRequestEntityTooLarge || e.Outcome != outcomeFailed {
+		t.Errorf("oversized append: %d %+v, want 413 failed", code, e)
+	}
+	if got := readAll(t, base); len(got) != 0 {
+		t.Errorf("entries %s, want none", fmtEntries(got))
+	}
+	resp, err := client.Get(base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		NodeID string   `json:"node_id"`
+		Role   string   `json:"role"`
+		Voters []string `json:"voters"`
+		HW     *uint64  `json:"hw"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.NodeID != "n1" || st.Role == "leader" || len(st.Voters) != 3 || st.HW == nil || *st.HW != 0 {
+		t.Errorf("status %+v: want n1, not leader, 3 voters, hw 0", st)
+	}
+}
