@@ -1,9 +1,3 @@
-// Package faults holds replog's process-level fault tests in the style of
-// Jepsen: a harness that runs real example-node processes on loopback, a
-// fault-injecting TCP proxy per directed link, a nemesis that kills, pauses
-// and partitions nodes on a seeded schedule, a recorded history of client
-// operations, and a checker that finds lost, changed, duplicated and
-// uncommitted entries in it.
 package faults
 
 import (

@@ -1,0 +1,28 @@
+// Package faults holds replog's process-level fault tests, in the style of
+// Jepsen: a harness that builds the example node (./example) and runs 3 or
+// 5 real node processes on loopback (fsync on), a fault-injecting TCP proxy
+// per directed link (every node's -peers point at proxies the harness
+// controls; gossip is off so nothing bypasses them), a nemesis that kills
+// (SIGKILL, then restart on the same directory), pauses (SIGSTOP/SIGCONT),
+// partitions (symmetric, one-way, majority/minority, bridge) and slows
+// links on a seeded random schedule, concurrent appenders and tailing
+// readers over the HTTP API, a recorded history, and a checker in the
+// style of Jepsen's Kafka checker (lost writes, inconsistent offsets,
+// non-monotonic and uncommitted reads, duplicates, failed-but-present and
+// phantom writes, real-time order, convergence).
+//
+// Runs:
+//
+//	go test -race ./faults                      # checker/proxy unit tests, a 60s fault run, a fake-node self-test
+//	go test -race ./faults -run TestFaults -v -timeout 0 \
+//	    -faults.duration=10m -faults.seed=N -faults.nodes=5 [-faults.concurrency=2]
+//	go test ./faults -run TestFaults -v -faults.tags=replog_bug_ack_leader_write \
+//	    -faults.expect=lost-write               # teeth: the run must find lost writes
+//
+// Other flags: -faults.nemesis=kill,pause,... (a subset of AllFaults),
+// -faults.gossip (memberlist on; process faults only), -faults.race (node
+// built with -race), -faults.keep (keep data, node logs and history.txt),
+// -faults.results=FILE (one JSON line per run), -faults.fake (run the
+// harness against internal/fakenode instead of ./example). On failure the
+// temp dir with every node's log and the full history is kept and named.
+package faults
