@@ -102,6 +102,7 @@ type params struct {
 	crashAfterAppendProb       float64 // the leader is crashed right after an append
 	crashAfterCommitProb       float64 // the leader is crashed right after its HW moves
 	isolateNewLeaderProb       float64 // a new leader is cut off soon after its election
+	pauseProb                  float64 // a crash timer pauses its victim instead
 	gossipEvery                time.Duration
 }
 
@@ -146,8 +147,13 @@ func chooseParams(r *rand.Rand) params {
 	p.crashAfterCommitProb = 0.2 * r.Float64()
 	p.isolateNewLeaderProb = 0.3 * r.Float64()
 	p.crashNewLeaderProb = 0.5 * r.Float64()
+	p.pauseProb = 0.4 * r.Float64()
 	return p
 }
+
+// maxRecordSize is the cores' record size limit; the workload's records
+// are about 6 bytes, and a few are made larger on purpose.
+const maxRecordSize = 64
 
 // Phases of a run.
 const (
@@ -211,6 +217,9 @@ type node struct {
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log.
+	// pausedUntil: the process is stalled until then (see crashTimer).
+	pausedUntil time.Duration
+
 	hw      uint64
 	checked uint64
 	// votes is the durable vote of every epoch the node voted in, from
@@ -227,9 +236,13 @@ type proposal struct {
 	inc     int
 	records []string
 	acked   bool
+	// tooLarge: a record exceeds maxRecordSize; the only right answer is
+	// ErrTooLarge.
+	tooLarge bool
 	// committedAt is the offset of the first record once some leader (or
 	// the proposing node) has declared it committed; -1 before.
 	committedAt int64
+	commitEpoch uint64 // epoch of the node that declared it committed
 }
 
 type sim struct {
@@ -256,13 +269,16 @@ type sim struct {
 	quiesceAt time.Duration
 
 	// Checker state.
-	leaders    map[uint64]int         // epoch → leader node
-	grants     map[uint64]map[int]int // epoch → voter → candidate it granted a vote to
-	committed  []entryKey             // the committed log as observed so far
-	proposals  []*proposal            // by id-1
-	payloadOf  map[string]payloadRef  // payload → its proposal and record index
-	ackedProps []*proposal            // proposals declared committed, in order
-	res        Result
+	leaders   map[uint64]int         // epoch → leader node
+	grants    map[uint64]map[int]int // epoch → voter → candidate it granted a vote to
+	committed []entryKey             // the committed log as observed so far
+	// commitEpoch[o] is the epoch of the node whose HW first covered
+	// offset o.
+	commitEpoch []uint64
+	proposals   []*proposal           // by id-1
+	payloadOf   map[string]payloadRef // payload → its proposal and record index
+	ackedProps  []*proposal           // proposals declared committed, in order
+	res         Result
 }
 
 type payloadRef struct {
@@ -377,6 +393,7 @@ func (s *sim) setup() {
 func (s *sim) start(nd *node) {
 	nd.inc++
 	nd.up = true
+	nd.pausedUntil = 0
 	nd.pending = nil
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
@@ -410,6 +427,7 @@ func (s *sim) start(nd *node) {
 		ElectionTimeout: s.p.electionTimeout,
 		FetchMaxWait:    s.p.fetchMaxWait,
 		FetchMaxBytes:   s.p.fetchMaxBytes,
+		MaxRecordSize:   maxRecordSize,
 		Rand:            rand.New(rand.NewSource(s.rng.Int63())),
 	}
 	s.hash.byte(0xA0)
@@ -508,7 +526,22 @@ func (s *sim) calm() {
 	}
 }
 
+// deferredWhilePaused: the kinds of events a paused process does not
+// handle until it resumes.
+var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true}
+
 func (s *sim) dispatch(ev event) {
+	if int(ev.kind) < len(deferredWhilePaused) && deferredWhilePaused[ev.kind] {
+		if nd := s.nodes[ev.node]; nd.up && nd.inc == ev.inc && s.now < nd.pausedUntil {
+			// Keep the events' order: they are re-queued in the order
+			// they come due, all at the end of the pause.
+			ev.at = nd.pausedUntil
+			s.seq++
+			ev.seq = s.seq
+			s.q.push(ev)
+			return
+		}
+	}
 	switch ev.kind {
 	case evTick:
 		nd := s.nodes[ev.node]
@@ -667,6 +700,12 @@ func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
 			s.fail("%s: append of offset %d, but its log ends at %d", nd.id, e.Offset, len(nd.shadow))
 			return
 		}
+		if e.Type == storage.EntryData {
+			if ref, ok := s.payloadOf[string(e.Data)]; !ok || ref.prop.tooLarge {
+				s.fail("%s: appends offset %d with a payload no proposal made (or a refused one): %q", nd.id, e.Offset, e.Data)
+				return
+			}
+		}
 		if n := len(nd.shadow); n > 0 && e.Epoch < nd.shadow[n-1].epoch {
 			s.fail("%s: epochs decrease along the log: offset %d has epoch %d after epoch %d", nd.id, e.Offset, e.Epoch, nd.shadow[n-1].epoch)
 			return
@@ -801,8 +840,13 @@ func (s *sim) propose() {
 	s.proposals = append(s.proposals, p)
 	k := 1 + s.rng.Intn(s.p.maxRecords)
 	recs := make([][]byte, k)
+	tooLarge := s.rng.Intn(100) == 0
 	for i := range recs {
 		d := fmt.Sprintf("p%d.%d", p.id, i)
+		if tooLarge && i == k-1 {
+			d += strings.Repeat("x", maxRecordSize)
+			p.tooLarge = true
+		}
 		p.records = append(p.records, d)
 		s.payloadOf[d] = payloadRef{prop: p, i: i}
 		recs[i] = []byte(d)
@@ -870,7 +914,7 @@ func (s *sim) read() {
 func (s *sim) randomUp() *node {
 	var up []*node
 	for _, nd := range s.nodes {
-		if nd.up {
+		if nd.up && s.now >= nd.pausedUntil {
 			up = append(up, nd)
 		}
 	}
@@ -892,9 +936,19 @@ func (s *sim) crashTimer() {
 	if victim == nil {
 		victim = s.randomUp()
 	}
-	if victim != nil {
-		s.crash(victim, "timer")
+	if victim == nil {
+		return
 	}
+	if s.rng.Float64() < s.p.pauseProb {
+		// A stall (GC, swapping, a stopped VM): the process handles
+		// nothing for a while, then everything that queued up at once.
+		victim.pausedUntil = s.now + s.between(s.p.fetchTimeout/2, 3*s.p.fetchTimeout)
+		s.hash.byte(0xA2)
+		s.hash.u64(uint64(victim.pausedUntil))
+		s.tracef("%s PAUSE until %s", victim.id, fmtDur(victim.pausedUntil))
+		return
+	}
+	s.crash(victim, "timer")
 }
 
 // partition starts one network fault: a symmetric split, a one-way block
@@ -997,6 +1051,14 @@ func (s *sim) heal(id int) {
 // gossip models memberlist: the node hears, a little later, which node
 // claims to lead (possibly stale by then), and which nodes seem dead.
 func (s *sim) gossip(nd *node) {
+	for _, o := range s.nodes {
+		if o != nd && s.blocked[o.idx][nd.idx] > 0 && s.rng.Intn(4) == 0 {
+			// Cut off from o, memberlist would suspect it: a false (or
+			// true) failure hint.
+			s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: nd.idx, inc: nd.inc,
+				hint: replica.Hint{Kind: replica.HintNodeFailed, Node: o.id}})
+		}
+	}
 	for _, o := range s.nodes {
 		if o != nd && o.up && o.role == replica.RoleLeader && s.blocked[o.idx][nd.idx] == 0 {
 			s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: nd.idx, inc: nd.inc,

@@ -14,7 +14,7 @@ import (
 
 var (
 	flagSeeds   = flag.Int("sim.seeds", 300, "number of seeds TestSimulation runs")
-	flagSteps   = flag.Int("sim.steps", 2000, "workload steps (events) per seed")
+	flagSteps   = flag.Int("sim.steps", 5000, "workload steps (events) per seed; the fault-free convergence phase comes on top")
 	flagSeed    = flag.Int64("sim.seed", -1, "run only this seed (with -sim.trace to print its trace)")
 	flagStart   = flag.Int64("sim.start", 1, "first seed TestSimulation runs")
 	flagTrace   = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
@@ -31,7 +31,7 @@ func runOpts(seed int64, steps int) Options {
 // reproduce formats the command line that reruns one seed.
 func reproduce(seed int64, steps int) string {
 	cmd := fmt.Sprintf("go test ./simulation -run TestSimulation -sim.seed=%d", seed)
-	if steps != 2000 {
+	if steps != 5000 {
 		cmd += fmt.Sprintf(" -sim.steps=%d", steps)
 	}
 	if *flagSafety {
