@@ -23,7 +23,11 @@ type leaderState struct {
 	// sentHW is the HW last sent to each fetching replica: a fetch from a
 	// replica that has not seen the current HW is answered at once.
 	sentHW map[string]uint64
-	parked []parkedFetch
+	// lastFetchID is each replica's last FetchID: a fetch that does not
+	// follow it (a restarted replica, or one that lost our answer) may have
+	// missed the current HW, so it is answered at once.
+	lastFetchID map[string]uint64
+	parked      []parkedFetch
 	// pending proposals in offset order.
 	pending []proposal
 	// done remembers recently acknowledged forwarded requests, so that a
@@ -64,6 +68,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		remote:        make(map[string]uint64),
 		lastFetch:     make(map[string]time.Time),
 		sentHW:        make(map[string]uint64),
+		lastFetchID:   make(map[string]uint64),
 		done:          make(map[doneKey]uint64),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
 	}
@@ -195,7 +200,10 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 		ls.remote[from] = req.FetchOffset
 		r.updateLeaderHW()
 	}
-	if req.FetchOffset < r.log.LEO() || r.hw > ls.sentHW[from] || req.MaxWaitMs == 0 {
+	prevID, seen := ls.lastFetchID[from]
+	ls.lastFetchID[from] = req.FetchID
+	if req.FetchOffset < r.log.LEO() || r.hw > ls.sentHW[from] || req.MaxWaitMs == 0 ||
+		!seen || req.FetchID != prevID+1 {
 		r.respondFetch(from, req)
 		return
 	}

@@ -302,11 +302,24 @@ func TestLeaderFetchRules(t *testing.T) {
 	}
 }
 
+// primeFetch sends fetch 0 from a replica and drains the answer: a
+// replica's first fetch in an epoch is always answered at once (it may
+// not know the HW), the next ones (IDs 1, 2, ...) can be parked.
+func primeFetch(t *testing.T, r *Replica, from string, offset, lastEpoch uint64) {
+	t.Helper()
+	fetch(r, from, 0, r.epoch, offset, lastEpoch)
+	if n := len(bodiesTo[*transport.FetchResponse](r.Ready().Messages, from)); n != 1 {
+		t.Fatalf("first fetch: %d answers, want 1 at once", n)
+	}
+}
+
 // TestParkedFetch: a parked fetch is answered when the LEO moves, when the
-// HW moves, or when MaxWait passes; a newer fetch replaces it.
+// HW moves, or when MaxWait passes; a newer fetch replaces it; a fetch that
+// does not follow the replica's previous one is answered at once.
 func TestParkedFetch(t *testing.T) {
 	t.Run("woken by an append before the leader's own write is durable", func(t *testing.T) {
 		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		primeFetch(t, r, "f", 0, 0)
 		fetch(r, "f", 1, r.epoch, 0, 0)
 		if len(r.Ready().Messages) != 0 {
 			t.Fatal("empty fetch not parked")
@@ -320,6 +333,7 @@ func TestParkedFetch(t *testing.T) {
 	})
 	t.Run("woken by the HW", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		primeFetch(t, r, "f", 0, 0)
 		r.Propose(1, [][]byte{[]byte("x")})
 		rd := r.Ready()
 		fetch(r, "f", 1, r.epoch, 1, r.epoch) // the follower already has it
@@ -336,6 +350,7 @@ func TestParkedFetch(t *testing.T) {
 	})
 	t.Run("MaxWait", func(t *testing.T) {
 		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		primeFetch(t, r, "f", 0, 0)
 		fetch(r, "f", 1, r.epoch, 0, 0)
 		r.Tick(t0.Add(499 * time.Millisecond))
 		if len(r.Ready().Messages) != 0 {
@@ -348,12 +363,25 @@ func TestParkedFetch(t *testing.T) {
 	})
 	t.Run("a newer fetch replaces the parked one", func(t *testing.T) {
 		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		primeFetch(t, r, "f", 0, 0)
 		fetch(r, "f", 1, r.epoch, 0, 0)
 		fetch(r, "f", 2, r.epoch, 0, 0)
 		r.Propose(1, [][]byte{[]byte("x")})
 		resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f")
 		if len(resps) != 1 || resps[0].FetchID != 2 {
 			t.Fatalf("want one answer, to fetch 2; got %v", resps)
+		}
+	})
+	t.Run("a restarted replica's fetch is answered at once", func(t *testing.T) {
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		primeFetch(t, r, "f", 0, 0)
+		fetch(r, "f", 1, r.epoch, 0, 0)
+		if len(r.Ready().Messages) != 0 {
+			t.Fatal("consecutive empty fetch not parked")
+		}
+		fetch(r, "f", 777, r.epoch, 0, 0) // new fetch IDs: a new life
+		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 777 {
+			t.Fatalf("got %v, want fetch 777 answered at once", resps)
 		}
 	})
 }
