@@ -65,6 +65,9 @@ type Result struct {
 	Proposals, Acked, Reads           int
 	Crashes, Partitions, LeaderEpochs int
 	CommittedLen                      int
+	// ReadsAboveDisk counts reads that found the node's HW above its
+	// durable LEO (a leader whose followers are faster than its disk).
+	ReadsAboveDisk int
 }
 
 // String summarises a result on one line.
@@ -876,6 +879,10 @@ func (s *sim) read() {
 	hw := nd.r.HighWatermark()
 	st := nd.r.Status()
 	limit := min(hw, st.DurableLEO)
+	if hw > st.DurableLEO {
+		s.res.ReadsAboveDisk++
+		s.tracef("%s read: HW %d is above the durable LEO %d (role %s)", nd.id, hw, st.DurableLEO, st.Role)
+	}
 	start := nd.store.LogStart()
 	if limit <= start {
 		return
