@@ -529,6 +529,9 @@ func (s *sim) calm() {
 	}
 }
 
+// oneShot in an evTick's id: a tick that does not schedule the next one.
+const oneShot = 1
+
 // deferredWhilePaused: the kinds of events a paused process does not
 // handle until it resumes.
 var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true}
@@ -554,7 +557,9 @@ func (s *sim) dispatch(ev event) {
 		nd.r.Tick(simBase.Add(s.now))
 		s.processReady(nd)
 		s.check(nd)
-		s.schedule(s.between(s.p.tickMin, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
+		if ev.id != oneShot {
+			s.schedule(s.between(s.p.tickMin, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
+		}
 
 	case evDeliver:
 		s.deliver(ev)
@@ -953,6 +958,10 @@ func (s *sim) crashTimer() {
 		s.hash.byte(0xA2)
 		s.hash.u64(uint64(victim.pausedUntil))
 		s.tracef("%s PAUSE until %s", victim.id, fmtDur(victim.pausedUntil))
+		// On resume the shell's loop ticks first (the clock jumped),
+		// then handles what queued up: a one-shot tick scheduled now
+		// comes before every deferred event.
+		s.schedule(victim.pausedUntil-s.now, event{kind: evTick, node: victim.idx, inc: victim.inc, id: oneShot})
 		return
 	}
 	s.crash(victim, "timer")
