@@ -46,6 +46,10 @@ type Options struct {
 	// committed or acknowledged entry is ever lost or changed, ...). It
 	// shows whether a broken rule is caught by what it breaks.
 	SafetyOnly bool
+	// ForgeVotes is sabotage, to test the checker itself: the network
+	// turns some refused votes into granted ones, so elections break
+	// and the checker must notice.
+	ForgeVotes bool
 }
 
 // Result describes a finished run.
@@ -807,6 +811,12 @@ func (s *sim) send(nd *node, m transport.Message) {
 	copies := 1
 	if s.phase == phaseFaults && s.rng.Float64() < s.p.dupProb {
 		copies = 2
+	}
+	if vr, ok := m.Body.(*transport.VoteResponse); ok && s.opts.ForgeVotes && !vr.Granted && s.rng.Intn(2) == 0 {
+		forged := *vr
+		forged.Granted = true
+		m.Body = &forged
+		s.tracef("  FORGED into %s", m)
 	}
 	for i := 0; i < copies; i++ {
 		d := s.between(s.p.netMin, s.p.netMax)

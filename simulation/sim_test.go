@@ -165,3 +165,21 @@ func TestDeterminism(t *testing.T) {
 		hashes[a.Hash] = seed
 	}
 }
+
+// TestCheckerHasTeeth: with a network that forges votes, elections break
+// (two leaders in an epoch, leaders missing committed entries) and the
+// checker must say so for some seeds.
+func TestCheckerHasTeeth(t *testing.T) {
+	failed := 0
+	for seed := int64(1); seed <= 100 && failed < 5; seed++ {
+		o := runOpts(seed, 3000)
+		o.ForgeVotes = true
+		if res := Run(o); res.Err != nil {
+			failed++
+			t.Logf("seed %d (forged votes) caught: %v", seed, res.Err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("100 seeds with forged votes and the checker found nothing")
+	}
+}
