@@ -226,6 +226,10 @@ type node struct {
 	// checked is the prefix of shadow known to equal the committed log.
 	// pausedUntil: the process is stalled until then (see crashTimer).
 	pausedUntil time.Duration
+	// The node's clock: its own origin and a rate within ±5% of
+	// simulated time, so timeouts on different nodes drift apart.
+	clockBase time.Time
+	clockRate float64
 
 	hw      uint64
 	checked uint64
@@ -379,6 +383,8 @@ func (s *sim) setup() {
 		} else {
 			nd.id = fmt.Sprintf("o%d", i-s.p.voters+1)
 		}
+		nd.clockBase = simBase.Add(time.Duration(s.rng.Int63n(int64(time.Hour))))
+		nd.clockRate = 0.95 + 0.1*s.rng.Float64()
 		s.byID[nd.id] = i
 		s.nodes = append(s.nodes, nd)
 	}
@@ -394,6 +400,11 @@ func (s *sim) setup() {
 	s.schedule(s.between(0, s.p.readEvery), event{kind: evRead})
 	s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
 	s.schedule(s.between(0, 2*s.p.partitionEvery), event{kind: evPartitionTimer})
+}
+
+// clock is the node's local time at simulated time t.
+func (nd *node) clock(t time.Duration) time.Time {
+	return nd.clockBase.Add(time.Duration(float64(t) * nd.clockRate))
 }
 
 // start (re)starts a node's process on its durable store.
@@ -440,7 +451,7 @@ func (s *sim) start(nd *node) {
 	s.hash.byte(0xA0)
 	s.hash.u64(uint64(nd.idx))
 	s.hash.u64(uint64(nd.inc))
-	r, err := replica.New(cfg, nd.store, simBase.Add(s.now))
+	r, err := replica.New(cfg, nd.store, nd.clock(s.now))
 	if err != nil {
 		s.fail("%s: replica.New after restart %d: %v", nd.id, nd.inc-1, err)
 		nd.up = false
@@ -558,7 +569,7 @@ func (s *sim) dispatch(ev event) {
 		if !nd.up || nd.inc != ev.inc {
 			return
 		}
-		nd.r.Tick(simBase.Add(s.now))
+		nd.r.Tick(nd.clock(s.now))
 		s.processReady(nd)
 		s.check(nd)
 		if ev.id != oneShot {
