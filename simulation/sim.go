@@ -10,6 +10,26 @@
 // the cores' own randomness, so a seed names one exact run: the same seed
 // always produces the same trace (see Result.Hash). A failure reports its
 // seed; rerunning that seed reproduces it.
+//
+// Running it:
+//
+//	go test -race ./simulation                      # CI: 300 seeds x 5000 steps
+//	go test ./simulation -run TestSimulation -sim.seed=N -v [-sim.trace]
+//	go test ./simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000
+//	go test -tags replog_bug_vote_no_logcheck ./simulation -run TestSimulation -sim.seeds=3000
+//
+// Flags: -sim.seeds, -sim.steps, -sim.seed, -sim.start, -sim.trace,
+// -sim.maxfail (stop after this many failing seeds), -sim.workers,
+// -sim.safetyonly (check consequences only, not protocol rules),
+// -sim.store=memory|sim.
+//
+// A run: 1–5 voters and 0–2 observers; faults (crashes that lose
+// unsynced writes, restarts, stalls, partitions symmetric and one-way,
+// message drops, duplicates, delays and reordering, clock drift, stale and
+// false membership hints) for the first 70% of the steps; then a fault-free
+// workload; then no workload until the cluster converges (one leader,
+// every replica with the same log and HW), which must happen within a
+// bound of simulated time. See checker.go for the invariants.
 package simulation
 
 import (
