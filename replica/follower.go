@@ -16,9 +16,18 @@ func (r *Replica) fetchRetryBackoff() time.Duration {
 // tickFollower fires the election timer (voters) and resends a fetch whose
 // response did not come (messages get lost).
 func (r *Replica) tickFollower() {
-	if r.role == RoleFollower && !r.now.Before(r.electionDeadline) {
-		r.becomeProspective()
-		return
+	if !r.now.Before(r.electionDeadline) {
+		if r.role == RoleFollower {
+			r.becomeProspective()
+			return
+		}
+		// An observer never campaigns: it forgets a leader it cannot
+		// reach and looks for the current one among the voters.
+		if r.leaderID != "" {
+			r.logger.Debug("observer lost its leader", "leader", r.leaderID)
+			r.becomeFollower(r.epoch, "")
+		}
+		r.resetElectionTimer()
 	}
 	if r.fetch.Outstanding() && r.now.Sub(r.fetch.SentAt()) >= r.cfg.FetchMaxWait+r.cfg.ElectionTimeout {
 		r.fetch.Cancel()

@@ -161,8 +161,14 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 		r.becomeFollower(req.CurrentEpoch, "")
 	}
 	if r.role != RoleLeader {
+		// Name the leader only while following it: a prospective or
+		// candidate replica has lost it.
+		leader := r.leaderID
+		if r.role != RoleFollower && r.role != RoleObserver {
+			leader = ""
+		}
 		r.send(from, &transport.FetchResponse{
-			FetchID: req.FetchID, LeaderID: r.leaderID, Epoch: r.epoch, Error: transport.FetchNotLeader,
+			FetchID: req.FetchID, LeaderID: leader, Epoch: r.epoch, Error: transport.FetchNotLeader,
 		})
 		return
 	}
