@@ -223,9 +223,15 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 	hwPast := fmt.Sprintf(`['n1','n2','n3'].every(n => Number(document.querySelector('.row[data-node="' + n + '"] [data-field="hw"]').textContent) > %d)`, offset)
 	waitJS(fmt.Sprintf("HW > %d on all three nodes", offset), hwPast)
 
-	// The slow-motion replay lists the steps of the append.
-	waitJS("the replay's steps", `document.querySelectorAll('#steps li:not(.empty)').length >= 2 &&
-		document.getElementById('steps').textContent.includes('fetch round')`)
+	// The slow-motion replay lists the steps of the append: the leader
+	// writes it, followers fetch it (round 1), the leader moves the HW and
+	// the followers learn it (round 2).
+	waitJS("the replay's steps", `(() => {
+		const t = document.getElementById('steps').textContent;
+		return document.querySelectorAll('#steps li:not(.empty)').length >= 4 &&
+			t.includes('leader') && t.includes('writes offset') && t.includes('fetch round 1') &&
+			t.includes('a majority') && t.includes('fetch round 2') && !t.includes('has not reached');
+	})()`)
 	replayShot := screenshot("dashboard-replay.png")
 
 	// Back to live: the committed entry is in the reader's table and every

@@ -624,7 +624,7 @@ function detectAppend() {
     const quiet = !S.lastLEOChange || now - S.lastLEOChange > 2000;
     S.lastLEOChange = now;
     if (leo > S.seenLEO && quiet && !S.replay && (!S.pending || S.pending.offset < leo - 1)) {
-      S.pending = { offset: leo - 1, deadline: now + 2500 };
+      S.pending = { offset: leo - 1, deadline: now + 5000 };
     }
   }
   S.seenLEO = leo; // also when it went down: a truncation after a failover
@@ -633,9 +633,14 @@ function detectAppend() {
 function maybeStartReplay() {
   const p = S.pending;
   if (!p || S.replay) return;
+  // Wait until every reachable node's recorded history (not just its
+  // status: the two are fetched separately) shows the HW past the entry.
   const reachable = S.ids.filter((id) => S.nodes[id].reachable && S.nodes[id].status);
-  const allHW = reachable.every((id) => S.nodes[id].status.hw > p.offset);
-  if (!allHW && Date.now() < p.deadline) return;
+  const caughtUp = (id) => {
+    const evs = S.events[id];
+    return evs.length > 0 && evs[evs.length - 1].status.hw > p.offset;
+  };
+  if (!reachable.every(caughtUp) && Date.now() < p.deadline) return;
   S.pending = null;
   S.replayedX = p.offset;
   const rp = buildReplay(p.offset);
@@ -713,7 +718,7 @@ async function append(ev) {
       input.value = '';
       const off = r.body.offset;
       if (S.replayedX !== off && !(S.pending && S.pending.offset >= off)) {
-        S.pending = { offset: off, deadline: Date.now() + 2500 };
+        S.pending = { offset: off, deadline: Date.now() + 5000 };
       }
     } else {
       const b = r.body || {};
