@@ -31,6 +31,13 @@ const (
 	// that must not have acknowledged anything it could not commit, and
 	// that must truncate its uncommitted suffix when it rejoins.
 	FaultIsolateKillLeader = "isolate-kill-leader"
+	// FaultCrashAll SIGKILLs every node at once and restarts them all: the
+	// whole cluster recovers from its disks.
+	FaultCrashAll = "crash-all"
+	// FaultFlap kills a node (often the leader) several times in quick
+	// succession, each time shortly after it came back: recovery itself is
+	// interrupted.
+	FaultFlap = "flap"
 	// FaultPause SIGSTOPs a random node or the leader, then SIGCONTs it.
 	FaultPause = "pause"
 	// FaultIsolate partitions one node (often the leader) from all others.
@@ -50,13 +57,13 @@ const (
 
 // AllFaults lists every fault with its weight in the random schedule.
 var AllFaults = map[string]int{
-	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1, FaultIsolateKillLeader: 1,
+	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1, FaultIsolateKillLeader: 1, FaultCrashAll: 1, FaultFlap: 1,
 	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2, FaultSlow: 1,
 }
 
 // ProcessFaults are the faults that do not partition the network (for runs
 // with unproxied gossip).
-var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, FaultPause}
+var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, FaultCrashAll, FaultFlap, FaultPause}
 
 // NemesisStats counts what the nemesis did.
 type NemesisStats struct {
@@ -371,6 +378,33 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		nm.event("heal", false, "")
 		nm.sleep(ctx, nm.between(200*time.Millisecond, 2*time.Second))
 		nm.restart(ctx, leader)
+
+	case FaultCrashAll:
+		leader := nm.leader(ctx)
+		detail := "crash-majority (all) " + nm.waitAck(ctx)
+		nm.c.Kill(nm.c.Nodes...)
+		for _, n := range nm.c.Nodes {
+			nm.count(&nm.stats.Kills)
+			nm.event("kill", n == leader, detail, n)
+		}
+		nm.sleep(ctx, nm.between(100*time.Millisecond, 2*time.Second))
+		for _, n := range nm.shuffled() {
+			nm.restart(ctx, n)
+		}
+
+	case FaultFlap:
+		target := nm.randomNode()
+		leader := nm.leader(ctx)
+		if leader != nil && nm.intn(2) == 0 {
+			target = leader
+		}
+		for i, k := 0, 2+nm.intn(3); i < k; i++ {
+			nm.kill(target, leader, fmt.Sprintf("flap %d/%d", i+1, k))
+			leader = nil // only the first kill can hit a known leader
+			nm.sleep(ctx, nm.between(0, 300*time.Millisecond))
+			nm.restart(ctx, target)
+			nm.sleep(ctx, nm.between(0, 500*time.Millisecond))
+		}
 
 	case FaultPause:
 		target := nm.randomNode()
