@@ -343,7 +343,17 @@ func (r *Replica) Ready() Ready {
 }
 
 // HighWatermark returns the current HW: offsets below it are committed.
+//
+// On a leader with three or more voters the HW may pass the leader's own
+// durable LEO for a moment (followers that fetched from its in-memory tail
+// make a majority before its own write is durable); local readers must use
+// ReadableHW.
 func (r *Replica) HighWatermark() uint64 { return r.hw }
+
+// ReadableHW returns min(HW, durable LEO): offsets below it are committed
+// and in this replica's store, so local readers may read them. It never
+// moves back except after a restart.
+func (r *Replica) ReadableHW() uint64 { return min(r.hw, r.log.durableEnd) }
 
 // Status returns a snapshot of the replica's state.
 func (r *Replica) Status() Status {

@@ -667,3 +667,16 @@ func TestSingleVoter(t *testing.T) {
 		t.Fatalf("acks %v hw %d", acks, r.hw)
 	}
 }
+
+// TestReadableHW: with three voters the leader's HW can pass its own durable
+// LEO (followers fetched from its in-memory tail); ReadableHW does not.
+func TestReadableHW(t *testing.T) {
+	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
+	r.Propose(1, [][]byte{[]byte("x")})
+	r.Ready() // the write stays pending
+	fetch(r, "a", 1, r.epoch, 1, r.epoch)
+	fetch(r, "b", 1, r.epoch, 1, r.epoch)
+	if r.HighWatermark() != 1 || r.ReadableHW() != 0 {
+		t.Fatalf("hw %d readable %d, want 1 and 0", r.HighWatermark(), r.ReadableHW())
+	}
+}
