@@ -217,7 +217,8 @@ func (s *server) urlOf(id string) string {
 //	              stream new entries until the client goes away.
 //
 // An error before the first line is a JSON error with a status code; an
-// error after it is a last line {"error": "..."}.
+// error after it is a last line {"error": "..."}. With follow=true the
+// headers (200) go out at once, so every later error is such a line.
 func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, follow := uint64(0), true
@@ -259,6 +260,13 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 	}
 	enc := json.NewEncoder(w)
 	wrote := false
+	if follow {
+		// A follower of the log may wait long for the next entry: send the
+		// headers now, so that it knows the stream is open.
+		w.WriteHeader(http.StatusOK)
+		_ = rc.Flush()
+		wrote = true
+	}
 	for e, err := range entries {
 		if err != nil {
 			if ctx.Err() != nil {

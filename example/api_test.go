@@ -451,7 +451,6 @@ func TestEntriesErrors(t *testing.T) {
 
 func TestEntriesFollow(t *testing.T) {
 	f := newFakeNode()
-	f.commit("a")
 	srv := httptest.NewServer(newTestServer(f).handler())
 	defer srv.Close()
 
@@ -463,9 +462,11 @@ func TestEntriesFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
-		t.Errorf("Content-Type %q", ct)
+	// The headers came before any entry exists.
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/x-ndjson" {
+		t.Errorf("status %d, Content-Type %q", resp.StatusCode, ct)
 	}
+	f.commit("a")
 	br := bufio.NewReader(resp.Body)
 	readEntry := func() entryJSON {
 		t.Helper()
