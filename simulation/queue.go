@@ -25,13 +25,14 @@ const (
 	evGossip                           // membership: gossip round for a node
 	evHint                             // a membership hint arrives
 	evFailHint                         // membership notices a crashed node
+	evReady                            // the shell's loop takes Ready (batched mode)
 )
 
 var evNames = [...]string{
 	evTick: "tick", evDeliver: "deliver", evDisk: "disk", evReport: "report",
 	evPropose: "propose", evRead: "read", evCrash: "crash", evRestart: "restart",
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
-	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint",
+	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evReady: "ready",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -123,13 +123,14 @@ type params struct {
 
 	crashEvery, partitionEvery time.Duration
 	downMax, healMax           time.Duration
-	crashLeaderProb            float64 // a crash timer picks the leader
-	crashNewLeaderProb         float64 // a new leader is crashed soon after its election
-	crashFollowerOnElectProb   float64 // a follower is crashed soon after an election
-	crashAfterAppendProb       float64 // the leader is crashed right after an append
-	crashAfterCommitProb       float64 // the leader is crashed right after its HW moves
-	isolateNewLeaderProb       float64 // a new leader is cut off soon after its election
-	pauseProb                  float64 // a crash timer pauses its victim instead
+	crashLeaderProb            float64       // a crash timer picks the leader
+	crashNewLeaderProb         float64       // a new leader is crashed soon after its election
+	crashFollowerOnElectProb   float64       // a follower is crashed soon after an election
+	crashAfterAppendProb       float64       // the leader is crashed right after an append
+	crashAfterCommitProb       float64       // the leader is crashed right after its HW moves
+	isolateNewLeaderProb       float64       // a new leader is cut off soon after its election
+	pauseProb                  float64       // a crash timer pauses its victim instead
+	batchWindow                time.Duration // 0: Ready after every input; else within this window
 	gossipEvery                time.Duration
 }
 
@@ -175,6 +176,9 @@ func chooseParams(r *rand.Rand) params {
 	p.isolateNewLeaderProb = 0.3 * r.Float64()
 	p.crashNewLeaderProb = 0.5 * r.Float64()
 	p.pauseProb = 0.4 * r.Float64()
+	if r.Intn(2) == 0 {
+		p.batchWindow = ms(0.05 + 2*r.Float64())
+	}
 	return p
 }
 
@@ -246,6 +250,8 @@ type node struct {
 	// checked is the prefix of shadow known to equal the committed log.
 	// pausedUntil: the process is stalled until then (see crashTimer).
 	pausedUntil time.Duration
+	// readyPending: an evReady is scheduled (batched shell loop).
+	readyPending bool
 	// The node's clock: its own origin and a rate within ±5% of
 	// simulated time, so timeouts on different nodes drift apart.
 	clockBase time.Time
@@ -432,6 +438,7 @@ func (s *sim) start(nd *node) {
 	nd.inc++
 	nd.up = true
 	nd.pausedUntil = 0
+	nd.readyPending = false
 	nd.pending = nil
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
@@ -569,7 +576,7 @@ const oneShot = 1
 
 // deferredWhilePaused: the kinds of events a paused process does not
 // handle until it resumes.
-var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true}
+var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evReady: true}
 
 func (s *sim) dispatch(ev event) {
 	if int(ev.kind) < len(deferredWhilePaused) && deferredWhilePaused[ev.kind] {
@@ -590,14 +597,22 @@ func (s *sim) dispatch(ev event) {
 			return
 		}
 		nd.r.Tick(nd.clock(s.now))
-		s.processReady(nd)
-		s.check(nd)
+		s.afterInput(nd)
 		if ev.id != oneShot {
 			s.schedule(s.between(s.p.tickMin, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
 		}
 
 	case evDeliver:
 		s.deliver(ev)
+
+	case evReady:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		nd.readyPending = false
+		s.processReady(nd)
+		s.check(nd)
 
 	case evDisk:
 		nd := s.nodes[ev.node]
@@ -679,8 +694,25 @@ func (s *sim) dispatch(ev event) {
 		s.hash.u64(ev.hint.Epoch)
 		s.tracef("%s hint kind=%d node=%s epoch=%d", nd.id, ev.hint.Kind, ev.hint.Node, ev.hint.Epoch)
 		nd.r.Hint(ev.hint)
+		s.afterInput(nd)
+	}
+}
+
+// afterInput runs after every input to a core. Like the real shell's
+// loop, which handles a batch of inputs and then takes one Ready, a run
+// with a batch window takes Ready a little later (other inputs to the node
+// may come first); otherwise at once. The invariants are checked either
+// way.
+func (s *sim) afterInput(nd *node) {
+	if s.p.batchWindow == 0 {
 		s.processReady(nd)
 		s.check(nd)
+		return
+	}
+	s.checkState(nd, false)
+	if !nd.readyPending {
+		nd.readyPending = true
+		s.schedule(s.between(0, s.p.batchWindow), event{kind: evReady, node: nd.idx, inc: nd.inc})
 	}
 }
 
@@ -796,8 +828,7 @@ func (s *sim) report(nd *node) {
 	s.hash.u64(nd.reportedSeq)
 	s.tracef("%s persisted(w%d)", nd.id, nd.reportedSeq)
 	nd.r.Persisted(nd.reportedSeq)
-	s.processReady(nd)
-	s.check(nd)
+	s.afterInput(nd)
 }
 
 func (s *sim) apply(nd *node, w replica.Write) error {
@@ -875,8 +906,7 @@ func (s *sim) deliver(ev event) {
 		s.tracef("%s recv %s", nd.id, ev.msg)
 	}
 	nd.r.Step(ev.msg)
-	s.processReady(nd)
-	s.check(nd)
+	s.afterInput(nd)
 }
 
 // propose appends 1..maxRecords unique records on a random live node.
@@ -908,8 +938,7 @@ func (s *sim) propose() {
 	if s.phase == phaseFaults && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
 		s.schedule(s.between(0, s.p.diskMax+s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
 	}
-	s.processReady(nd)
-	s.check(nd)
+	s.afterInput(nd)
 }
 
 // read reads committed entries from a random live node's store, as a
