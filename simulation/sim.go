@@ -92,6 +92,9 @@ type Result struct {
 	// ReadsAboveDisk counts reads that found the node's HW above its
 	// durable LEO (a leader whose followers are faster than its disk).
 	ReadsAboveDisk int
+	// ConvergeTime is the simulated time from the end of the workload to
+	// convergence.
+	ConvergeTime time.Duration
 }
 
 // String summarises a result on one line.
@@ -523,6 +526,7 @@ func (s *sim) loop() {
 	for s.err == nil {
 		if s.phase == phaseQuiesce {
 			if s.converged() {
+				s.res.ConvergeTime = s.now - s.quiesceAt
 				s.finalCheck()
 				return
 			}

@@ -110,6 +110,10 @@ func TestSimulation(t *testing.T) {
 				total.Crashes += res.Crashes
 				total.Partitions += res.Partitions
 				total.LeaderEpochs += res.LeaderEpochs
+				if res.ConvergeTime > total.ConvergeTime {
+					total.ConvergeTime = res.ConvergeTime
+					total.Seed = res.Seed
+				}
 				if res.Err != nil {
 					failures = append(failures, res)
 				}
@@ -134,9 +138,9 @@ func TestSimulation(t *testing.T) {
 	close(seeds)
 	wg.Wait()
 	el := time.Since(start)
-	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min",
+	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min; slowest convergence %v (seed %d)",
 		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
-		el.Round(time.Millisecond), float64(done)/el.Minutes())
+		el.Round(time.Millisecond), float64(done)/el.Minutes(), total.ConvergeTime, total.Seed)
 	sort.Slice(failures, func(i, j int) bool { return failures[i].Seed < failures[j].Seed })
 	for _, f := range failures {
 		explain(t, f, steps)
