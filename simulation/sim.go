@@ -182,6 +182,15 @@ func chooseParams(r *rand.Rand) params {
 	if r.Intn(2) == 0 {
 		p.batchWindow = ms(0.05 + 2*r.Float64())
 	}
+	if r.Intn(5) == 0 {
+		// A harsh network and a slow disk: many drops, messages late by
+		// more than a fetch timeout (stale epochs arriving), fsyncs
+		// slower than round trips.
+		p.dropProb = 0.3 * r.Float64()
+		p.slowProb = 0.3 * r.Float64()
+		p.slowMax = time.Duration(float64(3*p.fetchTimeout) * r.Float64())
+		p.diskMax = ms(1 + 20*r.Float64())
+	}
 	return p
 }
 
