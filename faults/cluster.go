@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,9 @@ import (
 // (the core's deliberate-bug tags); race adds -race.
 func BuildNode(ctx context.Context, modRoot, dir, pkg, tags string, race bool) (string, error) {
 	bin := filepath.Join(dir, "replog-node")
-	args := []string{"build", "-o", bin}
+	// -buildvcs=auto overrides a GOFLAGS=-buildvcs=false so that the
+	// binary records the revision it was built from (BinaryRevision).
+	args := []string{"build", "-buildvcs=auto", "-o", bin}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
@@ -574,4 +577,23 @@ func (c *Cluster) LogErrors(max int) (map[string]int, []string) {
 		}
 	}
 	return counts, examples
+}
+
+// BinaryRevision returns the VCS revision the binary was built from, with
+// "+dirty" when the working tree had changes ("unknown" without VCS info).
+func BinaryRevision(bin string) string {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return "unknown"
+	}
+	rev, dirty := "unknown", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	return rev[:min(len(rev), 12)] + dirty
 }

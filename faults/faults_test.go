@@ -86,6 +86,8 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	if err != nil {
 		t.Fatalf("building the node: %v", err)
 	}
+	rev := BinaryRevision(bin)
+	t.Logf("node binary %s built from %s", o.pkg, rev)
 	logf := func(string, ...any) {}
 	if o.logEvents {
 		logf = t.Logf
@@ -117,7 +119,9 @@ func faultRun(t *testing.T, o runOpts) *Report {
 		t.Errorf("writing history: %v", err)
 	}
 	if *flagResults != "" {
-		line, _ := json.Marshal(rep.Summarize(o.tags))
+		sum := rep.Summarize(o.tags)
+		sum.Revision = rev
+		line, _ := json.Marshal(sum)
 		f, err := os.OpenFile(*flagResults, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err == nil {
 			_, err = f.Write(append(line, '\n'))

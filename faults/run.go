@@ -326,6 +326,7 @@ type Summary struct {
 	Nodes       int            `json:"nodes"`
 	Concurrency int            `json:"concurrency"`
 	Tags        string         `json:"tags,omitempty"`
+	Revision    string         `json:"revision,omitempty"`
 	Seconds     float64        `json:"seconds"`
 	OK          int            `json:"ok"`
 	Failed      int            `json:"failed"`
