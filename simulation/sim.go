@@ -141,17 +141,23 @@ func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millise
 
 func chooseParams(r *rand.Rand) params {
 	var p params
-	p.voters = 1 + r.Intn(5)
+	// 1–5 voters, weighted toward the odd sizes of real clusters and the
+	// sizes where figure-8 style histories exist (3+).
+	p.voters = [...]int{1, 2, 3, 3, 3, 4, 5, 5, 5, 5}[r.Intn(10)]
 	p.observers = r.Intn(3)
 	p.fetchTimeout = ms(80 + 80*r.Float64())
 	p.electionTimeout = ms(20 + 30*r.Float64())
 	p.fetchMaxWait = ms(10 + 30*r.Float64())
 	p.fetchMaxBytes = 1 << 20
-	if r.Intn(3) != 0 {
-		// Small responses: a follower needs several rounds to catch up,
-		// and may hold an old epoch's tail without the new leader's
-		// epoch-start entry (Raft's figure 8 needs that).
-		p.fetchMaxBytes = 1 + r.Intn(64)
+	switch k := r.Intn(20); {
+	case k < 5:
+		// Small responses: a follower needs several rounds to catch up.
+		p.fetchMaxBytes = 16 + r.Intn(64)
+	case k < 14:
+		// One or two entries per response: a follower may hold part of
+		// an old epoch's tail without the new leader's epoch-start entry
+		// (Raft's figure 8 needs that).
+		p.fetchMaxBytes = 1 + r.Intn(16)
 	}
 	p.tickMin = ms(2 + 3*r.Float64())
 	p.tickMax = p.tickMin + ms(10*r.Float64())
