@@ -42,11 +42,11 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 	if r.role == RoleLeader {
 		r.stepDown(leader)
 	}
-	changed := false
+	changed, newEpoch := false, false
 	if epoch > r.epoch {
 		r.epoch = epoch
 		r.votedFor = ""
-		changed = true
+		changed, newEpoch = true, true
 	}
 	if leader != r.leaderID {
 		r.leaderID = leader
@@ -66,11 +66,14 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 		r.fetchBackoff = time.Time{}
 		r.fetchHint = ""
 	}
-	if changed || !wasFollowing {
+	// Learning a leader's name is no contact with it: only a new epoch or
+	// a change of role restarts the election timer (else two followers
+	// naming a dead leader to each other could postpone elections).
+	if newEpoch || !wasFollowing {
 		r.resetElectionTimer()
-		if bugTruncateToHW && r.log.LEO() > r.hw {
-			r.truncate(r.hw)
-		}
+	}
+	if bugTruncateToHW && (changed || !wasFollowing) && r.log.LEO() > r.hw {
+		r.truncate(r.hw)
 	}
 }
 
