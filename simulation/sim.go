@@ -13,7 +13,7 @@
 //
 // Running it:
 //
-//	go test -race ./simulation                      # CI: 300 seeds x 5000 steps
+//	go test -race ./simulation                      # CI: 500 seeds x 5000 steps
 //	go test ./simulation -run TestSimulation -sim.seed=N -v [-sim.trace]
 //	go test ./simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000
 //	go test -tags replog_bug_vote_no_logcheck ./simulation -run TestSimulation -sim.seeds=3000
@@ -218,7 +218,7 @@ const (
 func (s *sim) convergeBound() time.Duration {
 	perRound := max(1, s.p.fetchMaxBytes/8) // payloads are about 6 bytes
 	rounds := len(s.committed)/perRound + 1
-	round := 2*s.p.netMax + s.p.diskMax + time.Duration(2*s.p.slowProb*float64(s.p.slowMax))
+	round := 2*s.p.netMax + s.p.diskMax
 	return 10*time.Second + 2*time.Duration(rounds)*round
 }
 
@@ -901,7 +901,9 @@ func (s *sim) send(nd *node, m transport.Message) {
 	}
 	for i := 0; i < copies; i++ {
 		d := s.between(s.p.netMin, s.p.netMax)
-		if s.rng.Float64() < s.p.slowProb {
+		// Late messages (beyond a fetch timeout, in the harsh regime) are
+		// a fault: only in the fault phase.
+		if s.phase == phaseFaults && s.rng.Float64() < s.p.slowProb {
 			d += s.between(0, s.p.slowMax)
 		}
 		// A message is tied to the receiver's incarnation: a restarted

@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	flagSeeds   = flag.Int("sim.seeds", 300, "number of seeds TestSimulation runs")
+	flagSeeds   = flag.Int("sim.seeds", 500, "number of seeds TestSimulation runs")
 	flagSteps   = flag.Int("sim.steps", 5000, "workload steps (events) per seed; the fault-free convergence phase comes on top")
 	flagSeed    = flag.Int64("sim.seed", -1, "run only this seed (with -sim.trace to print its trace)")
 	flagStart   = flag.Int64("sim.start", 1, "first seed TestSimulation runs")
