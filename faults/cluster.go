@@ -549,8 +549,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// LogErrors returns, per node, the number of log lines at ERROR level or
-// mentioning a panic, and up to max distinct examples (timestamps cut).
+// LogErrors returns, per node, the number of log lines at ERROR level,
+// panics, fatal errors and data races (nodes built with -race), and up to max distinct examples (timestamps cut).
 func (c *Cluster) LogErrors(max int) (map[string]int, []string) {
 	counts := map[string]int{}
 	seen := map[string]bool{}
@@ -561,7 +561,8 @@ func (c *Cluster) LogErrors(max int) (map[string]int, []string) {
 			continue
 		}
 		for _, line := range strings.Split(string(data), "\n") {
-			if !strings.Contains(line, "[ERROR]") && !strings.HasPrefix(line, "panic:") && !strings.HasPrefix(line, "fatal error:") {
+			if !strings.Contains(line, "[ERROR]") && !strings.HasPrefix(line, "panic:") &&
+				!strings.HasPrefix(line, "fatal error:") && !strings.HasPrefix(line, "WARNING: DATA RACE") {
 				continue
 			}
 			counts[n.ID]++

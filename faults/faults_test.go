@@ -109,7 +109,13 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	}
 	c.Stop()
 	if counts, examples := c.LogErrors(10); len(counts) > 0 {
-		t.Logf("node log lines at ERROR level or panics: %v; e.g.\n  %s", counts, strings.Join(examples, "\n  "))
+		t.Logf("node log lines at ERROR level, panics, data races: %v; e.g.\n  %s", counts, strings.Join(examples, "\n  "))
+		for _, e := range examples {
+			if strings.Contains(e, "DATA RACE") {
+				t.Errorf("a node reported a data race (see its log)")
+				break
+			}
+		}
 	}
 
 	var sum strings.Builder
