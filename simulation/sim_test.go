@@ -187,3 +187,15 @@ func TestCheckerHasTeeth(t *testing.T) {
 		t.Fatal("100 seeds with forged votes and the checker found nothing")
 	}
 }
+
+// TestStoresAgree: the simulation's own store and storage.Memory follow
+// one contract, so a seed must give the same trace on either.
+func TestStoresAgree(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		a := Run(Options{Seed: seed, Steps: 3000, Store: "memory"})
+		b := Run(Options{Seed: seed, Steps: 3000, Store: "sim"})
+		if a.Hash != b.Hash {
+			t.Fatalf("seed %d: storage.Memory and the sim store give different traces:\n  %s\n  %s", seed, a, b)
+		}
+	}
+}
