@@ -205,11 +205,21 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 			}
 			return
 		}
-		if resp.LeaderID != "" && resp.LeaderID != r.id && resp.Epoch == r.epoch {
+		switch {
+		case resp.LeaderID == "" || resp.LeaderID == r.id:
+		case resp.Epoch == r.epoch:
 			// A voter refused and names a leader of our epoch: it has heard
 			// from it (or has a better log). Go back to following it
 			// instead of disrupting it.
 			r.becomeFollower(r.epoch, resp.LeaderID)
+		default:
+			// It names a live leader of an older epoch, while ours (durable,
+			// from a failed candidacy) is higher: we can never follow it,
+			// and our pre-votes will keep failing. Fetch from it once with
+			// our epoch: fencing makes it step down, and the cluster elects
+			// a leader in an epoch we can join.
+			r.becomeFollower(r.epoch, "")
+			r.fetchHint = resp.LeaderID
 		}
 	case !resp.PreVote && r.role == RoleCandidate && resp.Epoch == r.epoch:
 		if resp.Granted {

@@ -44,9 +44,11 @@ func (r *Replica) maybeFetch() {
 	if r.fetch.Outstanding() || r.persistedSeq < r.stateSeq || r.now.Before(r.fetchBackoff) {
 		return
 	}
-	target := r.leaderID
+	// A hint is tried once; then the known leader, or the voters in turn.
+	target := r.fetchHint
+	r.fetchHint = ""
 	if target == "" {
-		target = r.fetchHint
+		target = r.leaderID
 	}
 	if target == "" {
 		target = r.fetch.RoundRobin(r.voters, r.id)

@@ -306,8 +306,10 @@ func (r *Replica) Hint(h Hint) {
 			}
 		}
 	case HintLeader:
-		if (r.role == RoleFollower || r.role == RoleObserver) && r.leaderID == "" &&
-			h.Node != "" && h.Node != r.id && h.Epoch >= r.epoch {
+		// A leaderless replica, or one that hears of a newer epoch than
+		// its own, tries the named node next.
+		if (r.role == RoleFollower || r.role == RoleObserver) && h.Node != "" && h.Node != r.id &&
+			(r.leaderID == "" && h.Epoch >= r.epoch || h.Epoch > r.epoch && h.Node != r.leaderID) {
 			// Verified by the fetch: fencing tells us the real epoch/leader.
 			r.fetchHint = h.Node
 			r.fetchBackoff = time.Time{}

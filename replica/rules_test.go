@@ -651,6 +651,18 @@ func TestHints(t *testing.T) {
 	if obs.epoch != 3 || obs.leaderID != "L" {
 		t.Fatalf("epoch %d leader %q, want 3 and L", obs.epoch, obs.leaderID)
 	}
+	// Following L in epoch 3, it hears that x leads epoch 4: it tries x
+	// once (fencing will tell), without dropping L.
+	settle(t, obs, obs.store)
+	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 3})
+	if n := len(bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")); n != 0 {
+		t.Fatal("a hint for our own epoch redirected a follower that has a leader")
+	}
+	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 4})
+	reqs = bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")
+	if len(reqs) != 1 || obs.leaderID != "L" {
+		t.Fatalf("fetches to x %v, leader %q", reqs, obs.leaderID)
+	}
 }
 
 // TestSingleVoter: a lone voter leads at once, with no peers.
