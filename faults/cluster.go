@@ -76,6 +76,9 @@ type ClusterConfig struct {
 	Root string
 	// Nodes is the number of voters (n1..nN).
 	Nodes int
+	// Observers is the number of non-voting nodes (o1..oM): they fetch,
+	// serve reads and forward appends, and never vote or count for the HW.
+	Observers int
 	// Protocol tuning passed to every node.
 	FetchTimeout, ElectionTimeout, FetchMaxWait time.Duration
 	// Gossip turns memberlist on (UDP+TCP on loopback, every node joining
@@ -104,7 +107,9 @@ type Status struct {
 // Node is one example-node process, restartable on the same directory and
 // ports.
 type Node struct {
-	ID       string
+	ID string
+	// Observer is set for a non-voting node.
+	Observer bool
 	Dir      string
 	HTTPAddr string
 	RPCAddr  string
@@ -163,10 +168,16 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		IdleConnTimeout:     5 * time.Second,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 	}}}
-	var ids []string
+	var ids, voters []string
 	rpc, gossip := map[string]string{}, map[string]string{}
-	for i := 1; i <= cfg.Nodes; i++ {
+	for i := 1; i <= cfg.Nodes+cfg.Observers; i++ {
 		id := fmt.Sprintf("n%d", i)
+		observer := i > cfg.Nodes
+		if observer {
+			id = fmt.Sprintf("o%d", i-cfg.Nodes)
+		} else {
+			voters = append(voters, id)
+		}
 		httpAddr, err := freePort()
 		if err != nil {
 			return nil, err
@@ -191,7 +202,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			gossip[id] = g
 		}
 		c.Nodes = append(c.Nodes, &Node{ID: id, Dir: dir, HTTPAddr: httpAddr, RPCAddr: rpcAddr,
-			logPath: filepath.Join(cfg.Root, id+".log")})
+			Observer: observer, logPath: filepath.Join(cfg.Root, id+".log")})
 	}
 	nw, err := NewNetwork(ids, rpc)
 	if err != nil {
@@ -218,7 +229,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 		n.args = append([]string{
 			"-id", n.ID, "-dir", n.Dir, "-http", n.HTTPAddr, "-rpc", n.RPCAddr,
-			"-voters", strings.Join(ids, ","),
+			"-voters", strings.Join(voters, ","),
 			"-peers", strings.Join(peers, ","), "-http-peers", strings.Join(httpPeers, ","),
 			"-cluster", "replog-faults",
 			"-fetch-timeout", cfg.FetchTimeout.String(),
@@ -243,6 +254,17 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// Voters returns the voting nodes.
+func (c *Cluster) Voters() []*Node {
+	var vs []*Node
+	for _, n := range c.Nodes {
+		if !n.Observer {
+			vs = append(vs, n)
+		}
+	}
+	return vs
 }
 
 // Start starts n's process (it must not be running).

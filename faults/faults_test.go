@@ -26,6 +26,7 @@ var (
 	flagConc      = flag.Int("faults.concurrency", 1, "how many nemesis faults may be in force at once")
 	flagGossip    = flag.Bool("faults.gossip", false, "turn gossip on (not proxied: the nemesis then only kills and pauses)")
 	flagResults   = flag.String("faults.results", "", "append one JSON line per run with its figures to this file")
+	flagObservers = flag.Int("faults.observers", 0, "number of observer (non-voting) nodes besides the voters")
 	flagKeep      = flag.Bool("faults.keep", false, "keep the data directory, node logs and history even on success")
 	flagFetchTO   = flag.Duration("faults.fetch-timeout", time.Second, "node -fetch-timeout")
 	flagElectTO   = flag.Duration("faults.election-timeout", 300*time.Millisecond, "node -election-timeout")
@@ -51,6 +52,7 @@ type runOpts struct {
 	pkg, tags string
 	race      bool
 	nodes     int
+	observers int
 	nodeArgs  []string
 	gossip    bool
 	cfg       RunConfig
@@ -93,7 +95,7 @@ func faultRun(t *testing.T, o runOpts) *Report {
 		logf = t.Logf
 	}
 	c, err := StartCluster(ctx, ClusterConfig{
-		Bin: bin, Root: root, Nodes: o.nodes,
+		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
 		FetchTimeout: *flagFetchTO, ElectionTimeout: *flagElectTO, FetchMaxWait: *flagMaxWait,
 		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, Gossip: o.gossip,
 		Logf: logf,
@@ -173,8 +175,8 @@ func TestFaults(t *testing.T) {
 		faults = ProcessFaults
 	}
 	rep := faultRun(t, runOpts{
-		gossip: *flagGossip,
-		pkg:    pkg, tags: *flagTags, race: *flagRace, nodes: *flagNodes,
+		gossip: *flagGossip, observers: *flagObservers,
+		pkg: pkg, tags: *flagTags, race: *flagRace, nodes: *flagNodes,
 		nodeArgs: strings.Fields(*flagNodeArgs), keep: *flagKeep, logEvents: true,
 		cfg: RunConfig{
 			Duration: *flagDuration, Seed: seedFlag(t), Faults: faults,

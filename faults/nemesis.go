@@ -330,18 +330,21 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		nm.restart(ctx, target)
 
 	case FaultCrashMajority:
+		// Minority and majority are counted among the voters; observers
+		// stay up and connected.
+		voters := nm.c.Voters()
 		leader := nm.leader(ctx)
 		if leader == nil {
-			leader = nm.randomNode()
+			leader = voters[nm.intn(len(voters))]
 		}
 		var others []*Node
-		for _, n := range nm.c.Nodes {
+		for _, n := range voters {
 			if n != leader {
 				others = append(others, n)
 			}
 		}
 		nm.shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
-		minority := others[:(len(nm.c.Nodes)-1)/2]
+		minority := others[:(len(voters)-1)/2]
 		rest := others[len(minority):]
 		mode := nm.mode()
 		nm.isolateGroup(minority, mode)

@@ -40,6 +40,7 @@ type RunConfig struct {
 type Report struct {
 	Seed        int64
 	Nodes       int
+	Observers   int
 	Concurrency int
 	Duration    time.Duration
 	History     *History
@@ -70,7 +71,7 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		return nil, err
 	}
 	nm.Concurrency = cfg.NemesisConcurrency
-	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Nodes), Concurrency: max(1, cfg.NemesisConcurrency), History: h}
+	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Voters()), Observers: len(c.Nodes) - len(c.Voters()), Concurrency: max(1, cfg.NemesisConcurrency), History: h}
 
 	stop := make(chan struct{}) // clients: no new operations
 	readCtx, stopReads := context.WithCancel(ctx)
@@ -274,7 +275,7 @@ func index(f FinalLog) map[uint64]LogEntry {
 // Print writes the run's summary.
 func (r *Report) Print(w io.Writer) {
 	counts := r.History.Counts()
-	fmt.Fprintf(w, "seed=%d nodes=%d nemesis+heal=%v concurrency=%d\n", r.Seed, r.Nodes, r.Duration.Round(time.Millisecond), r.Concurrency)
+	fmt.Fprintf(w, "seed=%d voters=%d observers=%d nemesis+heal=%v concurrency=%d\n", r.Seed, r.Nodes, r.Observers, r.Duration.Round(time.Millisecond), r.Concurrency)
 	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d\n",
 		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads)
 	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d slow-links=%d per-fault=%v\n",
@@ -342,6 +343,7 @@ type Summary struct {
 	Time        string         `json:"time"`
 	Seed        int64          `json:"seed"`
 	Nodes       int            `json:"nodes"`
+	Observers   int            `json:"observers,omitempty"`
 	Concurrency int            `json:"concurrency"`
 	Tags        string         `json:"tags,omitempty"`
 	Revision    string         `json:"revision,omitempty"`
@@ -370,7 +372,7 @@ func (r *Report) Summarize(tags string) Summary {
 	c := r.History.Counts()
 	el := r.Nemesis.Elections
 	return Summary{
-		Time: time.Now().UTC().Format(time.RFC3339), Seed: r.Seed, Nodes: r.Nodes, Concurrency: r.Concurrency,
+		Time: time.Now().UTC().Format(time.RFC3339), Seed: r.Seed, Nodes: r.Nodes, Observers: r.Observers, Concurrency: r.Concurrency,
 		Tags: tags, Seconds: r.Duration.Seconds(), OK: c[OK], Failed: c[Failed], Unknown: c[Unknown],
 		Reads: r.Reads, Kills: r.Nemesis.Kills, Pauses: r.Nemesis.Pauses, Partitions: r.Nemesis.Partitions,
 		Slows: r.Nemesis.Slows, Anomalies: r.Result.Counts, Violations: r.Result.Violations(),
