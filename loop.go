@@ -149,7 +149,8 @@ func (l *Log) advertiseLeader(id string, epoch uint64) {
 	}()
 }
 
-// publish stores a Status snapshot and wakes readers if the HW moved.
+// publish stores a Status snapshot and wakes readers if the readable
+// high watermark moved.
 func (l *Log) publish() *Status {
 	cs := l.core.Status()
 	st := &Status{
@@ -175,9 +176,13 @@ func (l *Log) publish() *Status {
 	}
 	l.status.Store(st)
 
+	// Readers are bounded by what this node holds durably, not by the HW
+	// alone: a leader can see an entry committed by two followers before
+	// its own write of it is done.
+	readable := l.core.ReadableHW()
 	l.hwMu.Lock()
-	if cs.HighWatermark != l.hw && l.hwChanged != nil {
-		l.hw = cs.HighWatermark
+	if readable != l.hw && l.hwChanged != nil {
+		l.hw = readable
 		close(l.hwChanged)
 		l.hwChanged = make(chan struct{})
 	}
