@@ -3,15 +3,9 @@ package transport
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -20,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replog-io/replog/internal/testpki"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -576,72 +571,11 @@ func TestTCPLargeFrames(t *testing.T) {
 
 // --- TLS ---
 
-type testPKI struct {
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	pool   *x509.CertPool
-}
-
-func newTestPKI(t *testing.T, name string) *testPKI {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testPKI{caCert: cert, caKey: key, pool: pool}
-}
-
-var serial int64 = 100
-
-// issue returns a certificate for a node, valid for 127.0.0.1 as a server
-// and as a client.
-func (p *testPKI) issue(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 func TestTCPTLS(t *testing.T) {
-	pki := newTestPKI(t, "replog test CA")
+	pki := testpki.New(t, "replog test CA")
 	res := newResolverMap()
 	cfgFor := func(name string) *tls.Config {
-		return &tls.Config{Certificates: []tls.Certificate{pki.issue(t, name)}, RootCAs: pki.pool, MinVersion: tls.VersionTLS12}
+		return &tls.Config{Certificates: []tls.Certificate{pki.Issue(t, name)}, RootCAs: pki.Pool, MinVersion: tls.VersionTLS12}
 	}
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, TLS: cfgFor("a")})
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: cfgFor("b")})
@@ -666,14 +600,14 @@ func TestTCPTLS(t *testing.T) {
 }
 
 func TestTCPMutualTLS(t *testing.T) {
-	pki := newTestPKI(t, "replog test CA")
-	rogue := newTestPKI(t, "rogue CA")
+	pki := testpki.New(t, "replog test CA")
+	rogue := testpki.New(t, "rogue CA")
 	res := newResolverMap()
 	server := func(name string) *tls.Config {
 		return &tls.Config{
-			Certificates: []tls.Certificate{pki.issue(t, name)},
-			RootCAs:      pki.pool,
-			ClientCAs:    pki.pool,
+			Certificates: []tls.Certificate{pki.Issue(t, name)},
+			RootCAs:      pki.Pool,
+			ClientCAs:    pki.Pool,
 			ClientAuth:   tls.RequireAndVerifyClientCert,
 			MinVersion:   tls.VersionTLS13,
 		}
@@ -694,12 +628,12 @@ func TestTCPMutualTLS(t *testing.T) {
 		certs []tls.Certificate
 	}{
 		{"no client cert", nil},
-		{"untrusted client cert", []tls.Certificate{rogue.issue(t, "m")}},
+		{"untrusted client cert", []tls.Certificate{rogue.Issue(t, "m")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := b.Stats().BadConns
 			m := newTestTCP(t, TCPConfig{NodeID: "m", ClusterID: "c", Resolver: res.resolve, HandshakeTimeout: 2 * time.Second,
-				TLS: &tls.Config{Certificates: c.certs, RootCAs: pki.pool, MinVersion: tls.VersionTLS13}})
+				TLS: &tls.Config{Certificates: c.certs, RootCAs: pki.Pool, MinVersion: tls.VersionTLS13}})
 			eventually(t, "rejected client", func() bool {
 				mustSend(t, m, Message{To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "m"}})
 				return m.Stats().DroppedNoConn >= 2 && b.Stats().BadConns >= before+2
