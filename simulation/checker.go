@@ -81,6 +81,12 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		s.schedule(s.between(0, s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
 	}
 	nd.hw = hw
+	rh := nd.r.ReadableHW()
+	if rh < nd.readable {
+		s.fail("%s: ReadableHW moved back from %d to %d", nd.id, nd.readable, rh)
+		return
+	}
+	nd.readable = rh
 	s.extend(nd, hw)
 	if st.Role == replica.RoleLeader {
 		if l, ok := s.leaders[st.Epoch]; ok && l != nd.idx {
@@ -261,6 +267,7 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 		return
 	}
 	p.acked = true
+	nd.inflight--
 	if p.tooLarge {
 		if !errors.Is(a.Err, replica.ErrTooLarge) {
 			s.fail("%s acks proposal %d with a record over the size limit with %v, want ErrTooLarge", nd.id, p.id, a.Err)
@@ -314,6 +321,12 @@ func (s *sim) declareCommitted(nd *node, p *proposal, first uint64, how string) 
 		return // check() reports it
 	}
 	nd.hw = hw
+	rh := nd.r.ReadableHW()
+	if rh < nd.readable {
+		s.fail("%s: ReadableHW moved back from %d to %d", nd.id, nd.readable, rh)
+		return
+	}
+	nd.readable = rh
 	s.extend(nd, hw)
 	p.committedAt = int64(first)
 	p.commitEpoch = nd.epochNow()

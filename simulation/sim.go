@@ -123,6 +123,7 @@ type params struct {
 
 	proposeEvery, readEvery time.Duration
 	maxRecords              int
+	maxInflight             int
 
 	crashEvery, partitionEvery time.Duration
 	downMax, healMax           time.Duration
@@ -172,6 +173,7 @@ func chooseParams(r *rand.Rand) params {
 	p.proposeEvery = ms(1 + 15*r.Float64())
 	p.readEvery = ms(2 + 15*r.Float64())
 	p.maxRecords = 1 + r.Intn(3)
+	p.maxInflight = 1 + r.Intn(32)
 	p.crashEvery = ms(60 + 300*r.Float64())
 	p.partitionEvery = ms(60 + 300*r.Float64())
 	p.downMax = ms(20 + 300*r.Float64())
@@ -217,7 +219,11 @@ const (
 // the whole log in rounds of the run's fetch size.
 func (s *sim) convergeBound() time.Duration {
 	perRound := max(1, s.p.fetchMaxBytes/8) // payloads are about 6 bytes
-	rounds := len(s.committed)/perRound + 1
+	longest := len(s.committed)
+	for _, nd := range s.nodes {
+		longest = max(longest, len(nd.shadow))
+	}
+	rounds := longest/perRound + 1
 	round := 2*s.p.netMax + s.p.diskMax
 	return 10*time.Second + 2*time.Duration(rounds)*round
 }
@@ -270,6 +276,10 @@ type node struct {
 	pausedUntil time.Duration
 	// readyPending: an evReady is scheduled (batched shell loop).
 	readyPending bool
+	// inflight counts this process's proposals not yet acked; readable is
+	// its last ReadableHW (it never moves back within a process).
+	inflight int
+	readable uint64
 	// The node's clock: its own origin and a rate within ±5% of
 	// simulated time, so timeouts on different nodes drift apart.
 	clockBase time.Time
@@ -457,6 +467,8 @@ func (s *sim) start(nd *node) {
 	nd.up = true
 	nd.pausedUntil = 0
 	nd.readyPending = false
+	nd.inflight = 0
+	nd.readable = 0
 	nd.pending = nil
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
@@ -936,6 +948,12 @@ func (s *sim) propose() {
 	if nd == nil {
 		return
 	}
+	if nd.inflight >= s.p.maxInflight {
+		// Clients wait for their appends: a bounded number in flight per
+		// node, so a slow follower cannot fall unboundedly behind.
+		return
+	}
+	nd.inflight++
 	p := &proposal{id: uint64(len(s.proposals) + 1), node: nd.idx, inc: nd.inc, committedAt: -1}
 	s.proposals = append(s.proposals, p)
 	k := 1 + s.rng.Intn(s.p.maxRecords)
@@ -971,10 +989,14 @@ func (s *sim) read() {
 	}
 	// The leader's HW may run ahead of its own disk (a majority of the
 	// other voters has the entries durably): a reader waits for the disk,
-	// so it reads below min(HW, durable LEO).
+	// so it reads below ReadableHW = min(HW, durable LEO).
 	hw := nd.r.HighWatermark()
 	st := nd.r.Status()
-	limit := min(hw, st.DurableLEO)
+	limit := nd.r.ReadableHW()
+	if limit != min(hw, st.DurableLEO) {
+		s.fail("%s: ReadableHW %d, but min(HW %d, durable LEO %d) is %d", nd.id, limit, hw, st.DurableLEO, min(hw, st.DurableLEO))
+		return
+	}
 	if hw > st.DurableLEO {
 		s.res.ReadsAboveDisk++
 		s.tracef("%s read: HW %d is above the durable LEO %d (role %s)", nd.id, hw, st.DurableLEO, st.Role)
