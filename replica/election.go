@@ -61,6 +61,8 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 	}
 	r.votes = nil
 	if changed {
+		// Forwarded proposals went to the old leader: nobody will answer.
+		r.abandonForwarded(leader)
 		r.writeQuorumState()
 		r.fetch.Cancel()
 		r.fetchBackoff = time.Time{}
@@ -117,6 +119,7 @@ func (r *Replica) becomeCandidate() {
 	r.leaderID = ""
 	r.leaderHW = 0
 	r.role = RoleCandidate
+	r.abandonForwarded("")
 	r.fetch.Cancel()
 	r.writeQuorumState()
 	r.votes = map[string]bool{r.id: true}

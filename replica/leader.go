@@ -362,7 +362,7 @@ func (r *Replica) forward(id uint64, records [][]byte) {
 	reqID := r.nextRequestID
 	r.nextRequestID++
 	r.forwarded = append(r.forwarded, forwardedProposal{
-		requestID: reqID, id: id, deadline: r.now.Add(2 * r.cfg.FetchTimeout),
+		requestID: reqID, id: id, to: r.leaderID, epoch: r.epoch, deadline: r.now.Add(2 * r.cfg.FetchTimeout),
 	})
 	r.send(r.leaderID, &transport.AppendRequest{RequestID: reqID, Records: records})
 }
@@ -388,6 +388,22 @@ func (r *Replica) handleAppendResponse(from string, resp *transport.AppendRespon
 		ack.Err = fmt.Errorf("%w: unknown append error %d from %s", ErrUnknownOutcome, resp.Error, from)
 	}
 	r.acks = append(r.acks, ack)
+}
+
+// abandonForwarded fails at once, with an unknown outcome, the forwarded
+// proposals sent in an older epoch or to another leader than leader: the
+// node they went to may have appended them, but nobody will answer.
+func (r *Replica) abandonForwarded(leader string) {
+	kept := r.forwarded[:0]
+	for _, f := range r.forwarded {
+		if f.epoch == r.epoch && f.to == leader {
+			kept = append(kept, f)
+			continue
+		}
+		r.acks = append(r.acks, Ack{ID: f.id, Err: ErrUnknownOutcome})
+	}
+	clear(r.forwarded[len(kept):])
+	r.forwarded = kept
 }
 
 // expireForwarded fails forwarded proposals whose answer did not come in

@@ -98,6 +98,8 @@ type heldMessage struct {
 type forwardedProposal struct {
 	requestID uint64
 	id        uint64
+	to        string // the leader it was sent to
+	epoch     uint64 // the epoch it was sent in
 	deadline  time.Time
 }
 

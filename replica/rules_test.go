@@ -586,6 +586,22 @@ func TestProposeOutcomes(t *testing.T) {
 			t.Fatalf("acks %v", acks)
 		}
 	})
+	t.Run("forwarded proposals fail at once when the leader changes", func(t *testing.T) {
+		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		r := newTestReplica(t, testConfig("f", "f", "L", "M"), store)
+		r.Propose(7, [][]byte{[]byte("x")})
+		settle(t, r, store)
+		r.Step(transport.Message{From: "M", To: "f", Body: &transport.BeginEpoch{Epoch: 2, LeaderID: "M"}})
+		_, acks := settle(t, r, store)
+		if len(acks) != 1 || acks[0].ID != 7 || !errors.Is(acks[0].Err, ErrUnknownOutcome) {
+			t.Fatalf("acks %v, want 7 unknown at once", acks)
+		}
+		// A late answer from the old leader is ignored.
+		r.Step(transport.Message{From: "L", To: "f", Body: &transport.AppendResponse{RequestID: r.nextRequestID - 1, Error: transport.AppendOK}})
+		if _, acks := settle(t, r, store); len(acks) != 0 {
+			t.Fatalf("late answer acked again: %v", acks)
+		}
+	})
 	t.Run("duplicate forwarded request appends once", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
 		req := &transport.AppendRequest{RequestID: 9, Records: [][]byte{[]byte("y")}}
