@@ -13,7 +13,7 @@
 //
 // Runs:
 //
-//	go test -race ./faults                      # checker/proxy unit tests, a 60s fault run, a fake-node self-test
+//	go test -race ./faults                      # checker/proxy unit tests, a 45s fault run, a fake-node self-test
 //	go test -race ./faults -run TestFaults -v -timeout 0 \
 //	    -faults.duration=10m -faults.seed=N -faults.nodes=5 [-faults.concurrency=2]
 //	go test ./faults -run TestFaults -v -faults.tags=replog_bug_ack_leader_write \

@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	flagDuration  = flag.Duration("faults.duration", 60*time.Second, "how long the nemesis runs in TestFaults")
+	flagDuration  = flag.Duration("faults.duration", 45*time.Second, "how long the nemesis runs in TestFaults")
 	flagSeed      = flag.Int64("faults.seed", 0, "nemesis and client seed (0: from the clock, printed)")
 	flagNodes     = flag.Int("faults.nodes", 3, "number of voter processes (3 or 5)")
 	flagTags      = flag.String("faults.tags", "", "build tags for the node binary (e.g. replog_bug_ack_leader_write)")
