@@ -276,6 +276,13 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 	}
 	if a.Err != nil {
 		s.tracef("%s ack id=%d err=%v", nd.id, a.ID, a.Err)
+		if errors.Is(a.Err, replica.ErrNotLeader) {
+			p.notLeader = true
+			if p.appended && !p.duplicated {
+				s.fail("%s answers proposal %d with %v, but its records were appended", nd.id, p.id, a.Err)
+				return
+			}
+		}
 		if !errors.Is(a.Err, replica.ErrNotLeader) && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
 			s.fail("%s acks proposal %d with unexpected error %v", nd.id, p.id, a.Err)
 		}

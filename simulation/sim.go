@@ -304,6 +304,11 @@ type proposal struct {
 	// tooLarge: a record exceeds maxRecordSize; the only right answer is
 	// ErrTooLarge.
 	tooLarge bool
+	// appended: some node's log got one of its records; notLeader: it was
+	// answered with ErrNotLeader, which promises nothing was appended.
+	appended, notLeader bool
+	// duplicated: the network duplicated its forwarded AppendRequest.
+	duplicated bool
 	// committedAt is the offset of the first record once some leader (or
 	// the proposing node) has declared it committed; -1 before.
 	committedAt int64
@@ -807,10 +812,16 @@ func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
 			return
 		}
 		if e.Type == storage.EntryData {
-			if ref, ok := s.payloadOf[string(e.Data)]; !ok || ref.prop.tooLarge {
+			ref, ok := s.payloadOf[string(e.Data)]
+			if !ok || ref.prop.tooLarge {
 				s.fail("%s: appends offset %d with a payload no proposal made (or a refused one): %q", nd.id, e.Offset, e.Data)
 				return
 			}
+			if ref.prop.notLeader && !ref.prop.duplicated {
+				s.fail("%s: appends offset %d with a record of proposal %d, which was answered ErrNotLeader (\"nothing was appended\")", nd.id, e.Offset, ref.prop.id)
+				return
+			}
+			ref.prop.appended = true
 		}
 		if n := len(nd.shadow); n > 0 && e.Epoch < nd.shadow[n-1].epoch {
 			s.fail("%s: epochs decrease along the log: offset %d has epoch %d after epoch %d", nd.id, e.Offset, e.Epoch, nd.shadow[n-1].epoch)
@@ -904,6 +915,14 @@ func (s *sim) send(nd *node, m transport.Message) {
 	copies := 1
 	if s.phase == phaseFaults && s.rng.Float64() < s.p.dupProb {
 		copies = 2
+		if ar, ok := m.Body.(*transport.AppendRequest); ok && len(ar.Records) > 0 {
+			// Beyond the transport's contract (it never duplicates): a
+			// second copy may be appended by a node that refused the
+			// first, so ErrNotLeader's "nothing appended" cannot hold.
+			if ref, ok := s.payloadOf[string(ar.Records[0])]; ok {
+				ref.prop.duplicated = true
+			}
+		}
 	}
 	if vr, ok := m.Body.(*transport.VoteResponse); ok && s.opts.ForgeVotes && !vr.Granted && s.rng.Intn(2) == 0 {
 		forged := *vr
