@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 var (
@@ -64,6 +66,7 @@ func explain(t *testing.T, res Result, steps int) {
 }
 
 func TestSimulation(t *testing.T) {
+	defer goleak.VerifyNone(t) // the seed workers are the only goroutines
 	steps := *flagSteps
 	if *flagSeed >= 0 {
 		var trace func(string)
