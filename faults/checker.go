@@ -36,6 +36,15 @@ const (
 	// RealTimeOrder: an append invoked after another was acknowledged got
 	// a lower offset (a committed entry must precede every later append).
 	RealTimeOrder = "realtime-order"
+	// TwoLeaders: two nodes said they led the same epoch (election
+	// safety).
+	TwoLeaders = "two-leaders"
+	// EpochRegression: a node's epoch went down (its quorum state is
+	// durable, so not even a restart may do that).
+	EpochRegression = "epoch-regression"
+	// HWRegression: a node's HW went down within one process lifetime, or
+	// a node showed HW > LEO.
+	HWRegression = "hw-regression"
 	// NotConverged: after healing, a node's final log or HW differs from
 	// the others'.
 	NotConverged = "not-converged"
@@ -43,7 +52,8 @@ const (
 
 // AnomalyKinds lists every kind, in report order.
 var AnomalyKinds = []string{LostWrite, InconsistentOffset, NonMonotonicRead, UncommittedRead,
-	Duplicate, DuplicateRetried, FailedPresent, Phantom, RealTimeOrder, NotConverged}
+	Duplicate, DuplicateRetried, FailedPresent, Phantom, RealTimeOrder,
+	TwoLeaders, EpochRegression, HWRegression, NotConverged}
 
 // Anomaly is one violation found by Check, with the operations involved.
 type Anomaly struct {
@@ -81,6 +91,17 @@ type Result struct {
 	Anomalies []Anomaly
 	// Counts counts anomalies per kind.
 	Counts map[string]int
+}
+
+// Merge adds more anomalies (e.g. from CheckStatuses) to r.
+func (r *Result) Merge(as []Anomaly) {
+	if r.Counts == nil {
+		r.Counts = map[string]int{}
+	}
+	for _, a := range as {
+		r.Anomalies = append(r.Anomalies, a)
+		r.Counts[a.Kind]++
+	}
 }
 
 // Tolerated lists the kinds that are reported but are not violations of
@@ -442,4 +463,41 @@ func sortedKeys[K interface{ ~string | ~uint64 }, V any](m map[K]V) []K {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
+}
+
+// CheckStatuses looks at the polled statuses: at most one leader per
+// epoch, epochs never going down on a node, HW never going down within a
+// process lifetime and never above the LEO. Samples must be in the order
+// they were taken.
+func CheckStatuses(samples []StatusSample) []Anomaly {
+	var out []Anomaly
+	leaderOf := map[uint64]StatusSample{}
+	reported := map[uint64]bool{}
+	last := map[string]StatusSample{}
+	for _, s := range samples {
+		if s.Role == "leader" {
+			if prev, ok := leaderOf[s.Epoch]; ok && prev.Node != s.Node && !reported[s.Epoch] {
+				reported[s.Epoch] = true
+				out = append(out, Anomaly{Kind: TwoLeaders, Offset: s.Epoch,
+					Detail: fmt.Sprintf("epoch %d led by %s and %s: %v; %v", s.Epoch, prev.Node, s.Node, prev, s)})
+			} else if !ok {
+				leaderOf[s.Epoch] = s
+			}
+		}
+		if s.HW > s.LEO {
+			out = append(out, Anomaly{Kind: HWRegression, Offset: s.HW, Detail: fmt.Sprintf("hw above leo: %v", s)})
+		}
+		if p, ok := last[s.Node]; ok {
+			if s.Epoch < p.Epoch {
+				out = append(out, Anomaly{Kind: EpochRegression, Offset: s.Epoch,
+					Detail: fmt.Sprintf("%s: epoch %d -> %d: %v; %v", s.Node, p.Epoch, s.Epoch, p, s)})
+			}
+			if s.Incarnation == p.Incarnation && s.HW < p.HW {
+				out = append(out, Anomaly{Kind: HWRegression, Offset: s.HW,
+					Detail: fmt.Sprintf("%s: hw %d -> %d in one process: %v; %v", s.Node, p.HW, s.HW, p, s)})
+			}
+		}
+		last[s.Node] = s
+	}
+	return out
 }

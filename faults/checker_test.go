@@ -206,3 +206,26 @@ func TestCheckerRealTimeOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckStatuses(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	clean := []StatusSample{
+		{Time: ms(0), Node: "n1", Incarnation: 1, Role: "leader", Epoch: 1, LEO: 5, HW: 5},
+		{Time: ms(0), Node: "n2", Incarnation: 1, Role: "follower", Epoch: 1, LEO: 5, HW: 4},
+		{Time: ms(100), Node: "n1", Incarnation: 1, Role: "leader", Epoch: 1, LEO: 7, HW: 6},
+		// n2 restarted: its HW starts from an older checkpoint, allowed.
+		{Time: ms(100), Node: "n2", Incarnation: 2, Role: "follower", Epoch: 1, LEO: 5, HW: 2},
+		{Time: ms(200), Node: "n2", Incarnation: 2, Role: "leader", Epoch: 2, LEO: 8, HW: 6},
+	}
+	if as := CheckStatuses(clean); len(as) != 0 {
+		t.Fatalf("clean statuses flagged: %v", as)
+	}
+	bad := append(append([]StatusSample(nil), clean...),
+		StatusSample{Time: ms(300), Node: "n1", Incarnation: 1, Role: "leader", Epoch: 2, LEO: 9, HW: 6},   // second leader of epoch 2
+		StatusSample{Time: ms(300), Node: "n2", Incarnation: 2, Role: "follower", Epoch: 1, LEO: 8, HW: 5}, // epoch and HW down
+		StatusSample{Time: ms(400), Node: "n3", Incarnation: 1, Role: "follower", Epoch: 2, LEO: 3, HW: 4}, // HW above LEO
+	)
+	var res Result
+	res.Merge(CheckStatuses(bad))
+	checkKinds(t, res, map[string]int{TwoLeaders: 1, EpochRegression: 1, HWRegression: 2})
+}

@@ -324,6 +324,13 @@ func (n *Node) Running() bool {
 	}
 }
 
+// Incarnation counts n's process starts.
+func (n *Node) Incarnation() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.starts
+}
+
 // Paused reports whether n is stopped with SIGSTOP.
 func (n *Node) Paused() bool {
 	n.mu.Lock()

@@ -98,6 +98,24 @@ func (e Event) String() string {
 	return s
 }
 
+// StatusSample is one /status answer, polled during the run.
+type StatusSample struct {
+	Time time.Duration
+	Node string
+	// Incarnation counts the node's process starts: HW may restart lower
+	// after a restart (from its checkpoint), never within one process.
+	Incarnation int
+	Role        string
+	Epoch       uint64
+	LeaderID    string
+	LEO, HW     uint64
+}
+
+func (s StatusSample) String() string {
+	return fmt.Sprintf("status %s#%d at %.3fs: %s epoch=%d leader=%q leo=%d hw=%d",
+		s.Node, s.Incarnation, s.Time.Seconds(), s.Role, s.Epoch, s.LeaderID, s.LEO, s.HW)
+}
+
 // LogEntry is one committed entry in a node's final log.
 type LogEntry struct {
 	Offset  uint64
@@ -118,10 +136,11 @@ type FinalLog struct {
 type History struct {
 	start time.Time
 
-	mu     sync.Mutex
-	Ops    []Op
-	Reads  []Read
-	Events []Event
+	mu       sync.Mutex
+	Ops      []Op
+	Reads    []Read
+	Events   []Event
+	Statuses []StatusSample
 }
 
 // NewHistory starts a history whose clock reads 0 now.
@@ -154,6 +173,14 @@ func (h *History) AddRead(r Read) {
 	defer h.mu.Unlock()
 	r.Time = h.Now()
 	h.Reads = append(h.Reads, r)
+}
+
+// AddStatus records a polled status.
+func (h *History) AddStatus(s StatusSample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s.Time = h.Now()
+	h.Statuses = append(h.Statuses, s)
 }
 
 // AddEvent records a nemesis action.

@@ -56,6 +56,7 @@ type Report struct {
 	Recovered bool
 	Failovers []time.Duration
 	Reads     int
+	Statuses  int
 	// Crashes are node exits the harness did not cause.
 	Crashes []string
 }
@@ -93,6 +94,15 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		}()
 	}
 
+	pollCtx, stopPolls := context.WithCancel(ctx)
+	defer stopPolls()
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() {
+		defer pwg.Done()
+		pollStatuses(pollCtx, c, h)
+	}()
+
 	nctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	nm.Run(nctx) // returns after the final heal
 	cancel()
@@ -108,8 +118,12 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	rep.Converged = rep.ConvergeErr == nil
 	stopReads()
 	rwg.Wait()
+	stopPolls()
+	pwg.Wait()
 
 	rep.Result = Check(h.Ops, h.Reads, rep.Finals)
+	rep.Result.Merge(CheckStatuses(h.Statuses))
+	rep.Statuses = len(h.Statuses)
 	rep.Failovers = Failovers(h.Ops, h.Events)
 	rep.Reads = len(h.Reads)
 	rep.Crashes = c.Crashes()
@@ -168,6 +182,33 @@ func reader(ctx context.Context, c *Cluster, h *History, seed int64, id int) {
 		cancel()
 		if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil && sctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond) // node down or paused: try another
+		}
+	}
+}
+
+// pollStatuses samples every running, unpaused node's /status every
+// 100ms until ctx ends. A sample is kept only if the node's incarnation
+// was the same before and after the request, so that it is attributed to
+// the right process.
+func pollStatuses(ctx context.Context, c *Cluster, h *History) {
+	for ctx.Err() == nil {
+		for _, n := range c.Nodes {
+			if !n.Running() || n.Paused() {
+				continue
+			}
+			inc := n.Incarnation()
+			sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			st, err := c.Status(sctx, n)
+			cancel()
+			if err != nil || n.Incarnation() != inc {
+				continue
+			}
+			h.AddStatus(StatusSample{Node: n.ID, Incarnation: inc, Role: st.Role, Epoch: st.Epoch,
+				LeaderID: st.LeaderID, LEO: st.LEO, HW: st.HW})
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -276,8 +317,8 @@ func index(f FinalLog) map[uint64]LogEntry {
 func (r *Report) Print(w io.Writer) {
 	counts := r.History.Counts()
 	fmt.Fprintf(w, "seed=%d voters=%d observers=%d nemesis+heal=%v concurrency=%d\n", r.Seed, r.Nodes, r.Observers, r.Duration.Round(time.Millisecond), r.Concurrency)
-	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d\n",
-		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads)
+	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d, status samples: %d\n",
+		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads, r.Statuses)
 	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d slow-links=%d per-fault=%v\n",
 		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.Slows, r.Nemesis.PerFault)
 	el := r.Nemesis.Elections
@@ -319,6 +360,10 @@ func (r *Report) Dump(path string) error {
 	fmt.Fprintln(w, "\n== ops")
 	for _, o := range r.History.Ops {
 		fmt.Fprintln(w, o)
+	}
+	fmt.Fprintln(w, "\n== status samples")
+	for _, st := range r.History.Statuses {
+		fmt.Fprintln(w, st)
 	}
 	fmt.Fprintln(w, "\n== reads")
 	for _, rd := range r.History.Reads {
