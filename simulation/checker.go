@@ -350,7 +350,7 @@ func (nd *node) epochNow() uint64 { return nd.r.Status().Epoch }
 func (s *sim) converged() bool {
 	var leader *node
 	for _, nd := range s.nodes {
-		if !nd.up || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq {
+		if !nd.up || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq || nd.readyPending {
 			return false
 		}
 		if nd.role == replica.RoleLeader {
@@ -364,7 +364,7 @@ func (s *sim) converged() bool {
 		return false
 	}
 	lst := leader.r.Status()
-	if lst.Role != replica.RoleLeader || lst.HighWatermark != lst.LEO {
+	if lst.Role != replica.RoleLeader || lst.HighWatermark != lst.LEO || uint64(len(leader.shadow)) != lst.LEO {
 		return false
 	}
 	for _, nd := range s.nodes {
@@ -372,7 +372,7 @@ func (s *sim) converged() bool {
 			continue
 		}
 		st := nd.r.Status()
-		if st.Epoch != lst.Epoch || st.LeaderID != leader.id || st.LEO != lst.LEO ||
+		if st.Epoch != lst.Epoch || st.LeaderID != leader.id || st.LEO != lst.LEO || uint64(len(nd.shadow)) != st.LEO ||
 			st.DurableLEO != lst.LEO || st.HighWatermark != lst.LEO {
 			return false
 		}
