@@ -229,3 +229,26 @@ func TestCheckStatuses(t *testing.T) {
 	res.Merge(CheckStatuses(bad))
 	checkKinds(t, res, map[string]int{TwoLeaders: 1, EpochRegression: 1, HWRegression: 2})
 }
+
+func TestPayloadRoundTripAndCorruption(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 5000} {
+		rec := EncodePayload("a3-17", n)
+		if got := DecodePayload(rec); got != "a3-17" {
+			t.Fatalf("size %d: decoded %q", n, got)
+		}
+		if n == 0 {
+			continue
+		}
+		flipped := []byte(rec)
+		flipped[len(flipped)-1] ^= 1
+		for _, bad := range []string{string(flipped), rec[:len(rec)-1], EncodePayload("a3-18", n)[:6] + rec[6:]} {
+			if got := DecodePayload(bad); !strings.HasPrefix(got, "corrupt:") {
+				t.Errorf("size %d: damaged record decoded as %q", n, got)
+			}
+		}
+	}
+	// Another id's intact record decodes to that id, never to this one.
+	if got := DecodePayload(EncodePayload("a1-2", 10)); got != "a1-2" {
+		t.Fatalf("decoded %q", got)
+	}
+}

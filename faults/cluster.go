@@ -511,6 +511,7 @@ type entryJSON struct {
 }
 
 // Entries reads n's /entries from offset from, calling fn for each entry
+// (its Payload is the record's id, see DecodePayload)
 // until the stream ends, fn returns an error, or ctx ends. With follow
 // false the stream ends at the node's HW.
 func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool, fn func(LogEntry) error) error {
@@ -542,7 +543,7 @@ func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool
 		if e.Offset == nil {
 			return fmt.Errorf("entry line without offset: %q", truncate(string(line), 100))
 		}
-		if err := fn(LogEntry{Offset: *e.Offset, Epoch: e.Epoch, Payload: string(e.Data)}); err != nil {
+		if err := fn(LogEntry{Offset: *e.Offset, Epoch: e.Epoch, Payload: DecodePayload(string(e.Data))}); err != nil {
 			return err
 		}
 	}

@@ -215,7 +215,7 @@ func TestFaults(t *testing.T) {
 // honest independently of replog's own bug tags.
 func TestHarnessCatchesLostWrites(t *testing.T) {
 	rep := faultRun(t, runOpts{
-		pkg: "./faults/internal/fakenode", nodes: 3, nodeArgs: []string{"-fake-bug-lose"},
+		pkg: "./faults/internal/fakenode", nodes: 3, nodeArgs: []string{"-fake-bug-lose"}, logEvents: true,
 		cfg: RunConfig{
 			Duration: 6 * time.Second, Seed: 1, Faults: []string{FaultIsolateKillLeader},
 			Appenders: 3, Readers: 2, AppendTimeout: 5 * time.Second, Retries: 2,

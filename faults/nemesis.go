@@ -99,6 +99,7 @@ type Nemesis struct {
 	// leaderEpoch is the epoch of the leader last found by leader().
 	leaderEpoch uint64
 	watchers    sync.WaitGroup
+	watchCtx    context.Context
 }
 
 // NewNemesis returns a nemesis over c drawing from faults (names from
@@ -143,7 +144,11 @@ func (nm *Nemesis) Stats() NemesisStats {
 // Run injects faults until ctx ends, then heals everything: network
 // healed, paused nodes resumed, dead nodes restarted.
 func (nm *Nemesis) Run(ctx context.Context) {
+	// Election watchers end with the run (after the final heal).
+	wctx, stopWatchers := context.WithCancel(context.WithoutCancel(ctx))
+	nm.watchCtx = wctx
 	defer nm.watchers.Wait()
+	defer stopWatchers()
 	defer nm.HealAll()
 	var wg sync.WaitGroup
 	for i := 0; i < max(1, nm.Concurrency); i++ {
@@ -249,7 +254,7 @@ func (nm *Nemesis) watchElection(epoch uint64, start time.Time) {
 	nm.watchers.Add(1)
 	go func() {
 		defer nm.watchers.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(nm.watchCtx, 20*time.Second)
 		defer cancel()
 		for ctx.Err() == nil {
 			if n, e := nm.c.Leader(ctx); n != nil && e > epoch {

@@ -141,11 +141,12 @@ func appender(ctx context.Context, c *Cluster, h *History, cfg RunConfig, id int
 		default:
 		}
 		payload := fmt.Sprintf("a%d-%d", id, seq)
+		record := EncodePayload(payload, payloadSize(rng))
 		for attempt := 0; attempt <= cfg.Retries; attempt++ {
 			n := c.Nodes[rng.Intn(len(c.Nodes))]
 			opID := h.Invoke(id, n.ID, payload, attempt)
 			actx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
-			out, off, msg := c.Append(actx, n, payload)
+			out, off, msg := c.Append(actx, n, record)
 			cancel()
 			h.Complete(opID, out, off, msg)
 			if out == OK {
@@ -162,6 +163,20 @@ func appender(ctx context.Context, c *Cluster, h *History, cfg RunConfig, id int
 			}
 		}
 		time.Sleep(time.Duration(rng.Intn(5)) * time.Millisecond)
+	}
+}
+
+// payloadSize draws a filler size: mostly tiny, sometimes kilobytes, now
+// and then a few hundred kilobytes (several such fill a fetch response's
+// byte limit, default 1 MiB, so responses get split).
+func payloadSize(rng *rand.Rand) int {
+	switch x := rng.Intn(1000); {
+	case x < 900:
+		return rng.Intn(64)
+	case x < 995:
+		return 1024 + rng.Intn(8*1024)
+	default:
+		return 64*1024 + rng.Intn(320*1024)
 	}
 }
 
@@ -222,7 +237,7 @@ func recoverAppends(ctx context.Context, c *Cluster, h *History, cfg RunConfig, 
 		payload := fmt.Sprintf("final-%d", i)
 		opID := h.Invoke(-1, n.ID, payload, 0)
 		actx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
-		out, off, msg := c.Append(actx, n, payload)
+		out, off, msg := c.Append(actx, n, EncodePayload(payload, 0))
 		cancel()
 		h.Complete(opID, out, off, msg)
 		if out == OK {
