@@ -219,7 +219,7 @@ func TestHarnessCatchesLostWrites(t *testing.T) {
 		cfg: RunConfig{
 			Duration: 6 * time.Second, Seed: 1, Faults: []string{FaultIsolateKillLeader},
 			Appenders: 3, Readers: 2, AppendTimeout: 5 * time.Second, Retries: 2,
-			ConvergeTimeout: 15 * time.Second,
+			ConvergeTimeout: 10 * time.Second,
 		},
 	})
 	if rep.Result.Counts[LostWrite] == 0 {
