@@ -796,7 +796,12 @@ func (s *sim) issueWrite(nd *node, w replica.Write) {
 		if w.Offset < uint64(len(nd.shadow)) {
 			nd.shadow = nd.shadow[:w.Offset]
 		}
-	case replica.WriteQuorumState, replica.WriteHWCheckpoint:
+	case replica.WriteHWCheckpoint:
+		if w.Offset > nd.r.HighWatermark() || w.Offset > uint64(len(s.committed)) {
+			s.fail("%s: HW checkpoint %d above its HW %d or the committed log end %d", nd.id, w.Offset, nd.r.HighWatermark(), len(s.committed))
+			return
+		}
+	case replica.WriteQuorumState:
 	default:
 		s.fail("%s: unknown write kind %d", nd.id, w.Kind)
 		return
@@ -980,6 +985,11 @@ func (s *sim) propose() {
 	tooLarge := s.rng.Intn(100) == 0
 	for i := range recs {
 		d := fmt.Sprintf("p%d.%d", p.id, i)
+		if s.rng.Intn(4) == 0 {
+			// Records of varied sizes, up to the limit: fetch responses
+			// end at every kind of byte boundary.
+			d += "-" + strings.Repeat("y", s.rng.Intn(maxRecordSize-len(d)))
+		}
 		if tooLarge && i == k-1 {
 			d += strings.Repeat("x", maxRecordSize)
 			p.tooLarge = true
