@@ -26,13 +26,14 @@ const (
 	evHint                             // a membership hint arrives
 	evFailHint                         // membership notices a crashed node
 	evReady                            // the shell's loop takes Ready (batched mode)
+	evSync                             // the lying disk really syncs (sabotage)
 )
 
 var evNames = [...]string{
 	evTick: "tick", evDeliver: "deliver", evDisk: "disk", evReport: "report",
 	evPropose: "propose", evRead: "read", evCrash: "crash", evRestart: "restart",
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
-	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evReady: "ready",
+	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evReady: "ready", evSync: "sync",
 }
 
 func (k evKind) String() string { return evNames[k] }

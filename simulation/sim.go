@@ -70,6 +70,10 @@ type Options struct {
 	// turns some refused votes into granted ones, so elections break
 	// and the checker must notice.
 	ForgeVotes bool
+	// LyingDisk is sabotage too: writes are reported durable at once but
+	// survive a crash only once synced a little later (a disk that lies
+	// about fsync). Lost committed entries and double votes must follow.
+	LyingDisk bool
 }
 
 // Result describes a finished run.
@@ -657,6 +661,17 @@ func (s *sim) dispatch(ev event) {
 		}
 		s.diskDone(nd, ev.wseq)
 
+	case evSync:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		if m, ok := nd.store.(memoryStore); ok {
+			if err := m.Sync(); err != nil {
+				s.fail("%s: sync: %v", nd.id, err)
+			}
+		}
+
 	case evReport:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
@@ -804,6 +819,21 @@ func (s *sim) issueWrite(nd *node, w replica.Write) {
 	case replica.WriteQuorumState:
 	default:
 		s.fail("%s: unknown write kind %d", nd.id, w.Kind)
+		return
+	}
+	if s.opts.LyingDisk {
+		// Sabotage: the write lands in the volatile cache at once and is
+		// reported durable; it becomes durable only at the next sync.
+		if err := s.apply(nd, w); err != nil {
+			s.fail("%s: store rejected %s: %v", nd.id, fmtWrite(w), err)
+			return
+		}
+		nd.durableSeq = w.Seq
+		if !nd.reportPending {
+			nd.reportPending = true
+			s.schedule(0, event{kind: evReport, node: nd.idx, inc: nd.inc})
+		}
+		s.schedule(s.between(0, 20*s.p.diskMax), event{kind: evSync, node: nd.idx, inc: nd.inc})
 		return
 	}
 	nd.pending = append(nd.pending, w)

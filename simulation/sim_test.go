@@ -202,3 +202,22 @@ func TestStoresAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckerCatchesLyingDisk: a disk that reports writes durable before
+// they are must lose committed entries or votes in some seeds, and the
+// checker must notice (by consequences only: -sim.safetyonly style).
+func TestCheckerCatchesLyingDisk(t *testing.T) {
+	failed := 0
+	for seed := int64(1); seed <= 200 && failed < 3; seed++ {
+		o := runOpts(seed, 5000)
+		o.LyingDisk = true
+		o.SafetyOnly = true
+		if res := Run(o); res.Err != nil {
+			failed++
+			t.Logf("seed %d (lying disk) caught: %v", seed, res.Err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("200 seeds with a lying disk and the checker found nothing")
+	}
+}

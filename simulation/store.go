@@ -41,6 +41,9 @@ func (m memoryStore) reopen() durable { return memoryStore{m.Crash()} }
 
 // newStore makes an empty durable store of the kind the run asks for.
 func (s *sim) newStore() durable {
+	if s.opts.LyingDisk {
+		return memoryStore{storage.NewMemoryDeferred()}
+	}
 	if s.opts.Store == "sim" {
 		return newMemStore()
 	}
