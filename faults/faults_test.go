@@ -135,7 +135,7 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	}
 	if *flagResults != "" {
 		sum := rep.Summarize(o.tags)
-		sum.Revision = rev
+		sum.Revision, sum.Pkg, sum.Args = rev, o.pkg, o.nodeArgs
 		line, _ := json.Marshal(sum)
 		f, err := os.OpenFile(*flagResults, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err == nil {

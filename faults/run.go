@@ -405,6 +405,8 @@ type Summary struct {
 	Nodes       int            `json:"nodes"`
 	Observers   int            `json:"observers,omitempty"`
 	Concurrency int            `json:"concurrency"`
+	Pkg         string         `json:"pkg,omitempty"`
+	Args        []string       `json:"args,omitempty"`
 	Tags        string         `json:"tags,omitempty"`
 	Revision    string         `json:"revision,omitempty"`
 	Seconds     float64        `json:"seconds"`
