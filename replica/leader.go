@@ -333,12 +333,23 @@ func (r *Replica) appendControlEntry() {
 }
 
 func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest) {
-	if r.role != RoleLeader {
+	k := doneKey{from, req.RequestID}
+	if _, refused := r.refused[k]; refused || r.role != RoleLeader {
+		// "Not the leader" promises nothing was appended: remember the
+		// refusal so that a duplicate arriving after we became leader is
+		// refused too.
+		if !refused {
+			r.refused[k] = struct{}{}
+			r.refusedFIFO = append(r.refusedFIFO, k)
+			if len(r.refusedFIFO) > maxDoneForwarded {
+				delete(r.refused, r.refusedFIFO[0])
+				r.refusedFIFO = r.refusedFIFO[1:]
+			}
+		}
 		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
 	ls := r.leader
-	k := doneKey{from, req.RequestID}
 	if first, ok := ls.done[k]; ok {
 		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: first})
 		return

@@ -602,6 +602,24 @@ func TestProposeOutcomes(t *testing.T) {
 			t.Fatalf("late answer acked again: %v", acks)
 		}
 	})
+	t.Run("a request refused as not-leader is never appended later", func(t *testing.T) {
+		store := newStore(t, nil, storage.QuorumState{})
+		r := newTestReplica(t, testConfig("l", "l", "a"), store)
+		req := &transport.AppendRequest{RequestID: 5, Records: [][]byte{[]byte("y")}}
+		r.Step(transport.Message{From: "a", To: "l", Body: req})
+		msgs, _ := settle(t, r, store)
+		if resps := bodiesTo[*transport.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != transport.AppendNotLeader {
+			t.Fatalf("answers %v", resps)
+		}
+		r.becomeCandidate()
+		r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true}})
+		settle(t, r, store)
+		r.Step(transport.Message{From: "a", To: "l", Body: req}) // the network's duplicate
+		msgs, _ = settle(t, r, store)
+		if r.log.LEO() != 0 || len(bodiesTo[*transport.AppendResponse](msgs, "a")) != 1 {
+			t.Fatalf("leo %d: a refused request was appended", r.log.LEO())
+		}
+	})
 	t.Run("duplicate forwarded request appends once", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
 		req := &transport.AppendRequest{RequestID: 9, Records: [][]byte{[]byte("y")}}
