@@ -74,6 +74,10 @@ type Options struct {
 	// survive a crash only once synced a little later (a disk that lies
 	// about fsync). Lost committed entries and double votes must follow.
 	LyingDisk bool
+	// StrictNotLeader checks "ErrNotLeader: nothing was appended" even for
+	// proposals whose forward the network duplicated (beyond the
+	// transport's contract); off by default.
+	StrictNotLeader bool
 }
 
 // Result describes a finished run.
@@ -852,7 +856,7 @@ func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
 				s.fail("%s: appends offset %d with a payload no proposal made (or a refused one): %q", nd.id, e.Offset, e.Data)
 				return
 			}
-			if ref.prop.notLeader && !ref.prop.duplicated {
+			if ref.prop.notLeader && (!ref.prop.duplicated || s.opts.StrictNotLeader) {
 				s.fail("%s: appends offset %d with a record of proposal %d, which was answered ErrNotLeader (\"nothing was appended\")", nd.id, e.Offset, ref.prop.id)
 				return
 			}
