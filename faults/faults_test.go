@@ -69,9 +69,10 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	// Build, convergence and the final checks need a few minutes on top of
 	// the nemesis: refuse to start a run that go test would kill midway
 	// (its nodes would be killed too, but nothing would be reported).
-	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < o.cfg.Duration+4*time.Minute {
-		t.Fatalf("a %v run needs about %v more than go test's -timeout leaves (%v): pass -timeout 0 or a larger one",
-			o.cfg.Duration, 4*time.Minute, time.Until(deadline).Round(time.Second))
+	margin := o.cfg.ConvergeTimeout + time.Minute
+	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < o.cfg.Duration+margin {
+		t.Fatalf("a %v run needs about %v more, but go test's -timeout leaves %v: pass -timeout 0 or a larger one",
+			o.cfg.Duration, margin, time.Until(deadline).Round(time.Second))
 	}
 	root, err := os.MkdirTemp("", "replog-faults-")
 	if err != nil {
