@@ -9,22 +9,38 @@ import (
 	"github.com/replog-io/replog/transport"
 )
 
-// The checker. Every check is incremental (no per-step scan of a log):
+// The checker. Every check is incremental (no per-step scan of a log);
+// all run after every event on the node it touched:
 //
-//   - s.committed is the committed log as observed: whenever a node's HW
-//     passes the end of what that node was already checked against
-//     (node.checked), the entries in between are compared with
-//     s.committed, or appended to it if they are new. So no two replicas
-//     ever hold different entries below their HWs, and what a node held
-//     below its HW is never truncated.
-//   - A newly committed entry must be durable on a majority of voters.
-//   - One leader per epoch over the whole run; a new leader's log must hold
-//     the whole committed log (hence every acknowledged append).
-//   - HW never moves back within a process lifetime; HW ≤ LEO.
-//   - Acks: an append is acknowledged only when the acknowledging leader's
-//     HW covers it and its log holds the records at the acked offsets.
-//   - Votes: a granted vote is durable before it is sent, and a voter
-//     grants at most one candidate per epoch, over crashes too.
+//   - Committed log: s.committed is the committed log as observed. When a
+//     node's HW passes what that node was already checked against
+//     (node.checked), the entries in between are compared with s.committed,
+//     or appended to it if new. So no two replicas ever hold different
+//     entries below their HWs, and a node never truncates what it held
+//     below its HW (checked when the truncation is issued).
+//   - Durability: a newly committed entry is durable, with the same
+//     contents, on a majority of voters; a voter's fetch offset never
+//     exceeds its durable log; a granted vote is durable before it is sent
+//     and a voter grants one candidate per epoch, across crashes.
+//   - Leaders: one per epoch over the whole run; a new leader of epoch E
+//     holds every entry committed in an epoch below E (leader
+//     completeness), hence every acknowledged append; with the rule checks
+//     on, a leader's HW moves only onto an entry of its own epoch.
+//   - HW: never moves back within a process; HW ≤ LEO; ReadableHW =
+//     min(HW, durable LEO), never moving back; HW checkpoints never above
+//     the HW.
+//   - Logs: appends are contiguous, epochs never decrease along a log,
+//     data entries carry payloads the workload proposed (never a refused
+//     one), the core's LEO matches the writes it issued.
+//   - Acks: a success is declared only when the declaring leader's HW
+//     covers the records and its log holds them at the acked offsets
+//     (forwarded acks must agree); ErrNotLeader means nothing was
+//     appended; ErrTooLarge exactly for oversized records; one ack per
+//     proposal.
+//   - Readers read below ReadableHW and get exactly the committed entries.
+//   - The core's own violation counter stays 0.
+//   - After the faults and the workload stop, the cluster converges within
+//     a bound, and every store then holds exactly the committed log.
 
 // check runs the per-step invariants on the node an event touched, right
 // after its Ready was processed.
