@@ -339,9 +339,9 @@ func (n *Node) Paused() bool {
 }
 
 // Kill SIGKILLs the process groups of nodes (all signals first, so they
-// die together) and waits for each process to exit. Nodes not running are
-// skipped.
-func (c *Cluster) Kill(nodes ...*Node) {
+// die together), waits for each process to exit and returns the nodes it
+// killed (nodes not running are skipped).
+func (c *Cluster) Kill(nodes ...*Node) []*Node {
 	type victim struct {
 		n    *Node
 		cmd  *exec.Cmd
@@ -358,13 +358,16 @@ func (c *Cluster) Kill(nodes ...*Node) {
 			vs = append(vs, victim{n, cmd, done})
 		}
 	}
+	var killed []*Node
 	for _, v := range vs {
 		select {
 		case <-v.done:
 		case <-time.After(30 * time.Second):
 			c.logf("%s: pid %d did not exit 30s after SIGKILL", v.n.ID, v.cmd.Process.Pid)
 		}
+		killed = append(killed, v.n)
 	}
+	return killed
 }
 
 // Pause sends SIGSTOP to n (no-op if it is not running).

@@ -283,7 +283,9 @@ func (nm *Nemesis) mode() BlockMode {
 // the election of the next one).
 func (nm *Nemesis) kill(n *Node, leader *Node, detail string) {
 	start := time.Now()
-	nm.c.Kill(n)
+	if len(nm.c.Kill(n)) == 0 {
+		return // not running (another fault worker got it first)
+	}
 	nm.count(&nm.stats.Kills)
 	nm.event("kill", n == leader, detail, n)
 	if n == leader {
@@ -301,6 +303,9 @@ func (nm *Nemesis) restart(ctx context.Context, n *Node) {
 		return
 	}
 	for try := 0; try < 3; try++ {
+		if n.Running() {
+			return // restarted by another fault worker
+		}
 		if err := nm.c.Start(n); err != nil {
 			nm.logf("nemesis: restart %s: %v", n.ID, err)
 			continue
@@ -357,8 +362,7 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		nm.event("partition", false, "minority cut off before crash ("+mode.String()+")", minority...)
 		nm.sleep(ctx, nm.between(500*time.Millisecond, 2*time.Second))
 		detail := "crash-majority " + nm.waitAck(ctx)
-		victims := append([]*Node{leader}, rest...)
-		nm.c.Kill(victims...)
+		victims := nm.c.Kill(append([]*Node{leader}, rest...)...)
 		for _, n := range victims {
 			nm.count(&nm.stats.Kills)
 			nm.event("kill", n == leader, detail, n)
@@ -390,8 +394,7 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 	case FaultCrashAll:
 		leader := nm.leader(ctx)
 		detail := "crash-majority (all) " + nm.waitAck(ctx)
-		nm.c.Kill(nm.c.Nodes...)
-		for _, n := range nm.c.Nodes {
+		for _, n := range nm.c.Kill(nm.c.Nodes...) {
 			nm.count(&nm.stats.Kills)
 			nm.event("kill", n == leader, detail, n)
 		}
