@@ -11,6 +11,22 @@
 // non-monotonic and uncommitted reads, duplicates, failed-but-present and
 // phantom writes, real-time order, convergence).
 //
+// Partitions are per directed link: node A reaches B only through the
+// proxy A→B, so the harness can cut any set of links. Blocking A→B refuses
+// (or silently drops, Drop mode) A's connections to B and drops A's bytes on
+// B's connections to A, cutting them at heal; TCP needs both directions, so
+// one-way here means one-way at the message level. Gossip is off in fault
+// runs: memberlist advertises one address per node to every peer, so it
+// cannot be proxied per link and would bypass the partitions; static
+// -peers are used instead. -faults.gossip turns it on for runs with
+// process faults only.
+//
+// Every record is self-checking (EncodePayload: id, size, filler derived
+// from the id; sizes from a few bytes to ~384 KiB so fetch responses get
+// split), so a corrupted or mixed-up entry shows up as an anomaly too. The
+// harness also polls every node's /status (one leader per epoch, no epoch
+// or HW regression) and reports node processes that exit on their own.
+//
 // Runs:
 //
 //	go test -race ./faults                      # checker/proxy unit tests, a 45s fault run, a fake-node self-test
