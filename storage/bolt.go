@@ -94,6 +94,10 @@ type Bolt struct {
 	// cleanup is owned by the writer goroutine: entries below the log start
 	// remain to be deleted.
 	cleanup bool
+	// failed, owned by the writer goroutine, latches the first failed
+	// commit: after a failed fsync or page write the file and bbolt's
+	// in-memory freelist may disagree, so no later transaction may run.
+	failed error
 
 	writes, commits, cleanups atomic.Uint64
 }
@@ -291,6 +295,12 @@ func (b *Bolt) drain(r *request) []*request {
 // commit applies batch in one transaction and answers every request.
 func (b *Bolt) commit(batch []*request) {
 	results := make([]error, len(batch))
+	if b.failed != nil {
+		for _, r := range batch {
+			r.done <- b.failed
+		}
+		return
+	}
 	st := b.state.Load()
 	changed, cleanup := false, false
 	err := func() error {
@@ -320,6 +330,7 @@ func (b *Bolt) commit(batch []*request) {
 	if err != nil {
 		b.log.Error("commit failed", "path", b.path, "writes", len(batch), "error", err)
 		err = fmt.Errorf("replog: store %s: commit: %w", b.path, err)
+		b.failed = fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err)
 		for i := range results {
 			results[i] = err
 		}
@@ -569,7 +580,7 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error)
 		data  []byte // aliases the mmap until the transaction ends
 	}
 	var got []raw
-	size := 0
+	size, cost := 0, 0 // size: Data bytes (the arena); cost: against maxBytes
 	off := from
 	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
 		if maxCount > 0 && len(got) >= maxCount {
@@ -582,9 +593,10 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error)
 		if err != nil {
 			return nil, fmt.Errorf("replog: store %s: entry at offset %d: %w", b.path, off, err)
 		}
-		if len(got) > 0 && size+len(data) > maxBytes {
+		if len(got) > 0 && cost+len(data)+EntryOverhead > maxBytes {
 			break
 		}
+		cost += len(data) + EntryOverhead
 		size += len(data)
 		got = append(got, raw{epoch, typ, data})
 		off++

@@ -180,10 +180,10 @@ func (m *Memory) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, erro
 		if maxCount > 0 && len(out) >= maxCount {
 			break
 		}
-		if i > 0 && size+len(src[i].Data) > maxBytes {
+		if i > 0 && size+len(src[i].Data)+EntryOverhead > maxBytes {
 			break
 		}
-		size += len(src[i].Data)
+		size += len(src[i].Data) + EntryOverhead
 		e := src[i]
 		e.Data = append([]byte(nil), e.Data...)
 		out = append(out, e)

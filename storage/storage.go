@@ -67,6 +67,12 @@ type QuorumState struct {
 	LeaderID string
 }
 
+// EntryOverhead is what an entry costs beyond its Data when byte budgets
+// are counted (Entries' maxBytes, fetch responses): about what its offset,
+// epoch, type and framing take on the wire. Counting it keeps a response of
+// many tiny (or empty) entries as bounded as one of a few large ones.
+const EntryOverhead = 32
+
 // Sentinel errors. Implementations wrap them with %w and add context (the
 // offset, the file), so test with errors.Is.
 var (
@@ -131,8 +137,9 @@ type Store interface {
 
 	// Entries returns entries from offset from upward, at most maxCount of
 	// them (maxCount ≤ 0: no limit on the count) and, after the first, at
-	// most maxBytes of Data in total (the first entry is always returned
-	// whole so that progress is possible). from ==
+	// most maxBytes in total, counting each entry as len(Data) +
+	// EntryOverhead (the first entry is always returned whole so that
+	// progress is possible). from ==
 	// LEO() returns nothing and no error; from outside [LogStart(), LEO())
 	// otherwise returns ErrOutOfRange. Every entry's checksum is verified: a
 	// mismatch returns an error wrapping ErrCorrupt naming the offset, and no

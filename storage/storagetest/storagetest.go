@@ -34,6 +34,7 @@ func Run(t *testing.T, h Harness) {
 		{"Empty", testEmpty},
 		{"AppendAndRead", testAppendAndRead},
 		{"ReadLimits", testReadLimits},
+		{"ReadLimitsEmptyEntries", testReadLimitsEmptyEntries},
 		{"InvalidAppend", testInvalidAppend},
 		{"TruncateSuffix", testTruncateSuffix},
 		{"EndOffsetForEpoch", testEndOffsetForEpoch},
@@ -320,6 +321,7 @@ func testReadLimits(t *testing.T, h Harness) {
 	defer closeStore(t, s)
 	mustAppend(t, s, Batch(0, 1, 1, 100)) // a big first entry
 	mustAppend(t, s, Batch(1, 9, 1, 10))
+	const o = storage.EntryOverhead
 	cases := []struct {
 		from               uint64
 		maxCount, maxBytes int
@@ -328,13 +330,15 @@ func testReadLimits(t *testing.T, h Harness) {
 		{0, 0, 1 << 20, 10},
 		{0, 3, 1 << 20, 3},
 		{0, 1, 1 << 20, 1},
-		{0, 10, 10, 1},  // the first entry is returned whole, above maxBytes
-		{0, 10, 0, 1},   // even with no byte budget
-		{0, 10, 110, 2}, // 100 + 10
-		{0, 10, 119, 2},
-		{0, 10, 120, 3},
-		{1, 10, 25, 2},
-		{1, 10, 30, 3},
+		{0, 10, 10, 1}, // the first entry is returned whole, above maxBytes
+		{0, 10, 0, 1},  // even with no byte budget
+		// Each entry costs len(Data) + EntryOverhead against maxBytes.
+		{0, 10, 110 + 2*o, 2}, // 100 + 10
+		{0, 10, 119 + 2*o, 2},
+		{0, 10, 120 + 3*o, 3},
+		{0, 10, 110 + o, 1}, // the overhead counts: 110 bytes of Data alone would fit
+		{1, 10, 25 + 2*o, 2},
+		{1, 10, 30 + 3*o, 3},
 		{1, 2, 1000, 2},
 		{5, 0, 1000, 5},
 		{9, 5, 0, 1},
@@ -849,4 +853,19 @@ func Compare(a, b storage.Store) error {
 		return errors.New(d)
 	}
 	return nil
+}
+
+// Empty entries still cost EntryOverhead each, so a byte budget bounds how
+// many come back (a fetch of a million empty records must not be unbounded).
+func testReadLimitsEmptyEntries(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	mustAppend(t, s, Batch(0, 100, 1, 0))
+	es, err := s.Entries(0, 0, 10*storage.EntryOverhead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 10 {
+		t.Fatalf("Entries of empty records with a budget of 10 overheads returned %d, want 10", len(es))
+	}
 }
