@@ -499,20 +499,18 @@ func (r *Reader) Read() (Message, error) {
 		return Message{}, err
 	}
 	var buf []byte
+	var err error
 	switch Kind(r.hdr[headerSize-1]) {
 	case KindFetchResponse, KindAppendRequest:
-		buf = make([]byte, n)
+		buf, err = r.readBody(make([]byte, headerSize, min(n, growStep)), int(n))
 	default:
 		if uint64(cap(r.scratch)) < n {
-			r.scratch = make([]byte, n)
+			r.scratch = make([]byte, 0, min(n, growStep))
 		}
-		buf = r.scratch[:n]
+		buf, err = r.readBody(r.scratch[:headerSize], int(n))
+		r.scratch = buf[:0]
 	}
-	copy(buf, r.hdr[:])
-	if _, err := io.ReadFull(r.r, buf[headerSize:]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	if err != nil {
 		return Message{}, err
 	}
 	m, _, err := DecodeFrame(buf, r.maxSize)
@@ -520,6 +518,33 @@ func (r *Reader) Read() (Message, error) {
 		r.scratch = nil
 	}
 	return m, err
+}
+
+// growStep bounds how far a frame's buffer runs ahead of the bytes that
+// have arrived: a peer that announces a 16 MiB frame and sends 6 bytes pins
+// 64 KiB, not 16 MiB.
+const growStep = 64 << 10
+
+// readBody copies the header into buf (len(buf) == headerSize) and reads
+// the rest of an n-byte frame, growing buf as bytes arrive.
+func (r *Reader) readBody(buf []byte, n int) ([]byte, error) {
+	copy(buf, r.hdr[:])
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)+growStep))
+			copy(grown, buf)
+			buf = grown
+		}
+		end := min(n, cap(buf))
+		if _, err := io.ReadFull(r.r, buf[len(buf):end]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		buf = buf[:end]
+	}
+	return buf, nil
 }
 
 // String names the kind ("FetchRequest", ..., or "kind(N)").

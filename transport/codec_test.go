@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -512,4 +513,28 @@ func FuzzDecodeFrameBody(f *testing.F) {
 			t.Fatalf("re-encoding differs (%v)", err)
 		}
 	})
+}
+
+// A peer that announces a large frame and then sends little must not make
+// the reader allocate the whole announced size up front.
+func TestReaderAllocatesAsBytesArrive(t *testing.T) {
+	frame, err := AppendFrame(nil, Message{From: "a", To: "b", Body: &FetchResponse{FetchID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Announce a 15 MiB frame of the kind that gets its own buffer, then
+	// send only the header and a few bytes.
+	hdr := append([]byte(nil), frame[:headerSize]...)
+	binary.BigEndian.PutUint32(hdr, 15<<20)
+	in := io.MultiReader(bytes.NewReader(hdr), bytes.NewReader(make([]byte, 100)))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = NewReader(in, DefaultMaxFrameSize).Read()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated frame: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("reading 106 bytes of an announced 15 MiB frame allocated %d bytes", grew)
+	}
 }
