@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/replog-io/replog/storage"
 )
+
+// maxBatchBytes bounds one AppendBatch (records plus per-entry overhead) so
+// that a batch forwarded by a follower fits one transport frame.
+const maxBatchBytes = maxConfiguredSize
 
 // Append appends data as one entry and returns its offset once it is
 // committed: stored durably on a majority of voters and below the high
@@ -13,27 +19,34 @@ import (
 // It works on any node; followers forward to the leader.
 //
 // While no leader is known (an election is under way) Append retries until
-// ctx ends. Errors:
+// ctx ends. Test errors in this order:
+//   - ErrUnknownOutcome: the entry reached a leader but ctx ended, the
+//     leader lost its leadership, the Log closed (then ErrClosed too) or
+//     the disk failed (then ErrStorageFailed too) before it committed. It
+//     may or may not be in the log; retrying may store it twice.
 //   - ErrTooLarge: data is larger than Options.MaxRecordSize; nothing
 //     appended.
 //   - *NotLeaderError (ErrNotLeader): ctx ended while no leader would take
 //     the entry; nothing appended. The error also wraps ctx.Err().
-//   - ErrUnknownOutcome: the entry reached a leader but ctx ended, the
-//     leader lost its leadership, or the Log closed before it committed; it
-//     may or may not be in the log.
-//   - ctx.Err(): ctx ended before the entry was handed to the protocol;
-//     nothing appended.
-//   - ErrClosed: the Log is closed; nothing appended.
-//   - a storage error if the disk failed.
+//   - ctx.Err() alone: ctx ended before the entry was handed to the
+//     protocol; nothing appended.
+//   - ErrClosed alone: the Log is closed; nothing appended.
+//   - ErrStorageFailed alone: this node's disk failed earlier; nothing
+//     appended. Close the Log and open it again.
 func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 	return l.AppendBatch(ctx, [][]byte{data})
 }
 
 // AppendBatch appends records as consecutive entries in one write and
-// returns the offset of the first once all are committed. The batch is
-// atomic: all records commit together or none does. Errors are those of
-// Append; an empty batch returns an error. The records are copied: the
-// caller may reuse them once AppendBatch returns.
+// returns the offset of the first once all are committed. On success every
+// record is committed, at consecutive offsets. The batch is not atomic
+// across failures: when it ends with ErrUnknownOutcome, any prefix of it
+// (none, some or all of the records) may be committed, because replication
+// may cut a batch in two when the leader fails. Errors are those of
+// Append; an empty batch, or one whose records plus storage.EntryOverhead
+// each exceed 8 MiB in total (the transport's frames must carry it),
+// returns ErrTooLarge or an error before anything is appended. The records
+// are copied: the caller may reuse them once AppendBatch returns.
 func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error) {
 	if len(records) == 0 {
 		return 0, errors.New("replog: AppendBatch: no records")
@@ -44,6 +57,9 @@ func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error)
 			return 0, fmt.Errorf("%w: record %d is %d bytes (MaxRecordSize %d)", ErrTooLarge, i, len(r), l.opts.MaxRecordSize)
 		}
 		total += len(r)
+		if total+(i+1)*storage.EntryOverhead > maxBatchBytes {
+			return 0, fmt.Errorf("%w: the batch exceeds %d bytes at record %d", ErrTooLarge, maxBatchBytes, i)
+		}
 	}
 	// One copy for the whole batch: the core keeps the records until they
 	// are durable, and the caller may reuse its buffers after we return.

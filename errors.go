@@ -41,6 +41,14 @@ var (
 	// ErrOutOfRange: a read started below the log start offset.
 	ErrOutOfRange = storage.ErrOutOfRange
 
+	// ErrStorageFailed: a write to this node's disk failed. The node stops
+	// serving: appends and reads fail with it, Status reports it, and Close
+	// returns it. Close the Log and open it again (after fixing the disk);
+	// the store refuses further writes rather than risk corrupting itself.
+	// Appends that were in flight when it happened get it together with
+	// ErrUnknownOutcome.
+	ErrStorageFailed = errors.New("replog: storage failed")
+
 	// ErrLocked: another process holds the log's directory.
 	ErrLocked = storage.ErrLocked
 )

@@ -34,10 +34,7 @@ func (l *Log) loop() {
 	pending := make(map[uint64]*proposal)
 	var nextID uint64
 	var lastPersisted uint64
-	var leaderHint struct {
-		id    string
-		epoch uint64
-	}
+	var advertised leaderClaim
 
 	handle := func(ev any) {
 		switch ev := ev.(type) {
@@ -79,7 +76,8 @@ func (l *Log) loop() {
 		if err := l.failed(); err != nil {
 			// The disk refused a write: stop serving rather than
 			// acknowledge anything the disk may not hold.
-			l.failAll(pending, err)
+			l.failAll(pending, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+			l.publish()
 			for {
 				select {
 				case <-l.closing:
@@ -130,23 +128,51 @@ func (l *Log) loop() {
 			p.result <- proposalResult{offset: a.FirstOffset, err: a.Err}
 		}
 		st := l.publish()
-		if l.ml != nil && (st.LeaderID != leaderHint.id || st.Epoch != leaderHint.epoch) {
-			leaderHint.id, leaderHint.epoch = st.LeaderID, st.Epoch
+		if c := (leaderClaim{st.LeaderID, st.Epoch}); l.ml != nil && c != advertised {
+			advertised = c
 			l.advertiseLeader(st.LeaderID, st.Epoch)
 		}
 	}
 }
 
-// advertiseLeader puts the leader this node knows into its gossip
-// metadata, off the loop: memberlist's update may wait on the network.
+// leaderClaim is the leader and epoch this node advertises in gossip.
+type leaderClaim struct {
+	id    string
+	epoch uint64
+}
+
+// advertiseLeader hands the latest claim to the advertiser goroutine,
+// replacing one it has not taken yet: only the newest claim matters, and
+// one goroutine keeps the updates in order.
 func (l *Log) advertiseLeader(id string, epoch uint64) {
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		if err := l.ml.SetLeader(id, epoch); err != nil {
-			l.logger.Debug("gossip leader update", "error", err)
+	c := leaderClaim{id, epoch}
+	for {
+		select {
+		case l.claims <- c:
+			return
+		default:
 		}
-	}()
+		select {
+		case <-l.claims:
+		default:
+		}
+	}
+}
+
+// advertiser puts the claims into gossip metadata, off the loop: a
+// memberlist update may wait on the network.
+func (l *Log) advertiser() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.closing:
+			return
+		case c := <-l.claims:
+			if err := l.ml.SetLeader(c.id, c.epoch); err != nil {
+				l.logger.Debug("gossip leader update", "error", err)
+			}
+		}
+	}
 }
 
 // publish stores a Status snapshot and wakes readers if the readable
@@ -162,6 +188,7 @@ func (l *Log) publish() *Status {
 		LEO:           cs.LEO,
 		DurableLEO:    cs.DurableLEO,
 		HighWatermark: cs.HighWatermark,
+		ReadableHW:    l.core.ReadableHW(),
 		LogStart:      cs.LogStart,
 		RemoteLEO:     cs.RemoteLEO,
 	}
@@ -174,15 +201,18 @@ func (l *Log) publish() *Status {
 	if l.ml != nil {
 		st.GossipAddr = l.ml.GossipAddr()
 	}
+	failed := l.failed()
+	if failed != nil {
+		st.Error = failed.Error()
+	}
 	l.status.Store(st)
 
 	// Readers are bounded by what this node holds durably, not by the HW
 	// alone: a leader can see an entry committed by two followers before
-	// its own write of it is done.
-	readable := l.core.ReadableHW()
+	// its own write of it is done. A failure wakes them too, to end.
 	l.hwMu.Lock()
-	if readable != l.hw && l.hwChanged != nil {
-		l.hw = readable
+	if (st.ReadableHW != l.hw || failed != nil) && l.hwChanged != nil {
+		l.hw = st.ReadableHW
 		close(l.hwChanged)
 		l.hwChanged = make(chan struct{})
 	}

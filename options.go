@@ -197,6 +197,24 @@ func (o Options) Validate() error {
 			return bad(a.field, "%q: %v", a.addr, err)
 		}
 	}
+	if d.GossipAddr == "" {
+		// Without gossip, every other voter must be listed in Peers, or
+		// the node can never reach a majority.
+		for _, v := range d.Voters {
+			if _, ok := d.Peers[v]; v != d.NodeID && !ok {
+				return bad("Peers", "has no address for voter %q and GossipAddr is empty: the node could never reach it", v)
+			}
+		}
+	} else if d.AdvertiseRPCAddr == "" {
+		// Gossip advertises the RPC address; a wildcard one is useless to
+		// the other nodes.
+		if host, _, _ := net.SplitHostPort(d.RPCAddr); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+			return bad("AdvertiseRPCAddr", "is required when RPCAddr (%q) has no specific host and gossip is on", d.RPCAddr)
+		}
+	}
+	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
+		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")
+	}
 	if len(d.Join) > 0 && d.GossipAddr == "" {
 		return bad("Join", "needs GossipAddr (gossip is off without it)")
 	}

@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"crypto/tls"
 	"errors"
 	"reflect"
 	"strings"
@@ -25,6 +26,19 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 		{"GossipAddr", func(o *Options) { o.GossipAddr = "nope" }},
 		{"Join", func(o *Options) { o.Join = []string{"127.0.0.1:1"} }},
 		{"GossipKey", func(o *Options) { o.GossipKey = []byte("short") }},
+		{"Peers", func(o *Options) { o.Voters = []string{"node1", "n2"} }},
+		{"Peers", func(o *Options) { o.Voters = []string{"node1", "n2"}; o.Peers = map[string]string{"n3": "127.0.0.1:1"} }},
+		{"AdvertiseRPCAddr", func(o *Options) {
+			o.Voters = []string{"node1", "n2"}
+			o.GossipAddr = "127.0.0.1:0"
+			o.RPCAddr = ":7400"
+		}},
+		{"AdvertiseRPCAddr", func(o *Options) {
+			o.Voters = []string{"node1", "n2"}
+			o.GossipAddr = "127.0.0.1:0"
+			o.RPCAddr = "0.0.0.0:7400"
+		}},
+		{"TLS", func(o *Options) { o.TLS = &tls.Config{} }},
 		{"FetchMaxWait", func(o *Options) { o.FetchMaxWait = -time.Second }},
 		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 100 * time.Millisecond }},
 		{"ElectionTimeout", func(o *Options) { o.ElectionTimeout = -1 }},
@@ -33,6 +47,15 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 	}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("minimal options invalid: %v", err)
+	}
+	for _, good := range []Options{
+		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, Peers: map[string]string{"n2": "127.0.0.1:1"}},
+		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0"},
+		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0", RPCAddr: ":7400", AdvertiseRPCAddr: "10.0.0.1:7400"},
+	} {
+		if err := good.Validate(); err != nil {
+			t.Errorf("valid options %+v refused: %v", good, err)
+		}
 	}
 	for _, tc := range cases {
 		o := ok

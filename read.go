@@ -2,6 +2,7 @@ package replog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -27,7 +28,8 @@ const (
 //     besides breaking out of the loop);
 //   - ErrClosed when the Log closes;
 //   - ErrOutOfRange when from is below the log start offset;
-//   - ErrCorrupt (naming the offset) when a stored entry fails its checksum.
+//   - ErrCorrupt (naming the offset) when a stored entry fails its checksum;
+//   - ErrStorageFailed when the node's disk failed.
 //
 // Each Entry's Data is a fresh copy the caller owns. Read never blocks
 // appends or replication: it reads the store in short transactions.
@@ -38,8 +40,8 @@ func (l *Log) Read(ctx context.Context, from uint64) iter.Seq2[Entry, error] {
 // ReadRange is Read bounded above: it iterates committed entries with
 // offsets in [from, to) and ends, without an error, once it has passed
 // to-1, waiting at the high watermark until then. Use
-// ReadRange(ctx, from, l.Status().HighWatermark) to read what is committed
-// now without waiting: the bound counts offsets, so it ends even when the
+// ReadRange(ctx, from, l.Status().ReadableHW) to read what is committed
+// here now without waiting: the bound counts offsets, so it ends even when the
 // last offsets below it hold control entries that readers never see.
 // Errors are those of Read.
 func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, error] {
@@ -53,6 +55,10 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 				yield(Entry{}, ErrClosed)
 				return
 			}
+			if err := l.failed(); err != nil {
+				yield(Entry{}, err)
+				return
+			}
 			if err := ctx.Err(); err != nil {
 				yield(Entry{}, err)
 				return
@@ -63,6 +69,9 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 					return
 				}
 				ents, err := l.store.Entries(next, readBatchCount, readBatchBytes)
+				if errors.Is(err, storage.ErrClosed) {
+					err = ErrClosed
+				}
 				if err != nil {
 					yield(Entry{}, fmt.Errorf("replog: read at offset %d: %w", next, err))
 					return

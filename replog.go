@@ -44,7 +44,12 @@ type Status struct {
 	LEO           uint64 `json:"leo"`
 	DurableLEO    uint64 `json:"durable_leo"`
 	HighWatermark uint64 `json:"hw"`
-	LogStart      uint64 `json:"log_start"`
+	// ReadableHW is what readers on this node see up to:
+	// min(HighWatermark, DurableLEO). It differs from the HW only on a
+	// leader whose own write of an entry is still under way while two
+	// followers have already made it committed.
+	ReadableHW uint64 `json:"readable_hw"`
+	LogStart   uint64 `json:"log_start"`
 	// RemoteLEO is, on the leader, each other voter's LEO as the leader
 	// knows it; nil on other nodes.
 	RemoteLEO map[string]uint64 `json:"remote_leo,omitempty"`
@@ -52,12 +57,20 @@ type Status struct {
 	RPCAddr string `json:"rpc_addr"`
 	// GossipAddr is memberlist's bound address ("" without gossip).
 	GossipAddr string `json:"gossip_addr"`
+	// Error is set once the node has stopped serving because its disk
+	// failed (see ErrStorageFailed); "" otherwise.
+	Error string `json:"error,omitempty"`
 }
 
 // tickInterval is how often the event loop ticks the core's clock when
 // nothing else happens: the granularity of fetch timeouts and of the
 // MaxWait of parked fetches.
 const tickInterval = 5 * time.Millisecond
+
+// openStore opens the node's store; tests replace it to inject faults.
+var openStore = func(path string, opts storage.BoltOptions) (storage.Store, error) {
+	return storage.OpenBolt(path, opts)
+}
 
 // Log is a handle on this node's replica of the replicated log. All
 // methods are safe for concurrent use.
@@ -73,8 +86,9 @@ type Log struct {
 	writer *writer
 
 	proposals chan *proposal
-	persisted atomic.Uint64 // highest Seq the writer has made durable
-	wakeLoop  chan struct{} // cap 1: persisted moved or the writer failed
+	claims    chan leaderClaim // cap 1: the newest leader claim for gossip
+	persisted atomic.Uint64    // highest Seq the writer has made durable
+	wakeLoop  chan struct{}    // cap 1: persisted moved or the writer failed
 	failErr   atomic.Pointer[error]
 
 	// hw and hwChanged let readers wait for the high watermark without
@@ -121,7 +135,7 @@ func Open(opts Options) (*Log, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replog: create Dir: %w", err)
 	}
-	store, err := storage.OpenBolt(filepath.Join(o.Dir, "replog.db"), storage.BoltOptions{
+	store, err := openStore(filepath.Join(o.Dir, "replog.db"), storage.BoltOptions{
 		NoSync: o.NoSync,
 		Logger: logger.Named("storage"),
 	})
@@ -133,6 +147,7 @@ func Open(opts Options) (*Log, error) {
 		logger:    logger,
 		store:     store,
 		proposals: make(chan *proposal, 1024),
+		claims:    make(chan leaderClaim, 1),
 		wakeLoop:  make(chan struct{}, 1),
 		hwChanged: make(chan struct{}),
 		closing:   make(chan struct{}),
@@ -176,6 +191,10 @@ func Open(opts Options) (*Log, error) {
 	l.publish()
 	l.wg.Add(1)
 	go l.loop()
+	if l.ml != nil {
+		l.wg.Add(1)
+		go l.advertiser()
+	}
 	return l, nil
 }
 
@@ -265,7 +284,16 @@ func (l *Log) shutdown(graceful bool) {
 	l.closeOnce.Do(func() {
 		close(l.closing)
 		l.wg.Wait() // the loop fails every waiting proposal on its way out
+		// Readers learn of the close before the store goes away, so they
+		// end with ErrClosed rather than the store's error.
+		l.hwMu.Lock()
+		close(l.hwChanged)
+		l.hwChanged = nil
+		l.hwMu.Unlock()
 		var errs []error
+		if err := l.failed(); err != nil {
+			errs = append(errs, err)
+		}
 		if l.ml != nil {
 			if graceful {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -281,10 +309,6 @@ func (l *Log) shutdown(graceful bool) {
 		}
 		l.writer.stop()
 		errs = append(errs, l.store.Close())
-		l.hwMu.Lock()
-		close(l.hwChanged)
-		l.hwChanged = nil
-		l.hwMu.Unlock()
 		l.closeErr = errors.Join(errs...)
 	})
 }
@@ -300,6 +324,7 @@ func (l *Log) onPersisted(seq uint64) {
 
 // onWriteFailed runs on the writer goroutine.
 func (l *Log) onWriteFailed(err error) {
+	err = fmt.Errorf("%w: %w", ErrStorageFailed, err)
 	l.failErr.Store(&err)
 	select {
 	case l.wakeLoop <- struct{}{}:
