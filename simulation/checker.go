@@ -240,6 +240,19 @@ func (s *sim) checkSend(nd *node, m transport.Message) {
 			return
 		}
 		g[nd.idx] = c
+	case *transport.FetchResponse:
+		// FetchMaxBytes bounds a response, counting each entry as its
+		// data plus storage.EntryOverhead (the first entry always goes
+		// whole, so that a follower can progress).
+		overhead := storage.EntryOverhead
+		total := 0
+		for _, e := range b.Entries {
+			total += len(e.Data) + overhead
+		}
+		if len(b.Entries) > 1 && total > max(s.p.fetchMaxBytes, len(b.Entries[0].Data)+overhead) {
+			s.fail("%s: fetch response with %d entries costs %d bytes (%d per entry), FetchMaxBytes is %d",
+				nd.id, len(b.Entries), total, overhead, s.p.fetchMaxBytes)
+		}
 	case *transport.FetchRequest:
 		if nd.voter && b.FetchOffset > nd.store.LEO() {
 			s.fail("%s fetches with offset %d above its durable log end %d: the leader would count entries that a crash loses",

@@ -151,12 +151,13 @@ func (s *memStore) Entries(from uint64, maxCount int, maxBytes int) ([]storage.E
 	}
 	var out []storage.Entry
 	bytes := 0
-	for o := from; o < leo && len(out) < maxCount; o++ {
+	for o := from; o < leo && (maxCount <= 0 || len(out) < maxCount); o++ {
 		e := s.entries[o-s.start]
-		if len(out) > 0 && bytes+len(e.Data) > maxBytes {
+		cost := len(e.Data) + storage.EntryOverhead
+		if len(out) > 0 && bytes+cost > maxBytes {
 			break
 		}
-		bytes += len(e.Data)
+		bytes += cost
 		e.Data = append([]byte(nil), e.Data...)
 		out = append(out, e)
 	}

@@ -56,6 +56,14 @@ func TestMemStore(t *testing.T) {
 	if err != nil || len(es) != 1 || string(es[0].Data) != "a" {
 		t.Fatalf("Entries with maxBytes 0 returns the first entry whole: %v %v", es, err)
 	}
+	must(s.Append([]storage.Entry{ent(2, 3, "b"), ent(3, 3, "")}))
+	if es, _ := s.Entries(0, 0, 2*(storage.EntryOverhead+1)); len(es) != 2 {
+		t.Fatalf("maxBytes counts EntryOverhead per entry: got %d entries, want 2", len(es))
+	}
+	if es, _ := s.Entries(0, 0, 1<<20); len(es) != 4 {
+		t.Fatalf("maxCount 0 means no limit: got %d entries, want 4", len(es))
+	}
+	must(s.TruncateSuffix(2))
 	es[0].Data[0] = 'z'
 	if es, _ := s.Entries(0, 1, 10); string(es[0].Data) != "a" {
 		t.Fatal("Entries must return copies")
