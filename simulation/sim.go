@@ -278,8 +278,6 @@ type node struct {
 	// writes, applied when the core emits them.
 	shadow []entryKey
 
-	// Checker state. hw is the last HW seen in this process lifetime;
-	// checked is the prefix of shadow known to equal the committed log.
 	// pausedUntil: the process is stalled until then (see crashTimer).
 	pausedUntil time.Duration
 	// readyPending: an evReady is scheduled (batched shell loop).
@@ -293,6 +291,9 @@ type node struct {
 	clockBase time.Time
 	clockRate float64
 
+	// Checker state. hw is the last HW seen in this process lifetime;
+	// checked is the prefix of shadow known to equal the committed log;
+	// role and epoch are the last observed.
 	hw      uint64
 	checked uint64
 	// votes is the durable vote of every epoch the node voted in, from
