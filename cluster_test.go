@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -415,37 +416,91 @@ func TestObserverCatchesUpAndNeverVotes(t *testing.T) {
 	}
 }
 
-func TestOtherClusterIsRefused(t *testing.T) {
-	c := newCluster(t, 3, nil)
+// outsiderTest runs the cluster's refusal tests: the cluster's nodes know
+// the outsider's RPC address statically (so answers could reach it), an
+// outsider opened with bad options must replicate nothing, and the same
+// node with good options must then catch up: the control that shows the
+// refusal, not a missing route, kept the first one out.
+type outsiderTest struct {
+	c     *testCluster
+	addr  string
+	peers map[string]string
+}
+
+func newOutsiderTest(t *testing.T, mutate func(id string, o *Options)) *outsiderTest {
+	t.Helper()
+	addr := freeAddr(t)
+	c := newCluster(t, 3, func(id string, o *Options) {
+		o.Peers = map[string]string{"outsider": addr}
+		if mutate != nil {
+			mutate(id, o)
+		}
+	})
 	lead := c.leader(15 * time.Second)
 	ctx, cancel := appendCtx(t)
 	defer cancel()
 	if _, err := c.nodes[lead].Append(ctx, []byte("ours")); err != nil {
 		t.Fatal(err)
 	}
-	// An observer of another cluster that knows our nodes' RPC addresses
-	// statically (no gossip: the label would keep it out of gossip anyway).
 	peers := map[string]string{}
 	for id, l := range c.nodes {
 		peers[id] = l.Status().RPCAddr
 	}
+	return &outsiderTest{c: c, addr: addr, peers: peers}
+}
+
+// open starts the outsider (an observer) with mutate applied.
+func (ot *outsiderTest) open(t *testing.T, dir string, mutate func(o *Options)) *Log {
+	t.Helper()
 	o := Options{
-		Dir: t.TempDir(), NodeID: "intruder", ClusterID: "other",
-		Voters: []string{"n1", "n2", "n3"}, Peers: peers,
+		Dir: dir, NodeID: "outsider", ClusterID: "test",
+		Voters: ot.c.opts["n1"].Voters, Peers: ot.peers, RPCAddr: ot.addr,
 		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, NoSync: true,
+		Logger: testLogger(),
 	}
-	in, err := Open(o)
+	mutate(&o)
+	l, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
+	return l
+}
+
+// refusedThenAdmitted checks bad gets nothing in 2 s and good catches up.
+func (ot *outsiderTest) refusedThenAdmitted(t *testing.T, bad, good func(o *Options)) {
+	t.Helper()
+	dir := t.TempDir()
+	l := ot.open(t, dir, bad)
 	time.Sleep(2 * time.Second) // give it every chance to fetch
-	if st := in.Status(); st.LEO != 0 || st.HighWatermark != 0 || st.LeaderID != "" {
-		t.Fatalf("a node of another cluster replicated from us: %+v", st)
+	st := l.Status()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.nodes[lead].Append(ctx, []byte("still fine")); err != nil {
-		t.Fatalf("cluster disturbed by the intruder: %v", err)
+	if st.LEO != 0 || st.HighWatermark != 0 {
+		t.Fatalf("refused node replicated from the cluster: %+v", st)
 	}
+	l = ot.open(t, dir, good)
+	defer l.Close()
+	if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != "ours" {
+		t.Fatalf("admitted node read %q", got[0].Data)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestOtherClusterIsRefused(t *testing.T) {
+	ot := newOutsiderTest(t, nil)
+	ot.refusedThenAdmitted(t,
+		func(o *Options) { o.ClusterID = "other" },
+		func(o *Options) {})
 }
 
 func TestCloseFailsWaitingAppendsAndReaders(t *testing.T) {

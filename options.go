@@ -41,6 +41,10 @@ type Options struct {
 	// Certificates, and ClientCAs with ClientAuth for mutual TLS) and to
 	// dial (RootCAs). Nil means plain TCP.
 	TLS *tls.Config
+	// TLSVerifyNodeID, with mutual TLS, refuses a peer whose certificate
+	// does not name the node ID it claims (as a DNS name or common name).
+	// Without it any certificate the CA signed may speak for any node ID.
+	TLSVerifyNodeID bool
 
 	// GossipAddr is the memberlist bind address ("host:port"). Empty
 	// disables gossip (use Peers). Default "".
@@ -211,6 +215,9 @@ func (o Options) Validate() error {
 		if host, _, _ := net.SplitHostPort(d.RPCAddr); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
 			return bad("AdvertiseRPCAddr", "is required when RPCAddr (%q) has no specific host and gossip is on", d.RPCAddr)
 		}
+	}
+	if d.TLSVerifyNodeID && (d.TLS == nil || d.TLS.ClientAuth < tls.VerifyClientCertIfGiven) {
+		return bad("TLSVerifyNodeID", "needs TLS with verified client certificates (ClientAuth RequireAndVerifyClientCert)")
 	}
 	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
 		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")

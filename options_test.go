@@ -39,6 +39,7 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 			o.RPCAddr = "0.0.0.0:7400"
 		}},
 		{"TLS", func(o *Options) { o.TLS = &tls.Config{} }},
+		{"TLSVerifyNodeID", func(o *Options) { o.TLSVerifyNodeID = true }},
 		{"FetchMaxWait", func(o *Options) { o.FetchMaxWait = -time.Second }},
 		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 100 * time.Millisecond }},
 		{"ElectionTimeout", func(o *Options) { o.ElectionTimeout = -1 }},

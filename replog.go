@@ -2,6 +2,7 @@ package replog
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -210,6 +211,10 @@ func (l *Log) startNetwork() error {
 		}
 		return "", false
 	}
+	var verifyPeer func(string, *tls.ConnectionState) error
+	if o.TLSVerifyNodeID {
+		verifyPeer = transport.VerifyCertNamesNode
+	}
 	tcp, err := transport.NewTCP(transport.TCPConfig{
 		NodeID:     o.NodeID,
 		ClusterID:  o.ClusterID,
@@ -217,6 +222,7 @@ func (l *Log) startNetwork() error {
 		Resolver:   resolve,
 		TLS:        o.TLS,
 		Logger:     l.logger,
+		VerifyPeer: verifyPeer,
 	})
 	if err != nil {
 		return fmt.Errorf("replog: start transport on %s: %w", o.RPCAddr, err)

@@ -9,45 +9,35 @@ import (
 
 func TestTLSClusterAndUntrustedNode(t *testing.T) {
 	ca := testpki.New(t, "replog test CA")
-	c := newCluster(t, 3, func(id string, o *Options) {
-		if o.TLS == nil {
-			o.TLS = ca.MutualTLS(t, id, ca.Pool)
-		}
+	ot := newOutsiderTest(t, func(id string, o *Options) {
+		o.TLS = ca.MutualTLS(t, id, ca.Pool)
 	})
-	lead := c.leader(15 * time.Second)
-	ctx, cancel := appendCtx(t)
-	defer cancel()
-	for i := range 5 {
-		if _, err := c.nodes[lead].Append(ctx, []byte{byte('a' + i)}); err != nil {
-			t.Fatalf("append over TLS: %v", err)
+	for id, l := range ot.c.nodes {
+		if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != "ours" {
+			t.Fatalf("%s read %q over TLS", id, got[0].Data)
 		}
 	}
-	for id, l := range c.nodes {
-		got := readN(t, l, 5, 20*time.Second)
-		if string(got[4].Data) != "e" {
-			t.Fatalf("%s read %q at 4", id, got[4].Data)
-		}
-	}
-
-	// An observer whose certificate comes from another CA: the cluster's
-	// nodes must refuse it, so it never fetches anything.
 	rogue := testpki.New(t, "rogue CA")
-	peers := map[string]string{}
-	for id, l := range c.nodes {
-		peers[id] = l.Status().RPCAddr
-	}
-	o := Options{
-		Dir: t.TempDir(), NodeID: "rogue", ClusterID: "test", Voters: c.opts["n1"].Voters,
-		Peers: peers, TLS: rogue.MutualTLS(t, "rogue", ca.Pool),
-		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, NoSync: true,
-	}
-	r, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	time.Sleep(2 * time.Second)
-	if st := r.Status(); st.LEO != 0 || st.HighWatermark != 0 {
-		t.Fatalf("an untrusted node fetched from the TLS cluster: %+v", st)
-	}
+	ot.refusedThenAdmitted(t,
+		func(o *Options) { o.TLS = rogue.MutualTLS(t, "outsider", ca.Pool) },
+		func(o *Options) { o.TLS = ca.MutualTLS(t, "outsider", ca.Pool) })
+}
+
+// With TLSVerifyNodeID a certificate from the cluster's own CA that names
+// another node cannot be used to join under a made-up node ID.
+func TestTLSVerifyNodeIDRefusesBorrowedCertificates(t *testing.T) {
+	ca := testpki.New(t, "replog test CA")
+	ot := newOutsiderTest(t, func(id string, o *Options) {
+		o.TLS = ca.MutualTLS(t, id, ca.Pool)
+		o.TLSVerifyNodeID = true
+	})
+	ot.refusedThenAdmitted(t,
+		func(o *Options) {
+			o.TLS = ca.MutualTLS(t, "someone-else", ca.Pool)
+			o.TLSVerifyNodeID = true
+		},
+		func(o *Options) {
+			o.TLS = ca.MutualTLS(t, "outsider", ca.Pool)
+			o.TLSVerifyNodeID = true
+		})
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,12 @@ type TCPConfig struct {
 	// for mutual TLS). When ServerName is empty the dialer uses the host of
 	// the resolved address. nil means plain TCP.
 	TLS *tls.Config
+	// VerifyPeer, if set, is called on the accepting side for every inbound
+	// connection once the peer has named itself, with the TLS state (nil
+	// without TLS). An error refuses the connection. With mutual TLS it
+	// ties the certificate to the node ID (see VerifyCertNamesNode), so
+	// that one node's certificate cannot speak for another node.
+	VerifyPeer func(nodeID string, cs *tls.ConnectionState) error
 	// MaxFrameSize bounds every frame sent or received, in bytes. Default
 	// DefaultMaxFrameSize (16 MiB). An outbound message above it is dropped
 	// and logged; an inbound one closes the connection.
@@ -697,6 +704,16 @@ func (t *TCP) serve(c net.Conn) {
 	case h.NodeID == "" || h.NodeID == t.cfg.NodeID:
 		err = fmt.Errorf("replog: peer announced node ID %q", h.NodeID)
 		refuse(hsRefuse, fmt.Sprintf("node ID %q not allowed here", h.NodeID))
+	case t.cfg.VerifyPeer != nil:
+		var cs *tls.ConnectionState
+		if tc, ok := c.(*tls.Conn); ok {
+			st := tc.ConnectionState()
+			cs = &st
+		}
+		if verr := t.cfg.VerifyPeer(h.NodeID, cs); verr != nil {
+			err = fmt.Errorf("%w: peer %q: %w", ErrPeerNotVerified, h.NodeID, verr)
+			refuse(hsRefuse, truncate(verr.Error(), maxIDLen))
+		}
 	}
 	if err != nil {
 		t.badConns.Add(1)
@@ -781,4 +798,18 @@ func truncate(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// VerifyCertNamesNode is a VerifyPeer for mutual TLS: the peer's verified
+// certificate must name the node ID it claims, as a DNS name or as its
+// common name.
+func VerifyCertNamesNode(nodeID string, cs *tls.ConnectionState) error {
+	if cs == nil || len(cs.PeerCertificates) == 0 {
+		return errors.New("no client certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	if leaf.Subject.CommonName == nodeID || slices.Contains(leaf.DNSNames, nodeID) {
+		return nil
+	}
+	return fmt.Errorf("certificate names %q %v, not node %q", leaf.Subject.CommonName, leaf.DNSNames, nodeID)
 }

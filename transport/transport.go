@@ -40,6 +40,8 @@ var (
 	ErrUnknownPeer = errors.New("replog: unknown peer")
 	// ErrWrongCluster: the peer's handshake named another cluster ID.
 	ErrWrongCluster = errors.New("replog: peer belongs to another cluster")
+	// ErrPeerNotVerified: TCPConfig.VerifyPeer refused the peer.
+	ErrPeerNotVerified = errors.New("replog: peer not verified")
 	// ErrFrameTooLarge: a frame above the maximum size was sent or received.
 	ErrFrameTooLarge = errors.New("replog: frame too large")
 	// ErrBadFrame: a frame could not be decoded (bad magic, version, kind,
