@@ -30,10 +30,6 @@ type leaderState struct {
 	parked      []parkedFetch
 	// pending proposals in offset order.
 	pending []proposal
-	// done remembers recently acknowledged forwarded requests, so that a
-	// duplicated AppendRequest is answered instead of appended twice.
-	done     map[doneKey]uint64
-	doneFIFO []doneKey
 
 	hwBuf []uint64
 }
@@ -60,8 +56,6 @@ type doneKey struct {
 	requestID uint64
 }
 
-const maxDoneForwarded = 1024
-
 func newLeaderState(r *Replica, leo uint64) *leaderState {
 	ls := &leaderState{
 		epochStartLEO: leo,
@@ -69,7 +63,6 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		lastFetch:     make(map[string]time.Time),
 		sentHW:        make(map[string]uint64),
 		lastFetchID:   make(map[string]uint64),
-		done:          make(map[doneKey]uint64),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
 	}
 	// Grace period: every voter counts as heard from at the start.
@@ -287,7 +280,7 @@ func (r *Replica) ackUpTo(limit uint64) {
 			r.acks = append(r.acks, Ack{ID: p.id, FirstOffset: p.first})
 		} else {
 			r.send(p.from, &transport.AppendResponse{RequestID: p.requestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: p.first})
-			ls.remember(doneKey{p.from, p.requestID}, p.first)
+			r.memo.set(doneKey{p.from, p.requestID}, forwardMemo{state: forwardAcked, first: p.first})
 		}
 		n++
 	}
@@ -295,15 +288,6 @@ func (r *Replica) ackUpTo(limit uint64) {
 		clear(ls.pending[:n])
 		ls.pending = ls.pending[n:]
 	}
-}
-
-func (ls *leaderState) remember(k doneKey, first uint64) {
-	if len(ls.doneFIFO) >= maxDoneForwarded {
-		delete(ls.done, ls.doneFIFO[0])
-		ls.doneFIFO = ls.doneFIFO[1:]
-	}
-	ls.done[k] = first
-	ls.doneFIFO = append(ls.doneFIFO, k)
 }
 
 // leaderPropose appends records as one batch for p (the leader's part of
@@ -334,42 +318,43 @@ func (r *Replica) appendControlEntry() {
 
 func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest) {
 	k := doneKey{from, req.RequestID}
-	if _, refused := r.refused[k]; refused || r.role != RoleLeader {
-		// "Not the leader" promises nothing was appended: remember the
-		// refusal so that a duplicate arriving after we became leader is
-		// refused too.
-		if !refused {
-			r.refused[k] = struct{}{}
-			r.refusedFIFO = append(r.refusedFIFO, k)
-			if len(r.refusedFIFO) > maxDoneForwarded {
-				delete(r.refused, r.refusedFIFO[0])
-				r.refusedFIFO = r.refusedFIFO[1:]
-			}
+	// A duplicate (the network may repeat a request) gets the answer its
+	// first copy got, as far as it is known: never appended twice, never
+	// "not appended" once it was.
+	if m, ok := r.memo.get(k); ok {
+		switch {
+		case m.state == forwardRefused:
+			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+		case m.state == forwardAcked:
+			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: m.first})
+		case r.role == RoleLeader && m.epoch == r.epoch:
+			// Pending in this epoch: answered when it commits.
+		default:
+			// Appended by an earlier leadership of ours: it may or may not
+			// commit.
+			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
 		}
+		return
+	}
+	if r.role != RoleLeader {
+		r.memo.set(k, forwardMemo{state: forwardRefused})
 		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
-	ls := r.leader
-	if first, ok := ls.done[k]; ok {
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: first})
+	if !fitsForward(req.Records, r.cfg.MaxRecordSize) {
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendTooLarge, LeaderID: r.id})
 		return
 	}
-	for _, p := range ls.pending {
-		if !p.local && p.from == from && p.requestID == req.RequestID {
-			return // a duplicate of a pending request: answered when it commits
-		}
-	}
-	for _, rec := range req.Records {
-		if len(rec) > r.cfg.MaxRecordSize {
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendTooLarge, LeaderID: r.id})
-			return
-		}
-	}
+	r.memo.set(k, forwardMemo{state: forwardAppended, epoch: r.epoch})
 	r.leaderPropose(proposal{from: from, requestID: req.RequestID}, req.Records)
 }
 
 // forward sends a follower's proposal to the leader it knows.
 func (r *Replica) forward(id uint64, records [][]byte) {
+	if !fitsForward(records, r.cfg.MaxRecordSize) {
+		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a forwarded batch is limited to %d bytes", ErrTooLarge, maxForwardBytes)})
+		return
+	}
 	reqID := r.nextRequestID
 	r.nextRequestID++
 	r.forwarded = append(r.forwarded, forwardedProposal{
@@ -428,4 +413,65 @@ func (r *Replica) expireForwarded() {
 	if n > 0 {
 		r.forwarded = slices.Delete(r.forwarded, 0, n)
 	}
+}
+
+// maxForwardBytes bounds a forwarded batch (records + EntryOverhead each)
+// so that its AppendRequest stays well inside a transport frame.
+const maxForwardBytes = 8 << 20
+
+// fitsForward reports whether records can be forwarded as one request: no
+// record above maxRecord, the whole batch within maxForwardBytes.
+func fitsForward(records [][]byte, maxRecord int) bool {
+	total := 0
+	for _, rec := range records {
+		if len(rec) > maxRecord {
+			return false
+		}
+		total += len(rec) + storage.EntryOverhead
+	}
+	return total <= maxForwardBytes
+}
+
+// forwardState is what a replica answered to a forwarded request.
+type forwardState uint8
+
+const (
+	forwardRefused  forwardState = iota + 1 // answered "not the leader"
+	forwardAppended                         // appended (in epoch), outcome pending or lost
+	forwardAcked                            // committed at first
+)
+
+type forwardMemo struct {
+	state forwardState
+	epoch uint64
+	first uint64
+}
+
+// forwardMemos remembers the fate of the last maxForwardMemos forwarded
+// requests, across changes of role, so that duplicates are answered
+// consistently.
+type forwardMemos struct {
+	m    map[doneKey]forwardMemo
+	fifo []doneKey
+}
+
+const maxForwardMemos = 4096
+
+func (f *forwardMemos) get(k doneKey) (forwardMemo, bool) {
+	m, ok := f.m[k]
+	return m, ok
+}
+
+func (f *forwardMemos) set(k doneKey, m forwardMemo) {
+	if f.m == nil {
+		f.m = make(map[doneKey]forwardMemo)
+	}
+	if _, ok := f.m[k]; !ok {
+		f.fifo = append(f.fifo, k)
+		if len(f.fifo) > maxForwardMemos {
+			delete(f.m, f.fifo[0])
+			f.fifo = f.fifo[1:]
+		}
+	}
+	f.m[k] = m
 }

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/replog-io/replog/storage"
 )
@@ -164,17 +163,21 @@ func (l *logView) persisted(seq uint64) bool {
 	return true
 }
 
-// read returns entries from offset from (logStart ≤ from ≤ LEO), at most
-// maxBytes of Data after the first. The returned slice is the caller's;
-// Data is shared and must not be modified.
+// maxReadEntries caps the entries of one read (one fetch response): it
+// bounds the leader's work per response and the response's size when
+// records are tiny.
+const maxReadEntries = 4096
+
+// read returns entries from offset from (logStart ≤ from ≤ LEO): at most
+// maxReadEntries, and at most maxBytes counting len(Data) +
+// storage.EntryOverhead per entry (the first entry is always returned, so
+// progress is possible). The returned slice is the caller's; Data is shared
+// and must not be modified.
 func (l *logView) read(from uint64, maxBytes int) ([]storage.Entry, error) {
 	var out []storage.Entry
 	size := 0
 	if from < l.durableEnd {
-		count := l.durableEnd - from
-		if count > math.MaxInt32 {
-			count = math.MaxInt32
-		}
+		count := min(l.durableEnd-from, maxReadEntries)
 		es, err := l.store.Entries(from, int(count), maxBytes)
 		if err != nil {
 			return nil, err
@@ -183,21 +186,22 @@ func (l *logView) read(from uint64, maxBytes int) ([]storage.Entry, error) {
 			return nil, fmt.Errorf("replica: store returned no entries at %d below durable end %d", from, l.durableEnd)
 		}
 		for _, e := range es {
-			size += len(e.Data)
+			size += len(e.Data) + storage.EntryOverhead
 		}
 		out = es
 		from += uint64(len(es))
-		if from < l.durableEnd {
+		if from < l.durableEnd || len(out) >= maxReadEntries || size >= maxBytes {
 			return out, nil
 		}
 	}
-	for i := from - l.durableEnd; i < uint64(len(l.tail)); i++ {
+	for i := from - l.durableEnd; i < uint64(len(l.tail)) && len(out) < maxReadEntries; i++ {
 		e := l.tail[i]
-		if len(out) > 0 && size+len(e.Data) > maxBytes {
+		cost := len(e.Data) + storage.EntryOverhead
+		if len(out) > 0 && size+cost > maxBytes {
 			break
 		}
 		out = append(out, e)
-		size += len(e.Data)
+		size += cost
 	}
 	return out, nil
 }

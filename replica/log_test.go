@@ -85,3 +85,45 @@ func TestLogViewTruncateInTail(t *testing.T) {
 		t.Fatalf("read %v", es)
 	}
 }
+
+// TestLogViewReadBounds: every entry costs len(Data) + EntryOverhead
+// against the byte bound (so empty records are bounded too) and one read
+// returns at most maxReadEntries.
+func TestLogViewReadBounds(t *testing.T) {
+	store := storage.NewMemory()
+	empty := func(first uint64, n int) []storage.Entry {
+		es := make([]storage.Entry, n)
+		for i := range es {
+			es[i] = storage.Entry{Offset: first + uint64(i), Epoch: 1, Type: storage.EntryControl}
+		}
+		return es
+	}
+	if err := store.Append(empty(0, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	l := newLogView(store)
+	l.append(empty(5000, 5000), 1)
+	for _, c := range []struct {
+		from     uint64
+		maxBytes int
+		want     int
+	}{
+		{0, 1 << 20, maxReadEntries},    // store part, count cap
+		{5000, 1 << 20, maxReadEntries}, // tail part, count cap
+		{4990, 1 << 20, maxReadEntries}, // across both
+		{0, 1024, 1024 / storage.EntryOverhead},
+		{5000, 1024, 1024 / storage.EntryOverhead},
+		{4990, 1024, 1024 / storage.EntryOverhead},
+		{5000, 1, 1}, // the first entry always comes
+	} {
+		es, err := l.read(c.from, c.maxBytes)
+		if err != nil || len(es) != c.want {
+			t.Errorf("read(%d, %d) = %d entries, %v; want %d", c.from, c.maxBytes, len(es), err, c.want)
+		}
+		for i, e := range es {
+			if e.Offset != c.from+uint64(i) {
+				t.Fatalf("read(%d): entry %d has offset %d", c.from, i, e.Offset)
+			}
+		}
+	}
+}

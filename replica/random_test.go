@@ -247,6 +247,19 @@ func (c *rcluster) step(faults, propose bool) {
 	c.check()
 }
 
+// converged reports whether every replica is up, persisted, and at the
+// same LEO and HW.
+func (c *rcluster) converged() bool {
+	s0 := c.nodes[0].r.Status()
+	for _, n := range c.nodes {
+		s := n.r.Status()
+		if !n.up || len(n.pending) > 0 || s.LEO != s0.LEO || s.HighWatermark != s.LEO {
+			return false
+		}
+	}
+	return true
+}
+
 func runRandomized(t *testing.T, seed int64, voters []string, observers []string, steps int) {
 	c := &rcluster{
 		t: t, rng: rand.New(rand.NewSource(seed)), byID: map[string]*rnode{}, now: t0,
@@ -256,7 +269,7 @@ func runRandomized(t *testing.T, seed int64, voters []string, observers []string
 	for _, id := range append(slices.Clone(voters), observers...) {
 		n := &rnode{id: id, store: storage.NewMemory(), cfg: Config{
 			ID: id, Voters: voters, FetchTimeout: 400 * time.Millisecond,
-			ElectionTimeout: 200 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond, FetchMaxBytes: 64,
+			ElectionTimeout: 200 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond, FetchMaxBytes: 160,
 		}}
 		c.nodes = append(c.nodes, n)
 		c.byID[id] = n
@@ -278,7 +291,7 @@ func runRandomized(t *testing.T, seed int64, voters []string, observers []string
 		c.step(false, true)
 	}
 	// Quiesce: no new proposals; everything in flight lands.
-	for range 300 {
+	for i := 0; i < 3000 && (i < 100 || !c.converged()); i++ {
 		c.step(false, false)
 	}
 	if len(c.acked) <= before {

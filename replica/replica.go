@@ -75,10 +75,8 @@ type Replica struct {
 	electionDeadline  time.Time
 	forwarded         []forwardedProposal
 	nextRequestID     uint64
-	// refused remembers forwarded requests answered "not the leader"
-	// (bounded), so that a duplicate is never appended later.
-	refused     map[doneKey]struct{}
-	refusedFIFO []doneKey
+	// memo remembers what this replica answered to forwarded requests.
+	memo forwardMemos
 
 	// Prospective / candidate.
 	votes map[string]bool
@@ -161,7 +159,6 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 		logger:   cfg.Logger.Named("replica").With("id", cfg.ID),
 		rand:     cfg.Rand,
 		now:      now,
-		refused:  make(map[doneKey]struct{}),
 	}
 	qs, err := store.QuorumState()
 	if err != nil {

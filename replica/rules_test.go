@@ -620,6 +620,39 @@ func TestProposeOutcomes(t *testing.T) {
 			t.Fatalf("leo %d: a refused request was appended", r.log.LEO())
 		}
 	})
+	t.Run("a duplicate of a request appended before a step-down is unknown, not refused", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
+		req := &transport.AppendRequest{RequestID: 5, Records: [][]byte{[]byte("y")}}
+		r.Step(transport.Message{From: "a", To: "l", Body: req})
+		settle(t, r, store)
+		r.Step(transport.Message{From: "b", To: "l", Body: &transport.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
+		settle(t, r, store)
+		r.Step(transport.Message{From: "a", To: "l", Body: req}) // the network's duplicate
+		msgs, _ := settle(t, r, store)
+		resps := bodiesTo[*transport.AppendResponse](msgs, "a")
+		if len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+			t.Fatalf("answers %v, want unknown", resps)
+		}
+	})
+	t.Run("forwarded batches stay within a frame", func(t *testing.T) {
+		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		r := newTestReplica(t, testConfig("f", "f", "L"), store)
+		big := make([][]byte, 9)
+		for i := range big {
+			big[i] = make([]byte, 1<<20)
+		}
+		r.Propose(7, big) // 9 MiB
+		rd := r.Ready()
+		if len(rd.Acks) != 1 || !errors.Is(rd.Acks[0].Err, ErrTooLarge) || len(bodiesTo[*transport.AppendRequest](rd.Messages, "")) != 0 {
+			t.Fatalf("acks %v", rd.Acks)
+		}
+		l, lstore := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
+		l.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 1, Records: big}})
+		msgs, _ := settle(t, l, lstore)
+		if resps := bodiesTo[*transport.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != transport.AppendTooLarge || l.log.LEO() != 0 {
+			t.Fatalf("answers %v leo %d", resps, l.log.LEO())
+		}
+	})
 	t.Run("duplicate forwarded request appends once", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
 		req := &transport.AppendRequest{RequestID: 9, Records: [][]byte{[]byte("y")}}
