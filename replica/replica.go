@@ -149,6 +149,11 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 	}
 	voters := slices.Clone(cfg.Voters)
 	cfg.Voters = voters
+	sorted := slices.Clone(voters)
+	slices.Sort(sorted)
+	if len(slices.Compact(sorted)) != len(voters) || slices.Contains(voters, "") {
+		return nil, fmt.Errorf("%w: voters %v must be distinct, non-empty IDs", ErrInvalidConfig, voters)
+	}
 	r := &Replica{
 		cfg:      cfg,
 		id:       cfg.ID,

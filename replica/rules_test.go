@@ -759,3 +759,18 @@ func TestReadableHW(t *testing.T) {
 		t.Fatalf("hw %d readable %d, want 1 and 0", r.HighWatermark(), r.ReadableHW())
 	}
 }
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	store := storage.NewMemory()
+	for _, cfg := range []Config{
+		{ID: "", Voters: []string{"a"}},
+		{ID: "a"},
+		{ID: "a", Voters: []string{"a", "a", "b"}},
+		{ID: "a", Voters: []string{"a", ""}},
+		{ID: "a", Voters: []string{"a"}, FetchTimeout: time.Second, FetchMaxWait: 2 * time.Second},
+	} {
+		if _, err := New(cfg, store, t0); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}
