@@ -179,6 +179,8 @@ func TestFailovers(t *testing.T) {
 		{Time: 2 * s, Kind: "kill", Leader: true},
 		{Time: 2 * s, Kind: "kill"},               // not the leader
 		{Time: 8 * s, Kind: "kill", Leader: true}, // nothing acked after it
+		// A crash of the majority waits for restarts, not an election.
+		{Time: 3 * s, Kind: "kill", Leader: true, Detail: "crash-majority right after an ack"},
 	}
 	got := Failovers(ops, events)
 	if len(got) != 1 || got[0] != 4*s {
