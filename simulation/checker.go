@@ -307,7 +307,7 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 		s.tracef("%s ack id=%d err=%v", nd.id, a.ID, a.Err)
 		if errors.Is(a.Err, replica.ErrNotLeader) {
 			p.notLeader = true
-			if p.appended && (!p.duplicated || s.opts.StrictNotLeader) {
+			if p.appended {
 				s.fail("%s answers proposal %d with %v, but its records were appended", nd.id, p.id, a.Err)
 				return
 			}

@@ -74,10 +74,6 @@ type Options struct {
 	// survive a crash only once synced a little later (a disk that lies
 	// about fsync). Lost committed entries and double votes must follow.
 	LyingDisk bool
-	// StrictNotLeader checks "ErrNotLeader: nothing was appended" even for
-	// proposals whose forward the network duplicated (beyond the
-	// transport's contract); off by default.
-	StrictNotLeader bool
 }
 
 // Result describes a finished run.
@@ -316,8 +312,6 @@ type proposal struct {
 	// appended: some node's log got one of its records; notLeader: it was
 	// answered with ErrNotLeader, which promises nothing was appended.
 	appended, notLeader bool
-	// duplicated: the network duplicated its forwarded AppendRequest.
-	duplicated bool
 	// committedAt is the offset of the first record once some leader (or
 	// the proposing node) has declared it committed; -1 before.
 	committedAt int64
@@ -857,7 +851,7 @@ func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
 				s.fail("%s: appends offset %d with a payload no proposal made (or a refused one): %q", nd.id, e.Offset, e.Data)
 				return
 			}
-			if ref.prop.notLeader && (!ref.prop.duplicated || s.opts.StrictNotLeader) {
+			if ref.prop.notLeader {
 				s.fail("%s: appends offset %d with a record of proposal %d, which was answered ErrNotLeader (\"nothing was appended\")", nd.id, e.Offset, ref.prop.id)
 				return
 			}
@@ -955,14 +949,6 @@ func (s *sim) send(nd *node, m transport.Message) {
 	copies := 1
 	if s.phase == phaseFaults && s.rng.Float64() < s.p.dupProb {
 		copies = 2
-		if ar, ok := m.Body.(*transport.AppendRequest); ok && len(ar.Records) > 0 {
-			// Beyond the transport's contract (it never duplicates): a
-			// second copy may be appended by a node that refused the
-			// first, so ErrNotLeader's "nothing appended" cannot hold.
-			if ref, ok := s.payloadOf[string(ar.Records[0])]; ok {
-				ref.prop.duplicated = true
-			}
-		}
 	}
 	if vr, ok := m.Body.(*transport.VoteResponse); ok && s.opts.ForgeVotes && !vr.Granted && s.rng.Intn(2) == 0 {
 		forged := *vr

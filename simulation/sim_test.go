@@ -15,20 +15,19 @@ import (
 )
 
 var (
-	flagSeeds    = flag.Int("sim.seeds", 500, "number of seeds TestSimulation runs")
-	flagSteps    = flag.Int("sim.steps", 5000, "workload steps (events) per seed; the fault-free convergence phase comes on top")
-	flagSeed     = flag.Int64("sim.seed", -1, "run only this seed (with -sim.trace to print its trace)")
-	flagStart    = flag.Int64("sim.start", 1, "first seed TestSimulation runs")
-	flagTrace    = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
-	flagMaxFail  = flag.Int("sim.maxfail", 3, "stop dispatching new seeds after this many failures")
-	flagWorkers  = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
-	flagStrictNL = flag.Bool("sim.strictnotleader", false, "check ErrNotLeader's \"nothing appended\" also when the network duplicated the forward")
-	flagSafety   = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
-	flagStore    = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
+	flagSeeds   = flag.Int("sim.seeds", 500, "number of seeds TestSimulation runs")
+	flagSteps   = flag.Int("sim.steps", 5000, "workload steps (events) per seed; the fault-free convergence phase comes on top")
+	flagSeed    = flag.Int64("sim.seed", -1, "run only this seed (with -sim.trace to print its trace)")
+	flagStart   = flag.Int64("sim.start", 1, "first seed TestSimulation runs")
+	flagTrace   = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
+	flagMaxFail = flag.Int("sim.maxfail", 3, "stop dispatching new seeds after this many failures")
+	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
+	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
+	flagStore   = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
 )
 
 func runOpts(seed int64, steps int) Options {
-	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety, StrictNotLeader: *flagStrictNL}
+	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -39,9 +38,6 @@ func reproduce(seed int64, steps int) string {
 	}
 	if *flagSafety {
 		cmd += " -sim.safetyonly"
-	}
-	if *flagStrictNL {
-		cmd += " -sim.strictnotleader"
 	}
 	if *flagStore != "memory" {
 		cmd += " -sim.store=" + *flagStore
