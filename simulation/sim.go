@@ -139,6 +139,7 @@ type params struct {
 	isolateNewLeaderProb       float64       // a new leader is cut off soon after its election
 	pauseProb                  float64       // a crash timer pauses its victim instead
 	batchWindow                time.Duration // 0: Ready after every input; else within this window
+	massCrashProb              float64       // a crash timer takes down several nodes at once
 	gossipEvery                time.Duration
 }
 
@@ -194,6 +195,7 @@ func chooseParams(r *rand.Rand) params {
 	if r.Intn(2) == 0 {
 		p.batchWindow = ms(0.05 + 2*r.Float64())
 	}
+	p.massCrashProb = 0.15 * r.Float64()
 	if r.Intn(5) == 0 {
 		// A harsh network and a slow disk: many drops, messages late by
 		// more than a fetch timeout (stale epochs arriving), fsyncs
@@ -1100,6 +1102,16 @@ func (s *sim) randomUp() *node {
 }
 
 func (s *sim) crashTimer() {
+	if s.rng.Float64() < s.p.massCrashProb {
+		// A power cut: several nodes at the same instant (KIP-101's
+		// second failure needs the leader and a follower down together).
+		for _, nd := range s.nodes {
+			if nd.up && s.rng.Intn(2) == 0 {
+				s.crash(nd, "power cut")
+			}
+		}
+		return
+	}
 	var victim *node
 	if s.rng.Float64() < s.p.crashLeaderProb {
 		for _, nd := range s.nodes {
