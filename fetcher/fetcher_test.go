@@ -225,9 +225,17 @@ func TestHandle(t *testing.T) {
 			want: Decision{Action: Drop},
 		},
 		{
+			// Entries contiguous with the current LEO (4) but the fetch
+			// was built at 5: only the fetch-offset check catches it.
 			name: "log changed since the fetch was built",
 			log:  &testLog{leo: 4, epochs: rows(1, 0, 3, 2)},
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries},
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: []storage.Entry{{Offset: 4, Epoch: 3, Type: storage.EntryData}}},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "log changed since the fetch was built, no entries",
+			log:  &testLog{leo: 4, epochs: rows(1, 0, 3, 2)},
+			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 9},
 			want: Decision{Action: Drop},
 		},
 	}
@@ -266,6 +274,18 @@ func TestHandle(t *testing.T) {
 				t.Fatalf("outstanding after Handle = %v, want %v", f.Outstanding(), !consumed)
 			}
 		})
+	}
+}
+
+// A response to a fetch built in an older epoch is dropped even if its ID
+// matches (the replica must have cancelled it; defence in depth).
+func TestFetchFromAnotherEpoch(t *testing.T) {
+	f := New("f", 1, time.Second, 1)
+	log := testLog{}
+	req := f.Build("L", 3, log, now)
+	d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 4}, 4, "L", log)
+	if d.Action != Drop {
+		t.Fatalf("fetch of epoch 3 answered in epoch 4: %v, want drop", d.Action)
 	}
 }
 

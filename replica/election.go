@@ -15,11 +15,28 @@ func (r *Replica) resetElectionTimer() {
 // heardFromLeaderRecently reports whether this replica is a leader or had
 // contact with a leader within FetchTimeout: it then refuses pre-votes, so
 // an isolated voter coming back cannot depose a healthy leader.
+//
+// A gossip report that the leader failed (HintNodeFailed) counts only with
+// local evidence: no word from the leader since the report and for longer
+// than FetchMaxWait + ElectionTimeout (a healthy leader answers even a
+// parked fetch within FetchMaxWait). So false gossip cannot depose a
+// leader that is still answering.
 func (r *Replica) heardFromLeaderRecently() bool {
 	if r.role == RoleLeader {
 		return true
 	}
-	return !r.lastLeaderContact.IsZero() && r.now.Sub(r.lastLeaderContact) < r.cfg.FetchTimeout
+	if r.lastLeaderContact.IsZero() {
+		return false
+	}
+	since := r.now.Sub(r.lastLeaderContact)
+	if since >= r.cfg.FetchTimeout {
+		return false
+	}
+	if !r.leaderFailedHint.IsZero() && !r.leaderFailedHint.Before(r.lastLeaderContact) &&
+		since > r.cfg.FetchMaxWait+r.cfg.ElectionTimeout {
+		return false
+	}
+	return true
 }
 
 // leaderContact records a valid message from the leader of our epoch.
@@ -54,6 +71,7 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 		changed = true
 	}
 	wasFollowing := r.role == RoleFollower || r.role == RoleObserver
+	wasProspective := r.role == RoleProspective
 	if r.voter {
 		r.role = RoleFollower
 	} else {
@@ -70,8 +88,11 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 	}
 	// Learning a leader's name is no contact with it: only a new epoch or
 	// a change of role restarts the election timer (else two followers
-	// naming a dead leader to each other could postpone elections).
-	if newEpoch || !wasFollowing {
+	// naming a dead leader to each other could postpone elections). A
+	// prospective sent back to its leader by a refused pre-vote keeps its
+	// round's deadline: contact with the leader will push it back, and if
+	// none comes it tries again after that round, not after FetchTimeout.
+	if newEpoch || !wasFollowing && !wasProspective {
 		r.resetElectionTimer()
 	}
 	if bugTruncateToHW && (changed || !wasFollowing) && r.log.LEO() > r.hw {

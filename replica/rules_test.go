@@ -701,8 +701,15 @@ func TestHints(t *testing.T) {
 	if !r.electionDeadline.Before(t0.Add(r.cfg.ElectionTimeout/2)) || r.role != RoleFollower {
 		t.Fatalf("deadline %v role %v", r.electionDeadline.Sub(t0), r.role)
 	}
+	// Gossip alone decides nothing: the leader was heard from just now.
+	if !r.heardFromLeaderRecently() {
+		t.Fatal("a gossip report voided fresh leader contact")
+	}
+	// Silent for longer than a healthy leader ever is, and reported dead:
+	// the voter stops vouching for it before FetchTimeout.
+	r.Tick(t0.Add(r.cfg.FetchMaxWait + r.cfg.ElectionTimeout + time.Millisecond))
 	if r.heardFromLeaderRecently() {
-		t.Fatal("still vouching for a leader gossip says is dead")
+		t.Fatal("still vouching for a silent leader that gossip says is dead")
 	}
 
 	obs := newTestReplica(t, testConfig("o", "L", "x"), newStore(t, nil, storage.QuorumState{}))
@@ -772,5 +779,31 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		if _, err := New(cfg, store, t0); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
 		}
+	}
+}
+
+// TestEpochRowAtElection: KAFKA-7415 — a new leader's epoch is in its epoch
+// map view from the moment it is elected, before any entry of the epoch.
+func TestEpochRowAtElection(t *testing.T) {
+	store := newStore(t, []uint64{1, 1}, storage.QuorumState{Epoch: 1})
+	if err := store.SetHWCheckpoint(2); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReplica(t, testConfig("l", "l", "a"), store)
+	r.becomeCandidate()
+	r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true}})
+	if r.role != RoleLeader || r.log.LEO() != 2 || len(r.writes) == 0 {
+		t.Fatalf("setup: role %v leo %d", r.role, r.log.LEO())
+	}
+	for _, w := range r.writes {
+		if w.Kind == WriteAppend {
+			t.Fatal("no entry above the HW, yet a control entry was appended")
+		}
+	}
+	if e, end := r.log.EndOffsetForEpoch(r.epoch); e != r.epoch || end != 2 {
+		t.Fatalf("EndOffsetForEpoch(%d) = (%d, %d), want (%d, 2)", r.epoch, e, end, r.epoch)
+	}
+	if e, end := r.log.EndOffsetForEpoch(1); e != 1 || end != 2 {
+		t.Fatalf("EndOffsetForEpoch(1) = (%d, %d), want (1, 2)", e, end)
 	}
 }
