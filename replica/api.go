@@ -243,7 +243,10 @@ var (
 )
 
 // NotLeaderError says the proposal reached no leader. LeaderID is the
-// leader this replica knows ("" if none). Nothing was appended.
+// leader this replica knows ("" if none). Nothing was appended. (For a
+// forwarded proposal this rests on the receiver's memory of the requests it
+// handled: it would not hold if the network duplicated a request across a
+// restart of the receiver, which TCP never does.)
 type NotLeaderError struct {
 	LeaderID string
 }
