@@ -74,6 +74,10 @@ type Options struct {
 	// survive a crash only once synced a little later (a disk that lies
 	// about fsync). Lost committed entries and double votes must follow.
 	LyingDisk bool
+	// Stable adds a last phase after convergence: gossip falsely reports
+	// the healthy leader dead to every node, and the leader must stay
+	// (DESIGN §2.2: gossip never decides an election).
+	Stable bool
 }
 
 // Result describes a finished run.
@@ -217,6 +221,7 @@ const (
 	phaseFaults  = iota // workload and faults
 	phaseCalm           // workload, no faults
 	phaseQuiesce        // no workload, no faults: wait for convergence
+	phaseStable         // converged; false failure hints must not depose the leader
 )
 
 // convergeBound is the simulated time a cluster gets, after the workload
@@ -342,6 +347,11 @@ type sim struct {
 	nextPart   int
 
 	quiesceAt time.Duration
+
+	// The stable phase: when it began, and the leader it must keep.
+	stableAt     time.Duration
+	stableLeader int
+	stableEpoch  uint64
 
 	// Checker state.
 	leaders   map[uint64]int         // epoch → leader node
@@ -565,12 +575,20 @@ func (s *sim) loop() {
 			if s.converged() {
 				s.res.ConvergeTime = s.now - s.quiesceAt
 				s.finalCheck()
-				return
+				if !s.opts.Stable || s.err != nil {
+					return
+				}
+				s.startStable()
+				continue
 			}
 			if b := s.convergeBound(); s.now-s.quiesceAt > b {
 				s.fail("no convergence within %v of simulated time after the workload stopped:\n%s", b, s.dump())
 				return
 			}
+		}
+		if s.phase == phaseStable && s.now-s.stableAt > s.stableWindow() {
+			s.endStable()
+			return
 		}
 		if s.q.len() == 0 {
 			s.fail("event queue ran dry")
@@ -592,6 +610,52 @@ func (s *sim) loop() {
 		s.hash.u64(uint64(ev.node))
 		s.dispatch(ev)
 	}
+}
+
+// stableWindow is how long a converged cluster is watched for needless
+// elections: several fetch and election timeouts.
+func (s *sim) stableWindow() time.Duration {
+	return 3*s.p.fetchTimeout + 4*s.p.electionTimeout
+}
+
+// startStable begins the last phase: the cluster has converged, and
+// gossip now falsely reports the healthy leader dead to every node, a few
+// times. Gossip may make an election start sooner, never decide one
+// (DESIGN §2.2): the leader must stay.
+func (s *sim) startStable() {
+	s.phase = phaseStable
+	s.stableAt = s.now
+	for _, nd := range s.nodes {
+		if nd.role == replica.RoleLeader {
+			s.stableLeader, s.stableEpoch = nd.idx, nd.epoch
+		}
+	}
+	s.tracef("STABLE: leader %s epoch %d; false failure hints follow", s.nodes[s.stableLeader].id, s.stableEpoch)
+	leader := s.nodes[s.stableLeader].id
+	for _, nd := range s.nodes {
+		if nd.idx == s.stableLeader {
+			continue
+		}
+		for i := 0; i < 3; i++ {
+			s.schedule(s.between(0, s.stableWindow()/2), event{kind: evHint, node: nd.idx, inc: nd.inc,
+				hint: replica.Hint{Kind: replica.HintNodeFailed, Node: leader}})
+		}
+	}
+}
+
+// endStable checks that the leader survived the false hints and the
+// cluster is still converged.
+func (s *sim) endStable() {
+	l := s.nodes[s.stableLeader]
+	for _, nd := range s.nodes {
+		st := nd.r.Status()
+		if st.Epoch != s.stableEpoch || st.LeaderID != l.id || (nd == l) != (st.Role == replica.RoleLeader) {
+			s.fail("a healthy leader was deposed without any fault (false failure hints only): %s led epoch %d; now %s is %s in epoch %d following %q\n%s",
+				l.id, s.stableEpoch, nd.id, st.Role, st.Epoch, st.LeaderID, s.dump())
+			return
+		}
+	}
+	s.tracef("STABLE: leader kept")
 }
 
 // calm ends the fault phase: partitions heal, crashed nodes restart, the

@@ -22,12 +22,13 @@ var (
 	flagTrace   = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
 	flagMaxFail = flag.Int("sim.maxfail", 3, "stop dispatching new seeds after this many failures")
 	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
+	flagStable  = flag.Bool("sim.stable", false, "after convergence, false failure hints must not depose the healthy leader")
 	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
 	flagStore   = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
 )
 
 func runOpts(seed int64, steps int) Options {
-	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety}
+	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety, Stable: *flagStable}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -38,6 +39,9 @@ func reproduce(seed int64, steps int) string {
 	}
 	if *flagSafety {
 		cmd += " -sim.safetyonly"
+	}
+	if *flagStable {
+		cmd += " -sim.stable"
 	}
 	if *flagStore != "memory" {
 		cmd += " -sim.store=" + *flagStore
