@@ -16,27 +16,14 @@ func (r *Replica) resetElectionTimer() {
 // contact with a leader within FetchTimeout: it then refuses pre-votes, so
 // an isolated voter coming back cannot depose a healthy leader.
 //
-// A gossip report that the leader failed (HintNodeFailed) counts only with
-// local evidence: no word from the leader since the report and for longer
-// than FetchMaxWait + ElectionTimeout (a healthy leader answers even a
-// parked fetch within FetchMaxWait). So false gossip cannot depose a
-// leader that is still answering.
+// A gossip report that the leader failed (HintNodeFailed) changes nothing
+// here: gossip may make this node's own election start sooner, never make
+// it grant a pre-vote while it still hears from the leader.
 func (r *Replica) heardFromLeaderRecently() bool {
 	if r.role == RoleLeader {
 		return true
 	}
-	if r.lastLeaderContact.IsZero() {
-		return false
-	}
-	since := r.now.Sub(r.lastLeaderContact)
-	if since >= r.cfg.FetchTimeout {
-		return false
-	}
-	if !r.leaderFailedHint.IsZero() && !r.leaderFailedHint.Before(r.lastLeaderContact) &&
-		since > r.cfg.FetchMaxWait+r.cfg.ElectionTimeout {
-		return false
-	}
-	return true
+	return !r.lastLeaderContact.IsZero() && r.now.Sub(r.lastLeaderContact) < r.cfg.FetchTimeout
 }
 
 // leaderContact records a valid message from the leader of our epoch.

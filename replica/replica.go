@@ -71,7 +71,6 @@ type Replica struct {
 	fetchBackoff      time.Time
 	fetchHint         string
 	lastLeaderContact time.Time
-	leaderFailedHint  time.Time // last gossip report that our leader failed
 	leaderHW          uint64
 	electionDeadline  time.Time
 	forwarded         []forwardedProposal
@@ -307,11 +306,8 @@ func (r *Replica) Hint(h Hint) {
 	case HintNodeFailed:
 		if r.role == RoleFollower && h.Node != "" && h.Node == r.leaderID {
 			// Gossip thinks our leader is dead: start our own pre-vote
-			// soon. It decides nothing: our leader contact stands, and we
-			// stop vouching for the leader only once it has also been
-			// silent for longer than a healthy leader ever is (see
-			// heardFromLeaderRecently). A majority still decides.
-			r.leaderFailedHint = r.now
+			// soon. It decides nothing: what we grant still depends only
+			// on our own contact with the leader, and a majority decides.
 			d := r.now.Add(r.randDuration(r.cfg.ElectionTimeout / 2))
 			if d.Before(r.electionDeadline) {
 				r.electionDeadline = d
