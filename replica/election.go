@@ -76,11 +76,18 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 	// Learning a leader's name is no contact with it: only a new epoch or
 	// a change of role restarts the election timer (else two followers
 	// naming a dead leader to each other could postpone elections). A
-	// prospective sent back to its leader by a refused pre-vote keeps its
-	// round's deadline: contact with the leader will push it back, and if
-	// none comes it tries again after that round, not after FetchTimeout.
-	if newEpoch || !wasFollowing && !wasProspective {
+	// prospective sent back to its leader by a refused pre-vote times out
+	// FetchTimeout after its last contact with the leader (when the others
+	// stop vouching for it too), but not before another ElectionTimeout.
+	switch {
+	case newEpoch || !wasFollowing && !wasProspective:
 		r.resetElectionTimer()
+	case wasProspective:
+		d := r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
+		if !r.lastLeaderContact.IsZero() {
+			d = later(d, r.lastLeaderContact.Add(r.cfg.FetchTimeout+r.randDuration(r.cfg.ElectionTimeout)))
+		}
+		r.electionDeadline = d
 	}
 	if bugTruncateToHW && (changed || !wasFollowing) && r.log.LEO() > r.hw {
 		r.truncate(r.hw)
@@ -96,8 +103,9 @@ func (r *Replica) becomeProspective() {
 	if r.role == RoleLeader {
 		r.stepDown("")
 	}
+	// The outstanding fetch stays: if our leader answers it after all, we
+	// go back to following it (handleFetchResponse).
 	r.role = RoleProspective
-	r.fetch.Cancel()
 	r.votes = map[string]bool{r.id: true}
 	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 	r.logger.Debug("prospective", "epoch", r.epoch)
@@ -279,4 +287,11 @@ func (r *Replica) becomeLeader() {
 		r.appendControlEntry()
 	}
 	r.updateLeaderHW()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

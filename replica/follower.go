@@ -62,13 +62,26 @@ func (r *Replica) maybeFetch() {
 // handleFetchResponse is DESIGN.md §2.1, follower side: the fetcher decides,
 // the replica carries it out.
 func (r *Replica) handleFetchResponse(from string, resp *transport.FetchResponse) {
-	if r.role != RoleFollower && r.role != RoleObserver {
+	if r.role != RoleFollower && r.role != RoleObserver && r.role != RoleProspective {
 		if resp.Epoch > r.epoch {
 			r.becomeFollower(resp.Epoch, resp.LeaderID)
 		}
 		return
 	}
 	d := r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log)
+	if r.role == RoleProspective {
+		switch d.Action {
+		case fetcher.Append, fetcher.Truncate, fetcher.OutOfRange:
+			// Our leader answered a fetch sent before we turned
+			// prospective: it is alive, follow it again.
+			r.becomeFollower(r.epoch, r.leaderID)
+		case fetcher.Drop, fetcher.Retry, fetcher.LeaderGone:
+			if resp.Epoch > r.epoch {
+				r.becomeFollower(resp.Epoch, resp.LeaderID)
+			}
+			return
+		}
+	}
 	switch d.Action {
 	case fetcher.Drop:
 		if resp.Epoch > r.epoch {
