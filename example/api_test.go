@@ -311,7 +311,7 @@ func TestStatusJSONShape(t *testing.T) {
 	f.status.LEO, f.status.HighWatermark, f.status.DurableLEO = 5, 4, 5
 	rec := do(t, newTestServer(f).handler(), "GET", "/status", "")
 	m := decodeJSON(t, rec)
-	want := []string{"node_id", "role", "epoch", "leader_id", "voters", "leo", "durable_leo", "hw", "log_start", "remote_leo", "rpc_addr", "gossip_addr"}
+	want := []string{"node_id", "role", "epoch", "leader_id", "voters", "leo", "durable_leo", "hw", "readable_hw", "log_start", "remote_leo", "rpc_addr", "gossip_addr"}
 	got := slices.Sorted(func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {
