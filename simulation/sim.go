@@ -21,6 +21,7 @@
 // Flags: -sim.seeds, -sim.steps, -sim.seed, -sim.start, -sim.trace,
 // -sim.maxfail (stop after this many failing seeds), -sim.workers,
 // -sim.safetyonly (check consequences only, not protocol rules),
+// -sim.stable=false (skip the final false-hint stability phase),
 // -sim.store=memory|sim.
 //
 // A run: 1–5 voters and 0–2 observers; faults (crashes that lose
@@ -29,7 +30,9 @@
 // false membership hints) for the first 70% of the steps; then a fault-free
 // workload; then no workload until the cluster converges (one leader,
 // every replica with the same log and HW), which must happen within a
-// bound of simulated time. See checker.go for the invariants.
+// bound of simulated time; then (Options.Stable) false "leader failed"
+// gossip hints, which must not depose the healthy leader. See checker.go
+// for the invariants.
 package simulation
 
 import (

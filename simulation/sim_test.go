@@ -22,7 +22,7 @@ var (
 	flagTrace   = flag.Bool("sim.trace", false, "print the event trace of -sim.seed")
 	flagMaxFail = flag.Int("sim.maxfail", 3, "stop dispatching new seeds after this many failures")
 	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
-	flagStable  = flag.Bool("sim.stable", false, "after convergence, false failure hints must not depose the healthy leader")
+	flagStable  = flag.Bool("sim.stable", true, "after convergence, false failure hints must not depose the healthy leader")
 	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
 	flagStore   = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
 )
@@ -40,8 +40,8 @@ func reproduce(seed int64, steps int) string {
 	if *flagSafety {
 		cmd += " -sim.safetyonly"
 	}
-	if *flagStable {
-		cmd += " -sim.stable"
+	if !*flagStable {
+		cmd += " -sim.stable=false"
 	}
 	if *flagStore != "memory" {
 		cmd += " -sim.store=" + *flagStore
