@@ -114,6 +114,20 @@ type Fetcher struct {
 	fetchOffset uint64
 	sentAt      time.Time
 	rr          int
+	// prev is the fetch the outstanding one replaced (after a retry). Its
+	// late answer is taken for the outstanding fetch when both asked the
+	// same node the same question (epoch and offset): otherwise a leader
+	// whose parked answers always arrive just after the retry fires would
+	// never get through.
+	prev sentFetch
+}
+
+// sentFetch is what identifies a fetch's question.
+type sentFetch struct {
+	id          uint64
+	target      string
+	epoch       uint64
+	fetchOffset uint64
 }
 
 // New returns a Fetcher for replicaID. firstID seeds the fetch IDs (pick it
@@ -140,6 +154,9 @@ func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *tr
 	f.nextID++
 	if f.nextID == 0 {
 		f.nextID = 1
+	}
+	if last := id - 1; last != 0 && f.sentAt != (time.Time{}) {
+		f.prev = sentFetch{id: last, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset}
 	}
 	f.outstanding = id
 	f.target = target
@@ -188,7 +205,12 @@ func (f *Fetcher) RoundRobin(voters []string, self string) string {
 // is dropped; any other response consumes the outstanding fetch, so the
 // caller fetches again once it has carried out the decision.
 func (f *Fetcher) Handle(from string, resp *transport.FetchResponse, epoch uint64, leader string, log Log) Decision {
-	if f.outstanding == 0 || resp.FetchID != f.outstanding || from != f.target {
+	id := resp.FetchID
+	if f.outstanding != 0 && id == f.prev.id && id != f.outstanding &&
+		f.prev == (sentFetch{id: id, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset}) {
+		id = f.outstanding // the same question, answered late
+	}
+	if f.outstanding == 0 || id != f.outstanding || from != f.target {
 		return Decision{Action: Drop, Reason: "not the outstanding fetch"}
 	}
 	f.outstanding = 0

@@ -330,3 +330,36 @@ func TestDivergingRoundsTerminate(t *testing.T) {
 		}
 	}
 }
+
+// A retry asks the same node the same question; the answer to the fetch it
+// replaced, arriving late, is taken for it (otherwise a leader whose parked
+// answers always land just after the retry would never get through). An
+// answer to an older question, or to another node's, is still dropped.
+func TestLateAnswerToTheReplacedFetch(t *testing.T) {
+	lg := testLog{}
+	f := New("f", 1<<20, 500*time.Millisecond, 10)
+	now := time.Unix(0, 0)
+	first := f.Build("l", 1, lg, now)
+	f.Cancel() // the retry timer fired
+	second := f.Build("l", 1, lg, now.Add(time.Second))
+	late := &transport.FetchResponse{FetchID: first.FetchID, LeaderID: "l", Epoch: 1, HighWatermark: 0}
+	if d := f.Handle("l", late, 1, "l", lg); d.Action != Append {
+		t.Fatalf("late answer to the replaced fetch: %+v, want Append", d)
+	}
+	if f.Outstanding() {
+		t.Fatal("the late answer did not consume the outstanding fetch")
+	}
+	// Its own answer now comes too late and is dropped.
+	own := &transport.FetchResponse{FetchID: second.FetchID, LeaderID: "l", Epoch: 1}
+	if d := f.Handle("l", own, 1, "l", lg); d.Action != Drop {
+		t.Fatalf("answer to a consumed fetch: %+v, want Drop", d)
+	}
+
+	// A retry to another node: the first node's late answer is dropped.
+	third := f.Build("l", 1, lg, now)
+	f.Cancel()
+	f.Build("m", 1, lg, now)
+	if d := f.Handle("l", &transport.FetchResponse{FetchID: third.FetchID, LeaderID: "l", Epoch: 1}, 1, "l", lg); d.Action != Drop {
+		t.Fatalf("late answer from the node the retry left: %+v, want Drop", d)
+	}
+}
