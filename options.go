@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/replica"
 )
 
 // Options configures a Log. The zero value plus Dir is a working
@@ -90,11 +91,12 @@ const (
 	DefaultNodeID          = "node1"
 	DefaultClusterID       = "replog"
 	DefaultRPCAddr         = "127.0.0.1:0"
-	DefaultFetchMaxWait    = 500 * time.Millisecond
-	DefaultFetchTimeout    = 2 * time.Second
-	DefaultElectionTimeout = 500 * time.Millisecond
-	DefaultFetchMaxBytes   = 1 << 20
-	DefaultMaxRecordSize   = 1 << 20
+	// The protocol's timings and sizes are the core's defaults.
+	DefaultFetchMaxWait    = replica.DefaultFetchMaxWait
+	DefaultFetchTimeout    = replica.DefaultFetchTimeout
+	DefaultElectionTimeout = replica.DefaultElectionTimeout
+	DefaultFetchMaxBytes   = replica.DefaultFetchMaxBytes
+	DefaultMaxRecordSize   = replica.DefaultMaxRecordSize
 )
 
 // maxConfiguredSize bounds FetchMaxBytes and MaxRecordSize so that one
