@@ -88,9 +88,9 @@ type Options struct {
 
 // Defaults for Options fields left zero.
 const (
-	DefaultNodeID          = "node1"
-	DefaultClusterID       = "replog"
-	DefaultRPCAddr         = "127.0.0.1:0"
+	DefaultNodeID    = "node1"
+	DefaultClusterID = "replog"
+	DefaultRPCAddr   = "127.0.0.1:0"
 	// The protocol's timings and sizes are the core's defaults.
 	DefaultFetchMaxWait    = replica.DefaultFetchMaxWait
 	DefaultFetchTimeout    = replica.DefaultFetchTimeout
