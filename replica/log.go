@@ -175,7 +175,7 @@ const maxReadEntries = 4096
 // and must not be modified.
 func (l *logView) read(from uint64, maxBytes int) ([]storage.Entry, error) {
 	var out []storage.Entry
-	size := 0
+	budget := storage.Budget{Max: maxBytes}
 	if from < l.durableEnd {
 		count := min(l.durableEnd-from, maxReadEntries)
 		es, err := l.store.Entries(from, int(count), maxBytes)
@@ -186,22 +186,20 @@ func (l *logView) read(from uint64, maxBytes int) ([]storage.Entry, error) {
 			return nil, fmt.Errorf("replica: store returned no entries at %d below durable end %d", from, l.durableEnd)
 		}
 		for _, e := range es {
-			size += len(e.Data) + storage.EntryOverhead
+			budget.Take(len(e.Data)) // the store applied the same budget
 		}
 		out = es
 		from += uint64(len(es))
-		if from < l.durableEnd || len(out) >= maxReadEntries || size >= maxBytes {
+		if from < l.durableEnd || len(out) >= maxReadEntries || budget.Used >= maxBytes {
 			return out, nil
 		}
 	}
 	for i := from - l.durableEnd; i < uint64(len(l.tail)) && len(out) < maxReadEntries; i++ {
 		e := l.tail[i]
-		cost := len(e.Data) + storage.EntryOverhead
-		if len(out) > 0 && size+cost > maxBytes {
+		if !budget.Take(len(e.Data)) {
 			break
 		}
 		out = append(out, e)
-		size += cost
 	}
 	return out, nil
 }

@@ -150,14 +150,12 @@ func (s *memStore) Entries(from uint64, maxCount int, maxBytes int) ([]storage.E
 		return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", storage.ErrOutOfRange, from, s.start, leo)
 	}
 	var out []storage.Entry
-	bytes := 0
+	budget := storage.Budget{Max: maxBytes}
 	for o := from; o < leo && (maxCount <= 0 || len(out) < maxCount); o++ {
 		e := s.entries[o-s.start]
-		cost := len(e.Data) + storage.EntryOverhead
-		if len(out) > 0 && bytes+cost > maxBytes {
+		if !budget.Take(len(e.Data)) {
 			break
 		}
-		bytes += cost
 		e.Data = append([]byte(nil), e.Data...)
 		out = append(out, e)
 	}

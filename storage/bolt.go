@@ -580,7 +580,8 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error)
 		data  []byte // aliases the mmap until the transaction ends
 	}
 	var got []raw
-	size, cost := 0, 0 // size: Data bytes (the arena); cost: against maxBytes
+	size := 0 // Data bytes, for the arena
+	budget := Budget{Max: maxBytes}
 	off := from
 	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
 		if maxCount > 0 && len(got) >= maxCount {
@@ -593,10 +594,9 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error)
 		if err != nil {
 			return nil, fmt.Errorf("replog: store %s: entry at offset %d: %w", b.path, off, err)
 		}
-		if len(got) > 0 && cost+len(data)+EntryOverhead > maxBytes {
+		if !budget.Take(len(data)) {
 			break
 		}
-		cost += len(data) + EntryOverhead
 		size += len(data)
 		got = append(got, raw{epoch, typ, data})
 		off++

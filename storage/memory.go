@@ -175,15 +175,14 @@ func (m *Memory) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, erro
 	}
 	src := m.cur.entries[from-st.logStart:]
 	var out []Entry
-	size := 0
+	budget := Budget{Max: maxBytes}
 	for i := range src {
 		if maxCount > 0 && len(out) >= maxCount {
 			break
 		}
-		if i > 0 && size+len(src[i].Data)+EntryOverhead > maxBytes {
+		if !budget.Take(len(src[i].Data)) {
 			break
 		}
-		size += len(src[i].Data) + EntryOverhead
 		e := src[i]
 		e.Data = append([]byte(nil), e.Data...)
 		out = append(out, e)

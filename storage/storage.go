@@ -73,6 +73,27 @@ type QuorumState struct {
 // many tiny (or empty) entries as bounded as one of a few large ones.
 const EntryOverhead = 32
 
+// Budget counts entries against a byte bound the way Entries does: each
+// entry costs len(Data) + EntryOverhead, and the first entry always fits so
+// that a reader makes progress. The zero Used starts a fresh budget.
+type Budget struct {
+	Max  int // the bound (maxBytes)
+	Used int // what the entries taken so far cost
+	N    int // how many were taken
+}
+
+// Take reports whether an entry with dataLen bytes of Data fits, and if so
+// counts it.
+func (b *Budget) Take(dataLen int) bool {
+	cost := dataLen + EntryOverhead
+	if b.N > 0 && b.Used+cost > b.Max {
+		return false
+	}
+	b.Used += cost
+	b.N++
+	return true
+}
+
 // Sentinel errors. Implementations wrap them with %w and add context (the
 // offset, the file), so test with errors.Is.
 var (
