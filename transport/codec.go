@@ -29,8 +29,10 @@ import (
 // decoder bound a count by the bytes left before allocating anything.
 
 // FrameVersion is the version byte of every frame this package writes. A
-// frame with another version is rejected with ErrBadFrame.
-const FrameVersion = 1
+// frame with another version is rejected with ErrBadFrame. Version 2 added
+// VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
+// AppendRequest.Epoch.
+const FrameVersion = 2
 
 // DefaultMaxFrameSize is the frame size limit used when none is given.
 const DefaultMaxFrameSize = 16 << 20
@@ -70,12 +72,12 @@ func EncodedSize(m Message) int {
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + len(b.CandidateID) + 8 + 8 + 1
+		n += 8 + 4 + len(b.CandidateID) + 8 + 8 + 1 + 8
 	case *VoteResponse:
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + len(b.VoterID) + 1 + 1 + 4 + len(b.LeaderID)
+		n += 8 + 4 + len(b.VoterID) + 1 + 1 + 8 + 8 + 4 + len(b.LeaderID)
 	case *BeginEpoch:
 		if b == nil {
 			return -1
@@ -85,7 +87,7 @@ func EncodedSize(m Message) int {
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + 4*len(b.Records)
+		n += 8 + 8 + 4 + 4*len(b.Records)
 		for _, r := range b.Records {
 			n += len(r)
 		}
@@ -158,17 +160,21 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 		dst = be.AppendUint64(dst, b.LastEpoch)
 		dst = be.AppendUint64(dst, b.LEO)
 		dst = appendBool(dst, b.PreVote)
+		dst = be.AppendUint64(dst, b.Round)
 	case *VoteResponse:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.VoterID)
 		dst = appendBool(dst, b.Granted)
 		dst = appendBool(dst, b.PreVote)
+		dst = be.AppendUint64(dst, b.RequestEpoch)
+		dst = be.AppendUint64(dst, b.Round)
 		dst = appendString(dst, b.LeaderID)
 	case *BeginEpoch:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.LeaderID)
 	case *AppendRequest:
 		dst = be.AppendUint64(dst, b.RequestID)
+		dst = be.AppendUint64(dst, b.Epoch)
 		dst = be.AppendUint32(dst, uint32(len(b.Records)))
 		for _, r := range b.Records {
 			dst = be.AppendUint32(dst, uint32(len(r)))
@@ -281,6 +287,7 @@ func DecodeFrame(b []byte, maxSize int) (Message, int, error) {
 		x.LastEpoch = d.u64("last epoch")
 		x.LEO = d.u64("leo")
 		x.PreVote = d.bool("pre-vote")
+		x.Round = d.u64("round")
 		m.Body = x
 	case KindVoteResponse:
 		x := &VoteResponse{}
@@ -288,6 +295,8 @@ func DecodeFrame(b []byte, maxSize int) (Message, int, error) {
 		x.VoterID = d.string("voter id")
 		x.Granted = d.bool("granted")
 		x.PreVote = d.bool("pre-vote")
+		x.RequestEpoch = d.u64("request epoch")
+		x.Round = d.u64("round")
 		x.LeaderID = d.string("leader id")
 		m.Body = x
 	case KindBeginEpoch:
@@ -298,6 +307,7 @@ func DecodeFrame(b []byte, maxSize int) (Message, int, error) {
 	case KindAppendRequest:
 		x := &AppendRequest{}
 		x.RequestID = d.u64("request id")
+		x.Epoch = d.u64("epoch")
 		if cnt := d.count("records", 4); cnt > 0 {
 			x.Records = make([][]byte, cnt)
 			for i := range x.Records {

@@ -125,14 +125,24 @@ type VoteRequest struct {
 	LastEpoch   uint64
 	LEO         uint64
 	PreVote     bool
+	// Round identifies the candidate's election round (one per pre-vote or
+	// vote round; a new round gets a new value). The answer echoes it, so
+	// the candidate counts only answers to the round it is in.
+	Round uint64
 }
 
 // VoteResponse answers a VoteRequest.
 type VoteResponse struct {
+	// Epoch is the responder's own epoch.
 	Epoch   uint64
 	VoterID string
 	Granted bool
-	PreVote bool
+	// PreVote, RequestEpoch and Round echo the request's PreVote, Epoch and
+	// Round: they name the round this answers (a late answer to an older
+	// round is dropped, never counted).
+	PreVote      bool
+	RequestEpoch uint64
+	Round        uint64
 	// LeaderID is the responder's known leader of Epoch, if any.
 	LeaderID string
 }
@@ -147,7 +157,12 @@ type BeginEpoch struct {
 type AppendRequest struct {
 	// RequestID is unique per sender; the response carries it back.
 	RequestID uint64
-	Records   [][]byte
+	// Epoch is the epoch in which the sender believes the receiver leads.
+	// The receiver appends the records only while it leads exactly that
+	// epoch, so a copy delivered after the receiver restarted (it can never
+	// lead the same epoch again) is never appended a second time.
+	Epoch   uint64
+	Records [][]byte
 }
 
 // AppendError is the outcome carried by an AppendResponse.
@@ -222,13 +237,13 @@ func (m *FetchResponse) String() string {
 }
 
 func (m *VoteRequest) String() string {
-	return fmt.Sprintf("Vote{epoch=%d cand=%s last=(%d,%d) pre=%t}",
-		m.Epoch, m.CandidateID, m.LastEpoch, m.LEO, m.PreVote)
+	return fmt.Sprintf("Vote{epoch=%d cand=%s last=(%d,%d) pre=%t round=%d}",
+		m.Epoch, m.CandidateID, m.LastEpoch, m.LEO, m.PreVote, m.Round)
 }
 
 func (m *VoteResponse) String() string {
-	return fmt.Sprintf("VoteResp{epoch=%d voter=%s granted=%t pre=%t leader=%s}",
-		m.Epoch, m.VoterID, m.Granted, m.PreVote, m.LeaderID)
+	return fmt.Sprintf("VoteResp{epoch=%d voter=%s granted=%t pre=%t req=(%d,%d) leader=%s}",
+		m.Epoch, m.VoterID, m.Granted, m.PreVote, m.RequestEpoch, m.Round, m.LeaderID)
 }
 
 func (m *BeginEpoch) String() string {
@@ -236,7 +251,7 @@ func (m *BeginEpoch) String() string {
 }
 
 func (m *AppendRequest) String() string {
-	return fmt.Sprintf("Append{id=%d records=%d}", m.RequestID, len(m.Records))
+	return fmt.Sprintf("Append{id=%d epoch=%d records=%d}", m.RequestID, m.Epoch, len(m.Records))
 }
 
 func (m *AppendResponse) String() string {
