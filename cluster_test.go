@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +44,7 @@ func testOptions(dir, id string, voters []string) Options {
 		ElectionTimeout: 200 * time.Millisecond,
 		NoSync:          true,
 		Logger:          testLogger(),
+		Secret:          testSecret,
 	}
 }
 
@@ -452,18 +455,26 @@ func newOutsiderTest(t *testing.T, mutate func(id string, o *Options)) *outsider
 // open starts the outsider (an observer) with mutate applied.
 func (ot *outsiderTest) open(t *testing.T, dir string, mutate func(o *Options)) *Log {
 	t.Helper()
-	o := Options{
-		Dir: dir, NodeID: "outsider", ClusterID: "test",
-		Voters: ot.c.opts["n1"].Voters, Peers: ot.peers, RPCAddr: ot.addr,
-		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, NoSync: true,
-		Logger: testLogger(),
-	}
-	mutate(&o)
-	l, err := Open(o)
+	l, err := Open(ot.options(dir, mutate))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// options are the outsider's options: an observer that knows every node's
+// RPC address statically and has the cluster's credentials, with mutate
+// applied.
+func (ot *outsiderTest) options(dir string, mutate func(o *Options)) Options {
+	n1 := ot.c.opts["n1"]
+	o := Options{
+		Dir: dir, NodeID: "outsider", ClusterID: "test",
+		Voters: n1.Voters, Peers: ot.peers, RPCAddr: ot.addr,
+		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, NoSync: true,
+		Logger: testLogger(), Secret: n1.Secret, Insecure: n1.Insecure,
+	}
+	mutate(&o)
+	return o
 }
 
 // refusedThenAdmitted checks bad gets nothing in 2 s and good catches up.
@@ -534,4 +545,171 @@ func TestCloseFailsWaitingAppendsAndReaders(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// A networked node with neither a secret, mutual TLS nor Insecure is
+// refused at Open, before it creates its directory; the same node with the
+// cluster's secret opens and catches up.
+func TestOpenRefusesUnauthenticatedNetworkedNode(t *testing.T) {
+	ot := newOutsiderTest(t, nil)
+	dir := filepath.Join(t.TempDir(), "outsider")
+	_, err := Open(ot.options(dir, func(o *Options) { o.Secret = nil }))
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "Secret") || !strings.Contains(err.Error(), "Insecure") {
+		t.Fatalf("Open without credentials = %v, want ErrInvalidOptions naming Secret and Insecure", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("refused Open touched its directory: %v", err)
+	}
+	l := ot.open(t, dir, func(o *Options) {})
+	defer l.Close()
+	if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != "ours" {
+		t.Fatalf("admitted node read %q", got[0].Data)
+	}
+}
+
+// Insecure is an explicit opt-out: a cluster with no credentials at all
+// replicates when every node says so.
+func TestClusterRunsInsecureWhenAskedTo(t *testing.T) {
+	c := newCluster(t, 3, func(id string, o *Options) { o.Secret, o.Insecure = nil, true })
+	lead := c.leader(15 * time.Second)
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	if _, err := c.nodes[lead].Append(ctx, []byte("plain")); err != nil {
+		t.Fatal(err)
+	}
+	for id, l := range c.nodes {
+		if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != "plain" {
+			t.Fatalf("%s read %q", id, got[0].Data)
+		}
+	}
+}
+
+// An observer with another secret gets nothing, although every node knows
+// its address; with the cluster's secret the same node catches up.
+func TestOutsiderWithWrongSecretIsRefused(t *testing.T) {
+	ot := newOutsiderTest(t, nil)
+	ot.refusedThenAdmitted(t,
+		func(o *Options) { o.Secret = []byte("not the cluster's secret, 32 B..") },
+		func(o *Options) {})
+}
+
+// A voter with the wrong secret neither receives the log nor is followed
+// by anyone, even though all addresses are known statically; restarted
+// with the right secret it catches up.
+func TestVoterWithWrongSecretIsNeitherFedNorFollowed(t *testing.T) {
+	voters := []string{"n1", "n2", "n3"}
+	n3Addr := freeAddr(t)
+	c := &testCluster{t: t, opts: map[string]Options{}, nodes: map[string]*Log{}}
+	t.Cleanup(c.closeAll)
+	peers := map[string]string{"n3": n3Addr}
+	for _, id := range voters[:2] {
+		o := testOptions(t.TempDir(), id, voters)
+		o.GossipAddr = ""
+		o.Peers = peers
+		if id == "n2" {
+			o.Peers = map[string]string{"n1": c.nodes["n1"].Status().RPCAddr, "n3": n3Addr}
+		}
+		c.start(id, o)
+	}
+	// n1 learns n2's address only now: give it a fresh start with it.
+	o1 := c.opts["n1"]
+	o1.Peers = map[string]string{"n2": c.nodes["n2"].Status().RPCAddr, "n3": n3Addr}
+	if err := c.nodes["n1"].Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.start("n1", o1)
+
+	o3 := testOptions(t.TempDir(), "n3", voters)
+	o3.GossipAddr = ""
+	o3.RPCAddr = n3Addr
+	o3.Peers = map[string]string{"n1": c.nodes["n1"].Status().RPCAddr, "n2": c.nodes["n2"].Status().RPCAddr}
+	good := o3
+	o3.Secret = []byte("not the cluster's secret, 32 B..")
+	bad := c.start("n3", o3)
+
+	var lead string
+	waitFor(t, "n1 and n2 agree on a leader", 15*time.Second, func() bool {
+		l1, l2 := c.nodes["n1"].Status().LeaderID, c.nodes["n2"].Status().LeaderID
+		lead = l1
+		return l1 != "" && l1 == l2
+	})
+	if lead == "n3" {
+		t.Fatal("the cluster follows the node with the wrong secret")
+	}
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	for i := range 5 {
+		if _, err := c.nodes[lead].Append(ctx, fmt.Appendf(nil, "s%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // give n3 every chance to fetch or campaign
+	for _, id := range []string{"n1", "n2"} {
+		if st := c.nodes[id].Status(); st.LeaderID == "n3" || st.Role != "leader" && st.LeaderID != lead {
+			t.Fatalf("%s follows %q, want %s: %+v", id, st.LeaderID, lead, st)
+		}
+	}
+	st := bad.Status()
+	if st.LEO != 0 || st.HighWatermark != 0 {
+		t.Fatalf("node with the wrong secret replicated: %+v", st)
+	}
+	if err := bad.Close(); err != nil {
+		t.Fatal(err)
+	}
+	delete(c.nodes, "n3")
+
+	n3 := c.start("n3", good)
+	got := readN(t, n3, 5, 20*time.Second)
+	if string(got[4].Data) != "s4" {
+		t.Fatalf("n3 with the right secret read %q at 4", got[4].Data)
+	}
+}
+
+// Gossip is encrypted with a key derived from the secret: a memberlist
+// without it cannot join, so it cannot advertise itself as leader or its
+// RPC address; with the derived key the same join succeeds.
+func TestGossipWithoutTheKeyCannotJoin(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	lead := c.leader(15 * time.Second)
+	seed := c.nodes["n1"].Status().GossipAddr
+	rogueCfg := func(id string, key []byte) membership.Config {
+		return membership.Config{
+			NodeID: id, ClusterID: "test", BindAddr: "127.0.0.1:0", RPCAddr: freeAddr(t),
+			Voter: true, Label: "test", SecretKey: key, Tuning: membership.FastForTests(),
+		}
+	}
+	rogue, err := membership.New(rogueCfg("rogue", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	if n, err := rogue.Join(ctx, []string{seed}); err == nil {
+		t.Fatalf("a memberlist without the key joined %d members", n)
+	}
+	_ = rogue.SetLeader("rogue", 1000)
+	time.Sleep(time.Second)
+	for id, l := range c.nodes {
+		if addr, ok := l.ml.Resolve("rogue"); ok {
+			t.Fatalf("%s learned the rogue's RPC address %s", id, addr)
+		}
+		if st := l.Status(); st.LeaderID != lead || st.Epoch >= 1000 {
+			t.Fatalf("%s after the rogue's claim: %+v", id, st)
+		}
+	}
+
+	// Control: the derived key is what kept it out.
+	member, err := membership.New(rogueCfg("keyed", deriveGossipKey(testSecret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	if _, err := member.Join(ctx, []string{seed}); err != nil {
+		t.Fatalf("a memberlist with the derived key could not join: %v", err)
+	}
+	waitFor(t, "n1 resolves the keyed member", 10*time.Second, func() bool {
+		_, ok := c.nodes["n1"].ml.Resolve("keyed")
+		return ok
+	})
 }

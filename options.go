@@ -1,6 +1,8 @@
 package replog
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -47,12 +49,39 @@ type Options struct {
 	// Without it any certificate the CA signed may speak for any node ID.
 	TLSVerifyNodeID bool
 
+	// Secret is the cluster secret, the same on every node: at least
+	// MinSecretLen (16) bytes, ideally 32 random bytes. With it every
+	// transport connection starts with a mutual challenge-response
+	// handshake (HMAC-SHA256 over fresh nonces from both sides), so a peer
+	// without the secret can neither fetch, vote nor append, and learns
+	// nothing about the cluster. Unless GossipKey is set, it also keys
+	// gossip encryption (see GossipKey). It authenticates; it does not
+	// encrypt the replication traffic (use TLS for that).
+	//
+	// A networked node (more than one voter, or Peers, GossipAddr, Join
+	// or RPCAddr set) must have Secret or mutual TLS (TLS with ClientAuth
+	// tls.RequireAndVerifyClientCert), or set Insecure; Open refuses it
+	// otherwise. Open copies the slice.
+	Secret []byte
+	// Insecure lets a networked node run with neither Secret nor mutual
+	// TLS: then anyone who can reach its ports can read, forge or erase
+	// the log. For tests and trusted single-host setups. Setting both
+	// Insecure and Secret is refused as contradictory. Default false.
+	Insecure bool
+
 	// GossipAddr is the memberlist bind address ("host:port"). Empty
 	// disables gossip (use Peers). Default "".
 	GossipAddr string
 	// Join lists gossip addresses of existing members to join at Open.
 	Join []string
-	// GossipKey, if set, encrypts gossip (16, 24 or 32 bytes).
+	// GossipKey, if set, encrypts and authenticates gossip (AES; 16, 24
+	// or 32 bytes): a host without the key can neither join nor inject
+	// metadata. Default: when Secret is set, a 32-byte key derived from it
+	// (HMAC-SHA256(Secret, "replog gossip key v1")), so that gossip is
+	// encrypted whenever the transport is authenticated by a secret; with
+	// neither, gossip is plain (memberlist does not use TLS), so a cluster
+	// secured by mutual TLS alone must set GossipKey (or Insecure) to use
+	// gossip.
 	GossipKey []byte
 	// GossipLabel, if set, is memberlist's label: gossip from nodes with
 	// another label is refused. Default: ClusterID.
@@ -99,6 +128,21 @@ const (
 	DefaultMaxRecordSize   = replica.DefaultMaxRecordSize
 )
 
+// MinSecretLen is the shortest Options.Secret Validate accepts.
+const MinSecretLen = 16
+
+// gossipKeyLabel is the HMAC message that derives the default gossip key
+// from Options.Secret: a key of its own, so that gossip's key (which
+// memberlist holds in memory and uses for AES) is not the transport's.
+const gossipKeyLabel = "replog gossip key v1"
+
+// deriveGossipKey returns the 32-byte memberlist key for secret.
+func deriveGossipKey(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(gossipKeyLabel))
+	return m.Sum(nil)
+}
+
 // maxConfiguredSize bounds FetchMaxBytes and MaxRecordSize so that one
 // fetch response always fits the transport's 16 MiB frame limit.
 const maxConfiguredSize = 8 << 20
@@ -127,6 +171,10 @@ func (o Options) withDefaults() Options {
 	}
 	o.Join = append([]string(nil), o.Join...)
 	o.GossipKey = append([]byte(nil), o.GossipKey...)
+	o.Secret = append([]byte(nil), o.Secret...)
+	if len(o.GossipKey) == 0 && len(o.Secret) > 0 {
+		o.GossipKey = deriveGossipKey(o.Secret)
+	}
 	if o.GossipLabel == "" {
 		o.GossipLabel = o.ClusterID
 	}
@@ -224,6 +272,9 @@ func (o Options) Validate() error {
 	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
 		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")
 	}
+	if err := d.validateAuth(); err != nil {
+		return err
+	}
 	if len(d.Join) > 0 && d.GossipAddr == "" {
 		return bad("Join", "needs GossipAddr (gossip is off without it)")
 	}
@@ -249,6 +300,37 @@ func (o Options) Validate() error {
 	}
 	if d.MaxRecordSize <= 0 || d.MaxRecordSize > maxConfiguredSize {
 		return bad("MaxRecordSize", "must be in (0, %d], not %d", maxConfiguredSize, d.MaxRecordSize)
+	}
+	return nil
+}
+
+// validateAuth checks Secret and Insecure on defaulted options: a node
+// that listens (see needsTransport) must authenticate its peers, by Secret
+// or mutual TLS, unless the caller opted out with Insecure.
+func (d Options) validateAuth() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
+	}
+	if len(d.Secret) > 0 && len(d.Secret) < MinSecretLen {
+		return bad("Secret", "is %d bytes; it must be at least %d (32 random bytes recommended)", len(d.Secret), MinSecretLen)
+	}
+	if len(d.Secret) > 0 && d.Insecure {
+		return bad("Insecure", "is set together with Secret: choose one (Insecure turns authentication off)")
+	}
+	if d.Insecure || !d.needsTransport() {
+		return nil
+	}
+	mutualTLS := d.TLS != nil && d.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+	if len(d.Secret) == 0 && !mutualTLS {
+		return bad("Secret", "is not set on a networked node (more voters than itself, or Peers, GossipAddr, Join or RPCAddr set) "+
+			"and TLS is not mutual: anyone who reaches its ports could read, forge or erase the log. "+
+			"Set Secret (at least %d bytes, the same on every node), or TLS with ClientAuth tls.RequireAndVerifyClientCert, "+
+			"or Insecure to run unauthenticated", MinSecretLen)
+	}
+	if d.GossipAddr != "" && len(d.GossipKey) == 0 {
+		// Only mutual TLS is left, and memberlist does not speak TLS.
+		return bad("GossipKey", "is not set and there is no Secret to derive it from: gossip would be unauthenticated "+
+			"(memberlist does not use TLS); set GossipKey or Secret, or Insecure")
 	}
 	return nil
 }

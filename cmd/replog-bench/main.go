@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -133,8 +134,14 @@ func run(n, clients, size int, d time.Duration, dir string, nosync bool, via str
 	return nil
 }
 
-// startCluster opens n voters with static peers on ports picked up front.
+// startCluster opens n voters with static peers on ports picked up front,
+// authenticated by a random secret (as production would be: the handshake
+// is part of what a new connection costs).
 func startCluster(n int, dir string, nosync bool) ([]*replog.Log, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
 	ids := make([]string, n)
 	peers := map[string]string{}
 	for i := range n {
@@ -154,9 +161,10 @@ func startCluster(n int, dir string, nosync bool) ([]*replog.Log, error) {
 			RPCAddr: peers[id],
 			Peers:   peers,
 			NoSync:  nosync,
+			Secret:  secret,
 		}
 		if n == 1 {
-			o.RPCAddr, o.Peers = "", nil
+			o.RPCAddr, o.Peers, o.Secret = "", nil, nil
 		}
 		l, err := replog.Open(o)
 		if err != nil {
