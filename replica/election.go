@@ -106,7 +106,7 @@ func (r *Replica) becomeProspective() {
 	// The outstanding fetch stays: if our leader answers it after all, we
 	// go back to following it (handleFetchResponse).
 	r.role = RoleProspective
-	r.votes = map[string]bool{r.id: true}
+	r.newRound()
 	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 	r.logger.Debug("prospective", "epoch", r.epoch)
 	if r.countVotes() >= r.majority {
@@ -115,7 +115,7 @@ func (r *Replica) becomeProspective() {
 	}
 	req := &transport.VoteRequest{
 		Epoch: r.epoch + 1, CandidateID: r.id,
-		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), PreVote: true,
+		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), PreVote: true, Round: r.round,
 	}
 	for _, v := range r.voters {
 		if v != r.id {
@@ -138,7 +138,7 @@ func (r *Replica) becomeCandidate() {
 	r.abandonForwarded("")
 	r.fetch.Cancel()
 	r.writeQuorumState()
-	r.votes = map[string]bool{r.id: true}
+	r.newRound()
 	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 	r.logger.Info("candidate", "epoch", r.epoch)
 	if r.countVotes() >= r.majority {
@@ -147,13 +147,36 @@ func (r *Replica) becomeCandidate() {
 	}
 	req := &transport.VoteRequest{
 		Epoch: r.epoch, CandidateID: r.id,
-		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(),
+		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), Round: r.round,
 	}
 	for _, v := range r.voters {
 		if v != r.id {
 			r.send(v, req)
 		}
 	}
+}
+
+// newRound starts a new pre-vote or vote round: only answers that echo its
+// Round (and the request's epoch and kind) are counted, so a grant that
+// arrives late from an earlier round can never elect anyone.
+func (r *Replica) newRound() {
+	r.round++
+	if r.round == 0 {
+		r.round = 1
+	}
+	r.votes = map[string]bool{r.id: true}
+}
+
+// inRound reports whether resp answers the round this prospective or
+// candidate is in.
+func (r *Replica) inRound(resp *transport.VoteResponse) bool {
+	switch r.role {
+	case RoleProspective:
+		return resp.PreVote && resp.RequestEpoch == r.epoch+1 && resp.Round == r.round
+	case RoleCandidate:
+		return !resp.PreVote && resp.RequestEpoch == r.epoch && resp.Round == r.round
+	}
+	return false
 }
 
 func (r *Replica) countVotes() int {
@@ -182,13 +205,13 @@ func (r *Replica) handleVoteRequest(from string, req *transport.VoteRequest) {
 		return
 	}
 	if !r.voter {
-		r.send(from, &transport.VoteResponse{Epoch: r.epoch, VoterID: r.id, PreVote: req.PreVote, LeaderID: r.leaderID})
+		r.send(from, r.voteResponse(req, false))
 		return
 	}
 	if req.PreVote {
 		// Nothing changes here: no epoch adopted, nothing persisted.
 		grant := req.Epoch > r.epoch && !r.heardFromLeaderRecently() && r.logUpToDate(req.LastEpoch, req.LEO)
-		r.send(from, &transport.VoteResponse{Epoch: r.epoch, VoterID: r.id, Granted: grant, PreVote: true, LeaderID: r.leaderID})
+		r.send(from, r.voteResponse(req, grant))
 		return
 	}
 	if req.Epoch > r.epoch {
@@ -204,11 +227,27 @@ func (r *Replica) handleVoteRequest(from string, req *transport.VoteRequest) {
 		r.writeQuorumState() // the response waits for it
 		r.resetElectionTimer()
 	}
-	r.send(from, &transport.VoteResponse{Epoch: r.epoch, VoterID: r.id, Granted: grant, LeaderID: r.leaderID})
+	r.send(from, r.voteResponse(req, grant))
+}
+
+// voteResponse answers req, naming the round it answers.
+func (r *Replica) voteResponse(req *transport.VoteRequest, grant bool) *transport.VoteResponse {
+	return &transport.VoteResponse{
+		Epoch: r.epoch, VoterID: r.id, Granted: grant, LeaderID: r.leaderID,
+		PreVote: req.PreVote, RequestEpoch: req.Epoch, Round: req.Round,
+	}
 }
 
 func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) {
 	if resp.VoterID != from || !r.isVoter(from) {
+		return
+	}
+	// Only an answer to the round we are in counts for anything, its epoch
+	// included: a late answer to an earlier round (the voter's situation
+	// may have changed since) is dropped whole (KRaft ignores answers of
+	// older epochs; naming the round is stricter).
+	if !r.inRound(resp) {
+		r.logger.Debug("dropping vote response not for the current round", "from", from, "resp", resp)
 		return
 	}
 	if resp.Epoch > r.epoch {
@@ -216,7 +255,7 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 		return
 	}
 	switch {
-	case resp.PreVote && r.role == RoleProspective:
+	case r.role == RoleProspective:
 		if resp.Granted {
 			r.votes[from] = true
 			if r.countVotes() >= r.majority {
@@ -240,7 +279,7 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 			r.becomeFollower(r.epoch, "")
 			r.fetchHint = resp.LeaderID
 		}
-	case !resp.PreVote && r.role == RoleCandidate && resp.Epoch == r.epoch:
+	case r.role == RoleCandidate && resp.Epoch == r.epoch:
 		if resp.Granted {
 			r.votes[from] = true
 			if r.countVotes() >= r.majority {

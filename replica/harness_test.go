@@ -30,7 +30,11 @@ import (
 //	persist n1 [n2 ...]      apply the node's pending writes, report them
 //	deliver n2->n1 [count=N] deliver queued messages on that link, in order
 //	drop n2->n1              drop queued messages on that link
-//	tick n2 [n3 ...] +600ms  advance those clocks (no node: every live node)
+//	hold n2->n1              set queued messages on that link aside (delayed)
+//	release n2->n1           queue the held messages of that link again
+//	tick n2 [n3 ...] +600ms [noready]  advance those clocks (no node: every
+//	                         live node); noready leaves Ready to the next
+//	                         command (the shell's round: Tick, Step, Ready)
 //	run [n1 ...] +3s [step=50ms]  tick in steps, stabilizing after each
 //	                         step, then print status
 //	crash n2 / restart n2
@@ -42,6 +46,7 @@ type harness struct {
 	nodes    map[string]*hnode
 	order    []string
 	queue    []transport.Message
+	held     []transport.Message
 	cut      map[[2]string]bool
 	nextProp uint64
 	voters   []string
@@ -410,11 +415,13 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 	h.out = &out
 	verbose := !d.HasArg("quiet")
 	args := bareArgs(d)
-	args = slices.DeleteFunc(args, func(s string) bool { return s == "quiet" || s == "verbose" || s == "nostatus" })
+	args = slices.DeleteFunc(args, func(s string) bool {
+		return s == "quiet" || s == "verbose" || s == "nostatus" || s == "noready"
+	})
 	switch d.Cmd {
 	case "cluster":
 		// A new cluster replaces the previous one.
-		h.nodes, h.order, h.queue = map[string]*hnode{}, nil, nil
+		h.nodes, h.order, h.queue, h.held = map[string]*hnode{}, nil, nil, nil
 		clear(h.cut)
 		h.voters = argVals(d, "voters")
 		h.maxBytes = 1 << 20
@@ -457,6 +464,24 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		for _, id := range h.idsOr(args) {
 			h.persist(h.node(id), verbose)
 		}
+	case "hold", "release":
+		from, to, _ := strings.Cut(args[0], "->")
+		link := func(m transport.Message) bool { return m.From == from && m.To == to }
+		if d.Cmd == "hold" {
+			for _, m := range h.queue {
+				if link(m) {
+					h.held = append(h.held, m)
+				}
+			}
+			h.queue = slices.DeleteFunc(h.queue, link)
+			break
+		}
+		for _, m := range h.held {
+			if link(m) {
+				h.queue = append(h.queue, m)
+			}
+		}
+		h.held = slices.DeleteFunc(h.held, link)
 	case "deliver", "drop":
 		count := -1
 		if v := argVals(d, "count"); v != nil {
@@ -500,7 +525,9 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 			}
 			n.now = n.now.Add(delta)
 			n.r.Tick(n.now)
-			h.ready(n)
+			if !d.HasArg("noready") {
+				h.ready(n)
+			}
 		}
 	case "run":
 		// Advance the clocks of the given nodes (default: all live ones)

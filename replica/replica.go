@@ -78,7 +78,9 @@ type Replica struct {
 	// memo remembers what this replica answered to forwarded requests.
 	memo forwardMemos
 
-	// Prospective / candidate.
+	// Prospective / candidate: the round's ID (VoteRequest.Round) and the
+	// voters that granted in it.
+	round uint64
 	votes map[string]bool
 
 	// Leader side; nil unless leader.
@@ -191,6 +193,9 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 	}
 	r.fetch = fetcher.New(r.id, uint32(min(cfg.FetchMaxBytes, 1<<31-1)), cfg.FetchMaxWait, r.rand.Uint64())
 	r.nextRequestID = r.rand.Uint64()>>1 | 1
+	// Rounds need not be secret, only distinct within this incarnation;
+	// a restart forgets every vote it counted.
+	r.round = r.nextRequestID
 	if r.voter {
 		r.role = RoleFollower
 	} else {

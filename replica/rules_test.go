@@ -146,7 +146,7 @@ func TestVoteRules(t *testing.T) {
 			r := newTestReplica(t, testConfig("v", "v", "c", "d"), store)
 			if c.leader {
 				r.becomeCandidate()
-				r.Step(transport.Message{From: "d", To: "v", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "d", Granted: true}})
+				r.Step(transport.Message{From: "d", To: "v", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "d", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 				if r.role != RoleLeader {
 					t.Fatal("setup: not leader")
 				}
@@ -198,7 +198,7 @@ func leaderWith(t *testing.T, voters []string, log []uint64, qs storage.QuorumSt
 	r.becomeCandidate()
 	for _, v := range voters {
 		if v != "l" {
-			r.Step(transport.Message{From: v, To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: v, Granted: true}})
+			r.Step(transport.Message{From: v, To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: v, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 		}
 	}
 	if r.role != RoleLeader {
@@ -612,7 +612,7 @@ func TestProposeOutcomes(t *testing.T) {
 			t.Fatalf("answers %v", resps)
 		}
 		r.becomeCandidate()
-		r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true}})
+		r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 		settle(t, r, store)
 		r.Step(transport.Message{From: "a", To: "l", Body: req}) // the network's duplicate
 		msgs, _ = settle(t, r, store)
@@ -787,7 +787,7 @@ func TestEpochRowAtElection(t *testing.T) {
 	}
 	r := newTestReplica(t, testConfig("l", "l", "a"), store)
 	r.becomeCandidate()
-	r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true}})
+	r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 	if r.role != RoleLeader || r.log.LEO() != 2 || len(r.writes) == 0 {
 		t.Fatalf("setup: role %v leo %d", r.role, r.log.LEO())
 	}
