@@ -109,6 +109,11 @@ type Fetcher struct {
 
 	nextID      uint64
 	outstanding uint64 // 0: none
+	// expired: the outstanding fetch is due for a retry (TimeOut). Its
+	// answer is still taken until the replacement is built: the shell may
+	// step that answer in the same round as the tick that timed it out,
+	// before Ready builds the replacement.
+	expired     bool
 	target      string
 	epoch       uint64
 	fetchOffset uint64
@@ -159,6 +164,7 @@ func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *tr
 		f.prev = sentFetch{id: last, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset}
 	}
 	f.outstanding = id
+	f.expired = false
 	f.target = target
 	f.epoch = epoch
 	f.fetchOffset = log.LEO()
@@ -174,8 +180,20 @@ func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *tr
 	}
 }
 
-// Outstanding reports whether a fetch awaits its response.
-func (f *Fetcher) Outstanding() bool { return f.outstanding != 0 }
+// Outstanding reports whether a fetch awaits its response and is not due
+// for a retry: when it reports false, the caller builds the next fetch.
+func (f *Fetcher) Outstanding() bool { return f.outstanding != 0 && !f.expired }
+
+// TimeOut marks the outstanding fetch as due for a retry: Outstanding
+// reports false, but an answer to it is still taken until Build replaces
+// it (and afterwards through the late-answer rule, when the replacement
+// asks the same node the same question). Cancel, unlike TimeOut, forgets
+// the fetch.
+func (f *Fetcher) TimeOut() {
+	if f.outstanding != 0 {
+		f.expired = true
+	}
+}
 
 // Target is the node the outstanding (or last) fetch went to.
 func (f *Fetcher) Target() string { return f.target }
@@ -184,7 +202,7 @@ func (f *Fetcher) Target() string { return f.target }
 func (f *Fetcher) SentAt() time.Time { return f.sentAt }
 
 // Cancel forgets the outstanding fetch: its response will be dropped.
-func (f *Fetcher) Cancel() { f.outstanding = 0 }
+func (f *Fetcher) Cancel() { f.outstanding, f.expired = 0, false }
 
 // RoundRobin picks the next voter other than self, for a follower that
 // knows no leader. It returns "" if there is none.
@@ -213,7 +231,7 @@ func (f *Fetcher) Handle(from string, resp *transport.FetchResponse, epoch uint6
 	if f.outstanding == 0 || id != f.outstanding || from != f.target {
 		return Decision{Action: Drop, Reason: "not the outstanding fetch"}
 	}
-	f.outstanding = 0
+	f.outstanding, f.expired = 0, false
 	if resp.Epoch > epoch {
 		lid := resp.LeaderID
 		if lid == f.replicaID {

@@ -363,3 +363,31 @@ func TestLateAnswerToTheReplacedFetch(t *testing.T) {
 		t.Fatalf("late answer from the node the retry left: %+v, want Drop", d)
 	}
 }
+
+// TestTimeOutKeepsTheFetchMatchable: a fetch due for a retry is no longer
+// Outstanding (the caller builds the next one), but its answer, stepped
+// before the replacement is built, is still taken (issue 9.2).
+func TestTimeOutKeepsTheFetchMatchable(t *testing.T) {
+	f := New("f", 1000, 500*time.Millisecond, 7)
+	log := testLog{leo: 2, epochs: rows(1, 0)}
+	req := f.Build("L", 1, log, now)
+	f.TimeOut()
+	if f.Outstanding() {
+		t.Fatal("a timed-out fetch still reports outstanding: no retry would be built")
+	}
+	d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 2}, 1, "L", log)
+	if d.Action != Append || d.HighWatermark != 2 {
+		t.Fatalf("answer to the timed-out fetch: %+v, want append", d)
+	}
+	// Answered: nothing is outstanding, and a second copy is dropped.
+	if d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log); d.Action != Drop {
+		t.Fatalf("duplicate answer: %+v, want drop", d)
+	}
+	// Cancel, unlike TimeOut, forgets the fetch.
+	req = f.Build("L", 1, log, now)
+	f.TimeOut()
+	f.Cancel()
+	if d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log); d.Action != Drop {
+		t.Fatalf("answer to a cancelled fetch: %+v, want drop", d)
+	}
+}

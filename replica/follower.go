@@ -13,6 +13,13 @@ func (r *Replica) fetchRetryBackoff() time.Duration {
 	return max(r.cfg.ElectionTimeout/4, time.Millisecond)
 }
 
+// fetchRetryTimeout is how long a follower waits for a fetch's answer
+// before it sends another: the leader may park the fetch for FetchMaxWait,
+// and ElectionTimeout covers the network both ways.
+func (r *Replica) fetchRetryTimeout() time.Duration {
+	return r.cfg.FetchMaxWait + r.cfg.ElectionTimeout
+}
+
 // tickFollower fires the election timer (voters) and resends a fetch whose
 // response did not come (messages get lost).
 func (r *Replica) tickFollower() {
@@ -29,8 +36,10 @@ func (r *Replica) tickFollower() {
 		}
 		r.resetElectionTimer()
 	}
-	if r.fetch.Outstanding() && r.now.Sub(r.fetch.SentAt()) >= r.cfg.FetchMaxWait+r.cfg.ElectionTimeout {
-		r.fetch.Cancel()
+	if r.fetch.Outstanding() && r.now.Sub(r.fetch.SentAt()) >= r.fetchRetryTimeout() {
+		// Due for a retry, but not forgotten: its answer may be stepped in
+		// this very round, before Ready builds the replacement.
+		r.fetch.TimeOut()
 		if r.leaderID == "" {
 			r.fetchHint = ""
 		}
