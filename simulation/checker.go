@@ -373,13 +373,14 @@ func (s *sim) declareCommitted(nd *node, p *proposal, first uint64, how string) 
 // last observation).
 func (nd *node) epochNow() uint64 { return nd.r.Status().Epoch }
 
-// converged reports whether the quiet cluster has settled: every node up
-// with nothing pending, one leader, everyone in its epoch and following
+// converged reports whether the quiet cluster has settled: every node up,
+// running (not paused: a stalled leader's followers rightly elect another)
+// and with nothing pending, one leader, everyone in its epoch and following
 // it, every log and HW equal to the leader's log end.
 func (s *sim) converged() bool {
 	var leader *node
 	for _, nd := range s.nodes {
-		if !nd.up || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq || nd.readyPending {
+		if !nd.up || s.now < nd.pausedUntil || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq || nd.readyPending {
 			return false
 		}
 		if nd.role == replica.RoleLeader {

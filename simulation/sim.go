@@ -100,6 +100,9 @@ type Result struct {
 	Proposals, Acked, Reads           int
 	Crashes, Partitions, LeaderEpochs int
 	CommittedLen                      int
+	// PausesExtended counts pauses of a node that was already paused (the
+	// later resume time is kept).
+	PausesExtended int
 	// ReadsAboveDisk counts reads that found the node's HW above its
 	// durable LEO (a leader whose followers are faster than its disk).
 	ReadsAboveDisk int
@@ -380,6 +383,21 @@ func Run(opts Options) (res Result) {
 	if opts.Steps <= 0 {
 		opts.Steps = 2000
 	}
+	var s *sim
+	defer func() {
+		if v := recover(); v != nil {
+			s.err = fmt.Errorf("panic at step %d (t=%v): %v\n%s", s.steps, s.now, v, debug.Stack())
+		}
+		res = s.result()
+	}()
+	s = newSim(opts)
+	s.loop()
+	return s.result()
+}
+
+// newSim makes a sim with its cluster started, for tests that drive it
+// event by event (step).
+func newSim(opts Options) *sim {
 	s := &sim{
 		opts:       opts,
 		rng:        rand.New(rand.NewSource(opts.Seed)),
@@ -391,16 +409,9 @@ func Run(opts Options) (res Result) {
 		grants:     map[uint64]map[int]int{},
 		payloadOf:  map[string]payloadRef{},
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			s.err = fmt.Errorf("panic at step %d (t=%v): %v\n%s", s.steps, s.now, v, debug.Stack())
-		}
-		res = s.result()
-	}()
 	s.p = chooseParams(s.rng)
 	s.setup()
-	s.loop()
-	return s.result()
+	return s
 }
 
 func (s *sim) result() Result {
@@ -597,22 +608,28 @@ func (s *sim) loop() {
 			s.fail("event queue ran dry")
 			return
 		}
-		ev := s.q.pop()
-		s.now = ev.at
-		s.steps++
-		if s.phase == phaseFaults && s.steps >= faultSteps {
-			s.calm()
-		}
-		if s.phase == phaseCalm && s.steps >= s.opts.Steps {
-			s.phase = phaseQuiesce
-			s.quiesceAt = s.now
-			s.tracef("QUIESCE: workload stops")
-		}
-		s.hash.u64(uint64(ev.at))
-		s.hash.byte(byte(ev.kind))
-		s.hash.u64(uint64(ev.node))
-		s.dispatch(ev)
+		s.step(faultSteps)
 	}
+}
+
+// step runs the next event; the fault phase ends at step faultSteps and the
+// workload at opts.Steps.
+func (s *sim) step(faultSteps int) {
+	ev := s.q.pop()
+	s.now = ev.at
+	s.steps++
+	if s.phase == phaseFaults && s.steps >= faultSteps {
+		s.calm()
+	}
+	if s.phase == phaseCalm && s.steps >= s.opts.Steps {
+		s.phase = phaseQuiesce
+		s.quiesceAt = s.now
+		s.tracef("QUIESCE: workload stops")
+	}
+	s.hash.u64(uint64(ev.at))
+	s.hash.byte(byte(ev.kind))
+	s.hash.u64(uint64(ev.node))
+	s.dispatch(ev)
 }
 
 // stableWindow is how long a converged cluster is watched for needless
@@ -1194,19 +1211,35 @@ func (s *sim) crashTimer() {
 		return
 	}
 	if s.rng.Float64() < s.p.pauseProb {
-		// A stall (GC, swapping, a stopped VM): the process handles
-		// nothing for a while, then everything that queued up at once.
-		victim.pausedUntil = s.now + s.between(s.p.fetchTimeout/2, 3*s.p.fetchTimeout)
-		s.hash.byte(0xA2)
-		s.hash.u64(uint64(victim.pausedUntil))
-		s.tracef("%s PAUSE until %s", victim.id, fmtDur(victim.pausedUntil))
-		// On resume the shell's loop ticks first (the clock jumped),
-		// then handles what queued up: a one-shot tick scheduled now
-		// comes before every deferred event.
-		s.schedule(victim.pausedUntil-s.now, event{kind: evTick, node: victim.idx, inc: victim.inc, id: oneShot})
+		s.pause(victim, s.now+s.between(s.p.fetchTimeout/2, 3*s.p.fetchTimeout))
 		return
 	}
 	s.crash(victim, "timer")
+}
+
+// pause stalls nd's process (GC, swapping, a stopped VM) until until: it
+// handles nothing meanwhile, then everything that queued up at once. A
+// node already paused stays paused until the later of the two times:
+// events already deferred to the old resume time must not find the node
+// running earlier (it would handle messages with no tick, its clock frozen
+// at the earlier resume).
+func (s *sim) pause(nd *node, until time.Duration) {
+	if until <= nd.pausedUntil {
+		s.res.PausesExtended++
+		s.tracef("%s PAUSE until %s: already paused until %s", nd.id, fmtDur(until), fmtDur(nd.pausedUntil))
+		return
+	}
+	if s.now < nd.pausedUntil {
+		s.res.PausesExtended++
+	}
+	nd.pausedUntil = until
+	s.hash.byte(0xA2)
+	s.hash.u64(uint64(nd.pausedUntil))
+	s.tracef("%s PAUSE until %s", nd.id, fmtDur(nd.pausedUntil))
+	// On resume the shell's loop ticks first (the clock jumped), then
+	// handles what queued up: a one-shot tick scheduled now comes before
+	// every deferred event.
+	s.schedule(nd.pausedUntil-s.now, event{kind: evTick, node: nd.idx, inc: nd.inc, id: oneShot})
 }
 
 // partition starts one network fault: a symmetric split, a one-way block
