@@ -1,0 +1,122 @@
+package simulation
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/replog-io/replog/replica"
+)
+
+// The workload: appends and reads on random live nodes.
+
+// propose appends 1..maxRecords unique records on a random live node.
+func (s *sim) propose() {
+	nd := s.randomUp()
+	if nd == nil {
+		return
+	}
+	if nd.inflight >= s.p.maxInflight {
+		// Clients wait for their appends: a bounded number in flight per
+		// node, so a slow follower cannot fall unboundedly behind.
+		return
+	}
+	nd.inflight++
+	p := &proposal{id: uint64(len(s.proposals) + 1), node: nd.idx, inc: nd.inc, committedAt: -1}
+	s.proposals = append(s.proposals, p)
+	k := 1 + s.rng.Intn(s.p.maxRecords)
+	recs := make([][]byte, k)
+	tooLarge := s.rng.Intn(100) == 0
+	for i := range recs {
+		d := fmt.Sprintf("p%d.%d", p.id, i)
+		if s.rng.Intn(4) == 0 {
+			// Records of varied sizes, up to the limit: fetch responses
+			// end at every kind of byte boundary.
+			d += "-" + strings.Repeat("y", s.rng.Intn(maxRecordSize-len(d)))
+		}
+		if tooLarge && i == k-1 {
+			d += strings.Repeat("x", maxRecordSize)
+			p.tooLarge = true
+		}
+		p.records = append(p.records, d)
+		s.payloadOf[d] = payloadRef{prop: p, i: i}
+		recs[i] = []byte(d)
+	}
+	s.hash.byte(0xC0)
+	s.hash.u64(p.id)
+	s.hash.u64(uint64(k))
+	s.tracef("%s propose id=%d records=%d", nd.id, p.id, k)
+	nd.r.Propose(p.id, recs)
+	if s.phase == phaseFaults && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
+		s.schedule(s.between(0, s.p.diskMax+s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
+	}
+	s.afterInput(nd)
+}
+
+// read reads committed entries from a random live node's store, as a
+// reader of the real Log does: only below the node's HW.
+func (s *sim) read() {
+	nd := s.randomUp()
+	if nd == nil {
+		return
+	}
+	// The leader's HW may run ahead of its own disk (a majority of the
+	// other voters has the entries durably): a reader waits for the disk,
+	// so it reads below ReadableHW = min(HW, durable LEO).
+	hw := nd.r.HighWatermark()
+	st := nd.r.Status()
+	limit := nd.r.ReadableHW()
+	if limit != min(hw, st.DurableLEO) {
+		s.fail("%s: ReadableHW %d, but min(HW %d, durable LEO %d) is %d", nd.id, limit, hw, st.DurableLEO, min(hw, st.DurableLEO))
+		return
+	}
+	if hw > st.DurableLEO {
+		s.res.ReadsAboveDisk++
+		s.tracef("%s read: HW %d is above the durable LEO %d (role %s)", nd.id, hw, st.DurableLEO, st.Role)
+	}
+	start := nd.store.LogStart()
+	if limit <= start {
+		return
+	}
+	s.res.Reads++
+	from := start + uint64(s.rng.Int63n(int64(limit-start)))
+	n := 1 + s.rng.Intn(8)
+	if uint64(n) > limit-from {
+		n = int(limit - from)
+	}
+	es, err := nd.store.Entries(from, n, 1<<20)
+	s.hash.byte(0xC1)
+	s.hash.u64(from)
+	s.hash.entries(es)
+	if err != nil || len(es) != n {
+		s.fail("%s: reader at [%d, %d) below HW %d and durable LEO %d got %d entries, err %v (store LEO %d): committed entries not readable",
+			nd.id, from, from+uint64(n), hw, st.DurableLEO, len(es), err, nd.store.LEO())
+		return
+	}
+	for _, e := range es {
+		if e.Offset >= hw {
+			s.fail("%s: reader got offset %d at or above HW %d", nd.id, e.Offset, hw)
+			return
+		}
+		if e.Offset < uint64(len(s.committed)) && keyOf(e) != s.committed[e.Offset] {
+			s.fail("%s: reader got %v at offset %d, the committed entry is %v", nd.id, keyOf(e), e.Offset, s.committed[e.Offset])
+			return
+		}
+		if e.Offset >= uint64(len(s.committed)) {
+			s.fail("%s: reader got offset %d below HW %d, beyond the committed log %d", nd.id, e.Offset, hw, len(s.committed))
+			return
+		}
+	}
+}
+
+func (s *sim) randomUp() *node {
+	var up []*node
+	for _, nd := range s.nodes {
+		if nd.up && s.now >= nd.pausedUntil {
+			up = append(up, nd)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	return up[s.rng.Intn(len(up))]
+}
