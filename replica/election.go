@@ -57,6 +57,12 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 		r.leaderHW = 0
 		changed = true
 	}
+	if newEpoch {
+		r.epochLeader = ""
+	}
+	if leader != "" {
+		r.epochLeader = leader
+	}
 	wasFollowing := r.role == RoleFollower || r.role == RoleObserver
 	wasProspective := r.role == RoleProspective
 	if r.voter {
@@ -133,6 +139,7 @@ func (r *Replica) becomeCandidate() {
 	r.epoch++
 	r.votedFor = r.id
 	r.leaderID = ""
+	r.epochLeader = ""
 	r.leaderHW = 0
 	r.role = RoleCandidate
 	r.abandonForwarded("")
@@ -289,17 +296,25 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 	}
 }
 
+// handleBeginEpoch follows the new leader of an epoch. Only the first news
+// of an epoch's leader counts as contact with it: a leader sends BeginEpoch
+// once, so a copy naming the leader this replica already knew for the epoch
+// is a late duplicate that proves nothing about the leader now (counting it
+// would make this voter refuse pre-votes for a FetchTimeout after the
+// leader died).
 func (r *Replica) handleBeginEpoch(from string, b *transport.BeginEpoch) {
 	if b.LeaderID != from || b.Epoch < r.epoch {
 		return
 	}
-	if b.Epoch == r.epoch && r.role == RoleLeader {
-		r.logger.Error("BeginEpoch for our own epoch from another node", "from", from, "epoch", b.Epoch)
+	if b.Epoch == r.epoch && r.epochLeader != "" {
+		if r.epochLeader != from {
+			r.logger.Error("BeginEpoch from a second leader of our epoch", "from", from, "epoch", b.Epoch, "leader", r.epochLeader)
+		} else {
+			r.logger.Debug("dropping a late BeginEpoch", "from", from, "epoch", b.Epoch)
+		}
 		return
 	}
-	if b.Epoch > r.epoch || r.leaderID != from || (r.role != RoleFollower && r.role != RoleObserver) {
-		r.becomeFollower(b.Epoch, from)
-	}
+	r.becomeFollower(b.Epoch, from)
 	r.leaderContact()
 }
 
@@ -307,6 +322,7 @@ func (r *Replica) handleBeginEpoch(from string, b *transport.BeginEpoch) {
 func (r *Replica) becomeLeader() {
 	r.role = RoleLeader
 	r.leaderID = r.id
+	r.epochLeader = r.id
 	r.votes = nil
 	r.fetch.Cancel()
 	r.writeQuorumState()

@@ -47,6 +47,10 @@ type Replica struct {
 	epoch    uint64
 	votedFor string
 	leaderID string
+	// epochLeader is the leader this replica has known for its epoch, even
+	// after it stopped following it ("" if none yet): a later BeginEpoch
+	// naming it is a late duplicate.
+	epochLeader string
 
 	log logView
 	hw  uint64
@@ -177,6 +181,7 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 	}
 	r.log = newLogView(store)
 	r.epoch, r.votedFor, r.leaderID = qs.Epoch, qs.VotedFor, qs.LeaderID
+	r.epochLeader = qs.LeaderID
 	if r.leaderID == r.id {
 		// We led this epoch before the restart; our leader state is gone, so
 		// we cannot lead it again. Wait for (or start) a new election.

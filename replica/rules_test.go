@@ -803,3 +803,35 @@ func TestEpochRowAtElection(t *testing.T) {
 		t.Fatalf("EndOffsetForEpoch(1) = (%d, %d), want (1, 2)", e, end)
 	}
 }
+
+// TestLateBeginEpochIsNoContact: a BeginEpoch naming the leader this voter
+// already knows for its epoch is a late duplicate: it proves nothing about
+// the leader now, so it neither counts as leader contact nor sends a
+// prospective back to following (issue 9.3). The first news of an epoch's
+// leader does count (positive control).
+func TestLateBeginEpochIsNoContact(t *testing.T) {
+	store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	settle(t, r, store)
+	late := t0.Add(r.cfg.FetchTimeout + time.Millisecond)
+	r.Tick(late.Add(-2 * time.Millisecond))
+	r.Step(transport.Message{From: "L", To: "f", Body: &transport.BeginEpoch{Epoch: 1, LeaderID: "L"}})
+	r.Tick(late)
+	if r.heardFromLeaderRecently() {
+		t.Fatal("a late BeginEpoch for the known leader of our epoch counted as leader contact")
+	}
+	r.Tick(late.Add(r.cfg.ElectionTimeout))
+	if r.role != RoleProspective {
+		t.Fatalf("role %v: want prospective (the leader has been silent for FetchTimeout)", r.role)
+	}
+	r.Step(transport.Message{From: "L", To: "f", Body: &transport.BeginEpoch{Epoch: 1, LeaderID: "L"}})
+	if r.role != RoleProspective {
+		t.Fatalf("a late BeginEpoch sent a prospective back to following (role %v)", r.role)
+	}
+	// Positive control: the first news of a new epoch's leader counts.
+	r.Step(transport.Message{From: "x", To: "f", Body: &transport.BeginEpoch{Epoch: 2, LeaderID: "x"}})
+	if r.role != RoleFollower || r.leaderID != "x" || r.epoch != 2 || !r.heardFromLeaderRecently() {
+		t.Fatalf("role %v leader %q epoch %d contact %v: want a follower of x in epoch 2 with fresh contact",
+			r.role, r.leaderID, r.epoch, r.heardFromLeaderRecently())
+	}
+}
