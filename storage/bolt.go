@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +56,7 @@ var (
 	keyFormat   = []byte("format")    // 1 byte: boltFormat
 	keyLogStart = []byte("log_start") // 8-byte BE
 	keyHW       = []byte("hw")        // 8-byte BE, absent until first checkpoint
+	keyIdentity = []byte("identity")  // the directory's identity (identity.go), absent unless opened by OpenDir
 )
 
 const (
@@ -85,6 +88,9 @@ type Bolt struct {
 	db    *bolt.DB
 	log   hclog.Logger
 	state atomic.Pointer[logState]
+	// identity is the identity recorded in the file (nil if none), set by
+	// load and storeIdentity before the store is handed out.
+	identity *Identity
 
 	reqs    chan *request
 	closing chan struct{}
@@ -112,9 +118,14 @@ type request struct {
 
 // OpenBolt opens or creates the store at path. If another process (or
 // another Bolt in this process) holds the file, it waits up to
-// opts.Timeout and then returns an error wrapping ErrLocked. A file whose
-// metadata or epoch map is inconsistent returns an error wrapping
-// ErrCorrupt. Close the store to stop its writer goroutine.
+// opts.Timeout and then returns an error wrapping ErrLocked. A damaged file
+// returns an error wrapping ErrCorrupt that names the file and what is
+// wrong, and is left as it was: before bbolt maps the file, its structure is
+// verified page by page (see verifyBoltFile), because bbolt itself asserts
+// (and faults on a truncated mapping) in a goroutine of its own, which would
+// kill the process. A zero-length or missing file becomes a new, empty
+// store; OpenDir is the entry point that refuses that when the directory
+// shows a store existed. Close the store to stop its writer goroutine.
 func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Second
@@ -122,20 +133,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:        opts.Timeout,
-		FreelistType:   bolt.FreelistMapType,
-		NoFreelistSync: true,
-		NoSync:         opts.NoSync,
-	})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
-	}
-	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
-		return nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, err)
-	}
+	db, err := openVerified(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+		return nil, err
 	}
 	b := &Bolt{
 		path:    path,
@@ -145,7 +145,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	st, cleanup, err := b.load()
+	st, cleanup, err := b.loadProtected()
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
@@ -158,12 +158,89 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	return b, nil
 }
 
+// openVerified locks the file at path, verifies its structure and hands
+// the same open file to bbolt.
+func openVerified(path string, opts BoltOptions) (db *bolt.DB, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+	}
+	handed := false // once bbolt has f, bbolt closes it
+	defer func() {
+		if !handed {
+			_ = f.Close()
+		}
+	}()
+	if err := lockFile(f, opts.Timeout); err != nil {
+		if errors.Is(err, errLockTimeout) {
+			return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
+		}
+		return nil, fmt.Errorf("replog: lock store %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+	}
+	if fi.Size() > 0 {
+		if err := verifyBoltFile(f, fi.Size()); err != nil {
+			return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+		}
+	}
+	// Defence in depth: what bbolt does on this goroutine cannot take the
+	// process down (its own free-list walk runs in another goroutine,
+	// which the verification above protects).
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			handed = false // bbolt may not have closed f
+			db, err = nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, r)
+		}
+	}()
+	handed = true
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        opts.Timeout,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
+		NoSync:         opts.NoSync,
+		OpenFile:       func(string, int, os.FileMode) (*os.File, error) { return f, nil },
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
+	}
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		return nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// loadProtected is load on this goroutine with faults and bbolt's
+// assertions turned into ErrCorrupt.
+func (b *Bolt) loadProtected() (st *logState, cleanup bool, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			st, cleanup, err = nil, false, fmt.Errorf("%w: reading the store's records: %v", ErrCorrupt, r)
+		}
+	}()
+	return b.load()
+}
+
 // load creates the buckets of a fresh file, or validates an existing one,
 // and returns its state; cleanup reports entries left below the log start.
 func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 	st = &logState{}
-	err = b.db.Update(func(tx *bolt.Tx) error {
+	// An existing file is only read (a bbolt commit writes a meta page even
+	// when nothing changed: opening a file must not modify it).
+	fresh := false
+	load := func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
+		if meta == nil && !tx.Writable() {
+			fresh = true
+			return nil
+		}
 		if meta == nil {
 			if tx.Bucket(bucketEntries) != nil || tx.Bucket(bucketEpochs) != nil {
 				return fmt.Errorf("%w: metadata bucket missing", ErrCorrupt)
@@ -196,6 +273,13 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 				return fmt.Errorf("%w: HW checkpoint record of %d bytes", ErrCorrupt, len(v))
 			}
 			st.hw, st.hwOK = binary.BigEndian.Uint64(v), true
+		}
+		if v := meta.Get(keyIdentity); v != nil {
+			r, err := decodeIdentity(v)
+			if err != nil {
+				return fmt.Errorf("%w: identity record: %v", ErrCorrupt, err)
+			}
+			b.identity = &r.Identity
 		}
 		if v := qb.Get(keyQuorum); v != nil {
 			qs, err := decodeQuorumState(v)
@@ -250,8 +334,27 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 			}
 		}
 		return nil
-	})
+	}
+	err = b.db.View(load)
+	if err == nil && fresh {
+		err = b.db.Update(load)
+	}
 	return st, cleanup, err
+}
+
+// storeIdentity records id in the file (durably unless NoSync), so that
+// the data file names its directory's identity even if the identity file
+// is lost. Called by OpenDir before the store is handed out; the writer
+// never touches this key.
+func (b *Bolt) storeIdentity(id Identity) error {
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyIdentity, encodeIdentity(identityRecord{Identity: id, ready: true}))
+	})
+	if err != nil {
+		return fmt.Errorf("replog: store %s: record identity: %w", b.path, err)
+	}
+	b.identity = &id
+	return nil
 }
 
 // run is the writer goroutine.
@@ -548,10 +651,20 @@ func (b *Bolt) SetHWCheckpoint(hw uint64) error {
 }
 
 // Entries implements Store.
-func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error) {
+//
+// A page of the file that faults when read (the file shrank under the
+// store) or trips one of bbolt's assertions returns an error wrapping
+// ErrCorrupt instead of crashing the caller.
+func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) (es []Entry, err error) {
 	if b.closed.Load() {
 		return nil, ErrClosed
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			es, err = nil, fmt.Errorf("replog: store %s: %w: reading entries from offset %d: %v", b.path, ErrCorrupt, from, r)
+		}
+	}()
 	tx, err := b.db.Begin(false)
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return nil, ErrClosed

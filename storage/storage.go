@@ -1,14 +1,3 @@
-// Package storage holds replog's log store: the durable, ordered sequence of
-// entries a replica keeps, its leader-epoch map (Kafka's leader-epoch
-// checkpoint) and its durable quorum state (the vote).
-//
-// Two implementations share one contract (see the tests): [Bolt], backed by
-// a single bbolt file, and [Memory], an in-memory store for tests and the
-// deterministic simulation, which can also simulate a crash.
-//
-// The protocol core is the only writer. It issues writes in order from one
-// goroutine; readers (the public iterator, the fetch path) may read
-// concurrently with writes.
 package storage
 
 import (
@@ -98,7 +87,9 @@ func (b *Budget) Take(dataLen int) bool {
 // offset, the file), so test with errors.Is.
 var (
 	// ErrCorrupt: a stored entry or record failed its checksum or could not
-	// be decoded. The message names the offset.
+	// be decoded (the message names the offset), or a file of the store is
+	// damaged, truncated, missing or empty where the directory shows it
+	// existed (the message names the file and what is wrong).
 	ErrCorrupt = errors.New("replog: corrupt stored data")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("replog: store closed")
@@ -111,6 +102,11 @@ var (
 	// ErrLocked: another process holds the store's file (returned by Open
 	// after its timeout).
 	ErrLocked = errors.New("replog: store is locked by another process")
+	// ErrIdentityMismatch: OpenDir was asked to open a data directory that
+	// belongs to another cluster or node (or another incarnation). The
+	// message names the field, what the directory holds and what was
+	// expected; nothing was changed.
+	ErrIdentityMismatch = errors.New("replog: data directory belongs to another node")
 )
 
 // Store is the durable log of one replica.

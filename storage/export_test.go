@@ -1,0 +1,8 @@
+package storage
+
+// SetOpenDirHook lets the external tests kill the process at a stage of a
+// directory's creation.
+func SetOpenDirHook(f func(stage string)) { openDirHook = f }
+
+// VerifyBoltFile exposes the structural check to the external tests.
+var VerifyBoltFile = verifyBoltFile

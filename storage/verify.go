@@ -1,0 +1,406 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+)
+
+// verifyBoltFile checks, before bbolt maps a file read-write, every
+// structural property bbolt relies on without checking when it opens a file
+// with NoFreelistSync: it rebuilds its free-page list by walking every page
+// of the tree in a goroutine of its own, where an assertion or a fault on a
+// damaged page kills the process (no recover can reach it). So the walk is
+// repeated here first, through pread and bounds-checked slices (no mmap, no
+// unsafe: a damaged file cannot fault this code), with bbolt's own rules:
+//
+//   - both meta pages have bbolt's magic, version and checksum (bbolt falls
+//     back to the older one silently; see below why this store does not),
+//     the same page size, and the newer one's root, free-list page and
+//     high-water page id are in range;
+//   - the file size is a multiple of the page size and covers every page
+//     below the high-water mark;
+//   - every page reachable from the root bucket, nested buckets included,
+//     is below the high-water mark (its overflow too), names itself with
+//     its own id, is a branch or a leaf page, is referenced once, has its
+//     elements, keys and values inside its own bytes, non-empty keys in
+//     bbolt's order (the checks of bbolt's Tx.Check, which it also runs
+//     while rebuilding the free list, panicking on the first violation);
+//   - inline buckets are leaf pages inside their value, with the same checks;
+//   - a stored free-list page (a file fresh from bbolt's init) is a
+//     free-list page whose ids are in range, distinct and unreachable.
+//
+// Why both meta pages must be valid: bbolt writes a meta page with one
+// write of one page after the data of its transaction is synced, and the
+// meta fields fill the first 80 bytes, inside the first disk sector. A
+// crash (even a power cut, given sector-atomic writes) leaves either the
+// old or the new version of that page, both valid; an invalid meta page
+// therefore means damage, not a crash. Falling back to the other one would
+// silently drop the newest transaction — perhaps a vote — if the damaged
+// page held it.
+//
+// It costs one read of every page of the tree: as much I/O as bbolt's own
+// free-list rebuild, which follows it (and then finds the pages cached).
+// It returns an error (wrapping ErrCorrupt) that says what is wrong where.
+func verifyBoltFile(r io.ReaderAt, size int64) error {
+	v := &verifier{r: r, size: size}
+	return v.run()
+}
+
+const (
+	pageHeaderSize  = 16
+	elementSize     = 16 // branch and leaf elements have the same size
+	bucketHeader    = 16 // root page id + sequence
+	metaSize        = 64
+	boltMagic       = 0xED0CDAED
+	boltVersion     = 2
+	flagBranch      = 0x01
+	flagLeaf        = 0x02
+	flagMeta        = 0x04
+	flagFreelist    = 0x10
+	flagBucketLeaf  = 0x01
+	noFreelist      = ^uint64(0)
+	maxTreeDepth    = 64 // far beyond any real tree (pages hold ≥ 2 keys)
+	maxBucketDepth  = 64
+	minBoltPageSize = 1024
+	maxBoltPageSize = 1 << 24 // bbolt looks no further for the second meta page
+)
+
+var ne = binary.NativeEndian // bbolt writes its structures in native byte order
+
+type boltMeta struct {
+	page                 uint64 // 0 or 1
+	magic, version       uint32
+	pageSize             uint32
+	root, freelist, hwm  uint64
+	txid                 uint64
+	checksum, computed   uint64
+	headerID, headerFlag uint64
+}
+
+func (m *boltMeta) validate() error {
+	switch {
+	case m.magic != boltMagic:
+		return fmt.Errorf("meta page %d: not a bbolt meta page (magic %#x)", m.page, m.magic)
+	case m.version != boltVersion:
+		return fmt.Errorf("meta page %d: bbolt format version %d, want %d", m.page, m.version, boltVersion)
+	case m.checksum != m.computed:
+		return fmt.Errorf("meta page %d: checksum mismatch", m.page)
+	case m.pageSize < minBoltPageSize || m.pageSize > maxBoltPageSize || m.pageSize&(m.pageSize-1) != 0:
+		return fmt.Errorf("meta page %d: page size %d", m.page, m.pageSize)
+	}
+	return nil
+}
+
+type verifier struct {
+	r        io.ReaderAt
+	size     int64
+	pageSize int
+	hwm      uint64
+	seen     []uint64 // bitmap of pages reached
+}
+
+func (v *verifier) readMeta(page uint64, off int64) (*boltMeta, error) {
+	var b [pageHeaderSize + metaSize]byte
+	if _, err := v.r.ReadAt(b[:], off); err != nil {
+		return nil, fmt.Errorf("meta page %d: %w", page, err)
+	}
+	m := &boltMeta{
+		page:       page,
+		headerID:   ne.Uint64(b[0:]),
+		headerFlag: uint64(ne.Uint16(b[8:])),
+		magic:      ne.Uint32(b[16:]),
+		version:    ne.Uint32(b[20:]),
+		pageSize:   ne.Uint32(b[24:]),
+		root:       ne.Uint64(b[32:]),
+		freelist:   ne.Uint64(b[48:]),
+		hwm:        ne.Uint64(b[56:]),
+		txid:       ne.Uint64(b[64:]),
+		checksum:   ne.Uint64(b[72:]),
+	}
+	h := fnv.New64a()
+	h.Write(b[16:72])
+	m.computed = h.Sum64()
+	return m, nil
+}
+
+func (v *verifier) run() error {
+	if v.size < 2*minBoltPageSize {
+		return fmt.Errorf("%w: file of %d bytes is too short for a bbolt file", ErrCorrupt, v.size)
+	}
+	m0, err := v.readMeta(0, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := m0.validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	v.pageSize = int(m0.pageSize)
+	if int64(v.pageSize)*2 > v.size {
+		return fmt.Errorf("%w: file of %d bytes is shorter than its two meta pages of %d bytes", ErrCorrupt, v.size, v.pageSize)
+	}
+	m1, err := v.readMeta(1, int64(v.pageSize))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := m1.validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if m1.pageSize != m0.pageSize {
+		return fmt.Errorf("%w: meta pages disagree on the page size (%d, %d)", ErrCorrupt, m0.pageSize, m1.pageSize)
+	}
+	m := m0 // bbolt uses the newer one
+	if m1.txid > m0.txid {
+		m = m1
+	}
+	if v.size%int64(v.pageSize) != 0 {
+		return fmt.Errorf("%w: file size %d is not a multiple of the page size %d (truncated or extended by something other than the store)",
+			ErrCorrupt, v.size, v.pageSize)
+	}
+	pages := uint64(v.size / int64(v.pageSize))
+	switch {
+	case m.hwm > pages:
+		return fmt.Errorf("%w: file of %d bytes holds %d pages but meta page %d (txid %d) says %d are in use (truncated)",
+			ErrCorrupt, v.size, pages, m.page, m.txid, m.hwm)
+	case m.root < 2 || m.root >= m.hwm:
+		return fmt.Errorf("%w: meta page %d: root page %d outside [2, %d)", ErrCorrupt, m.page, m.root, m.hwm)
+	case m.freelist != noFreelist && (m.freelist < 2 || m.freelist >= m.hwm):
+		return fmt.Errorf("%w: meta page %d: free-list page %d outside [2, %d)", ErrCorrupt, m.page, m.freelist, m.hwm)
+	}
+	v.hwm = m.hwm
+	v.seen = make([]uint64, (m.hwm+63)/64)
+	if _, err := v.tree(m.root, nil, nil, 0, 0); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if m.freelist != noFreelist {
+		if err := v.freelist(m.freelist); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+	}
+	return nil
+}
+
+// readPage reads page id with its overflow pages.
+func (v *verifier) readPage(id uint64) ([]byte, error) {
+	if id < 2 || id >= v.hwm {
+		return nil, fmt.Errorf("page %d: outside [2, %d)", id, v.hwm)
+	}
+	buf := make([]byte, v.pageSize)
+	if _, err := v.r.ReadAt(buf, int64(id)*int64(v.pageSize)); err != nil {
+		return nil, fmt.Errorf("page %d: %w", id, err)
+	}
+	if got := ne.Uint64(buf); got != id {
+		return nil, fmt.Errorf("page %d: names itself page %d", id, got)
+	}
+	if ovf := uint64(ne.Uint32(buf[12:])); ovf > 0 {
+		if ovf >= v.hwm-id {
+			return nil, fmt.Errorf("page %d: %d overflow pages run past the high-water mark %d", id, ovf, v.hwm)
+		}
+		big := make([]byte, (ovf+1)*uint64(v.pageSize))
+		copy(big, buf)
+		if _, err := v.r.ReadAt(big[v.pageSize:], int64(id+1)*int64(v.pageSize)); err != nil {
+			return nil, fmt.Errorf("page %d: overflow: %w", id, err)
+		}
+		buf = big
+	}
+	return buf, nil
+}
+
+// reach marks page id and its overflow as referenced.
+func (v *verifier) reach(id uint64, p []byte) error {
+	n := uint64(len(p) / v.pageSize)
+	for i := id; i < id+n; i++ {
+		if v.seen[i/64]&(1<<(i%64)) != 0 {
+			return fmt.Errorf("page %d: referenced twice", i)
+		}
+		v.seen[i/64] |= 1 << (i % 64)
+	}
+	return nil
+}
+
+// elements returns the count and checks the element array fits in p.
+func elements(p []byte) (int, error) {
+	n := int(ne.Uint16(p[10:]))
+	if pageHeaderSize+n*elementSize > len(p) {
+		return 0, fmt.Errorf("%d elements do not fit in %d bytes", n, len(p))
+	}
+	return n, nil
+}
+
+// elemKV returns element i's key (and value, for a leaf) inside p.
+func elemKV(p []byte, i int, leaf bool) (flags uint32, key, val []byte, child uint64, err error) {
+	off := pageHeaderSize + i*elementSize
+	e := p[off : off+elementSize]
+	var pos, ksize, vsize uint64
+	if leaf {
+		flags, pos, ksize, vsize = ne.Uint32(e), uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
+	} else {
+		pos, ksize, child = uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:])), ne.Uint64(e[8:])
+	}
+	start := uint64(off) + pos
+	end := start + ksize + vsize // each term < 2^32: no overflow
+	if end > uint64(len(p)) {
+		return 0, nil, nil, 0, fmt.Errorf("element %d: key and value [%d, %d) outside the page's %d bytes", i, start, end, len(p))
+	}
+	if ksize == 0 {
+		return 0, nil, nil, 0, fmt.Errorf("element %d: empty key", i)
+	}
+	return flags, p[start : start+ksize], p[start+ksize : end], child, nil
+}
+
+// tree checks the subtree at page id, whose keys must lie in
+// [minKey, maxKey) (nil: unbounded), and returns its largest key (bbolt's
+// recursivelyCheckPageKeyOrder rules).
+func (v *verifier) tree(id uint64, minKey, maxKey []byte, depth, bucketDepth int) ([]byte, error) {
+	if depth > maxTreeDepth {
+		return nil, fmt.Errorf("page %d: tree deeper than %d", id, maxTreeDepth)
+	}
+	p, err := v.readPage(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.reach(id, p); err != nil {
+		return nil, err
+	}
+	flags := ne.Uint16(p[8:])
+	n, err := elements(p)
+	if err != nil {
+		return nil, fmt.Errorf("page %d: %v", id, err)
+	}
+	switch flags {
+	case flagBranch:
+		running := minKey
+		var maxInSubtree []byte
+		for i := 0; i < n; i++ {
+			_, key, _, child, err := elemKV(p, i, false)
+			if err != nil {
+				return nil, fmt.Errorf("branch page %d: %v", id, err)
+			}
+			if err := keyOrder(i, key, running, maxKey); err != nil {
+				return nil, fmt.Errorf("branch page %d: %v", id, err)
+			}
+			next := maxKey
+			if i < n-1 {
+				_, nk, _, _, err := elemKV(p, i+1, false)
+				if err != nil {
+					return nil, fmt.Errorf("branch page %d: %v", id, err)
+				}
+				next = nk
+			}
+			maxInSubtree, err = v.tree(child, key, next, depth+1, bucketDepth)
+			if err != nil {
+				return nil, err
+			}
+			running = maxInSubtree
+		}
+		return maxInSubtree, nil
+	case flagLeaf:
+		return v.leaf(fmt.Sprintf("leaf page %d", id), p, n, minKey, maxKey, bucketDepth)
+	}
+	return nil, fmt.Errorf("page %d: type flags %#x where a branch or leaf page belongs", id, flags)
+}
+
+// leaf checks the elements of a leaf page (or inline bucket page) p and
+// descends into the buckets it holds.
+func (v *verifier) leaf(what string, p []byte, n int, minKey, maxKey []byte, bucketDepth int) ([]byte, error) {
+	running := minKey
+	for i := 0; i < n; i++ {
+		flags, key, val, _, err := elemKV(p, i, true)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", what, err)
+		}
+		if err := keyOrder(i, key, running, maxKey); err != nil {
+			return nil, fmt.Errorf("%s: %v", what, err)
+		}
+		running = key
+		if flags&flagBucketLeaf != 0 {
+			if err := v.bucket(key, val, bucketDepth+1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return running, nil
+}
+
+// bucket checks a bucket whose header (and inline page) is val.
+func (v *verifier) bucket(name, val []byte, depth int) error {
+	if depth > maxBucketDepth {
+		return fmt.Errorf("bucket %q: nested deeper than %d", name, maxBucketDepth)
+	}
+	if len(val) < bucketHeader {
+		return fmt.Errorf("bucket %q: header of %d bytes", name, len(val))
+	}
+	root := ne.Uint64(val)
+	if root != 0 {
+		_, err := v.tree(root, nil, nil, 0, depth)
+		return err
+	}
+	p := val[bucketHeader:]
+	if len(p) < pageHeaderSize {
+		return fmt.Errorf("bucket %q: inline page of %d bytes", name, len(p))
+	}
+	if f := ne.Uint16(p[8:]); f != flagLeaf {
+		return fmt.Errorf("bucket %q: inline page with type flags %#x", name, f)
+	}
+	n, err := elements(p)
+	if err != nil {
+		return fmt.Errorf("bucket %q: inline page: %v", name, err)
+	}
+	_, err = v.leaf(fmt.Sprintf("bucket %q inline page", name), p, n, nil, nil, depth)
+	return err
+}
+
+// keyOrder is bbolt's verifyKeyOrder: the first key is at least prev, later
+// ones strictly above it, all below maxKey.
+func keyOrder(i int, key, prev, maxKey []byte) error {
+	if prev != nil {
+		c := bytes.Compare(prev, key)
+		if (i == 0 && c > 0) || (i > 0 && c >= 0) {
+			return fmt.Errorf("key %d (%x) out of order after %x", i, key, prev)
+		}
+	}
+	if maxKey != nil && bytes.Compare(key, maxKey) >= 0 {
+		return fmt.Errorf("key %d (%x) not below its parent's next key %x", i, key, maxKey)
+	}
+	return nil
+}
+
+// freelist checks a stored free-list page.
+func (v *verifier) freelist(id uint64) error {
+	p, err := v.readPage(id)
+	if err != nil {
+		return fmt.Errorf("free list: %v", err)
+	}
+	if f := ne.Uint16(p[8:]); f != flagFreelist {
+		return fmt.Errorf("free-list page %d: type flags %#x", id, f)
+	}
+	if err := v.reach(id, p); err != nil {
+		return fmt.Errorf("free-list page %d: %v", id, err)
+	}
+	off, count := pageHeaderSize, uint64(ne.Uint16(p[10:]))
+	if count == 0xFFFF {
+		if len(p) < pageHeaderSize+8 {
+			return fmt.Errorf("free-list page %d: count missing", id)
+		}
+		count, off = ne.Uint64(p[pageHeaderSize:]), pageHeaderSize+8
+	}
+	if count > uint64(len(p)-off)/8 {
+		return fmt.Errorf("free-list page %d: %d ids do not fit in %d bytes", id, count, len(p))
+	}
+	for i := uint64(0); i < count; i++ {
+		f := ne.Uint64(p[off+int(i)*8:])
+		if f < 2 || f >= v.hwm {
+			return fmt.Errorf("free-list page %d: free page %d outside [2, %d)", id, f, v.hwm)
+		}
+		if v.seen[f/64]&(1<<(f%64)) != 0 {
+			return fmt.Errorf("free-list page %d: page %d is both free and in use (or listed twice)", id, f)
+		}
+		v.seen[f/64] |= 1 << (f % 64)
+	}
+	return nil
+}
