@@ -598,32 +598,21 @@ func TestOutsiderWithWrongSecretIsRefused(t *testing.T) {
 // with the right secret it catches up.
 func TestVoterWithWrongSecretIsNeitherFedNorFollowed(t *testing.T) {
 	voters := []string{"n1", "n2", "n3"}
-	n3Addr := freeAddr(t)
+	peers := map[string]string{}
+	for _, id := range voters {
+		peers[id] = freeAddr(t)
+	}
 	c := &testCluster{t: t, opts: map[string]Options{}, nodes: map[string]*Log{}}
 	t.Cleanup(c.closeAll)
-	peers := map[string]string{"n3": n3Addr}
-	for _, id := range voters[:2] {
+	opts := func(id string) Options {
 		o := testOptions(t.TempDir(), id, voters)
-		o.GossipAddr = ""
-		o.Peers = peers
-		if id == "n2" {
-			o.Peers = map[string]string{"n1": c.nodes["n1"].Status().RPCAddr, "n3": n3Addr}
-		}
-		c.start(id, o)
+		o.GossipAddr, o.RPCAddr, o.Peers = "", peers[id], peers
+		return o
 	}
-	// n1 learns n2's address only now: give it a fresh start with it.
-	o1 := c.opts["n1"]
-	o1.Peers = map[string]string{"n2": c.nodes["n2"].Status().RPCAddr, "n3": n3Addr}
-	if err := c.nodes["n1"].Close(); err != nil {
-		t.Fatal(err)
-	}
-	c.start("n1", o1)
-
-	o3 := testOptions(t.TempDir(), "n3", voters)
-	o3.GossipAddr = ""
-	o3.RPCAddr = n3Addr
-	o3.Peers = map[string]string{"n1": c.nodes["n1"].Status().RPCAddr, "n2": c.nodes["n2"].Status().RPCAddr}
-	good := o3
+	c.start("n1", opts("n1"))
+	c.start("n2", opts("n2"))
+	good := opts("n3")
+	o3 := good
 	o3.Secret = []byte("not the cluster's secret, 32 B..")
 	bad := c.start("n3", o3)
 

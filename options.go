@@ -14,6 +14,7 @@ import (
 
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/transport"
 )
 
 // Options configures a Log. The zero value plus Dir is a working
@@ -128,8 +129,9 @@ const (
 	DefaultMaxRecordSize   = replica.DefaultMaxRecordSize
 )
 
-// MinSecretLen is the shortest Options.Secret Validate accepts.
-const MinSecretLen = 16
+// MinSecretLen is the shortest Options.Secret Validate accepts (16 bytes,
+// the transport's minimum).
+const MinSecretLen = transport.MinSecretSize
 
 // gossipKeyLabel is the HMAC message that derives the default gossip key
 // from Options.Secret: a key of its own, so that gossip's key (which

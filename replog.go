@@ -220,6 +220,7 @@ func (l *Log) startNetwork() error {
 		ClusterID:  o.ClusterID,
 		ListenAddr: o.RPCAddr,
 		Resolver:   resolve,
+		Secret:     o.Secret,
 		TLS:        o.TLS,
 		Logger:     l.logger,
 		VerifyPeer: verifyPeer,
