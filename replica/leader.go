@@ -177,8 +177,6 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 	if voter {
 		ls.lastFetch[from] = r.now
 	}
-	// A newer fetch replaces an older parked one.
-	ls.unpark(from)
 	e, end := r.log.EndOffsetForEpoch(req.LastFetchedEpoch)
 	if e != req.LastFetchedEpoch || end < req.FetchOffset {
 		// The remote LEO is not updated from a diverging fetch.
@@ -199,6 +197,20 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 		ls.remote[from] = req.FetchOffset
 		r.updateLeaderHW()
 	}
+	// A newer fetch replaces the replica's parked one without answering it:
+	// a follower has one fetch outstanding and takes an answer to an older
+	// one only when it asked the same question as the newer one (fetcher's
+	// late-answer rule), which the newer one's answer answers too. (Answering
+	// the replaced fetch would be worse than useless: the follower would take
+	// it for the newer one's answer and fetch again at once, replacing that
+	// one, in a loop with no wait.) A delayed copy of an earlier fetch is
+	// answered at once and leaves the parked one alone: the follower may be
+	// waiting for that one.
+	if p := ls.parkedFrom(from); p != nil && earlierFetchID(req.FetchID, p.req.FetchID) {
+		r.respondFetch(from, req)
+		return
+	}
+	ls.unpark(from)
 	prevID, seen := ls.lastFetchID[from]
 	ls.lastFetchID[from] = req.FetchID
 	if req.FetchOffset < r.log.LEO() || r.hw > ls.sentHW[from] || req.MaxWaitMs == 0 ||
@@ -209,6 +221,26 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
 	ls.parked = append(ls.parked, parkedFetch{from: from, req: req, deadline: r.now.Add(wait)})
 }
+
+// parkedFrom returns the fetch parked for from, if any.
+func (ls *leaderState) parkedFrom(from string) *parkedFetch {
+	for i := range ls.parked {
+		if ls.parked[i].from == from {
+			return &ls.parked[i]
+		}
+	}
+	return nil
+}
+
+// earlierFetchID reports whether fetch ID a was issued shortly before b by
+// the same fetcher. IDs count up by one per fetch from a random start (and
+// may wrap), so a restarted replica's IDs are far from its old ones: they
+// count as a new life (they replace the parked fetch), not as earlier.
+func earlierFetchID(a, b uint64) bool { return a != b && b-a <= maxFetchIDLag }
+
+// maxFetchIDLag bounds how far behind the parked fetch an ID may be and still
+// count as a delayed copy of an earlier fetch of the same life.
+const maxFetchIDLag = 1 << 20
 
 func (ls *leaderState) unpark(from string) {
 	for i, p := range ls.parked {

@@ -372,6 +372,29 @@ func TestParkedFetch(t *testing.T) {
 			t.Fatalf("want one answer, to fetch 2; got %v", resps)
 		}
 	})
+	t.Run("an older copy does not discard the parked fetch", func(t *testing.T) {
+		// Issue 9.4: the follower's fetch 1 (a new question, offset 1) is
+		// parked; a delayed copy of its fetch 0 (offset 0) arrives. The
+		// follower waits for fetch 1 only (fetch 0 asked another question,
+		// so it drops that answer): fetch 1 must stay parked and be
+		// answered.
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		primeFetch(t, r, "f", 0, 0)
+		r.Propose(1, [][]byte{[]byte("x")})
+		r.Ready()
+		fetch(r, "f", 1, r.epoch, 1, r.epoch)
+		if len(r.Ready().Messages) != 0 {
+			t.Fatal("fetch 1 not parked")
+		}
+		fetch(r, "f", 0, r.epoch, 0, 0)
+		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 0 {
+			t.Fatalf("got %v, want the old copy answered at once", resps)
+		}
+		r.Propose(2, [][]byte{[]byte("y")})
+		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 1 {
+			t.Fatalf("got %v, want the parked fetch 1 answered with the new entry", resps)
+		}
+	})
 	t.Run("a restarted replica's fetch is answered at once", func(t *testing.T) {
 		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
 		primeFetch(t, r, "f", 0, 0)
