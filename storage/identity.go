@@ -360,7 +360,7 @@ func OpenDir(dir string, id Identity, opts BoltOptions) (*Bolt, Identity, error)
 			// Not a legacy directory: the identity file was lost.
 			if err := checkIdentity(dataPath, *b.identity, id); err != nil {
 				_ = b.Close()
-				return nil, Identity{}, fmt.Errorf("identity file %s missing, and the data file's record does not match: %w", idPath, err)
+				return nil, Identity{}, fmt.Errorf("replog: identity file %s is missing and the data file's record does not match: %w", idPath, err)
 			}
 			rec.Identity = *b.identity
 			log.Warn("identity file missing; rewriting it from the data file's record", "path", idPath,
