@@ -314,7 +314,7 @@ func TestDamagedDirectory(t *testing.T) {
 			other := t.TempDir()
 			b, _ := mustOpenDir(t, other, idN1)
 			b.Close()
-			copyDir(t, filepath.Join(other), dir) // both files of the other directory...
+			copyDir(t, filepath.Join(other), dir)                              // both files of the other directory...
 			copyFile(t, filepath.Join(tp.dir, data), filepath.Join(dir, data)) // ...but this one's data
 		}, want: corrupt, file: data, says: "different directories"},
 	}
