@@ -19,7 +19,8 @@ import (
 )
 
 // The crash test runs a child process (this test binary, re-executed with
-// TestCrashHelper selected) that writes to a Bolt store in a loop and prints
+// TestCrashHelper selected) that opens a data directory with OpenDir and
+// writes to its Bolt store in a loop and prints
 // every write it starts ("B seq ...") and every write acknowledged
 // ("K seq ..."). The parent kills it with SIGKILL at random moments, reopens
 // the store and checks it against a model (a Memory store) built from the
@@ -31,7 +32,13 @@ const (
 	envCrashSeed = "REPLOG_CRASH_HELPER_SEED"
 	// envCrashKills overrides the number of kills (default 24).
 	envCrashKills = "REPLOG_CRASH_KILLS"
+	// envCrashDieAt makes the child kill itself at a stage of OpenDir's
+	// creation of the directory ("identity" or "data").
+	envCrashDieAt = "REPLOG_CRASH_HELPER_DIE_AT"
 )
+
+// crashID is the identity the crash test's directory is opened with.
+var crashID = storage.Identity{ClusterID: "crash", NodeID: "child"}
 
 // crashPayloadSize makes payload sizes deterministic from (offset, epoch).
 func crashPayloadSize(off, epoch uint64) int { return int((off*31 + epoch*17) % 200) }
@@ -103,14 +110,22 @@ func TestCrashHelper(t *testing.T) {
 	}
 	seed, _ := strconv.ParseUint(os.Getenv(envCrashSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	s, err := storage.OpenBolt(filepath.Join(dir, "log.db"), storage.BoltOptions{Timeout: 30 * time.Second})
+	if stage := os.Getenv(envCrashDieAt); stage != "" {
+		storage.SetOpenDirHook(func(at string) {
+			if at == stage {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+		})
+	}
+	s, id, err := storage.OpenDir(dir, crashID, storage.BoltOptions{Timeout: 30 * time.Second})
 	if err != nil {
 		fmt.Printf("E open: %v\n", err)
 		os.Exit(3)
 	}
 	q, _ := s.QuorumState()
 	maxEpoch := max(q.Epoch, s.LastEpoch(), 1)
-	fmt.Printf("R %d\n", s.LEO())
+	fmt.Printf("R %d %s\n", s.LEO(), id.DirectoryID)
 	for seq := 0; ; seq++ {
 		leo, start := s.LEO(), s.LogStart()
 		var op crashOp
@@ -173,6 +188,7 @@ func TestBoltCrashRecovery(t *testing.T) {
 	dir := t.TempDir()
 	var acked []crashOp // every acknowledged write so far, in order
 	inFlightApplied, totalEntries := 0, 0
+	dirID := ""
 	for k := 0; k < kills; k++ {
 		lines, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond)
 		if err != nil {
@@ -208,9 +224,21 @@ func TestBoltCrashRecovery(t *testing.T) {
 				inFlight = nil
 			}
 		}
-		s, err := storage.OpenBolt(filepath.Join(dir, "log.db"), storage.BoltOptions{Timeout: 30 * time.Second})
+		s, id, err := storage.OpenDir(dir, crashID, storage.BoltOptions{Timeout: 30 * time.Second})
 		if err != nil {
 			t.Fatalf("kill %d: reopen: %v", k, err)
+		}
+		// The identity survives every kill: the directory ID the child saw
+		// at its open is the one every later open sees.
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "R" && f[2] != id.DirectoryID {
+				t.Fatalf("kill %d: child opened directory %s, reopened as %s", k, f[2], id.DirectoryID)
+			}
+		}
+		if dirID == "" {
+			dirID = id.DirectoryID
+		} else if id.DirectoryID != dirID {
+			t.Fatalf("kill %d: directory ID changed from %s to %s", k, dirID, id.DirectoryID)
 		}
 		model := replay(t, acked)
 		errWithout := storagetest.Compare(s, model)
@@ -312,4 +340,53 @@ func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration) ([]s
 		return lines, fmt.Errorf("child did not die of SIGKILL: %v", err)
 	}
 	return lines, nil
+}
+
+// A process killed while OpenDir creates a directory — after the identity
+// is written and before the data file exists, or after the data file is
+// complete and before the identity says so — leaves a directory that the
+// next OpenDir completes, keeping the directory ID the identity recorded;
+// the node then works and its data survives a reopen.
+func TestOpenDirKilledDuringCreation(t *testing.T) {
+	if os.Getenv(envCrashDir) != "" {
+		return // we are the child
+	}
+	for _, stage := range []string{"identity", "data"} {
+		t.Run(stage, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
+			cmd.Env = append(os.Environ(), envCrashDir+"="+dir, envCrashSeed+"=1", envCrashDieAt+"="+stage)
+			out, err := cmd.CombinedOutput()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("child did not die of SIGKILL at %s: %v; output:\n%s", stage, err, out)
+			}
+			text, err := os.ReadFile(filepath.Join(dir, storage.IdentityFileName))
+			if err != nil {
+				t.Fatalf("no identity after a kill at %s: %v", stage, err)
+			}
+			if !strings.Contains(string(text), "state creating") {
+				t.Fatalf("identity after a kill at %s:\n%s", stage, text)
+			}
+			_, statErr := os.Stat(filepath.Join(dir, storage.DataFileName))
+			if (stage == "identity") != os.IsNotExist(statErr) {
+				t.Fatalf("kill at %s: data file: %v", stage, statErr)
+			}
+			s, id, err := storage.OpenDir(dir, crashID, storage.BoltOptions{})
+			if err != nil {
+				t.Fatalf("OpenDir after a kill at %s: %v", stage, err)
+			}
+			if !strings.Contains(string(text), fmt.Sprintf("directory_id %q", id.DirectoryID)) {
+				t.Fatalf("directory ID %s is not the one the killed process recorded:\n%s", id.DirectoryID, text)
+			}
+			if err := s.Append(crashEntries(0, 5, 1)); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			s, again, err := storage.OpenDir(dir, crashID, storage.BoltOptions{})
+			if err != nil || again != id || s.LEO() != 5 {
+				t.Fatalf("reopen: %+v, %v (want %+v)", again, err, id)
+			}
+			s.Close()
+		})
+	}
 }
