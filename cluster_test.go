@@ -470,7 +470,7 @@ func (ot *outsiderTest) options(dir string, mutate func(o *Options)) Options {
 	o := Options{
 		Dir: dir, NodeID: "outsider", ClusterID: "test",
 		Voters: n1.Voters, Peers: ot.peers, RPCAddr: ot.addr,
-		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, NoSync: true,
+		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, ElectionTimeout: 200 * time.Millisecond, NoSync: true,
 		Logger: testLogger(), Secret: n1.Secret, Insecure: n1.Insecure,
 	}
 	mutate(&o)

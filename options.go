@@ -98,7 +98,11 @@ type Options struct {
 	FetchMaxWait time.Duration
 	// FetchTimeout: a voter that has not fetched successfully for this
 	// long starts an election; a leader without fetches from a majority for
-	// this long resigns. Default 2s. Must exceed FetchMaxWait.
+	// this long resigns. Default 2s. Must be at least
+	// 2*(FetchMaxWait+ElectionTimeout): a follower retries a fetch after
+	// FetchMaxWait+ElectionTimeout without an answer, and the retry may be
+	// parked for FetchMaxWait too, so only then does one lost fetch or
+	// answer not cost leader contact (and set off an election).
 	FetchTimeout time.Duration
 	// ElectionTimeout is the base of randomised election timeouts.
 	// Default 500ms.
@@ -291,11 +295,12 @@ func (o Options) Validate() error {
 	if d.FetchMaxWait > time.Duration(math.MaxUint32)*time.Millisecond {
 		return bad("FetchMaxWait", "%v is too long", d.FetchMaxWait)
 	}
-	if d.FetchTimeout <= d.FetchMaxWait {
-		return bad("FetchTimeout", "(%v) must exceed FetchMaxWait (%v)", d.FetchTimeout, d.FetchMaxWait)
-	}
 	if d.ElectionTimeout <= 0 {
 		return bad("ElectionTimeout", "must be positive, not %v", d.ElectionTimeout)
+	}
+	if min := replica.MinFetchTimeout(d.FetchMaxWait, d.ElectionTimeout); d.FetchTimeout < min {
+		return bad("FetchTimeout", "(%v) must be at least 2*(FetchMaxWait + ElectionTimeout) = 2*(%v + %v) = %v, so that one lost fetch does not cost leader contact",
+			d.FetchTimeout, d.FetchMaxWait, d.ElectionTimeout, min)
 	}
 	if d.FetchMaxBytes <= 0 || d.FetchMaxBytes > maxConfiguredSize {
 		return bad("FetchMaxBytes", "must be in (0, %d], not %d", maxConfiguredSize, d.FetchMaxBytes)

@@ -43,6 +43,8 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 		{"TLSVerifyNodeID", func(o *Options) { o.TLSVerifyNodeID = true }},
 		{"FetchMaxWait", func(o *Options) { o.FetchMaxWait = -time.Second }},
 		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 100 * time.Millisecond }},
+		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 2*time.Second - time.Millisecond }}, // defaults' bound is 2s
+		{"FetchTimeout", func(o *Options) { o.FetchTimeout = time.Second; o.FetchMaxWait = 100 * time.Millisecond }},
 		{"ElectionTimeout", func(o *Options) { o.ElectionTimeout = -1 }},
 		{"FetchMaxBytes", func(o *Options) { o.FetchMaxBytes = -1 }},
 		{"MaxRecordSize", func(o *Options) { o.MaxRecordSize = 1 << 30 }},

@@ -109,7 +109,17 @@ type Config struct {
 	Voters []string
 	// FetchTimeout: a voter that has had no successful fetch for this long
 	// becomes prospective; a leader that has not had fetches from a majority
-	// within it resigns (check-quorum). Default 2s. Must exceed FetchMaxWait.
+	// within it resigns (check-quorum). Default 2s.
+	//
+	// It must be at least 2*(FetchMaxWait+ElectionTimeout), so that one lost
+	// fetch or answer never costs leader contact: a follower's next fetch
+	// leaves when the previous answer arrives (contact at c) and may be
+	// parked for FetchMaxWait; if it or its answer is lost, the follower
+	// retries at c+FetchMaxWait+ElectionTimeout (its retry timeout: parking
+	// plus a round trip, which ElectionTimeout covers), and the retry is
+	// answered within another FetchMaxWait plus a round trip, so contact
+	// resumes by c+2*(FetchMaxWait+ElectionTimeout). A shorter FetchTimeout
+	// makes voters flap after a single lost message.
 	FetchTimeout time.Duration
 	// ElectionTimeout is the base of the randomised election timeouts: a
 	// prospective or candidate replica retries after a random time in

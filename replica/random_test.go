@@ -268,7 +268,7 @@ func runRandomized(t *testing.T, seed int64, voters []string, observers []string
 	}
 	for _, id := range append(slices.Clone(voters), observers...) {
 		n := &rnode{id: id, store: storage.NewMemory(), cfg: Config{
-			ID: id, Voters: voters, FetchTimeout: 400 * time.Millisecond,
+			ID: id, Voters: voters, FetchTimeout: 600 * time.Millisecond,
 			ElectionTimeout: 200 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond, FetchMaxBytes: 160,
 		}}
 		c.nodes = append(c.nodes, n)

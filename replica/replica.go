@@ -24,6 +24,14 @@ const (
 	DefaultMaxRecordSize   = 1 << 20
 )
 
+// MinFetchTimeout is the smallest FetchTimeout that goes with fetchMaxWait
+// and electionTimeout: 2*(fetchMaxWait+electionTimeout), the longest a
+// follower can go without leader contact when one fetch or its answer is
+// lost (see Config.FetchTimeout).
+func MinFetchTimeout(fetchMaxWait, electionTimeout time.Duration) time.Duration {
+	return 2 * (fetchMaxWait + electionTimeout)
+}
+
 // hwCheckpointInterval throttles HW checkpoint writes (core time).
 const hwCheckpointInterval = time.Second
 
@@ -139,11 +147,12 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 	if cfg.MaxRecordSize == 0 {
 		cfg.MaxRecordSize = DefaultMaxRecordSize
 	}
-	if cfg.FetchTimeout <= cfg.FetchMaxWait {
-		return nil, fmt.Errorf("%w: FetchTimeout %v must exceed FetchMaxWait %v", ErrInvalidConfig, cfg.FetchTimeout, cfg.FetchMaxWait)
-	}
-	if cfg.FetchMaxBytes < 0 || cfg.MaxRecordSize < 0 || cfg.ElectionTimeout < 0 {
+	if cfg.FetchMaxBytes < 0 || cfg.MaxRecordSize < 0 || cfg.ElectionTimeout < 0 || cfg.FetchMaxWait < 0 {
 		return nil, fmt.Errorf("%w: negative size or timeout", ErrInvalidConfig)
+	}
+	if min := MinFetchTimeout(cfg.FetchMaxWait, cfg.ElectionTimeout); cfg.FetchTimeout < min {
+		return nil, fmt.Errorf("%w: FetchTimeout %v must be at least 2*(FetchMaxWait %v + ElectionTimeout %v) = %v (one lost fetch must not cost leader contact)",
+			ErrInvalidConfig, cfg.FetchTimeout, cfg.FetchMaxWait, cfg.ElectionTimeout, min)
 	}
 	if cfg.Rand == nil {
 		h := fnv.New64a()

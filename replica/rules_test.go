@@ -794,9 +794,22 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{ID: "a", Voters: []string{"a", "a", "b"}},
 		{ID: "a", Voters: []string{"a", ""}},
 		{ID: "a", Voters: []string{"a"}, FetchTimeout: time.Second, FetchMaxWait: 2 * time.Second},
+		// Issue 9.5: FetchTimeout below 2*(FetchMaxWait+ElectionTimeout).
+		{ID: "a", Voters: []string{"a"}, FetchTimeout: 2*time.Second - 1, FetchMaxWait: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond},
+		{ID: "a", Voters: []string{"a"}, FetchTimeout: time.Second, FetchMaxWait: 100 * time.Millisecond},
+		{ID: "a", Voters: []string{"a"}, FetchMaxWait: -time.Second},
 	} {
 		if _, err := New(cfg, store, t0); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+	// Positive control: the bound itself, and the defaults, are accepted.
+	for _, cfg := range []Config{
+		{ID: "a", Voters: []string{"a"}, FetchTimeout: 2 * time.Second, FetchMaxWait: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond},
+		{ID: "a", Voters: []string{"a"}},
+	} {
+		if _, err := New(cfg, storage.NewMemory(), t0); err != nil {
+			t.Errorf("New(%+v) = %v, want it accepted", cfg, err)
 		}
 	}
 }
