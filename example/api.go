@@ -8,6 +8,7 @@ import (
 	"iter"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -91,8 +92,10 @@ type server struct {
 	logger hclog.Logger
 }
 
-// handler returns the node's HTTP handler. Every response allows any
-// origin: the dashboard served by one node polls all the others.
+// handler returns the node's HTTP handler. Web pages from the other
+// nodes' origins (-http-peers) may use it, since the dashboard served by
+// one node polls and appends through all of them; pages from any other
+// origin can neither read the answers nor change anything (see guard).
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/append", s.only(http.MethodPost, s.handleAppend))
@@ -105,14 +108,62 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "no such endpoint: " + r.URL.Path})
 	})
-	return withCORS(mux)
+	return guard(slices.Collect(maps.Values(s.peers)), mux, s.logger)
 }
 
-// withCORS lets pages from any origin call the API: the dashboard of one
-// node reads the status of the others, and the demo's control API.
-func withCORS(h http.Handler) http.Handler {
+// guard wraps an API handler for browsers. State-changing requests (POST)
+// that a web page of another origin sends are refused with 403 before h
+// sees them (CSRF: a page the operator visits could otherwise append to
+// the log or kill nodes), unless that origin is one of trusted (the other
+// nodes' dashboards). It uses http.CrossOriginProtection: the browser's
+// Sec-Fetch-Site header, or else Origin compared with Host. Requests
+// without either header do not come from a browser page (curl, Go
+// clients) and pass: the API has no authentication of its own. CORS
+// headers let only the trusted origins read the answers.
+func guard(trusted []string, h http.Handler, logger hclog.Logger) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	origins := map[string]bool{}
+	for _, u := range trusted {
+		o, err := originOf(u)
+		if err == nil {
+			err = cop.AddTrustedOrigin(o)
+		}
+		if err != nil {
+			logger.Warn("not trusting the origin of a peer URL", "url", u, "error", err)
+			continue
+		}
+		origins[o] = true
+	}
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger.Debug("refused a cross-origin request", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+		writeJSON(w, http.StatusForbidden, apiError{Error: "cross-origin request refused: only this node's dashboard and its peers' may change state"})
+	}))
+	return withCORS(origins, cop.Handler(h))
+}
+
+// originOf returns the origin (scheme://host[:port]) of an HTTP base URL.
+func originOf(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", errors.New("not an http(s) URL with a host")
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// withCORS lets pages from the trusted origins read the API's answers:
+// the dashboard of one node reads the status of the others and the demo's
+// control API. Other origins get no CORS headers, so browsers hide the
+// answers from them.
+func withCORS(trusted map[string]bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Add("Vary", "Origin")
+		origin := r.Header.Get("Origin")
+		if origin != "" && trusted[origin] {
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+		}
 		if r.Method == http.MethodOptions {
 			w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
 			w.Header().Set("Access-Control-Allow-Headers", "Content-Type")
@@ -261,9 +312,15 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	wrote := false
 	if follow {
+		// The stream may last for days, but the server's WriteTimeout
+		// counts from the request's start: move the write deadline
+		// forward before each write (extend), so that a client that stops
+		// reading is still cut off. (ReadTimeout does not apply: net/http
+		// lifts the read deadline once a body-less request is read.)
 		// A follower of the log may wait long for the next entry: send the
 		// headers now, so that it knows the stream is open.
 		w.WriteHeader(http.StatusOK)
+		extend(rc)
 		_ = rc.Flush()
 		wrote = true
 	}
@@ -282,10 +339,16 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 				writeJSON(w, code, apiError{Error: err.Error()})
 				return
 			}
+			if follow {
+				extend(rc)
+			}
 			_ = enc.Encode(apiError{Error: err.Error()})
 			break
 		}
 		wrote = true
+		if follow {
+			extend(rc)
+		}
 		if err := enc.Encode(entryJSON{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}); err != nil {
 			return // client gone
 		}
@@ -296,6 +359,12 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 	if !wrote {
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// extend gives the next write of a streaming response writeTimeout from
+// now.
+func extend(rc *http.ResponseController) {
+	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 }
 
 // handleStatus returns replog.Status as JSON.

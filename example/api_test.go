@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -271,7 +274,11 @@ func TestMethodsAndRoutes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
-			rec := do(t, h, tt.method, tt.target, "")
+			// As n2's dashboard sends it.
+			req := httptest.NewRequest(tt.method, tt.target, nil)
+			req.Header.Set("Origin", "http://n2.test")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
 			if rec.Code != tt.code {
 				t.Fatalf("status %d, want %d (body %.200s)", rec.Code, tt.code, rec.Body)
 			}
@@ -281,8 +288,8 @@ func TestMethodsAndRoutes(t *testing.T) {
 			if got := rec.Header().Get("Allow"); got != tt.allow {
 				t.Errorf("Allow %q, want %q", got, tt.allow)
 			}
-			if got := rec.Header().Get("Access-Control-Allow-Origin"); got != "*" {
-				t.Errorf("Access-Control-Allow-Origin %q, want *", got)
+			if got := rec.Header().Get("Access-Control-Allow-Origin"); got != "http://n2.test" {
+				t.Errorf("Access-Control-Allow-Origin %q, want http://n2.test (a peer's dashboard)", got)
 			}
 			if tt.contentType == "application/json" {
 				m := decodeJSON(t, rec)
@@ -571,5 +578,178 @@ func TestParseFlags(t *testing.T) {
 	}
 	if c, err := parseFlags(nil, io.Discard); err != nil || c.id != "" {
 		t.Errorf("no flags (demo mode): %+v, %v", c, err)
+	}
+}
+
+// A web page of another origin cannot append through a node (403, nothing
+// appended) and cannot read its answers (no CORS header); the node's own
+// dashboard, a peer's dashboard (-http-peers) and non-browser clients can.
+func TestAppendRefusesCrossOriginRequests(t *testing.T) {
+	f := newFakeNode()
+	h := newTestServer(f).handler()
+	send := func(method, path string, headers map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, "http://n1.test"+path, strings.NewReader("x"))
+		req.Header.Set("Content-Type", "text/plain")
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	evil := []map[string]string{
+		{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+		{"Origin": "http://n1.test:8080", "Sec-Fetch-Site": "same-site"}, // another port: another origin
+		{"Origin": "https://evil.example"},                               // a browser without Sec-Fetch-Site
+		{"Origin": "null", "Sec-Fetch-Site": "cross-site"},               // a sandboxed page
+	}
+	for _, hdr := range evil {
+		rec := send("POST", "/append", hdr)
+		if rec.Code != http.StatusForbidden {
+			t.Errorf("append from %v: status %d, want 403", hdr, rec.Code)
+		} else if m := decodeJSON(t, rec); m["error"] == nil {
+			t.Errorf("append from %v: 403 without a JSON error: %s", hdr, rec.Body)
+		}
+		if got := send("GET", "/status", hdr).Header().Get("Access-Control-Allow-Origin"); got != "" {
+			t.Errorf("status read from %v: Access-Control-Allow-Origin %q lets that page read it", hdr, got)
+		}
+	}
+	if len(f.appendGot) != 0 {
+		t.Fatalf("refused requests appended %q", f.appendGot)
+	}
+	good := []map[string]string{
+		{"Origin": "http://n1.test", "Sec-Fetch-Site": "same-origin"}, // this node's dashboard
+		{"Origin": "http://n1.test"},                                  // same, older browser
+		{"Origin": "http://n2.test", "Sec-Fetch-Site": "same-site"},   // n2's dashboard appending via n1
+		{}, // curl
+	}
+	for _, hdr := range good {
+		if rec := send("POST", "/append", hdr); rec.Code != http.StatusOK {
+			t.Errorf("append from %v: status %d, want 200 (%s)", hdr, rec.Code, rec.Body)
+		}
+	}
+	if len(f.appendGot) != len(good) {
+		t.Fatalf("%d of %d accepted appends reached the log", len(f.appendGot), len(good))
+	}
+	if got := send("GET", "/status", good[2]).Header().Get("Access-Control-Allow-Origin"); got != "http://n2.test" {
+		t.Errorf("status read from n2's dashboard: Access-Control-Allow-Origin %q, want http://n2.test", got)
+	}
+}
+
+// The servers have every limit set (the values, not their timing: a slow
+// client is net/http's business once they are set).
+func TestHTTPServerLimits(t *testing.T) {
+	srv := newHTTPServer(http.NotFoundHandler(), hclog.NewNullLogger())
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 ||
+		srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes >= http.DefaultMaxHeaderBytes {
+		t.Fatalf("limits not set: ReadHeaderTimeout %v ReadTimeout %v WriteTimeout %v IdleTimeout %v MaxHeaderBytes %d",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+	if srv.ReadHeaderTimeout > srv.ReadTimeout {
+		t.Errorf("ReadHeaderTimeout %v exceeds ReadTimeout %v", srv.ReadHeaderTimeout, srv.ReadTimeout)
+	}
+}
+
+// A follow=true stream outlives the server's ReadTimeout and WriteTimeout:
+// an entry committed after both have passed still reaches the client.
+// (Without extend, the expired write deadline fails the write: checked by
+// removing it.)
+func TestFollowStreamOutlivesServerTimeouts(t *testing.T) {
+	f := newFakeNode()
+	f.commit("before")
+	ts := httptest.NewUnstartedServer(newTestServer(f).handler())
+	ts.Config.ReadTimeout = 100 * time.Millisecond
+	ts.Config.WriteTimeout = 100 * time.Millisecond
+	ts.Start()
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/entries?follow=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"offset":0`) {
+		t.Fatalf("first line %q (%v)", sc.Text(), sc.Err())
+	}
+	time.Sleep(400 * time.Millisecond) // both timeouts pass
+	f.commit("after")
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"offset":1`) {
+		t.Fatalf("line after the timeouts: %q (%v): the stream was cut", sc.Text(), sc.Err())
+	}
+}
+
+func TestParseAuthFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-id", "n1", "-dir", "/d", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-ca", "ca.pem", "-secret-file", "s"}, io.Discard)
+	if err != nil || c.tlsCert != "c.pem" || c.tlsKey != "k.pem" || c.tlsCA != "ca.pem" || c.secretFile != "s" || c.insecure {
+		t.Fatalf("parsed %+v, %v", c, err)
+	}
+	if c, err := parseFlags([]string{"-id", "n1", "-dir", "/d", "-insecure"}, io.Discard); err != nil || !c.insecure {
+		t.Fatalf("-insecure: %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{
+		{"-id", "n1", "-dir", "/d", "-tls-cert", "c.pem"},                                           // without key and CA
+		{"-id", "n1", "-dir", "/d", "-tls-cert", "c.pem", "-tls-key", "k.pem"},                      // without CA
+		{"-id", "n1", "-dir", "/d", "-insecure", "-secret-file", "s"},                               // contradiction
+		{"-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-ca", "ca.pem"},                            // demo: one cert for three nodes
+		{"-id", "n1", "-dir", "/d", "-insecure", "-tls-cert", "c", "-tls-key", "k", "-tls-ca", "a"}, // contradiction
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) succeeded", bad)
+		}
+	}
+}
+
+// The secret file: the demo writes one only its owner may read; a file
+// others may read, or a short secret, is refused; a trailing newline is
+// not part of the secret.
+func TestSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	path, err := writeSecretFile(dir, "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file mode %v, want 0600", fi.Mode().Perm())
+	}
+	secret, err := readSecretFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secret) != 64 || bytes.ContainsAny(secret, "\r\n") {
+		t.Fatalf("secret %q: want 64 hex characters without the newline", secret)
+	}
+	if _, err := writeSecretFile(dir, "secret"); err == nil {
+		t.Fatal("writeSecretFile overwrote an existing file")
+	}
+	other, _ := writeSecretFile(t.TempDir(), "secret")
+	if o, _ := readSecretFile(other); bytes.Equal(o, secret) {
+		t.Fatal("two demo runs got the same secret")
+	}
+
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readSecretFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("world-readable secret file: %v, want a refusal saying chmod 600", err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("fifteen bytes!!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readSecretFile(short); err == nil {
+		t.Fatal("a 15-byte secret was accepted")
+	}
+	if err := os.WriteFile(short, []byte("sixteen bytes!!!\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := readSecretFile(short); err != nil || string(s) != "sixteen bytes!!!" {
+		t.Fatalf("16-byte secret with CRLF: %q, %v", s, err)
 	}
 }

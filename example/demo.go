@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // demoIDs are the demo's nodes, all voters.
@@ -85,6 +87,36 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		return err
 	}
 
+	// The nodes authenticate each other with a secret the demo makes for
+	// this run, handed over in a file only this user can read, in a
+	// directory of its own (never in the data directory, which may be
+	// kept).
+	auth := []string{"-insecure"}
+	if !cfg.insecure {
+		secretFile := cfg.secretFile
+		if secretFile == "" {
+			secretDir, err := os.MkdirTemp("", "replog-demo-secret-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(secretDir)
+			if secretFile, err = writeSecretFile(secretDir, "secret"); err != nil {
+				return err
+			}
+		} else if secretFile, err = filepath.Abs(secretFile); err != nil {
+			return err
+		}
+		auth = []string{"-secret-file", secretFile}
+	}
+	ctlLogger := hclog.New(&hclog.LoggerOptions{
+		Name:   "control",
+		Level:  hclog.LevelFromString(cfg.logLevel),
+		Output: stderr,
+	})
+	if cfg.logLevel == "off" {
+		ctlLogger = hclog.NewNullLogger()
+	}
+
 	ports, err := freePorts(3 * len(demoIDs))
 	if err != nil {
 		return err
@@ -144,6 +176,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 			"-control", controlURL,
 			"-log-level", cfg.logLevel,
 		}
+		args = append(args, auth...)
 		if cfg.nosync {
 			args = append(args, "-nosync")
 		}
@@ -158,7 +191,11 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		d.children[id] = &child{id: id, args: args, url: "http://" + na[id].http, state: "stopped"}
 	}
 
-	srv := &http.Server{Handler: withCORS(d.controlHandler()), ReadHeaderTimeout: 10 * time.Second}
+	var dashboards []string
+	for _, id := range demoIDs {
+		dashboards = append(dashboards, d.children[id].url)
+	}
+	srv := newHTTPServer(guard(dashboards, d.controlHandler(), ctlLogger), ctlLogger)
 	go func() { _ = srv.Serve(controlLn) }()
 	defer srv.Close()
 	defer d.stopAll()

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // A demo whose nodes are all stopped: the control API's routes and errors
@@ -17,8 +20,19 @@ func stoppedDemo() *demo {
 	return d
 }
 
+// dashboardsOf lists the demo's node URLs, the origins its control API
+// trusts.
+func dashboardsOf(d *demo) []string {
+	var urls []string
+	for _, id := range d.order {
+		urls = append(urls, d.children[id].url)
+	}
+	return urls
+}
+
 func TestControlAPI(t *testing.T) {
-	h := withCORS(stoppedDemo().controlHandler())
+	d0 := stoppedDemo()
+	h := guard(dashboardsOf(d0), d0.controlHandler(), hclog.NewNullLogger())
 	tests := []struct {
 		method, target string
 		code           int
@@ -31,12 +45,17 @@ func TestControlAPI(t *testing.T) {
 		{"GET", "/", 503}, // no node runs: nowhere to redirect
 	}
 	for _, tt := range tests {
-		rec := do(t, h, tt.method, tt.target, "")
+		// As the dashboard of n1 sends it: another origin, but a trusted one.
+		req := httptest.NewRequest(tt.method, "http://control.test"+tt.target, nil)
+		req.Header.Set("Origin", "http://n1.test")
+		req.Header.Set("Sec-Fetch-Site", "same-site")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
 		if rec.Code != tt.code {
 			t.Errorf("%s %s: status %d, want %d (%s)", tt.method, tt.target, rec.Code, tt.code, rec.Body)
 		}
-		if rec.Header().Get("Access-Control-Allow-Origin") != "*" {
-			t.Errorf("%s %s: no CORS header: the dashboard is served from another origin", tt.method, tt.target)
+		if got := rec.Header().Get("Access-Control-Allow-Origin"); got != "http://n1.test" {
+			t.Errorf("%s %s: Access-Control-Allow-Origin %q: the dashboard is served from another origin", tt.method, tt.target, got)
 		}
 	}
 	rec := do(t, h, "GET", "/nodes", "")
@@ -56,3 +75,57 @@ func TestControlAPI(t *testing.T) {
 		t.Errorf("GET /: %d to %q, want 302 to http://n2.test/", rec.Code, rec.Header().Get("Location"))
 	}
 }
+
+// A web page of another origin cannot kill or restart nodes (403, nothing
+// done), whether the browser sends Sec-Fetch-Site or only Origin; the
+// same request from a node's dashboard (the positive control) works.
+func TestControlAPIRefusesCrossOriginRequests(t *testing.T) {
+	d := stoppedDemo()
+	var killed []string
+	d.out = &lineWriter{w: writerFunc(func(p []byte) (int, error) {
+		killed = append(killed, string(p))
+		return len(p), nil
+	})}
+	h := guard(dashboardsOf(d), d.controlHandler(), hclog.NewNullLogger())
+	post := func(headers map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "http://control.test/nodes/n2/kill", nil)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, hdr := range []map[string]string{
+		{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+		{"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}, // another local service
+		{"Origin": "https://evil.example"},                              // a browser without Sec-Fetch-Site
+	} {
+		rec := post(hdr)
+		if rec.Code != http.StatusForbidden {
+			t.Errorf("kill from %v: status %d, want 403", hdr, rec.Code)
+		}
+		if rec.Header().Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("kill from %v: CORS lets that origin read the answer", hdr)
+		}
+	}
+	if len(killed) != 0 {
+		t.Fatalf("a refused request reached the supervisor: %q", killed)
+	}
+	for _, hdr := range []map[string]string{
+		{"Origin": "http://n3.test", "Sec-Fetch-Site": "same-site"}, // a node's dashboard
+		{"Origin": "http://control.test"},                           // the control API's own origin
+		{},                                                          // curl
+	} {
+		if rec := post(hdr); rec.Code != http.StatusOK {
+			t.Errorf("kill from %v: status %d, want 200 (%s)", hdr, rec.Code, rec.Body)
+		}
+	}
+	if len(killed) != 3 {
+		t.Fatalf("accepted kills reached the supervisor %d times, want 3: %q", len(killed), killed)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -4,10 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -356,6 +364,16 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 		}
 		pids = append(pids, s.PID)
 	}
+	// The nodes authenticate each other with a secret the demo made for
+	// this run: a file only its owner can read, outside the data directory.
+	secretFile := secretFileOf(t, pids[0])
+	if fi, err := os.Stat(secretFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file %s: %v, %v; want mode 0600", secretFile, fi, err)
+	}
+	if strings.HasPrefix(secretFile, dir) {
+		t.Fatalf("secret file %s is in the data directory %s", secretFile, dir)
+	}
+
 	leader := leaderOf(t, d.urls["n1"])
 	var victim, via int = -1, -1
 	for i, id := range demoIDs {
@@ -393,6 +411,9 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 		t.Errorf("demo exit code %d, want 0", code)
 	}
 	waitGone(t, pids)
+	if _, err := os.Stat(secretFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the demo left its secret file %s behind: %v", secretFile, err)
+	}
 	for _, id := range demoIDs {
 		if _, err := os.Stat(filepath.Join(dir, id, "http.addr")); err != nil {
 			t.Errorf("%s: no http.addr: %v", id, err)
@@ -505,7 +526,7 @@ func TestNodeModeErrorsWithRealLog(t *testing.T) {
 		"-voters", "n1,n2,n3",
 		"-peers", fmt.Sprintf("n2=127.0.0.1:%d,n3=127.0.0.1:%d", peers[0], peers[1]),
 		"-http-peers", "n2=http://n2.invalid,n3=http://n3.invalid",
-		"-append-timeout", "1s")
+		"-append-timeout", "1s", "-insecure")
 
 	post := func(body []byte) (int, apiError) {
 		t.Helper()
@@ -546,4 +567,177 @@ func TestNodeModeErrorsWithRealLog(t *testing.T) {
 	if st.NodeID != "n1" || st.Role == "leader" || len(st.Voters) != 3 || st.HW == nil || *st.HW != 0 {
 		t.Errorf("status %+v: want n1, not leader, 3 voters, hw 0", st)
 	}
+}
+
+// runNodeExpectingFailure runs the example in node mode and returns its
+// stderr once it exits; it fails t if the node starts serving instead.
+func runNodeExpectingFailure(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(exampleBinary(t), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("node %q exited 0, want a refusal\nstdout: %s\nstderr: %s", args, stdout.String(), stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("node %q still runs after 30s, want a refusal\nstdout: %s", args, stdout.String())
+	}
+	if strings.Contains(stdout.String(), "http=") {
+		t.Fatalf("refused node announced an address: %s", stdout.String())
+	}
+	return stderr.String()
+}
+
+// A node of a cluster with no credentials is refused, and says which
+// flags to use; the same node with -secret-file starts (the control).
+func TestNodeModeRefusesUnauthenticatedCluster(t *testing.T) {
+	peers, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-id", "n1", "-dir", t.TempDir(), "-nosync", "-log-level", "off",
+		"-voters", "n1,n2,n3", "-peers", fmt.Sprintf("n2=127.0.0.1:%d,n3=127.0.0.1:%d", peers[0], peers[1])}
+	stderr := runNodeExpectingFailure(t, args...)
+	for _, want := range []string{"Secret", "-secret-file", "-insecure"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("refusal does not mention %s: %s", want, stderr)
+		}
+	}
+	secret, err := writeSecretFile(t.TempDir(), "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startNode(t, append(args, "-secret-file", secret)...)
+	resp, err := client.Get(base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("node with -secret-file: /status %d", resp.StatusCode)
+	}
+}
+
+// A second process on a live node's directory is refused (the directory is
+// locked) and leaves the live node's http.addr alone.
+func TestRefusedSecondProcessKeepsHTTPAddr(t *testing.T) {
+	dir := t.TempDir()
+	base := startNode(t, "-id", "solo", "-dir", dir, "-nosync", "-log-level", "off")
+	addrFile := filepath.Join(dir, "http.addr")
+	before, err := os.ReadFile(addrFile)
+	if err != nil || "http://"+strings.TrimSpace(string(before)) != base {
+		t.Fatalf("http.addr = %q (%v), want %s", before, err, base)
+	}
+	stderr := runNodeExpectingFailure(t, "-id", "solo", "-dir", dir, "-nosync", "-log-level", "off")
+	if !strings.Contains(stderr, "lock") {
+		t.Errorf("second process's refusal does not say the directory is locked: %s", stderr)
+	}
+	after, err := os.ReadFile(addrFile)
+	if err != nil || string(after) != string(before) {
+		t.Fatalf("after the refused second process http.addr = %q (%v), want %q", after, err, before)
+	}
+	appendRecord(t, base, []byte("the live node still serves"))
+}
+
+// writePKI writes a CA and a certificate for each name (as its DNS name
+// and common name) in PEM files under dir: ca.pem, NAME.pem, NAME.key.
+func writePKI(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "example test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	write := func(name, typ string, der []byte, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ca.pem", "CERTIFICATE", caDER, 0o644)
+	for i, name := range names {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
+			DNSNames: []string{name}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			KeyUsage:    x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+".pem", "CERTIFICATE", der, 0o644)
+		write(name+".key", "PRIVATE KEY", keyDER, 0o600)
+	}
+}
+
+// Two nodes with -tls-cert/-tls-key/-tls-ca (mutual TLS, certificates
+// bound to node IDs) form a cluster without a secret: an append through
+// one is read on the other. (The refusals of untrusted or borrowed
+// certificates are the library's tests, tls_test.go.)
+func TestNodeModeMutualTLS(t *testing.T) {
+	pki := t.TempDir()
+	writePKI(t, pki, "n1", "n2")
+	ports, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := fmt.Sprintf("n1=127.0.0.1:%d,n2=127.0.0.1:%d", ports[0], ports[1])
+	node := func(id, certName string, port int) []string {
+		return []string{"-id", id, "-dir", t.TempDir(), "-nosync", "-log-level", "off",
+			"-voters", "n1,n2", "-peers", peers, "-rpc", fmt.Sprintf("127.0.0.1:%d", port),
+			"-tls-cert", filepath.Join(pki, certName+".pem"), "-tls-key", filepath.Join(pki, certName+".key"),
+			"-tls-ca", filepath.Join(pki, "ca.pem")}
+	}
+	n1 := startNode(t, node("n1", "n1", ports[0])...)
+	n2 := startNode(t, node("n2", "n2", ports[1])...)
+	e := appendRecord(t, n1, []byte("over mutual TLS"))
+	waitEntries(t, map[string]string{"n1": n1, "n2": n2}, []string{"n1", "n2"}, []entryJSON{e})
+}
+
+// secretFileOf returns the -secret-file argument of process pid.
+func secretFileOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(string(b), "\x00")
+	for i, a := range args {
+		if a == "-insecure" {
+			t.Fatalf("the demo runs its nodes with -insecure: %q", args)
+		}
+		if a == "-secret-file" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	t.Fatalf("node %d has no -secret-file: %q", pid, args)
+	return ""
 }

@@ -8,7 +8,10 @@
 //	go run ./example                 # demo: prints three dashboard URLs
 //	go run ./example -id n1 -dir D   # one node (see -help)
 //
-// The flags and the HTTP API are specified in EXAMPLE_API.md.
+// Nodes of a cluster authenticate each other with a shared secret
+// (-secret-file) or mutual TLS (-tls-cert, -tls-key, -tls-ca); -insecure
+// opts out. The flags and the HTTP API are described in README.md beside
+// this file.
 package main
 
 import (
@@ -38,6 +41,13 @@ type config struct {
 	httpPeers    map[string]string
 	cluster      string
 	nosync       bool
+
+	// Peer authentication (see security.go).
+	secretFile string
+	tlsCert    string
+	tlsKey     string
+	tlsCA      string
+	insecure   bool
 
 	fetchTimeout    time.Duration
 	electionTimeout time.Duration
@@ -120,6 +130,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(mapFlag{&c.httpPeers}, "http-peers", "HTTP base URLs of the other nodes: n2=http://127.0.0.1:8082,...")
 	fs.StringVar(&c.cluster, "cluster", "replog-example", "cluster ID")
 	fs.BoolVar(&c.nosync, "nosync", false, "disable fsync (tests only: a machine crash can lose acknowledged appends)")
+	fs.StringVar(&c.secretFile, "secret-file", "", "file holding the cluster secret (at least 16 bytes, the same on every node; mode 0600; a trailing newline is ignored); it authenticates the transport and keys gossip. The demo generates one for its nodes")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of this node (mutual TLS; with -tls-key and -tls-ca); it must name the node ID (DNS name or common name)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key for -tls-cert")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM CA certificates that sign the nodes' certificates")
+	fs.BoolVar(&c.insecure, "insecure", false, "run a cluster node without -secret-file or mutual TLS: anyone who reaches its ports can read, forge or erase the log")
 	fs.DurationVar(&c.fetchTimeout, "fetch-timeout", 0, "replog FetchTimeout (0: replog's default)")
 	fs.DurationVar(&c.electionTimeout, "election-timeout", 0, "replog ElectionTimeout (0: replog's default)")
 	fs.DurationVar(&c.fetchMaxWait, "fetch-max-wait", 0, "replog FetchMaxWait (0: replog's default)")
@@ -135,6 +150,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.id != "" && c.dir == "" {
 		return c, errors.New("-dir is required with -id")
+	}
+	if n := countSet(c.tlsCert, c.tlsKey, c.tlsCA); n != 0 && n != 3 {
+		return c, errors.New("-tls-cert, -tls-key and -tls-ca go together")
+	}
+	if c.id == "" && c.tlsCert != "" {
+		return c, errors.New("-tls-cert is for one node (-id); the demo authenticates its nodes with a secret")
+	}
+	if c.insecure && (c.secretFile != "" || c.tlsCert != "") {
+		return c, errors.New("-insecure contradicts -secret-file and -tls-cert: choose")
 	}
 	return c, nil
 }

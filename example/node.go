@@ -37,10 +37,6 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	addrFile := filepath.Join(cfg.dir, "http.addr")
-	// A file left by an earlier run must not point anyone at a dead port.
-	if err := os.Remove(addrFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
 
 	ln, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
@@ -48,7 +44,7 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	defer ln.Close()
 
-	log, err := replog.Open(replog.Options{
+	opts := replog.Options{
 		Dir:              cfg.dir,
 		NodeID:           cfg.id,
 		ClusterID:        cfg.cluster,
@@ -63,9 +59,23 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		ElectionTimeout:  cfg.electionTimeout,
 		NoSync:           cfg.nosync,
 		Logger:           logger.Named("replog"),
-	})
+	}
+	if err := applyAuth(cfg, &opts); err != nil {
+		return err
+	}
+	log, err := replog.Open(opts)
 	if err != nil {
+		if errors.Is(err, replog.ErrInvalidOptions) && cfg.secretFile == "" && cfg.tlsCert == "" && !cfg.insecure {
+			return fmt.Errorf("open log: %w (flags: -secret-file, or -tls-cert/-tls-key/-tls-ca, or -insecure)", err)
+		}
 		return fmt.Errorf("open log: %w", err)
+	}
+	// Only now that this process holds the directory (Open locks it) is
+	// a file left by an earlier run its to remove: a second process
+	// refused above must not hide a live node's address.
+	if err := os.Remove(addrFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		_ = log.Close()
+		return err
 	}
 	defer func() {
 		if err := log.Close(); err != nil {
@@ -97,12 +107,8 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	// base context ends them so Shutdown can finish.
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
-	srv := &http.Server{
-		Handler:           s.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ErrorLog:          logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
+	srv := newHTTPServer(s.handler(), logger.Named("http"))
+	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -131,6 +137,33 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return serveErr
 	}
 	return nil
+}
+
+// Limits of the HTTP servers (nodes and the demo's control API), so that
+// a slow or idle client cannot hold a connection or a goroutine forever.
+// The /entries follow stream outlives writeTimeout: it moves its write
+// deadline forward before each write (see handleEntries).
+const (
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout covers the whole request, body included: an append body
+	// is at most 1 MiB.
+	readTimeout    = 30 * time.Second
+	writeTimeout   = 30 * time.Second
+	idleTimeout    = 2 * time.Minute
+	maxHeaderBytes = 64 << 10
+)
+
+// newHTTPServer returns a server for h with the limits above.
+func newHTTPServer(h http.Handler, logger hclog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
 }
 
 // writeFileAtomic writes data to path via a rename, so readers never see a
