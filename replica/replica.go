@@ -257,6 +257,9 @@ func (r *Replica) Step(m transport.Message) {
 		r.logger.Debug("dropping message without a valid sender", "msg", m)
 		return
 	}
+	if !r.admissible(m) {
+		return
+	}
 	switch b := m.Body.(type) {
 	case *transport.FetchRequest:
 		r.handleFetchRequest(m.From, b)
@@ -275,6 +278,40 @@ func (r *Replica) Step(m transport.Message) {
 	default:
 		r.logger.Warn("dropping message of unknown type", "msg", m)
 	}
+}
+
+// admissible checks what every message must satisfy whoever sent it
+// (defence in depth: authenticated peers may still be wrong or hostile).
+// Only a voter of this replica's voter set can lead, so a message naming
+// another node as leader, or a leader's message from a non-voter, is
+// dropped whole.
+func (r *Replica) admissible(m transport.Message) bool {
+	var leader string
+	switch b := m.Body.(type) {
+	case *transport.FetchResponse:
+		// Fetches go to voters only: an answer from anyone else answers
+		// nothing this replica asked.
+		if !r.isVoter(m.From) {
+			r.logger.Debug("dropping a fetch response from a non-voter", "from", m.From)
+			return false
+		}
+		leader = b.LeaderID
+	case *transport.VoteResponse:
+		leader = b.LeaderID
+	case *transport.BeginEpoch:
+		leader = b.LeaderID
+		if !r.isVoter(m.From) {
+			r.logger.Debug("dropping BeginEpoch from a non-voter", "from", m.From)
+			return false
+		}
+	case *transport.AppendResponse:
+		leader = b.LeaderID
+	}
+	if leader != "" && !r.isVoter(leader) {
+		r.logger.Debug("dropping a message naming a non-voter as leader", "from", m.From, "leader", leader)
+		return false
+	}
+	return true
 }
 
 // Propose asks to append records as one batch. The outcome comes later as
@@ -334,13 +371,21 @@ func (r *Replica) Hint(h Hint) {
 		}
 	case HintLeader:
 		// A leaderless replica, or one that hears of a newer epoch than
-		// its own, tries the named node next.
-		if (r.role == RoleFollower || r.role == RoleObserver) && h.Node != "" && h.Node != r.id &&
+		// its own, tries the named node next. The claim only says where to
+		// fetch: the epoch and leader are adopted from that voter's own
+		// answer (fencing), never from gossip. Only a voter can lead.
+		if !r.isVoter(h.Node) {
+			r.logger.Debug("ignoring a leader hint naming a non-voter", "node", h.Node, "epoch", h.Epoch)
+			return
+		}
+		if (r.role == RoleFollower || r.role == RoleObserver) && h.Node != r.id &&
 			(r.leaderID == "" && h.Epoch >= r.epoch || h.Epoch > r.epoch && h.Node != r.leaderID) {
-			// Verified by the fetch: fencing tells us the real epoch/leader.
 			r.fetchHint = h.Node
 			r.fetchBackoff = time.Time{}
-			if r.fetch.Outstanding() && r.fetch.Target() != h.Node {
+			// A fetch to the leader we follow is left to be answered (a
+			// false claim must not cost leader contact): the hinted node
+			// gets the next fetch.
+			if r.leaderID == "" && r.fetch.Outstanding() && r.fetch.Target() != h.Node {
 				r.fetch.Cancel()
 			}
 		}

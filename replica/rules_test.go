@@ -746,15 +746,68 @@ func TestHints(t *testing.T) {
 	}
 	// Following L in epoch 3, it hears that x leads epoch 4: it tries x
 	// once (fencing will tell), without dropping L.
-	settle(t, obs, obs.store)
+	settled, _ := settle(t, obs, obs.store)
 	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 3})
 	if n := len(bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")); n != 0 {
 		t.Fatal("a hint for our own epoch redirected a follower that has a leader")
 	}
+	// The fetch to L outstanding at the hint is left to be answered (a
+	// false claim must not cost leader contact); the next one goes to x.
+	toL := bodiesTo[*transport.FetchRequest](settled, "L")
 	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 4})
+	if reqs := bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x"); len(reqs) != 0 {
+		t.Fatalf("a hint cancelled the fetch to our leader: fetches to x %v", reqs)
+	}
+	if len(toL) != 1 {
+		t.Fatalf("setup: fetches to L %v", toL)
+	}
+	obs.Step(transport.Message{From: "L", To: "o", Body: &transport.FetchResponse{FetchID: toL[0].FetchID, LeaderID: "L", Epoch: 3}})
 	reqs = bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")
 	if len(reqs) != 1 || obs.leaderID != "L" {
 		t.Fatalf("fetches to x %v, leader %q", reqs, obs.leaderID)
+	}
+}
+
+// TestOnlyVotersLead: issue 16.1. A gossip claim naming a node that is not a
+// voter is ignored; a message naming a non-voter as leader, or a leader's
+// message from a non-voter, changes nothing (neither leader nor epoch).
+// Positive control: the same with a voter is acted on.
+func TestOnlyVotersLead(t *testing.T) {
+	store := newStore(t, []uint64{1, 1}, storage.QuorumState{Epoch: 1})
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	settle(t, r, store)
+	r.Ready()
+	r.Hint(Hint{Kind: HintLeader, Node: "z", Epoch: 1000})
+	if reqs := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "z"); len(reqs) != 0 {
+		t.Fatalf("fetched from a non-voter named by gossip: %v", reqs)
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if r.epoch != 1 || r.leaderID != "" {
+			t.Fatalf("%s: epoch %d leader %q, want 1 and none", what, r.epoch, r.leaderID)
+		}
+	}
+	r.Step(transport.Message{From: "z", To: "f", Body: &transport.BeginEpoch{Epoch: 1000, LeaderID: "z"}})
+	unchanged("BeginEpoch from a non-voter")
+	r.Step(transport.Message{From: "z", To: "f", Body: &transport.FetchResponse{FetchID: 1, LeaderID: "z", Epoch: 1000}})
+	unchanged("fetch response from a non-voter")
+	// A voter's answer naming a non-voter leader (to the fetch we sent it).
+	r.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 2})
+	reqs := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "x")
+	if len(reqs) != 1 {
+		t.Fatalf("positive control: a hint naming voter x sent fetches %v", reqs)
+	}
+	r.Step(transport.Message{From: "x", To: "f", Body: &transport.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "z", Epoch: 1000, Error: transport.FetchFencedEpoch}})
+	unchanged("fenced answer naming a non-voter")
+	r.Step(transport.Message{From: "x", To: "f", Body: &transport.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "z", Epoch: 1, Error: transport.FetchNotLeader}})
+	unchanged("not-leader answer naming a non-voter")
+	// Positive control: the voter's own answer proves its epoch.
+	r.Step(transport.Message{From: "x", To: "f", Body: &transport.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "x", Epoch: 2, Error: transport.FetchFencedEpoch}})
+	if r.epoch != 2 || r.leaderID != "x" {
+		t.Fatalf("positive control: epoch %d leader %q, want 2 and x", r.epoch, r.leaderID)
 	}
 }
 
