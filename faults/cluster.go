@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"debug/buildinfo"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,6 +89,10 @@ type ClusterConfig struct {
 	Gossip bool
 	// ExtraArgs are appended to every node's command line.
 	ExtraArgs []string
+	// Insecure runs the nodes with -insecure. By default they authenticate
+	// each other with a random secret, written for the run to Root/secret
+	// (mode 0600) and passed as -secret-file, as a deployment would.
+	Insecure bool
 	// AppendTimeout is the node's -append-timeout: how long /append waits
 	// for a commit before answering "unknown" (0: the node's default).
 	AppendTimeout time.Duration
@@ -168,6 +174,14 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		IdleConnTimeout:     5 * time.Second,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 	}}}
+	auth := []string{"-insecure"}
+	if !cfg.Insecure {
+		secretFile, err := writeSecret(cfg.Root)
+		if err != nil {
+			return nil, err
+		}
+		auth = []string{"-secret-file", secretFile}
+	}
 	var ids, voters []string
 	rpc, gossip := map[string]string{}, map[string]string{}
 	for i := 1; i <= cfg.Nodes+cfg.Observers; i++ {
@@ -238,6 +252,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			// The dashboard's status sampling is not needed here.
 			"-sample-interval", "0",
 		}, gossipArgs...)
+		n.args = append(n.args, auth...)
 		if cfg.AppendTimeout > 0 {
 			n.args = append(n.args, "-append-timeout", cfg.AppendTimeout.String())
 		}
@@ -254,6 +269,27 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// writeSecret writes a fresh cluster secret (32 random bytes, hex) to
+// root/secret, readable by its owner only, and returns the file's path.
+func writeSecret(root string) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(root, "secret")
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	// WriteFile keeps the mode of a file that already exists.
+	if err := os.Chmod(path, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // Voters returns the voting nodes.

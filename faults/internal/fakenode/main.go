@@ -140,7 +140,7 @@ func main() {
 	maxWait := flag.Duration("fetch-max-wait", 200*time.Millisecond, "")
 	appendTimeout := flag.Duration("append-timeout", 3*time.Second, "")
 	bugLose := flag.Bool("fake-bug-lose", false, "ack before durable and committed")
-	for _, ignored := range []string{"gossip", "http-peers", "cluster", "fetch-timeout", "election-timeout", "sample-interval"} {
+	for _, ignored := range []string{"gossip", "http-peers", "cluster", "fetch-timeout", "election-timeout", "sample-interval", "secret-file"} {
 		flag.String(ignored, "", "ignored")
 	}
 	flag.Parse()
