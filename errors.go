@@ -51,6 +51,16 @@ var (
 
 	// ErrLocked: another process holds the log's directory.
 	ErrLocked = storage.ErrLocked
+
+	// ErrCommittedTruncation: a peer told this node to truncate its log
+	// below its high watermark, which would destroy committed entries. The
+	// node refuses and stops serving, as after ErrStorageFailed: appends
+	// and reads fail with an error wrapping it (the message names the
+	// offsets), Status reports it, and Close returns it. Nothing was
+	// truncated. In a correct cluster it never happens: it means a peer is
+	// wrong, hostile or misconfigured, or this node's disk lost data.
+	// Investigate before reopening the Log.
+	ErrCommittedTruncation = replica.ErrCommittedTruncation
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

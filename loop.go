@@ -74,8 +74,8 @@ func (l *Log) loop() {
 		case <-ticker.C:
 		}
 		if err := l.failed(); err != nil {
-			// The disk refused a write: stop serving rather than
-			// acknowledge anything the disk may not hold.
+			// The disk refused a write, or the core halted: stop serving
+			// rather than acknowledge anything the disk may not hold.
 			l.failAll(pending, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
 			l.publish()
 			for {
@@ -113,6 +113,17 @@ func (l *Log) loop() {
 		}
 
 		rd := l.core.Ready()
+		if err := l.core.Err(); err != nil && l.failed() == nil {
+			// The core refused to go on (it was told to destroy committed
+			// entries, or ran out of epochs): stop serving, loudly, the way
+			// a failed disk write stops the node.
+			l.logger.Error("replica halted: this node stops serving; close it and investigate", "error", err)
+			l.failErr.CompareAndSwap(nil, &err)
+			select {
+			case l.wakeLoop <- struct{}{}:
+			default:
+			}
+		}
 		l.writer.enqueue(rd.Writes)
 		for _, m := range rd.Messages {
 			if err := l.tr.Send(m); err != nil {

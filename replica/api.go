@@ -46,7 +46,10 @@
 //     leader's HW passed it; this replica's own HW may still lag one fetch
 //     round.
 //   - Status().Violations counts invariant violations detected (a
-//     truncation below the HW); it must stay 0.
+//     truncation below the HW, refused); it must stay 0.
+//   - Check Err after each Ready: a replica that was asked to destroy
+//     committed entries (ErrCommittedTruncation) or ran out of epochs
+//     (ErrEpochExhausted) halts, and the shell must stop the node loudly.
 //
 // A Replica is not safe for concurrent use: one goroutine drives it.
 package replica
@@ -213,8 +216,9 @@ type Status struct {
 	// absent.
 	RemoteLEO map[string]uint64
 	// Violations counts invariant violations this replica detected (a
-	// truncation below its HW). Always 0 in a correct protocol; the
-	// simulation asserts on it. Each one is also logged at Error.
+	// truncation below its HW, refused: the replica halts, see
+	// Replica.Err). Always 0 in a correct protocol; the simulation asserts
+	// on it.
 	Violations uint64
 }
 

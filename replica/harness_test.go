@@ -282,6 +282,9 @@ func (h *harness) status(ids []string) {
 		if s.Violations > 0 {
 			h.printf(" VIOLATIONS=%d", s.Violations)
 		}
+		if err := n.r.Err(); err != nil {
+			h.printf(" HALTED: %v", err)
+		}
 		h.printf("\n")
 	}
 }

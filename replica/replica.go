@@ -38,6 +38,19 @@ const hwCheckpointInterval = time.Second
 // ErrInvalidConfig is returned by New for a bad Config.
 var ErrInvalidConfig = errors.New("replog: invalid replica config")
 
+// Errors that halt a replica (see Err).
+var (
+	// ErrCommittedTruncation: this replica was told to truncate its log
+	// below its HW, which would destroy committed entries. It refuses and
+	// halts instead: nothing committed is ever destroyed on anyone's word.
+	// In a correct cluster this never happens; it means a peer is wrong,
+	// lying or misconfigured (or this node's disk lost data).
+	ErrCommittedTruncation = errors.New("replog: refused to truncate committed entries")
+	// ErrEpochExhausted: starting an election would take the epoch to
+	// MaxEpoch.
+	ErrEpochExhausted = errors.New("replog: epochs exhausted")
+)
+
 // Replica is one node's protocol state machine.
 type Replica struct {
 	cfg      Config
@@ -103,6 +116,8 @@ type Replica struct {
 	checkpointed     bool
 
 	violations uint64
+	// err, once set, halts the replica (Err).
+	err error
 }
 
 type heldMessage struct {
@@ -229,6 +244,9 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 // what is due: fetch timeouts, election timeouts, parked fetches whose
 // MaxWait passed, check-quorum, forwarded-proposal expiry, HW checkpoints.
 func (r *Replica) Tick(now time.Time) {
+	if r.err != nil {
+		return
+	}
 	if now.After(r.now) {
 		r.now = now
 	}
@@ -249,6 +267,9 @@ func (r *Replica) Tick(now time.Time) {
 // Step handles one inbound message. Malformed or stale messages are
 // dropped (and logged).
 func (r *Replica) Step(m transport.Message) {
+	if r.err != nil {
+		return
+	}
 	if m.To != "" && m.To != r.id {
 		r.logger.Debug("dropping message for another node", "msg", m)
 		return
@@ -319,6 +340,10 @@ func (r *Replica) admissible(m transport.Message) bool {
 // once). On a follower the records are forwarded to the leader. The core
 // owns records after the call: the caller must not modify them.
 func (r *Replica) Propose(id uint64, records [][]byte) {
+	if r.err != nil {
+		r.acks = append(r.acks, Ack{ID: id, Err: r.err})
+		return
+	}
 	for _, rec := range records {
 		if len(rec) > r.cfg.MaxRecordSize {
 			r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: %d bytes > %d", ErrTooLarge, len(rec), r.cfg.MaxRecordSize)})
@@ -338,6 +363,9 @@ func (r *Replica) Propose(id uint64, records [][]byte) {
 // Persisted reports that the write with this Seq (and every earlier one) is
 // durable.
 func (r *Replica) Persisted(seq uint64) {
+	if r.err != nil {
+		return
+	}
 	seq = min(seq, r.lastSeq)
 	if seq <= r.persistedSeq {
 		return
@@ -358,6 +386,9 @@ func (r *Replica) Persisted(seq uint64) {
 
 // Hint passes advisory membership information.
 func (r *Replica) Hint(h Hint) {
+	if r.err != nil {
+		return
+	}
 	switch h.Kind {
 	case HintNodeFailed:
 		if r.role == RoleFollower && h.Node != "" && h.Node == r.leaderID {
@@ -394,6 +425,13 @@ func (r *Replica) Hint(h Hint) {
 
 // Ready returns and clears what the shell must do now.
 func (r *Replica) Ready() Ready {
+	if r.err != nil {
+		// Halted: nothing more is written or sent; only the refusals of
+		// proposals made since go out.
+		rd := Ready{Acks: r.acks}
+		r.acks, r.writes, r.held = nil, nil, nil
+		return rd
+	}
 	switch r.role {
 	case RoleLeader:
 		r.serveParked()
@@ -414,6 +452,22 @@ func (r *Replica) Ready() Ready {
 		r.held = append(r.held[:0], r.held[n:]...)
 	}
 	return rd
+}
+
+// Err returns the error that halted this replica, or nil. A halted replica
+// does nothing more: Tick, Step, Persisted and Hint are ignored, Ready hands
+// out no writes or messages, and proposals fail with this error. The shell
+// must stop the node loudly (as after a failed write). Errors wrap
+// ErrCommittedTruncation or ErrEpochExhausted.
+func (r *Replica) Err() error { return r.err }
+
+// halt stops the replica for good with err, logged once at Error.
+func (r *Replica) halt(err error) {
+	if r.err != nil {
+		return
+	}
+	r.err = err
+	r.logger.Error("replica halted", "error", err, "epoch", r.epoch, "leo", r.log.LEO(), "hw", r.hw)
 }
 
 // HighWatermark returns the current HW: offsets below it are committed.
@@ -489,17 +543,19 @@ func (r *Replica) appendEntries(entries []storage.Entry) {
 }
 
 // truncate issues a truncation of the log to to (< LEO). Truncating below
-// the HW would remove committed entries: that is an invariant violation,
-// logged and counted (Status.Violations), never papered over.
+// the HW would remove committed entries: that is an invariant violation.
+// It is refused, counted (Status.Violations) and halts the replica (Err
+// wraps ErrCommittedTruncation): nothing committed is ever destroyed on
+// anyone's word.
 func (r *Replica) truncate(to uint64) {
 	if to >= r.log.LEO() {
 		return
 	}
 	if to < r.hw {
 		r.violations++
-		r.logger.Error("INVARIANT VIOLATION: truncating below the high watermark",
-			"truncate_to", to, "hw", r.hw, "leo", r.log.LEO(), "epoch", r.epoch)
-		r.hw = to
+		r.halt(fmt.Errorf("%w: asked to truncate to offset %d, below the high watermark %d (LEO %d, epoch %d, leader %q)",
+			ErrCommittedTruncation, to, r.hw, r.log.LEO(), r.epoch, r.leaderID))
+		return
 	}
 	r.emit(Write{Kind: WriteTruncate, Offset: to})
 	r.log.truncate(to)

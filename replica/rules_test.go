@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -447,8 +448,8 @@ func TestLeaderHW(t *testing.T) {
 }
 
 // TestFollowerHWAndTruncation: follower HW = min(LEO, leader HW), never
-// back; a diverging truncation never goes to the HW; one below the HW is a
-// counted violation.
+// back; a diverging truncation to the HW is fine; one below the HW is a
+// counted violation, refused.
 func TestFollowerHWAndTruncation(t *testing.T) {
 	store := newStore(t, []uint64{1, 1, 1, 1}, storage.QuorumState{Epoch: 2, LeaderID: "L"})
 	if err := store.SetHWCheckpoint(1); err != nil {
@@ -489,10 +490,14 @@ func TestFollowerHWAndTruncation(t *testing.T) {
 	if r.log.LEO() != 3 || store.LEO() != 3 || r.violations != 0 {
 		t.Fatalf("after truncation: leo %d store %d violations %d", r.log.LEO(), store.LEO(), r.violations)
 	}
-	// Diverging at (1, 2): below the HW: counted, logged, never hidden.
-	respond(transport.FetchResponse{Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 2})
-	if r.Status().Violations != 1 {
-		t.Fatalf("violations %d, want 1", r.Status().Violations)
+	// Diverging at (1, 2): below the HW: refused (the replica halts),
+	// counted, never hidden (TestRefusesCommittedTruncation has the rest).
+	r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: last.FetchID, LeaderID: "L", Epoch: 2,
+		Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 2}})
+	settle(t, r, store)
+	if r.Status().Violations != 1 || r.log.LEO() != 3 || store.LEO() != 3 || !errors.Is(r.Err(), ErrCommittedTruncation) {
+		t.Fatalf("violations %d leo %d store %d err %v, want 1, 3, 3, ErrCommittedTruncation",
+			r.Status().Violations, r.log.LEO(), store.LEO(), r.Err())
 	}
 }
 
@@ -922,5 +927,61 @@ func TestLateBeginEpochIsNoContact(t *testing.T) {
 	if r.role != RoleFollower || r.leaderID != "x" || r.epoch != 2 || !r.heardFromLeaderRecently() {
 		t.Fatalf("role %v leader %q epoch %d contact %v: want a follower of x in epoch 2 with fresh contact",
 			r.role, r.leaderID, r.epoch, r.heardFromLeaderRecently())
+	}
+}
+
+// TestRefusesCommittedTruncation: issue 16.1. A diverging answer that would
+// truncate below the HW (here from the leader of a newer epoch, to offset 0)
+// is refused: nothing is written, the replica halts with an error wrapping
+// ErrCommittedTruncation that names the offsets, counts the violation, and
+// does nothing more. Positive control: a truncation above the HW is carried
+// out.
+func TestRefusesCommittedTruncation(t *testing.T) {
+	store := newStore(t, []uint64{1, 1, 1, 1}, storage.QuorumState{Epoch: 2, LeaderID: "L"})
+	if err := store.SetHWCheckpoint(2); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	msgs, _ := settle(t, r, store)
+	reqs := bodiesTo[*transport.FetchRequest](msgs, "L")
+	if len(reqs) != 1 || r.hw != 2 {
+		t.Fatalf("setup: fetches %v hw %d", reqs, r.hw)
+	}
+	// Positive control: truncating to 3 (above the HW 2) is fine.
+	r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 2,
+		Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3, HighWatermark: 2}})
+	rd := r.Ready()
+	if len(rd.Writes) != 1 || rd.Writes[0].Kind != WriteTruncate || rd.Writes[0].Offset != 3 || r.Err() != nil {
+		t.Fatalf("positive control: writes %+v err %v", rd.Writes, r.Err())
+	}
+	applyWrites(t, store, rd.Writes)
+	r.Persisted(rd.Writes[0].Seq)
+	reqs = bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")
+	if len(reqs) != 1 {
+		t.Fatalf("no fetch after the truncation: %v", reqs)
+	}
+	r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 2,
+		Error: transport.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 0, HighWatermark: 2}})
+	rd = r.Ready()
+	if len(rd.Writes) != 0 || len(rd.Messages) != 0 {
+		t.Fatalf("a refused truncation still wrote %+v / sent %v", rd.Writes, rd.Messages)
+	}
+	err := r.Err()
+	if !errors.Is(err, ErrCommittedTruncation) || !strings.Contains(err.Error(), "offset 0") || !strings.Contains(err.Error(), "high watermark 2") {
+		t.Fatalf("Err() = %v, want ErrCommittedTruncation naming offset 0 and HW 2", err)
+	}
+	if s := r.Status(); s.Violations != 1 || s.LEO != 3 || s.HighWatermark != 2 {
+		t.Fatalf("status %+v", s)
+	}
+	// Halted: time passes, messages arrive, nothing happens.
+	r.Tick(t0.Add(time.Hour))
+	r.Step(transport.Message{From: "x", To: "f", Body: &transport.VoteRequest{Epoch: 3, CandidateID: "x", LastEpoch: 9, LEO: 9}})
+	r.Propose(7, [][]byte{[]byte("p")})
+	rd = r.Ready()
+	if len(rd.Writes) != 0 || len(rd.Messages) != 0 || len(rd.Acks) != 1 || !errors.Is(rd.Acks[0].Err, ErrCommittedTruncation) {
+		t.Fatalf("a halted replica acted: %+v", rd)
+	}
+	if es, _ := store.Entries(0, 0, 1<<20); len(es) != 3 {
+		t.Fatalf("store holds %d entries, want the 3 it had", len(es))
 	}
 }
