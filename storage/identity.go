@@ -91,7 +91,7 @@ func decodeIdentity(b []byte) (identityRecord, error) {
 		return r, fmt.Errorf("last line %q is not a checksum", sumLine)
 	}
 	want, err := strconv.ParseUint(hexSum, 16, 32)
-	if err != nil {
+	if err != nil || fmt.Sprintf("%08x", want) != hexSum {
 		return r, fmt.Errorf("last line %q is not a checksum", sumLine)
 	}
 	if got := crc32.Checksum(content, castagnoli); uint32(want) != got {
