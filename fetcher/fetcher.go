@@ -297,6 +297,10 @@ func (f *Fetcher) handleOK(resp *transport.FetchResponse, log Log) Decision {
 		if e.Epoch < last || e.Epoch == 0 {
 			return Decision{Action: Drop, Reason: "entry epochs go backwards"}
 		}
+		if e.Epoch > resp.Epoch {
+			// No leader holds entries of an epoch after its own.
+			return Decision{Action: Drop, Reason: "entry of a later epoch than the leader's"}
+		}
 		if e.Type != storage.EntryData && e.Type != storage.EntryControl {
 			return Decision{Action: Drop, Reason: "unknown entry type"}
 		}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/replog-io/replog/transport"
@@ -109,7 +110,7 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 // becomeProspective starts a pre-vote round (KIP-996): nothing persisted,
 // the epoch does not change.
 func (r *Replica) becomeProspective() {
-	if !r.voter {
+	if !r.voter || !r.epochLeft() {
 		return
 	}
 	if r.role == RoleLeader {
@@ -139,6 +140,9 @@ func (r *Replica) becomeProspective() {
 // becomeCandidate starts an election in epoch+1 with a durable self-vote;
 // the vote requests wait for it.
 func (r *Replica) becomeCandidate() {
+	if !r.epochLeft() {
+		return
+	}
 	if r.role == RoleLeader {
 		r.stepDown("")
 	}
@@ -167,6 +171,16 @@ func (r *Replica) becomeCandidate() {
 			r.send(v, req)
 		}
 	}
+}
+
+// epochLeft reports whether an election may start (its epoch stays below
+// MaxEpoch); if not, the replica halts loudly (ErrEpochExhausted).
+func (r *Replica) epochLeft() bool {
+	if r.epoch+1 < MaxEpoch {
+		return true
+	}
+	r.halt(fmt.Errorf("%w: epoch %d, an election would reach MaxEpoch %d", ErrEpochExhausted, r.epoch, MaxEpoch))
+	return false
 }
 
 // newRound starts a new pre-vote or vote round: only answers that echo its

@@ -24,6 +24,19 @@ const (
 	DefaultMaxRecordSize   = 1 << 20
 )
 
+// MaxEpoch bounds epochs: no replica ever reaches it (one that would, by
+// starting an election, halts with ErrEpochExhausted), and every message
+// carrying an epoch at or above it is dropped. With room for 2^62 elections
+// it is never reached honestly; it keeps a forged epoch from wrapping the
+// counter.
+const MaxEpoch uint64 = 1 << 62
+
+// MaxEpochJump bounds how far ahead of this replica's epoch a message's
+// epoch may be: farther is absurd (each election adds one) and the message
+// is dropped, so a single forged message cannot push the cluster's epoch
+// toward MaxEpoch.
+const MaxEpochJump uint64 = 1 << 32
+
 // MinFetchTimeout is the smallest FetchTimeout that goes with fetchMaxWait
 // and electionTimeout: 2*(fetchMaxWait+electionTimeout), the longest a
 // follower can go without leader contact when one fetch or its answer is
@@ -206,6 +219,10 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 	r.log = newLogView(store)
 	r.epoch, r.votedFor, r.leaderID = qs.Epoch, qs.VotedFor, qs.LeaderID
 	r.epochLeader = qs.LeaderID
+	if r.epoch >= MaxEpoch {
+		return nil, fmt.Errorf("%w: the stored epoch %d is at or above MaxEpoch %d (written before epochs were bounded?)",
+			ErrEpochExhausted, r.epoch, MaxEpoch)
+	}
 	if r.leaderID == r.id {
 		// We led this epoch before the restart; our leader state is gone, so
 		// we cannot lead it again. Wait for (or start) a new election.
@@ -308,8 +325,16 @@ func (r *Replica) Step(m transport.Message) {
 // dropped whole.
 func (r *Replica) admissible(m transport.Message) bool {
 	var leader string
+	var epoch uint64
 	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		epoch = b.CurrentEpoch
+	case *transport.VoteRequest:
+		epoch = b.Epoch
+	case *transport.AppendRequest:
+		epoch = b.Epoch
 	case *transport.FetchResponse:
+		epoch = b.Epoch
 		// Fetches go to voters only: an answer from anyone else answers
 		// nothing this replica asked.
 		if !r.isVoter(m.From) {
@@ -319,8 +344,10 @@ func (r *Replica) admissible(m transport.Message) bool {
 		leader = b.LeaderID
 	case *transport.VoteResponse:
 		leader = b.LeaderID
+		epoch = max(b.Epoch, b.RequestEpoch)
 	case *transport.BeginEpoch:
 		leader = b.LeaderID
+		epoch = b.Epoch
 		if !r.isVoter(m.From) {
 			r.logger.Debug("dropping BeginEpoch from a non-voter", "from", m.From)
 			return false
@@ -330,6 +357,10 @@ func (r *Replica) admissible(m transport.Message) bool {
 	}
 	if leader != "" && !r.isVoter(leader) {
 		r.logger.Debug("dropping a message naming a non-voter as leader", "from", m.From, "leader", leader)
+		return false
+	}
+	if epoch >= MaxEpoch || epoch > r.epoch && epoch-r.epoch > MaxEpochJump {
+		r.logger.Debug("dropping a message with an absurd epoch", "from", m.From, "epoch", epoch, "own_epoch", r.epoch)
 		return false
 	}
 	return true

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"math"
 	"math/rand"
 	"strings"
 	"testing"
@@ -983,5 +984,49 @@ func TestRefusesCommittedTruncation(t *testing.T) {
 	}
 	if es, _ := store.Entries(0, 0, 1<<20); len(es) != 3 {
 		t.Fatalf("store holds %d entries, want the 3 it had", len(es))
+	}
+}
+
+// TestEpochBounds: issue 16.3. A single message with epoch 2^64-1 (or any
+// epoch at or above MaxEpoch, or more than MaxEpochJump ahead) changes
+// nothing, whatever its kind; an election that would reach MaxEpoch halts
+// the replica instead. Positive control: a plausible newer epoch is adopted.
+func TestEpochBounds(t *testing.T) {
+	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{Epoch: 4})
+	epoch := r.epoch
+	for _, e := range []uint64{math.MaxUint64, MaxEpoch, epoch + MaxEpochJump + 1} {
+		for _, body := range []transport.Body{
+			&transport.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99},
+			&transport.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99, PreVote: true},
+			&transport.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: e},
+			&transport.BeginEpoch{Epoch: e, LeaderID: "a"},
+			&transport.FetchResponse{FetchID: 5, LeaderID: "a", Epoch: e},
+			&transport.VoteResponse{Epoch: e, VoterID: "a", RequestEpoch: e},
+			&transport.AppendRequest{RequestID: 1, Epoch: e},
+		} {
+			r.Step(transport.Message{From: "a", To: "l", Body: body})
+			rd := r.Ready()
+			if r.epoch != epoch || r.role != RoleLeader || len(rd.Writes) != 0 || len(rd.Messages) != 0 {
+				t.Fatalf("%v changed something: epoch %d role %v writes %v msgs %v", body, r.epoch, r.role, rd.Writes, rd.Messages)
+			}
+		}
+	}
+	// Positive control: a plausible newer epoch is adopted.
+	r.Step(transport.Message{From: "a", To: "l", Body: &transport.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: epoch + 2}})
+	if r.epoch != epoch+2 || r.role != RoleFollower {
+		t.Fatalf("positive control: epoch %d role %v, want %d and follower", r.epoch, r.role, epoch+2)
+	}
+
+	// An election that would reach MaxEpoch halts the replica.
+	store := newStore(t, nil, storage.QuorumState{Epoch: MaxEpoch - 1})
+	c := newTestReplica(t, testConfig("c", "c", "a", "b"), store)
+	c.becomeProspective()
+	c.becomeCandidate()
+	if c.epoch != MaxEpoch-1 || !errors.Is(c.Err(), ErrEpochExhausted) || c.role == RoleCandidate {
+		t.Fatalf("epoch %d role %v err %v: want a halted replica still at MaxEpoch-1", c.epoch, c.role, c.Err())
+	}
+	// A store already past the bound is refused at New.
+	if _, err := New(testConfig("c", "c", "a", "b"), newStore(t, nil, storage.QuorumState{Epoch: math.MaxUint64}), t0); !errors.Is(err, ErrEpochExhausted) {
+		t.Fatalf("New with stored epoch 2^64-1: %v, want ErrEpochExhausted", err)
 	}
 }
