@@ -490,7 +490,9 @@ func (ot *outsiderTest) refusedThenAdmitted(t *testing.T, bad, good func(o *Opti
 	if st.LEO != 0 || st.HighWatermark != 0 {
 		t.Fatalf("refused node replicated from the cluster: %+v", st)
 	}
-	l = ot.open(t, dir, good)
+	// A directory of its own: the bad options may name another cluster,
+	// and a directory records the cluster it was created for.
+	l = ot.open(t, t.TempDir(), good)
 	defer l.Close()
 	if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != "ours" {
 		t.Fatalf("admitted node read %q", got[0].Data)

@@ -3,6 +3,9 @@ package replog
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,12 +33,12 @@ func (s *failingStore) Append(es []storage.Entry) error {
 func TestDiskFailureStopsTheNodeLoudly(t *testing.T) {
 	orig := openStore
 	t.Cleanup(func() { openStore = orig })
-	openStore = func(path string, o storage.BoltOptions) (storage.Store, error) {
-		s, err := storage.OpenBolt(path, o)
+	openStore = func(dir string, id storage.Identity, o storage.BoltOptions) (storage.Store, storage.Identity, error) {
+		s, id, err := storage.OpenDir(dir, id, o)
 		if err != nil {
-			return nil, err
+			return nil, id, err
 		}
-		return &failingStore{Store: s, okAppends: 3}, nil
+		return &failingStore{Store: s, okAppends: 3}, id, nil
 	}
 	l, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
@@ -81,5 +84,92 @@ func TestDiskFailureStopsTheNodeLoudly(t *testing.T) {
 	}
 	if err := l.Close(); !errors.Is(err, ErrStorageFailed) {
 		t.Fatalf("Close = %v, want ErrStorageFailed", err)
+	}
+}
+
+// A data directory belongs to the cluster and node it was created for:
+// opening it as another node or cluster fails with ErrIdentityMismatch and
+// changes nothing; the rightful node then opens it with its log intact.
+func TestOpenRefusesAnotherNodesDirectory(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, NodeID: "a", ClusterID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := l.Append(ctx, []byte("a's entry")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Options{
+		{Dir: dir, NodeID: "b", ClusterID: "c1"},
+		{Dir: dir, NodeID: "a", ClusterID: "c2"},
+	} {
+		if l, err := Open(o); !errors.Is(err, ErrIdentityMismatch) {
+			if err == nil {
+				l.Close()
+			}
+			t.Fatalf("Open as %s/%s: %v, want ErrIdentityMismatch", o.ClusterID, o.NodeID, err)
+		}
+	}
+	l, err = Open(Options{Dir: dir, NodeID: "a", ClusterID: "c1"})
+	if err != nil {
+		t.Fatalf("the rightful node cannot reopen its directory: %v", err)
+	}
+	defer l.Close()
+	if got := readN(t, l, 1, 10*time.Second); string(got[0].Data) != "a's entry" {
+		t.Fatalf("reopened log holds %q", got[0].Data)
+	}
+}
+
+// A directory that shows a node lived there, but whose data file is gone
+// or empty, is refused with ErrCorrupt naming the file: the node must not
+// start empty and vote as if it still had its log. A wiped directory (the
+// operator's explicit choice) starts a new node.
+func TestOpenRefusesDirectoryWhoseDataFileVanished(t *testing.T) {
+	for _, damage := range []struct {
+		name string
+		do   func(path string) error
+	}{
+		{"removed", os.Remove},
+		{"emptied", func(path string) error { return os.Truncate(path, 0) }},
+	} {
+		dir := t.TempDir()
+		l, err := Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if _, err := l.Append(ctx, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		data := filepath.Join(dir, storage.DataFileName)
+		if err := damage.do(data); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := Open(Options{Dir: dir}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), storage.DataFileName) {
+			if err == nil {
+				l.Close()
+			}
+			t.Fatalf("data file %s: Open = %v, want ErrCorrupt naming %s", damage.name, err, storage.DataFileName)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		l, err = Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatalf("wiped directory: %v", err)
+		}
+		if st := l.Status(); st.LEO != 0 {
+			t.Fatalf("wiped directory opened with LEO %d", st.LEO)
+		}
+		l.Close()
 	}
 }

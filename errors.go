@@ -34,8 +34,12 @@ var (
 	// appended.
 	ErrTooLarge = replica.ErrTooLarge
 
-	// ErrCorrupt: a stored entry failed its checksum. The message names the
-	// offset. The store is not repaired automatically.
+	// ErrCorrupt: the data directory is damaged: a stored entry failed its
+	// checksum (the message names the offset), the data file cannot be
+	// read (it names the file and what is wrong), or the directory shows
+	// that a node lived there but its data file is missing or empty (its
+	// vote and log are gone: restore the file, or wipe the directory so
+	// the node starts as a new one). Nothing is repaired automatically.
 	ErrCorrupt = storage.ErrCorrupt
 
 	// ErrOutOfRange: a read started below the log start offset.
@@ -61,6 +65,12 @@ var (
 	// wrong, hostile or misconfigured, or this node's disk lost data.
 	// Investigate before reopening the Log.
 	ErrCommittedTruncation = replica.ErrCommittedTruncation
+
+	// ErrIdentityMismatch: Open was pointed at a data directory created
+	// for another cluster or node (the directory records both when it is
+	// created). The message names the field and both values; nothing in
+	// the directory was changed. Point Dir at this node's own directory.
+	ErrIdentityMismatch = storage.ErrIdentityMismatch
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,9 +66,10 @@ type Status struct {
 // MaxWait of parked fetches.
 const tickInterval = 5 * time.Millisecond
 
-// openStore opens the node's store; tests replace it to inject faults.
-var openStore = func(path string, opts storage.BoltOptions) (storage.Store, error) {
-	return storage.OpenBolt(path, opts)
+// openStore opens the node's data directory (see storage.OpenDir); tests
+// replace it to inject faults.
+var openStore = func(dir string, id storage.Identity, opts storage.BoltOptions) (storage.Store, storage.Identity, error) {
+	return storage.OpenDir(dir, id, opts)
 }
 
 // Log is a handle on this node's replica of the replicated log. All
@@ -121,8 +120,12 @@ type proposalResult struct {
 
 // Open opens (or creates) the node's log in opts.Dir, starts replication and
 // joins the cluster. Options.Validate errors come back wrapping
-// ErrInvalidOptions; a directory held by another process gives ErrLocked;
-// a corrupt store ErrCorrupt.
+// ErrInvalidOptions (a networked node without Secret, mutual TLS or
+// Insecure among them); a directory held by another process gives
+// ErrLocked; a directory created for another cluster or node
+// ErrIdentityMismatch (nothing in it is changed); a damaged store, or a
+// directory whose data file is missing or empty although a node lived
+// there, ErrCorrupt naming the file.
 func Open(opts Options) (*Log, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -133,16 +136,17 @@ func Open(opts Options) (*Log, error) {
 		logger = hclog.NewNullLogger()
 	}
 	logger = logger.With("node", o.NodeID)
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("replog: create Dir: %w", err)
-	}
-	store, err := openStore(filepath.Join(o.Dir, "replog.db"), storage.BoltOptions{
+	// The directory records the cluster and node it was created for, so
+	// that a node never runs on another node's data (or a node whose data
+	// file vanished restarts empty and votes as if it had it).
+	store, ident, err := openStore(o.Dir, storage.Identity{ClusterID: o.ClusterID, NodeID: o.NodeID}, storage.BoltOptions{
 		NoSync: o.NoSync,
 		Logger: logger.Named("storage"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replog: open store: %w", err)
 	}
+	logger.Debug("opened data directory", "dir", o.Dir, "directory_id", ident.DirectoryID)
 	l := &Log{
 		opts:      o,
 		logger:    logger,
