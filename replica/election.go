@@ -27,6 +27,12 @@ func (r *Replica) heardFromLeaderRecently() bool {
 	return !r.lastLeaderContact.IsZero() && r.now.Sub(r.lastLeaderContact) < r.cfg.FetchTimeout
 }
 
+// leaderAlive reports whether this replica leads, or follows a leader it
+// heard from within FetchTimeout.
+func (r *Replica) leaderAlive() bool {
+	return r.role == RoleLeader || r.role == RoleFollower && r.leaderID != "" && r.heardFromLeaderRecently()
+}
+
 // leaderContact records a valid message from the leader of our epoch.
 func (r *Replica) leaderContact() {
 	r.lastLeaderContact = r.now
@@ -239,6 +245,16 @@ func (r *Replica) handleVoteRequest(from string, req *transport.VoteRequest) {
 		// Nothing changes here: no epoch adopted, nothing persisted.
 		grant := req.Epoch > r.epoch && !r.heardFromLeaderRecently() && r.logUpToDate(req.LastEpoch, req.LEO)
 		r.send(from, r.voteResponse(req, grant))
+		return
+	}
+	if req.Epoch > r.epoch && r.leaderAlive() {
+		// Raft §6 / KIP-996: while this replica leads, or hears from its
+		// leader, a vote request for a later epoch is disregarded, so that
+		// no single message can depose a healthy leader. A legitimate
+		// candidate is not hurt: it only exists after a majority granted it
+		// pre-votes, and a voter grants a pre-vote only after FetchTimeout
+		// without its leader, so that majority takes its vote request.
+		r.logger.Debug("ignoring a vote request while the leader is alive", "from", from, "epoch", req.Epoch)
 		return
 	}
 	if req.Epoch > r.epoch {

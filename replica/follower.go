@@ -70,11 +70,15 @@ func (r *Replica) maybeFetch() {
 
 // handleFetchResponse is DESIGN.md §2.1, follower side: the fetcher decides,
 // the replica carries it out.
+//
+// Only an answer to a fetch this replica is waiting for counts for
+// anything, its epoch included: a leader or candidate has no fetch
+// outstanding, and an answer the fetcher drops is dropped whole (else any
+// one message with a wrong FetchID and a higher epoch would depose the
+// leader).
 func (r *Replica) handleFetchResponse(from string, resp *transport.FetchResponse) {
 	if r.role != RoleFollower && r.role != RoleObserver && r.role != RoleProspective {
-		if resp.Epoch > r.epoch {
-			r.becomeFollower(resp.Epoch, resp.LeaderID)
-		}
+		r.logger.Trace("dropping a fetch response: no fetch outstanding", "from", from, "resp", resp)
 		return
 	}
 	d := r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log)
@@ -85,18 +89,11 @@ func (r *Replica) handleFetchResponse(from string, resp *transport.FetchResponse
 			// prospective: it is alive, follow it again.
 			r.becomeFollower(r.epoch, r.leaderID)
 		case fetcher.Drop, fetcher.Retry, fetcher.LeaderGone:
-			if resp.Epoch > r.epoch {
-				r.becomeFollower(resp.Epoch, resp.LeaderID)
-			}
 			return
 		}
 	}
 	switch d.Action {
 	case fetcher.Drop:
-		if resp.Epoch > r.epoch {
-			r.becomeFollower(resp.Epoch, resp.LeaderID)
-			return
-		}
 		r.logger.Trace("dropping fetch response", "from", from, "reason", d.Reason, "resp", resp)
 	case fetcher.NewEpoch:
 		r.becomeFollower(d.Epoch, d.LeaderID)

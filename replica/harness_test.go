@@ -23,7 +23,12 @@ import (
 // Commands (see testdata/*.txt):
 //
 //	cluster voters=(n1,n2) [observers=(n4)] [maxbytes=N]
-//	campaign n1              force n1 to start an election (no pre-vote)
+//	campaign n1              force n1 to start an election (no pre-vote). It
+//	                         stands for a won pre-vote round: the other
+//	                         voters are taken to have heard nothing from a
+//	                         leader for FetchTimeout (their leader contact
+//	                         is forgotten), else they would disregard the
+//	                         vote request (Raft §6)
 //	elect n1                 campaign, then stabilize
 //	stabilize [n1 n2 ...]    persist and deliver until quiet (default: all)
 //	propose n1 a [b ...]     one batch of records
@@ -245,6 +250,11 @@ func (h *harness) stabilize(among map[string]bool, verbose bool) {
 }
 
 func (h *harness) campaign(n *hnode) {
+	for _, o := range h.nodes {
+		if o != n && o.up {
+			o.r.lastLeaderContact = time.Time{}
+		}
+	}
 	n.r.becomeCandidate()
 	h.ready(n)
 }

@@ -107,6 +107,7 @@ func TestVoteRules(t *testing.T) {
 		contact   bool // heard from the leader just now
 		leader    bool // the voter leads its epoch
 		wantGrant bool
+		ignored   bool   // no answer at all
 		wantEpoch uint64 // voter's epoch afterwards
 	}
 	cases := []tc{
@@ -128,9 +129,16 @@ func TestVoteRules(t *testing.T) {
 			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
 		{name: "vote: stale epoch", qs: storage.QuorumState{Epoch: 5},
 			req: transport.VoteRequest{Epoch: 4, CandidateID: "c"}, wantEpoch: 5},
-		{name: "vote: granted even if the voter heard from a leader (only pre-votes check that)",
-			qs: storage.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
+		{name: "vote: granted if the voter knows a leader but has not heard from it",
+			qs: storage.QuorumState{Epoch: 1, LeaderID: "d"},
 			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+		// Issue 16.4 (Raft §6, KIP-996): one message must not depose a
+		// healthy leader.
+		{name: "vote: disregarded while the voter hears from its leader",
+			qs: storage.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, ignored: true, wantEpoch: 1},
+		{name: "vote: disregarded by the leader", leader: true,
+			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 9, LEO: 9}, ignored: true, wantEpoch: 1},
 		{name: "pre-vote: no leader heard, log ok", qs: storage.QuorumState{Epoch: 1},
 			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantGrant: true, wantEpoch: 1},
 		{name: "pre-vote: heard from the leader within FetchTimeout", qs: storage.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
@@ -173,6 +181,12 @@ func TestVoteRules(t *testing.T) {
 				t.Fatalf("a pre-vote wrote %+v; it must persist nothing", rd.Writes)
 			}
 			msgs := append(grantedEarly, bodiesTo[*transport.VoteResponse](r.Ready().Messages, "c")...)
+			if c.ignored {
+				if len(msgs) != 0 || r.epoch != c.wantEpoch || c.leader && r.role != RoleLeader {
+					t.Fatalf("answers %v epoch %d role %v: want the request disregarded", msgs, r.epoch, r.role)
+				}
+				return
+			}
 			if len(msgs) != 1 {
 				t.Fatalf("got %d vote responses, want 1", len(msgs))
 			}
@@ -1028,5 +1042,35 @@ func TestEpochBounds(t *testing.T) {
 	// A store already past the bound is refused at New.
 	if _, err := New(testConfig("c", "c", "a", "b"), newStore(t, nil, storage.QuorumState{Epoch: math.MaxUint64}), t0); !errors.Is(err, ErrEpochExhausted) {
 		t.Fatalf("New with stored epoch 2^64-1: %v, want ErrEpochExhausted", err)
+	}
+}
+
+// TestUnmatchedFetchResponseIsDropped: issue 16.4. A fetch response that
+// answers no fetch this replica is waiting for (a wrong FetchID, or any
+// response to a leader) is dropped whole: its epoch is never adopted.
+// Positive control: the answer to the outstanding fetch is.
+func TestUnmatchedFetchResponseIsDropped(t *testing.T) {
+	l, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{Epoch: 1})
+	l.Step(transport.Message{From: "a", To: "l", Body: &transport.FetchResponse{FetchID: 1, LeaderID: "a", Epoch: l.epoch + 1, Error: transport.FetchFencedEpoch}})
+	if l.role != RoleLeader || l.epoch != 2 {
+		t.Fatalf("leader deposed by a fetch response: role %v epoch %d", l.role, l.epoch)
+	}
+
+	store := newStore(t, nil, storage.QuorumState{Epoch: 2, LeaderID: "L"})
+	f := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	msgs, _ := settle(t, f, store)
+	reqs := bodiesTo[*transport.FetchRequest](msgs, "L")
+	if len(reqs) != 1 {
+		t.Fatalf("setup: fetches %v", reqs)
+	}
+	for _, id := range []uint64{reqs[0].FetchID + 1, reqs[0].FetchID - 1, 0} {
+		f.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: id, LeaderID: "x", Epoch: 3, Error: transport.FetchFencedEpoch}})
+		if f.epoch != 2 || f.leaderID != "L" {
+			t.Fatalf("FetchID %d (outstanding %d): epoch %d leader %q, want 2 and L", id, reqs[0].FetchID, f.epoch, f.leaderID)
+		}
+	}
+	f.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "x", Epoch: 3, Error: transport.FetchFencedEpoch}})
+	if f.epoch != 3 || f.leaderID != "x" {
+		t.Fatalf("positive control: epoch %d leader %q, want 3 and x", f.epoch, f.leaderID)
 	}
 }
