@@ -130,7 +130,7 @@ func TestVoteRules(t *testing.T) {
 		{name: "vote: stale epoch", qs: storage.QuorumState{Epoch: 5},
 			req: transport.VoteRequest{Epoch: 4, CandidateID: "c"}, wantEpoch: 5},
 		{name: "vote: granted if the voter knows a leader but has not heard from it",
-			qs: storage.QuorumState{Epoch: 1, LeaderID: "d"},
+			qs:  storage.QuorumState{Epoch: 1, LeaderID: "d"},
 			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
 		// Issue 16.4 (Raft §6, KIP-996): one message must not depose a
 		// healthy leader.
