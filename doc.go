@@ -23,7 +23,21 @@
 //		RPCAddr:    "10.0.0.1:7400",
 //		GossipAddr: "10.0.0.1:7401",
 //		Join:       []string{"10.0.0.2:7401", "10.0.0.3:7401"},
+//		Secret:     secret, // the same 32 random bytes on every node
 //	})
+//
+// Nodes that talk to each other must authenticate each other: with Secret
+// every connection starts with a mutual challenge-response handshake and
+// gossip is encrypted with a key derived from it; mutual TLS
+// (Options.TLS, with TLSVerifyNodeID to bind certificates to node IDs)
+// works too. Open refuses a networked node with neither, unless
+// Options.Insecure says so. The secret authenticates; only TLS encrypts
+// the replication traffic.
+//
+// The directory records the cluster and node it was created for: Open
+// refuses another node's directory (ErrIdentityMismatch), and one whose
+// data file vanished (ErrCorrupt) rather than starting an empty node that
+// would vote as if it had its log.
 //
 // A node whose ID is not among the Voters is an observer: it keeps a full
 // copy and serves reads, but never votes and never counts for commits.

@@ -20,7 +20,10 @@ import (
 // Options configures a Log. The zero value plus Dir is a working
 // single-node log. Open never modifies the caller's Options.
 type Options struct {
-	// Dir holds the node's bbolt file (replog.db). Required.
+	// Dir is the node's data directory: its bbolt file (replog.db) and
+	// identity file (replog.identity, which records ClusterID and NodeID
+	// when the directory is created; Open refuses a directory of another
+	// cluster or node). Created if missing. Required.
 	Dir string
 	// NodeID names this node; unique in the cluster. Default "node1".
 	NodeID string
