@@ -20,6 +20,10 @@ type leaderState struct {
 	remote map[string]uint64
 	// lastFetch is when each voter last fetched in this epoch (check-quorum).
 	lastFetch map[string]time.Time
+	// observerFetch is when each non-voter last fetched in this epoch: its
+	// fetch session, which lets it forward appends. Never counted for the
+	// HW or check-quorum.
+	observerFetch map[string]time.Time
 	// sentHW is the HW last sent to each fetching replica: a fetch from a
 	// replica that has not seen the current HW is answered at once.
 	sentHW map[string]uint64
@@ -61,6 +65,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		epochStartLEO: leo,
 		remote:        make(map[string]uint64),
 		lastFetch:     make(map[string]time.Time),
+		observerFetch: make(map[string]time.Time),
 		sentHW:        make(map[string]uint64),
 		lastFetchID:   make(map[string]uint64),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
@@ -150,6 +155,13 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 		return
 	}
 	if req.CurrentEpoch > r.epoch {
+		if !r.isVoter(from) {
+			// Only voters' word moves epochs: a non-voter learns epochs
+			// from voters, so it has nothing to teach us.
+			r.logger.Debug("fetch from a non-voter in a later epoch", "from", from, "epoch", req.CurrentEpoch)
+			r.send(from, &transport.FetchResponse{FetchID: req.FetchID, Epoch: r.epoch, Error: transport.FetchNotLeader})
+			return
+		}
 		// The fetcher knows a newer epoch: if we lead, we are stale.
 		r.becomeFollower(req.CurrentEpoch, "")
 	}
@@ -173,9 +185,13 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 		})
 		return
 	}
+	// Only voters count for check-quorum and the HW; a non-voter is served
+	// as an observer.
 	voter := r.isVoter(from)
 	if voter {
 		ls.lastFetch[from] = r.now
+	} else {
+		ls.observerFetch[from] = r.now
 	}
 	e, end := r.log.EndOffsetForEpoch(req.LastFetchedEpoch)
 	if e != req.LastFetchedEpoch || end < req.FetchOffset {
@@ -348,7 +364,24 @@ func (r *Replica) appendControlEntry() {
 	r.appendEntries([]storage.Entry{{Offset: leo, Epoch: r.epoch, Type: storage.EntryControl}})
 }
 
+// fetchSession reports whether non-voter from fetched from this leader
+// within FetchTimeout in its epoch.
+func (r *Replica) fetchSession(from string) bool {
+	if r.leader == nil {
+		return false
+	}
+	t, ok := r.leader.observerFetch[from]
+	return ok && r.now.Sub(t) < r.cfg.FetchTimeout
+}
+
 func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest) {
+	if !r.isVoter(from) && !r.fetchSession(from) {
+		// Only members forward appends: voters, and observers that fetch
+		// from this leader now. Nothing was appended.
+		r.logger.Debug("refusing a forwarded append from a node that is not a member", "from", from)
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+		return
+	}
 	k := doneKey{from, req.RequestID}
 	// A duplicate (the network may repeat a request) gets the answer its
 	// first copy got, as far as it is known: never appended twice, never

@@ -1074,3 +1074,53 @@ func TestUnmatchedFetchResponseIsDropped(t *testing.T) {
 		t.Fatalf("positive control: epoch %d leader %q, want 3 and x", f.epoch, f.leaderID)
 	}
 }
+
+// TestOnlyMembersCount: issue 16.2 and 16.5. Fetches from a node outside the
+// voter set are served as an observer's, never counted for the HW and never
+// moving the leader's epoch; vote requests from it are ignored; a forwarded
+// append is accepted only from a voter or an observer that fetches from this
+// leader. Positive controls: the same from a voter, and from an observer
+// once it fetches.
+func TestOnlyMembersCount(t *testing.T) {
+	r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{Epoch: 1})
+	epoch := r.epoch
+	r.Propose(1, [][]byte{[]byte("x")})
+	settle(t, r, store) // durable here: HW needs one more voter
+	fetch(r, "o", 1, epoch, r.log.LEO(), epoch)
+	r.Ready()
+	if r.hw != 0 {
+		t.Fatalf("a non-voter's fetch moved the HW to %d", r.hw)
+	}
+	fetch(r, "o", 2, epoch+1, r.log.LEO(), epoch)
+	r.Step(transport.Message{From: "o", To: "l", Body: &transport.VoteRequest{Epoch: epoch + 1, CandidateID: "o", LastEpoch: 9, LEO: 9}})
+	rd := r.Ready()
+	if r.role != RoleLeader || r.epoch != epoch || len(bodiesTo[*transport.VoteResponse](rd.Messages, "o")) != 0 {
+		t.Fatalf("a non-voter moved the leader: role %v epoch %d msgs %v", r.role, r.epoch, rd.Messages)
+	}
+	leo := r.log.LEO()
+	r.Step(transport.Message{From: "zz", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("forged")}}})
+	resps := bodiesTo[*transport.AppendResponse](r.Ready().Messages, "zz")
+	if r.log.LEO() != leo || len(resps) != 1 || resps[0].Error != transport.AppendNotLeader {
+		t.Fatalf("append from an unknown node: leo %d (was %d), answers %v", r.log.LEO(), leo, resps)
+	}
+	// Positive controls: a voter's fetch commits; an observer with a fetch
+	// session and a voter may forward appends.
+	fetch(r, "a", 1, epoch, leo, epoch)
+	if r.hw != leo {
+		t.Fatalf("positive control: hw %d, want %d", r.hw, leo)
+	}
+	r.Step(transport.Message{From: "o", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("obs")}}})
+	r.Step(transport.Message{From: "b", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("voter")}}})
+	if r.log.LEO() != leo+2 {
+		t.Fatalf("positive control: leo %d, want %d", r.log.LEO(), leo+2)
+	}
+	// The observer's session ends FetchTimeout after its last fetch.
+	r.Tick(t0.Add(r.cfg.FetchTimeout - time.Millisecond))
+	fetch(r, "a", 2, epoch, leo, epoch)
+	fetch(r, "b", 1, epoch, leo, epoch)
+	r.Tick(t0.Add(r.cfg.FetchTimeout))
+	r.Step(transport.Message{From: "o", To: "l", Body: &transport.AppendRequest{RequestID: 2, Epoch: epoch, Records: [][]byte{[]byte("late")}}})
+	if r.role != RoleLeader || r.log.LEO() != leo+2 {
+		t.Fatalf("an observer without a fetch session appended: role %v leo %d", r.role, r.log.LEO())
+	}
+}
