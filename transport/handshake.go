@@ -7,36 +7,79 @@ import (
 	"io"
 )
 
-// The handshake opens every TCP connection. The dialer sends a hello, the
-// acceptor answers with an accept or a refusal and closes on a refusal.
-// After an accept the connection carries frames from the dialer to the
-// acceptor only. Layout (big-endian):
+// The handshake opens every TCP connection (inside TLS when TLS is on).
+// Every handshake message has the same envelope (big-endian):
 //
 //	magic    [4]byte "RPLG"
 //	version  uint8   ProtocolVersion
-//	type     uint8   hsHello, hsAccept, hsRefuseCluster or hsRefuse
-//	lane     uint8   laneControl or laneData (echoed in the answer)
+//	type     uint8   one of the hs* types below
+//	lane     uint8   laneControl or laneData (echoed in every answer)
 //	bodyLen  uint16  at most maxHandshakeBody
-//	body     cluster ID, node ID, reason: each a uint16 length and bytes
+//	body     depends on type (a string is a uint16 length and bytes)
 //	crc      uint32  CRC-32C of every byte before it
 //
+// Bodies by type:
+//
+//	hello          cluster ID, node ID (the dialer's)
+//	accept         cluster ID, node ID (the acceptor's)
+//	refuseCluster  empty: another cluster ID, or another version
+//	refuse         empty: anything else
+//	authHello      node ID (the dialer's), nonce [32]byte
+//	challenge      nonce [32]byte
+//	proof          mac [32]byte
+//	authAccept     mac [32]byte
+//
+// Without a secret (TCPConfig.Secret empty: insecure mode, or mutual TLS
+// doing the authentication) the dialer sends hello and the acceptor
+// answers accept or a refusal. With a secret both sides prove knowledge of
+// it (see auth.go):
+//
+//	dialer   -> authHello(node ID, nonceD)
+//	acceptor -> challenge(nonceA)            or refuse
+//	dialer   -> proof(MAC("dialer"))
+//	acceptor -> authAccept(MAC("acceptor"))  or refuse
+//
+// where each MAC is HMAC-SHA256, keyed by a key derived from the secret,
+// over the version, the lane, the cluster ID, both node IDs, both nonces
+// and the direction. The cluster ID is never sent; the acceptor sends
+// nothing but a fresh nonce before the dialer's proof has checked out.
+// A node with a secret accepts nothing else, as dialer or acceptor, so
+// there is no downgrade.
+//
+// Refusals carry no body in any mode: they tell a stranger nothing about
+// the cluster (no cluster ID, no node ID, no reason). The acceptor logs
+// the reason; the dialer reports refuseCluster as ErrWrongCluster and
+// refuse as ErrUnauthenticated. The acceptor closes after a refusal.
+//
+// After the handshake the connection carries frames (codec.go) from the
+// dialer to the acceptor only, and keepalives: a length word of zero
+// (no frame is that short), which the dialer writes on an otherwise idle
+// connection so the acceptor's idle deadline never cuts a healthy peer.
+//
 // The first five bytes never change between versions, so a node can tell a
-// version mismatch from garbage and answer it with a refusal.
+// version mismatch from garbage and answer it with a refusal (in its own
+// version, which the dialer reports).
+//
+// Version 2 (this one) made refusals bare, added the authenticated
+// exchange and keepalives; version 1 nodes and version 2 nodes refuse each
+// other as being of another version.
 
 // ProtocolVersion is the handshake protocol version. Peers with another
 // version are refused with ErrWrongCluster.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 var handshakeMagic = [4]byte{'R', 'P', 'L', 'G'}
 
-// Handshake message types. A refusal says whether the peer belongs to
-// another cluster (or speaks another version): the dialer reports that as
-// ErrWrongCluster.
+// Handshake message types.
 const (
 	hsHello         = 1
 	hsAccept        = 2
 	hsRefuseCluster = 3
 	hsRefuse        = 4
+	hsAuthHello     = 5
+	hsChallenge     = 6
+	hsProof         = 7
+	hsAuthAccept    = 8
 )
 
 // Lanes: a peer pair uses two connections, one for fetch traffic, one for
@@ -48,37 +91,56 @@ const (
 
 const (
 	hsFixedSize      = 4 + 1 + 1 + 1 + 2
-	maxHandshakeBody = 3 * (2 + maxIDLen)
-	// maxIDLen bounds node and cluster IDs (and refusal reasons).
+	maxHandshakeBody = 2 * (2 + maxIDLen)
+	// maxIDLen bounds node and cluster IDs.
 	maxIDLen = 255
+	// nonceSize and macSize: 256-bit nonces and HMAC-SHA256 tags.
+	nonceSize = 32
+	macSize   = 32
 )
 
-// handshake is one hello, accept or refusal.
+// handshake is one handshake message. Which fields travel depends on Type
+// (see the layout above); the others must be zero to encode.
 type handshake struct {
 	Version   uint8
 	Type      uint8
 	Lane      uint8
 	ClusterID string
 	NodeID    string
-	Reason    string
+	Nonce     [nonceSize]byte
+	MAC       [macSize]byte
 }
 
 func appendHandshake(dst []byte, h handshake) []byte {
 	start := len(dst)
 	dst = append(dst, handshakeMagic[:]...)
 	dst = append(dst, h.Version, h.Type, h.Lane)
-	body := 6 + len(h.ClusterID) + len(h.NodeID) + len(h.Reason)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(body))
-	for _, s := range []string{h.ClusterID, h.NodeID, h.Reason} {
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(s)))
-		dst = append(dst, s...)
+	lenAt := len(dst)
+	dst = append(dst, 0, 0)
+	switch h.Type {
+	case hsHello, hsAccept:
+		dst = appendHSString(dst, h.ClusterID)
+		dst = appendHSString(dst, h.NodeID)
+	case hsAuthHello:
+		dst = appendHSString(dst, h.NodeID)
+		dst = append(dst, h.Nonce[:]...)
+	case hsChallenge:
+		dst = append(dst, h.Nonce[:]...)
+	case hsProof, hsAuthAccept:
+		dst = append(dst, h.MAC[:]...)
 	}
+	binary.BigEndian.PutUint16(dst[lenAt:], uint16(len(dst)-lenAt-2))
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+func appendHSString(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
 }
 
 // checkHandshakeFields validates what appendHandshake will encode.
 func checkHandshakeFields(h handshake) error {
-	for _, f := range []struct{ name, v string }{{"cluster ID", h.ClusterID}, {"node ID", h.NodeID}, {"reason", h.Reason}} {
+	for _, f := range []struct{ name, v string }{{"cluster ID", h.ClusterID}, {"node ID", h.NodeID}} {
 		if len(f.v) > maxIDLen {
 			return fmt.Errorf("replog: %s is %d bytes, limit %d", f.name, len(f.v), maxIDLen)
 		}
@@ -86,10 +148,10 @@ func checkHandshakeFields(h handshake) error {
 	return nil
 }
 
-// handshakeSize returns the total size announced by a fixed header, or an
-// error wrapping ErrBadFrame (bad magic, or a body above the limit) or
-// ErrWrongCluster (another protocol version; the header is still returned
-// in h so the acceptor can answer).
+// parseHandshakeHeader returns the total size announced by a fixed header,
+// or an error wrapping ErrBadFrame (bad magic, or a body above the limit)
+// or ErrWrongCluster (another protocol version; the header is still
+// returned in h so the acceptor can answer).
 func parseHandshakeHeader(b []byte) (h handshake, size int, err error) {
 	if len(b) < hsFixedSize {
 		return h, 0, fmt.Errorf("%w: truncated handshake (%d bytes)", ErrBadFrame, len(b))
@@ -109,7 +171,8 @@ func parseHandshakeHeader(b []byte) (h handshake, size int, err error) {
 }
 
 // decodeHandshake decodes one whole handshake message. Errors wrap
-// ErrBadFrame, or ErrWrongCluster for another protocol version.
+// ErrBadFrame, or ErrWrongCluster for another protocol version. The
+// encoding is canonical: what decodes re-encodes to the same bytes.
 func decodeHandshake(b []byte) (handshake, error) {
 	h, size, err := parseHandshakeHeader(b)
 	if err != nil {
@@ -121,37 +184,70 @@ func decodeHandshake(b []byte) (handshake, error) {
 	if got, want := crc32.Checksum(b[:size-crcSize], castagnoli), binary.BigEndian.Uint32(b[size-crcSize:]); got != want {
 		return h, fmt.Errorf("%w: handshake checksum %08x, message says %08x", ErrBadFrame, got, want)
 	}
-	switch h.Type {
-	case hsHello, hsAccept, hsRefuseCluster, hsRefuse:
-	default:
-		return h, fmt.Errorf("%w: unknown handshake type %d", ErrBadFrame, h.Type)
-	}
 	if h.Lane != laneControl && h.Lane != laneData {
 		return h, fmt.Errorf("%w: unknown lane %d", ErrBadFrame, h.Lane)
 	}
-	body := b[hsFixedSize : size-crcSize]
-	var fields [3]string
-	for i := range fields {
-		if len(body) < 2 {
-			return h, fmt.Errorf("%w: handshake field %d: truncated length", ErrBadFrame, i)
-		}
-		n := int(binary.BigEndian.Uint16(body))
-		body = body[2:]
-		if n > len(body) || n > maxIDLen {
-			return h, fmt.Errorf("%w: handshake field %d: length %d, %d bytes left", ErrBadFrame, i, n, len(body))
-		}
-		fields[i] = string(body[:n])
-		body = body[n:]
+	d := hsDecoder{b: b[hsFixedSize : size-crcSize]}
+	switch h.Type {
+	case hsHello, hsAccept:
+		h.ClusterID = d.string("cluster ID")
+		h.NodeID = d.string("node ID")
+	case hsRefuseCluster, hsRefuse:
+	case hsAuthHello:
+		h.NodeID = d.string("node ID")
+		d.fixed("nonce", h.Nonce[:])
+	case hsChallenge:
+		d.fixed("nonce", h.Nonce[:])
+	case hsProof, hsAuthAccept:
+		d.fixed("mac", h.MAC[:])
+	default:
+		return h, fmt.Errorf("%w: unknown handshake type %d", ErrBadFrame, h.Type)
 	}
-	if len(body) != 0 {
-		return h, fmt.Errorf("%w: handshake: %d trailing bytes", ErrBadFrame, len(body))
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: handshake: %d trailing bytes", ErrBadFrame, len(d.b))
 	}
-	h.ClusterID, h.NodeID, h.Reason = fields[0], fields[1], fields[2]
-	return h, nil
+	return h, d.err
+}
+
+// hsDecoder reads handshake body fields, remembering the first error.
+type hsDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *hsDecoder) string(field string) string {
+	if d.err != nil {
+		return ""
+	}
+	if len(d.b) < 2 {
+		d.err = fmt.Errorf("%w: handshake %s: truncated length", ErrBadFrame, field)
+		return ""
+	}
+	n := int(binary.BigEndian.Uint16(d.b))
+	if n > len(d.b)-2 || n > maxIDLen {
+		d.err = fmt.Errorf("%w: handshake %s: length %d, %d bytes left", ErrBadFrame, field, n, len(d.b)-2)
+		return ""
+	}
+	s := string(d.b[2 : 2+n])
+	d.b = d.b[2+n:]
+	return s
+}
+
+func (d *hsDecoder) fixed(field string, dst []byte) {
+	if d.err != nil {
+		return
+	}
+	if len(d.b) < len(dst) {
+		d.err = fmt.Errorf("%w: handshake %s: %d bytes, want %d", ErrBadFrame, field, len(d.b), len(dst))
+		return
+	}
+	copy(dst, d.b)
+	d.b = d.b[len(dst):]
 }
 
 // readHandshake reads one handshake message from r. It reads at most
-// hsFixedSize+maxHandshakeBody+4 bytes, whatever the peer sends.
+// hsFixedSize+maxHandshakeBody+crcSize bytes, whatever the peer sends, and
+// never more than the message (r need not be buffered).
 func readHandshake(r io.Reader) (handshake, error) {
 	var buf [hsFixedSize + maxHandshakeBody + crcSize]byte
 	if _, err := io.ReadFull(r, buf[:hsFixedSize]); err != nil {

@@ -2,18 +2,27 @@ package transport
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"reflect"
 	"strings"
 	"testing"
 )
 
 func TestHandshakeRoundTrip(t *testing.T) {
+	nonce := [nonceSize]byte{1, 2, 3, 31: 4}
+	mac := [macSize]byte{5, 6, 31: 7}
 	for _, h := range []handshake{
 		{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "prod", NodeID: "n1"},
 		{Version: ProtocolVersion, Type: hsAccept, Lane: laneData, ClusterID: "", NodeID: ""},
-		{Version: ProtocolVersion, Type: hsRefuseCluster, Lane: laneData, ClusterID: strings.Repeat("c", maxIDLen), NodeID: strings.Repeat("n", maxIDLen), Reason: strings.Repeat("r", maxIDLen)},
-		{Version: ProtocolVersion, Type: hsRefuse, Reason: "no"},
+		{Version: ProtocolVersion, Type: hsHello, Lane: laneData, ClusterID: strings.Repeat("c", maxIDLen), NodeID: strings.Repeat("n", maxIDLen)},
+		{Version: ProtocolVersion, Type: hsRefuseCluster, Lane: laneData},
+		{Version: ProtocolVersion, Type: hsRefuse},
+		{Version: ProtocolVersion, Type: hsAuthHello, Lane: laneData, NodeID: strings.Repeat("n", maxIDLen), Nonce: nonce},
+		{Version: ProtocolVersion, Type: hsChallenge, Nonce: nonce},
+		{Version: ProtocolVersion, Type: hsProof, Lane: laneData, MAC: mac},
+		{Version: ProtocolVersion, Type: hsAuthAccept, MAC: mac},
 	} {
 		b := appendHandshake(nil, h)
 		got, err := decodeHandshake(b)
@@ -46,6 +55,9 @@ func TestHandshakeErrors(t *testing.T) {
 		{"short", good[:len(good)-1], ErrBadFrame, "header says"},
 		{"long", append(append([]byte(nil), good...), 0), ErrBadFrame, "header says"},
 		{"body too big", edit(func(b []byte) []byte { b[7], b[8] = 0xff, 0xff; return b }), ErrBadFrame, "limit"},
+		// A refusal has no body: anything in it is malformed.
+		{"refusal with body", withCRC(append(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsRefuse})[:hsFixedSize-2], 0, 2, 'h', 'i')), ErrBadFrame, "trailing"},
+		{"short nonce", withCRC(append(append(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsChallenge})[:hsFixedSize-2], 0, 31), make([]byte, 31)...)), ErrBadFrame, "nonce"},
 	}
 	for _, c := range cases {
 		_, err := decodeHandshake(c.b)
@@ -71,7 +83,9 @@ func TestHandshakeErrors(t *testing.T) {
 // decodes re-encodes to the same bytes.
 func FuzzHandshake(f *testing.F) {
 	f.Add(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneData, ClusterID: "c", NodeID: "n"}))
-	f.Add(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsRefuseCluster, ClusterID: "c", NodeID: "n", Reason: "cluster"}))
+	f.Add(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsRefuseCluster}))
+	f.Add(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsAuthHello, NodeID: "n", Nonce: [nonceSize]byte{1}}))
+	f.Add(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsProof, MAC: [macSize]byte{1}}))
 	f.Add(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsAccept}))
 	f.Add([]byte("RPLG"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -94,4 +108,9 @@ func FuzzHandshake(f *testing.F) {
 			t.Fatalf("re-encoding differs")
 		}
 	})
+}
+
+// withCRC appends the checksum to a handshake message's bytes.
+func withCRC(b []byte) []byte {
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }

@@ -3,12 +3,14 @@ package transport
 import (
 	"bufio"
 	"context"
+	cryptorand "crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,103 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// TCPConfig configures a TCP transport. Zero values take the defaults named
-// on each field.
-type TCPConfig struct {
-	// NodeID is this node's ID, sent in every handshake. Required, at most
-	// 255 bytes.
-	NodeID string
-	// ClusterID names the cluster; peers with another cluster ID are
-	// refused (ErrWrongCluster). At most 255 bytes; "" is a valid ID.
-	ClusterID string
-	// ListenAddr is the "host:port" to listen on; port 0 picks a free port
-	// (see Addr). Required.
-	ListenAddr string
-	// Resolver maps node IDs to addresses. It is called by Send (to answer
-	// ErrUnknownPeer) and before every (re)connect. Required.
-	Resolver Resolver
-	// TLS, if set, secures every connection: the listener uses it as a
-	// server config (set Certificates, and ClientAuth/ClientCAs for mutual
-	// TLS), the dialer as a client config (set RootCAs, and Certificates
-	// for mutual TLS). When ServerName is empty the dialer uses the host of
-	// the resolved address. nil means plain TCP.
-	TLS *tls.Config
-	// VerifyPeer, if set, is called on the accepting side for every inbound
-	// connection once the peer has named itself, with the TLS state (nil
-	// without TLS). An error refuses the connection. With mutual TLS it
-	// ties the certificate to the node ID (see VerifyCertNamesNode), so
-	// that one node's certificate cannot speak for another node.
-	VerifyPeer func(nodeID string, cs *tls.ConnectionState) error
-	// MaxFrameSize bounds every frame sent or received, in bytes. Default
-	// DefaultMaxFrameSize (16 MiB). An outbound message above it is dropped
-	// and logged; an inbound one closes the connection.
-	MaxFrameSize int
-	// DialTimeout bounds one TCP connect (and TLS handshake). Default 5s.
-	DialTimeout time.Duration
-	// HandshakeTimeout bounds the replog handshake on both sides. Default 10s.
-	HandshakeTimeout time.Duration
-	// WriteTimeout bounds a write to a peer that stopped reading; the
-	// connection is then closed and redialled. Default 10s.
-	WriteTimeout time.Duration
-	// BackoffMin and BackoffMax bound the exponential backoff between
-	// failed connects to one peer (doubling, jittered to [d/2, d]).
-	// Defaults 50ms and 2s.
-	BackoffMin time.Duration
-	BackoffMax time.Duration
-	// QueueSize is the capacity of each per-peer outbound queue (there are
-	// two per peer: fetch traffic and the rest). Send drops a message whose
-	// queue is full. Default 256.
-	QueueSize int
-	// ReceiveQueueSize is the capacity of the Receive channel. Default 4096.
-	ReceiveQueueSize int
-	// ReceiveTimeout is how long a connection's reader waits for room in a
-	// full Receive channel before it drops the message (logged at Warn).
-	// Waiting pushes back on the sender through TCP instead of dropping at
-	// the first burst; the bound keeps a stalled consumer from stalling
-	// peers forever. Default 1s.
-	ReceiveTimeout time.Duration
-	// Logger receives the transport's logs (Named "transport"). Default
-	// hclog.NewNullLogger().
-	Logger hclog.Logger
-}
-
-func (c *TCPConfig) setDefaults() {
-	if c.MaxFrameSize <= 0 {
-		c.MaxFrameSize = DefaultMaxFrameSize
-	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = 5 * time.Second
-	}
-	if c.HandshakeTimeout <= 0 {
-		c.HandshakeTimeout = 10 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 10 * time.Second
-	}
-	if c.BackoffMin <= 0 {
-		c.BackoffMin = 50 * time.Millisecond
-	}
-	if c.BackoffMax <= 0 {
-		c.BackoffMax = 2 * time.Second
-	}
-	if c.BackoffMax < c.BackoffMin {
-		c.BackoffMax = c.BackoffMin
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 256
-	}
-	if c.ReceiveQueueSize <= 0 {
-		c.ReceiveQueueSize = 4096
-	}
-	if c.ReceiveTimeout <= 0 {
-		c.ReceiveTimeout = time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
-}
-
-// TCPStats counts messages since the transport started.
+// TCPStats counts messages and connections since the transport started.
 type TCPStats struct {
 	// Sent is the number of frames written to connections (buffered; a
 	// frame written just before a connection breaks may still be lost).
@@ -127,14 +33,43 @@ type TCPStats struct {
 	// failed, or lost with a broken connection's unflushed batch.
 	DroppedNoConn uint64
 	// DroppedInbound counts inbound messages dropped: Receive stayed full
-	// for ReceiveTimeout, or From/To did not match the connection.
+	// for ReceiveTimeout, or From/To did not match the connection (which
+	// is then closed).
 	DroppedInbound uint64
 	// PeerClosed counts outbound connections that the peer closed (or that
 	// broke) while this side was not writing; the next message redials.
 	PeerClosed uint64
-	// BadConns counts inbound connections closed for a failed handshake or
-	// a malformed, oversized or unexpected frame.
+	// BadConns counts inbound connections closed for a failed or refused
+	// handshake or a malformed, oversized, unexpected or misaddressed
+	// frame.
 	BadConns uint64
+	// Unauthenticated counts inbound handshakes that failed
+	// authentication (also counted in BadConns): with a Secret, a dialer
+	// without it or with a wrong proof; without one, a dialer offering
+	// one.
+	Unauthenticated uint64
+	// RefusedConns counts inbound connections closed at once for
+	// MaxInboundConns or MaxInboundConnsPerIP.
+	RefusedConns uint64
+	// IdleClosed counts inbound connections closed by IdleTimeout.
+	IdleClosed uint64
+	// Replaced counts inbound connections closed because the same node
+	// opened a newer one on the same lane.
+	Replaced uint64
+	// BudgetCuts counts inbound connections cut to keep
+	// PartialFrameBudget.
+	BudgetCuts uint64
+	// PartialFrameBytes is the number of bytes charged to
+	// PartialFrameBudget now, and PartialFramePeak the most ever charged
+	// at once: neither exceeds the budget.
+	PartialFrameBytes int64
+	PartialFramePeak  int64
+	// InboundConns is the number of inbound connections open now
+	// (handshaking or established).
+	InboundConns int
+	// KeepalivesSent counts keepalives written on idle outbound
+	// connections.
+	KeepalivesSent uint64
 }
 
 // TCP is the TCP (optionally TLS) Transport.
@@ -152,52 +87,88 @@ type TCPStats struct {
 // full), and a writer goroutine per connection batches the queue into the
 // socket, flushing when the queue is empty. A connect failure drops what
 // is queued at that moment, so messages never pile up behind a dead peer
-// for longer than one backoff interval.
+// for longer than one backoff interval. A connection with nothing to send
+// for IdleTimeout/4 carries a keepalive.
+//
+// Authentication. Every connection opens with a handshake (handshake.go).
+// With TCPConfig.Secret set, both ends prove they hold the secret by
+// challenge-response over fresh nonces from both sides, bound to the
+// protocol version, cluster ID, both node IDs, lane and direction, so a
+// recorded transcript can be neither replayed nor reflected; the acceptor
+// says nothing but a nonce until the dialer's proof checks out, and a
+// refusal (in any mode) carries no cluster ID, node ID or reason. A node
+// with a Secret talks only to nodes that prove it. Without a Secret,
+// peers are identified by the node ID they claim, which is only as good
+// as the network (or mutual TLS with VerifyPeer) makes it.
 //
 // Inbound, one reader goroutine per connection decodes frames and delivers
-// them to Receive (see TCPConfig.ReceiveTimeout). A malformed, oversized or
-// unexpected frame (a control message on the fetch connection or the
-// reverse) closes that connection, logged at Warn; a message whose From is
-// not the node that opened the connection, or whose To is not this node, is
-// dropped and logged.
+// them to Receive (see TCPConfig.ReceiveTimeout). Every message delivered
+// carries From = the node ID its connection handshook (with a Secret:
+// authenticated) as: a frame claiming another From, or addressed to
+// another node, is dropped and its connection closed. A malformed,
+// oversized or unexpected frame (a control message on the fetch
+// connection or the reverse) closes that connection too.
+//
+// Limits, each in TCPConfig with its default: inbound connections above
+// MaxInboundConns, or MaxInboundConnsPerIP from one address, are closed at
+// once; a handshake must finish within HandshakeTimeout; an established
+// inbound connection that sends nothing for IdleTimeout is closed, and a
+// newer connection from the same node on the same lane replaces it; the
+// buffers of partly received frames over all inbound connections stay
+// within PartialFrameBudget (the slowest senders are cut, never the
+// process). Refused and misbehaving inbound connections are logged at
+// Warn at most once per RefusalLogInterval per reason, with the number of
+// lines suppressed.
 type TCP struct {
-	cfg  TCPConfig
-	log  hclog.Logger
-	ln   net.Listener
-	recv chan Message
+	cfg     TCPConfig
+	log     hclog.Logger
+	ln      net.Listener
+	recv    chan Message
+	authKey []byte
+	rand    io.Reader
+	budget  *frameBudget
+	logLim  *logLimiter
 
 	done   chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	closed bool
-	peers  map[string]*peer
-	conns  map[net.Conn]struct{}
+	mu      sync.Mutex
+	closed  bool
+	peers   map[string]*peer
+	conns   map[net.Conn]struct{}
+	inbound int
+	perIP   map[string]int
+	// lanesIn maps an established inbound connection's node and lane to
+	// it, so a newer one replaces it.
+	lanesIn map[inboundKey]net.Conn
 
 	closeOnce sync.Once
 
 	sent, received, droppedQueue, droppedNoConn, droppedInbound, peerClosed, badConns atomic.Uint64
+	unauthenticated, refusedConns, idleClosed, replaced, keepalives                   atomic.Uint64
+}
+
+type inboundKey struct {
+	node string
+	lane uint8
 }
 
 var _ Transport = (*TCP)(nil)
 
-// NewTCP starts a TCP transport listening on cfg.ListenAddr.
+// NewTCP starts a TCP transport listening on cfg.ListenAddr. Errors wrap
+// ErrInvalidConfig (see TCPConfig.Validate), or are the listener's.
 func NewTCP(cfg TCPConfig) (*TCP, error) {
-	cfg.setDefaults()
-	if cfg.NodeID == "" {
-		return nil, errors.New("replog: TCPConfig.NodeID is required")
-	}
-	if cfg.ListenAddr == "" {
-		return nil, errors.New("replog: TCPConfig.ListenAddr is required")
-	}
-	if cfg.Resolver == nil {
-		return nil, errors.New("replog: TCPConfig.Resolver is required")
-	}
-	if err := checkHandshakeFields(handshake{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID}); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
+	var key []byte
+	if len(cfg.Secret) > 0 {
+		key = deriveAuthKey(cfg.Secret)
+	}
+	cfg.Secret = nil // only the derived key is kept
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("replog: transport listen: %w", err)
@@ -207,19 +178,25 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &TCP{
-		cfg:    cfg,
-		log:    cfg.Logger.Named("transport"),
-		ln:     ln,
-		recv:   make(chan Message, cfg.ReceiveQueueSize),
-		done:   make(chan struct{}),
-		ctx:    ctx,
-		cancel: cancel,
-		peers:  map[string]*peer{},
-		conns:  map[net.Conn]struct{}{},
+		cfg:     cfg,
+		log:     cfg.Logger.Named("transport"),
+		ln:      ln,
+		recv:    make(chan Message, cfg.ReceiveQueueSize),
+		authKey: key,
+		rand:    cryptorand.Reader,
+		budget:  newFrameBudget(cfg.PartialFrameBudget),
+		logLim:  newLogLimiter(cfg.RefusalLogInterval),
+		done:    make(chan struct{}),
+		ctx:     ctx,
+		cancel:  cancel,
+		peers:   map[string]*peer{},
+		conns:   map[net.Conn]struct{}{},
+		perIP:   map[string]int{},
+		lanesIn: map[inboundKey]net.Conn{},
 	}
 	t.wg.Add(1)
 	go t.acceptLoop()
-	t.log.Debug("listening", "addr", ln.Addr().String(), "tls", cfg.TLS != nil)
+	t.log.Debug("listening", "addr", ln.Addr().String(), "tls", cfg.TLS != nil, "authenticated", key != nil)
 	return t, nil
 }
 
@@ -229,15 +206,41 @@ func (t *TCP) Addr() string { return t.ln.Addr().String() }
 
 // Stats returns the transport's counters.
 func (t *TCP) Stats() TCPStats {
+	used, peak, cuts := t.budget.stats()
+	t.mu.Lock()
+	inbound := t.inbound
+	t.mu.Unlock()
 	return TCPStats{
-		Sent:             t.sent.Load(),
-		Received:         t.received.Load(),
-		DroppedQueueFull: t.droppedQueue.Load(),
-		DroppedNoConn:    t.droppedNoConn.Load(),
-		DroppedInbound:   t.droppedInbound.Load(),
-		PeerClosed:       t.peerClosed.Load(),
-		BadConns:         t.badConns.Load(),
+		Sent:              t.sent.Load(),
+		Received:          t.received.Load(),
+		DroppedQueueFull:  t.droppedQueue.Load(),
+		DroppedNoConn:     t.droppedNoConn.Load(),
+		DroppedInbound:    t.droppedInbound.Load(),
+		PeerClosed:        t.peerClosed.Load(),
+		BadConns:          t.badConns.Load(),
+		Unauthenticated:   t.unauthenticated.Load(),
+		RefusedConns:      t.refusedConns.Load(),
+		IdleClosed:        t.idleClosed.Load(),
+		Replaced:          t.replaced.Load(),
+		BudgetCuts:        cuts,
+		PartialFrameBytes: used,
+		PartialFramePeak:  peak,
+		InboundConns:      inbound,
+		KeepalivesSent:    t.keepalives.Load(),
 	}
+}
+
+// warnLimited logs a Warn line about an inbound connection, at most once
+// per RefusalLogInterval per reason (a fixed string).
+func (t *TCP) warnLimited(log hclog.Logger, reason, msg string, args ...any) {
+	ok, suppressed := t.logLim.allow(reason)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	log.Warn(msg, args...)
 }
 
 // laneOf returns the connection class a message kind travels on.
@@ -406,11 +409,24 @@ func (l *lane) run() {
 	t := l.t
 	defer t.wg.Done()
 	defer l.disconnect()
+	// The keepalive timer runs while a connection is up and restarts after
+	// every batch, so only a connection idle for IdleTimeout/4 gets one.
+	keepalive := t.cfg.IdleTimeout / 4
+	ka := time.NewTimer(keepalive)
+	defer ka.Stop()
 	for {
+		var kaC <-chan time.Time
+		if l.conn != nil {
+			ka.Reset(keepalive)
+			kaC = ka.C
+		}
 		var m Message
 		select {
 		case <-t.done:
 			return
+		case <-kaC:
+			l.keepalive()
+			continue
 		case m = <-l.q:
 		}
 		if l.conn != nil {
@@ -454,6 +470,30 @@ func (l *lane) run() {
 	}
 }
 
+// keepalive writes a keepalive on the idle connection, so the acceptor's
+// IdleTimeout does not cut it; a connection the peer has closed is
+// dropped instead (the next message redials).
+func (l *lane) keepalive() {
+	select {
+	case <-l.peerGone:
+		l.log.Debug("peer closed the idle connection")
+		l.disconnect()
+		return
+	default:
+	}
+	l.refreshWriteDeadline()
+	_, err := l.bw.Write(keepaliveFrame[:])
+	if err == nil {
+		err = l.bw.Flush()
+	}
+	if err != nil {
+		l.log.Debug("keepalive failed, will redial", "error", err)
+		l.disconnect()
+		return
+	}
+	l.t.keepalives.Add(1)
+}
+
 // connect waits out the backoff, then dials. On failure it drops whatever
 // is queued (stale by the time a later connect succeeds) and backs off.
 func (l *lane) connect() bool {
@@ -494,8 +534,10 @@ func (l *lane) connect() bool {
 		return false
 	default:
 	}
-	if errors.Is(err, ErrWrongCluster) {
-		l.log.Warn("peer refused us: wrong cluster or version", "error", err, "retry_in", wait, "dropped", dropped)
+	if errors.Is(err, ErrWrongCluster) || errors.Is(err, ErrUnauthenticated) {
+		// At most one line per RefusalLogInterval: an impostor at a
+		// peer's address must not flood the log either.
+		t.warnLimited(l.log, "dial-refused", "peer refused us, or failed to authenticate", "error", err, "retry_in", wait, "dropped", dropped)
 	} else {
 		l.log.Debug("connect failed", "error", err, "retry_in", wait, "dropped", dropped)
 	}
@@ -548,30 +590,9 @@ func (l *lane) dial() error {
 func (l *lane) handshake(conn net.Conn, addr string) error {
 	t := l.t
 	_ = conn.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
-	hello := appendHandshake(nil, handshake{
-		Version: ProtocolVersion, Type: hsHello, Lane: l.kind,
-		ClusterID: t.cfg.ClusterID, NodeID: t.cfg.NodeID,
-	})
-	if _, err := conn.Write(hello); err != nil {
-		return fmt.Errorf("handshake with %s: %w", addr, err)
-	}
-	h, err := readHandshake(conn)
-	if err != nil {
-		return fmt.Errorf("handshake with %s: %w", addr, err)
-	}
-	switch {
-	case h.Type == hsRefuseCluster:
-		return fmt.Errorf("%w: %s refused: %s", ErrWrongCluster, addr, h.Reason)
-	case h.Type == hsRefuse:
-		return fmt.Errorf("replog: %s refused: %s", addr, h.Reason)
-	case h.Type != hsAccept:
-		return fmt.Errorf("%w: handshake answer of type %d from %s", ErrBadFrame, h.Type, addr)
-	case h.ClusterID != t.cfg.ClusterID:
-		return fmt.Errorf("%w: %s is in cluster %q, we are in %q", ErrWrongCluster, addr, h.ClusterID, t.cfg.ClusterID)
-	case h.NodeID != l.peer:
-		return fmt.Errorf("replog: dialled %s at %s but reached %s", l.peer, addr, h.NodeID)
-	case h.Lane != l.kind:
-		return fmt.Errorf("%w: handshake answer for lane %d, want %d", ErrBadFrame, h.Lane, l.kind)
+	side := hsSide{key: t.authKey, clusterID: t.cfg.ClusterID, nodeID: t.cfg.NodeID, lane: l.kind, rand: t.rand}
+	if err := dialHandshake(conn, side, l.peer); err != nil {
+		return fmt.Errorf("handshake with %s at %s: %w", l.peer, addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return nil
@@ -591,12 +612,7 @@ func (l *lane) write(m Message) error {
 		l.log.Warn("cannot encode message, dropped", "msg", m.Body, "error", err)
 		return nil
 	}
-	// Refreshing the deadline costs a clock read and a poller update; do
-	// it only when a quarter of the timeout has passed.
-	if now := time.Now(); l.deadline.Sub(now) < t.cfg.WriteTimeout*3/4 {
-		l.deadline = now.Add(t.cfg.WriteTimeout)
-		_ = l.conn.SetWriteDeadline(l.deadline)
-	}
+	l.refreshWriteDeadline()
 	_, err = l.bw.Write(buf)
 	if cap(buf) <= maxKeptBuffer {
 		l.buf = buf
@@ -608,6 +624,16 @@ func (l *lane) write(m Message) error {
 		l.unflushed++
 	}
 	return err
+}
+
+// refreshWriteDeadline extends the write deadline. Refreshing costs a
+// clock read and a poller update; do it only when a quarter of the timeout
+// has passed.
+func (l *lane) refreshWriteDeadline() {
+	if now := time.Now(); l.deadline.Sub(now) < l.t.cfg.WriteTimeout*3/4 {
+		l.deadline = now.Add(l.t.cfg.WriteTimeout)
+		_ = l.conn.SetWriteDeadline(l.deadline)
+	}
 }
 
 // watch reads from an outbound connection, on which the acceptor never
@@ -659,106 +685,179 @@ func (t *TCP) acceptLoop() {
 			continue
 		}
 		delay = 0
-		if !t.track(c) {
+		ip := remoteIP(c)
+		switch reason := t.trackInbound(c, ip); reason {
+		case "":
+		case "closed":
 			_ = c.Close()
 			return
+		default:
+			_ = c.Close()
+			t.refusedConns.Add(1)
+			t.warnLimited(t.log, reason, "inbound connection refused: "+reason, "remote", c.RemoteAddr().String())
+			continue
 		}
 		t.wg.Add(1)
-		go t.serve(c)
+		go t.serve(c, ip)
 	}
+}
+
+// remoteIP returns the IP of c's remote address (the whole address if it
+// has no port).
+func remoteIP(c net.Conn) string {
+	addr := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// trackInbound registers an accepted connection, or returns why not:
+// "closed", or the cap it would exceed.
+func (t *TCP) trackInbound(c net.Conn, ip string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return "closed"
+	case t.inbound >= t.cfg.MaxInboundConns:
+		return "MaxInboundConns reached"
+	case t.perIP[ip] >= t.cfg.MaxInboundConnsPerIP:
+		return "MaxInboundConnsPerIP reached"
+	}
+	t.inbound++
+	t.perIP[ip]++
+	t.conns[c] = struct{}{}
+	return ""
+}
+
+func (t *TCP) untrackInbound(c net.Conn, ip string) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.inbound--
+	if t.perIP[ip]--; t.perIP[ip] <= 0 {
+		delete(t.perIP, ip)
+	}
+	t.mu.Unlock()
+	_ = c.Close()
+}
+
+// establish records c as node's connection on lane, replacing (closing)
+// an older one.
+func (t *TCP) establish(c net.Conn, k inboundKey) {
+	t.mu.Lock()
+	old := t.lanesIn[k]
+	t.lanesIn[k] = c
+	t.mu.Unlock()
+	if old != nil {
+		t.replaced.Add(1)
+		_ = old.Close()
+	}
+}
+
+func (t *TCP) disestablish(c net.Conn, k inboundKey) {
+	t.mu.Lock()
+	if t.lanesIn[k] == c {
+		delete(t.lanesIn, k)
+	}
+	t.mu.Unlock()
+}
+
+// handshakeFailure classifies an inbound handshake error for the
+// rate-limited log.
+func handshakeFailure(err error) string {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		return "inbound handshake: not authenticated"
+	case errors.Is(err, ErrWrongCluster):
+		return "inbound handshake: wrong cluster or version"
+	case errors.Is(err, ErrPeerNotVerified):
+		return "inbound handshake: node ID refused"
+	case errors.Is(err, ErrBadFrame):
+		return "inbound handshake: malformed"
+	}
+	return "inbound handshake: failed"
 }
 
 // serve runs the acceptor's handshake on c, then reads frames until the
 // connection ends or misbehaves.
-func (t *TCP) serve(c net.Conn) {
+func (t *TCP) serve(c net.Conn, ip string) {
 	defer t.wg.Done()
-	defer t.untrack(c)
+	defer t.untrackInbound(c, ip)
 	remote := c.RemoteAddr().String()
 	log := t.log.With("remote", remote)
 	_ = c.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
-	br := bufio.NewReaderSize(c, 64<<10)
-	h, err := readHandshake(br)
-	refuse := func(typ uint8, reason string) {
-		_, _ = c.Write(appendHandshake(nil, handshake{
-			Version: ProtocolVersion, Type: typ, Lane: h.Lane,
-			ClusterID: t.cfg.ClusterID, NodeID: t.cfg.NodeID, Reason: truncate(reason, maxIDLen),
-		}))
-	}
-	if err != nil {
-		if t.isClosed() {
-			return
+	check := func(nodeID string) error {
+		if t.cfg.VerifyPeer == nil {
+			return nil
 		}
-		t.badConns.Add(1)
-		if errors.Is(err, ErrWrongCluster) {
-			refuse(hsRefuseCluster, err.Error())
-		}
-		log.Warn("inbound handshake failed, closing", "error", err)
-		return
-	}
-	switch {
-	case h.Type != hsHello:
-		err = fmt.Errorf("%w: handshake of type %d, want hello", ErrBadFrame, h.Type)
-	case h.ClusterID != t.cfg.ClusterID:
-		err = fmt.Errorf("%w: peer %q is in cluster %q, we are in %q", ErrWrongCluster, h.NodeID, h.ClusterID, t.cfg.ClusterID)
-		refuse(hsRefuseCluster, fmt.Sprintf("cluster ID %q, want %q", h.ClusterID, t.cfg.ClusterID))
-	case h.NodeID == "" || h.NodeID == t.cfg.NodeID:
-		err = fmt.Errorf("replog: peer announced node ID %q", h.NodeID)
-		refuse(hsRefuse, fmt.Sprintf("node ID %q not allowed here", h.NodeID))
-	case t.cfg.VerifyPeer != nil:
 		var cs *tls.ConnectionState
 		if tc, ok := c.(*tls.Conn); ok {
 			st := tc.ConnectionState()
 			cs = &st
 		}
-		if verr := t.cfg.VerifyPeer(h.NodeID, cs); verr != nil {
-			err = fmt.Errorf("%w: peer %q: %w", ErrPeerNotVerified, h.NodeID, verr)
-			refuse(hsRefuse, truncate(verr.Error(), maxIDLen))
-		}
+		return t.cfg.VerifyPeer(nodeID, cs)
 	}
+	side := hsSide{key: t.authKey, clusterID: t.cfg.ClusterID, nodeID: t.cfg.NodeID, rand: t.rand}
+	h, err := acceptHandshake(c, side, check)
 	if err != nil {
+		if t.isClosed() {
+			return
+		}
 		t.badConns.Add(1)
-		log.Warn("inbound handshake refused, closing", "error", err)
+		if errors.Is(err, ErrUnauthenticated) {
+			t.unauthenticated.Add(1)
+		}
+		reason := handshakeFailure(err)
+		t.warnLimited(log, reason, reason+", closing", "error", err)
 		return
 	}
-	accept := appendHandshake(nil, handshake{
-		Version: ProtocolVersion, Type: hsAccept, Lane: h.Lane,
-		ClusterID: t.cfg.ClusterID, NodeID: t.cfg.NodeID,
-	})
-	if _, err := c.Write(accept); err != nil {
-		log.Debug("inbound handshake: answer failed", "error", err)
-		return
-	}
-	// Idle connections are fine (TCP keepalive finds dead peers); only the
-	// handshake had a deadline.
+	key := inboundKey{h.NodeID, h.Lane}
+	t.establish(c, key)
+	defer t.disestablish(c, key)
 	_ = c.SetDeadline(time.Time{})
 	log = log.With("peer", h.NodeID, "lane", laneName(h.Lane))
 	log.Debug("inbound connection")
-	r := NewReader(br, t.cfg.MaxFrameSize)
+	hold := t.budget.register(func() {
+		t.warnLimited(log, "partial-frame budget", "partial-frame budget exhausted: cutting the slowest inbound connection", "budget", t.cfg.PartialFrameBudget)
+		_ = c.Close()
+	})
+	defer hold.unregister()
+	fr := &frameReader{
+		r:       bufio.NewReaderSize(&idleReader{c: c, timeout: t.cfg.IdleTimeout}, 64<<10),
+		maxSize: t.cfg.MaxFrameSize,
+		hold:    hold,
+	}
 	var timer *time.Timer
 	for {
-		m, err := r.Read()
+		m, err := fr.read()
 		if err != nil {
-			if t.isClosed() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-				log.Debug("inbound connection ended", "error", err)
-				return
-			}
-			if errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge) {
+			switch {
+			case t.isClosed():
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				t.idleClosed.Add(1)
+				log.Debug("inbound connection idle for IdleTimeout, closing", "idle_timeout", t.cfg.IdleTimeout)
+			case errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge):
 				t.badConns.Add(1)
-				log.Warn("bad frame, closing connection", "error", err)
-			} else {
+				t.warnLimited(log, "bad frame", "bad frame, closing connection", "error", err)
+			default:
 				log.Debug("inbound connection ended", "error", err)
 			}
 			return
 		}
 		if k := m.Body.Kind(); laneOf(k) != h.Lane {
 			t.badConns.Add(1)
-			log.Warn("unexpected frame on this connection, closing", "kind", k)
+			t.warnLimited(log, "wrong lane", "unexpected frame on this connection, closing", "kind", k)
 			return
 		}
 		if m.From != h.NodeID || m.To != t.cfg.NodeID {
+			// Every message on this connection comes from the node it
+			// handshook as, to this node; anything else is an attempt to
+			// speak for another node (or a badly broken peer).
 			t.droppedInbound.Add(1)
-			log.Warn("message with wrong From/To dropped", "from", m.From, "to", m.To)
-			continue
+			t.badConns.Add(1)
+			t.warnLimited(log, "wrong From/To", "message with wrong From/To, dropped; closing connection", "from", m.From, "to", m.To)
+			return
 		}
 		select {
 		case t.recv <- m:
@@ -776,7 +875,7 @@ func (t *TCP) serve(c net.Conn) {
 			t.received.Add(1)
 		case <-timer.C:
 			t.droppedInbound.Add(1)
-			log.Warn("receive queue full, message dropped", "msg", m.Body)
+			t.warnLimited(log, "receive queue full", "receive queue full, message dropped", "msg", m.Body)
 		case <-t.done:
 			return
 		}
@@ -791,13 +890,6 @@ func (t *TCP) isClosed() bool {
 	default:
 		return false
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // VerifyCertNamesNode is a VerifyPeer for mutual TLS: the peer's verified

@@ -40,8 +40,17 @@ var (
 	ErrUnknownPeer = errors.New("replog: unknown peer")
 	// ErrWrongCluster: the peer's handshake named another cluster ID.
 	ErrWrongCluster = errors.New("replog: peer belongs to another cluster")
-	// ErrPeerNotVerified: TCPConfig.VerifyPeer refused the peer.
+	// ErrPeerNotVerified: the acceptor refused the peer's node ID (empty,
+	// its own, or refused by TCPConfig.VerifyPeer).
 	ErrPeerNotVerified = errors.New("replog: peer not verified")
+	// ErrUnauthenticated: the handshake failed authentication. A dialer
+	// reports it when the acceptor refused it (wrong or missing secret,
+	// wrong cluster ID or node, node ID not allowed: a refusal never says
+	// which) or when the acceptor failed to prove the secret; an acceptor,
+	// when the dialer failed to prove it (TCPConfig.Secret).
+	ErrUnauthenticated = errors.New("replog: peer not authenticated")
+	// ErrInvalidConfig: TCPConfig.Validate found an invalid field.
+	ErrInvalidConfig = errors.New("replog: invalid transport config")
 	// ErrFrameTooLarge: a frame above the maximum size was sent or received.
 	ErrFrameTooLarge = errors.New("replog: frame too large")
 	// ErrBadFrame: a frame could not be decoded (bad magic, version, kind,

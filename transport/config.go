@@ -1,0 +1,224 @@
+package transport
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of TCPConfig's resource limits.
+const (
+	// DefaultPartialFrameBudget bounds the bytes of partly received frames
+	// held for all inbound connections together.
+	DefaultPartialFrameBudget = 64 << 20
+	// DefaultIdleTimeout: an inbound connection silent this long is
+	// closed. Dialers send a keepalive after a quarter of it.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxInboundConns caps inbound connections (two per peer in a
+	// healthy cluster, plus connections still in their handshake).
+	DefaultMaxInboundConns = 512
+	// DefaultMaxInboundConnsPerIP caps inbound connections from one IP
+	// address.
+	DefaultMaxInboundConnsPerIP = 64
+	// DefaultRefusalLogInterval: at most one log line per reason per
+	// interval about refused or misbehaving inbound connections.
+	DefaultRefusalLogInterval = 10 * time.Second
+)
+
+// TCPConfig configures a TCP transport. Zero values take the defaults named
+// on each field; negative numbers are invalid.
+type TCPConfig struct {
+	// NodeID is this node's ID, sent in every handshake. Required, at most
+	// 255 bytes.
+	NodeID string
+	// ClusterID names the cluster; peers with another cluster ID are
+	// refused (ErrWrongCluster without a Secret; with one, the cluster ID
+	// is part of the proof and a peer of another cluster fails it:
+	// ErrUnauthenticated). At most 255 bytes; "" is a valid ID.
+	ClusterID string
+	// ListenAddr is the "host:port" to listen on; port 0 picks a free port
+	// (see Addr). Required.
+	ListenAddr string
+	// Resolver maps node IDs to addresses. It is called by Send (to answer
+	// ErrUnknownPeer) and before every (re)connect. Required.
+	Resolver Resolver
+	// Secret, if not empty, authenticates every connection: dialer and
+	// acceptor each prove they hold it (challenge-response with fresh
+	// nonces, HMAC-SHA256 under a key derived from it; see handshake.go)
+	// before anything else is exchanged. A peer without it is refused and
+	// learns nothing about the cluster; a dialer refused, or reaching a
+	// node that cannot prove the secret, reports ErrUnauthenticated. Every
+	// node of a cluster needs the same Secret. At least MinSecretSize
+	// bytes; use 32 random bytes. The secret authenticates connections;
+	// it neither encrypts nor integrity-protects the stream after the
+	// handshake (use TLS as well on a network you do not trust).
+	Secret []byte
+	// TLS, if set, secures every connection: the listener uses it as a
+	// server config (set Certificates, and ClientAuth/ClientCAs for mutual
+	// TLS), the dialer as a client config (set RootCAs, and Certificates
+	// for mutual TLS). When ServerName is empty the dialer uses the host of
+	// the resolved address. nil means plain TCP.
+	TLS *tls.Config
+	// VerifyPeer, if set, is called on the accepting side for every inbound
+	// connection once the peer has named itself (with a Secret: once it
+	// has proven the secret), with the TLS state (nil without TLS). An
+	// error refuses the connection. With mutual TLS it ties the
+	// certificate to the node ID (see VerifyCertNamesNode), so that one
+	// node's certificate cannot speak for another node.
+	VerifyPeer func(nodeID string, cs *tls.ConnectionState) error
+	// MaxFrameSize bounds every frame sent or received, in bytes. Default
+	// DefaultMaxFrameSize (16 MiB). An outbound message above it is dropped
+	// and logged; an inbound one closes the connection.
+	MaxFrameSize int
+	// PartialFrameBudget bounds the bytes of frame buffers held for frames
+	// being received, over all inbound connections together (each buffer
+	// is charged as it grows, and released once its message is delivered
+	// or dropped). When a connection needs more than is left, the inbound
+	// connections whose current frames arrive slowest (fewest bytes per
+	// second since the frame began) are cut until it fits: the process
+	// never holds more, however many peers send large frames slowly.
+	// Default DefaultPartialFrameBudget (64 MiB); at least MaxFrameSize.
+	PartialFrameBudget int
+	// IdleTimeout closes an inbound connection that has sent no byte for
+	// this long after its handshake (at least 3/4 of it; the deadline is
+	// refreshed lazily). Dialers send a keepalive on a connection they
+	// have not written to for IdleTimeout/4, so a healthy but quiet peer
+	// (an idle control connection in a stable cluster) is never cut; set
+	// the same IdleTimeout on every node. The handshake itself is bounded
+	// by HandshakeTimeout. Default DefaultIdleTimeout (2 minutes).
+	IdleTimeout time.Duration
+	// MaxInboundConns caps inbound connections (handshaking or
+	// established); a connection above the cap is closed at once, without
+	// a byte sent. Default DefaultMaxInboundConns (512).
+	MaxInboundConns int
+	// MaxInboundConnsPerIP caps inbound connections from one remote IP
+	// address, the same way. Default DefaultMaxInboundConnsPerIP (64).
+	// Per node ID, an established connection is replaced by a newer one on
+	// the same lane (at most two per peer), so a peer that restarts is
+	// never locked out by its own dead connections.
+	MaxInboundConnsPerIP int
+	// RefusalLogInterval rate-limits the Warn lines about refused or
+	// misbehaving inbound connections: at most one per reason per
+	// interval, carrying the count of lines suppressed since the last
+	// one, so a flood of bad connections cannot flood the log. Default
+	// DefaultRefusalLogInterval (10s).
+	RefusalLogInterval time.Duration
+	// DialTimeout bounds one TCP connect (and TLS handshake). Default 5s.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds the replog handshake on both sides (on the
+	// acceptor, from accept to the end of the handshake, TLS included).
+	// Default 10s.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds a write to a peer that stopped reading; the
+	// connection is then closed and redialled. Default 10s.
+	WriteTimeout time.Duration
+	// BackoffMin and BackoffMax bound the exponential backoff between
+	// failed connects to one peer (doubling, jittered to [d/2, d]).
+	// Defaults 50ms and 2s.
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+	// QueueSize is the capacity of each per-peer outbound queue (there are
+	// two per peer: fetch traffic and the rest). Send drops a message whose
+	// queue is full. Default 256.
+	QueueSize int
+	// ReceiveQueueSize is the capacity of the Receive channel. Default 4096.
+	ReceiveQueueSize int
+	// ReceiveTimeout is how long a connection's reader waits for room in a
+	// full Receive channel before it drops the message (logged at Warn).
+	// Waiting pushes back on the sender through TCP instead of dropping at
+	// the first burst; the bound keeps a stalled consumer from stalling
+	// peers forever. Default 1s.
+	ReceiveTimeout time.Duration
+	// Logger receives the transport's logs (Named "transport"). Default
+	// hclog.NewNullLogger().
+	Logger hclog.Logger
+}
+
+// withDefaults returns a copy of c with every zero field set to its
+// default. The caller's struct is not modified.
+func (c TCPConfig) withDefaults() TCPConfig {
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	setInt := func(n *int, def int) {
+		if *n == 0 {
+			*n = def
+		}
+	}
+	setInt(&c.MaxFrameSize, DefaultMaxFrameSize)
+	setInt(&c.PartialFrameBudget, DefaultPartialFrameBudget)
+	setInt(&c.MaxInboundConns, DefaultMaxInboundConns)
+	setInt(&c.MaxInboundConnsPerIP, DefaultMaxInboundConnsPerIP)
+	setInt(&c.QueueSize, 256)
+	setInt(&c.ReceiveQueueSize, 4096)
+	setDur(&c.IdleTimeout, DefaultIdleTimeout)
+	setDur(&c.RefusalLogInterval, DefaultRefusalLogInterval)
+	setDur(&c.DialTimeout, 5*time.Second)
+	setDur(&c.HandshakeTimeout, 10*time.Second)
+	setDur(&c.WriteTimeout, 10*time.Second)
+	setDur(&c.BackoffMin, 50*time.Millisecond)
+	setDur(&c.BackoffMax, 2*time.Second)
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = c.BackoffMin
+	}
+	setDur(&c.ReceiveTimeout, time.Second)
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
+
+// Validate reports the first invalid field of c (zero fields stand for
+// their defaults), as an error wrapping ErrInvalidConfig that names it.
+// NewTCP calls it.
+func (c TCPConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: TCPConfig.%s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID", "is required")
+	case len(c.NodeID) > maxIDLen:
+		return bad("NodeID", "is %d bytes, limit %d", len(c.NodeID), maxIDLen)
+	case len(c.ClusterID) > maxIDLen:
+		return bad("ClusterID", "is %d bytes, limit %d", len(c.ClusterID), maxIDLen)
+	case c.ListenAddr == "":
+		return bad("ListenAddr", "is required")
+	case c.Resolver == nil:
+		return bad("Resolver", "is required")
+	case len(c.Secret) > 0 && len(c.Secret) < MinSecretSize:
+		return bad("Secret", "is %d bytes, at least %d required (use 32 random bytes)", len(c.Secret), MinSecretSize)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxFrameSize", int64(c.MaxFrameSize)},
+		{"PartialFrameBudget", int64(c.PartialFrameBudget)},
+		{"IdleTimeout", int64(c.IdleTimeout)},
+		{"MaxInboundConns", int64(c.MaxInboundConns)},
+		{"MaxInboundConnsPerIP", int64(c.MaxInboundConnsPerIP)},
+		{"RefusalLogInterval", int64(c.RefusalLogInterval)},
+		{"DialTimeout", int64(c.DialTimeout)},
+		{"HandshakeTimeout", int64(c.HandshakeTimeout)},
+		{"WriteTimeout", int64(c.WriteTimeout)},
+		{"BackoffMin", int64(c.BackoffMin)},
+		{"BackoffMax", int64(c.BackoffMax)},
+		{"QueueSize", int64(c.QueueSize)},
+		{"ReceiveQueueSize", int64(c.ReceiveQueueSize)},
+		{"ReceiveTimeout", int64(c.ReceiveTimeout)},
+	} {
+		if f.v < 0 {
+			return bad(f.name, "is negative (%d)", f.v)
+		}
+	}
+	d := c.withDefaults()
+	if d.PartialFrameBudget < d.MaxFrameSize {
+		return bad("PartialFrameBudget", "(%d) is below MaxFrameSize (%d): a frame of the maximum size could never be received", d.PartialFrameBudget, d.MaxFrameSize)
+	}
+	return nil
+}
