@@ -4,5 +4,3 @@ package storage
 // directory's creation.
 func SetOpenDirHook(f func(stage string)) { openDirHook = f }
 
-// VerifyBoltFile exposes the structural check to the external tests.
-var VerifyBoltFile = verifyBoltFile

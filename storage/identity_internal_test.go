@@ -77,7 +77,7 @@ func FuzzIdentityRoundTrip(f *testing.F) {
 
 // fuzzTemplate is a small data file written by Bolt (a two-level entries
 // tree, a deleted prefix: free pages).
-func fuzzTemplate(f *testing.F) []byte {
+func fuzzTemplate(f testing.TB) []byte {
 	path := filepath.Join(f.TempDir(), "t.db")
 	b, err := OpenBolt(path, BoltOptions{NoSync: true})
 	if err != nil {

@@ -37,3 +37,15 @@ func lockFile(f *os.File, timeout time.Duration) error {
 func unlockFile(f *os.File) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
+
+// mapFile maps size bytes of f read-only.
+func mapFile(f *os.File, size int64) (data []byte, unmap func(), err error) {
+	if size <= 0 || int64(int(size)) != size {
+		return nil, nil, errors.New("cannot map")
+	}
+	data, err = syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, func() { _ = syscall.Munmap(data) }, nil
+}

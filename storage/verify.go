@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"os"
+	"runtime/debug"
 )
 
 // verifyBoltFile checks, before bbolt maps a file read-write, every
@@ -44,8 +46,23 @@ import (
 // It costs one read of every page of the tree: as much I/O as bbolt's own
 // free-list rebuild, which follows it (and then finds the pages cached).
 // It returns an error (wrapping ErrCorrupt) that says what is wrong where.
-func verifyBoltFile(r io.ReaderAt, size int64) error {
-	v := &verifier{r: r, size: size}
+//
+// The file is mapped read-only for the walk where the platform allows
+// (mapFile); the walk runs on the caller's goroutine with
+// debug.SetPanicOnFault, so a file that shrinks under it (only a process
+// ignoring the lock could do that) gives an error, not a crash.
+func verifyBoltFile(f *os.File, size int64) (err error) {
+	v := &verifier{r: f, size: size}
+	if data, unmap, merr := mapFile(f, size); merr == nil {
+		v.data = data
+		defer unmap()
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: reading the file failed (did it shrink?): %v", ErrCorrupt, r)
+		}
+	}()
 	return v.run()
 }
 
@@ -100,6 +117,26 @@ type verifier struct {
 	pageSize int
 	hwm      uint64
 	seen     []uint64 // bitmap of pages reached
+
+	// data is the file mapped read-only, or nil: then pages are read
+	// with pread (one syscall per page: several times slower than bbolt's
+	// own walk, as the tree's pages are scattered over the file).
+	data []byte
+}
+
+// bytesAt returns the file's n bytes at off.
+func (v *verifier) bytesAt(off int64, n int) ([]byte, error) {
+	if off < 0 || n < 0 || off+int64(n) > v.size {
+		return nil, io.ErrUnexpectedEOF
+	}
+	if v.data != nil {
+		return v.data[off : off+int64(n) : off+int64(n)], nil
+	}
+	buf := make([]byte, n)
+	if _, err := v.r.ReadAt(buf, off); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 func (v *verifier) readMeta(page uint64, off int64) (*boltMeta, error) {
@@ -187,8 +224,8 @@ func (v *verifier) readPage(id uint64) ([]byte, error) {
 	if id < 2 || id >= v.hwm {
 		return nil, fmt.Errorf("page %d: outside [2, %d)", id, v.hwm)
 	}
-	buf := make([]byte, v.pageSize)
-	if _, err := v.r.ReadAt(buf, int64(id)*int64(v.pageSize)); err != nil {
+	buf, err := v.bytesAt(int64(id)*int64(v.pageSize), v.pageSize)
+	if err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
 	if got := ne.Uint64(buf); got != id {
@@ -198,12 +235,9 @@ func (v *verifier) readPage(id uint64) ([]byte, error) {
 		if ovf >= v.hwm-id {
 			return nil, fmt.Errorf("page %d: %d overflow pages run past the high-water mark %d", id, ovf, v.hwm)
 		}
-		big := make([]byte, (ovf+1)*uint64(v.pageSize))
-		copy(big, buf)
-		if _, err := v.r.ReadAt(big[v.pageSize:], int64(id+1)*int64(v.pageSize)); err != nil {
+		if buf, err = v.bytesAt(int64(id)*int64(v.pageSize), int(ovf+1)*v.pageSize); err != nil {
 			return nil, fmt.Errorf("page %d: overflow: %w", id, err)
 		}
-		buf = big
 	}
 	return buf, nil
 }
@@ -297,22 +331,28 @@ func (v *verifier) tree(id uint64, minKey, maxKey []byte, depth, bucketDepth int
 		}
 		return maxInSubtree, nil
 	case flagLeaf:
-		return v.leaf(fmt.Sprintf("leaf page %d", id), p, n, minKey, maxKey, bucketDepth)
+		return v.leaf(id, "", p, n, minKey, maxKey, bucketDepth)
 	}
 	return nil, fmt.Errorf("page %d: type flags %#x where a branch or leaf page belongs", id, flags)
 }
 
 // leaf checks the elements of a leaf page (or inline bucket page) p and
 // descends into the buckets it holds.
-func (v *verifier) leaf(what string, p []byte, n int, minKey, maxKey []byte, bucketDepth int) ([]byte, error) {
+func (v *verifier) leaf(id uint64, bucket string, p []byte, n int, minKey, maxKey []byte, bucketDepth int) ([]byte, error) {
+	what := func() string {
+		if bucket != "" {
+			return fmt.Sprintf("bucket %q inline page", bucket)
+		}
+		return fmt.Sprintf("leaf page %d", id)
+	}
 	running := minKey
 	for i := 0; i < n; i++ {
 		flags, key, val, _, err := elemKV(p, i, true)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", what, err)
+			return nil, fmt.Errorf("%s: %v", what(), err)
 		}
 		if err := keyOrder(i, key, running, maxKey); err != nil {
-			return nil, fmt.Errorf("%s: %v", what, err)
+			return nil, fmt.Errorf("%s: %v", what(), err)
 		}
 		running = key
 		if flags&flagBucketLeaf != 0 {
@@ -351,7 +391,7 @@ func (v *verifier) bucket(name, val []byte, depth int) error {
 	if err != nil {
 		return fmt.Errorf("bucket %q: inline page: %v", name, err)
 	}
-	_, err = v.leaf(fmt.Sprintf("bucket %q inline page", name), p, n, nil, nil, depth)
+	_, err = v.leaf(0, string(name), p, n, nil, nil, depth)
 	return err
 }
 
