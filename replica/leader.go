@@ -375,13 +375,6 @@ func (r *Replica) fetchSession(from string) bool {
 }
 
 func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest) {
-	if !r.isVoter(from) && !r.fetchSession(from) {
-		// Only members forward appends: voters, and observers that fetch
-		// from this leader now. Nothing was appended.
-		r.logger.Debug("refusing a forwarded append from a node that is not a member", "from", from)
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
-		return
-	}
 	k := doneKey{from, req.RequestID}
 	// A duplicate (the network may repeat a request) gets the answer its
 	// first copy got, as far as it is known: never appended twice, never
@@ -399,6 +392,15 @@ func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest)
 			// commit.
 			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
 		}
+		return
+	}
+	if r.role == RoleLeader && !r.isVoter(from) && !r.fetchSession(from) {
+		// Only members forward appends: voters, and observers that fetch
+		// from this leader now. Nothing was appended (and a copy of this
+		// request arriving later gets the same answer).
+		r.logger.Debug("refusing a forwarded append from a node that is not a member", "from", from)
+		r.memo.set(k, forwardMemo{state: forwardRefused})
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
 	if r.role != RoleLeader {
