@@ -1,0 +1,359 @@
+package hostile
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/transport"
+)
+
+// The raw protocol client: what an outsider who has read transport's
+// documentation can send. Frames use the transport package's exported
+// codec; the handshake is encoded here from the layout documented in
+// transport/handshake.go (its encoder is unexported).
+
+const (
+	hsHello         = 1
+	hsAccept        = 2
+	hsRefuseCluster = 3
+	hsRefuse        = 4
+	hsAuthHello     = 5 // version 2: node ID, nonce [32]byte
+	hsChallenge     = 6 // version 2: nonce [32]byte
+	hsProof         = 7 // version 2: mac [32]byte
+	hsAuthAccept    = 8 // version 2: mac [32]byte
+
+	laneControl = 0
+	laneData    = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// hsMsg is one handshake message. Version 1 (before authentication)
+// carried cluster ID, node ID and a reason in every message; version 2
+// carries cluster ID and node ID in hello and accept, nothing in a
+// refusal, and node ID and nonce, nonce, or MAC in the authenticated
+// exchange.
+type hsMsg struct {
+	Version   uint8
+	Type      uint8
+	Lane      uint8
+	ClusterID string
+	NodeID    string
+	Reason    string
+	Nonce     []byte
+	MAC       []byte
+}
+
+func appendHSString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+func encodeHandshake(h hsMsg) []byte {
+	b := []byte("RPLG")
+	b = append(b, h.Version, h.Type, h.Lane, 0, 0)
+	switch {
+	case h.Version == 1:
+		for _, s := range []string{h.ClusterID, h.NodeID, h.Reason} {
+			b = appendHSString(b, s)
+		}
+	case h.Type == hsHello || h.Type == hsAccept:
+		b = appendHSString(appendHSString(b, h.ClusterID), h.NodeID)
+	case h.Type == hsAuthHello:
+		b = append(appendHSString(b, h.NodeID), h.Nonce...)
+	case h.Type == hsChallenge:
+		b = append(b, h.Nonce...)
+	case h.Type == hsProof:
+		b = append(b, h.MAC...)
+	}
+	binary.BigEndian.PutUint16(b[7:], uint16(len(b)-9))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// helloBytes is the hello a node without a secret sends.
+func helloBytes(cluster, node string, lane uint8) []byte {
+	return encodeHandshake(hsMsg{Version: uint8(transport.ProtocolVersion), Type: hsHello, Lane: lane, ClusterID: cluster, NodeID: node})
+}
+
+// readHandshakeMsg reads one handshake message; it also returns the raw
+// bytes read.
+func readHandshakeMsg(r io.Reader) (hsMsg, []byte, error) {
+	var h hsMsg
+	hdr := make([]byte, 9)
+	if n, err := io.ReadFull(r, hdr); err != nil {
+		return h, hdr[:n], err
+	}
+	if string(hdr[:4]) != "RPLG" {
+		return h, hdr, fmt.Errorf("bad magic %q", hdr[:4])
+	}
+	h.Version, h.Type, h.Lane = hdr[4], hdr[5], hdr[6]
+	body := make([]byte, int(binary.BigEndian.Uint16(hdr[7:]))+4)
+	if n, err := io.ReadFull(r, body); err != nil {
+		return h, append(hdr, body[:n]...), err
+	}
+	raw := append(hdr, body...)
+	if got, want := crc32.Checksum(raw[:len(raw)-4], castagnoli), binary.BigEndian.Uint32(raw[len(raw)-4:]); got != want {
+		return h, raw, fmt.Errorf("handshake checksum %08x, message says %08x", got, want)
+	}
+	b := body[:len(body)-4]
+	str := func() (string, error) {
+		if len(b) < 2 {
+			return "", errors.New("truncated handshake field")
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if n > len(b)-2 {
+			return "", errors.New("handshake field runs past the body")
+		}
+		s := string(b[2 : 2+n])
+		b = b[2+n:]
+		return s, nil
+	}
+	var err error
+	switch {
+	case h.Version == 1:
+		for _, dst := range []*string{&h.ClusterID, &h.NodeID, &h.Reason} {
+			if *dst, err = str(); err != nil {
+				return h, raw, err
+			}
+		}
+	case h.Type == hsHello || h.Type == hsAccept:
+		for _, dst := range []*string{&h.ClusterID, &h.NodeID} {
+			if *dst, err = str(); err != nil {
+				return h, raw, err
+			}
+		}
+	case h.Type == hsChallenge:
+		h.Nonce = b
+	}
+	return h, raw, nil
+}
+
+// rawConn is one outbound connection that passed the plain handshake.
+type rawConn struct {
+	mu   sync.Mutex // send may be called from several goroutines
+	c    net.Conn
+	from string
+	to   string
+	buf  []byte
+}
+
+// dialRaw connects to addr and sends a plain hello as node `from` of
+// cluster on lane. It returns an error unless the node accepts.
+func dialRaw(addr, cluster, from, to string, lane uint8) (*rawConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(helloBytes(cluster, from, lane)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	h, _, err := readHandshakeMsg(c)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("handshake answer: %w", err)
+	}
+	if h.Type != hsAccept {
+		c.Close()
+		return nil, fmt.Errorf("refused (type %d): %q", h.Type, h.Reason)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &rawConn{c: c, from: from, to: to}, nil
+}
+
+// send writes one frame from rc.from to rc.to.
+func (rc *rawConn) send(b transport.Body) error {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var err error
+	rc.buf, err = transport.AppendFrame(rc.buf[:0], transport.Message{From: rc.from, To: rc.to, Body: b})
+	if err != nil {
+		return err
+	}
+	_ = rc.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err = rc.c.Write(rc.buf)
+	return err
+}
+
+// drain half-closes the connection and waits until the node closes its
+// side: the node reads frames in order and ends the connection only after
+// it has handed every earlier frame to the node's event loop.
+func (rc *rawConn) drain() error {
+	if tc, ok := rc.c.(*net.TCPConn); ok {
+		if err := tc.CloseWrite(); err != nil {
+			return err
+		}
+	}
+	_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := io.Copy(io.Discard, rc.c)
+	rc.c.Close()
+	return err
+}
+
+func (rc *rawConn) close() { rc.c.Close() }
+
+// sendOne delivers one message to the node at addr over a fresh connection
+// and waits until the node has taken it off the connection.
+func sendOne(t *testing.T, addr, cluster, from, to string, b transport.Body) {
+	t.Helper()
+	lane := uint8(laneControl)
+	if k := b.Kind(); k == transport.KindFetchRequest || k == transport.KindFetchResponse {
+		lane = laneData
+	}
+	rc, err := dialRaw(addr, cluster, from, to, lane)
+	if err != nil {
+		t.Fatalf("raw client as %s to %s: %v", from, to, err)
+	}
+	if err := rc.send(b); err != nil {
+		t.Fatalf("raw client as %s: send %s: %v", from, b, err)
+	}
+	if err := rc.drain(); err != nil {
+		t.Fatalf("raw client as %s: waiting for %s to take the message: %v", from, to, err)
+	}
+}
+
+// fakeNode is an impostor on the replication transport: it listens on
+// loopback, accepts any plain hello as node id, hands every inbound frame
+// to handle, and answers over its own outbound connections (replog's
+// connections carry frames one way only).
+type fakeNode struct {
+	id      string
+	cluster string
+	ln      net.Listener
+	handle  func(f *fakeNode, m transport.Message)
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	out    map[string]*rawConn // by address and lane
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newFakeNode(t *testing.T, id, cluster string, handle func(f *fakeNode, m transport.Message)) *fakeNode {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeNode{id: id, cluster: cluster, ln: ln, handle: handle, conns: map[net.Conn]bool{}, out: map[string]*rawConn{}}
+	f.wg.Add(1)
+	go f.accept()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeNode) addr() string { return f.ln.Addr().String() }
+
+func (f *fakeNode) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			c.Close()
+			return
+		}
+		f.conns[c] = true
+		f.wg.Add(1)
+		f.mu.Unlock()
+		go f.serve(c)
+	}
+}
+
+func (f *fakeNode) serve(c net.Conn) {
+	defer f.wg.Done()
+	defer func() {
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.mu.Unlock()
+		c.Close()
+	}()
+	br := bufio.NewReader(c)
+	h, _, err := readHandshakeMsg(br)
+	if err != nil || h.Type != hsHello {
+		return
+	}
+	accept := encodeHandshake(hsMsg{Version: h.Version, Type: hsAccept, Lane: h.Lane, ClusterID: f.cluster, NodeID: f.id})
+	if _, err := c.Write(accept); err != nil {
+		return
+	}
+	r := transport.NewReader(br, 0)
+	for {
+		m, err := r.Read()
+		if err != nil {
+			return
+		}
+		f.handle(f, m)
+	}
+}
+
+// send delivers b to node `to` at addr, dialling (and re-dialling) as
+// needed. Errors are returned, not fatal: the target may be down.
+func (f *fakeNode) send(to, addr string, b transport.Body) error {
+	lane := uint8(laneControl)
+	if k := b.Kind(); k == transport.KindFetchRequest || k == transport.KindFetchResponse {
+		lane = laneData
+	}
+	key := fmt.Sprintf("%s/%d", addr, lane)
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return net.ErrClosed
+	}
+	rc := f.out[key]
+	f.mu.Unlock()
+	if rc == nil {
+		var err error
+		rc, err = dialRaw(addr, f.cluster, f.id, to, lane)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			rc.close()
+			return net.ErrClosed
+		}
+		f.out[key] = rc
+		f.mu.Unlock()
+	}
+	err := rc.send(b)
+	if err != nil {
+		f.mu.Lock()
+		delete(f.out, key)
+		f.mu.Unlock()
+		rc.close()
+	}
+	return err
+}
+
+func (f *fakeNode) close() {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.closed = true
+	for c := range f.conns {
+		c.Close()
+	}
+	for _, rc := range f.out {
+		rc.close()
+	}
+	f.mu.Unlock()
+	f.ln.Close()
+	f.wg.Wait()
+}

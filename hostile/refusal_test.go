@@ -1,0 +1,137 @@
+package hostile
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/transport"
+)
+
+// Victims of the refusal test get long IDs, so that finding one in a few
+// random bytes (a checksum, a nonce) cannot happen by chance.
+var refusalVoters = []string{"refusal-victim-node-a", "refusal-victim-node-b", "refusal-victim-node-c"}
+
+// exchange connects to addr, writes each message of script in turn (each
+// after reading whatever the node sent so far), and returns every byte the
+// node sent until it closed the connection (or 5 s passed).
+func exchange(t *testing.T, addr string, script ...[]byte) []byte {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var got []byte
+	for i, m := range script {
+		if _, err := c.Write(m); err != nil {
+			break
+		}
+		if i < len(script)-1 {
+			// Read one handshake answer before the next step.
+			_, raw, _ := readHandshakeMsg(c)
+			got = append(got, raw...)
+		}
+	}
+	rest, _ := io.ReadAll(c)
+	return append(got, rest...)
+}
+
+// revealsNothing fails if b contains the cluster ID or a node ID.
+func revealsNothing(t *testing.T, what string, b []byte) {
+	t.Helper()
+	for _, s := range append([]string{clusterID}, refusalVoters...) {
+		if bytes.Contains(b, []byte(s)) {
+			t.Errorf("%s: the node's answer (%d bytes) contains %q: %q", what, len(b), s, b)
+		}
+	}
+}
+
+// TestHandshakeRefusalsRevealNothing is finding 9's first part: an
+// outsider refused at the handshake (wrong cluster ID, no secret, wrong
+// secret, another protocol version) learns neither the cluster ID nor a
+// node ID from the bytes the node sends back. Positive controls: a peer
+// with the right cluster ID (insecure) or the right secret (the real
+// transport) is accepted.
+func TestHandshakeRefusalsRevealNothing(t *testing.T) {
+	t.Run("secret", func(t *testing.T) {
+		c := newClusterOf(t, refusalVoters, refusalVoters[:1], secretMode, nil)
+		addr := c.nodes[refusalVoters[0]].Status().RPCAddr
+		v := uint8(transport.ProtocolVersion)
+		for _, tc := range []struct {
+			name   string
+			script [][]byte
+		}{
+			{"plain-hello-right-cluster", [][]byte{helloBytes(clusterID, "outsider", laneControl)}},
+			{"plain-hello-wrong-cluster", [][]byte{helloBytes("some-other-cluster", "outsider", laneData)}},
+			{"other-version", [][]byte{encodeHandshake(hsMsg{Version: v + 1, Type: hsHello, ClusterID: clusterID, NodeID: "outsider"})}},
+			{"garbage", [][]byte{[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")}},
+			{"wrong-secret-proof", [][]byte{
+				encodeHandshake(hsMsg{Version: v, Type: hsAuthHello, Lane: laneControl, NodeID: "outsider", Nonce: randomBytes(32)}),
+				encodeHandshake(hsMsg{Version: v, Type: hsProof, Lane: laneControl, MAC: randomBytes(32)}),
+			}},
+			{"wrong-secret-proof-as-voter", [][]byte{
+				encodeHandshake(hsMsg{Version: v, Type: hsAuthHello, Lane: laneData, NodeID: refusalVoters[1], Nonce: randomBytes(32)}),
+				encodeHandshake(hsMsg{Version: v, Type: hsProof, Lane: laneData, MAC: randomBytes(32)}),
+			}},
+		} {
+			got := exchange(t, addr, tc.script...)
+			t.Logf("%s: the node sent %d bytes", tc.name, len(got))
+			// The voter ID the outsider sent itself does not count.
+			check := got
+			if tc.name == "wrong-secret-proof-as-voter" {
+				check = bytes.ReplaceAll(got, []byte(refusalVoters[1]), nil)
+			}
+			revealsNothing(t, tc.name, check)
+			if accepted(got) {
+				t.Errorf("%s: the outsider was accepted", tc.name)
+			}
+		}
+		// Positive control: the real transport with the secret connects.
+		good := impostorTransport(t, refusalVoters[1], refusalVoters[0], addr, secretMode.secret)
+		defer good.Close()
+		waitFor(t, "a transport with the secret to get a message through", 10*time.Second, func() bool {
+			_ = good.Send(transport.Message{To: refusalVoters[0], Body: &transport.VoteResponse{Epoch: 0, VoterID: refusalVoters[1]}})
+			return good.Stats().Sent > 0
+		})
+	})
+	t.Run("insecure", func(t *testing.T) {
+		c := newClusterOf(t, refusalVoters, refusalVoters[:1], insecureMode, nil)
+		addr := c.nodes[refusalVoters[0]].Status().RPCAddr
+		got := exchange(t, addr, helloBytes("some-other-cluster", "outsider", laneControl))
+		revealsNothing(t, "wrong cluster ID", got)
+		got = exchange(t, addr, encodeHandshake(hsMsg{Version: uint8(transport.ProtocolVersion) + 1, Type: hsHello, ClusterID: clusterID, NodeID: "outsider"}))
+		revealsNothing(t, "other protocol version", got)
+		// Positive control: the right cluster ID is accepted (and the
+		// accept names the node, as it may to a peer of the cluster).
+		rc, err := dialRaw(addr, clusterID, "outsider", refusalVoters[0], laneControl)
+		if err != nil {
+			t.Fatalf("positive control: a hello with the right cluster ID was refused: %v", err)
+		}
+		rc.close()
+	})
+}
+
+// accepted reports whether the handshake messages in b include an accept.
+func accepted(b []byte) bool {
+	r := bytes.NewReader(b)
+	for {
+		h, _, err := readHandshakeMsg(r)
+		if err != nil {
+			return false
+		}
+		if h.Type == hsAccept || h.Type == hsAuthAccept {
+			return true
+		}
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
