@@ -257,10 +257,15 @@ var (
 )
 
 // NotLeaderError says the proposal reached no leader. LeaderID is the
-// leader this replica knows ("" if none). Nothing was appended. (For a
-// forwarded proposal this rests on the receiver's memory of the requests it
-// handled: it would not hold if the network duplicated a request across a
-// restart of the receiver, which TCP never does.)
+// leader this replica knows ("" if none). Nothing was appended, and nothing
+// will be: a forwarded proposal names the epoch of the leader it was sent
+// to (transport.AppendRequest.Epoch) and is appended only by the leader of
+// exactly that epoch; a node answers not-leader only for its own current
+// epoch when it does not lead it and never did, and no node can come to
+// lead an epoch later (an election always moves to a new one). So no copy
+// of the request, however late, even one delivered after the receiver
+// restarted, is ever appended. Copies within one life of the receiver are
+// answered from its memory of the requests it handled.
 type NotLeaderError struct {
 	LeaderID string
 }

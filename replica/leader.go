@@ -403,9 +403,20 @@ func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest)
 		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
-	if r.role != RoleLeader {
-		r.memo.set(k, forwardMemo{state: forwardRefused})
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+	if r.role != RoleLeader || req.Epoch != r.epoch {
+		// Appended only by the leader of the epoch the request names. A
+		// node that does not lead its current epoch and never did can never
+		// lead it (an election moves to a new epoch): nothing was or will be
+		// appended, a final not-leader. Any other epoch (an earlier one,
+		// which this node may have led in a life it no longer remembers, or
+		// one it has not reached) gets an unknown outcome, never not-leader.
+		if req.Epoch == r.epoch && r.epochLeader != r.id {
+			r.memo.set(k, forwardMemo{state: forwardRefused})
+			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+			return
+		}
+		r.logger.Debug("forwarded append for another epoch", "from", from, "epoch", req.Epoch, "own_epoch", r.epoch)
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
 		return
 	}
 	if !fitsForward(req.Records, r.cfg.MaxRecordSize) {
@@ -427,7 +438,7 @@ func (r *Replica) forward(id uint64, records [][]byte) {
 	r.forwarded = append(r.forwarded, forwardedProposal{
 		requestID: reqID, id: id, to: r.leaderID, epoch: r.epoch, deadline: r.now.Add(2 * r.cfg.FetchTimeout),
 	})
-	r.send(r.leaderID, &transport.AppendRequest{RequestID: reqID, Records: records})
+	r.send(r.leaderID, &transport.AppendRequest{RequestID: reqID, Epoch: r.epoch, Records: records})
 }
 
 func (r *Replica) handleAppendResponse(from string, resp *transport.AppendResponse) {

@@ -600,7 +600,7 @@ func TestProposeOutcomes(t *testing.T) {
 	t.Run("leadership lost: unknown outcome, local and forwarded", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
 		r.Propose(7, [][]byte{[]byte("x")})
-		r.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 9, Records: [][]byte{[]byte("y")}}})
+		r.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 9, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}})
 		settle(t, r, store)
 		r.Step(transport.Message{From: "b", To: "l", Body: &transport.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
 		msgs, acks := settle(t, r, store)
@@ -648,7 +648,7 @@ func TestProposeOutcomes(t *testing.T) {
 	t.Run("a request refused as not-leader is never appended later", func(t *testing.T) {
 		store := newStore(t, nil, storage.QuorumState{})
 		r := newTestReplica(t, testConfig("l", "l", "a"), store)
-		req := &transport.AppendRequest{RequestID: 5, Records: [][]byte{[]byte("y")}}
+		req := &transport.AppendRequest{RequestID: 5, Epoch: 0, Records: [][]byte{[]byte("y")}}
 		r.Step(transport.Message{From: "a", To: "l", Body: req})
 		msgs, _ := settle(t, r, store)
 		if resps := bodiesTo[*transport.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != transport.AppendNotLeader {
@@ -665,7 +665,7 @@ func TestProposeOutcomes(t *testing.T) {
 	})
 	t.Run("a duplicate of a request appended before a step-down is unknown, not refused", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
-		req := &transport.AppendRequest{RequestID: 5, Records: [][]byte{[]byte("y")}}
+		req := &transport.AppendRequest{RequestID: 5, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}
 		r.Step(transport.Message{From: "a", To: "l", Body: req})
 		settle(t, r, store)
 		r.Step(transport.Message{From: "b", To: "l", Body: &transport.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
@@ -690,7 +690,7 @@ func TestProposeOutcomes(t *testing.T) {
 			t.Fatalf("acks %v", rd.Acks)
 		}
 		l, lstore := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
-		l.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 1, Records: big}})
+		l.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: l.epoch, Records: big}})
 		msgs, _ := settle(t, l, lstore)
 		if resps := bodiesTo[*transport.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != transport.AppendTooLarge || l.log.LEO() != 0 {
 			t.Fatalf("answers %v leo %d", resps, l.log.LEO())
@@ -698,7 +698,7 @@ func TestProposeOutcomes(t *testing.T) {
 	})
 	t.Run("duplicate forwarded request appends once", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
-		req := &transport.AppendRequest{RequestID: 9, Records: [][]byte{[]byte("y")}}
+		req := &transport.AppendRequest{RequestID: 9, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}
 		r.Step(transport.Message{From: "a", To: "l", Body: req})
 		r.Step(transport.Message{From: "a", To: "l", Body: req})
 		settle(t, r, store)
@@ -1122,5 +1122,59 @@ func TestOnlyMembersCount(t *testing.T) {
 	r.Step(transport.Message{From: "o", To: "l", Body: &transport.AppendRequest{RequestID: 2, Epoch: epoch, Records: [][]byte{[]byte("late")}}})
 	if r.role != RoleLeader || r.log.LEO() != leo+2 {
 		t.Fatalf("an observer without a fetch session appended: role %v leo %d", r.role, r.log.LEO())
+	}
+}
+
+// TestForwardedAppendNamesItsEpoch: issue 16 (AppendRequest.Epoch) / issue
+// 9's delivery across restarts. A leader appends a forwarded request only
+// in the epoch it names; a copy delivered after the leader restarted (its
+// memory of handled requests gone, now leading a later epoch) is answered
+// unknown, never appended twice; a node that never led the named epoch
+// answers not-leader. Positive control: the request in the leader's epoch
+// is appended.
+func TestForwardedAppendNamesItsEpoch(t *testing.T) {
+	voters := []string{"l", "a", "b"}
+	r, store := leaderWith(t, voters, nil, storage.QuorumState{Epoch: 1})
+	epoch := r.epoch
+	req := &transport.AppendRequest{RequestID: 7, Epoch: epoch, Records: [][]byte{[]byte("once")}}
+	r.Step(transport.Message{From: "a", To: "l", Body: req})
+	settle(t, r, store)
+	if r.log.LEO() != 1 {
+		t.Fatalf("positive control: leo %d, want 1", r.log.LEO())
+	}
+	for _, e := range []uint64{epoch - 1, epoch + 1} {
+		r.Step(transport.Message{From: "b", To: "l", Body: &transport.AppendRequest{RequestID: 9, Epoch: e, Records: [][]byte{[]byte("x")}}})
+		resps := bodiesTo[*transport.AppendResponse](r.Ready().Messages, "b")
+		if r.log.LEO() != 1 || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+			t.Fatalf("request for epoch %d at the leader of %d: leo %d answers %v, want unknown and nothing appended", e, epoch, r.log.LEO(), resps)
+		}
+	}
+
+	// The leader restarts and leads again, in a later epoch; the network
+	// delivers the old request once more.
+	r2 := newTestReplica(t, testConfig("l", voters...), store)
+	r2.becomeCandidate()
+	for _, v := range []string{"a", "b"} {
+		r2.Step(transport.Message{From: v, To: "l", Body: &transport.VoteResponse{Epoch: r2.epoch, VoterID: v, Granted: true, RequestEpoch: r2.epoch, Round: r2.round}})
+	}
+	settle(t, r2, store)
+	leo := r2.log.LEO()
+	if r2.role != RoleLeader || r2.epoch != epoch+1 {
+		t.Fatalf("setup: role %v epoch %d", r2.role, r2.epoch)
+	}
+	r2.Step(transport.Message{From: "a", To: "l", Body: req})
+	msgs, _ := settle(t, r2, store)
+	resps := bodiesTo[*transport.AppendResponse](msgs, "a")
+	if r2.log.LEO() != leo || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+		t.Fatalf("old copy after a restart: leo %d (was %d) answers %v, want unknown and nothing appended", r2.log.LEO(), leo, resps)
+	}
+
+	// A follower that never led its epoch: a final not-leader.
+	fs := newStore(t, nil, storage.QuorumState{Epoch: 3, LeaderID: "a"})
+	f := newTestReplica(t, testConfig("b", voters...), fs)
+	settle(t, f, fs)
+	f.Step(transport.Message{From: "l", To: "b", Body: &transport.AppendRequest{RequestID: 1, Epoch: 3, Records: [][]byte{[]byte("x")}}})
+	if resps := bodiesTo[*transport.AppendResponse](f.Ready().Messages, "l"); len(resps) != 1 || resps[0].Error != transport.AppendNotLeader || resps[0].LeaderID != "a" {
+		t.Fatalf("follower: answers %v, want not-leader naming a", resps)
 	}
 }
