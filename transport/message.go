@@ -171,11 +171,15 @@ type AppendError uint8
 // Append outcomes. Values are part of the wire format.
 const (
 	AppendOK AppendError = 0
-	// AppendNotLeader: the receiver is not the leader; LeaderID names the
-	// leader it knows, if any. The records were not appended.
+	// AppendNotLeader: the receiver does not lead the request's Epoch, which
+	// is its own current epoch, and never did (or the sender is not a member
+	// it takes appends from); LeaderID names the leader it knows, if any.
+	// The records were not appended and never will be.
 	AppendNotLeader AppendError = 1
 	// AppendUnknown: the records may or may not have been appended (the
-	// leader lost leadership before they committed).
+	// leader lost leadership before they committed, or the request names
+	// an epoch other than the receiver's current one, which it may have led
+	// in a life it no longer remembers).
 	AppendUnknown AppendError = 2
 	// AppendTooLarge: a record exceeds the leader's limit; nothing appended.
 	AppendTooLarge AppendError = 3
