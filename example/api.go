@@ -205,6 +205,9 @@ func (s *server) handleAppend(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.appendTimeout)
 	defer cancel()
 	off, err := s.node.Append(ctx, data)
+	// -append-timeout may exceed the server's WriteTimeout: the answer
+	// (the outcome) must still reach the client.
+	extend(http.NewResponseController(w))
 	if err != nil {
 		code, body := s.appendError(err)
 		s.logger.Debug("append failed", "status", code, "outcome", body.Outcome, "error", err)

@@ -34,10 +34,11 @@ type fakeNode struct {
 	changed chan struct{}     // closed and replaced when the HW moves
 	readErr error             // if set, Read yields it after the entries below HW
 
-	appendErr  error
-	appendOff  uint64
-	appendGot  [][]byte
-	appendCtxs []context.Context
+	appendErr   error
+	appendDelay time.Duration // Append waits this long first
+	appendOff   uint64
+	appendGot   [][]byte
+	appendCtxs  []context.Context
 }
 
 func newFakeNode() *fakeNode {
@@ -69,6 +70,10 @@ func (f *fakeNode) commitEntry(data []byte) {
 }
 
 func (f *fakeNode) Append(ctx context.Context, data []byte) (uint64, error) {
+	f.mu.Lock()
+	delay := f.appendDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.appendGot = append(f.appendGot, data)
@@ -751,5 +756,25 @@ func TestSecretFile(t *testing.T) {
 	}
 	if s, err := readSecretFile(short); err != nil || string(s) != "sixteen bytes!!!" {
 		t.Fatalf("16-byte secret with CRLF: %q, %v", s, err)
+	}
+}
+
+// An append that takes longer than the server's WriteTimeout (as a long
+// -append-timeout allows) still gets its answer to the client.
+func TestSlowAppendAnswerOutlivesWriteTimeout(t *testing.T) {
+	f := newFakeNode()
+	f.appendOff, f.appendDelay = 7, 300*time.Millisecond
+	ts := httptest.NewUnstartedServer(newTestServer(f).handler())
+	ts.Config.WriteTimeout = 100 * time.Millisecond
+	ts.Start()
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/append", "text/plain", strings.NewReader("slow"))
+	if err != nil {
+		t.Fatalf("the answer of a slow append was lost: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"offset":7`) {
+		t.Fatalf("slow append: %d %s, want 200 offset 7", resp.StatusCode, body)
 	}
 }

@@ -433,6 +433,9 @@ func (d *demo) controlHandler() http.Handler {
 			writeJSON(w, http.StatusNotFound, apiError{Error: "no action " + action + "; use kill or restart"})
 			return
 		}
+		// A restart may take longer than the server's WriteTimeout (a
+		// node gets stopTimeout to stop and readyTimeout to start).
+		extend(http.NewResponseController(w))
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 			return
