@@ -57,6 +57,13 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		s.fail("%s: the core counted %d invariant violations (Status.Violations)", nd.id, st.Violations)
 		return
 	}
+	if err := nd.r.Err(); err != nil {
+		// The core halted (a truncation below its HW, epochs exhausted):
+		// the shell would stop the node loudly. No run without a NoSync
+		// loss (which stops the run first) may get there.
+		s.fail("%s: the core halted: %v", nd.id, err)
+		return
+	}
 	switch {
 	case !nd.voter && st.Role != replica.RoleObserver:
 		s.fail("%s is an observer but has role %s", nd.id, st.Role)
@@ -91,7 +98,7 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 			nd.id, st.Epoch, nd.hw, hw, nd.shadow[hw-1].epoch)
 		return
 	}
-	if hw > nd.hw && st.Role == replica.RoleLeader && s.phase == phaseFaults && s.rng.Float64() < s.p.crashAfterCommitProb {
+	if hw > nd.hw && st.Role == replica.RoleLeader && s.faulting() && s.rng.Float64() < s.p.crashAfterCommitProb {
 		// A leader dying right after its HW moved, before the followers
 		// hear of it: the moment Raft's figure 8 is about.
 		s.schedule(s.between(0, s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
@@ -104,6 +111,25 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 	}
 	nd.readable = rh
 	s.extend(nd, hw)
+	if nd.voter && (st.Role != nd.role || st.Epoch != nd.epoch) {
+		if _, ok := s.epochSeen[st.Epoch]; !ok {
+			s.epochSeen[st.Epoch] = s.now
+			s.epochBy[st.Epoch] = nd.idx
+		}
+		if st.Role == replica.RoleProspective && nd.role != replica.RoleProspective {
+			nd.prospectiveAt = s.now
+		}
+		switch {
+		case nd.role == replica.RoleLeader && st.Role != replica.RoleLeader:
+			s.leaderSteppedDown(nd, nd.epoch, st.Epoch, st.Role)
+		case nd.role == replica.RoleFollower && (st.Role == replica.RoleProspective || st.Role == replica.RoleCandidate):
+			s.followerLeft(nd, nd.leader, nd.epoch, st.Role)
+		}
+		if s.err != nil {
+			return
+		}
+	}
+	nd.leader = st.LeaderID
 	if st.Role == replica.RoleLeader {
 		if l, ok := s.leaders[st.Epoch]; ok && l != nd.idx {
 			s.fail("two leaders in epoch %d: %s and %s", st.Epoch, s.nodes[l].id, nd.id)
@@ -153,6 +179,9 @@ func (s *sim) checkMajority(by *node, o uint64, k entryKey) {
 		}
 	}
 	if n <= s.p.voters/2 {
+		if s.noSyncExplains(o, n) {
+			return
+		}
 		s.fail("%s: offset %d %v became committed (HW %d) but is durable on only %d of %d voters",
 			by.id, o, k, by.hw, n, s.p.voters)
 	}
@@ -192,7 +221,7 @@ func (s *sim) becameLeader(nd *node) {
 			}
 		}
 	}
-	if s.phase != phaseFaults {
+	if !s.faulting() {
 		return
 	}
 	if s.rng.Float64() < s.p.crashNewLeaderProb {
@@ -254,6 +283,7 @@ func (s *sim) checkSend(nd *node, m transport.Message) {
 				nd.id, len(b.Entries), total, overhead, s.p.fetchMaxBytes)
 		}
 	case *transport.FetchRequest:
+		nd.lastFetchID = b.FetchID
 		if nd.voter && b.FetchOffset > nd.store.LEO() {
 			s.fail("%s fetches with offset %d above its durable log end %d: the leader would count entries that a crash loses",
 				nd.id, b.FetchOffset, nd.store.LEO())

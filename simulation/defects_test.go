@@ -71,8 +71,8 @@ func TestPauseKeepsLatestResume(t *testing.T) {
 	if nd.pausedUntil != late {
 		t.Fatalf("pausedUntil %v after pausing until %v then until an earlier time; want %v", nd.pausedUntil, late, late)
 	}
-	if s.res.PausesExtended != 1 {
-		t.Fatalf("PausesExtended = %d, want 1", s.res.PausesExtended)
+	if s.res.Faults.PausesExtended != 1 {
+		t.Fatalf("PausesExtended = %d, want 1", s.res.Faults.PausesExtended)
 	}
 	// The one-shot resume tick of the first pause is the earliest event
 	// that may run the node: none of its deferrable events is due before.

@@ -55,7 +55,11 @@ func (s *sim) issueWrite(nd *node, w replica.Write) {
 		return
 	}
 	nd.pending = append(nd.pending, w)
-	s.schedule(s.between(0, s.p.diskMax), event{kind: evDisk, node: nd.idx, inc: nd.inc, wseq: w.Seq})
+	d := s.between(0, s.p.diskMax)
+	if nd.noSync {
+		d /= 8 // no fsync: the write ends in the page cache
+	}
+	s.schedule(d, event{kind: evDisk, node: nd.idx, inc: nd.inc, wseq: w.Seq})
 }
 
 func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
@@ -88,6 +92,14 @@ func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
 // write never lands without the earlier ones), then reports it now or a
 // little later (the process may crash in between: durable but unreported).
 func (s *sim) diskDone(nd *node, seq uint64) {
+	if s.p.diskErrProb > 0 && s.faulting() && s.xr.Float64() < s.p.diskErrProb {
+		s.diskError(nd, seq)
+		return
+	}
+	if nd.noSync {
+		// The OS writes the page cache back a little later.
+		s.schedule(s.between(0, s.p.noSyncFlush), event{kind: evSync, node: nd.idx, inc: nd.inc})
+	}
 	n := 0
 	for n < len(nd.pending) && nd.pending[n].Seq <= seq {
 		w := nd.pending[n]
@@ -148,4 +160,155 @@ func (s *sim) apply(nd *node, w replica.Write) error {
 		return st.SetHWCheckpoint(w.Offset)
 	}
 	return fmt.Errorf("unknown write kind %d", w.Kind)
+}
+
+// diskError: the writes completing up to seq fail (fsync or write returns
+// an error). Some of them may have reached the disk, the last one torn.
+// The shell must stop the replica loudly and never reuse it (the core's
+// contract): the node goes down and restarts from its store like after a
+// crash, and nothing acknowledged may be lost.
+func (s *sim) diskError(nd *node, seq uint64) {
+	n := 0
+	for n < len(nd.pending) && nd.pending[n].Seq <= seq {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	s.res.Faults.DiskErrors++
+	s.tracef("%s DISK ERROR: writes up to w%d failed; the node stops", nd.id, seq)
+	s.landPrefix(nd, nd.pending[:n])
+	nd.pending = nil
+	s.crashNode(nd, "disk error", false)
+}
+
+// landPrefix makes a random prefix of ws durable, the write after it
+// possibly torn (an append cut short: the store then holds a prefix of its
+// entries). A store must come back as a prefix of what was written.
+func (s *sim) landPrefix(nd *node, ws []replica.Write) {
+	k := s.xr.Intn(len(ws) + 1)
+	for _, w := range ws[:k] {
+		if err := s.apply(nd, w); err != nil {
+			s.fail("%s: store rejected %s: %v", nd.id, fmtWrite(w), err)
+			return
+		}
+	}
+	if k < len(ws) && ws[k].Kind == replica.WriteAppend && len(ws[k].Entries) > 1 {
+		w := ws[k]
+		j := 1 + s.xr.Intn(len(w.Entries)-1)
+		w.Entries = w.Entries[:j]
+		if err := s.apply(nd, w); err != nil {
+			s.fail("%s: store rejected torn %s: %v", nd.id, fmtWrite(w), err)
+			return
+		}
+		s.res.Faults.TornWrites++
+		s.tracef("%s TORN: %d whole writes and %d of %d entries of w%d reached the disk", nd.id, k, j, len(ws[k].Entries), w.Seq)
+	}
+}
+
+// noSyncLoss is what a NoSync node lost at a power loss.
+type noSyncLoss struct {
+	node       int
+	from, to   uint64 // log offsets lost: [from, to)
+	grantsLost bool   // a vote it had granted (or cast for itself)
+}
+
+// crashDisk applies a crash to nd's disk before its process goes. A
+// process crash keeps what a NoSync node's OS holds; a power loss does not
+// (it keeps a random prefix of the unsynced writes). On a node that syncs,
+// a crash may leave part of the pending writes on disk, the last torn
+// (params.tornProb).
+func (s *sim) crashDisk(nd *node, power bool) {
+	if nd.noSync {
+		m := nd.store.(memoryStore)
+		if !power {
+			if err := m.Sync(); err != nil {
+				s.fail("%s: sync: %v", nd.id, err)
+			}
+			return
+		}
+		oldLEO := m.LEO()
+		unsynced := m.Unsynced()
+		keep := s.xr.Intn(unsynced + 1)
+		nd.store = memoryStore{m.CrashAfter(keep)}
+		if keep == unsynced {
+			return // the OS had written everything back
+		}
+		q, _ := nd.store.QuorumState()
+		loss := noSyncLoss{node: nd.idx, from: nd.store.LEO(), to: oldLEO}
+		for e, v := range nd.votes {
+			if e > q.Epoch || e == q.Epoch && q.VotedFor != v {
+				delete(nd.votes, e)
+				if _, granted := s.grants[e][nd.idx]; granted || v == nd.id {
+					loss.grantsLost = true
+				}
+			}
+		}
+		s.res.Faults.NoSyncLosses++
+		s.tracef("%s NOSYNC LOSS: %d of %d unsynced writes lost, log back from %d to %d, granted vote lost: %v",
+			nd.id, unsynced-keep, unsynced, loss.to, loss.from, loss.grantsLost)
+		s.nsLost = append(s.nsLost, loss)
+		s.nsHistory = append(s.nsHistory, loss)
+		return
+	}
+	if s.p.tornProb > 0 && len(nd.pending) > 0 && s.xr.Float64() < s.p.tornProb {
+		s.landPrefix(nd, nd.pending)
+	}
+}
+
+// noSyncExplains is called when offset o became committed while durable on
+// only n voters: if NoSync nodes that lost o at a power loss make up the
+// difference, the leader counted their reports of writes that were then
+// lost (acks that relied on a NoSync node), and the run stops, tainted.
+func (s *sim) noSyncExplains(o uint64, n int) bool {
+	for _, l := range s.nsHistory {
+		if l.from <= o && o < l.to && s.nodes[l.node].voter {
+			n++
+		}
+	}
+	if n <= s.p.voters/2 {
+		return false
+	}
+	s.taint(fmt.Sprintf("offset %d, committed with reports of NoSync copies since lost", o))
+	return true
+}
+
+func (s *sim) taint(why string) {
+	s.tainted = true
+	s.res.Tainted = true
+	s.res.Faults.NoSyncTainted++
+	s.tracef("NOSYNC TAINT: %s; the run stops here", why)
+}
+
+// settleNoSyncLoss runs after a power loss: if a NoSync node lost a vote
+// it had granted, or a committed entry is no longer durable on a majority
+// of voters, the loss may explain anything that follows (two leaders in
+// an epoch, a committed entry lost): the run stops there, counted as
+// tainted. A loss that took neither is checked like any crash: nothing
+// committed or acknowledged may be lost, so only what relied on the lost
+// NoSync writes alone can go.
+func (s *sim) settleNoSyncLoss() {
+	losses := s.nsLost
+	s.nsLost = nil
+	for _, l := range losses {
+		why := ""
+		if l.grantsLost {
+			why = "a granted vote"
+		}
+		for o := l.from; why == "" && o < l.to && o < uint64(len(s.committed)); o++ {
+			n := 0
+			for _, v := range s.nodes[:s.p.voters] {
+				if k, ok := entryAt(v.store, o); ok && k == s.committed[o] {
+					n++
+				}
+			}
+			if n <= s.p.voters/2 {
+				why = fmt.Sprintf("committed offset %d (now durable on %d of %d voters)", o, n, s.p.voters)
+			}
+		}
+		if why != "" {
+			s.taint(s.nodes[l.node].id + " lost " + why)
+			return
+		}
+	}
 }

@@ -1,6 +1,8 @@
 package simulation
 
 import (
+	"math"
+
 	"github.com/replog-io/replog/replica"
 )
 
@@ -23,6 +25,51 @@ func (s *sim) gossip(nd *node) {
 				hint: replica.Hint{Kind: replica.HintLeader, Node: o.id, Epoch: o.epoch}})
 		}
 	}
+	if s.p.falseHintProb > 0 && s.xr.Float64() < s.p.falseHintProb {
+		s.falseLeaderHint(nd)
+	}
+}
+
+// falseLeaderHint sends nd a leader hint that is false, not merely stale
+// (a confused or hostile gossip member): naming a voter that does not
+// lead, a non-voter, or a bogus epoch far above any real one. Gossip gives
+// hints only (DESIGN §2.2): this must neither depose a leader nor keep a
+// voter from following it (liveness.go), and a non-voter is never a leader.
+func (s *sim) falseLeaderHint(nd *node) {
+	var maxEpoch uint64
+	var leader *node
+	for _, o := range s.nodes {
+		maxEpoch = max(maxEpoch, o.epoch)
+		if o.up && o.role == replica.RoleLeader {
+			leader = o
+		}
+	}
+	h := replica.Hint{Kind: replica.HintLeader}
+	switch k := s.xr.Intn(3); {
+	case k == 1 && s.p.observers > 0:
+		o := s.nodes[s.p.voters+s.xr.Intn(s.p.observers)]
+		h.Node, h.Epoch = o.id, maxEpoch+uint64(s.xr.Intn(2))
+		s.res.Faults.HintsNonVoter++
+	case k == 2 || leader == nil && s.p.voters == 1:
+		v := s.nodes[s.xr.Intn(s.p.voters)]
+		h.Node, h.Epoch = v.id, maxEpoch+1+uint64(s.xr.Intn(1000))
+		if s.xr.Intn(8) == 0 {
+			h.Epoch = math.MaxUint64 - uint64(s.xr.Intn(2))
+		}
+		s.res.Faults.HintsBogusEpoch++
+	default:
+		v := s.nodes[s.xr.Intn(s.p.voters)]
+		if v == leader {
+			v = s.nodes[(v.idx+1)%s.p.voters]
+		}
+		if v == leader {
+			return // one voter: nobody else to name
+		}
+		h.Node, h.Epoch = v.id, maxEpoch+uint64(s.xr.Intn(2))
+		s.res.Faults.HintsWrongNode++
+	}
+	s.tracef("%s FALSE HINT leader=%s epoch=%d", nd.id, h.Node, h.Epoch)
+	s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: nd.idx, inc: nd.inc, hint: h})
 }
 
 // gossipFailed tells every live node that nd seems dead (it may be back by

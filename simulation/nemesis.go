@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"math/rand"
 	"time"
 
 	"github.com/replog-io/replog/replica"
@@ -15,9 +16,10 @@ func (s *sim) crashTimer() {
 		// second failure needs the leader and a follower down together).
 		for _, nd := range s.nodes {
 			if nd.up && s.rng.Intn(2) == 0 {
-				s.crash(nd, "power cut")
+				s.crashNode(nd, "power cut", true)
 			}
 		}
+		s.settleNoSyncLoss()
 		return
 	}
 	var victim *node
@@ -38,6 +40,11 @@ func (s *sim) crashTimer() {
 		s.pause(victim, s.now+s.between(s.p.fetchTimeout/2, 3*s.p.fetchTimeout))
 		return
 	}
+	if victim.noSync && s.xr.Intn(2) == 0 {
+		s.crashNode(victim, "machine crash", true)
+		s.settleNoSyncLoss()
+		return
+	}
 	s.crash(victim, "timer")
 }
 
@@ -49,14 +56,15 @@ func (s *sim) crashTimer() {
 // at the earlier resume).
 func (s *sim) pause(nd *node, until time.Duration) {
 	if until <= nd.pausedUntil {
-		s.res.PausesExtended++
+		s.res.Faults.PausesExtended++
 		s.tracef("%s PAUSE until %s: already paused until %s", nd.id, fmtDur(until), fmtDur(nd.pausedUntil))
 		return
 	}
 	if s.now < nd.pausedUntil {
-		s.res.PausesExtended++
+		s.res.Faults.PausesExtended++
 	}
 	nd.pausedUntil = until
+	s.touchNode(nd.idx, until, "a pause")
 	s.hash.byte(0xA2)
 	s.hash.u64(uint64(nd.pausedUntil))
 	s.tracef("%s PAUSE until %s", nd.id, fmtDur(nd.pausedUntil))
@@ -145,6 +153,7 @@ func (s *sim) addPartition(pairs [][2]int, desc string) {
 	for _, p := range pairs {
 		s.blocked[p[0]][p[1]]++
 	}
+	s.faultAt(s.now, "a partition")
 	s.hash.byte(0xC2)
 	s.hash.u64(uint64(len(pairs)))
 	s.tracef("PARTITION #%d %s", id, desc)
@@ -159,6 +168,120 @@ func (s *sim) heal(id int) {
 	delete(s.partitions, id)
 	for _, p := range pairs {
 		s.blocked[p[0]][p[1]]--
+		s.touchLink(p[0], p[1], s.now, "a partition")
 	}
 	s.tracef("HEAL #%d", id)
+}
+
+// faulting says whether new faults may start: in the fault phase, outside
+// lulls.
+func (s *sim) faulting() bool { return s.phase == phaseFaults && s.now >= s.lullUntil }
+
+// chooseExtended draws the knobs of issue 9's faults for a non-classic run.
+func chooseExtended(p *params, r *rand.Rand) {
+	p.extended = true
+	if r.Intn(4) == 0 {
+		// 6 or 7 voters: majorities of 4; more nodes can fail at once.
+		p.voters = 6 + r.Intn(2)
+	}
+	p.lulls = r.Intn(2) == 0
+	if r.Intn(2) == 0 {
+		p.xincProb = 0.2 * r.Float64()
+		p.dupProb = max(p.dupProb, 0.01)
+	}
+	if r.Intn(2) == 0 {
+		p.clockEvery = ms(60 + 400*r.Float64())
+	}
+	if r.Intn(3) == 0 {
+		p.diskErrProb = 0.01 * r.Float64()
+	}
+	if r.Intn(2) == 0 {
+		p.tornProb = r.Float64()
+	}
+	if r.Intn(3) == 0 {
+		n := p.voters + p.observers
+		p.noSync = make([]bool, n)
+		for i := range p.noSync {
+			// Mostly a minority of the voters: a NoSync node's loss is
+			// then rarely the loss of a committed entry's last majority.
+			p.noSync[i] = r.Intn(3) == 0
+		}
+		p.noSyncFlush = ms(2 + 30*r.Float64())
+	}
+	if r.Intn(2) == 0 {
+		p.falseHintProb = 0.3 * r.Float64()
+	}
+}
+
+// setupExtended starts the timers of issue 9's faults.
+func (s *sim) setupExtended() {
+	if !s.p.extended {
+		return
+	}
+	if s.p.voters >= 6 {
+		s.res.Faults.BigClusters++
+	}
+	for _, nd := range s.nodes {
+		if nd.noSync {
+			s.res.Faults.NoSyncNodes++
+		}
+	}
+	if s.p.lulls {
+		s.schedule(s.between(0, s.liveBound()), event{kind: evLull})
+	}
+	if s.p.clockEvery > 0 {
+		s.schedule(s.between(0, 2*s.p.clockEvery), event{kind: evClockTimer})
+	}
+}
+
+// lull starts a lull: for about liveBound no new fault starts (those
+// running end on their own), so that liveness rule 1 is checked while the
+// fault phase runs. The next storm lasts a fraction of liveBound.
+func (s *sim) lull() {
+	if s.phase != phaseFaults {
+		return
+	}
+	b := s.liveBound()
+	s.lullUntil = s.now + s.between(b/2, 3*b/2)
+	s.res.Faults.Lulls++
+	s.hash.byte(0xA3)
+	s.hash.u64(uint64(s.lullUntil))
+	s.tracef("LULL until %s", fmtDur(s.lullUntil))
+	s.schedule(s.lullUntil-s.now+s.between(b/4, b), event{kind: evLull})
+}
+
+// clockFault jumps a random live node's clock forward or stalls it (an
+// NTP step, a VM migrated or frozen): its timers fire all at once, or not
+// at all for a while. Either way the clock never runs backwards.
+func (s *sim) clockFault() {
+	nd := s.nodes[s.xr.Intn(len(s.nodes))]
+	if !nd.up {
+		return
+	}
+	now := nd.clock(s.now)
+	if s.xr.Intn(2) == 0 {
+		d := s.between(s.p.fetchTimeout/2, 3*s.p.fetchTimeout)
+		if s.xr.Intn(8) == 0 {
+			d = time.Duration(1+s.xr.Intn(3600)) * time.Second // a long jump
+		}
+		s.res.Faults.ClockJumps++
+		nd.clockBase = now.Add(d)
+		nd.clockFrom = max(nd.clockFrom, s.now)
+		// The core sees the jump at its next tick or loop round.
+		s.touchNode(nd.idx, s.now+s.p.tickMax+s.p.batchWindow, "a clock jump")
+		s.hash.byte(0xA4)
+		s.hash.u64(uint64(d))
+		s.tracef("%s CLOCK JUMP +%v", nd.id, d)
+		return
+	}
+	d := s.between(s.p.fetchTimeout/2, 3*s.p.fetchTimeout)
+	s.res.Faults.ClockStalls++
+	// The clock reads now until s.now+d, then runs on from there (behind
+	// by d for good).
+	nd.clockBase = now
+	nd.clockFrom = max(nd.clockFrom, s.now+d)
+	s.touchNode(nd.idx, nd.clockFrom+s.p.tickMax+s.p.batchWindow, "a clock stall")
+	s.hash.byte(0xA5)
+	s.hash.u64(uint64(d))
+	s.tracef("%s CLOCK STALL until %s", nd.id, fmtDur(nd.clockFrom))
 }

@@ -6,6 +6,24 @@ import (
 
 // The simulated network: delays, drops, duplicates, reordering and
 // partitions between the nodes' cores.
+//
+// A message is normally tied to the receiver's incarnation: a restarted
+// process has new connections and never sees what reached the old one. But
+// a TCP lane also queues frames while it reconnects, and delivers them to
+// whatever process accepts the new connection: in runs with params.xinc,
+// some messages (and duplicates, which then may come much later) are
+// lane-queued (event.inc = anyInc) and reach the receiver's incarnation
+// that is up when they arrive, held while it is down. That is how a
+// forwarded append duplicated before a leader restarted reaches the new
+// leader process (it must not be appended twice: AppendRequest.Epoch).
+
+// anyInc in a delivery event: the message goes to whichever incarnation of
+// its receiver is up when it arrives.
+const anyInc = -1
+
+// laneRetries bounds how often a lane-queued message waits for its
+// receiver to come back up before the lane gives it up.
+const laneRetries = 4
 
 // send puts a message on the simulated network.
 func (s *sim) send(nd *node, m transport.Message) {
@@ -18,12 +36,14 @@ func (s *sim) send(nd *node, m transport.Message) {
 		return
 	}
 	s.checkSend(nd, m)
-	if s.phase == phaseFaults && s.rng.Float64() < s.p.dropProb {
+	faulting := s.faulting()
+	if faulting && s.rng.Float64() < s.p.dropProb {
 		s.tracef("  dropped")
+		s.touchLink(nd.idx, to, s.now, "a dropped message")
 		return
 	}
 	copies := 1
-	if s.phase == phaseFaults && s.rng.Float64() < s.p.dupProb {
+	if faulting && s.rng.Float64() < s.p.dupProb {
 		copies = 2
 	}
 	if vr, ok := m.Body.(*transport.VoteResponse); ok && s.opts.ForgeVotes && !vr.Granted && s.rng.Intn(2) == 0 {
@@ -36,13 +56,30 @@ func (s *sim) send(nd *node, m transport.Message) {
 		d := s.between(s.p.netMin, s.p.netMax)
 		// Late messages (beyond a fetch timeout, in the harsh regime) are
 		// a fault: only in the fault phase.
-		if s.phase == phaseFaults && s.rng.Float64() < s.p.slowProb {
+		late := faulting && s.rng.Float64() < s.p.slowProb
+		if late {
 			d += s.between(0, s.p.slowMax)
 		}
-		// A message is tied to the receiver's incarnation: a restarted
-		// process has new connections and never sees what was sent to
-		// the old one.
-		s.schedule(d, event{kind: evDeliver, node: to, inc: s.nodes[to].inc, msg: m})
+		inc := s.nodes[to].inc
+		if faulting && s.p.xincProb > 0 && s.rng.Float64() < s.p.xincProb*float64(i+1) {
+			// Queued in a lane that reconnects: it may reach a later
+			// incarnation. A duplicate (i=1) is more likely to be, and
+			// may come as late as a restart takes.
+			inc = anyInc
+			if i == 1 {
+				d += s.between(0, s.p.downMax+s.p.fetchTimeout)
+			}
+		}
+		if i == 1 {
+			s.res.Faults.Duplicates++
+		}
+		if late || i == 1 || inc == anyInc {
+			s.touchLink(nd.idx, to, s.now+d, "a late, duplicated or lane-queued message")
+			s.fc.lateSent[nd.idx][to] = s.now
+		}
+		// wseq carries the incarnation the message was sent to.
+		s.schedule(d, event{kind: evDeliver, node: to, inc: inc, wseq: uint64(s.nodes[to].inc), msg: m,
+			clean: !late && i == 0 && inc != anyInc})
 	}
 }
 
@@ -53,11 +90,28 @@ func (s *sim) deliver(ev event) {
 		s.tracef("%s lost (partition) %s", nd.id, ev.msg)
 		return
 	}
-	if !nd.up || nd.inc != ev.inc {
+	if ev.inc == anyInc {
+		if !nd.up {
+			// The lane holds it and retries after reconnecting.
+			if ev.id < laneRetries {
+				ev.id++
+				s.schedule(s.between(ms(1), s.p.downMax), ev)
+			}
+			return
+		}
+		if sent := ev.wseq; sent != 0 && uint64(nd.inc) != sent {
+			s.res.Faults.CrossIncarnation++
+			s.touchLink(from, nd.idx, s.now, "a message to an earlier incarnation")
+			s.tracef("%s recv (sent to incarnation %d, arrives at %d)", nd.id, sent, nd.inc)
+		}
+	} else if !nd.up || nd.inc != ev.inc {
 		return
 	}
 	if s.tracing() {
 		s.tracef("%s recv %s", nd.id, ev.msg)
+	}
+	if ev.clean && nd.voter {
+		s.noteContact(nd, from, ev.msg)
 	}
 	nd.r.Step(ev.msg)
 	s.afterInput(nd)

@@ -26,7 +26,9 @@ const (
 	evHint                             // a membership hint arrives
 	evFailHint                         // membership notices a crashed node
 	evReady                            // the shell's loop takes Ready (batched mode)
-	evSync                             // the lying disk really syncs (sabotage)
+	evSync                             // the lying disk really syncs (sabotage); a NoSync node's OS writes back
+	evLull                             // nemesis: a lull begins (params.lulls)
+	evClockTimer                       // nemesis: jump or stall a node's clock
 )
 
 var evNames = [...]string{
@@ -34,6 +36,7 @@ var evNames = [...]string{
 	evPropose: "propose", evRead: "read", evCrash: "crash", evRestart: "restart",
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evReady: "ready", evSync: "sync",
+	evLull: "lull", evClockTimer: "clock-timer",
 }
 
 func (k evKind) String() string { return evNames[k] }
@@ -49,8 +52,11 @@ type event struct {
 	inc  int // the node's incarnation the event belongs to
 	wseq uint64
 	id   int // partition id for evHeal
-	msg  transport.Message
-	hint replica.Hint
+	// clean: a message delivered within the normal network delay, neither
+	// a duplicate nor lane-queued (liveness.go counts it as contact).
+	clean bool
+	msg   transport.Message
+	hint  replica.Hint
 }
 
 // eventQueue is a binary min-heap of events by (at, seq). Hand-written

@@ -80,6 +80,17 @@ type Options struct {
 	// the healthy leader dead to every node, and the leader must stay
 	// (DESIGN §2.2: gossip never decides an election).
 	Stable bool
+	// Classic runs only the faults the simulator had before issue 9: no
+	// lulls, clock jumps or stalls, disk errors, torn writes, NoSync
+	// nodes, cross-incarnation deliveries, false leader hints, or clusters
+	// of 6 or 7 voters. A seed then names the same run as before (its
+	// trace hash differs only by the new message fields). The new checks
+	// (liveness) still run. Sabotage runs (ForgeVotes, LyingDisk) are
+	// always classic.
+	Classic bool
+	// NoLiveness turns off the liveness rules checked while faults run
+	// (liveness.go).
+	NoLiveness bool
 }
 
 // Result describes a finished run.
@@ -99,9 +110,20 @@ type Result struct {
 	Proposals, Acked, Reads           int
 	Crashes, Partitions, LeaderEpochs int
 	CommittedLen                      int
-	// PausesExtended counts pauses of a node that was already paused (the
-	// later resume time is kept).
-	PausesExtended int
+	// Faults counts the faults of the kinds issue 9 added.
+	Faults FaultCounts
+	// Recoveries counts the quiet periods in which every voter came to
+	// follow one leader (liveness rule 1); MaxRecovery is the longest
+	// time that took after the last fault, MaxRecoveryRatio the largest
+	// fraction of the run's bound it used. Depositions counts leaders that
+	// stepped down (each checked by rule 2).
+	Recoveries       int
+	MaxRecovery      time.Duration
+	MaxRecoveryRatio float64
+	Depositions      int
+	// Tainted: the run stopped early because a NoSync node's power loss
+	// lost a granted vote or a committed entry's last majority (disk.go).
+	Tainted bool
 	// ReadsAboveDisk counts reads that found the node's HW above its
 	// durable LEO (a leader whose followers are faster than its disk).
 	ReadsAboveDisk int
@@ -150,6 +172,29 @@ type params struct {
 	batchWindow                time.Duration // 0: Ready after every input; else within this window
 	massCrashProb              float64       // a crash timer takes down several nodes at once
 	gossipEvery                time.Duration
+
+	// Issue 9's faults (zero in classic runs; drawn from their own
+	// random stream, so that classic runs stay as they were).
+	extended bool
+	// lulls: faults come in storms separated by lulls of about liveBound,
+	// in which liveness rule 1 is checked.
+	lulls bool
+	// xincProb: a message is queued in a reconnecting lane and may reach
+	// a later incarnation of its receiver (doubled for duplicates).
+	xincProb float64
+	// clockEvery: a clock timer jumps one node's clock forward or stalls
+	// it (0: never).
+	clockEvery time.Duration
+	// diskErrProb: a disk completion fails (the write returns an error;
+	// the node stops and restarts from its store). tornProb: a crash
+	// leaves part of the pending writes on disk, the last append torn.
+	diskErrProb, tornProb float64
+	// noSync: the nodes that run without fsync; noSyncFlush: how often
+	// their OS writes the page cache back.
+	noSync      []bool
+	noSyncFlush time.Duration
+	// falseHintProb: a gossip round also brings a false leader hint.
+	falseHintProb float64
 }
 
 func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
@@ -163,6 +208,9 @@ func chooseParams(r *rand.Rand) params {
 	p.fetchTimeout = ms(80 + 80*r.Float64())
 	p.electionTimeout = ms(20 + 30*r.Float64())
 	p.fetchMaxWait = ms(10 + 30*r.Float64())
+	// The core requires FetchTimeout ≥ 2×(FetchMaxWait+ElectionTimeout)
+	// (one lost fetch must not cost leader contact).
+	p.fetchTimeout = max(p.fetchTimeout, replica.MinFetchTimeout(p.fetchMaxWait, p.electionTimeout))
 	p.fetchMaxBytes = 1 << 20
 	switch k := r.Intn(20); {
 	case k < 5:
@@ -294,10 +342,15 @@ type node struct {
 	// its last ReadableHW (it never moves back within a process).
 	inflight int
 	readable uint64
-	// The node's clock: its own origin and a rate within ±5% of
-	// simulated time, so timeouts on different nodes drift apart.
+	// The node's clock: a rate within ±5% of simulated time, so
+	// timeouts on different nodes drift apart. It reads clockBase at
+	// simulated time clockFrom and runs from there; before clockFrom it
+	// stands still (a stall). Forward jumps move clockBase.
 	clockBase time.Time
+	clockFrom time.Duration
 	clockRate float64
+	// noSync: this node's store does not fsync (disk.go).
+	noSync bool
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;
@@ -306,9 +359,22 @@ type node struct {
 	checked uint64
 	// votes is the durable vote of every epoch the node voted in, from
 	// the quorum-state writes that reached its disk.
-	votes map[uint64]string
-	role  replica.Role
-	epoch uint64
+	votes  map[uint64]string
+	role   replica.Role
+	epoch  uint64
+	leader string
+	// failHintAt: when gossip last told this node that a node failed;
+	// prospectiveAt: when it last turned prospective.
+	failHintAt    time.Duration
+	prospectiveAt time.Duration
+	// contacts: the last clean fetch answers it received (a ring);
+	// heardAt, heardEpoch: the last clean fetch request from each node
+	// and its epoch (liveness.go).
+	contacts    [contactRing]contact
+	nContacts   int
+	lastFetchID uint64 // the FetchID of its latest fetch
+	heardAt     []time.Duration
+	heardEpoch  []uint64
 }
 
 // proposal is one Propose call of the workload.
@@ -331,9 +397,12 @@ type proposal struct {
 }
 
 type sim struct {
-	opts  Options
-	p     params
-	rng   *rand.Rand
+	opts Options
+	p    params
+	rng  *rand.Rand
+	// xr drives the choices of issue 9's faults, so that a classic run
+	// draws from rng exactly as before.
+	xr    *rand.Rand
 	now   time.Duration
 	q     eventQueue
 	seq   uint64
@@ -352,6 +421,20 @@ type sim struct {
 	nextPart   int
 
 	quiesceAt time.Duration
+
+	// lullUntil: no new fault starts before then (params.lulls).
+	lullUntil time.Duration
+	// fc: when faults last touched each node and link (liveness.go);
+	// epochSeen: when each epoch was first observed.
+	fc        faultClock
+	epochSeen map[uint64]time.Duration
+	epochBy   map[uint64]int // the node first seen in each epoch
+	// tainted: a NoSync node's loss explains whatever follows; the run
+	// stops (disk.go).
+	tainted bool
+	nsLost  []noSyncLoss // NoSync losses of the power loss being handled
+	// nsHistory: every NoSync loss of the run.
+	nsHistory []noSyncLoss
 
 	// The stable phase: when it began, and the leader it must keep.
 	stableAt     time.Duration
@@ -397,9 +480,13 @@ func Run(opts Options) (res Result) {
 // newSim makes a sim with its cluster started, for tests that drive it
 // event by event (step).
 func newSim(opts Options) *sim {
+	if opts.ForgeVotes || opts.LyingDisk {
+		opts.Classic = true
+	}
 	s := &sim{
 		opts:       opts,
 		rng:        rand.New(rand.NewSource(opts.Seed)),
+		xr:         rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0009)),
 		hash:       newHasher(),
 		trace:      opts.Trace,
 		byID:       map[string]int{},
@@ -407,8 +494,13 @@ func newSim(opts Options) *sim {
 		leaders:    map[uint64]int{},
 		grants:     map[uint64]map[int]int{},
 		payloadOf:  map[string]payloadRef{},
+		epochSeen:  map[uint64]time.Duration{},
+		epochBy:    map[uint64]int{},
 	}
 	s.p = chooseParams(s.rng)
+	if !opts.Classic {
+		chooseExtended(&s.p, s.xr)
+	}
 	s.setup()
 	return s
 }
@@ -479,10 +571,18 @@ func (s *sim) setup() {
 	for i := range s.blocked {
 		s.blocked[i] = make([]int, n)
 	}
+	s.initFaultClock()
+	for i, ns := range s.p.noSync {
+		if ns && i < n {
+			s.nodes[i].noSync = true
+			s.nodes[i].store = memoryStore{storage.NewMemoryDeferred()}
+		}
+	}
 	s.tracef("cluster voters=%v observers=%d params=%+v", s.voters, s.p.observers, s.p)
 	for _, nd := range s.nodes {
 		s.start(nd)
 	}
+	s.setupExtended()
 	s.schedule(s.between(0, s.p.proposeEvery), event{kind: evPropose})
 	s.schedule(s.between(0, s.p.readEvery), event{kind: evRead})
 	s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
@@ -491,7 +591,10 @@ func (s *sim) setup() {
 
 // clock is the node's local time at simulated time t.
 func (nd *node) clock(t time.Duration) time.Time {
-	return nd.clockBase.Add(time.Duration(float64(t) * nd.clockRate))
+	if t <= nd.clockFrom {
+		return nd.clockBase
+	}
+	return nd.clockBase.Add(time.Duration(float64(t-nd.clockFrom) * nd.clockRate))
 }
 
 // start (re)starts a node's process on its durable store.
@@ -506,6 +609,7 @@ func (s *sim) start(nd *node) {
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
 		nd.store = nd.store.reopen()
+		s.touchNode(nd.idx, s.now, "a restart")
 	}
 	// The core's view restarts from the durable log, and only the part of
 	// it that still equals the committed log counts as checked.
@@ -550,7 +654,7 @@ func (s *sim) start(nd *node) {
 	nd.r = r
 	st := r.Status()
 	nd.hw = st.HighWatermark
-	nd.role, nd.epoch = st.Role, st.Epoch
+	nd.role, nd.epoch, nd.leader = st.Role, st.Epoch, st.LeaderID
 	s.tracef("%s start inc=%d role=%s epoch=%d leo=%d hw=%d", nd.id, nd.inc, st.Role, st.Epoch, st.LEO, st.HighWatermark)
 	s.schedule(s.between(0, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
 	s.schedule(s.between(0, s.p.gossipEvery), event{kind: evGossip, node: nd.idx, inc: nd.inc})
@@ -563,7 +667,12 @@ func (s *sim) start(nd *node) {
 	s.check(nd)
 }
 
-func (s *sim) crash(nd *node, why string) {
+// crash stops nd's process: what its disk did not complete is lost. power
+// says the machine lost power too: a NoSync node then also loses what its
+// OS had not yet written back (disk.go).
+func (s *sim) crash(nd *node, why string) { s.crashNode(nd, why, false) }
+
+func (s *sim) crashNode(nd *node, why string, power bool) {
 	if !nd.up {
 		return
 	}
@@ -571,6 +680,8 @@ func (s *sim) crash(nd *node, why string) {
 	s.tracef("%s CRASH (%s): losing %d pending writes", nd.id, why, len(nd.pending))
 	s.hash.byte(0xA1)
 	s.hash.u64(uint64(nd.idx))
+	s.touchNode(nd.idx, s.now, why)
+	s.crashDisk(nd, power)
 	nd.up = false
 	nd.r = nil
 	nd.pending = nil
@@ -583,7 +694,7 @@ func (s *sim) crash(nd *node, why string) {
 
 func (s *sim) loop() {
 	faultSteps := s.opts.Steps * 7 / 10
-	for s.err == nil {
+	for s.err == nil && !s.tainted {
 		if s.phase == phaseQuiesce {
 			if s.converged() {
 				s.res.ConvergeTime = s.now - s.quiesceAt
@@ -629,6 +740,7 @@ func (s *sim) step(faultSteps int) {
 	s.hash.byte(byte(ev.kind))
 	s.hash.u64(uint64(ev.node))
 	s.dispatch(ev)
+	s.checkRecovery()
 }
 
 // stableWindow is how long a converged cluster is watched for needless
@@ -684,6 +796,9 @@ func (s *sim) calm() {
 	s.tracef("CALM: faults stop")
 	for from := range s.blocked {
 		for to := range s.blocked[from] {
+			if s.blocked[from][to] > 0 {
+				s.touchLink(from, to, s.now, "a partition healed at calm")
+			}
 			s.blocked[from][to] = 0
 		}
 	}
@@ -704,7 +819,7 @@ var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true,
 
 func (s *sim) dispatch(ev event) {
 	if int(ev.kind) < len(deferredWhilePaused) && deferredWhilePaused[ev.kind] {
-		if nd := s.nodes[ev.node]; nd.up && nd.inc == ev.inc && s.now < nd.pausedUntil {
+		if nd := s.nodes[ev.node]; nd.up && (nd.inc == ev.inc || ev.inc == anyInc) && s.now < nd.pausedUntil {
 			// Keep the events' order: they are re-queued in the order
 			// they come due, all at the end of the pause.
 			ev.at = nd.pausedUntil
@@ -779,7 +894,7 @@ func (s *sim) dispatch(ev event) {
 
 	case evCrash:
 		nd := s.nodes[ev.node]
-		if s.phase != phaseFaults || !nd.up || nd.inc != ev.inc {
+		if !s.faulting() || !nd.up || nd.inc != ev.inc {
 			return
 		}
 		s.crash(nd, "scheduled")
@@ -795,14 +910,30 @@ func (s *sim) dispatch(ev event) {
 		if s.phase != phaseFaults {
 			return
 		}
-		s.crashTimer()
+		if s.faulting() {
+			s.crashTimer()
+		}
 		s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
+
+	case evLull:
+		s.lull()
+
+	case evClockTimer:
+		if s.phase != phaseFaults {
+			return
+		}
+		if s.faulting() {
+			s.clockFault()
+		}
+		s.schedule(s.between(0, 2*s.p.clockEvery), event{kind: evClockTimer})
 
 	case evPartitionTimer:
 		if s.phase != phaseFaults {
 			return
 		}
-		s.partition()
+		if s.faulting() {
+			s.partition()
+		}
 		s.schedule(s.between(0, 2*s.p.partitionEvery), event{kind: evPartitionTimer})
 
 	case evHeal:
@@ -828,6 +959,9 @@ func (s *sim) dispatch(ev event) {
 		s.hash.str(ev.hint.Node)
 		s.hash.u64(ev.hint.Epoch)
 		s.tracef("%s hint kind=%d node=%s epoch=%d", nd.id, ev.hint.Kind, ev.hint.Node, ev.hint.Epoch)
+		if ev.hint.Kind == replica.HintNodeFailed {
+			nd.failHintAt = s.now
+		}
 		nd.r.Hint(ev.hint)
 		s.afterInput(nd)
 	}

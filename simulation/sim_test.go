@@ -25,10 +25,14 @@ var (
 	flagStable  = flag.Bool("sim.stable", true, "after convergence, false failure hints must not depose the healthy leader")
 	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
 	flagStore   = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
+	flagClassic = flag.Bool("sim.classic", false, "only the faults of before issue 9 (a seed then names the same run as before)")
+	flagLive    = flag.Bool("sim.live", true, "check liveness while faults run (liveness.go)")
+	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
 )
 
 func runOpts(seed int64, steps int) Options {
-	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety, Stable: *flagStable}
+	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety, Stable: *flagStable,
+		Classic: *flagClassic, NoLiveness: !*flagLive}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -45,6 +49,12 @@ func reproduce(seed int64, steps int) string {
 	}
 	if *flagStore != "memory" {
 		cmd += " -sim.store=" + *flagStore
+	}
+	if *flagClassic {
+		cmd += " -sim.classic"
+	}
+	if !*flagLive {
+		cmd += " -sim.live=false"
 	}
 	if tags := buildTags(); tags != "" {
 		cmd = strings.Replace(cmd, "go test", "go test -tags "+tags, 1)
@@ -81,6 +91,10 @@ func TestSimulation(t *testing.T) {
 		o.Trace = trace
 		res := Run(o)
 		t.Log(res)
+		if *flagStats || testing.Verbose() {
+			t.Logf("faults: %s; liveness: recoveries=%d (longest %v, %.0f%% of the bound) depositions=%d tainted=%v",
+				res.Faults, res.Recoveries, res.MaxRecovery, 100*res.MaxRecoveryRatio, res.Depositions, res.Tainted)
+		}
 		if res.Err != nil {
 			if *flagTrace {
 				t.Fatalf("seed %d FAILED: %v", res.Seed, res.Err)
@@ -101,6 +115,8 @@ func TestSimulation(t *testing.T) {
 		failures []Result
 		done     int
 		total    Result
+		// ratioSeed: the seed whose recovery used most of its bound.
+		ratioSeed int64
 	)
 	seeds := make(chan int64)
 	var wg sync.WaitGroup
@@ -117,6 +133,13 @@ func TestSimulation(t *testing.T) {
 				total.Crashes += res.Crashes
 				total.Partitions += res.Partitions
 				total.LeaderEpochs += res.LeaderEpochs
+				total.Faults.Add(res.Faults)
+				total.Recoveries += res.Recoveries
+				total.Depositions += res.Depositions
+				if res.MaxRecoveryRatio > total.MaxRecoveryRatio {
+					total.MaxRecoveryRatio, total.MaxRecovery = res.MaxRecoveryRatio, res.MaxRecovery
+					ratioSeed = res.Seed
+				}
 				if res.ConvergeTime > total.ConvergeTime {
 					total.ConvergeTime = res.ConvergeTime
 					total.Seed = res.Seed
@@ -148,6 +171,12 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min; slowest convergence %v (seed %d)",
 		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
 		el.Round(time.Millisecond), float64(done)/el.Minutes(), total.ConvergeTime, total.Seed)
+	stats := fmt.Sprintf("faults (issue 9 kinds) over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d",
+		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions)
+	t.Log(stats)
+	if *flagStats {
+		fmt.Fprintln(os.Stderr, "simulation: "+stats)
+	}
 	sort.Slice(failures, func(i, j int) bool { return failures[i].Seed < failures[j].Seed })
 	for _, f := range failures {
 		explain(t, f, steps)

@@ -97,12 +97,15 @@ func (h *hasher) msg(m transport.Message) {
 		h.u64(b.LastEpoch)
 		h.u64(b.LEO)
 		h.bool(b.PreVote)
+		h.u64(b.Round)
 	case *transport.VoteResponse:
 		h.byte(byte(transport.KindVoteResponse))
 		h.u64(b.Epoch)
 		h.str(b.VoterID)
 		h.bool(b.Granted)
 		h.bool(b.PreVote)
+		h.u64(b.RequestEpoch)
+		h.u64(b.Round)
 		h.str(b.LeaderID)
 	case *transport.BeginEpoch:
 		h.byte(byte(transport.KindBeginEpoch))
@@ -111,6 +114,7 @@ func (h *hasher) msg(m transport.Message) {
 	case *transport.AppendRequest:
 		h.byte(byte(transport.KindAppendRequest))
 		h.u64(b.RequestID)
+		h.u64(b.Epoch)
 		h.u64(uint64(len(b.Records)))
 		for _, r := range b.Records {
 			h.bytes(r)

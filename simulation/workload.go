@@ -46,7 +46,7 @@ func (s *sim) propose() {
 	s.hash.u64(uint64(k))
 	s.tracef("%s propose id=%d records=%d", nd.id, p.id, k)
 	nd.r.Propose(p.id, recs)
-	if s.phase == phaseFaults && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
+	if s.faulting() && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
 		s.schedule(s.between(0, s.p.diskMax+s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
 	}
 	s.afterInput(nd)

@@ -1,0 +1,423 @@
+package simulation
+
+import (
+	"time"
+
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/transport"
+)
+
+// Liveness while faults run. The checker keeps, for every node and every
+// directed link, when the last fault touching it ended (a time in the
+// future while it still runs), and checks three rules:
+//
+//  1. Recovery: once no fault has run for liveBound, one voter leads and
+//     every other voter follows it (same epoch, same leader), and this stays
+//     so, at every event, until the next fault. (Before the bound, lingering
+//     effects of the last fault may still cost a voter its leader.) Faults come in storms with
+//     lulls longer than liveBound in between in some runs (params.lulls),
+//     so this is checked while the fault phase runs, not only at the end.
+//  2. No needless deposition: a leader that a majority can reach is not
+//     deposed. "Can reach" is measured, not guessed: a voter is in contact
+//     with the leader while clean fetch answers from it (delivered within
+//     the normal network delay, not duplicated) come less than a
+//     FetchTimeout apart, with no fault on the voter or its links since.
+//     A new epoch needs pre-vote grants from a majority, and a voter in
+//     contact grants none; so if the leader and the voters in contact
+//     over the pre-vote round that began the deposing epoch (from when
+//     its candidate last turned prospective, at most an election round
+//     before) are a majority, the deposition is unexplained. A leader resigning in its
+//     own epoch (check-quorum) likewise needs fewer than a majority to have
+//     fetched from it within FetchTimeout. Faults on the leader itself
+//     within liveBound explain anything.
+//  3. No needless loss of contact: a voter leaves its leader (prospective
+//     or candidate) only a FetchTimeout after the leader's last clean
+//     answer, unless a fault touched the voter since, or gossip told it a
+//     node failed (a hint may start an election sooner, never decide one:
+//     a prospective keeps fetching from its leader and follows it again
+//     when it answers, so rule 1 counts it as following then).
+//
+// What counts as a fault: a crash or restart, a pause, a clock jump or stall,
+// a disk error (all touch their node); a partition, a dropped message, a
+// late (beyond the normal network delay), duplicated or cross-incarnation
+// message (all touch the link they are on, until they are delivered).
+// Gossip hints, true, stale or false, are never faults: gossip must not
+// decide elections (DESIGN §2.2). Clock drift within ±5% is normal.
+
+// forever marks a fault that is still running (a node down, a link cut);
+// never, a node or link no fault has touched yet.
+const (
+	forever = time.Duration(1<<63 - 1)
+	never   = -forever
+)
+
+// faultClock records when faults last touched each node and link.
+type faultClock struct {
+	node []time.Duration   // node[i]: end of the last fault on node i
+	link [][]time.Duration // link[a][b]: end of the last fault on messages a→b
+	// lateSent[a][b]: when a sent b its last late, duplicated or
+	// lane-queued message.
+	lateSent [][]time.Duration
+	last     time.Duration // end of the last fault anywhere
+	what     string        // the last fault, for failure reports
+	// quietFrom is the start of the quiet period being watched (rule 1),
+	// and settled says every voter has followed one leader in it.
+	quietFrom time.Duration
+	settled   bool
+}
+
+func (s *sim) initFaultClock() {
+	n := len(s.nodes)
+	s.fc.node = make([]time.Duration, n)
+	s.fc.link = make([][]time.Duration, n)
+	s.fc.lateSent = make([][]time.Duration, n)
+	for i := range s.fc.link {
+		s.fc.node[i] = never
+		s.fc.link[i] = make([]time.Duration, n)
+		s.fc.lateSent[i] = make([]time.Duration, n)
+		for j := range s.fc.link[i] {
+			s.fc.link[i][j] = never
+			s.fc.lateSent[i][j] = never
+		}
+	}
+	s.fc.quietFrom = -1
+}
+
+func (s *sim) faultAt(until time.Duration, what string) {
+	if until >= s.fc.last {
+		s.fc.last = until
+		s.fc.what = what
+	}
+}
+
+// touchNode records a fault on node i lasting until until.
+func (s *sim) touchNode(i int, until time.Duration, what string) {
+	if until > s.fc.node[i] {
+		s.fc.node[i] = until
+	}
+	s.faultAt(until, what)
+}
+
+// touchLink records a fault on messages a→b lasting until until.
+func (s *sim) touchLink(a, b int, until time.Duration, what string) {
+	if until > s.fc.link[a][b] {
+		s.fc.link[a][b] = until
+	}
+	s.faultAt(until, what)
+}
+
+// nodeFaultEnd is when the last fault on node i ends (forever while it is
+// down).
+func (s *sim) nodeFaultEnd(i int) time.Duration {
+	if !s.nodes[i].up {
+		return forever
+	}
+	return s.fc.node[i]
+}
+
+// linkFaultEnd is when the last fault on either direction of the link a–b
+// ends (forever while a partition cuts it).
+func (s *sim) linkFaultEnd(a, b int) time.Duration {
+	if s.blocked[a][b] > 0 || s.blocked[b][a] > 0 {
+		return forever
+	}
+	return max(s.fc.link[a][b], s.fc.link[b][a])
+}
+
+// liveRounds is the number of election rounds liveBound allows for: split
+// votes and rounds that outlast their timeout happen, each costing a
+// round.
+const liveRounds = 4
+
+// liveBound is how long after the last fault ended one leader must be
+// followed by every voter, and how long a fault may explain a leader
+// change:
+//
+//   - a follower notices a dead leader FetchTimeout plus a random part of
+//     ElectionTimeout after its last contact, on a clock that may run 5%
+//     slow, at its next tick or loop round;
+//   - then each election round (pre-vote, vote) ends within 2×ElectionTimeout
+//     (slow clock: /0.95) plus its messages (2 hops), its fsyncs (the
+//     candidate's vote, the voter's, a late report) and a tick and loop
+//     round; liveRounds of them;
+//   - then BeginEpoch reaches the voters and they persist the new epoch.
+func (s *sim) liveBound() time.Duration {
+	p := &s.p
+	slow := func(d time.Duration) time.Duration { return time.Duration(float64(d) / 0.95) }
+	detect := slow(p.fetchTimeout+p.electionTimeout) + p.tickMax + p.batchWindow
+	round := slow(2*p.electionTimeout) + 2*p.netMax + 3*p.diskMax + p.tickMax + p.batchWindow
+	return detect + liveRounds*round + 2*p.netMax + 2*p.diskMax
+}
+
+// liveOn says whether the liveness rules are checked: not in sabotage runs
+// (their self-tests must be caught by the safety checks) nor with
+// SafetyOnly.
+func (s *sim) liveOn() bool {
+	return !s.opts.NoLiveness && !s.opts.SafetyOnly && !s.opts.ForgeVotes && !s.opts.LyingDisk
+}
+
+// checkRecovery is rule 1, run after every event.
+func (s *sim) checkRecovery() {
+	if s.err != nil || !s.liveOn() {
+		return
+	}
+	quiet := len(s.partitions) == 0 && s.fc.last <= s.now
+	if quiet {
+		for _, nd := range s.nodes {
+			if !nd.up {
+				quiet = false
+				break
+			}
+		}
+	}
+	if !quiet {
+		s.fc.quietFrom = -1
+		return
+	}
+	if s.fc.quietFrom != s.fc.last {
+		s.fc.quietFrom, s.fc.settled = s.fc.last, false
+	}
+	bound := s.liveBound()
+	waited := s.now - s.fc.quietFrom
+	if s.oneLeaderFollowed() {
+		if !s.fc.settled {
+			s.fc.settled = true
+			s.res.Recoveries++
+			if waited > s.res.MaxRecovery {
+				s.res.MaxRecovery = waited
+			}
+			if r := float64(waited) / float64(bound); r > s.res.MaxRecoveryRatio {
+				s.res.MaxRecoveryRatio = r
+			}
+		}
+		return
+	}
+	if s.fc.settled && waited > bound {
+		s.fail("liveness: no fault for %v (the last: %s, ended at %v), every voter followed one leader, and now not:\n%s",
+			waited, s.fc.what, s.fc.quietFrom, s.dump())
+		return
+	}
+	if waited > bound {
+		s.fail("liveness: no fault for %v (the last: %s, ended at %v), and still no leader that every voter follows (bound %v):\n%s",
+			waited, s.fc.what, s.fc.quietFrom, bound, s.dump())
+	}
+}
+
+// oneLeaderFollowed says whether one voter leads and every other voter
+// follows it in its epoch (as last observed by the checker).
+func (s *sim) oneLeaderFollowed() bool {
+	var l *node
+	for _, nd := range s.nodes[:s.p.voters] {
+		if nd.role == replica.RoleLeader {
+			if l != nil {
+				return false
+			}
+			l = nd
+		}
+	}
+	if l == nil {
+		return false
+	}
+	for _, nd := range s.nodes[:s.p.voters] {
+		if nd != l && (!s.following(nd) || nd.epoch != l.epoch || nd.leader != l.id) {
+			return false
+		}
+	}
+	return true
+}
+
+// following says whether voter nd follows its leader: as a follower, or as
+// a prospective that a failure hint sent asking for pre-votes lately (gossip
+// may start an election sooner, never decide one; a prospective keeps
+// fetching from its leader and follows it again when it answers).
+func (s *sim) following(nd *node) bool {
+	return nd.role == replica.RoleFollower ||
+		nd.role == replica.RoleProspective && nd.failHintAt > 0 && s.now-nd.failHintAt <= s.liveBound()
+}
+
+// contactRing is how many recent clean fetch answers a voter remembers
+// for rule 2.
+const contactRing = 32
+
+// contact is a clean fetch answer a voter received: from whom, in which
+// epoch, when.
+type contact struct {
+	at    time.Duration
+	from  int
+	epoch uint64
+}
+
+// noteContact records, before nd's core steps m, what the liveness rules
+// need: a clean successful fetch answer (leader contact, as the core
+// counts it) or a clean fetch request (a follower's sign of life, as a
+// leader counts it for check-quorum).
+func (s *sim) noteContact(nd *node, from int, m transport.Message) {
+	switch b := m.Body.(type) {
+	case *transport.FetchResponse:
+		// Only answers of the leader nd already follows: the core does not
+		// count the answer that tells it who leads as contact.
+		// And only the answer to its latest fetch: a late copy of an older
+		// one proves nothing the core would count.
+		if b.Error == transport.FetchOK && b.FetchID == nd.lastFetchID && nd.leader == s.nodes[from].id && nd.epoch == b.Epoch {
+			nd.contacts[nd.nContacts%contactRing] = contact{at: s.now, from: from, epoch: b.Epoch}
+			nd.nContacts++
+		}
+	case *transport.FetchRequest:
+		if nd.heardAt == nil {
+			nd.heardAt = make([]time.Duration, len(s.nodes))
+			nd.heardEpoch = make([]uint64, len(s.nodes))
+		}
+		nd.heardAt[from], nd.heardEpoch[from] = s.now, b.CurrentEpoch
+	}
+}
+
+// freshness is how long after a leader's answer a voter still counts it as
+// contact, at the least, in simulated time: FetchTimeout on a clock up to
+// 5% fast, minus the tick the core's clock may lag behind.
+func (s *sim) freshness() time.Duration {
+	return time.Duration(float64(s.p.fetchTimeout)/1.05) - s.p.tickMax - s.p.batchWindow - time.Millisecond
+}
+
+// inContact says whether voter v had leader l's contact in epoch at every
+// moment of [from, to]: clean answers from l in its current incarnation,
+// none further apart than freshness, the first at most freshness before
+// from, the last at most freshness before to; no fault on v itself since
+// (a restart forgets contact; a clock jump makes it stale); and no late or
+// duplicated message from v sent since from (it could be a grant of the
+// round, sent before the contact and delivered late). Lost messages need
+// no exception: they show as missing answers.
+func (s *sim) inContact(v *node, l int, epoch uint64, from, to time.Duration) bool {
+	fresh := s.freshness()
+	if fresh <= 0 || !v.up {
+		return false
+	}
+	var times []time.Duration
+	n := v.nContacts
+	for k := 1; k <= min(n, contactRing); k++ {
+		c := v.contacts[(n-k)%contactRing]
+		if c.at > to {
+			continue
+		}
+		if c.from == l && c.epoch == epoch {
+			times = append(times, c.at)
+		}
+		if c.at < from-fresh {
+			break
+		}
+	}
+	if len(times) == 0 {
+		return false
+	}
+	// times is newest first.
+	if to-times[0] >= fresh {
+		return false
+	}
+	for k := 1; k < len(times); k++ {
+		if times[k-1]-times[k] >= fresh {
+			return false
+		}
+		if times[k] <= from {
+			break
+		}
+	}
+	first := times[len(times)-1]
+	if first > from || from-first >= fresh {
+		return false
+	}
+	if s.fc.node[v.idx] >= first {
+		return false
+	}
+	for o := range s.nodes {
+		if s.fc.lateSent[v.idx][o] >= from {
+			return false
+		}
+	}
+	return true
+}
+
+// electionRound is the longest a pre-vote round can run before its last
+// grant arrives: the round times out after up to 2×ElectionTimeout on a
+// clock that may run 5% slow, plus a tick.
+func (s *sim) electionRound() time.Duration {
+	return time.Duration(float64(2*s.p.electionTimeout)/0.95) + s.p.tickMax + s.p.batchWindow
+}
+
+// leaderSteppedDown is rule 2: nd led epoch and now has role role in epoch
+// newEpoch. A new epoch needs a candidate, and a candidate needs pre-vote
+// grants from a majority; a voter grants none while it has leader contact.
+// So if, over the pre-vote round that ended when newEpoch was first seen,
+// the leader and voters in clean contact with it were a majority, the
+// deposition is unexplained. A leader that resigns in its own epoch
+// (check-quorum) must not while a majority (itself included) sent it
+// clean fetches within its FetchTimeout. Faults on the leader itself
+// within liveBound explain anything.
+func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.Role) {
+	if !s.liveOn() || s.err != nil {
+		return
+	}
+	s.res.Depositions++
+	if s.fc.node[nd.idx] >= s.now-s.liveBound() {
+		return
+	}
+	in := 1
+	var names []string
+	if newEpoch > epoch {
+		t := s.now
+		from := t - s.electionRound()
+		if seen, ok := s.epochSeen[newEpoch]; ok && seen < t {
+			t = seen
+			// Grants count only in the candidate's current pre-vote
+			// round, which began at or after it last turned prospective.
+			from = max(t-s.electionRound(), s.nodes[s.epochBy[newEpoch]].prospectiveAt)
+		}
+		cand := -1
+		if by, ok := s.epochBy[newEpoch]; ok {
+			cand = by // it votes for itself, in contact or not
+		}
+		for _, v := range s.nodes[:s.p.voters] {
+			if v != nd && v.idx != cand && s.inContact(v, nd.idx, epoch, from, t) {
+				in++
+				names = append(names, v.id)
+			}
+		}
+	} else {
+		fresh := s.freshness()
+		for _, v := range s.nodes[:s.p.voters] {
+			if v == nd || nd.heardAt == nil || nd.heardEpoch[v.idx] != epoch || s.now-nd.heardAt[v.idx] >= fresh {
+				continue
+			}
+			in++
+			names = append(names, v.id)
+		}
+	}
+	s.tracef("%s DEPOSED in epoch %d (as %s in epoch %d); in clean contact: %v", nd.id, epoch, role, newEpoch, names)
+	if in <= s.p.voters/2 {
+		return
+	}
+	s.fail("liveness: leader %s of epoch %d became %s in epoch %d (epoch %d first seen at %v), but it and %d voters in clean contact with it %v are a majority of %d, and no fault touched it for %v\n%s",
+		nd.id, epoch, role, newEpoch, newEpoch, s.epochSeen[newEpoch], in-1, names, s.p.voters, s.liveBound(), s.dump())
+}
+
+// followerLeft is rule 3: nd followed leader in epoch and became role. It
+// must not while a clean answer of that leader came less than a
+// FetchTimeout ago, unless a fault touched nd since (a restart, a pause, a
+// clock jump or stall) or gossip told it a node failed since (a hint may
+// start an election sooner).
+func (s *sim) followerLeft(nd *node, leader string, epoch uint64, role replica.Role) {
+	if !s.liveOn() || s.err != nil || leader == "" {
+		return
+	}
+	li, ok := s.byID[leader]
+	if !ok || nd.nContacts == 0 {
+		return
+	}
+	c := nd.contacts[(nd.nContacts-1)%contactRing]
+	if c.from != li || c.epoch != epoch || s.now-c.at >= s.freshness() {
+		return
+	}
+	if s.fc.node[nd.idx] >= c.at || nd.failHintAt >= c.at {
+		return
+	}
+	s.fail("liveness: %s left leader %s of epoch %d (now %s) %v after a clean answer from it (FetchTimeout %v), with no fault on %s since\n%s",
+		nd.id, leader, epoch, role, s.now-c.at, s.p.fetchTimeout, nd.id, s.dump())
+}

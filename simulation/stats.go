@@ -1,0 +1,57 @@
+package simulation
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// FaultCounts counts the faults of the kinds issue 9 added, per run (or
+// summed over runs by the tests' -sim.stats).
+type FaultCounts struct {
+	// Lulls: fault-free stretches of about liveBound inside the fault
+	// phase (liveness rule 1 is checked in each).
+	Lulls int
+	// Duplicates: duplicated messages; CrossIncarnation: messages sent to
+	// one incarnation of a node and delivered to a later one.
+	Duplicates, CrossIncarnation int
+	// ClockJumps, ClockStalls: one node's clock stepped forward, or
+	// frozen for a while.
+	ClockJumps, ClockStalls int
+	// DiskErrors: a write's completion failed; the node stopped and
+	// restarted from its store. TornWrites: a crash left some pending
+	// writes on disk with the last append cut short.
+	DiskErrors, TornWrites int
+	// NoSyncNodes: nodes run without fsync; NoSyncLosses: power losses
+	// that cost a NoSync node writes it had reported durable;
+	// NoSyncTainted: runs stopped because such a loss took a granted vote
+	// or a committed entry's last majority.
+	NoSyncNodes, NoSyncLosses, NoSyncTainted int
+	// False leader hints: naming a node that does not lead, a non-voter,
+	// or a bogus (too high) epoch.
+	HintsWrongNode, HintsNonVoter, HintsBogusEpoch int
+	// BigClusters: runs with 6 or 7 voters. PausesExtended: pauses of an
+	// already paused node (the later resume time is kept).
+	BigClusters, PausesExtended int
+}
+
+// Add adds o's counts to f.
+func (f *FaultCounts) Add(o FaultCounts) {
+	a, b := reflect.ValueOf(f).Elem(), reflect.ValueOf(o)
+	for i := 0; i < a.NumField(); i++ {
+		a.Field(i).SetInt(a.Field(i).Int() + b.Field(i).Int())
+	}
+}
+
+// String lists the counts as name=value pairs.
+func (f FaultCounts) String() string {
+	v := reflect.ValueOf(f)
+	var b strings.Builder
+	for i := 0; i < v.NumField(); i++ {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", v.Type().Field(i).Name, v.Field(i).Int())
+	}
+	return b.String()
+}
