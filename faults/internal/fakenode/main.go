@@ -143,6 +143,7 @@ func main() {
 	for _, ignored := range []string{"gossip", "http-peers", "cluster", "fetch-timeout", "election-timeout", "sample-interval", "secret-file"} {
 		flag.String(ignored, "", "ignored")
 	}
+	flag.Bool("insecure", false, "ignored")
 	flag.Parse()
 
 	n := &node{id: *id, voters: strings.Split(*voters, ","), bugLose: *bugLose,
