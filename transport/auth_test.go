@@ -457,7 +457,7 @@ func TestAuthModeMismatch(t *testing.T) {
 // as documented, and a successful handshake names the dialer.
 func TestAuthHandshakeUnit(t *testing.T) {
 	key := deriveAuthKey(testSecret)
-	run := func(dialer, acceptor hsSide, peer string) (dialErr, acceptErr error, h handshake) {
+	run := func(dialer, acceptor hsSide, peer string) (h handshake, dialErr, acceptErr error) {
 		c1, c2 := net.Pipe()
 		defer c1.Close()
 		defer c2.Close()
@@ -477,31 +477,31 @@ func TestAuthHandshakeUnit(t *testing.T) {
 	rnd := func() io.Reader { return bytes.NewReader(bytes.Repeat([]byte{1, 2, 3}, 100)) }
 	d := hsSide{key: key, clusterID: "c", nodeID: "a", lane: laneData, rand: rnd()}
 	acc := hsSide{key: key, clusterID: "c", nodeID: "b", rand: rnd()}
-	if de, ae, h := run(d, acc, "b"); de != nil || ae != nil || h.NodeID != "a" || h.Lane != laneData {
+	if h, de, ae := run(d, acc, "b"); de != nil || ae != nil || h.NodeID != "a" || h.Lane != laneData {
 		t.Fatalf("good handshake: %v / %v / %+v", de, ae, h)
 	}
 	wrong := d
 	wrong.key = deriveAuthKey(otherSecret)
-	if de, ae, _ := run(wrong, acc, "b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrUnauthenticated) {
+	if _, de, ae := run(wrong, acc, "b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrUnauthenticated) {
 		t.Fatalf("wrong secret: %v / %v", de, ae)
 	}
-	if de, ae, _ := run(d, acc, "not-b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrUnauthenticated) {
+	if _, de, ae := run(d, acc, "not-b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrUnauthenticated) {
 		t.Fatalf("wrong node: %v / %v", de, ae)
 	}
 	self := d
 	self.nodeID = "b"
-	if de, ae, _ := run(self, acc, "b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrPeerNotVerified) {
+	if _, de, ae := run(self, acc, "b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrPeerNotVerified) {
 		t.Fatalf("own node ID: %v / %v", de, ae)
 	}
 	plain := hsSide{clusterID: "c", nodeID: "b"}
-	if de, ae, _ := run(d, plain, "b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrUnauthenticated) {
+	if _, de, ae := run(d, plain, "b"); !errors.Is(de, ErrUnauthenticated) || !errors.Is(ae, ErrUnauthenticated) {
 		t.Fatalf("secret dialer, plain acceptor: %v / %v", de, ae)
 	}
 	plainD := hsSide{clusterID: "c", nodeID: "a"}
-	if de, ae, _ := run(plainD, hsSide{clusterID: "x", nodeID: "b"}, "b"); !errors.Is(de, ErrWrongCluster) || !errors.Is(ae, ErrWrongCluster) {
+	if _, de, ae := run(plainD, hsSide{clusterID: "x", nodeID: "b"}, "b"); !errors.Is(de, ErrWrongCluster) || !errors.Is(ae, ErrWrongCluster) {
 		t.Fatalf("plain, wrong cluster: %v / %v", de, ae)
 	}
-	if de, ae, h := run(plainD, plain, "b"); de != nil || ae != nil || h.NodeID != "a" {
+	if h, de, ae := run(plainD, plain, "b"); de != nil || ae != nil || h.NodeID != "a" {
 		t.Fatalf("plain: %v / %v / %+v", de, ae, h)
 	}
 }

@@ -49,12 +49,18 @@ func (r *resolverMap) resolve(id string) (string, bool) {
 	return a, ok
 }
 
-func newTCPCluster(t *testing.T, n int) *cluster {
+func newTCPCluster(t *testing.T, n int) *cluster { return newTCPClusterWith(t, n, nil) }
+
+// newTCPSecretCluster is newTCPCluster with every connection
+// authenticated by a shared secret.
+func newTCPSecretCluster(t *testing.T, n int) *cluster { return newTCPClusterWith(t, n, testSecret) }
+
+func newTCPClusterWith(t *testing.T, n int, secret []byte) *cluster {
 	res := newResolverMap()
 	c := &cluster{nodes: map[string]Transport{}}
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("n%d", i)
-		tr, err := NewTCP(TCPConfig{NodeID: id, ClusterID: "test", ListenAddr: "127.0.0.1:0", Resolver: res.resolve, Logger: testLogger(t, id)})
+		tr, err := NewTCP(TCPConfig{NodeID: id, ClusterID: "test", ListenAddr: "127.0.0.1:0", Resolver: res.resolve, Logger: testLogger(t, id), Secret: secret})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,8 +162,9 @@ func mustSend(t *testing.T, tr Transport, m Message) {
 	}
 }
 
-func TestContractTCP(t *testing.T)    { runContract(t, newTCPCluster) }
-func TestContractMemory(t *testing.T) { runContract(t, newMemCluster) }
+func TestContractTCP(t *testing.T)       { runContract(t, newTCPCluster) }
+func TestContractTCPSecret(t *testing.T) { runContract(t, newTCPSecretCluster) }
+func TestContractMemory(t *testing.T)    { runContract(t, newMemCluster) }
 func TestContractMemoryEncoded(t *testing.T) {
 	runContract(t, func(t *testing.T, n int) *cluster {
 		c := newMemCluster(t, n)

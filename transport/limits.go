@@ -179,8 +179,9 @@ type frameReader struct {
 	keepalives uint64
 }
 
-// read returns the next message. Its buffer stays charged until the next
-// read (or unregister): the caller delivers or drops the message first.
+// read returns the next message. Its buffer stays charged until the
+// caller releases it (fr.hold.release) once the message is delivered or
+// dropped; the next read releases it too.
 // Errors: the stream's (io.EOF between frames), ErrFrameTooLarge,
 // ErrBadFrame, errBudgetCut.
 func (fr *frameReader) read() (Message, error) {
@@ -331,4 +332,11 @@ func (l *logLimiter) allow(reason string) (ok bool, suppressed uint64) {
 	suppressed = s.suppressed
 	s.at, s.suppressed = now, 0
 	return true, suppressed
+}
+
+// setClock replaces the limiter's clock (tests).
+func (l *logLimiter) setClock(now func() time.Time) {
+	l.mu.Lock()
+	l.now = now
+	l.mu.Unlock()
 }

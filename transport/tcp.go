@@ -859,9 +859,12 @@ func (t *TCP) serve(c net.Conn, ip string) {
 			t.warnLimited(log, "wrong From/To", "message with wrong From/To, dropped; closing connection", "from", m.From, "to", m.To)
 			return
 		}
+		// Once delivered (or dropped) the frame's buffer is the
+		// receiver's (or garbage), no longer this connection's.
 		select {
 		case t.recv <- m:
 			t.received.Add(1)
+			hold.release()
 			continue
 		default:
 		}
@@ -879,6 +882,7 @@ func (t *TCP) serve(c net.Conn, ip string) {
 		case <-t.done:
 			return
 		}
+		hold.release()
 		timer.Stop()
 	}
 }
