@@ -6,6 +6,14 @@
 // to its request by FetchID. That keeps the protocol core free of blocking
 // calls, and a fetch parked at the leader never holds up a vote or an
 // append between the same two nodes.
+//
+// Given a cluster secret (TCPConfig.Secret), the TCP transport
+// authenticates both ends of every connection with a challenge-response
+// handshake that tells a peer without the secret nothing about the
+// cluster; every message it delivers carries the node ID its connection
+// authenticated as. It also bounds what any peer can cost a node:
+// inbound connections (in total and per address), idle time, and the
+// memory of partly received frames. See TCP and TCPConfig.
 package transport
 
 import (
