@@ -262,6 +262,7 @@ func forgedGossipLeader(t *testing.T, sec security, diverge bool) {
 	}
 	g, joined := startGossipAttacker(t, gossipMeta{
 		NodeID: "x", ClusterID: clusterID, RPCAddr: x.addr(), LeaderID: "x", Epoch: forgedEpoch,
+		Voter: true, // a lie: only the configured voter list counts
 	}, seeds)
 	attacker.Store(g)
 	if sec.secret == nil {
