@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -124,15 +125,19 @@ func guard(trusted []string, h http.Handler, logger hclog.Logger) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	origins := map[string]bool{}
 	for _, u := range trusted {
-		o, err := originOf(u)
-		if err == nil {
-			err = cop.AddTrustedOrigin(o)
+		list, err := originsOf(u)
+		for _, o := range list {
+			if err == nil {
+				err = cop.AddTrustedOrigin(o)
+			}
 		}
 		if err != nil {
 			logger.Warn("not trusting the origin of a peer URL", "url", u, "error", err)
 			continue
 		}
-		origins[o] = true
+		for _, o := range list {
+			origins[o] = true
+		}
 	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger.Debug("refused a cross-origin request", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
@@ -141,16 +146,26 @@ func guard(trusted []string, h http.Handler, logger hclog.Logger) http.Handler {
 	return withCORS(origins, cop.Handler(h))
 }
 
-// originOf returns the origin (scheme://host[:port]) of an HTTP base URL.
-func originOf(base string) (string, error) {
+// originsOf returns the origin (scheme://host[:port]) of an HTTP base URL
+// and, for a loopback address, the same with "localhost": a dashboard
+// opened as http://localhost:PORT/ is the same page on the same machine.
+func originsOf(base string) ([]string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return "", errors.New("not an http(s) URL with a host")
+		return nil, errors.New("not an http(s) URL with a host")
 	}
-	return u.Scheme + "://" + u.Host, nil
+	origins := []string{u.Scheme + "://" + u.Host}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() {
+		host := "localhost"
+		if p := u.Port(); p != "" {
+			host += ":" + p
+		}
+		origins = append(origins, u.Scheme+"://"+host)
+	}
+	return origins, nil
 }
 
 // withCORS lets pages from the trusted origins read the API's answers:

@@ -129,3 +129,27 @@ func TestControlAPIRefusesCrossOriginRequests(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// The trusted origins of a loopback URL include its "localhost" alias
+// (the same dashboard opened as http://localhost:PORT/), and nothing else.
+func TestTrustedOriginsOfLoopbackURLs(t *testing.T) {
+	h := guard([]string{"http://127.0.0.1:8081", "http://10.0.0.2:8081/"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), hclog.NewNullLogger())
+	for origin, want := range map[string]int{
+		"http://127.0.0.1:8081":  200,
+		"http://localhost:8081":  200,
+		"http://10.0.0.2:8081":   200,
+		"http://localhost:8082":  403,
+		"http://127.0.0.1:8082":  403,
+		"http://localhost":       403,
+		"https://127.0.0.1:8081": 403,
+	} {
+		req := httptest.NewRequest("POST", "http://control.test/nodes/n1/kill", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Sec-Fetch-Site", "same-site")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("POST from %s: %d, want %d", origin, rec.Code, want)
+		}
+	}
+}
