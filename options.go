@@ -84,8 +84,8 @@ type Options struct {
 	// (HMAC-SHA256(Secret, "replog gossip key v1")), so that gossip is
 	// encrypted whenever the transport is authenticated by a secret; with
 	// neither, gossip is plain (memberlist does not use TLS), so a cluster
-	// secured by mutual TLS alone must set GossipKey (or Insecure) to use
-	// gossip.
+	// secured by mutual TLS alone must set GossipKey (or Secret, or
+	// Insecure) to use gossip.
 	GossipKey []byte
 	// GossipLabel, if set, is memberlist's label: gossip from nodes with
 	// another label is refused. Default: ClusterID.
