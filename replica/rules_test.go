@@ -1178,3 +1178,33 @@ func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 		t.Fatalf("follower: answers %v, want not-leader naming a", resps)
 	}
 }
+
+// TestVoteAnswerNamesItsRound: issue 9.1. A grant counts only for the round
+// it answers, even when an earlier round asked for the same epoch (a
+// prospective that timed out and asks again): the voter granted under
+// the conditions of that earlier moment. Positive control: the grant for
+// the current round elects.
+func TestVoteAnswerNamesItsRound(t *testing.T) {
+	store := newStore(t, nil, storage.QuorumState{Epoch: 1})
+	r := newTestReplica(t, testConfig("p", "p", "a", "b"), store)
+	settle(t, r, store)
+	r.becomeProspective()
+	first := bodiesTo[*transport.VoteRequest](r.Ready().Messages, "a")
+	r.Tick(r.electionDeadline) // no answer in time: a new round, same epoch
+	second := bodiesTo[*transport.VoteRequest](r.Ready().Messages, "a")
+	if len(first) != 1 || len(second) != 1 || r.role != RoleProspective || first[0].Epoch != second[0].Epoch || first[0].Round == second[0].Round {
+		t.Fatalf("setup: role %v requests %v then %v", r.role, first, second)
+	}
+	grant := func(req *transport.VoteRequest) {
+		r.Step(transport.Message{From: "a", To: "p", Body: &transport.VoteResponse{
+			Epoch: 1, VoterID: "a", Granted: true, PreVote: true, RequestEpoch: req.Epoch, Round: req.Round}})
+	}
+	grant(first[0])
+	if r.role != RoleProspective {
+		t.Fatalf("a grant for the earlier round counted: role %v", r.role)
+	}
+	grant(second[0])
+	if r.role != RoleCandidate || r.epoch != 2 {
+		t.Fatalf("positive control: role %v epoch %d, want candidate in 2", r.role, r.epoch)
+	}
+}
