@@ -51,6 +51,18 @@
 //     committed entries (ErrCommittedTruncation) or ran out of epochs
 //     (ErrEpochExhausted) halts, and the shell must stop the node loudly.
 //
+// Messages are judged on their own, even from authenticated peers (defence
+// in depth): only a voter of Config.Voters is ever followed as leader (a
+// HintLeader only says where to fetch; the epoch comes from that voter's
+// own answer); an answer counts only for the request it answers (a fetch
+// answer by FetchID, a vote answer by its round), else it is dropped whole,
+// epoch included; a vote request for a later epoch is disregarded while
+// this replica leads or hears from its leader; epochs at or above MaxEpoch,
+// or more than MaxEpochJump ahead, are dropped; votes and fetches of
+// non-voters never count, and forwarded appends are taken only from voters
+// and from observers that fetch from this leader, and only in the epoch
+// they name; a truncation below the HW is refused and halts the replica.
+//
 // A Replica is not safe for concurrent use: one goroutine drives it.
 package replica
 
