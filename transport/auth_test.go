@@ -638,3 +638,35 @@ func FuzzAuthHandshake(f *testing.F) {
 		}
 	})
 }
+
+// TestAuthSpoofedFromClosed: a peer that proved the secret as "m" still
+// cannot speak for another node: its own message is delivered (positive
+// control), one claiming From "a" is dropped and the connection closed.
+func TestAuthSpoofedFromClosed(t *testing.T) {
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: newResolverMap().resolve, Secret: testSecret})
+	conn, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(waitTimeout))
+	side := hsSide{key: deriveAuthKey(testSecret), clusterID: "c", nodeID: "m", lane: laneControl, rand: bytes.NewReader(bytes.Repeat([]byte{9}, nonceSize))}
+	if err := dialHandshake(conn, side, "b"); err != nil {
+		t.Fatal(err)
+	}
+	own, _ := AppendFrame(nil, Message{From: "m", To: "b", Body: &VoteRequest{Epoch: 1, CandidateID: "m"}})
+	spoofed, _ := AppendFrame(nil, Message{From: "a", To: "b", Body: &VoteRequest{Epoch: 2, CandidateID: "a"}})
+	after, _ := AppendFrame(nil, Message{From: "m", To: "b", Body: &VoteRequest{Epoch: 3, CandidateID: "m"}})
+	if _, err := conn.Write(append(append(own, spoofed...), after...)); err != nil {
+		t.Fatal(err)
+	}
+	if m := recvOne(t, b); m.From != "m" || m.Body.(*VoteRequest).Epoch != 1 {
+		t.Fatalf("got %v, want m's own vote", m)
+	}
+	expectClosed(t, conn)
+	eventually(t, "spoof counted", func() bool { return b.Stats().DroppedInbound == 1 })
+	expectNothing(t, b)
+	if s := b.Stats(); s.Received != 1 {
+		t.Fatalf("received %d, want 1", s.Received)
+	}
+}
