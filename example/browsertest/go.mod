@@ -1,6 +1,6 @@
 module github.com/replog-io/replog/example/browsertest
 
-go 1.26.8
+go 1.25.0
 
 replace github.com/replog-io/replog => ../..
 
