@@ -46,6 +46,15 @@ import (
 // A node with a secret accepts nothing else, as dialer or acceptor, so
 // there is no downgrade.
 //
+// What the exchange does not hide or prevent: the dialer's node ID
+// travels in the clear (the acceptor needs it to check the proof), so an
+// impostor at a peer's address learns which node dialled it, and a
+// recorded transcript allows offline guessing of a weak secret (hence
+// MinSecretSize). It authenticates the ends of a connection, not the
+// bytes after the handshake: an attacker on the network path could relay
+// a genuine handshake and inject frames afterwards. TLS (as well as the
+// secret) closes that gap.
+//
 // Refusals carry no body in any mode: they tell a stranger nothing about
 // the cluster (no cluster ID, no node ID, no reason). The acceptor logs
 // the reason; the dialer reports refuseCluster as ErrWrongCluster and
