@@ -228,6 +228,12 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 		// we cannot lead it again. Wait for (or start) a new election.
 		r.leaderID = ""
 	}
+	if r.leaderID != "" && !r.isVoter(r.leaderID) {
+		// Only a voter leads (a store written before that was enforced, or
+		// under other voters, may name another node).
+		r.logger.Warn("not following the stored leader: not a voter", "leader", r.leaderID)
+		r.leaderID, r.epochLeader = "", ""
+	}
 	if !ok || hw > r.log.LEO() {
 		hw = r.log.logStart
 	}

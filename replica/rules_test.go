@@ -1208,3 +1208,18 @@ func TestVoteAnswerNamesItsRound(t *testing.T) {
 		t.Fatalf("positive control: role %v epoch %d, want candidate in 2", r.role, r.epoch)
 	}
 }
+
+// TestStoredNonVoterLeaderIsNotFollowed: a quorum state naming a node that
+// is not a voter (written before only voters could lead) is not followed
+// after a restart: the replica looks for the leader among the voters.
+func TestStoredNonVoterLeaderIsNotFollowed(t *testing.T) {
+	store := newStore(t, nil, storage.QuorumState{Epoch: 5, LeaderID: "x"})
+	r := newTestReplica(t, testConfig("f", "f", "a", "b"), store)
+	msgs, _ := settle(t, r, store)
+	if r.leaderID != "" || len(bodiesTo[*transport.FetchRequest](msgs, "x")) != 0 {
+		t.Fatalf("leader %q, fetches %v: followed a non-voter", r.leaderID, msgs)
+	}
+	if reqs := bodiesTo[*transport.FetchRequest](msgs, ""); len(reqs) != 1 {
+		t.Fatalf("positive control: fetches %v, want one to a voter", msgs)
+	}
+}
