@@ -5,9 +5,13 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -134,4 +138,70 @@ func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return b
+}
+
+// lineCounter counts log lines written to it that contain want.
+type lineCounter struct {
+	mu    sync.Mutex
+	want  string
+	lines int
+	all   int
+}
+
+func (w *lineCounter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, line := range bytes.Split(p, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		w.all++
+		if bytes.Contains(line, []byte(w.want)) {
+			w.lines++
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lineCounter) count() (matching, all int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lines, w.all
+}
+
+// TestRefusalLogIsRateLimited is finding 9's second part: a flood of bad
+// connections (garbage, plain hellos to a node with a secret, wrong
+// proofs) must not flood the node's log: refusals are logged, but
+// rate-limited. Positive control: the refusals are reported at all.
+func TestRefusalLogIsRateLimited(t *testing.T) {
+	const attempts = 300
+	logs := &lineCounter{want: "[WARN]"}
+	c := newClusterOf(t, refusalVoters, refusalVoters[:1], secretMode, func(id string, o *replog.Options) {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: logs})
+	})
+	addr := c.nodes[refusalVoters[0]].Status().RPCAddr
+	v := uint8(transport.ProtocolVersion)
+	for i := range attempts {
+		var script [][]byte
+		switch i % 3 {
+		case 0:
+			script = [][]byte{[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")}
+		case 1:
+			script = [][]byte{helloBytes(clusterID, "outsider", laneControl)}
+		case 2:
+			script = [][]byte{
+				encodeHandshake(hsMsg{Version: v, Type: hsAuthHello, Lane: laneControl, NodeID: "outsider", Nonce: randomBytes(32)}),
+				encodeHandshake(hsMsg{Version: v, Type: hsProof, Lane: laneControl, MAC: randomBytes(32)}),
+			}
+		}
+		exchange(t, addr, script...)
+	}
+	warn, all := logs.count()
+	t.Logf("%d bad connections: %d warning lines (%d lines in all)", attempts, warn, all)
+	if warn == 0 {
+		t.Errorf("positive control: %d refused connections logged no warning at all", attempts)
+	}
+	if warn > attempts/10 {
+		t.Errorf("%d bad connections produced %d warning lines: the log is not rate-limited", attempts, warn)
+	}
 }
