@@ -32,6 +32,7 @@ import (
 //   - Logs: appends are contiguous, epochs never decrease along a log,
 //     data entries carry payloads the workload proposed (never a refused
 //     one), the core's LEO matches the writes it issued.
+//   - Exactly once: no record is committed at two offsets.
 //   - Acks: a success is declared only when the declaring leader's HW
 //     covers the records and its log holds them at the acked offsets
 //     (forwarded acks must agree); ErrNotLeader means nothing was
@@ -138,6 +139,7 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		s.leaders[st.Epoch] = nd.idx
 		if nd.role != replica.RoleLeader || nd.epoch != st.Epoch {
 			nd.role, nd.epoch = st.Role, st.Epoch
+			nd.leaderSince = s.now
 			s.becameLeader(nd)
 		}
 	}
@@ -161,6 +163,15 @@ func (s *sim) extend(nd *node, hw uint64) {
 			continue
 		}
 		s.checkMajority(nd, o, k)
+		if k.typ == storage.EntryData {
+			// Exactly once: a record is committed at one offset only (a
+			// duplicated forwarded append must never be appended twice).
+			if at, dup := s.committedData[k.data]; dup {
+				s.fail("%s: record %q committed twice, at offsets %d and %d", nd.id, k.data, at, o)
+				return
+			}
+			s.committedData[k.data] = o
+		}
 		s.committed = append(s.committed, k)
 		s.commitEpoch = append(s.commitEpoch, nd.epochNow())
 	}
@@ -404,13 +415,13 @@ func (s *sim) declareCommitted(nd *node, p *proposal, first uint64, how string) 
 func (nd *node) epochNow() uint64 { return nd.r.Status().Epoch }
 
 // converged reports whether the quiet cluster has settled: every node up,
-// running (not paused: a stalled leader's followers rightly elect another)
-// and with nothing pending, one leader, everyone in its epoch and following
+// running (not paused, its clock not stalled: a stalled leader's followers
+// rightly elect another) and with nothing pending, one leader, everyone in its epoch and following
 // it, every log and HW equal to the leader's log end.
 func (s *sim) converged() bool {
 	var leader *node
 	for _, nd := range s.nodes {
-		if !nd.up || s.now < nd.pausedUntil || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq || nd.readyPending {
+		if !nd.up || s.now < nd.pausedUntil || s.now < nd.clockFrom || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq || nd.readyPending {
 			return false
 		}
 		if nd.role == replica.RoleLeader {

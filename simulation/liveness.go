@@ -28,8 +28,7 @@ import (
 //     its candidate last turned prospective, at most an election round
 //     before) are a majority, the deposition is unexplained. A leader resigning in its
 //     own epoch (check-quorum) likewise needs fewer than a majority to have
-//     fetched from it within FetchTimeout. Faults on the leader itself
-//     within liveBound explain anything.
+//     fetched from it within FetchTimeout, or a fault on itself.
 //  3. No needless loss of contact: a voter leaves its leader (prospective
 //     or candidate) only a FetchTimeout after the leader's last clean
 //     answer, unless a fault touched the voter since, or gossip told it a
@@ -149,11 +148,11 @@ func (s *sim) liveBound() time.Duration {
 	return detect + liveRounds*round + 2*p.netMax + 2*p.diskMax
 }
 
-// liveOn says whether the liveness rules are checked: not in sabotage runs
-// (their self-tests must be caught by the safety checks) nor with
-// SafetyOnly.
+// liveOn says whether the liveness rules are checked: not with SafetyOnly
+// or LyingDisk (whose self-test must be caught by the safety checks alone),
+// nor with NoLiveness.
 func (s *sim) liveOn() bool {
-	return !s.opts.NoLiveness && !s.opts.SafetyOnly && !s.opts.ForgeVotes && !s.opts.LyingDisk
+	return !s.opts.NoLiveness && !s.opts.SafetyOnly && !s.opts.LyingDisk
 }
 
 // checkRecovery is rule 1, run after every event.
@@ -247,22 +246,32 @@ type contact struct {
 	epoch uint64
 }
 
-// noteContact records, before nd's core steps m, what the liveness rules
+// noteContact records, before nd's core steps m (delivered within the
+// normal delay and not a duplicate if clean), what the liveness rules
 // need: a clean successful fetch answer (leader contact, as the core
 // counts it) or a clean fetch request (a follower's sign of life, as a
 // leader counts it for check-quorum).
-func (s *sim) noteContact(nd *node, from int, m transport.Message) {
+func (s *sim) noteContact(nd *node, from int, m transport.Message, clean bool) {
 	switch b := m.Body.(type) {
 	case *transport.FetchResponse:
-		// Only answers of the leader nd already follows: the core does not
-		// count the answer that tells it who leads as contact.
-		// And only the answer to its latest fetch: a late copy of an older
-		// one proves nothing the core would count.
-		if b.Error == transport.FetchOK && b.FetchID == nd.lastFetchID && nd.leader == s.nodes[from].id && nd.epoch == b.Epoch {
+		// Only the first answer to its latest fetch (an answer to an older
+		// fetch, or a second answer to a duplicated request, proves nothing
+		// about now), a successful one from a node that says it leads the
+		// answer's epoch. That proves the leader alive now (issue 9): the
+		// answer that tells a follower who leads counts too.
+		if b.FetchID != nd.lastFetchID || b.FetchID == nd.answeredID {
+			return
+		}
+		nd.answeredID = b.FetchID
+		known := nd.leader == s.nodes[from].id && nd.epoch == b.Epoch
+		if clean && b.Error == transport.FetchOK && b.LeaderID == s.nodes[from].id && b.Epoch >= nd.epoch && (known || !s.opts.CoreContact) {
 			nd.contacts[nd.nContacts%contactRing] = contact{at: s.now, from: from, epoch: b.Epoch}
 			nd.nContacts++
 		}
 	case *transport.FetchRequest:
+		if !clean {
+			return
+		}
 		if nd.heardAt == nil {
 			nd.heardAt = make([]time.Duration, len(s.nodes))
 			nd.heardEpoch = make([]uint64, len(s.nodes))
@@ -349,16 +358,15 @@ func (s *sim) electionRound() time.Duration {
 // the leader and voters in clean contact with it were a majority, the
 // deposition is unexplained. A leader that resigns in its own epoch
 // (check-quorum) must not while a majority (itself included) sent it
-// clean fetches within its FetchTimeout. Faults on the leader itself
-// within liveBound explain anything.
+// clean fetches within its FetchTimeout, unless a fault touched the
+// leader itself since it was elected, within liveBound. (Faults on the
+// leader need no exception for a new epoch: a paused leader's followers
+// get no answers, so they are not in contact.)
 func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.Role) {
 	if !s.liveOn() || s.err != nil {
 		return
 	}
 	s.res.Depositions++
-	if s.fc.node[nd.idx] >= s.now-s.liveBound() {
-		return
-	}
 	in := 1
 	var names []string
 	if newEpoch > epoch {
@@ -381,6 +389,9 @@ func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.R
 			}
 		}
 	} else {
+		if s.fc.node[nd.idx] >= max(s.now-s.liveBound(), nd.leaderSince) {
+			return // a clock jump or stall, a pause: check-quorum may fire
+		}
 		fresh := s.freshness()
 		for _, v := range s.nodes[:s.p.voters] {
 			if v == nd || nd.heardAt == nil || nd.heardEpoch[v.idx] != epoch || s.now-nd.heardAt[v.idx] >= fresh {
@@ -398,8 +409,9 @@ func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.R
 		nd.id, epoch, role, newEpoch, newEpoch, s.epochSeen[newEpoch], in-1, names, s.p.voters, s.liveBound(), s.dump())
 }
 
-// followerLeft is rule 3: nd followed leader in epoch and became role. It
-// must not while a clean answer of that leader came less than a
+// followerLeft is rule 3: nd followed leader in epoch and became role. If
+// that leader still leads the epoch, nd must not while a clean answer of it
+// came less than a
 // FetchTimeout ago, unless a fault touched nd since (a restart, a pause, a
 // clock jump or stall) or gossip told it a node failed since (a hint may
 // start an election sooner).
@@ -410,6 +422,9 @@ func (s *sim) followerLeft(nd *node, leader string, epoch uint64, role replica.R
 	li, ok := s.byID[leader]
 	if !ok || nd.nContacts == 0 {
 		return
+	}
+	if l := s.nodes[li]; !l.up || l.role != replica.RoleLeader || l.epoch != epoch {
+		return // the leader is gone (or resigned): nd is right to look for another
 	}
 	c := nd.contacts[(nd.nContacts-1)%contactRing]
 	if c.from != li || c.epoch != epoch || s.now-c.at >= s.freshness() {

@@ -40,7 +40,7 @@ func (s *sim) crashTimer() {
 		s.pause(victim, s.now+s.between(s.p.fetchTimeout/2, 3*s.p.fetchTimeout))
 		return
 	}
-	if victim.noSync && s.xr.Intn(2) == 0 {
+	if victim.noSync && s.xr.Intn(4) != 0 {
 		s.crashNode(victim, "machine crash", true)
 		s.settleNoSyncLoss()
 		return
@@ -206,7 +206,7 @@ func chooseExtended(p *params, r *rand.Rand) {
 			// then rarely the loss of a committed entry's last majority.
 			p.noSync[i] = r.Intn(3) == 0
 		}
-		p.noSyncFlush = ms(2 + 30*r.Float64())
+		p.noSyncFlush = ms(10 + 90*r.Float64())
 	}
 	if r.Intn(2) == 0 {
 		p.falseHintProb = 0.3 * r.Float64()

@@ -46,9 +46,12 @@ func (s *sim) send(nd *node, m transport.Message) {
 	if faulting && s.rng.Float64() < s.p.dupProb {
 		copies = 2
 	}
-	if vr, ok := m.Body.(*transport.VoteResponse); ok && s.opts.ForgeVotes && !vr.Granted && s.rng.Intn(2) == 0 {
+	if vr, ok := m.Body.(*transport.VoteResponse); ok && (s.opts.ForgeVotes || s.opts.ForgePreVotes && vr.PreVote) && !vr.Granted && s.rng.Intn(2) == 0 {
 		forged := *vr
 		forged.Granted = true
+		if s.opts.ForgePreVotes {
+			forged.LeaderID = "" // a grant names no leader
+		}
 		m.Body = &forged
 		s.tracef("  FORGED into %s", m)
 	}
@@ -110,8 +113,12 @@ func (s *sim) deliver(ev event) {
 	if s.tracing() {
 		s.tracef("%s recv %s", nd.id, ev.msg)
 	}
-	if ev.clean && nd.voter {
-		s.noteContact(nd, from, ev.msg)
+	if nd.voter {
+		s.noteContact(nd, from, ev.msg, ev.clean)
+		if fr, ok := ev.msg.Body.(*transport.FetchResponse); ok && ev.clean && s.opts.DropAnswers && s.rng.Intn(3) == 0 {
+			s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
+			return
+		}
 	}
 	nd.r.Step(ev.msg)
 	s.afterInput(nd)

@@ -1,38 +1,51 @@
 // Package simulation holds replog's deterministic cluster simulator: whole
 // clusters of protocol cores (replica.Replica) driven single-threaded by a
 // discrete-event scheduler in simulated time, over a simulated network
-// (delays, drops, duplicates, reordering, partitions) and simulated disks
-// (random write latency, crashes that lose what was not yet durable), with
-// a workload of appends and reads, and an invariant checker run after
-// every event.
+// (network.go: delays, drops, duplicates, reordering, partitions, delivery
+// across restarts) and simulated disks (disk.go: random write latency,
+// crashes that lose what was not yet durable, failing writes, torn writes,
+// nodes without fsync), with a workload of appends and reads (workload.go),
+// a nemesis (nemesis.go: crashes, pauses, partitions, clock jumps and
+// stalls, lulls), gossip hints true, stale and false (gossip.go), and an
+// invariant checker run after every event (checker.go for safety,
+// liveness.go for liveness while faults run).
 //
 // One *rand.Rand seeded from Options.Seed drives every choice, including
-// the cores' own randomness, so a seed names one exact run: the same seed
-// always produces the same trace (see Result.Hash). A failure reports its
-// seed; rerunning that seed reproduces it.
+// the cores' own randomness (issue 9's faults draw from a second stream
+// seeded from it too), so a seed names one exact run: the same seed always
+// produces the same trace (see Result.Hash). A failure reports its seed;
+// rerunning that seed reproduces it.
 //
 // Running it:
 //
 //	go test -race ./simulation                      # CI: 500 seeds x 5000 steps
 //	go test ./simulation -run TestSimulation -sim.seed=N -v [-sim.trace]
-//	go test ./simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000
+//	go test ./simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000 -sim.stats
 //	go test -tags replog_bug_vote_no_logcheck ./simulation -run TestSimulation -sim.seeds=3000
 //
 // Flags: -sim.seeds, -sim.steps, -sim.seed, -sim.start, -sim.trace,
 // -sim.maxfail (stop after this many failing seeds), -sim.workers,
 // -sim.safetyonly (check consequences only, not protocol rules),
 // -sim.stable=false (skip the final false-hint stability phase),
-// -sim.store=memory|sim.
+// -sim.store=memory|sim, -sim.classic (only the faults of before issue 9:
+// a seed is then the run it was), -sim.live=false (no liveness rules),
+// -sim.stats (print the totals of issue 9's fault kinds; -v prints them
+// too).
 //
-// A run: 1–5 voters and 0–2 observers; faults (crashes that lose
-// unsynced writes, restarts, stalls, partitions symmetric and one-way,
-// message drops, duplicates, delays and reordering, clock drift, stale and
-// false membership hints) for the first 70% of the steps; then a fault-free
-// workload; then no workload until the cluster converges (one leader,
-// every replica with the same log and HW), which must happen within a
-// bound of simulated time; then (Options.Stable) false "leader failed"
-// gossip hints, which must not depose the healthy leader. See checker.go
-// for the invariants.
+// A run: 1–7 voters and 0–2 observers; faults (crashes that lose unsynced
+// writes, some leaving torn writes, power cuts, failing writes, NoSync
+// nodes losing their page cache, restarts, stalls, clock jumps and stalls,
+// partitions symmetric and one-way, message drops, duplicates, delays and
+// reordering, delivery to a restarted receiver, clock drift, stale and
+// false membership hints) for the first 70% of the steps, in some runs in
+// storms separated by lulls; then a fault-free workload; then no workload
+// until the cluster converges (one leader, every replica with the same log
+// and HW), which must happen within a bound of simulated time; then
+// (Options.Stable) false "leader failed" gossip hints, which must not
+// depose the healthy leader. All along, the liveness rules of liveness.go
+// hold: a leader every voter follows within a bound of the last fault, no
+// leader that a majority reaches deposed, no follower leaving a leader
+// that answers it.
 package simulation
 
 import (
@@ -80,6 +93,23 @@ type Options struct {
 	// the healthy leader dead to every node, and the leader must stay
 	// (DESIGN §2.2: gossip never decides an election).
 	Stable bool
+	// ForgePreVotes is sabotage for the liveness rules: the network turns
+	// some refused pre-votes (only those) into grants, so a prospective
+	// becomes a candidate and deposes a leader a majority still reaches
+	// (safety holds: real votes are honest); rule 2 must notice.
+	ForgePreVotes bool
+	// DropAnswers is sabotage for the liveness rules: the shell loses
+	// some fetch answers after the network delivered them cleanly (the
+	// symptom of issue 9's dropped late fetch answer). Followers then
+	// lose contact with a healthy leader, and rule 3 must notice.
+	DropAnswers bool
+	// CoreContact counts leader contact, for liveness rules 2 and 3, as
+	// the core counted it at commit a2e649b: the fetch answer that tells a
+	// follower who leads is not contact (the core records none for it, and
+	// then drops that leader's BeginEpoch as late). By default any
+	// successful answer of a leader to the follower's latest fetch is
+	// contact: it proves the leader alive now.
+	CoreContact bool
 	// Classic runs only the faults the simulator had before issue 9: no
 	// lulls, clock jumps or stalls, disk errors, torn writes, NoSync
 	// nodes, cross-incarnation deliveries, false leader hints, or clusters
@@ -367,12 +397,14 @@ type node struct {
 	// prospectiveAt: when it last turned prospective.
 	failHintAt    time.Duration
 	prospectiveAt time.Duration
+	leaderSince   time.Duration // when it last became leader
 	// contacts: the last clean fetch answers it received (a ring);
 	// heardAt, heardEpoch: the last clean fetch request from each node
 	// and its epoch (liveness.go).
 	contacts    [contactRing]contact
 	nContacts   int
 	lastFetchID uint64 // the FetchID of its latest fetch
+	answeredID  uint64 // the FetchID of the last answer it received
 	heardAt     []time.Duration
 	heardEpoch  []uint64
 }
@@ -445,6 +477,8 @@ type sim struct {
 	leaders   map[uint64]int         // epoch → leader node
 	grants    map[uint64]map[int]int // epoch → voter → candidate it granted a vote to
 	committed []entryKey             // the committed log as observed so far
+	// committedData: the offset of every committed record.
+	committedData map[string]uint64
 	// commitEpoch[o] is the epoch of the node whose HW first covered
 	// offset o.
 	commitEpoch []uint64
@@ -484,18 +518,19 @@ func newSim(opts Options) *sim {
 		opts.Classic = true
 	}
 	s := &sim{
-		opts:       opts,
-		rng:        rand.New(rand.NewSource(opts.Seed)),
-		xr:         rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0009)),
-		hash:       newHasher(),
-		trace:      opts.Trace,
-		byID:       map[string]int{},
-		partitions: map[int][][2]int{},
-		leaders:    map[uint64]int{},
-		grants:     map[uint64]map[int]int{},
-		payloadOf:  map[string]payloadRef{},
-		epochSeen:  map[uint64]time.Duration{},
-		epochBy:    map[uint64]int{},
+		opts:          opts,
+		rng:           rand.New(rand.NewSource(opts.Seed)),
+		xr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0009)),
+		hash:          newHasher(),
+		trace:         opts.Trace,
+		byID:          map[string]int{},
+		partitions:    map[int][][2]int{},
+		leaders:       map[uint64]int{},
+		grants:        map[uint64]map[int]int{},
+		payloadOf:     map[string]payloadRef{},
+		epochSeen:     map[uint64]time.Duration{},
+		committedData: map[string]uint64{},
+		epochBy:       map[uint64]int{},
 	}
 	s.p = chooseParams(s.rng)
 	if !opts.Classic {
