@@ -71,7 +71,7 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 		changed = true
 	}
 	if newEpoch {
-		r.epochLeader = ""
+		r.epochLeader, r.begun = "", ""
 	}
 	if leader != "" {
 		r.epochLeader = leader
@@ -155,7 +155,7 @@ func (r *Replica) becomeCandidate() {
 	r.epoch++
 	r.votedFor = r.id
 	r.leaderID = ""
-	r.epochLeader = ""
+	r.epochLeader, r.begun = "", ""
 	r.leaderHW = 0
 	r.role = RoleCandidate
 	r.abandonForwarded("")
@@ -295,6 +295,7 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 	}
 	if resp.Epoch > r.epoch {
 		r.becomeFollower(resp.Epoch, resp.LeaderID)
+		r.leaderAnswered(from, resp)
 		return
 	}
 	switch {
@@ -313,6 +314,7 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 			// from it (or has a better log). Go back to following it
 			// instead of disrupting it.
 			r.becomeFollower(r.epoch, resp.LeaderID)
+			r.leaderAnswered(from, resp)
 		default:
 			// It names a live leader of an older epoch, while ours (durable,
 			// from a failed candidacy) is higher: we can never follow it,
@@ -332,25 +334,37 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 	}
 }
 
-// handleBeginEpoch follows the new leader of an epoch. Only the first news
-// of an epoch's leader counts as contact with it: a leader sends BeginEpoch
-// once, so a copy naming the leader this replica already knew for the epoch
-// is a late duplicate that proves nothing about the leader now (counting it
-// would make this voter refuse pre-votes for a FetchTimeout after the
-// leader died).
+// leaderAnswered counts a refusal from the leader itself, answering this
+// round, as contact with it: it proves the leader alive now (else a voter
+// that just learned its leader this way would grant the next pre-vote it
+// sees, before its first fetch is answered).
+func (r *Replica) leaderAnswered(from string, resp *transport.VoteResponse) {
+	if resp.LeaderID == from && r.leaderID == from && resp.Epoch == r.epoch {
+		r.leaderContact()
+	}
+}
+
+// handleBeginEpoch follows the new leader of an epoch. A leader sends
+// BeginEpoch once per epoch and voter, so a second copy is a late duplicate:
+// it proves nothing about the leader now and is dropped (counting it as
+// contact would make this voter refuse pre-votes for a FetchTimeout after
+// the leader died).
 func (r *Replica) handleBeginEpoch(from string, b *transport.BeginEpoch) {
 	if b.LeaderID != from || b.Epoch < r.epoch {
 		return
 	}
-	if b.Epoch == r.epoch && r.epochLeader != "" {
-		if r.epochLeader != from {
+	if b.Epoch == r.epoch {
+		if r.epochLeader != "" && r.epochLeader != from {
 			r.logger.Error("BeginEpoch from a second leader of our epoch", "from", from, "epoch", b.Epoch, "leader", r.epochLeader)
-		} else {
-			r.logger.Debug("dropping a late BeginEpoch", "from", from, "epoch", b.Epoch)
+			return
 		}
-		return
+		if r.begun == from {
+			r.logger.Debug("dropping a duplicate BeginEpoch", "from", from, "epoch", b.Epoch)
+			return
+		}
 	}
 	r.becomeFollower(b.Epoch, from)
+	r.begun = from
 	r.leaderContact()
 }
 

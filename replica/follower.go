@@ -99,6 +99,10 @@ func (r *Replica) handleFetchResponse(from string, resp *transport.FetchResponse
 		r.becomeFollower(d.Epoch, d.LeaderID)
 	case fetcher.NewLeader:
 		r.becomeFollower(r.epoch, d.LeaderID)
+		if d.LeaderID == from {
+			// The leader's own answer to our fetch: it is alive now.
+			r.leaderContact()
+		}
 	case fetcher.LeaderGone:
 		r.becomeFollower(r.epoch, "")
 		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())

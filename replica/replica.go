@@ -85,6 +85,9 @@ type Replica struct {
 	// after it stopped following it ("" if none yet): a later BeginEpoch
 	// naming it is a late duplicate.
 	epochLeader string
+	// begun is the leader whose BeginEpoch this replica took in its epoch
+	// (after a restart, the stored leader): another copy is a duplicate.
+	begun string
 
 	log logView
 	hw  uint64
@@ -218,7 +221,7 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 	}
 	r.log = newLogView(store)
 	r.epoch, r.votedFor, r.leaderID = qs.Epoch, qs.VotedFor, qs.LeaderID
-	r.epochLeader = qs.LeaderID
+	r.epochLeader, r.begun = qs.LeaderID, qs.LeaderID
 	if r.epoch >= MaxEpoch {
 		return nil, fmt.Errorf("%w: the stored epoch %d is at or above MaxEpoch %d (written before epochs were bounded?)",
 			ErrEpochExhausted, r.epoch, MaxEpoch)
@@ -232,7 +235,7 @@ func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
 		// Only a voter leads (a store written before that was enforced, or
 		// under other voters, may name another node).
 		r.logger.Warn("not following the stored leader: not a voter", "leader", r.leaderID)
-		r.leaderID, r.epochLeader = "", ""
+		r.leaderID, r.epochLeader, r.begun = "", "", ""
 	}
 	if !ok || hw > r.log.LEO() {
 		hw = r.log.logStart

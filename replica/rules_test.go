@@ -937,11 +937,57 @@ func TestLateBeginEpochIsNoContact(t *testing.T) {
 	if r.role != RoleProspective {
 		t.Fatalf("a late BeginEpoch sent a prospective back to following (role %v)", r.role)
 	}
-	// Positive control: the first news of a new epoch's leader counts.
+	// Positive control: the first BeginEpoch of an epoch counts.
 	r.Step(transport.Message{From: "x", To: "f", Body: &transport.BeginEpoch{Epoch: 2, LeaderID: "x"}})
 	if r.role != RoleFollower || r.leaderID != "x" || r.epoch != 2 || !r.heardFromLeaderRecently() {
 		t.Fatalf("role %v leader %q epoch %d contact %v: want a follower of x in epoch 2 with fresh contact",
 			r.role, r.leaderID, r.epoch, r.heardFromLeaderRecently())
+	}
+}
+
+// TestFirstNewsFromTheLeaderIsContact: a voter that learns its epoch's
+// leader from the leader's own answer to its fetch has heard from it (it
+// refuses pre-votes at once); one that learned the name from a third party
+// has not, until the leader's own BeginEpoch (its first copy) arrives.
+// Found by the simulation (seed 2000709 at 1500 steps): a voter that had
+// learned its leader from its fetch answer took the BeginEpoch that
+// followed for a duplicate and granted the next pre-vote.
+func TestFirstNewsFromTheLeaderIsContact(t *testing.T) {
+	store := newStore(t, nil, storage.QuorumState{Epoch: 3})
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	r.lastLeaderContact = time.Time{}
+	msgs, _ := settle(t, r, store)
+	reqs := bodiesTo[*transport.FetchRequest](msgs, "")
+	if len(reqs) != 1 {
+		t.Fatalf("setup: fetches %v", msgs)
+	}
+	to := msgs[len(msgs)-1].To
+	other := map[string]string{"L": "x", "x": "L"}[to]
+	// A third party names the leader: no contact yet.
+	r.Step(transport.Message{From: to, To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: other, Epoch: 3, Error: transport.FetchNotLeader}})
+	if r.leaderID != other || r.heardFromLeaderRecently() {
+		t.Fatalf("leader %q contact %v: want %s learned without contact", r.leaderID, r.heardFromLeaderRecently(), other)
+	}
+	// The leader's first BeginEpoch is contact, though its name was known.
+	r.Step(transport.Message{From: other, To: "f", Body: &transport.BeginEpoch{Epoch: 3, LeaderID: other}})
+	if !r.heardFromLeaderRecently() {
+		t.Fatal("the leader's first BeginEpoch was not taken as contact")
+	}
+
+	// The leader's own fetch answer names it: contact.
+	store2 := newStore(t, nil, storage.QuorumState{Epoch: 3})
+	r2 := newTestReplica(t, testConfig("f", "f", "L", "x"), store2)
+	msgs, _ = settle(t, r2, store2)
+	reqs = bodiesTo[*transport.FetchRequest](msgs, "")
+	to = msgs[len(msgs)-1].To
+	r2.Step(transport.Message{From: to, To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: to, Epoch: 3}})
+	if r2.leaderID != to || !r2.heardFromLeaderRecently() {
+		t.Fatalf("leader %q contact %v: want %s with contact", r2.leaderID, r2.heardFromLeaderRecently(), to)
+	}
+	r2.Step(transport.Message{From: "x", To: "f", Body: &transport.VoteRequest{Epoch: 4, CandidateID: "x", LastEpoch: 9, LEO: 9, PreVote: true, Round: 1}})
+	msgs, _ = settle(t, r2, store2)
+	if resps := bodiesTo[*transport.VoteResponse](msgs, "x"); len(resps) != 1 || resps[0].Granted {
+		t.Fatalf("pre-vote answers %v: want a refusal", resps)
 	}
 }
 
