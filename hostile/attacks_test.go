@@ -309,7 +309,7 @@ func TestMaxEpochVoteRequest(t *testing.T) {
 	as := c.otherThan(lead)
 	sendOne(t, c.nodes[lead].Status().RPCAddr, clusterID, as, lead, &transport.VoteRequest{
 		Epoch: math.MaxUint64, CandidateID: as, LastEpoch: math.MaxUint64, LEO: math.MaxUint64,
-	})
+	}, appendRequest(1, epoch, []byte("CONTROL-AFTER-ATTACK")))
 	settle()
 	for _, id := range c.ids() {
 		if e := c.nodes[id].Status().Epoch; e > epoch+100 {
@@ -318,6 +318,21 @@ func TestMaxEpochVoteRequest(t *testing.T) {
 	}
 	c.sameLeadership(lead, epoch)
 	c.keepsCommitting("max-epoch")
+	c.sawControlAppend(lead, "CONTROL-AFTER-ATTACK")
+}
+
+// sawControlAppend is the positive control of an attack on the control
+// lane: a forwarded append sent as the same voter right after the attack,
+// on the same connection, is in the leader's log, so the attack message
+// did reach the protocol core (messages on a connection arrive in order).
+func (c *cluster) sawControlAppend(lead, data string) {
+	c.t.Helper()
+	for _, e := range readAll(c.t, c.nodes[lead], lead) {
+		if string(e.Data) == data {
+			return
+		}
+	}
+	c.t.Errorf("positive control: the append sent after the attack on the same connection (%q) is not in %s's log: the attack may never have reached the core", data, lead)
 }
 
 // TestOneMessageDeposesLeader is finding 4: a non-pre-vote VoteRequest at
@@ -342,10 +357,20 @@ func TestOneMessageDeposesLeader(t *testing.T) {
 			c.appendN(lead, "before", 3)
 			as := c.otherThan(lead)
 			st := c.nodes[lead].Status()
-			sendOne(t, st.RPCAddr, clusterID, as, lead, tc.body(as, epoch, st.LEO))
+			body := tc.body(as, epoch, st.LEO)
+			if body.Kind() == transport.KindVoteRequest {
+				sendOne(t, st.RPCAddr, clusterID, as, lead, body, appendRequest(1, epoch, []byte("CONTROL-AFTER-ATTACK")))
+			} else {
+				// The fetch lane carries no append: the impersonated-follower
+				// test shows raw fetch-lane frames reach the core.
+				sendOne(t, st.RPCAddr, clusterID, as, lead, body)
+			}
 			settle()
 			c.sameLeadership(lead, epoch)
 			c.keepsCommitting(tc.name)
+			if body.Kind() == transport.KindVoteRequest {
+				c.sawControlAppend(lead, "CONTROL-AFTER-ATTACK")
+			}
 		})
 	}
 }

@@ -201,23 +201,26 @@ func (rc *rawConn) drain() error {
 
 func (rc *rawConn) close() { rc.c.Close() }
 
-// sendOne delivers one message to the node at addr over a fresh connection
-// and waits until the node has taken it off the connection.
-func sendOne(t *testing.T, addr, cluster, from, to string, b transport.Body) {
+// sendOne delivers messages to the node at addr over one fresh
+// connection, in order, and waits until the node has taken them off the
+// connection. They must all travel on the same lane.
+func sendOne(t *testing.T, addr, cluster, from, to string, bodies ...transport.Body) {
 	t.Helper()
 	lane := uint8(laneControl)
-	if k := b.Kind(); k == transport.KindFetchRequest || k == transport.KindFetchResponse {
+	if k := bodies[0].Kind(); k == transport.KindFetchRequest || k == transport.KindFetchResponse {
 		lane = laneData
 	}
 	rc, err := dialRaw(addr, cluster, from, to, lane)
 	if err != nil {
 		t.Fatalf("raw client as %s to %s: %v", from, to, err)
 	}
-	if err := rc.send(b); err != nil {
-		t.Fatalf("raw client as %s: send %s: %v", from, b, err)
+	for _, b := range bodies {
+		if err := rc.send(b); err != nil {
+			t.Fatalf("raw client as %s: send %s: %v", from, b, err)
+		}
 	}
 	if err := rc.drain(); err != nil {
-		t.Fatalf("raw client as %s: waiting for %s to take the message: %v", from, to, err)
+		t.Fatalf("raw client as %s: waiting for %s to take the messages: %v", from, to, err)
 	}
 }
 
