@@ -207,13 +207,16 @@ func (fl *forgedLeader) landed() (followers, sent int) {
 	return len(fl.fetches), fl.sent
 }
 
-// TestForgedGossipLeader is finding 1: a non-voter joins gossip and
-// advertises itself as the leader of epoch 1000 with an RPC address it
-// listens on, then answers fetches with forged entries and a matching high
-// watermark, or with a diverging epoch at (0, 0). No voter may follow it:
-// readers never see a forged entry, nothing committed is truncated, no
-// voter adopts the forged epoch, and the cluster keeps committing. With a
-// secret the attacker cannot even join gossip.
+// TestForgedGossipLeader is finding 1: a non-voter x joins gossip (label =
+// cluster ID, no key) and advertises itself as the leader of epoch 1000,
+// with an RPC address it listens on and a voter flag it has no right to,
+// then answers fetches with forged entries and a matching high watermark,
+// or with a diverging epoch at (0, 0). No voter may follow it: readers
+// never see a forged entry, nothing committed is truncated, no voter
+// adopts the forged epoch, and the cluster keeps committing. Insecure, the
+// protocol must hold on its own (positive control: the attacker is a
+// gossip member that sees every voter); with a secret the attacker cannot
+// even join gossip.
 func TestForgedGossipLeader(t *testing.T) {
 	for _, tc := range []struct {
 		sec     security
