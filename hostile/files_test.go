@@ -190,6 +190,7 @@ func TestDamagedDataFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			out := runChild(t, base, orig, tc.fn, tc.fn == nil)
+			t.Logf("reopen: %s", out)
 			switch {
 			case strings.HasPrefix(out, "open-error corrupt=true: "):
 				if !strings.Contains(out, dataFile) {
