@@ -242,6 +242,9 @@ func TestImpersonatedFollower(t *testing.T) {
 		if st := l.Status(); st.HighWatermark > hw {
 			t.Errorf("the leader's high watermark moved from %d to %d without a majority", hw, st.HighWatermark)
 		}
+		if st := bad.Stats(); st.Sent != 0 {
+			t.Errorf("the transport with a wrong secret got %d frames through the handshake (%+v)", st.Sent, st)
+		}
 	})
 }
 
