@@ -88,7 +88,12 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 		// Forwarded proposals went to the old leader: nobody will answer.
 		r.abandonForwarded(leader)
 		r.writeQuorumState()
-		r.fetch.Cancel()
+		// A fetch outstanding to the leader just learned, in this epoch,
+		// stays: its answer is this leader's (dropping it cost a follower
+		// that found its leader by round-robin a whole election timeout).
+		if newEpoch || leader == "" || r.fetch.Target() != leader {
+			r.fetch.Cancel()
+		}
 		r.fetchBackoff = time.Time{}
 		r.fetchHint = ""
 	}
