@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/membership"
 )
 
@@ -120,16 +121,10 @@ func (c *testCluster) closeAll() {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.WaitFor(t, what, timeout, cond)
 }
 
 // leader waits until exactly one running node is leader and all running
