@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/replog-io/replog/internal/testwait"
 )
 
 // echoServer echoes every line back and counts the bytes it received.
@@ -69,15 +71,10 @@ func (s *echoServer) close() {
 	s.wg.Wait()
 }
 
+// waitFor polls cond until it holds, for at most 20s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.WaitFor(t, what, 20*time.Second, cond)
 }
 
 // roundTrip sends a line and reads the echo.
