@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/transport"
 )
@@ -62,15 +63,10 @@ func start(t *testing.T, cfg Config) *Membership {
 	return m
 }
 
+// waitFor polls cond until it holds, for at most pollDeadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(pollDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.WaitFor(t, what, pollDeadline, cond)
 }
 
 // waitHint reads m's hints until one equal to want arrives (others, such
