@@ -16,28 +16,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/internal/testpki"
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/storage"
 )
 
 type hclogLogger = hclog.Logger
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testwait.Buffer
 
 type testWriter struct{ t *testing.T }
 
@@ -55,16 +41,10 @@ func captureLogger(name string) (hclog.Logger, *syncBuffer) {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug, Output: buf}), buf
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds, for at most waitTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.WaitFor(t, what, waitTimeout, cond)
 }
 
 func newTestTCP(t *testing.T, cfg TCPConfig) *TCP {
