@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/replog-io/replog/internal/testwait"
 )
 
 // These tests run the real thing: the example binary in demo mode, three
@@ -37,24 +39,7 @@ type demoProc struct {
 	urls    map[string]string // node ID -> base URL (no trailing slash)
 	control string
 	done    chan struct{}
-	stderr  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stderr  *testwait.Buffer
 }
 
 // startDemoProc runs the demo parent with data in dir until the test ends.
@@ -67,7 +52,7 @@ func startDemoProc(t *testing.T, dir string) *demoProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &demoProc{cmd: cmd, urls: map[string]string{}, done: make(chan struct{}), stderr: &syncBuffer{}}
+	d := &demoProc{cmd: cmd, urls: map[string]string{}, done: make(chan struct{}), stderr: &testwait.Buffer{}}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -488,7 +473,7 @@ func startNode(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(exampleBinary(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr := &syncBuffer{}
+	stderr := &testwait.Buffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -575,7 +560,7 @@ func runNodeExpectingFailure(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(exampleBinary(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testwait.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
