@@ -211,10 +211,15 @@ func TestImpersonatedFollower(t *testing.T) {
 		}
 		t.Logf("positive control: with the secret, the leader committed offset %d", off)
 
-		// The raw hello of a node without a secret is refused.
+		// The raw hello of a node without a secret is refused, and so is
+		// a bluffed proof.
 		if rc, err := dialRaw(addr, clusterID, fake, lead, laneData); err == nil {
 			rc.close()
 			t.Errorf("a plain hello as %s was accepted by a node with a secret", fake)
+		}
+		if rc, err := dialBluff(addr, fake, lead, laneData); err == nil {
+			rc.close()
+			t.Errorf("a made-up proof as %s was accepted by a node with a secret", fake)
 		}
 		// The real transport with a wrong secret is refused too.
 		bad := impostorTransport(t, fake, lead, addr, []byte("not the cluster's secret, but long enough"))

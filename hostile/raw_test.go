@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func encodeHandshake(h hsMsg) []byte {
 		b = append(appendHSString(b, h.NodeID), h.Nonce...)
 	case h.Type == hsChallenge:
 		b = append(b, h.Nonce...)
-	case h.Type == hsProof:
+	case h.Type == hsProof || h.Type == hsAuthAccept:
 		b = append(b, h.MAC...)
 	}
 	binary.BigEndian.PutUint16(b[7:], uint16(len(b)-9))
@@ -170,6 +171,39 @@ func dialRaw(addr, cluster, from, to string, lane uint8) (*rawConn, error) {
 	return &rawConn{c: c, from: from, to: to}, nil
 }
 
+// dialBluff connects to addr as node `from` and runs the authenticated
+// handshake without the secret: a proof made of random bytes, and the
+// acceptor's answer taken for an accept unless it is a refusal or the
+// connection ends (a real dialer would check the acceptor's MAC; an
+// attacker does not care). It returns an error if the node refuses.
+func dialBluff(addr, from, to string, lane uint8) (*rawConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	v := uint8(transport.ProtocolVersion)
+	if _, err := c.Write(encodeHandshake(hsMsg{Version: v, Type: hsAuthHello, Lane: lane, NodeID: from, Nonce: randomBytes(32)})); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if h, _, err := readHandshakeMsg(c); err != nil || h.Type != hsChallenge {
+		c.Close()
+		return nil, fmt.Errorf("no challenge (type %d): %v", h.Type, err)
+	}
+	if _, err := c.Write(encodeHandshake(hsMsg{Version: v, Type: hsProof, Lane: lane, MAC: randomBytes(32)})); err != nil {
+		c.Close()
+		return nil, err
+	}
+	h, _, err := readHandshakeMsg(c)
+	if err != nil || h.Type == hsRefuse || h.Type == hsRefuseCluster {
+		c.Close()
+		return nil, fmt.Errorf("refused after the proof (type %d): %v", h.Type, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &rawConn{c: c, from: from, to: to}, nil
+}
+
 // send writes one frame from rc.from to rc.to.
 func (rc *rawConn) send(b transport.Body) error {
 	rc.mu.Lock()
@@ -234,6 +268,9 @@ type fakeNode struct {
 	ln      net.Listener
 	handle  func(f *fakeNode, m transport.Message)
 
+	frames atomic.Int64 // frames received after a handshake
+	bluffs atomic.Int64 // authenticated dials bluffed through
+
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 	out    map[string]*rawConn // by address and lane
@@ -286,11 +323,32 @@ func (f *fakeNode) serve(c net.Conn) {
 	}()
 	br := bufio.NewReader(c)
 	h, _, err := readHandshakeMsg(br)
-	if err != nil || h.Type != hsHello {
+	if err != nil {
 		return
 	}
-	accept := encodeHandshake(hsMsg{Version: h.Version, Type: hsAccept, Lane: h.Lane, ClusterID: f.cluster, NodeID: f.id})
-	if _, err := c.Write(accept); err != nil {
+	switch h.Type {
+	case hsHello:
+		accept := encodeHandshake(hsMsg{Version: h.Version, Type: hsAccept, Lane: h.Lane, ClusterID: f.cluster, NodeID: f.id})
+		if _, err := c.Write(accept); err != nil {
+			return
+		}
+	case hsAuthHello:
+		// A dialer with a secret: bluff through the exchange without it
+		// (a fresh challenge, then an accept with a made-up MAC). The
+		// dialer must not believe it.
+		ch := encodeHandshake(hsMsg{Version: h.Version, Type: hsChallenge, Lane: h.Lane, Nonce: randomBytes(32)})
+		if _, err := c.Write(ch); err != nil {
+			return
+		}
+		if p, _, err := readHandshakeMsg(br); err != nil || p.Type != hsProof {
+			return
+		}
+		acc := encodeHandshake(hsMsg{Version: h.Version, Type: hsAuthAccept, Lane: h.Lane, MAC: randomBytes(32)})
+		if _, err := c.Write(acc); err != nil {
+			return
+		}
+		f.bluffs.Add(1)
+	default:
 		return
 	}
 	r := transport.NewReader(br, 0)
@@ -299,7 +357,10 @@ func (f *fakeNode) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		f.handle(f, m)
+		f.frames.Add(1)
+		if f.handle != nil {
+			f.handle(f, m)
+		}
 	}
 }
 

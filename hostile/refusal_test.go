@@ -216,3 +216,39 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 		t.Errorf("%d bad connections produced %d warning lines: the log is not rate-limited", attempts, warn)
 	}
 }
+
+// TestImpostorAcceptorNotBelieved is the other direction of the
+// handshake: an outsider listening at a voter's configured address (voter
+// n3 is down; its address is the outsider's) answers the nodes' dials. It
+// does not hold the secret, so it bluffs: a challenge, then an accept with
+// a made-up MAC. A node with a secret must not believe it: not one frame
+// (vote request, BeginEpoch, fetch) reaches the impostor. Positive
+// control: without a secret the same impostor is sent frames.
+func TestImpostorAcceptorNotBelieved(t *testing.T) {
+	for _, sec := range []security{insecureMode, secretMode} {
+		t.Run(sec.String(), func(t *testing.T) {
+			fake := newFakeNode(t, "n3", clusterID, nil)
+			c := newClusterOf(t, []string{"n1", "n2", "n3"}, []string{"n1", "n2"}, sec, func(id string, o *replog.Options) {
+				o.Peers = map[string]string{"n3": fake.addr()}
+			})
+			lead, _ := c.leader()
+			c.appendN(lead, "committed", 5)
+			if sec.secret == nil {
+				waitFor(t, "the impostor of n3 to be sent frames without a secret", 10*time.Second, func() bool {
+					return fake.frames.Load() > 0
+				})
+				return
+			}
+			// Long enough for every node to have dialled n3 (elections
+			// and round-robin fetches include it).
+			time.Sleep(time.Second)
+			if n := fake.frames.Load(); n > 0 {
+				t.Errorf("nodes with a secret sent %d frames to an impostor that bluffed through the handshake", n)
+			}
+			if fake.bluffs.Load() == 0 {
+				t.Errorf("no node dialled the impostor with a secret: the bluff was never tried")
+			}
+			t.Logf("the impostor bluffed through %d authenticated dials and received %d frames", fake.bluffs.Load(), fake.frames.Load())
+		})
+	}
+}
