@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,15 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/internal/nodeproc"
 )
 
 // demoIDs are the demo's nodes, all voters.
@@ -32,13 +30,12 @@ const (
 // child is one node process of the demo.
 type child struct {
 	id   string
-	args []string
-	url  string // HTTP base URL (fixed across restarts)
+	url  string            // HTTP base URL (fixed across restarts)
+	proc *nodeproc.Process // nil in tests without processes
 
 	// Guarded by demo.mu.
-	cmd      *exec.Cmd
 	state    string        // "starting", "running", "stopped"
-	exited   chan struct{} // closed when the current process has exited
+	ready    chan struct{} // closed when the current process prints http=ADDR
 	lastExit string
 }
 
@@ -54,13 +51,11 @@ type nodeStateJSON struct {
 // demo supervises the demo's node processes. It never restarts a node on
 // its own: the dashboard's buttons (through the control API) do.
 type demo struct {
-	exe    string
 	out    *lineWriter // the parent's stdout, shared by the children's output
 	errOut *lineWriter
-	// spawn runs process starts on one locked OS thread: Pdeathsig fires
-	// when the thread that started a child exits, and Go may retire the
-	// threads of other goroutines.
-	spawn chan func()
+	// sup starts the children (in process groups of their own, killed by
+	// the kernel if the demo dies).
+	sup *nodeproc.Supervisor
 
 	mu       sync.Mutex
 	children map[string]*child
@@ -117,7 +112,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		ctlLogger = hclog.NewNullLogger()
 	}
 
-	ports, err := freePorts(3 * len(demoIDs))
+	free, err := nodeproc.FreeAddrs(3 * len(demoIDs))
 	if err != nil {
 		return err
 	}
@@ -131,26 +126,24 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	na := map[string]addrs{}
 	for i, id := range demoIDs {
 		na[id] = addrs{
-			http:   fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
-			rpc:    fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
-			gossip: fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]),
+			http:   free[3*i],
+			rpc:    free[3*i+1],
+			gossip: free[3*i+2],
 		}
 	}
 	d := &demo{
-		exe:      exe,
 		out:      &lineWriter{w: stdout},
 		errOut:   &lineWriter{w: stderr},
-		spawn:    make(chan func()),
+		sup:      nodeproc.NewSupervisor(),
 		children: map[string]*child{},
 		order:    demoIDs,
 	}
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		for f := range d.spawn {
-			f()
+	// After stopAll (deferred below): kills only what did not stop.
+	defer func() {
+		if err := d.sup.Close(stopTimeout); err != nil {
+			d.errOut.line(err.Error())
 		}
 	}()
-	defer close(d.spawn)
 
 	for _, id := range demoIDs {
 		var peers, httpPeers, join []string
@@ -188,7 +181,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 				args = append(args, f.name, f.v.String())
 			}
 		}
-		d.children[id] = &child{id: id, args: args, url: "http://" + na[id].http, state: "stopped"}
+		d.children[id] = d.newChild(id, "http://"+na[id].http, exe, args)
 	}
 
 	var dashboards []string
@@ -229,6 +222,39 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	return nil
 }
 
+// newChild returns node id's (stopped) child, which runs exe with args.
+// Its output goes to the demo's, each line prefixed with the node's ID.
+func (d *demo) newChild(id, url, exe string, args []string) *child {
+	c := &child{id: id, url: url, state: "stopped"}
+	prefix := "[" + id + "] "
+	c.proc = d.sup.Process(nodeproc.Spec{
+		Path: exe,
+		Args: args,
+		StdoutLine: func(line string) {
+			if strings.HasPrefix(line, "http=") {
+				d.mu.Lock()
+				if c.ready != nil {
+					select {
+					case <-c.ready:
+					default:
+						close(c.ready)
+					}
+				}
+				d.mu.Unlock()
+			}
+			d.out.line(prefix + line)
+		},
+		StderrLine: func(line string) { d.errOut.line(prefix + line) },
+		OnExit: func(e nodeproc.Exit) {
+			d.mu.Lock()
+			c.state, c.lastExit = "stopped", e.String()
+			d.mu.Unlock()
+			d.out.line(fmt.Sprintf("[demo] %s exited (%s)", id, e))
+		},
+	})
+	return c
+}
+
 // start starts node id's process and waits until it serves HTTP or exits.
 func (d *demo) start(id string) error {
 	d.mu.Lock()
@@ -241,77 +267,37 @@ func (d *demo) start(id string) error {
 		d.mu.Unlock()
 		return fmt.Errorf("%s is %s", id, c.state)
 	}
-	cmd := exec.Command(d.exe, c.args...)
-	cmd.SysProcAttr = childSysProcAttr()
-	cmd.Stdin = nil
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
+	ready := make(chan struct{})
+	c.ready = ready
+	if err := c.proc.Start(); err != nil {
 		d.mu.Unlock()
 		return err
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		d.mu.Unlock()
-		return err
-	}
-	started := make(chan error, 1)
-	d.spawn <- func() { started <- cmd.Start() }
-	if err := <-started; err != nil {
-		d.mu.Unlock()
-		return err
-	}
-	exited := make(chan struct{})
-	c.cmd, c.state, c.exited = cmd, "starting", exited
+	c.state = "starting"
+	incarnation := c.proc.Incarnation()
 	d.mu.Unlock()
 
-	ready := make(chan struct{})
-	var readyOnce sync.Once
-	var pipes sync.WaitGroup
-	pipes.Add(2)
-	prefix := "[" + id + "] "
-	go func() {
-		defer pipes.Done()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "http=") {
-				readyOnce.Do(func() { close(ready) })
-			}
-			d.out.line(prefix + line)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	err := c.proc.WaitReady(ctx, 0, func(ctx context.Context) error {
+		select {
+		case <-ready:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	go func() {
-		defer pipes.Done()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			d.errOut.line(prefix + sc.Text())
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	go func() {
-		pipes.Wait() // Wait closes the pipes: read them to the end first
-		err := cmd.Wait()
+	})
+	switch {
+	case err == nil:
 		d.mu.Lock()
-		c.state = "stopped"
-		c.lastExit = exitText(err)
-		d.mu.Unlock()
-		d.out.line(fmt.Sprintf("[demo] %s exited (%s)", id, c.lastExit))
-		close(exited)
-	}()
-
-	select {
-	case <-ready:
-		d.mu.Lock()
-		if c.cmd == cmd && c.state == "starting" {
+		if c.state == "starting" && c.proc.Incarnation() == incarnation {
 			c.state = "running"
 		}
 		d.mu.Unlock()
 		return nil
-	case <-exited:
+	case errors.Is(err, nodeproc.ErrExited):
 		return fmt.Errorf("%s exited during startup (%s)", id, c.lastExitLocked(d))
-	case <-time.After(readyTimeout):
+	default:
 		return fmt.Errorf("%s did not print http=ADDR within %v", id, readyTimeout)
 	}
 }
@@ -322,45 +308,39 @@ func (c *child) lastExitLocked(d *demo) string {
 	return c.lastExit
 }
 
-// exitText describes how a process ended.
-func exitText(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
-}
-
 // kill sends SIGKILL to node id (its whole process group) and waits for
 // it to exit. graceful sends SIGTERM first and SIGKILL only after
 // stopTimeout.
 func (d *demo) kill(id string, graceful bool) error {
 	d.mu.Lock()
 	c := d.children[id]
-	if c.state == "stopped" || c.cmd == nil {
+	if c.state == "stopped" || c.proc == nil {
 		d.mu.Unlock()
 		return nil
 	}
-	proc, exited := c.cmd.Process, c.exited
+	p := c.proc
 	d.mu.Unlock()
 
-	if graceful {
-		_ = proc.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-			return nil
-		case <-time.After(stopTimeout):
-			d.errOut.line(fmt.Sprintf("%s did not stop within %v after SIGTERM: killing it", id, stopTimeout))
-		}
+	wait := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		_, err := p.Wait(ctx)
+		return err
 	}
-	if err := killProcess(proc); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if graceful {
+		_ = p.Terminate()
+		if wait() == nil {
+			return nil
+		}
+		d.errOut.line(fmt.Sprintf("%s did not stop within %v after SIGTERM: killing it", id, stopTimeout))
+	}
+	if err := p.Kill(); err != nil && !errors.Is(err, nodeproc.ErrNotRunning) && !errors.Is(err, os.ErrProcessDone) {
 		d.errOut.line(fmt.Sprintf("killing %s: %v", id, err))
 	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(stopTimeout):
+	if wait() != nil {
 		return fmt.Errorf("%s did not exit after SIGKILL", id)
 	}
+	return nil
 }
 
 // stopAll stops every node gracefully, in parallel.
@@ -389,8 +369,8 @@ func (d *demo) states() []nodeStateJSON {
 	for _, id := range d.order {
 		c := d.children[id]
 		s := nodeStateJSON{ID: id, URL: c.url, State: c.state, LastExit: c.lastExit}
-		if c.state != "stopped" && c.cmd != nil && c.cmd.Process != nil {
-			s.PID = c.cmd.Process.Pid
+		if c.state != "stopped" && c.proc != nil {
+			s.PID = c.proc.PID()
 		}
 		out = append(out, s)
 	}
@@ -452,27 +432,6 @@ func (d *demo) controlHandler() http.Handler {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "no node is running"})
 	})
 	return mux
-}
-
-// freePorts returns n distinct loopback TCP ports that were free a moment
-// ago (there is a small window in which another process could take one).
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // lineWriter serialises whole lines from several goroutines.

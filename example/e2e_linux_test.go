@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/internal/nodeproc"
 	"github.com/replog-io/replog/internal/testwait"
 )
 
@@ -503,13 +504,13 @@ func startNode(t *testing.T, args ...string) string {
 // The real Log's errors reach clients as the API promises: a node of a
 // three-voter cluster whose peers are all down has no leader.
 func TestNodeModeErrorsWithRealLog(t *testing.T) {
-	peers, err := freePorts(2)
+	peers, err := nodeproc.FreeAddrs(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := startNode(t, "-id", "n1", "-dir", t.TempDir(), "-nosync", "-log-level", "off",
 		"-voters", "n1,n2,n3",
-		"-peers", fmt.Sprintf("n2=127.0.0.1:%d,n3=127.0.0.1:%d", peers[0], peers[1]),
+		"-peers", "n2="+peers[0]+",n3="+peers[1],
 		"-http-peers", "n2=http://n2.invalid,n3=http://n3.invalid",
 		"-append-timeout", "1s", "-insecure")
 
@@ -586,12 +587,12 @@ func runNodeExpectingFailure(t *testing.T, args ...string) string {
 // A node of a cluster with no credentials is refused, and says which
 // flags to use; the same node with -secret-file starts (the control).
 func TestNodeModeRefusesUnauthenticatedCluster(t *testing.T) {
-	peers, err := freePorts(2)
+	peers, err := nodeproc.FreeAddrs(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"-id", "n1", "-dir", t.TempDir(), "-nosync", "-log-level", "off",
-		"-voters", "n1,n2,n3", "-peers", fmt.Sprintf("n2=127.0.0.1:%d,n3=127.0.0.1:%d", peers[0], peers[1])}
+		"-voters", "n1,n2,n3", "-peers", "n2=" + peers[0] + ",n3=" + peers[1]}
 	stderr := runNodeExpectingFailure(t, args...)
 	for _, want := range []string{"Secret", "-secret-file", "-insecure"} {
 		if !strings.Contains(stderr, want) {
@@ -690,19 +691,19 @@ func writePKI(t *testing.T, dir string, names ...string) {
 func TestNodeModeMutualTLS(t *testing.T) {
 	pki := t.TempDir()
 	writePKI(t, pki, "n1", "n2")
-	ports, err := freePorts(2)
+	rpc, err := nodeproc.FreeAddrs(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	peers := fmt.Sprintf("n1=127.0.0.1:%d,n2=127.0.0.1:%d", ports[0], ports[1])
-	node := func(id, certName string, port int) []string {
+	peers := "n1=" + rpc[0] + ",n2=" + rpc[1]
+	node := func(id, certName, rpcAddr string) []string {
 		return []string{"-id", id, "-dir", t.TempDir(), "-nosync", "-log-level", "off",
-			"-voters", "n1,n2", "-peers", peers, "-rpc", fmt.Sprintf("127.0.0.1:%d", port),
+			"-voters", "n1,n2", "-peers", peers, "-rpc", rpcAddr,
 			"-tls-cert", filepath.Join(pki, certName+".pem"), "-tls-key", filepath.Join(pki, certName+".key"),
 			"-tls-ca", filepath.Join(pki, "ca.pem")}
 	}
-	n1 := startNode(t, node("n1", "n1", ports[0])...)
-	n2 := startNode(t, node("n2", "n2", ports[1])...)
+	n1 := startNode(t, node("n1", "n1", rpc[0])...)
+	n2 := startNode(t, node("n2", "n2", rpc[1])...)
 	e := appendRecord(t, n1, []byte("over mutual TLS"))
 	waitEntries(t, map[string]string{"n1": n1, "n2": n2}, []string{"n1", "n2"}, []entryJSON{e})
 }
