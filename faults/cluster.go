@@ -18,8 +18,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/replog-io/replog/internal/nodeproc"
 )
 
 // BuildNode builds a node binary (pkg, e.g. "./example", of the module
@@ -121,12 +122,7 @@ type Node struct {
 	RPCAddr  string
 	args     []string
 	logPath  string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when the current process has exited
-	paused bool
-	starts int
+	proc     *nodeproc.Process
 }
 
 // Cluster runs Nodes voter processes on loopback. Every node reaches every
@@ -138,6 +134,7 @@ type Cluster struct {
 	Nodes  []*Node
 	Net    *Network
 	client *http.Client
+	sup    *nodeproc.Supervisor
 
 	mu      sync.Mutex
 	crashes []string
@@ -149,15 +146,6 @@ func (c *Cluster) Crashes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.crashes...)
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func (c *Cluster) logf(format string, args ...any) {
@@ -184,6 +172,14 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	var ids, voters []string
 	rpc, gossip := map[string]string{}, map[string]string{}
+	perNode := 2 // HTTP, RPC
+	if cfg.Gossip {
+		perNode++
+	}
+	free, err := nodeproc.FreeAddrs(perNode * (cfg.Nodes + cfg.Observers))
+	if err != nil {
+		return nil, err
+	}
 	for i := 1; i <= cfg.Nodes+cfg.Observers; i++ {
 		id := fmt.Sprintf("n%d", i)
 		observer := i > cfg.Nodes
@@ -192,14 +188,8 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		} else {
 			voters = append(voters, id)
 		}
-		httpAddr, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		rpcAddr, err := freePort()
-		if err != nil {
-			return nil, err
-		}
+		addrs := free[perNode*(i-1) : perNode*i]
+		httpAddr, rpcAddr := addrs[0], addrs[1]
 		dir := filepath.Join(cfg.Root, id)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
@@ -209,11 +199,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		if cfg.Gossip {
 			// memberlist binds TCP and UDP on the same port: take a port
 			// free for TCP and hope UDP is free too (loopback, rarely not).
-			g, err := freePort()
-			if err != nil {
-				return nil, err
-			}
-			gossip[id] = g
+			gossip[id] = addrs[2]
 		}
 		c.Nodes = append(c.Nodes, &Node{ID: id, Dir: dir, HTTPAddr: httpAddr, RPCAddr: rpcAddr,
 			Observer: observer, logPath: filepath.Join(cfg.Root, id+".log")})
@@ -223,6 +209,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		return nil, err
 	}
 	c.Net = nw
+	c.sup = nodeproc.NewSupervisor()
 	for _, n := range c.Nodes {
 		var peers, httpPeers []string
 		for _, m := range c.Nodes {
@@ -257,6 +244,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			n.args = append(n.args, "-append-timeout", cfg.AppendTimeout.String())
 		}
 		n.args = append(n.args, cfg.ExtraArgs...)
+		n.proc = c.sup.Process(nodeproc.Spec{Path: cfg.Bin, Args: n.args, LogFile: n.logPath, OnExit: c.onExit(n)})
+	}
+	for _, n := range c.Nodes {
 		if err := c.Start(n); err != nil {
 			c.Stop()
 			return nil, err
@@ -305,151 +295,92 @@ func (c *Cluster) Voters() []*Node {
 
 // Start starts n's process (it must not be running).
 func (c *Cluster) Start(n *Node) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		return fmt.Errorf("%s already running", n.ID)
+	if err := n.proc.Start(); err != nil {
+		return fmt.Errorf("%s: %w", n.ID, err)
 	}
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(logf, "\n===== harness: start #%d %s\n", n.starts+1, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.cfg.Bin, n.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group, so a kill reaches anything the node spawns; and
-	// the kernel kills the node if the harness dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		n.mu.Lock()
-		ours := n.cmd != cmd // Kill clears n.cmd before signalling
-		n.mu.Unlock()
-		if !ours {
-			msg := fmt.Sprintf("%s exited on its own at %s: %v (see %s)", n.ID, time.Now().Format("15:04:05.000"), err, n.logPath)
-			c.logf("CRASH: %s", msg)
-			c.mu.Lock()
-			c.crashes = append(c.crashes, msg)
-			c.mu.Unlock()
-		}
-		close(done)
-	}()
-	n.cmd, n.done, n.paused = cmd, done, false
-	n.starts++
 	return nil
 }
 
-// Running reports whether n's process is up (possibly paused).
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
+// onExit records an exit of n that the harness did not cause as a crash.
+func (c *Cluster) onExit(n *Node) func(nodeproc.Exit) {
+	return func(e nodeproc.Exit) {
+		if e.Requested {
+			return
+		}
+		msg := fmt.Sprintf("%s exited on its own at %s: %s (see %s)", n.ID, time.Now().Format("15:04:05.000"), e, n.logPath)
+		c.logf("CRASH: %s", msg)
+		c.mu.Lock()
+		c.crashes = append(c.crashes, msg)
+		c.mu.Unlock()
 	}
 }
+
+// Running reports whether n's process is up (possibly paused).
+func (n *Node) Running() bool { return n.proc.Running() }
 
 // Incarnation counts n's process starts.
-func (n *Node) Incarnation() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.starts
-}
+func (n *Node) Incarnation() int { return n.proc.Incarnation() }
 
 // Paused reports whether n is stopped with SIGSTOP.
-func (n *Node) Paused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused
-}
+func (n *Node) Paused() bool { return n.proc.Paused() }
 
 // Kill SIGKILLs the process groups of nodes (all signals first, so they
 // die together), waits for each process to exit and returns the nodes it
 // killed (nodes not running are skipped).
 func (c *Cluster) Kill(nodes ...*Node) []*Node {
-	type victim struct {
-		n    *Node
-		cmd  *exec.Cmd
-		done chan struct{}
-	}
-	var vs []victim
+	var victims []*Node
 	for _, n := range nodes {
-		n.mu.Lock()
-		cmd, done := n.cmd, n.done
-		n.cmd, n.paused = nil, false
-		n.mu.Unlock()
-		if cmd != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			vs = append(vs, victim{n, cmd, done})
+		err := n.proc.Kill()
+		if errors.Is(err, nodeproc.ErrNotRunning) {
+			continue
 		}
-	}
-	var killed []*Node
-	for _, v := range vs {
-		select {
-		case <-v.done:
-		case <-time.After(30 * time.Second):
-			c.logf("%s: pid %d did not exit 30s after SIGKILL", v.n.ID, v.cmd.Process.Pid)
+		if err != nil {
+			c.logf("%s: SIGKILL: %v", n.ID, err)
 		}
-		killed = append(killed, v.n)
+		victims = append(victims, n)
 	}
-	return killed
+	for _, n := range victims {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if _, err := n.proc.Wait(ctx); err != nil {
+			c.logf("%s: no exit 30s after SIGKILL: %v", n.ID, err)
+		}
+		cancel()
+	}
+	return victims
 }
 
 // Pause sends SIGSTOP to n (no-op if it is not running).
-func (c *Cluster) Pause(n *Node) bool { return c.signal(n, syscall.SIGSTOP, true) }
+func (c *Cluster) Pause(n *Node) bool { return n.proc.Pause() == nil }
 
 // Resume sends SIGCONT to n.
-func (c *Cluster) Resume(n *Node) bool { return c.signal(n, syscall.SIGCONT, false) }
-
-func (c *Cluster) signal(n *Node, sig syscall.Signal, paused bool) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	if err := syscall.Kill(-n.cmd.Process.Pid, sig); err != nil {
-		return false
-	}
-	n.paused = paused
-	return true
-}
+func (c *Cluster) Resume(n *Node) bool { return n.proc.Resume() == nil }
 
 // WaitReady polls n's /status until it answers or ctx ends.
 func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
-	for {
+	err := n.proc.WaitReady(ctx, 50*time.Millisecond, func(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
 		_, err := c.Status(sctx, n)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !n.Running() {
-			return fmt.Errorf("%s exited during start-up (see %s)", n.ID, n.logPath)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %w (last: %v)", n.ID, ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nodeproc.ErrExited), errors.Is(err, nodeproc.ErrNotRunning):
+		return fmt.Errorf("%s exited during start-up (see %s)", n.ID, n.logPath)
+	default:
+		return fmt.Errorf("%s %w", n.ID, err)
 	}
 }
 
 // Stop kills every node and closes the proxies. Safe to call more than
 // once.
 func (c *Cluster) Stop() {
-	for _, n := range c.Nodes {
-		c.Kill(n)
+	if c.sup != nil {
+		c.Kill(c.Nodes...)
+		if err := c.sup.Close(30 * time.Second); err != nil {
+			c.logf("stopping the nodes: %v", err)
+		}
 	}
 	if c.Net != nil {
 		_ = c.Net.Close()
