@@ -405,7 +405,7 @@ func (p *Process) WaitReady(ctx context.Context, interval time.Duration, probe f
 			return xerr
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("nodeproc: not ready: %w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("not ready: %w (last: %v)", ctx.Err(), err)
 		}
 		select {
 		case <-pctx.Done():
