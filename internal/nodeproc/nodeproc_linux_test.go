@@ -50,6 +50,21 @@ func waitLine(lines chan string, want string) func(context.Context) error {
 	}
 }
 
+// startReady starts the helper in mode (one that prints "ready") and
+// waits until it has; the channel gets its later lines.
+func startReady(t *testing.T, s *Supervisor, mode string) (*Process, chan string) {
+	t.Helper()
+	lines, onLine := lineChan()
+	p := s.Process(helperSpec(mode, onLine))
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitReady(waitCtx(t), 0, waitLine(lines, "ready")); err != nil {
+		t.Fatal(err)
+	}
+	return p, lines
+}
+
 func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -153,14 +168,7 @@ func TestKillAndRestart(t *testing.T) {
 // runs and it exits 0, counted as requested.
 func TestTerminate(t *testing.T) {
 	s := newSupervisor(t)
-	lines, onLine := lineChan()
-	p := s.Process(helperSpec("term", onLine))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitReady(waitCtx(t), 0, waitLine(lines, "ready")); err != nil {
-		t.Fatal(err)
-	}
+	p, lines := startReady(t, s, "term")
 	if err := p.Terminate(); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +207,8 @@ func TestWaitReadyOutcomes(t *testing.T) {
 	if err := q.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The probe that fails does not read lines: "ready" waits for the
+	// second WaitReady.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err = q.WaitReady(ctx, 10*time.Millisecond, never)
@@ -249,14 +259,7 @@ func TestLogFile(t *testing.T) {
 // starts.
 func TestCloseKillsChildren(t *testing.T) {
 	s := NewSupervisor()
-	lines, onLine := lineChan()
-	p := s.Process(helperSpec("sleep", onLine))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitReady(waitCtx(t), 0, waitLine(lines, "ready")); err != nil {
-		t.Fatal(err)
-	}
+	p, _ := startReady(t, s, "sleep")
 	pid := p.PID()
 	if err := s.Close(30 * time.Second); err != nil {
 		t.Fatal(err)
@@ -303,17 +306,10 @@ func procState(pid int) byte {
 // paused child; none of it works on a child that is not running.
 func TestPauseResume(t *testing.T) {
 	s := newSupervisor(t)
-	lines, onLine := lineChan()
-	p := s.Process(helperSpec("sleep", onLine))
-	if err := p.Pause(); !errors.Is(err, ErrNotRunning) {
+	if err := s.Process(helperSpec("sleep", nil)).Pause(); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Pause before Start: %v, want ErrNotRunning", err)
 	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitReady(waitCtx(t), 0, waitLine(lines, "ready")); err != nil {
-		t.Fatal(err)
-	}
+	p, _ := startReady(t, s, "sleep")
 	pid := p.PID()
 	if err := p.Pause(); err != nil || !p.Paused() {
 		t.Fatalf("Pause: %v, Paused %v", err, p.Paused())
