@@ -394,15 +394,6 @@ func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest)
 		}
 		return
 	}
-	if r.role == RoleLeader && !r.isVoter(from) && !r.fetchSession(from) {
-		// Only members forward appends: voters, and observers that fetch
-		// from this leader now. Nothing was appended (and a copy of this
-		// request arriving later gets the same answer).
-		r.logger.Debug("refusing a forwarded append from a node that is not a member", "from", from)
-		r.memo.set(k, forwardMemo{state: forwardRefused})
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
-		return
-	}
 	if r.role != RoleLeader || req.Epoch != r.epoch {
 		// Appended only by the leader of the epoch the request names. A
 		// node that does not lead its current epoch and never did can never
@@ -417,6 +408,17 @@ func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest)
 		}
 		r.logger.Debug("forwarded append for another epoch", "from", from, "epoch", req.Epoch, "own_epoch", r.epoch)
 		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
+		return
+	}
+	if !r.isVoter(from) && !r.fetchSession(from) {
+		// Only members forward appends: voters, and observers that fetch
+		// from this leader now. Nothing was appended in this epoch, the only
+		// one the request could be appended in (and a copy arriving later
+		// gets the same answer). (The epoch rule above comes first: a copy
+		// naming an earlier epoch may have been appended then.)
+		r.logger.Debug("refusing a forwarded append from a node that is not a member", "from", from)
+		r.memo.set(k, forwardMemo{state: forwardRefused})
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
 	if !fitsForward(req.Records, r.cfg.MaxRecordSize) {

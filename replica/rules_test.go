@@ -1184,14 +1184,17 @@ func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 	epoch := r.epoch
 	req := &transport.AppendRequest{RequestID: 7, Epoch: epoch, Records: [][]byte{[]byte("once")}}
 	r.Step(transport.Message{From: "a", To: "l", Body: req})
+	fetch(r, "o", 1, epoch, 0, 0) // an observer with a fetch session
+	obsReq := &transport.AppendRequest{RequestID: 3, Epoch: epoch, Records: [][]byte{[]byte("obs")}}
+	r.Step(transport.Message{From: "o", To: "l", Body: obsReq})
 	settle(t, r, store)
-	if r.log.LEO() != 1 {
-		t.Fatalf("positive control: leo %d, want 1", r.log.LEO())
+	if r.log.LEO() != 2 {
+		t.Fatalf("positive control: leo %d, want 2", r.log.LEO())
 	}
 	for _, e := range []uint64{epoch - 1, epoch + 1} {
 		r.Step(transport.Message{From: "b", To: "l", Body: &transport.AppendRequest{RequestID: 9, Epoch: e, Records: [][]byte{[]byte("x")}}})
 		resps := bodiesTo[*transport.AppendResponse](r.Ready().Messages, "b")
-		if r.log.LEO() != 1 || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+		if r.log.LEO() != 2 || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
 			t.Fatalf("request for epoch %d at the leader of %d: leo %d answers %v, want unknown and nothing appended", e, epoch, r.log.LEO(), resps)
 		}
 	}
@@ -1213,6 +1216,15 @@ func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 	resps := bodiesTo[*transport.AppendResponse](msgs, "a")
 	if r2.log.LEO() != leo || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
 		t.Fatalf("old copy after a restart: leo %d (was %d) answers %v, want unknown and nothing appended", r2.log.LEO(), leo, resps)
+	}
+	// The same from the observer, which has no fetch session with the new
+	// life yet: still unknown (it was appended in the named epoch), never
+	// a not-leader refusal for want of membership (sim seed 6012260).
+	r2.Step(transport.Message{From: "o", To: "l", Body: obsReq})
+	msgs, _ = settle(t, r2, store)
+	resps = bodiesTo[*transport.AppendResponse](msgs, "o")
+	if r2.log.LEO() != leo || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+		t.Fatalf("observer's old copy after a restart: leo %d (was %d) answers %v, want unknown", r2.log.LEO(), leo, resps)
 	}
 
 	// A follower that never led its epoch: a final not-leader.
