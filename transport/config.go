@@ -3,12 +3,15 @@ package transport
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/storage"
 )
 
-// Defaults of TCPConfig's resource limits.
+// Defaults of TCPConfig's fields (see each field's doc).
 const (
 	// DefaultPartialFrameBudget bounds the bytes of partly received frames
 	// held for all inbound connections together.
@@ -25,7 +28,86 @@ const (
 	// DefaultRefusalLogInterval: at most one log line per reason per
 	// interval about refused or misbehaving inbound connections.
 	DefaultRefusalLogInterval = 10 * time.Second
+	// DefaultDialTimeout bounds one TCP connect (and TLS handshake).
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultHandshakeTimeout bounds the replog handshake.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultWriteTimeout bounds a write to a peer that stopped reading.
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultBackoffMin and DefaultBackoffMax bound the backoff between
+	// failed connects to one peer.
+	DefaultBackoffMin = 50 * time.Millisecond
+	DefaultBackoffMax = 2 * time.Second
+	// DefaultQueueSize is the capacity of each per-peer outbound queue.
+	DefaultQueueSize = 256
+	// DefaultReceiveQueueSize is the capacity of the Receive channel.
+	DefaultReceiveQueueSize = 4096
+	// DefaultReceiveTimeout bounds the wait for room in a full Receive
+	// channel.
+	DefaultReceiveTimeout = time.Second
 )
+
+// Frame payload: how many bytes of entries or records a frame can carry.
+// Byte budgets elsewhere (fetch responses, forwarded batches, record and
+// batch size limits) count an entry or record as len(Data) +
+// storage.EntryOverhead; on the wire an entry costs len(Data) + 21 and a
+// record len(Data) + 4, both at most that. So a FetchResponse or
+// AppendRequest whose entries or records cost at most MaxFrameSize -
+// FrameOverhead by that count always fits a frame of MaxFrameSize.
+const (
+	// fetchResponseFixed is a FetchResponse's encoding besides its
+	// entries, with LeaderID at its longest (see EncodedSize).
+	fetchResponseFixed = 8 + 4 + maxIDLen + 8 + 1 + 8 + 8 + 8 + 8 + 4
+	// appendRequestFixed is an AppendRequest's encoding besides its
+	// records.
+	appendRequestFixed = 8 + 8 + 4
+
+	// FrameOverhead is the most bytes a frame carrying entries
+	// (FetchResponse) or records (AppendRequest) spends beyond them, with
+	// node IDs at their longest (255 bytes): length, version, kind, From,
+	// To, the body's other fields and the checksum.
+	FrameOverhead = headerSize + 2*(4+maxIDLen) + max(fetchResponseFixed, appendRequestFixed) + crcSize
+
+	// DefaultMaxPayload is the most entry or record bytes (counted as
+	// len(Data) + storage.EntryOverhead each) that one frame of
+	// DefaultMaxFrameSize carries: the ceiling of every byte budget whose
+	// messages cross the transport (fetch responses, forwarded batches).
+	DefaultMaxPayload = DefaultMaxFrameSize - FrameOverhead
+)
+
+// Compile-time checks of the claim above: an entry's and a record's wire
+// overhead are within storage.EntryOverhead (a negative uint constant does
+// not compile).
+const (
+	_ uint = storage.EntryOverhead - minEntrySize
+	_ uint = storage.EntryOverhead - 4
+)
+
+// MaxPayload returns the most entry or record bytes (counted as len(Data)
+// + storage.EntryOverhead each) that one frame of maxFrameSize bytes
+// carries; 0 means DefaultMaxFrameSize.
+func MaxPayload(maxFrameSize int) int {
+	if maxFrameSize == 0 {
+		maxFrameSize = DefaultMaxFrameSize
+	}
+	return maxFrameSize - FrameOverhead
+}
+
+// ConfigError is the error TCPConfig.Validate returns: which field is bad
+// and why. It wraps ErrInvalidConfig.
+type ConfigError struct {
+	// Field is the bad field's name in TCPConfig.
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: TCPConfig.%s %s", ErrInvalidConfig, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // TCPConfig configures a TCP transport. Zero values take the defaults named
 // on each field; negative numbers are invalid.
@@ -70,7 +152,9 @@ type TCPConfig struct {
 	VerifyPeer func(nodeID string, cs *tls.ConnectionState) error
 	// MaxFrameSize bounds every frame sent or received, in bytes. Default
 	// DefaultMaxFrameSize (16 MiB). An outbound message above it is dropped
-	// and logged; an inbound one closes the connection.
+	// and logged; an inbound one closes the connection. MaxPayload says how
+	// many entry bytes a frame of this size carries. At least
+	// 2*FrameOverhead.
 	MaxFrameSize int
 	// PartialFrameBudget bounds the bytes of frame buffers held for frames
 	// being received, over all inbound connections together (each buffer
@@ -105,40 +189,44 @@ type TCPConfig struct {
 	// one, so a flood of bad connections cannot flood the log. Default
 	// DefaultRefusalLogInterval (10s).
 	RefusalLogInterval time.Duration
-	// DialTimeout bounds one TCP connect (and TLS handshake). Default 5s.
+	// DialTimeout bounds one TCP connect (and TLS handshake). Default
+	// DefaultDialTimeout (5s).
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds the replog handshake on both sides (on the
 	// acceptor, from accept to the end of the handshake, TLS included).
-	// Default 10s.
+	// Default DefaultHandshakeTimeout (10s).
 	HandshakeTimeout time.Duration
 	// WriteTimeout bounds a write to a peer that stopped reading; the
-	// connection is then closed and redialled. Default 10s.
+	// connection is then closed and redialled. Default DefaultWriteTimeout
+	// (10s).
 	WriteTimeout time.Duration
 	// BackoffMin and BackoffMax bound the exponential backoff between
 	// failed connects to one peer (doubling, jittered to [d/2, d]).
-	// Defaults 50ms and 2s.
+	// Defaults DefaultBackoffMin (50ms) and DefaultBackoffMax (2s); a
+	// BackoffMax below BackoffMin is raised to it.
 	BackoffMin time.Duration
 	BackoffMax time.Duration
 	// QueueSize is the capacity of each per-peer outbound queue (there are
 	// two per peer: fetch traffic and the rest). Send drops a message whose
-	// queue is full. Default 256.
+	// queue is full. Default DefaultQueueSize (256).
 	QueueSize int
-	// ReceiveQueueSize is the capacity of the Receive channel. Default 4096.
+	// ReceiveQueueSize is the capacity of the Receive channel. Default
+	// DefaultReceiveQueueSize (4096).
 	ReceiveQueueSize int
 	// ReceiveTimeout is how long a connection's reader waits for room in a
 	// full Receive channel before it drops the message (logged at Warn).
 	// Waiting pushes back on the sender through TCP instead of dropping at
 	// the first burst; the bound keeps a stalled consumer from stalling
-	// peers forever. Default 1s.
+	// peers forever. Default DefaultReceiveTimeout (1s).
 	ReceiveTimeout time.Duration
 	// Logger receives the transport's logs (Named "transport"). Default
 	// hclog.NewNullLogger().
 	Logger hclog.Logger
 }
 
-// withDefaults returns a copy of c with every zero field set to its
-// default. The caller's struct is not modified.
-func (c TCPConfig) withDefaults() TCPConfig {
+// EnsureDefaults sets every zero field of c to its default (named on
+// each field). NewTCP calls it on its own copy of the config.
+func (c *TCPConfig) EnsureDefaults() {
 	setDur := func(d *time.Duration, def time.Duration) {
 		if *d == 0 {
 			*d = def
@@ -153,31 +241,30 @@ func (c TCPConfig) withDefaults() TCPConfig {
 	setInt(&c.PartialFrameBudget, DefaultPartialFrameBudget)
 	setInt(&c.MaxInboundConns, DefaultMaxInboundConns)
 	setInt(&c.MaxInboundConnsPerIP, DefaultMaxInboundConnsPerIP)
-	setInt(&c.QueueSize, 256)
-	setInt(&c.ReceiveQueueSize, 4096)
+	setInt(&c.QueueSize, DefaultQueueSize)
+	setInt(&c.ReceiveQueueSize, DefaultReceiveQueueSize)
 	setDur(&c.IdleTimeout, DefaultIdleTimeout)
 	setDur(&c.RefusalLogInterval, DefaultRefusalLogInterval)
-	setDur(&c.DialTimeout, 5*time.Second)
-	setDur(&c.HandshakeTimeout, 10*time.Second)
-	setDur(&c.WriteTimeout, 10*time.Second)
-	setDur(&c.BackoffMin, 50*time.Millisecond)
-	setDur(&c.BackoffMax, 2*time.Second)
+	setDur(&c.DialTimeout, DefaultDialTimeout)
+	setDur(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	setDur(&c.WriteTimeout, DefaultWriteTimeout)
+	setDur(&c.BackoffMin, DefaultBackoffMin)
+	setDur(&c.BackoffMax, DefaultBackoffMax)
 	if c.BackoffMax < c.BackoffMin {
 		c.BackoffMax = c.BackoffMin
 	}
-	setDur(&c.ReceiveTimeout, time.Second)
+	setDur(&c.ReceiveTimeout, DefaultReceiveTimeout)
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	return c
 }
 
 // Validate reports the first invalid field of c (zero fields stand for
-// their defaults), as an error wrapping ErrInvalidConfig that names it.
-// NewTCP calls it.
+// their defaults), as a *ConfigError (wrapping ErrInvalidConfig) that
+// names it. It does not modify c. NewTCP calls it.
 func (c TCPConfig) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: TCPConfig.%s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case c.NodeID == "":
@@ -192,6 +279,11 @@ func (c TCPConfig) Validate() error {
 		return bad("Resolver", "is required")
 	case len(c.Secret) > 0 && len(c.Secret) < MinSecretSize:
 		return bad("Secret", "is %d bytes, at least %d required (use 32 random bytes)", len(c.Secret), MinSecretSize)
+	case c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil:
+		return bad("TLS", "has no certificate (set Certificates or GetCertificate): the listener serves with it")
+	}
+	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+		return bad("ListenAddr", "%q is not host:port: %v", c.ListenAddr, err)
 	}
 	for _, f := range []struct {
 		name string
@@ -216,9 +308,12 @@ func (c TCPConfig) Validate() error {
 			return bad(f.name, "is negative (%d)", f.v)
 		}
 	}
-	d := c.withDefaults()
-	if d.PartialFrameBudget < d.MaxFrameSize {
-		return bad("PartialFrameBudget", "(%d) is below MaxFrameSize (%d): a frame of the maximum size could never be received", d.PartialFrameBudget, d.MaxFrameSize)
+	c.EnsureDefaults() // c is a copy
+	if c.MaxFrameSize < 2*FrameOverhead {
+		return bad("MaxFrameSize", "(%d) is below %d: a frame must hold a message's fixed fields with room for entries", c.MaxFrameSize, 2*FrameOverhead)
+	}
+	if c.PartialFrameBudget < c.MaxFrameSize {
+		return bad("PartialFrameBudget", "(%d) is below MaxFrameSize (%d): a frame of the maximum size could never be received", c.PartialFrameBudget, c.MaxFrameSize)
 	}
 	return nil
 }

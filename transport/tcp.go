@@ -163,7 +163,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg.EnsureDefaults() // cfg is NewTCP's copy
 	var key []byte
 	if len(cfg.Secret) > 0 {
 		key = deriveAuthKey(cfg.Secret)
