@@ -39,16 +39,17 @@ type Config struct {
 	// has nobody to join) and logs a warning; call Join later to retry.
 	Join []string
 	// SecretKey, if set, encrypts and authenticates gossip (AES, 16, 24 or
-	// 32 bytes). Members with another key cannot join.
+	// 32 bytes). Members with another key cannot join. Default: none
+	// (plain gossip).
 	SecretKey []byte
 	// Label is memberlist's label: gossip carrying another label is
 	// refused. At most 255 bytes. Default: ClusterID.
 	Label string
 	// Tuning sets the failure detector's timings. Zero fields take the
-	// values of LAN().
+	// values of LAN() (see Tuning.EnsureDefaults).
 	Tuning Tuning
 	// HintBuffer is the capacity of the Hints channel. When it is full the
-	// oldest hint is dropped. Default 64.
+	// oldest hint is dropped. Default DefaultHintBuffer (64).
 	HintBuffer int
 	// Logger receives this package's logs and memberlist's (through a
 	// standard-library adapter that infers levels). Default: a null logger.
@@ -129,8 +130,8 @@ func FastForTests() Tuning {
 	}
 }
 
-// withDefaults fills t's zero fields from LAN().
-func (t Tuning) withDefaults() Tuning {
+// EnsureDefaults sets t's zero fields to LAN()'s values.
+func (t *Tuning) EnsureDefaults() {
 	d := LAN()
 	setDur := func(v *time.Duration, def time.Duration) {
 		if *v == 0 {
@@ -148,15 +149,55 @@ func (t Tuning) withDefaults() Tuning {
 	if t.SuspicionMult == 0 {
 		t.SuspicionMult = d.SuspicionMult
 	}
-	return t
 }
 
-// Validate checks c and returns an error wrapping ErrInvalidConfig that
-// names the first bad field. Defaults are applied first, so zero optional
-// fields are valid.
+// EnsureDefaults sets c's zero optional fields to their defaults (named on
+// each field): Label, HintBuffer, Tuning and Logger. New calls it on its
+// own copy of the config.
+func (c *Config) EnsureDefaults() {
+	if c.Label == "" {
+		c.Label = c.ClusterID
+	}
+	if c.HintBuffer == 0 {
+		c.HintBuffer = DefaultHintBuffer
+	}
+	c.Tuning.EnsureDefaults()
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+// ConfigError is the error Config.Validate returns: which field is bad and
+// why. It wraps ErrInvalidConfig, and Err if set.
+type ConfigError struct {
+	// Field is the bad field's path in Config: "BindAddr", "Join[1]",
+	// "Tuning.ProbeTimeout"; fields that are only bad together are joined
+	// with '/' ("NodeID/ClusterID/RPCAddr").
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+	// Err is a more specific cause (ErrMetaTooLarge), or nil.
+	Err error
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrInvalidConfig, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidConfig, and Err if set.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidConfig, e.Err}
+	}
+	return []error{ErrInvalidConfig}
+}
+
+// Validate checks c and returns a *ConfigError (wrapping ErrInvalidConfig)
+// that names the first bad field. Defaults are applied first (to a copy:
+// c is not modified), so zero optional fields are valid.
 func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	if c.NodeID == "" {
 		return bad("NodeID", "empty")
@@ -164,6 +205,14 @@ func (c Config) Validate() error {
 	if c.ClusterID == "" {
 		return bad("ClusterID", "empty")
 	}
+	if c.Label == "" && len(c.ClusterID) > memberlist.LabelMaxSize {
+		return bad("ClusterID", "%d bytes is too long to be the default Label (limit %d); set Label",
+			len(c.ClusterID), memberlist.LabelMaxSize)
+	}
+	if c.HintBuffer < 0 {
+		return bad("HintBuffer", "negative")
+	}
+	c.EnsureDefaults() // c is a copy
 	if _, _, err := splitIPPort(c.BindAddr); err != nil {
 		return bad("BindAddr", "%v", err)
 	}
@@ -191,14 +240,7 @@ func (c Config) Validate() error {
 	if len(c.Label) > memberlist.LabelMaxSize {
 		return bad("Label", "%d bytes, limit %d", len(c.Label), memberlist.LabelMaxSize)
 	}
-	if c.Label == "" && len(c.ClusterID) > memberlist.LabelMaxSize {
-		return bad("ClusterID", "%d bytes is too long to be the default Label (limit %d); set Label",
-			len(c.ClusterID), memberlist.LabelMaxSize)
-	}
-	if c.HintBuffer < 0 {
-		return bad("HintBuffer", "negative")
-	}
-	t := c.Tuning.withDefaults()
+	t := c.Tuning
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -224,8 +266,8 @@ func (c Config) Validate() error {
 	}
 	meta := nodeMeta{NodeID: c.NodeID, ClusterID: c.ClusterID, RPCAddr: c.RPCAddr, Voter: c.Voter}
 	if _, err := meta.encode(); err != nil {
-		// Wrap both sentinels: it is a config error and a metadata-size one.
-		return fmt.Errorf("%w: NodeID/ClusterID/RPCAddr: %w", ErrInvalidConfig, err)
+		// Both sentinels: it is a config error and a metadata-size one.
+		return &ConfigError{Field: "NodeID/ClusterID/RPCAddr", Reason: err.Error(), Err: err}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -80,14 +81,66 @@ func TestOversizeMetaRefusedAtNew(t *testing.T) {
 }
 
 func TestTuningDefaults(t *testing.T) {
-	got := Tuning{ProbeInterval: 3 * time.Second}.withDefaults()
+	got := Tuning{ProbeInterval: 3 * time.Second}
+	got.EnsureDefaults()
 	want := LAN()
 	want.ProbeInterval = 3 * time.Second
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	f := FastForTests()
-	if f.withDefaults() != f {
+	if g := f; func() bool { g.EnsureDefaults(); return g != f }() {
 		t.Fatalf("FastForTests has zero fields: %+v", f)
+	}
+}
+
+func TestConfigEnsureDefaults(t *testing.T) {
+	c := validConfig()
+	c.EnsureDefaults()
+	if c.Label != c.ClusterID || c.HintBuffer != DefaultHintBuffer || c.Tuning != LAN() || c.Logger == nil {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	set := validConfig()
+	set.Label, set.HintBuffer, set.Tuning = "own", 3, FastForTests()
+	set.EnsureDefaults()
+	if set.Label != "own" || set.HintBuffer != 3 || set.Tuning != FastForTests() {
+		t.Fatalf("set fields changed: %+v", set)
+	}
+}
+
+// Validate and New work on copies: the caller's Config keeps its zero
+// fields (and its slices their contents).
+func TestConfigNotModified(t *testing.T) {
+	c := validConfig()
+	c.Join = []string{}
+	c.SecretKey = make([]byte, 16)
+	before := fmt.Sprintf("%+v", c)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if after := fmt.Sprintf("%+v", c); after != before {
+		t.Fatalf("config modified:\n%s\n%s", before, after)
+	}
+}
+
+// The errors are *ConfigError naming the field; the metadata one also
+// wraps ErrMetaTooLarge.
+func TestValidateReturnsConfigError(t *testing.T) {
+	c := validConfig()
+	c.Join = []string{"127.0.0.1:1", "bad"}
+	var ce *ConfigError
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "Join[1]" || ce.Err != nil {
+		t.Fatalf("got %v (%+v)", err, ce)
+	}
+	c = validConfig()
+	c.RPCAddr = strings.Repeat("h", 520) + ":1"
+	err := c.Validate()
+	if !errors.As(err, &ce) || ce.Field != "NodeID/ClusterID/RPCAddr" || !errors.Is(err, ErrMetaTooLarge) || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("got %v", err)
 	}
 }

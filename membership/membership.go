@@ -118,20 +118,9 @@ func New(cfg Config) (*Membership, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
-	logger = logger.Named("membership")
-	t := cfg.Tuning.withDefaults()
-	hintBuf := cfg.HintBuffer
-	if hintBuf == 0 {
-		hintBuf = DefaultHintBuffer
-	}
-	label := cfg.Label
-	if label == "" {
-		label = cfg.ClusterID
-	}
+	cfg.EnsureDefaults() // cfg is New's copy: the caller's is untouched
+	logger := cfg.Logger.Named("membership")
+	t, hintBuf, label := cfg.Tuning, cfg.HintBuffer, cfg.Label
 
 	meta := nodeMeta{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, RPCAddr: cfg.RPCAddr, Voter: cfg.Voter}
 	metaBytes, err := meta.encode()
