@@ -14,18 +14,48 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// BoltOptions configures OpenBolt. The zero value is usable.
+// BoltOptions configures OpenBolt and OpenDir. The zero value is usable:
+// zero fields take the defaults named on each.
 type BoltOptions struct {
 	// NoSync skips fsync at commit. Writes then survive a process crash (they
 	// are in the page cache) but not a machine crash or power loss: a
 	// NoSync store may lose acknowledged writes and must not be used where
-	// durability matters. For tests and benchmarks only.
+	// durability matters. For tests and benchmarks only. Default false.
 	NoSync bool
-	// Timeout is how long OpenBolt waits for the file lock (default 1s).
+	// Timeout is how long OpenBolt and OpenDir wait for the file (and
+	// directory) lock before ErrLocked. Default DefaultLockTimeout (1s);
+	// negative is invalid.
 	Timeout time.Duration
-	// Logger receives the store's log lines (default: discarded). It is
+	// Logger receives the store's log lines. Default: a null logger. It is
 	// used as given: name it (Named("storage")) before passing it.
 	Logger hclog.Logger
+}
+
+// DefaultLockTimeout is BoltOptions.Timeout's default.
+const DefaultLockTimeout = time.Second
+
+// ErrInvalidOptions wraps every BoltOptions.Validate error.
+var ErrInvalidOptions = errors.New("replog: invalid storage options")
+
+// EnsureDefaults sets o's zero fields to their defaults (named on each
+// field). OpenBolt and OpenDir call it on their own copy.
+func (o *BoltOptions) EnsureDefaults() {
+	if o.Timeout == 0 {
+		o.Timeout = DefaultLockTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+}
+
+// Validate reports the first invalid field of o, as an error wrapping
+// ErrInvalidOptions that names it ("BoltOptions.Timeout"). It does not
+// modify o.
+func (o BoltOptions) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("%w: BoltOptions.Timeout is negative (%v)", ErrInvalidOptions, o.Timeout)
+	}
+	return nil
 }
 
 // BoltStats are counters of a Bolt's writer, for tests and benchmarks.
@@ -125,7 +155,9 @@ type request struct {
 // (and faults on a truncated mapping) in a goroutine of its own, which would
 // kill the process. A zero-length or missing file becomes a new, empty
 // store; OpenDir is the entry point that refuses that when the directory
-// shows a store existed. Close the store to stop its writer goroutine.
+// shows a store existed. Invalid opts return an error wrapping
+// ErrInvalidOptions (see BoltOptions.Validate). Close the store to stop its
+// writer goroutine.
 func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	return openBolt(path, opts, true)
 }
@@ -133,12 +165,10 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 // openBolt is OpenBolt; verify false skips the structural check (for the
 // benchmark that measures its cost only).
 func openBolt(path string, opts BoltOptions, verify bool) (*Bolt, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = time.Second
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = hclog.NewNullLogger()
-	}
+	opts.EnsureDefaults() // opts is a copy
 	db, err := openVerified(path, opts, verify)
 	if err != nil {
 		return nil, err

@@ -13,9 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/hashicorp/go-hclog"
 )
 
 // Identity says whose data a directory holds.
@@ -257,17 +254,16 @@ var openDirHook func(stage string)
 // one directory are serialized by a lock on the directory (waiting up to
 // opts.Timeout, then ErrLocked); the store itself then holds the data
 // file's lock as OpenBolt does. A leftover IdentityFileName+".tmp" from a
-// crash is ignored and replaced.
+// crash is ignored and replaced. Invalid opts return an error wrapping
+// ErrInvalidOptions (see BoltOptions.Validate).
 func OpenDir(dir string, id Identity, opts BoltOptions) (*Bolt, Identity, error) {
 	if id.ClusterID == "" || id.NodeID == "" {
 		return nil, Identity{}, fmt.Errorf("replog: OpenDir %s: ClusterID and NodeID are required (got %q, %q)", dir, id.ClusterID, id.NodeID)
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = time.Second
+	if err := opts.Validate(); err != nil {
+		return nil, Identity{}, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = hclog.NewNullLogger()
-	}
+	opts.EnsureDefaults() // opts is a copy
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, Identity{}, fmt.Errorf("replog: OpenDir: %w", err)
 	}

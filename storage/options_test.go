@@ -1,0 +1,82 @@
+package storage_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/storage"
+)
+
+func TestBoltOptionsValidate(t *testing.T) {
+	for _, good := range []storage.BoltOptions{{}, {NoSync: true, Timeout: time.Minute, Logger: hclog.NewNullLogger()}} {
+		if err := good.Validate(); err != nil {
+			t.Fatalf("valid %+v refused: %v", good, err)
+		}
+	}
+	cases := []struct {
+		field string
+		opts  storage.BoltOptions
+	}{
+		{"BoltOptions.Timeout", storage.BoltOptions{Timeout: -time.Second}},
+	}
+	for _, tc := range cases {
+		err := tc.opts.Validate()
+		if !errors.Is(err, storage.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidOptions naming it", tc.field, err)
+		}
+		// Both constructors refuse it, and create nothing.
+		dir := t.TempDir()
+		if s, err := storage.OpenBolt(filepath.Join(dir, "x.db"), tc.opts); !errors.Is(err, storage.ErrInvalidOptions) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("%s: OpenBolt: %v", tc.field, err)
+		}
+		if s, _, err := storage.OpenDir(filepath.Join(dir, "d"), idN1, tc.opts); !errors.Is(err, storage.ErrInvalidOptions) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("%s: OpenDir: %v", tc.field, err)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 {
+			t.Errorf("%s: refused options left files: %v", tc.field, m)
+		}
+	}
+}
+
+func TestBoltOptionsEnsureDefaults(t *testing.T) {
+	var o storage.BoltOptions
+	o.EnsureDefaults()
+	if o.Timeout != storage.DefaultLockTimeout || o.Logger == nil || o.NoSync {
+		t.Fatalf("defaults: %+v", o)
+	}
+	set := storage.BoltOptions{Timeout: time.Minute, NoSync: true}
+	set.EnsureDefaults()
+	if set.Timeout != time.Minute || !set.NoSync {
+		t.Fatalf("set fields changed: %+v", set)
+	}
+}
+
+// The constructors default a copy: the caller's options keep their zero
+// fields.
+func TestBoltOptionsNotModified(t *testing.T) {
+	var o storage.BoltOptions
+	s, _, err := storage.OpenDir(t.TempDir(), idN1, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	b, err := storage.OpenBolt(filepath.Join(t.TempDir(), "x.db"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if o != (storage.BoltOptions{}) {
+		t.Fatalf("options modified: %+v", o)
+	}
+}
