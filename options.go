@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -42,7 +45,7 @@ type Options struct {
 	// RPCAddr.
 	AdvertiseRPCAddr string
 	// Peers maps node IDs to RPC addresses statically. Addresses learned by
-	// gossip are used for IDs not listed here.
+	// gossip are used for IDs not listed here. Default: none.
 	Peers map[string]string
 	// TLS, if set, secures the transport. It is used both to serve (set
 	// Certificates, and ClientCAs with ClientAuth for mutual TLS) and to
@@ -77,6 +80,7 @@ type Options struct {
 	// disables gossip (use Peers). Default "".
 	GossipAddr string
 	// Join lists gossip addresses of existing members to join at Open.
+	// Default: none.
 	Join []string
 	// GossipKey, if set, encrypts and authenticates gossip (AES; 16, 24
 	// or 32 bytes): a host without the key can neither join nor inject
@@ -88,7 +92,8 @@ type Options struct {
 	// Insecure) to use gossip.
 	GossipKey []byte
 	// GossipLabel, if set, is memberlist's label: gossip from nodes with
-	// another label is refused. Default: ClusterID.
+	// another label is refused. Default: ClusterID (membership.Config's
+	// default Label).
 	GossipLabel string
 
 	// GossipTuning sets memberlist's failure-detection timings. Zero
@@ -110,13 +115,22 @@ type Options struct {
 	// ElectionTimeout is the base of randomised election timeouts.
 	// Default 500ms.
 	ElectionTimeout time.Duration
-	// FetchMaxBytes bounds one fetch response's entry bytes. Default 1 MiB.
+	// FetchMaxBytes bounds one fetch response's entry bytes (each entry
+	// counted as len(Data) + storage.EntryOverhead). Default
+	// DefaultFetchMaxBytes (1 MiB). At most transport.DefaultMaxPayload
+	// (16 MiB less transport.FrameOverhead), so that a response always
+	// fits one transport frame.
 	FetchMaxBytes int
-	// MaxRecordSize bounds one appended record. Default 1 MiB.
+	// MaxRecordSize bounds one appended record. Default
+	// DefaultMaxRecordSize (1 MiB). At most transport.DefaultMaxPayload -
+	// storage.EntryOverhead, so that a fetch response carrying one such
+	// record (a response always carries its first entry whole) fits one
+	// transport frame.
 	MaxRecordSize int
 
-	// NoSync disables fsync. Acknowledged appends can then be lost on a
-	// machine crash (not on a process crash). For tests only.
+	// NoSync disables fsync (storage.BoltOptions.NoSync). Acknowledged
+	// appends can then be lost on a machine crash (not on a process
+	// crash). For tests only. Default false.
 	NoSync bool
 	// Logger receives logs; components get Named sub-loggers. Default: a
 	// null logger.
@@ -128,7 +142,8 @@ const (
 	DefaultNodeID    = "node1"
 	DefaultClusterID = "replog"
 	DefaultRPCAddr   = "127.0.0.1:0"
-	// The protocol's timings and sizes are the core's defaults.
+	// The protocol's timings and sizes are the core's defaults (defined
+	// in replica, applied by Options.EnsureDefaults).
 	DefaultFetchMaxWait    = replica.DefaultFetchMaxWait
 	DefaultFetchTimeout    = replica.DefaultFetchTimeout
 	DefaultElectionTimeout = replica.DefaultElectionTimeout
@@ -152,14 +167,23 @@ func deriveGossipKey(secret []byte) []byte {
 	return m.Sum(nil)
 }
 
-// maxConfiguredSize bounds FetchMaxBytes and MaxRecordSize so that one
-// fetch response always fits the transport's 16 MiB frame limit.
-const maxConfiguredSize = 8 << 20
+// maxConfiguredSize bounds FetchMaxBytes, and MaxRecordSize +
+// storage.EntryOverhead, and an AppendBatch (see maxBatchBytes): what one
+// transport frame carries. The root never sets TCPConfig.MaxFrameSize, so
+// the frame is transport.DefaultMaxFrameSize (components' test checks it).
+const maxConfiguredSize = transport.DefaultMaxPayload
 
-// withDefaults returns a copy of o with zero fields set to their defaults.
-// Slices and maps are copied so that later changes by the caller do not
-// reach the Log.
-func (o Options) withDefaults() Options {
+// maxRecordSize is the largest MaxRecordSize: a fetch response's first
+// entry is always sent whole, and it must fit a frame too.
+const maxRecordSize = maxConfiguredSize - storage.EntryOverhead
+
+// EnsureDefaults sets o's zero fields to their defaults (named on each
+// field), and derives GossipKey from Secret when it is not set. Defaults
+// of what a component owns (GossipLabel, GossipTuning, the transport's
+// limits) are left for the component's own EnsureDefaults, which Open
+// applies to the configurations it derives from o. Open works on a copy:
+// it never modifies the caller's Options.
+func (o *Options) EnsureDefaults() {
 	if o.NodeID == "" {
 		o.NodeID = DefaultNodeID
 	}
@@ -168,28 +192,16 @@ func (o Options) withDefaults() Options {
 	}
 	if len(o.Voters) == 0 {
 		o.Voters = []string{o.NodeID}
-	} else {
-		o.Voters = append([]string(nil), o.Voters...)
 	}
-	if o.Peers != nil {
-		peers := make(map[string]string, len(o.Peers))
-		for k, v := range o.Peers {
-			peers[k] = v
-		}
-		o.Peers = peers
-	}
-	o.Join = append([]string(nil), o.Join...)
-	o.GossipKey = append([]byte(nil), o.GossipKey...)
-	o.Secret = append([]byte(nil), o.Secret...)
 	if len(o.GossipKey) == 0 && len(o.Secret) > 0 {
 		o.GossipKey = deriveGossipKey(o.Secret)
-	}
-	if o.GossipLabel == "" {
-		o.GossipLabel = o.ClusterID
 	}
 	if o.RPCAddr == "" && o.needsTransport() {
 		o.RPCAddr = DefaultRPCAddr
 	}
+	// The core's defaults. replica.Config has no EnsureDefaults yet, and
+	// replica.New applies the same constants; the root needs them here
+	// because it checks the values (Validate) and uses MaxRecordSize.
 	if o.FetchMaxWait == 0 {
 		o.FetchMaxWait = DefaultFetchMaxWait
 	}
@@ -205,7 +217,191 @@ func (o Options) withDefaults() Options {
 	if o.MaxRecordSize == 0 {
 		o.MaxRecordSize = DefaultMaxRecordSize
 	}
+}
+
+// withDefaults returns a copy of o with its defaults applied
+// (EnsureDefaults) and its own copies of every slice and map, so that
+// later changes by the caller do not reach the Log.
+func (o Options) withDefaults() Options {
+	o.Voters = append([]string(nil), o.Voters...)
+	if o.Peers != nil {
+		peers := make(map[string]string, len(o.Peers))
+		for k, v := range o.Peers {
+			peers[k] = v
+		}
+		o.Peers = peers
+	}
+	o.Join = append([]string(nil), o.Join...)
+	o.GossipKey = append([]byte(nil), o.GossipKey...)
+	o.Secret = append([]byte(nil), o.Secret...)
+	o.EnsureDefaults()
 	return o
+}
+
+// components are the configurations of the node's parts, derived from
+// Options by Options.components.
+type components struct {
+	replica    replica.Config
+	transport  transport.TCPConfig
+	membership membership.Config
+	store      storage.BoltOptions
+	identity   storage.Identity
+}
+
+// components derives every part's configuration from o (defaults applied:
+// see withDefaults): the one place that says which Options field feeds
+// which component field. Each configuration then has its own defaults
+// applied (their EnsureDefaults; replica.New applies the core's). Left for
+// Open to fill, because they exist only at run time: the transport's
+// Resolver, the replica's Rand, and, when AdvertiseRPCAddr is empty,
+// membership's RPCAddr (the transport's bound address; RPCAddr until
+// then). logger is the node's logger (nil: a null logger).
+func (o Options) components(logger hclog.Logger) components {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	var verifyPeer func(string, *tls.ConnectionState) error
+	if o.TLSVerifyNodeID {
+		verifyPeer = transport.VerifyCertNamesNode
+	}
+	rpcAddr := o.AdvertiseRPCAddr
+	if rpcAddr == "" {
+		rpcAddr = o.RPCAddr
+	}
+	c := components{
+		replica: replica.Config{
+			ID:              o.NodeID,
+			Voters:          o.Voters,
+			FetchTimeout:    o.FetchTimeout,
+			ElectionTimeout: o.ElectionTimeout,
+			FetchMaxWait:    o.FetchMaxWait,
+			FetchMaxBytes:   o.FetchMaxBytes,
+			MaxRecordSize:   o.MaxRecordSize,
+			Logger:          logger,
+		},
+		transport: transport.TCPConfig{
+			NodeID:     o.NodeID,
+			ClusterID:  o.ClusterID,
+			ListenAddr: o.RPCAddr,
+			Secret:     o.Secret,
+			TLS:        o.TLS,
+			VerifyPeer: verifyPeer,
+			Logger:     logger,
+		},
+		membership: membership.Config{
+			NodeID:    o.NodeID,
+			ClusterID: o.ClusterID,
+			BindAddr:  o.GossipAddr,
+			RPCAddr:   rpcAddr,
+			Voter:     slices.Contains(o.Voters, o.NodeID),
+			Join:      o.Join,
+			SecretKey: o.GossipKey,
+			Label:     o.GossipLabel,
+			Tuning:    o.GossipTuning,
+			Logger:    logger,
+		},
+		store:    storage.BoltOptions{NoSync: o.NoSync, Logger: logger.Named("storage")},
+		identity: storage.Identity{ClusterID: o.ClusterID, NodeID: o.NodeID},
+	}
+	c.transport.EnsureDefaults()
+	c.membership.EnsureDefaults()
+	c.store.EnsureDefaults()
+	return c
+}
+
+// feeds maps a component's field to the Options field it is derived from
+// (see components), to name the Options field in Validate's errors.
+func (o Options) feeds(component, field string) string {
+	var m map[string]string
+	switch component {
+	case "transport":
+		m = map[string]string{"NodeID": "NodeID", "ClusterID": "ClusterID", "ListenAddr": "RPCAddr", "Secret": "Secret", "TLS": "TLS"}
+	case "membership":
+		rpc := "RPCAddr"
+		if o.AdvertiseRPCAddr != "" {
+			rpc = "AdvertiseRPCAddr"
+		}
+		m = map[string]string{"NodeID": "NodeID", "ClusterID": "ClusterID", "BindAddr": "GossipAddr", "RPCAddr": rpc,
+			"Join": "Join", "SecretKey": "GossipKey", "Label": "GossipLabel", "Tuning": "GossipTuning"}
+	}
+	parts := strings.Split(field, "/")
+	for i, p := range parts {
+		head, rest := p, ""
+		if j := strings.IndexAny(p, ".["); j >= 0 {
+			head, rest = p[:j], p[j:]
+		}
+		if f, ok := m[head]; ok {
+			parts[i] = f + rest
+		} else {
+			return "" // not fed by Options
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// optionsError is an Options.Validate error that comes from a component's
+// Validate: it wraps ErrInvalidOptions and the component's error.
+type optionsError struct {
+	msg   string
+	cause error
+}
+
+func (e *optionsError) Error() string   { return e.msg }
+func (e *optionsError) Unwrap() []error { return []error{ErrInvalidOptions, e.cause} }
+
+// componentError restates a component's Validate error in Options' terms:
+// the Options field that feeds the bad field, then the component's field
+// in parentheses.
+func (o Options) componentError(component, typ, field, reason string, cause error) error {
+	of := o.feeds(component, field)
+	if of == "" {
+		// A field Options does not feed: a bug in components.
+		of = "(derived configuration)"
+	}
+	return &optionsError{
+		msg:   fmt.Sprintf("%v: %s %s (%s.%s.%s)", ErrInvalidOptions, of, reason, component, typ, field),
+		cause: cause,
+	}
+}
+
+// validateComponents checks the configurations derived from d (defaults
+// applied) with their own Validate. The parts a node does not start are
+// checked too, with stand-ins for the fields only a started part has (a
+// listen address, a gossip address, the run-time Resolver), so that for
+// example a short Secret or a bad GossipKey is refused whatever else is
+// set.
+func (d Options) validateComponents() error {
+	c := d.components(nil)
+	tc := c.transport
+	if tc.ListenAddr == "" {
+		tc.ListenAddr = DefaultRPCAddr
+	}
+	tc.Resolver = func(string) (string, bool) { return "", false }
+	if err := tc.Validate(); err != nil {
+		var ce *transport.ConfigError
+		if errors.As(err, &ce) {
+			return d.componentError("transport", "TCPConfig", ce.Field, ce.Reason, err)
+		}
+		return fmt.Errorf("%w: transport: %w", ErrInvalidOptions, err)
+	}
+	mc := c.membership
+	if mc.BindAddr == "" {
+		mc.BindAddr = DefaultRPCAddr
+	}
+	if mc.RPCAddr == "" {
+		mc.RPCAddr = DefaultRPCAddr
+	}
+	if err := mc.Validate(); err != nil {
+		var ce *membership.ConfigError
+		if errors.As(err, &ce) {
+			return d.componentError("membership", "Config", ce.Field, ce.Reason, err)
+		}
+		return fmt.Errorf("%w: membership: %w", ErrInvalidOptions, err)
+	}
+	if err := c.store.Validate(); err != nil {
+		return fmt.Errorf("%w: storage: %w", ErrInvalidOptions, err)
+	}
+	return nil
 }
 
 // needsTransport reports whether the node talks to other nodes: it does
@@ -217,7 +413,13 @@ func (o Options) needsTransport() bool {
 
 // Validate reports the first invalid field, as an error wrapping
 // ErrInvalidOptions that names it. It checks the options as Open would use
-// them, that is after defaults are applied; it does not modify o.
+// them, that is after defaults are applied; it does not modify o. What a
+// component owns is checked by the component's Validate on the
+// configuration Open derives (see components): the error then names the
+// Options field first and the component's field in parentheses
+// ("GossipKey 20 bytes, want 16, 24 or 32 (membership.Config.SecretKey)")
+// and wraps the component's error too (a *transport.ConfigError or a
+// *membership.ConfigError).
 func (o Options) Validate() error {
 	d := o.withDefaults()
 	bad := func(field, format string, args ...any) error {
@@ -250,15 +452,17 @@ func (o Options) Validate() error {
 			return bad("Peers", "address of %q (%q): %v", id, addr, err)
 		}
 	}
-	for _, a := range []struct{ field, addr string }{
-		{"RPCAddr", d.RPCAddr}, {"AdvertiseRPCAddr", d.AdvertiseRPCAddr}, {"GossipAddr", d.GossipAddr},
-	} {
-		if a.addr == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			return bad(a.field, "%q: %v", a.addr, err)
-		}
+	if len(d.Join) > 0 && d.GossipAddr == "" {
+		return bad("Join", "needs GossipAddr (gossip is off without it)")
+	}
+	if d.TLSVerifyNodeID && (d.TLS == nil || d.TLS.ClientAuth < tls.VerifyClientCertIfGiven) {
+		return bad("TLSVerifyNodeID", "needs TLS with verified client certificates (ClientAuth RequireAndVerifyClientCert)")
+	}
+	// What the components own (addresses, Secret's length, TLS's
+	// certificate, GossipKey, GossipLabel, GossipTuning) their Validate
+	// checks.
+	if err := d.validateComponents(); err != nil {
+		return err
 	}
 	if d.GossipAddr == "" {
 		// Without gossip, every other voter must be listed in Peers, or
@@ -275,23 +479,11 @@ func (o Options) Validate() error {
 			return bad("AdvertiseRPCAddr", "is required when RPCAddr (%q) has no specific host and gossip is on", d.RPCAddr)
 		}
 	}
-	if d.TLSVerifyNodeID && (d.TLS == nil || d.TLS.ClientAuth < tls.VerifyClientCertIfGiven) {
-		return bad("TLSVerifyNodeID", "needs TLS with verified client certificates (ClientAuth RequireAndVerifyClientCert)")
-	}
-	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
-		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")
-	}
 	if err := d.validateAuth(); err != nil {
 		return err
 	}
-	if len(d.Join) > 0 && d.GossipAddr == "" {
-		return bad("Join", "needs GossipAddr (gossip is off without it)")
-	}
-	switch len(d.GossipKey) {
-	case 0, 16, 24, 32:
-	default:
-		return bad("GossipKey", "must be 16, 24 or 32 bytes, not %d", len(d.GossipKey))
-	}
+	// The core's fields: replica.Config has no Validate yet (replica.New
+	// checks some of them).
 	if d.FetchMaxWait < 0 {
 		return bad("FetchMaxWait", "must be positive, not %v", d.FetchMaxWait)
 	}
@@ -306,23 +498,21 @@ func (o Options) Validate() error {
 			d.FetchTimeout, d.FetchMaxWait, d.ElectionTimeout, min)
 	}
 	if d.FetchMaxBytes <= 0 || d.FetchMaxBytes > maxConfiguredSize {
-		return bad("FetchMaxBytes", "must be in (0, %d], not %d", maxConfiguredSize, d.FetchMaxBytes)
+		return bad("FetchMaxBytes", "must be in (0, %d] (what one transport frame carries), not %d", maxConfiguredSize, d.FetchMaxBytes)
 	}
-	if d.MaxRecordSize <= 0 || d.MaxRecordSize > maxConfiguredSize {
-		return bad("MaxRecordSize", "must be in (0, %d], not %d", maxConfiguredSize, d.MaxRecordSize)
+	if d.MaxRecordSize <= 0 || d.MaxRecordSize > maxRecordSize {
+		return bad("MaxRecordSize", "must be in (0, %d] (what one transport frame carries, less storage.EntryOverhead), not %d", maxRecordSize, d.MaxRecordSize)
 	}
 	return nil
 }
 
 // validateAuth checks Secret and Insecure on defaulted options: a node
 // that listens (see needsTransport) must authenticate its peers, by Secret
-// or mutual TLS, unless the caller opted out with Insecure.
+// or mutual TLS, unless the caller opted out with Insecure. (Secret's
+// length is the transport's to check: TCPConfig.Validate.)
 func (d Options) validateAuth() error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
-	}
-	if len(d.Secret) > 0 && len(d.Secret) < MinSecretLen {
-		return bad("Secret", "is %d bytes; it must be at least %d (32 random bytes recommended)", len(d.Secret), MinSecretLen)
 	}
 	if len(d.Secret) > 0 && d.Insecure {
 		return bad("Insecure", "is set together with Secret: choose one (Insecure turns authentication off)")

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
 )
 
 func TestOptionsValidateNamesTheBadField(t *testing.T) {
@@ -48,12 +52,24 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 		{"ElectionTimeout", func(o *Options) { o.ElectionTimeout = -1 }},
 		{"FetchMaxBytes", func(o *Options) { o.FetchMaxBytes = -1 }},
 		{"MaxRecordSize", func(o *Options) { o.MaxRecordSize = 1 << 30 }},
+		{"MaxRecordSize", func(o *Options) { o.MaxRecordSize = maxRecordSize + 1 }},
+		{"FetchMaxBytes", func(o *Options) { o.FetchMaxBytes = maxConfiguredSize + 1 }},
+		// Checked by the components' Validate (see the next test).
+		{"GossipAddr", func(o *Options) { o.GossipAddr = "localhost:7946"; o.Insecure = true }},
+		{"AdvertiseRPCAddr", func(o *Options) { o.AdvertiseRPCAddr = "no-port" }},
+		{"GossipLabel", func(o *Options) { o.GossipLabel = strings.Repeat("l", 256) }},
+		{"GossipTuning.ProbeTimeout", func(o *Options) {
+			o.GossipTuning = membership.Tuning{ProbeInterval: time.Second, ProbeTimeout: 2 * time.Second}
+		}},
+		{"GossipTuning.SuspicionMult", func(o *Options) { o.GossipTuning.SuspicionMult = -1 }},
+		{"Secret", func(o *Options) { o.Secret = []byte("short") }},
 	}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("minimal options invalid: %v", err)
 	}
 	for _, good := range []Options{
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, Peers: map[string]string{"n2": "127.0.0.1:1"}, Secret: testSecret},
+		{Dir: "/tmp/x", FetchMaxBytes: maxConfiguredSize, MaxRecordSize: maxRecordSize, GossipTuning: membership.FastForTests()},
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0", Insecure: true},
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0", RPCAddr: ":7400", AdvertiseRPCAddr: "10.0.0.1:7400", Secret: testSecret},
 	} {
@@ -91,12 +107,156 @@ func TestOptionsDefaultsDoNotTouchTheCallersStruct(t *testing.T) {
 		t.Fatal("defaulted options share slices or maps with the caller's")
 	}
 	if d.NodeID != DefaultNodeID || d.FetchMaxWait != DefaultFetchMaxWait || d.FetchTimeout != DefaultFetchTimeout ||
-		d.RPCAddr != DefaultRPCAddr || d.GossipLabel != DefaultClusterID {
+		d.RPCAddr != DefaultRPCAddr {
 		t.Fatalf("defaults not applied: %+v", d)
 	}
 	single := Options{Dir: "/tmp/x"}.withDefaults()
 	if single.needsTransport() || single.RPCAddr != "" {
 		t.Fatalf("a lone node should need no transport: %+v", single)
+	}
+}
+
+// Errors about what a component owns name the Options field first, the
+// component's field after it, and wrap both sentinels and the component's
+// typed error.
+func TestOptionsValidateDelegatesToComponents(t *testing.T) {
+	cases := []struct {
+		name      string
+		opts      Options
+		field     string // Options field
+		component string // the component's field, as named in parentheses
+		transport bool   // *transport.ConfigError, else *membership.ConfigError
+	}{
+		{"RPCAddr", Options{Dir: "/tmp/x", RPCAddr: "127.0.0.1", Insecure: true}, "RPCAddr", "transport.TCPConfig.ListenAddr", true},
+		{"Secret", Options{Dir: "/tmp/x", Secret: []byte("short")}, "Secret", "transport.TCPConfig.Secret", true},
+		{"TLS", Options{Dir: "/tmp/x", TLS: &tls.Config{}}, "TLS", "transport.TCPConfig.TLS", true},
+		{"GossipAddr", Options{Dir: "/tmp/x", GossipAddr: "nope", Insecure: true}, "GossipAddr", "membership.Config.BindAddr", false},
+		{"GossipKey", Options{Dir: "/tmp/x", GossipKey: []byte("short")}, "GossipKey", "membership.Config.SecretKey", false},
+		{"AdvertiseRPCAddr", Options{Dir: "/tmp/x", AdvertiseRPCAddr: "no-port"}, "AdvertiseRPCAddr", "membership.Config.RPCAddr", false},
+		{"GossipTuning", Options{Dir: "/tmp/x", GossipTuning: membership.Tuning{TCPTimeout: -1}}, "GossipTuning.TCPTimeout", "membership.Config.Tuning.TCPTimeout", false},
+		{"gossip metadata too large", Options{Dir: "/tmp/x", AdvertiseRPCAddr: strings.Repeat("h", 600) + ":1"},
+			"NodeID/ClusterID/AdvertiseRPCAddr", "membership.Config.NodeID/ClusterID/RPCAddr", false},
+	}
+	for _, tc := range cases {
+		err := tc.opts.Validate()
+		if !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidOptions", tc.name, err)
+			continue
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, ErrInvalidOptions.Error()+": "+tc.field+" ") || !strings.Contains(msg, "("+tc.component+")") {
+			t.Errorf("%s: %q does not name %s, then (%s)", tc.name, msg, tc.field, tc.component)
+		}
+		var te *transport.ConfigError
+		var me *membership.ConfigError
+		if tc.transport && (!errors.As(err, &te) || !errors.Is(err, transport.ErrInvalidConfig)) ||
+			!tc.transport && (!errors.As(err, &me) || !errors.Is(err, membership.ErrInvalidConfig)) {
+			t.Errorf("%s: %v does not wrap the component's error", tc.name, err)
+		}
+	}
+}
+
+// components carries every Options value into the component that uses
+// it, and each component's own defaults for the rest.
+func TestOptionsComponentsCarryValuesAndDefaults(t *testing.T) {
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{{}}, ClientAuth: tls.RequireAndVerifyClientCert}
+	o := Options{
+		Dir: "/tmp/x", NodeID: "n1", ClusterID: "c1", Voters: []string{"n1", "n2", "n3"},
+		RPCAddr: "10.0.0.1:7400", GossipAddr: "10.0.0.1:7946", Join: []string{"10.0.0.2:7946"},
+		Secret: testSecret, TLS: tlsCfg, TLSVerifyNodeID: true,
+		GossipTuning: membership.Tuning{ProbeInterval: 3 * time.Second},
+		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: 5 * time.Second, ElectionTimeout: time.Second,
+		FetchMaxBytes: 2 << 20, MaxRecordSize: 3 << 20, NoSync: true,
+	}
+	d := o.withDefaults()
+	c := d.components(nil)
+
+	r := c.replica
+	if r.ID != "n1" || !reflect.DeepEqual(r.Voters, o.Voters) || r.FetchMaxWait != o.FetchMaxWait ||
+		r.FetchTimeout != o.FetchTimeout || r.ElectionTimeout != o.ElectionTimeout ||
+		r.FetchMaxBytes != o.FetchMaxBytes || r.MaxRecordSize != o.MaxRecordSize || r.Logger == nil {
+		t.Errorf("replica config: %+v", r)
+	}
+
+	tc := c.transport
+	if tc.NodeID != "n1" || tc.ClusterID != "c1" || tc.ListenAddr != o.RPCAddr || !bytes.Equal(tc.Secret, testSecret) ||
+		tc.TLS != tlsCfg || tc.VerifyPeer == nil || tc.Logger == nil || tc.Resolver != nil {
+		t.Errorf("transport config: %+v", tc)
+	}
+	if tc.MaxFrameSize != transport.DefaultMaxFrameSize || tc.DialTimeout != transport.DefaultDialTimeout ||
+		tc.QueueSize != transport.DefaultQueueSize || tc.IdleTimeout != transport.DefaultIdleTimeout {
+		t.Errorf("transport defaults not applied: %+v", tc)
+	}
+	// The size ceilings are what a frame of the derived size carries.
+	if maxConfiguredSize != transport.MaxPayload(tc.MaxFrameSize) || maxRecordSize != maxConfiguredSize-storage.EntryOverhead ||
+		maxBatchBytes != maxConfiguredSize {
+		t.Errorf("size ceilings %d/%d/%d do not follow the frame size %d", maxConfiguredSize, maxRecordSize, maxBatchBytes, tc.MaxFrameSize)
+	}
+
+	mc := c.membership
+	wantTuning := membership.LAN()
+	wantTuning.ProbeInterval = 3 * time.Second
+	if mc.NodeID != "n1" || mc.ClusterID != "c1" || mc.BindAddr != o.GossipAddr || mc.RPCAddr != o.RPCAddr ||
+		!mc.Voter || !reflect.DeepEqual(mc.Join, o.Join) || !bytes.Equal(mc.SecretKey, d.GossipKey) || len(mc.SecretKey) != 32 ||
+		mc.Label != "c1" || mc.Tuning != wantTuning || mc.HintBuffer != membership.DefaultHintBuffer || mc.Logger == nil {
+		t.Errorf("membership config: %+v", mc)
+	}
+	if adv := (Options{Dir: "/tmp/x", RPCAddr: ":7400", AdvertiseRPCAddr: "10.0.0.9:7400", GossipLabel: "l"}).withDefaults().components(nil).membership; adv.RPCAddr != "10.0.0.9:7400" || adv.Label != "l" || adv.Voter != true {
+		t.Errorf("membership config with AdvertiseRPCAddr and GossipLabel: %+v", adv)
+	}
+	if obs := (Options{Dir: "/tmp/x", Voters: []string{"n2"}}).withDefaults().components(nil).membership; obs.Voter {
+		t.Error("an observer is advertised as a voter")
+	}
+
+	if c.store.NoSync != true || c.store.Timeout != storage.DefaultLockTimeout || c.store.Logger == nil {
+		t.Errorf("store options: %+v", c.store)
+	}
+	if c.identity != (storage.Identity{ClusterID: "c1", NodeID: "n1"}) {
+		t.Errorf("identity: %+v", c.identity)
+	}
+	// Every derived configuration is valid (with its run-time fields).
+	tc.Resolver = func(string) (string, bool) { return "", false }
+	if err := tc.Validate(); err != nil {
+		t.Error(err)
+	}
+	if err := mc.Validate(); err != nil {
+		t.Error(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Validate, withDefaults, components and Open leave the caller's Options
+// as they were, and later changes to the caller's slices and maps do not
+// reach the derived configurations.
+func TestOptionsNeverMutated(t *testing.T) {
+	mk := func(dir string) Options {
+		return Options{
+			Dir: dir, Voters: []string{"node1"}, Peers: map[string]string{"n2": "127.0.0.1:1"},
+			Join: []string{}, Secret: append([]byte(nil), testSecret...), NoSync: true,
+		}
+	}
+	dir := t.TempDir()
+	o, before := mk(dir), mk(dir)
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := o.withDefaults().components(nil)
+	l, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(o, before) {
+		t.Fatalf("the caller's options changed:\n got %+v\nwant %+v", o, before)
+	}
+	o.Voters[0] = "changed"
+	o.Secret[0] ^= 0xff
+	if c.replica.Voters[0] != "node1" || c.transport.Secret[0] != testSecret[0] {
+		t.Fatal("derived configurations share slices with the caller's options")
 	}
 }
 

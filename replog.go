@@ -2,7 +2,6 @@ package replog
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -136,13 +135,11 @@ func Open(opts Options) (*Log, error) {
 		logger = hclog.NewNullLogger()
 	}
 	logger = logger.With("node", o.NodeID)
+	cfgs := o.components(logger)
 	// The directory records the cluster and node it was created for, so
 	// that a node never runs on another node's data (or a node whose data
 	// file vanished restarts empty and votes as if it had it).
-	store, ident, err := openStore(o.Dir, storage.Identity{ClusterID: o.ClusterID, NodeID: o.NodeID}, storage.BoltOptions{
-		NoSync: o.NoSync,
-		Logger: logger.Named("storage"),
-	})
+	store, ident, err := openStore(o.Dir, cfgs.identity, cfgs.store)
 	if err != nil {
 		return nil, fmt.Errorf("replog: open store: %w", err)
 	}
@@ -169,17 +166,9 @@ func Open(opts Options) (*Log, error) {
 	}
 
 	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32
-	core, err := replica.New(replica.Config{
-		ID:              o.NodeID,
-		Voters:          o.Voters,
-		FetchTimeout:    o.FetchTimeout,
-		ElectionTimeout: o.ElectionTimeout,
-		FetchMaxWait:    o.FetchMaxWait,
-		FetchMaxBytes:   o.FetchMaxBytes,
-		MaxRecordSize:   o.MaxRecordSize,
-		Rand:            rand.New(rand.NewSource(seed)),
-		Logger:          logger,
-	}, store, time.Now())
+	rcfg := cfgs.replica
+	rcfg.Rand = rand.New(rand.NewSource(seed))
+	core, err := replica.New(rcfg, store, time.Now())
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("replog: start replica: %w", err)
@@ -187,7 +176,7 @@ func Open(opts Options) (*Log, error) {
 	l.core = core
 
 	if o.needsTransport() {
-		if err := l.startNetwork(); err != nil {
+		if err := l.startNetwork(cfgs); err != nil {
 			cleanup()
 			return nil, err
 		}
@@ -203,8 +192,10 @@ func Open(opts Options) (*Log, error) {
 	return l, nil
 }
 
-// startNetwork starts the TCP transport and, if configured, gossip.
-func (l *Log) startNetwork() error {
+// startNetwork starts the TCP transport and, if configured, gossip, with
+// the configurations derived from the options (see Options.components),
+// completed with what exists only now.
+func (l *Log) startNetwork(cfgs components) error {
 	o := l.opts
 	resolve := func(id string) (string, bool) {
 		if addr, ok := o.Peers[id]; ok {
@@ -215,20 +206,9 @@ func (l *Log) startNetwork() error {
 		}
 		return "", false
 	}
-	var verifyPeer func(string, *tls.ConnectionState) error
-	if o.TLSVerifyNodeID {
-		verifyPeer = transport.VerifyCertNamesNode
-	}
-	tcp, err := transport.NewTCP(transport.TCPConfig{
-		NodeID:     o.NodeID,
-		ClusterID:  o.ClusterID,
-		ListenAddr: o.RPCAddr,
-		Resolver:   resolve,
-		Secret:     o.Secret,
-		TLS:        o.TLS,
-		Logger:     l.logger,
-		VerifyPeer: verifyPeer,
-	})
+	tcfg := cfgs.transport
+	tcfg.Resolver = resolve
+	tcp, err := transport.NewTCP(tcfg)
 	if err != nil {
 		return fmt.Errorf("replog: start transport on %s: %w", o.RPCAddr, err)
 	}
@@ -236,26 +216,11 @@ func (l *Log) startNetwork() error {
 	if o.GossipAddr == "" {
 		return nil
 	}
-	rpcAddr := o.AdvertiseRPCAddr
-	if rpcAddr == "" {
-		rpcAddr = tcp.Addr()
+	mcfg := cfgs.membership
+	if o.AdvertiseRPCAddr == "" {
+		mcfg.RPCAddr = tcp.Addr()
 	}
-	voter := false
-	for _, v := range o.Voters {
-		voter = voter || v == o.NodeID
-	}
-	ml, err := membership.New(membership.Config{
-		NodeID:    o.NodeID,
-		ClusterID: o.ClusterID,
-		BindAddr:  o.GossipAddr,
-		RPCAddr:   rpcAddr,
-		Voter:     voter,
-		Join:      o.Join,
-		SecretKey: o.GossipKey,
-		Label:     o.GossipLabel,
-		Tuning:    o.GossipTuning,
-		Logger:    l.logger,
-	})
+	ml, err := membership.New(mcfg)
 	if err != nil {
 		return fmt.Errorf("replog: start gossip on %s: %w", o.GossipAddr, err)
 	}
