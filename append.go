@@ -44,8 +44,9 @@ func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 // (none, some or all of the records) may be committed, because replication
 // may cut a batch in two when the leader fails. Errors are those of
 // Append; an empty batch, or one whose records plus storage.EntryOverhead
-// each exceed 8 MiB in total (the transport's frames must carry it),
-// returns ErrTooLarge or an error before anything is appended. The records
+// each exceed transport.DefaultMaxPayload in total (what one transport
+// frame carries: 16 MiB less transport.FrameOverhead), returns ErrTooLarge
+// or an error before anything is appended. The records
 // are copied: the caller may reuse them once AppendBatch returns.
 func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error) {
 	if len(records) == 0 {
