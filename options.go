@@ -458,9 +458,11 @@ func (o Options) Validate() error {
 	if d.TLSVerifyNodeID && (d.TLS == nil || d.TLS.ClientAuth < tls.VerifyClientCertIfGiven) {
 		return bad("TLSVerifyNodeID", "needs TLS with verified client certificates (ClientAuth RequireAndVerifyClientCert)")
 	}
-	// What the components own (addresses, Secret's length, TLS's
-	// certificate, GossipKey, GossipLabel, GossipTuning) their Validate
-	// checks.
+	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
+		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")
+	}
+	// What the components own (addresses, Secret's length, GossipKey,
+	// GossipLabel, GossipTuning) their Validate checks.
 	if err := d.validateComponents(); err != nil {
 		return err
 	}

@@ -129,7 +129,6 @@ func TestOptionsValidateDelegatesToComponents(t *testing.T) {
 	}{
 		{"RPCAddr", Options{Dir: "/tmp/x", RPCAddr: "127.0.0.1", Insecure: true}, "RPCAddr", "transport.TCPConfig.ListenAddr", true},
 		{"Secret", Options{Dir: "/tmp/x", Secret: []byte("short")}, "Secret", "transport.TCPConfig.Secret", true},
-		{"TLS", Options{Dir: "/tmp/x", TLS: &tls.Config{}}, "TLS", "transport.TCPConfig.TLS", true},
 		{"GossipAddr", Options{Dir: "/tmp/x", GossipAddr: "nope", Insecure: true}, "GossipAddr", "membership.Config.BindAddr", false},
 		{"GossipKey", Options{Dir: "/tmp/x", GossipKey: []byte("short")}, "GossipKey", "membership.Config.SecretKey", false},
 		{"AdvertiseRPCAddr", Options{Dir: "/tmp/x", AdvertiseRPCAddr: "no-port"}, "AdvertiseRPCAddr", "membership.Config.RPCAddr", false},

@@ -279,8 +279,6 @@ func (c TCPConfig) Validate() error {
 		return bad("Resolver", "is required")
 	case len(c.Secret) > 0 && len(c.Secret) < MinSecretSize:
 		return bad("Secret", "is %d bytes, at least %d required (use 32 random bytes)", len(c.Secret), MinSecretSize)
-	case c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil:
-		return bad("TLS", "has no certificate (set Certificates or GetCertificate): the listener serves with it")
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
 		return bad("ListenAddr", "%q is not host:port: %v", c.ListenAddr, err)
