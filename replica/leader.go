@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
@@ -55,11 +54,6 @@ type proposal struct {
 	end       uint64
 }
 
-type doneKey struct {
-	from      string
-	requestID uint64
-}
-
 func newLeaderState(r *Replica, leo uint64) *leaderState {
 	ls := &leaderState{
 		epochStartLEO: leo,
@@ -75,29 +69,6 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		ls.lastFetch[v] = r.now
 	}
 	return ls
-}
-
-// stepDown ends this replica's leadership: every pending proposal gets an
-// unknown outcome (it may or may not commit under the next leader).
-func (r *Replica) stepDown(newLeader string) {
-	ls := r.leader
-	if ls == nil {
-		return
-	}
-	r.logger.Info("stepping down", "epoch", r.epoch, "pending", len(ls.pending))
-	for _, p := range ls.pending {
-		r.failProposal(p, newLeader)
-	}
-	r.leader = nil
-	r.log.dropEmptyTrailingEpochs()
-}
-
-func (r *Replica) failProposal(p proposal, newLeader string) {
-	if p.local {
-		r.acks = append(r.acks, Ack{ID: p.id, Err: ErrUnknownOutcome})
-	} else {
-		r.send(p.from, &transport.AppendResponse{RequestID: p.requestID, Error: transport.AppendUnknown, LeaderID: newLeader})
-	}
 }
 
 // tickLeader answers parked fetches whose wait is over and runs
@@ -362,196 +333,4 @@ func (r *Replica) leaderPropose(p proposal, records [][]byte) {
 func (r *Replica) appendControlEntry() {
 	leo := r.log.LEO()
 	r.appendEntries([]storage.Entry{{Offset: leo, Epoch: r.epoch, Type: storage.EntryControl}})
-}
-
-// fetchSession reports whether non-voter from fetched from this leader
-// within FetchTimeout in its epoch.
-func (r *Replica) fetchSession(from string) bool {
-	if r.leader == nil {
-		return false
-	}
-	t, ok := r.leader.observerFetch[from]
-	return ok && r.now.Sub(t) < r.cfg.FetchTimeout
-}
-
-func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest) {
-	k := doneKey{from, req.RequestID}
-	// A duplicate (the network may repeat a request) gets the answer its
-	// first copy got, as far as it is known: never appended twice, never
-	// "not appended" once it was.
-	if m, ok := r.memo.get(k); ok {
-		switch {
-		case m.state == forwardRefused:
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
-		case m.state == forwardAcked:
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: m.first})
-		case r.role == RoleLeader && m.epoch == r.epoch:
-			// Pending in this epoch: answered when it commits.
-		default:
-			// Appended by an earlier leadership of ours: it may or may not
-			// commit.
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
-		}
-		return
-	}
-	if r.role != RoleLeader || req.Epoch != r.epoch {
-		// Appended only by the leader of the epoch the request names. A
-		// node that does not lead its current epoch and never did can never
-		// lead it (an election moves to a new epoch): nothing was or will be
-		// appended, a final not-leader. Any other epoch (an earlier one,
-		// which this node may have led in a life it no longer remembers, or
-		// one it has not reached) gets an unknown outcome, never not-leader.
-		if req.Epoch == r.epoch && r.epochLeader != r.id {
-			r.memo.set(k, forwardMemo{state: forwardRefused})
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
-			return
-		}
-		r.logger.Debug("forwarded append for another epoch", "from", from, "epoch", req.Epoch, "own_epoch", r.epoch)
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
-		return
-	}
-	if !r.isVoter(from) && !r.fetchSession(from) {
-		// Only members forward appends: voters, and observers that fetch
-		// from this leader now. Nothing was appended in this epoch, the only
-		// one the request could be appended in (and a copy arriving later
-		// gets the same answer). (The epoch rule above comes first: a copy
-		// naming an earlier epoch may have been appended then.)
-		r.logger.Debug("refusing a forwarded append from a node that is not a member", "from", from)
-		r.memo.set(k, forwardMemo{state: forwardRefused})
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
-		return
-	}
-	if !fitsForward(req.Records, r.cfg.MaxRecordSize) {
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendTooLarge, LeaderID: r.id})
-		return
-	}
-	r.memo.set(k, forwardMemo{state: forwardAppended, epoch: r.epoch})
-	r.leaderPropose(proposal{from: from, requestID: req.RequestID}, req.Records)
-}
-
-// forward sends a follower's proposal to the leader it knows.
-func (r *Replica) forward(id uint64, records [][]byte) {
-	if !fitsForward(records, r.cfg.MaxRecordSize) {
-		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a forwarded batch is limited to %d bytes", ErrTooLarge, maxForwardBytes)})
-		return
-	}
-	reqID := r.nextRequestID
-	r.nextRequestID++
-	r.forwarded = append(r.forwarded, forwardedProposal{
-		requestID: reqID, id: id, to: r.leaderID, epoch: r.epoch, deadline: r.now.Add(2 * r.cfg.FetchTimeout),
-	})
-	r.send(r.leaderID, &transport.AppendRequest{RequestID: reqID, Epoch: r.epoch, Records: records})
-}
-
-func (r *Replica) handleAppendResponse(from string, resp *transport.AppendResponse) {
-	i := slices.IndexFunc(r.forwarded, func(f forwardedProposal) bool { return f.requestID == resp.RequestID })
-	if i < 0 {
-		return
-	}
-	f := r.forwarded[i]
-	r.forwarded = slices.Delete(r.forwarded, i, i+1)
-	ack := Ack{ID: f.id}
-	switch resp.Error {
-	case transport.AppendOK:
-		ack.FirstOffset = resp.FirstOffset
-	case transport.AppendNotLeader:
-		ack.Err = &NotLeaderError{LeaderID: resp.LeaderID}
-	case transport.AppendTooLarge:
-		ack.Err = ErrTooLarge
-	case transport.AppendUnknown:
-		ack.Err = ErrUnknownOutcome
-	default:
-		ack.Err = fmt.Errorf("%w: unknown append error %d from %s", ErrUnknownOutcome, resp.Error, from)
-	}
-	r.acks = append(r.acks, ack)
-}
-
-// abandonForwarded fails at once, with an unknown outcome, the forwarded
-// proposals sent in an older epoch or to another leader than leader: the
-// node they went to may have appended them, but nobody will answer.
-func (r *Replica) abandonForwarded(leader string) {
-	kept := r.forwarded[:0]
-	for _, f := range r.forwarded {
-		if f.epoch == r.epoch && f.to == leader {
-			kept = append(kept, f)
-			continue
-		}
-		r.acks = append(r.acks, Ack{ID: f.id, Err: ErrUnknownOutcome})
-	}
-	clear(r.forwarded[len(kept):])
-	r.forwarded = kept
-}
-
-// expireForwarded fails forwarded proposals whose answer did not come in
-// time (lost messages): nothing waits forever.
-func (r *Replica) expireForwarded() {
-	n := 0
-	for n < len(r.forwarded) && !r.now.Before(r.forwarded[n].deadline) {
-		r.acks = append(r.acks, Ack{ID: r.forwarded[n].id, Err: ErrUnknownOutcome})
-		n++
-	}
-	if n > 0 {
-		r.forwarded = slices.Delete(r.forwarded, 0, n)
-	}
-}
-
-// maxForwardBytes bounds a forwarded batch (records + EntryOverhead each)
-// so that its AppendRequest stays well inside a transport frame.
-const maxForwardBytes = 8 << 20
-
-// fitsForward reports whether records can be forwarded as one request: no
-// record above maxRecord, the whole batch within maxForwardBytes.
-func fitsForward(records [][]byte, maxRecord int) bool {
-	total := 0
-	for _, rec := range records {
-		if len(rec) > maxRecord {
-			return false
-		}
-		total += len(rec) + storage.EntryOverhead
-	}
-	return total <= maxForwardBytes
-}
-
-// forwardState is what a replica answered to a forwarded request.
-type forwardState uint8
-
-const (
-	forwardRefused  forwardState = iota + 1 // answered "not the leader"
-	forwardAppended                         // appended (in epoch), outcome pending or lost
-	forwardAcked                            // committed at first
-)
-
-type forwardMemo struct {
-	state forwardState
-	epoch uint64
-	first uint64
-}
-
-// forwardMemos remembers the fate of the last maxForwardMemos forwarded
-// requests, across changes of role, so that duplicates are answered
-// consistently.
-type forwardMemos struct {
-	m    map[doneKey]forwardMemo
-	fifo []doneKey
-}
-
-const maxForwardMemos = 4096
-
-func (f *forwardMemos) get(k doneKey) (forwardMemo, bool) {
-	m, ok := f.m[k]
-	return m, ok
-}
-
-func (f *forwardMemos) set(k doneKey, m forwardMemo) {
-	if f.m == nil {
-		f.m = make(map[doneKey]forwardMemo)
-	}
-	if _, ok := f.m[k]; !ok {
-		f.fifo = append(f.fifo, k)
-		if len(f.fifo) > maxForwardMemos {
-			delete(f.m, f.fifo[0])
-			f.fifo = f.fifo[1:]
-		}
-	}
-	f.m[k] = m
 }

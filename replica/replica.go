@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand"
@@ -13,15 +12,6 @@ import (
 	"github.com/replog-io/replog/fetcher"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
-)
-
-// Defaults for zero Config fields.
-const (
-	DefaultFetchTimeout    = 2 * time.Second
-	DefaultElectionTimeout = 500 * time.Millisecond
-	DefaultFetchMaxWait    = 500 * time.Millisecond
-	DefaultFetchMaxBytes   = 1 << 20
-	DefaultMaxRecordSize   = 1 << 20
 )
 
 // MaxEpoch bounds epochs: no replica ever reaches it (one that would, by
@@ -37,32 +27,8 @@ const MaxEpoch uint64 = 1 << 62
 // toward MaxEpoch.
 const MaxEpochJump uint64 = 1 << 32
 
-// MinFetchTimeout is the smallest FetchTimeout that goes with fetchMaxWait
-// and electionTimeout: 2*(fetchMaxWait+electionTimeout), the longest a
-// follower can go without leader contact when one fetch or its answer is
-// lost (see Config.FetchTimeout).
-func MinFetchTimeout(fetchMaxWait, electionTimeout time.Duration) time.Duration {
-	return 2 * (fetchMaxWait + electionTimeout)
-}
-
 // hwCheckpointInterval throttles HW checkpoint writes (core time).
 const hwCheckpointInterval = time.Second
-
-// ErrInvalidConfig is returned by New for a bad Config.
-var ErrInvalidConfig = errors.New("replog: invalid replica config")
-
-// Errors that halt a replica (see Err).
-var (
-	// ErrCommittedTruncation: this replica was told to truncate its log
-	// below its HW, which would destroy committed entries. It refuses and
-	// halts instead: nothing committed is ever destroyed on anyone's word.
-	// In a correct cluster this never happens; it means a peer is wrong,
-	// lying or misconfigured (or this node's disk lost data).
-	ErrCommittedTruncation = errors.New("replog: refused to truncate committed entries")
-	// ErrEpochExhausted: starting an election would take the epoch to
-	// MaxEpoch.
-	ErrEpochExhausted = errors.New("replog: epochs exhausted")
-)
 
 // Replica is one node's protocol state machine.
 type Replica struct {
@@ -139,15 +105,6 @@ type Replica struct {
 type heldMessage struct {
 	dep uint64
 	msg transport.Message
-}
-
-// forwardedProposal is a proposal a follower forwarded to the leader.
-type forwardedProposal struct {
-	requestID uint64
-	id        uint64
-	to        string // the leader it was sent to
-	epoch     uint64 // the epoch it was sent in
-	deadline  time.Time
 }
 
 // New restores a replica from store (quorum state, epoch map, LEO, HW
@@ -424,45 +381,6 @@ func (r *Replica) Persisted(seq uint64) {
 	}
 }
 
-// Hint passes advisory membership information.
-func (r *Replica) Hint(h Hint) {
-	if r.err != nil {
-		return
-	}
-	switch h.Kind {
-	case HintNodeFailed:
-		if r.role == RoleFollower && h.Node != "" && h.Node == r.leaderID {
-			// Gossip thinks our leader is dead: start our own pre-vote
-			// soon. It decides nothing: what we grant still depends only
-			// on our own contact with the leader, and a majority decides.
-			d := r.now.Add(r.randDuration(r.cfg.ElectionTimeout / 2))
-			if d.Before(r.electionDeadline) {
-				r.electionDeadline = d
-			}
-		}
-	case HintLeader:
-		// A leaderless replica, or one that hears of a newer epoch than
-		// its own, tries the named node next. The claim only says where to
-		// fetch: the epoch and leader are adopted from that voter's own
-		// answer (fencing), never from gossip. Only a voter can lead.
-		if !r.isVoter(h.Node) {
-			r.logger.Debug("ignoring a leader hint naming a non-voter", "node", h.Node, "epoch", h.Epoch)
-			return
-		}
-		if (r.role == RoleFollower || r.role == RoleObserver) && h.Node != r.id &&
-			(r.leaderID == "" && h.Epoch >= r.epoch || h.Epoch > r.epoch && h.Node != r.leaderID) {
-			r.fetchHint = h.Node
-			r.fetchBackoff = time.Time{}
-			// A fetch to the leader we follow is left to be answered (a
-			// false claim must not cost leader contact): the hinted node
-			// gets the next fetch.
-			if r.leaderID == "" && r.fetch.Outstanding() && r.fetch.Target() != h.Node {
-				r.fetch.Cancel()
-			}
-		}
-	}
-}
-
 // Ready returns and clears what the shell must do now.
 func (r *Replica) Ready() Ready {
 	if r.err != nil {
@@ -494,13 +412,6 @@ func (r *Replica) Ready() Ready {
 	return rd
 }
 
-// Err returns the error that halted this replica, or nil. A halted replica
-// does nothing more: Tick, Step, Persisted and Hint are ignored, Ready hands
-// out no writes or messages, and proposals fail with this error. The shell
-// must stop the node loudly (as after a failed write). Errors wrap
-// ErrCommittedTruncation or ErrEpochExhausted.
-func (r *Replica) Err() error { return r.err }
-
 // halt stops the replica for good with err, logged once at Error.
 func (r *Replica) halt(err error) {
 	if r.err != nil {
@@ -508,118 +419,6 @@ func (r *Replica) halt(err error) {
 	}
 	r.err = err
 	r.logger.Error("replica halted", "error", err, "epoch", r.epoch, "leo", r.log.LEO(), "hw", r.hw)
-}
-
-// HighWatermark returns the current HW: offsets below it are committed.
-//
-// On a leader with three or more voters the HW may pass the leader's own
-// durable LEO for a moment (followers that fetched from its in-memory tail
-// make a majority before its own write is durable); local readers must use
-// ReadableHW.
-func (r *Replica) HighWatermark() uint64 { return r.hw }
-
-// ReadableHW returns min(HW, durable LEO): offsets below it are committed
-// and in this replica's store, so local readers may read them. It never
-// moves back except after a restart.
-func (r *Replica) ReadableHW() uint64 { return min(r.hw, r.log.durableEnd) }
-
-// Status returns a snapshot of the replica's state.
-func (r *Replica) Status() Status {
-	s := Status{
-		ID:            r.id,
-		Role:          r.role,
-		Epoch:         r.epoch,
-		LeaderID:      r.leaderID,
-		VotedFor:      r.votedFor,
-		LEO:           r.log.LEO(),
-		DurableLEO:    r.log.durableEnd,
-		HighWatermark: r.hw,
-		LogStart:      r.log.logStart,
-		Violations:    r.violations,
-	}
-	if r.leader != nil {
-		s.RemoteLEO = make(map[string]uint64)
-		for _, v := range r.voters {
-			if rs, ok := r.leader.remote[v]; ok && v != r.id {
-				s.RemoteLEO[v] = rs
-			}
-		}
-	}
-	return s
-}
-
-// send queues m to be handed out once every quorum-state write issued so
-// far is persisted.
-func (r *Replica) send(to string, body transport.Body) {
-	r.held = append(r.held, heldMessage{dep: r.quorumSeq, msg: transport.Message{From: r.id, To: to, Body: body}})
-}
-
-// emit issues a write.
-func (r *Replica) emit(w Write) uint64 {
-	r.lastSeq++
-	w.Seq = r.lastSeq
-	r.writes = append(r.writes, w)
-	if w.Kind != WriteHWCheckpoint {
-		r.stateSeq = w.Seq
-	}
-	if w.Kind == WriteQuorumState {
-		r.quorumSeq = w.Seq
-	}
-	return w.Seq
-}
-
-// appendEntries issues an append of entries (starting at the LEO), merged
-// into the previous write if that is an append not yet handed out (group
-// commit of one step's proposals).
-func (r *Replica) appendEntries(entries []storage.Entry) {
-	if n := len(r.writes); n > 0 && r.writes[n-1].Kind == WriteAppend {
-		w := &r.writes[n-1]
-		w.Entries = append(w.Entries, entries...)
-		r.log.append(entries, w.Seq)
-		return
-	}
-	seq := r.emit(Write{Kind: WriteAppend, Entries: slices.Clone(entries)})
-	r.log.append(entries, seq)
-}
-
-// truncate issues a truncation of the log to to (< LEO). Truncating below
-// the HW would remove committed entries: that is an invariant violation.
-// It is refused, counted (Status.Violations) and halts the replica (Err
-// wraps ErrCommittedTruncation): nothing committed is ever destroyed on
-// anyone's word.
-func (r *Replica) truncate(to uint64) {
-	if to >= r.log.LEO() {
-		return
-	}
-	if to < r.hw {
-		r.violations++
-		r.halt(fmt.Errorf("%w: asked to truncate to offset %d, below the high watermark %d (LEO %d, epoch %d, leader %q)",
-			ErrCommittedTruncation, to, r.hw, r.log.LEO(), r.epoch, r.leaderID))
-		return
-	}
-	r.emit(Write{Kind: WriteTruncate, Offset: to})
-	r.log.truncate(to)
-}
-
-// writeQuorumState issues a write of the current quorum state.
-func (r *Replica) writeQuorumState() {
-	r.emit(Write{Kind: WriteQuorumState, Quorum: storage.QuorumState{
-		Epoch: r.epoch, VotedFor: r.votedFor, LeaderID: r.leaderID,
-	}})
-}
-
-// maybeCheckpoint writes the HW checkpoint at most once per interval, never
-// above the durable LEO.
-func (r *Replica) maybeCheckpoint() {
-	if r.now.Sub(r.lastCheckpointAt) < hwCheckpointInterval {
-		return
-	}
-	hw := min(r.hw, r.log.durableEnd)
-	if r.checkpointed && hw == r.lastCheckpointHW {
-		return
-	}
-	r.emit(Write{Kind: WriteHWCheckpoint, Offset: hw})
-	r.lastCheckpointAt, r.lastCheckpointHW, r.checkpointed = r.now, hw, true
 }
 
 // randDuration returns a random duration in [0, d).
@@ -631,3 +430,10 @@ func (r *Replica) randDuration(d time.Duration) time.Duration {
 }
 
 func (r *Replica) isVoter(id string) bool { return slices.Contains(r.voters, id) }
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

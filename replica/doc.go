@@ -1,0 +1,67 @@
+// Package replica holds replog's protocol core: one replica's state machine
+// for Kafka's pull-based replication (the seed's LEO/HW rules with KIP-101 /
+// KIP-279 leader epochs) and KRaft-style elections (KIP-595, KIP-996
+// pre-vote).
+//
+// The core is deterministic: no goroutines, no sockets, no wall clock, no
+// global randomness. It takes events through Tick, Step, Propose, Persisted
+// and Hint, and says what to do through Ready. The shell around it (the root
+// replog package, or the simulation) owns time, the network and the disk.
+//
+// The shell's loop is:
+//
+//	r.Tick(now)               // and/or Step, Propose, Persisted, Hint
+//	rd := r.Ready()
+//	queue rd.Writes to the storage writer, in order;
+//	    after each is durable call r.Persisted(w.Seq)
+//	send rd.Messages (they may be sent at once: the core holds back any
+//	    message that depends on a write until that write is persisted)
+//	deliver rd.Acks to the waiting callers
+//
+// The core reads its log through the storage.Store it was given (reads only)
+// plus the tail it has asked to write but not yet seen persisted, which it
+// keeps in memory. It never writes to the store itself.
+//
+// Contract details for the shell:
+//
+//   - Call Ready after every batch of events: parked fetches are woken, and a
+//     follower's next fetch is built, inside Ready.
+//   - Apply Writes strictly in Seq order, never skip one, and call Persisted
+//     with the highest Seq that is durable (one call may cover many writes).
+//     Consecutive WriteAppends may be merged into one store call. A write
+//     that fails is fatal for this replica: stop it and open a new one from
+//     the store (New), as after a crash. A Replica must never be reused
+//     after its writes were lost.
+//   - Messages in Ready may be sent at once, in order: the core holds back
+//     what depends on an unpersisted write (a granted vote, vote requests
+//     after the self-vote, anything after adopting an epoch, a follower's
+//     fetch after its appended entries) and releases it in a later Ready.
+//     The leader does send entries it has not persisted itself (it counts
+//     itself for the HW with its durable LEO only).
+//   - Tick regularly (every 10-50ms is plenty): the core's timers fire only
+//     on Tick, and its clock is the last Tick's time.
+//   - Entry Data in Writes and in outgoing messages is shared, read-only:
+//     nobody may modify it.
+//   - An Ack without error for a proposal made on a follower means the
+//     leader's HW passed it; this replica's own HW may still lag one fetch
+//     round.
+//   - Status().Violations counts invariant violations detected (a
+//     truncation below the HW, refused); it must stay 0.
+//   - Check Err after each Ready: a replica that was asked to destroy
+//     committed entries (ErrCommittedTruncation) or ran out of epochs
+//     (ErrEpochExhausted) halts, and the shell must stop the node loudly.
+//
+// Messages are judged on their own, even from authenticated peers (defence
+// in depth): only a voter of Config.Voters is ever followed as leader (a
+// HintLeader only says where to fetch; the epoch comes from that voter's
+// own answer); an answer counts only for the request it answers (a fetch
+// answer by FetchID, a vote answer by its round), else it is dropped whole,
+// epoch included; a vote request for a later epoch is disregarded while
+// this replica leads or hears from its leader; epochs at or above MaxEpoch,
+// or more than MaxEpochJump ahead, are dropped; votes and fetches of
+// non-voters never count, and forwarded appends are taken only from voters
+// and from observers that fetch from this leader, and only in the epoch
+// they name; a truncation below the HW is refused and halts the replica.
+//
+// A Replica is not safe for concurrent use: one goroutine drives it.
+package replica

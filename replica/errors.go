@@ -1,0 +1,54 @@
+package replica
+
+import "errors"
+
+// ErrInvalidConfig is returned by New for a bad Config.
+var ErrInvalidConfig = errors.New("replog: invalid replica config")
+
+// Errors that halt a replica (see Err).
+var (
+	// ErrCommittedTruncation: this replica was told to truncate its log
+	// below its HW, which would destroy committed entries. It refuses and
+	// halts instead: nothing committed is ever destroyed on anyone's word.
+	// In a correct cluster this never happens; it means a peer is wrong,
+	// lying or misconfigured (or this node's disk lost data).
+	ErrCommittedTruncation = errors.New("replog: refused to truncate committed entries")
+	// ErrEpochExhausted: starting an election would take the epoch to
+	// MaxEpoch.
+	ErrEpochExhausted = errors.New("replog: epochs exhausted")
+)
+
+// Errors reported in Acks.
+var (
+	// ErrNotLeader is wrapped by *NotLeaderError.
+	ErrNotLeader = errors.New("replog: not the leader")
+	// ErrUnknownOutcome: the proposal may or may not have been committed
+	// (leadership changed while it was in flight).
+	ErrUnknownOutcome = errors.New("replog: append outcome unknown")
+	// ErrTooLarge: a record exceeds MaxRecordSize.
+	ErrTooLarge = errors.New("replog: record too large")
+)
+
+// NotLeaderError says the proposal reached no leader. LeaderID is the
+// leader this replica knows ("" if none). Nothing was appended, and nothing
+// will be: a forwarded proposal names the epoch of the leader it was sent
+// to (transport.AppendRequest.Epoch) and is appended only by the leader of
+// exactly that epoch; a node answers not-leader only for its own current
+// epoch when it does not lead it and never did, and no node can come to
+// lead an epoch later (an election always moves to a new one). So no copy
+// of the request, however late, even one delivered after the receiver
+// restarted, is ever appended. Copies within one life of the receiver are
+// answered from its memory of the requests it handled.
+type NotLeaderError struct {
+	LeaderID string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "replog: not the leader (no leader known)"
+	}
+	return "replog: not the leader (leader is " + e.LeaderID + ")"
+}
+
+// Unwrap returns ErrNotLeader.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }

@@ -1,0 +1,227 @@
+package replica
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/replog-io/replog/transport"
+)
+
+// resetElectionTimer arms a follower's election timer: FetchTimeout plus a
+// random part of ElectionTimeout from now.
+func (r *Replica) resetElectionTimer() {
+	r.electionDeadline = r.now.Add(r.cfg.FetchTimeout + r.randDuration(r.cfg.ElectionTimeout))
+}
+
+// leaderContact records a valid message from the leader of our epoch.
+func (r *Replica) leaderContact() {
+	r.lastLeaderContact = r.now
+	r.resetElectionTimer()
+}
+
+// becomeFollower makes this replica a follower (observer if not a voter)
+// of leader in epoch (epoch ≥ current). A higher epoch is adopted with no
+// vote. The quorum state is written if it changed; messages sent after this
+// wait for that write.
+func (r *Replica) becomeFollower(epoch uint64, leader string) {
+	if epoch < r.epoch {
+		return
+	}
+	if leader == r.id {
+		leader = ""
+	}
+	if leader != "" && !r.isVoter(leader) {
+		// Only a voter leads (Step drops messages naming anyone else; this
+		// keeps every other path honest too).
+		r.logger.Warn("not following a non-voter", "leader", leader, "epoch", epoch)
+		leader = ""
+	}
+	if r.role == RoleLeader {
+		r.stepDown(leader)
+	}
+	changed, newEpoch := false, false
+	if epoch > r.epoch {
+		r.epoch = epoch
+		r.votedFor = ""
+		changed, newEpoch = true, true
+	}
+	if leader != r.leaderID {
+		r.leaderID = leader
+		r.leaderHW = 0
+		changed = true
+	}
+	if newEpoch {
+		r.epochLeader, r.begun = "", ""
+	}
+	if leader != "" {
+		r.epochLeader = leader
+	}
+	wasFollowing := r.role == RoleFollower || r.role == RoleObserver
+	wasProspective := r.role == RoleProspective
+	if r.voter {
+		r.role = RoleFollower
+	} else {
+		r.role = RoleObserver
+	}
+	r.votes = nil
+	if changed {
+		// Forwarded proposals went to the old leader: nobody will answer.
+		r.abandonForwarded(leader)
+		r.writeQuorumState()
+		// A fetch outstanding to the leader just learned, in this epoch,
+		// stays: its answer is this leader's (dropping it cost a follower
+		// that found its leader by round-robin a whole election timeout).
+		if newEpoch || leader == "" || r.fetch.Target() != leader {
+			r.fetch.Cancel()
+		}
+		r.fetchBackoff = time.Time{}
+		r.fetchHint = ""
+	}
+	// Learning a leader's name is no contact with it: only a new epoch or
+	// a change of role restarts the election timer (else two followers
+	// naming a dead leader to each other could postpone elections). A
+	// prospective sent back to its leader by a refused pre-vote times out
+	// FetchTimeout after its last contact with the leader (when the others
+	// stop vouching for it too), but not before another ElectionTimeout.
+	switch {
+	case newEpoch || !wasFollowing && !wasProspective:
+		r.resetElectionTimer()
+	case wasProspective:
+		d := r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
+		if !r.lastLeaderContact.IsZero() {
+			d = later(d, r.lastLeaderContact.Add(r.cfg.FetchTimeout+r.randDuration(r.cfg.ElectionTimeout)))
+		}
+		r.electionDeadline = d
+	}
+	if bugTruncateToHW && (changed || !wasFollowing) && r.log.LEO() > r.hw {
+		r.truncate(r.hw)
+	}
+}
+
+// becomeProspective starts a pre-vote round (KIP-996): nothing persisted,
+// the epoch does not change.
+func (r *Replica) becomeProspective() {
+	if !r.voter || !r.epochLeft() {
+		return
+	}
+	if r.role == RoleLeader {
+		r.stepDown("")
+	}
+	// The outstanding fetch stays: if our leader answers it after all, we
+	// go back to following it (handleFetchResponse).
+	r.role = RoleProspective
+	r.newRound()
+	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
+	r.logger.Debug("prospective", "epoch", r.epoch)
+	if r.countVotes() >= r.majority {
+		r.becomeCandidate()
+		return
+	}
+	req := &transport.VoteRequest{
+		Epoch: r.epoch + 1, CandidateID: r.id,
+		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), PreVote: true, Round: r.round,
+	}
+	for _, v := range r.voters {
+		if v != r.id {
+			r.send(v, req)
+		}
+	}
+}
+
+// becomeCandidate starts an election in epoch+1 with a durable self-vote;
+// the vote requests wait for it.
+func (r *Replica) becomeCandidate() {
+	if !r.epochLeft() {
+		return
+	}
+	if r.role == RoleLeader {
+		r.stepDown("")
+	}
+	r.epoch++
+	r.votedFor = r.id
+	r.leaderID = ""
+	r.epochLeader, r.begun = "", ""
+	r.leaderHW = 0
+	r.role = RoleCandidate
+	r.abandonForwarded("")
+	r.fetch.Cancel()
+	r.writeQuorumState()
+	r.newRound()
+	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
+	r.logger.Info("candidate", "epoch", r.epoch)
+	if r.countVotes() >= r.majority {
+		r.becomeLeader()
+		return
+	}
+	req := &transport.VoteRequest{
+		Epoch: r.epoch, CandidateID: r.id,
+		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), Round: r.round,
+	}
+	for _, v := range r.voters {
+		if v != r.id {
+			r.send(v, req)
+		}
+	}
+}
+
+// becomeLeader makes a candidate with a majority the leader of its epoch.
+func (r *Replica) becomeLeader() {
+	r.role = RoleLeader
+	r.leaderID = r.id
+	r.epochLeader = r.id
+	r.votes = nil
+	r.fetch.Cancel()
+	r.writeQuorumState()
+	leo := r.log.LEO()
+	// KAFKA-7415: the epoch is in the map before anything is served.
+	r.log.addEpoch(r.epoch, leo)
+	r.leader = newLeaderState(r, leo)
+	r.logger.Info("leader", "epoch", r.epoch, "leo", leo, "hw", r.hw)
+	for _, v := range r.voters {
+		if v != r.id {
+			r.send(v, &transport.BeginEpoch{Epoch: r.epoch, LeaderID: r.id})
+		}
+	}
+	if leo > r.hw {
+		// Entries of earlier epochs above the HW can only commit with an
+		// entry of this epoch: append one now rather than wait for a user.
+		r.appendControlEntry()
+	}
+	r.updateLeaderHW()
+}
+
+// stepDown ends this replica's leadership: every pending proposal gets an
+// unknown outcome (it may or may not commit under the next leader).
+func (r *Replica) stepDown(newLeader string) {
+	ls := r.leader
+	if ls == nil {
+		return
+	}
+	r.logger.Info("stepping down", "epoch", r.epoch, "pending", len(ls.pending))
+	for _, p := range ls.pending {
+		r.failProposal(p, newLeader)
+	}
+	r.leader = nil
+	r.log.dropEmptyTrailingEpochs()
+}
+
+// epochLeft reports whether an election may start (its epoch stays below
+// MaxEpoch); if not, the replica halts loudly (ErrEpochExhausted).
+func (r *Replica) epochLeft() bool {
+	if r.epoch+1 < MaxEpoch {
+		return true
+	}
+	r.halt(fmt.Errorf("%w: epoch %d, an election would reach MaxEpoch %d", ErrEpochExhausted, r.epoch, MaxEpoch))
+	return false
+}
+
+// newRound starts a new pre-vote or vote round: only answers that echo its
+// Round (and the request's epoch and kind) are counted, so a grant that
+// arrives late from an earlier round can never elect anyone.
+func (r *Replica) newRound() {
+	r.round++
+	if r.round == 0 {
+		r.round = 1
+	}
+	r.votes = map[string]bool{r.id: true}
+}

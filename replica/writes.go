@@ -1,0 +1,83 @@
+package replica
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// send queues m to be handed out once every quorum-state write issued so
+// far is persisted.
+func (r *Replica) send(to string, body transport.Body) {
+	r.held = append(r.held, heldMessage{dep: r.quorumSeq, msg: transport.Message{From: r.id, To: to, Body: body}})
+}
+
+// emit issues a write.
+func (r *Replica) emit(w Write) uint64 {
+	r.lastSeq++
+	w.Seq = r.lastSeq
+	r.writes = append(r.writes, w)
+	if w.Kind != WriteHWCheckpoint {
+		r.stateSeq = w.Seq
+	}
+	if w.Kind == WriteQuorumState {
+		r.quorumSeq = w.Seq
+	}
+	return w.Seq
+}
+
+// appendEntries issues an append of entries (starting at the LEO), merged
+// into the previous write if that is an append not yet handed out (group
+// commit of one step's proposals).
+func (r *Replica) appendEntries(entries []storage.Entry) {
+	if n := len(r.writes); n > 0 && r.writes[n-1].Kind == WriteAppend {
+		w := &r.writes[n-1]
+		w.Entries = append(w.Entries, entries...)
+		r.log.append(entries, w.Seq)
+		return
+	}
+	seq := r.emit(Write{Kind: WriteAppend, Entries: slices.Clone(entries)})
+	r.log.append(entries, seq)
+}
+
+// truncate issues a truncation of the log to to (< LEO). Truncating below
+// the HW would remove committed entries: that is an invariant violation.
+// It is refused, counted (Status.Violations) and halts the replica (Err
+// wraps ErrCommittedTruncation): nothing committed is ever destroyed on
+// anyone's word.
+func (r *Replica) truncate(to uint64) {
+	if to >= r.log.LEO() {
+		return
+	}
+	if to < r.hw {
+		r.violations++
+		r.halt(fmt.Errorf("%w: asked to truncate to offset %d, below the high watermark %d (LEO %d, epoch %d, leader %q)",
+			ErrCommittedTruncation, to, r.hw, r.log.LEO(), r.epoch, r.leaderID))
+		return
+	}
+	r.emit(Write{Kind: WriteTruncate, Offset: to})
+	r.log.truncate(to)
+}
+
+// writeQuorumState issues a write of the current quorum state.
+func (r *Replica) writeQuorumState() {
+	r.emit(Write{Kind: WriteQuorumState, Quorum: storage.QuorumState{
+		Epoch: r.epoch, VotedFor: r.votedFor, LeaderID: r.leaderID,
+	}})
+}
+
+// maybeCheckpoint writes the HW checkpoint at most once per interval, never
+// above the durable LEO.
+func (r *Replica) maybeCheckpoint() {
+	if r.now.Sub(r.lastCheckpointAt) < hwCheckpointInterval {
+		return
+	}
+	hw := min(r.hw, r.log.durableEnd)
+	if r.checkpointed && hw == r.lastCheckpointHW {
+		return
+	}
+	r.emit(Write{Kind: WriteHWCheckpoint, Offset: hw})
+	r.lastCheckpointAt, r.lastCheckpointHW, r.checkpointed = r.now, hw, true
+}
