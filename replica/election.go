@@ -22,18 +22,6 @@ func (r *Replica) leaderAlive() bool {
 	return r.role == RoleLeader || r.role == RoleFollower && r.leaderID != "" && r.heardFromLeaderRecently()
 }
 
-// inRound reports whether resp answers the round this prospective or
-// candidate is in.
-func (r *Replica) inRound(resp *transport.VoteResponse) bool {
-	switch r.role {
-	case RoleProspective:
-		return resp.PreVote && resp.RequestEpoch == r.epoch+1 && resp.Round == r.round
-	case RoleCandidate:
-		return !resp.PreVote && resp.RequestEpoch == r.epoch && resp.Round == r.round
-	}
-	return false
-}
-
 func (r *Replica) countVotes() int {
 	n := 0
 	for _, v := range r.voters {
@@ -103,55 +91,76 @@ func (r *Replica) voteResponse(req *transport.VoteRequest, grant bool) *transpor
 	}
 }
 
-func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) {
+// answersRound does what every vote response goes through: only an answer
+// from the voter it names, to the round this replica is in (inRound, as
+// the role's step function judges it), counts for anything, its epoch
+// included: a late answer to an earlier round (the voter's situation may
+// have changed since) is dropped whole (KRaft ignores answers of older
+// epochs; naming the round is stricter). An answer naming a later epoch
+// makes this replica follow it. It reports whether the answer is left for
+// the round to count.
+func (r *Replica) answersRound(from string, resp *transport.VoteResponse, inRound bool) bool {
 	if resp.VoterID != from || !r.isVoter(from) {
-		return
+		return false
 	}
-	// Only an answer to the round we are in counts for anything, its epoch
-	// included: a late answer to an earlier round (the voter's situation
-	// may have changed since) is dropped whole (KRaft ignores answers of
-	// older epochs; naming the round is stricter).
-	if !r.inRound(resp) {
+	if !inRound {
 		r.logger.Debug("dropping vote response not for the current round", "from", from, "resp", resp)
-		return
+		return false
 	}
 	if resp.Epoch > r.epoch {
 		r.becomeFollower(resp.Epoch, resp.LeaderID)
 		r.leaderAnswered(from, resp)
+		return false
+	}
+	return true
+}
+
+// dropVoteResponse drops a vote response reaching a replica with no round
+// open (a leader, follower or observer).
+func (r *Replica) dropVoteResponse(from string, resp *transport.VoteResponse) {
+	r.answersRound(from, resp, false)
+}
+
+// handlePreVoteResponse counts a prospective replica's pre-votes (KIP-996).
+func (r *Replica) handlePreVoteResponse(from string, resp *transport.VoteResponse) {
+	if !r.answersRound(from, resp, resp.PreVote && resp.RequestEpoch == r.epoch+1 && resp.Round == r.round) {
+		return
+	}
+	if resp.Granted {
+		r.votes[from] = true
+		if r.countVotes() >= r.majority {
+			r.becomeCandidate()
+		}
 		return
 	}
 	switch {
-	case r.role == RoleProspective:
-		if resp.Granted {
-			r.votes[from] = true
-			if r.countVotes() >= r.majority {
-				r.becomeCandidate()
-			}
-			return
-		}
-		switch {
-		case resp.LeaderID == "" || resp.LeaderID == r.id:
-		case resp.Epoch == r.epoch:
-			// A voter refused and names a leader of our epoch: it has heard
-			// from it (or has a better log). Go back to following it
-			// instead of disrupting it.
-			r.becomeFollower(r.epoch, resp.LeaderID)
-			r.leaderAnswered(from, resp)
-		default:
-			// It names a live leader of an older epoch, while ours (durable,
-			// from a failed candidacy) is higher: we can never follow it,
-			// and our pre-votes will keep failing. Fetch from it once with
-			// our epoch: fencing makes it step down, and the cluster elects
-			// a leader in an epoch we can join.
-			r.becomeFollower(r.epoch, "")
-			r.fetchHint = resp.LeaderID
-		}
-	case r.role == RoleCandidate && resp.Epoch == r.epoch:
-		if resp.Granted {
-			r.votes[from] = true
-			if r.countVotes() >= r.majority {
-				r.becomeLeader()
-			}
+	case resp.LeaderID == "" || resp.LeaderID == r.id:
+	case resp.Epoch == r.epoch:
+		// A voter refused and names a leader of our epoch: it has heard
+		// from it (or has a better log). Go back to following it
+		// instead of disrupting it.
+		r.becomeFollower(r.epoch, resp.LeaderID)
+		r.leaderAnswered(from, resp)
+	default:
+		// It names a live leader of an older epoch, while ours (durable,
+		// from a failed candidacy) is higher: we can never follow it,
+		// and our pre-votes will keep failing. Fetch from it once with
+		// our epoch: fencing makes it step down, and the cluster elects
+		// a leader in an epoch we can join.
+		r.becomeFollower(r.epoch, "")
+		r.fetchHint = resp.LeaderID
+	}
+}
+
+// handleVoteResponse counts a candidate's votes.
+func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) {
+	if !r.answersRound(from, resp, !resp.PreVote && resp.RequestEpoch == r.epoch && resp.Round == r.round) {
+		return
+	}
+	if resp.Epoch == r.epoch && resp.Granted {
+		r.votes[from] = true
+		if r.countVotes() >= r.majority {
+			r.becomeLeader()
 		}
 	}
 }

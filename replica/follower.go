@@ -20,22 +20,33 @@ func (r *Replica) fetchRetryTimeout() time.Duration {
 	return r.cfg.FetchMaxWait + r.cfg.ElectionTimeout
 }
 
-// tickFollower fires the election timer (voters) and resends a fetch whose
+// tickFollower fires a voter's election timer and resends a fetch whose
 // response did not come (messages get lost).
 func (r *Replica) tickFollower() {
 	if !r.now.Before(r.electionDeadline) {
-		if r.role == RoleFollower {
-			r.becomeProspective()
-			return
-		}
-		// An observer never campaigns: it forgets a leader it cannot
-		// reach and looks for the current one among the voters.
+		r.becomeProspective()
+		return
+	}
+	r.retryFetch()
+}
+
+// tickObserver is tickFollower for a non-voter. An observer never
+// campaigns: when its timer fires it forgets a leader it cannot reach and
+// looks for the current one among the voters.
+func (r *Replica) tickObserver() {
+	if !r.now.Before(r.electionDeadline) {
 		if r.leaderID != "" {
 			r.logger.Debug("observer lost its leader", "leader", r.leaderID)
 			r.becomeFollower(r.epoch, "")
 		}
 		r.resetElectionTimer()
 	}
+	r.retryFetch()
+}
+
+// retryFetch times out a fetch whose response did not come in
+// fetchRetryTimeout.
+func (r *Replica) retryFetch() {
 	if r.fetch.Outstanding() && r.now.Sub(r.fetch.SentAt()) >= r.fetchRetryTimeout() {
 		// Due for a retry, but not forgotten: its answer may be stepped in
 		// this very round, before Ready builds the replacement.
@@ -77,21 +88,31 @@ func (r *Replica) maybeFetch() {
 // one message with a wrong FetchID and a higher epoch would depose the
 // leader).
 func (r *Replica) handleFetchResponse(from string, resp *transport.FetchResponse) {
-	if r.role != RoleFollower && r.role != RoleObserver && r.role != RoleProspective {
-		r.logger.Trace("dropping a fetch response: no fetch outstanding", "from", from, "resp", resp)
+	r.applyFetchDecision(from, resp, r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log))
+}
+
+// prospectiveFetchResponse takes the answer to a fetch sent before this
+// replica turned prospective.
+func (r *Replica) prospectiveFetchResponse(from string, resp *transport.FetchResponse) {
+	d := r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log)
+	switch d.Action {
+	case fetcher.Append, fetcher.Truncate, fetcher.OutOfRange:
+		// Our leader answered a fetch sent before we turned
+		// prospective: it is alive, follow it again.
+		r.becomeFollower(r.epoch, r.leaderID)
+	case fetcher.Drop, fetcher.Retry, fetcher.LeaderGone:
 		return
 	}
-	d := r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log)
-	if r.role == RoleProspective {
-		switch d.Action {
-		case fetcher.Append, fetcher.Truncate, fetcher.OutOfRange:
-			// Our leader answered a fetch sent before we turned
-			// prospective: it is alive, follow it again.
-			r.becomeFollower(r.epoch, r.leaderID)
-		case fetcher.Drop, fetcher.Retry, fetcher.LeaderGone:
-			return
-		}
-	}
+	r.applyFetchDecision(from, resp, d)
+}
+
+// dropFetchResponse drops a fetch response reaching a leader or candidate.
+func (r *Replica) dropFetchResponse(from string, resp *transport.FetchResponse) {
+	r.logger.Trace("dropping a fetch response: no fetch outstanding", "from", from, "resp", resp)
+}
+
+// applyFetchDecision carries out the fetcher's decision d on resp.
+func (r *Replica) applyFetchDecision(from string, resp *transport.FetchResponse, d fetcher.Decision) {
 	switch d.Action {
 	case fetcher.Drop:
 		r.logger.Trace("dropping fetch response", "from", from, "reason", d.Reason, "resp", resp)

@@ -41,42 +41,16 @@ func (r *Replica) fetchSession(from string) bool {
 	return ok && r.now.Sub(t) < r.cfg.FetchTimeout
 }
 
-func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest) {
+// leaderAppendRequest appends a forwarded proposal (the leader's side).
+func (r *Replica) leaderAppendRequest(from string, req *transport.AppendRequest) {
+	if r.answerFromMemo(from, req, true) {
+		return
+	}
+	if req.Epoch != r.epoch {
+		r.refuseForward(from, req)
+		return
+	}
 	k := doneKey{from, req.RequestID}
-	// A duplicate (the network may repeat a request) gets the answer its
-	// first copy got, as far as it is known: never appended twice, never
-	// "not appended" once it was.
-	if m, ok := r.memo.get(k); ok {
-		switch {
-		case m.state == forwardRefused:
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
-		case m.state == forwardAcked:
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: m.first})
-		case r.role == RoleLeader && m.epoch == r.epoch:
-			// Pending in this epoch: answered when it commits.
-		default:
-			// Appended by an earlier leadership of ours: it may or may not
-			// commit.
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
-		}
-		return
-	}
-	if r.role != RoleLeader || req.Epoch != r.epoch {
-		// Appended only by the leader of the epoch the request names. A
-		// node that does not lead its current epoch and never did can never
-		// lead it (an election moves to a new epoch): nothing was or will be
-		// appended, a final not-leader. Any other epoch (an earlier one,
-		// which this node may have led in a life it no longer remembers, or
-		// one it has not reached) gets an unknown outcome, never not-leader.
-		if req.Epoch == r.epoch && r.epochLeader != r.id {
-			r.memo.set(k, forwardMemo{state: forwardRefused})
-			r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
-			return
-		}
-		r.logger.Debug("forwarded append for another epoch", "from", from, "epoch", req.Epoch, "own_epoch", r.epoch)
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
-		return
-	}
 	if !r.isVoter(from) && !r.fetchSession(from) {
 		// Only members forward appends: voters, and observers that fetch
 		// from this leader now. Nothing was appended in this epoch, the only
@@ -94,6 +68,56 @@ func (r *Replica) handleAppendRequest(from string, req *transport.AppendRequest)
 	}
 	r.memo.set(k, forwardMemo{state: forwardAppended, epoch: r.epoch})
 	r.leaderPropose(proposal{from: from, requestID: req.RequestID}, req.Records)
+}
+
+// refuseAppendRequest answers a forwarded proposal reaching a replica that
+// does not lead.
+func (r *Replica) refuseAppendRequest(from string, req *transport.AppendRequest) {
+	if r.answerFromMemo(from, req, false) {
+		return
+	}
+	r.refuseForward(from, req)
+}
+
+// answerFromMemo answers a duplicate (the network may repeat a request)
+// with the answer its first copy got, as far as it is known: never
+// appended twice, never "not appended" once it was. leading says whether
+// this replica leads now. It reports whether req was a duplicate.
+func (r *Replica) answerFromMemo(from string, req *transport.AppendRequest, leading bool) bool {
+	m, ok := r.memo.get(doneKey{from, req.RequestID})
+	if !ok {
+		return false
+	}
+	switch {
+	case m.state == forwardRefused:
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+	case m.state == forwardAcked:
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: m.first})
+	case leading && m.epoch == r.epoch:
+		// Pending in this epoch: answered when it commits.
+	default:
+		// Appended by an earlier leadership of ours: it may or may not
+		// commit.
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
+	}
+	return true
+}
+
+// refuseForward answers a forwarded proposal that is not appended here: it
+// is appended only by the leader of the epoch it names. A node that does
+// not lead its current epoch and never did can never lead it (an election
+// moves to a new epoch): nothing was or will be appended, a final
+// not-leader. Any other epoch (an earlier one, which this node may have led
+// in a life it no longer remembers, or one it has not reached) gets an
+// unknown outcome, never not-leader.
+func (r *Replica) refuseForward(from string, req *transport.AppendRequest) {
+	if req.Epoch == r.epoch && r.epochLeader != r.id {
+		r.memo.set(doneKey{from, req.RequestID}, forwardMemo{state: forwardRefused})
+		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+		return
+	}
+	r.logger.Debug("forwarded append for another epoch", "from", from, "epoch", req.Epoch, "own_epoch", r.epoch)
+	r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
 }
 
 // forward sends a follower's proposal to the leader it knows.

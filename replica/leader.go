@@ -119,11 +119,14 @@ func (r *Replica) serveParked() {
 	ls.parked = kept
 }
 
-// handleFetchRequest is DESIGN.md §2.1, leader side (and the not-leader
-// answer that lets others find the leader).
-func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
+// fenceFetchRequest is the part of DESIGN.md §2.1 every role does the
+// same (stepCommon): a voter's fetch naming a later epoch moves this replica
+// to that epoch first (if it leads, it is stale); a non-voter's is answered
+// not-leader, since only voters' word moves epochs. It reports whether the
+// fetch goes on to the role's step function.
+func (r *Replica) fenceFetchRequest(from string, req *transport.FetchRequest) bool {
 	if req.ReplicaID != from {
-		return
+		return false
 	}
 	if req.CurrentEpoch > r.epoch {
 		if !r.isVoter(from) {
@@ -131,23 +134,26 @@ func (r *Replica) handleFetchRequest(from string, req *transport.FetchRequest) {
 			// from voters, so it has nothing to teach us.
 			r.logger.Debug("fetch from a non-voter in a later epoch", "from", from, "epoch", req.CurrentEpoch)
 			r.send(from, &transport.FetchResponse{FetchID: req.FetchID, Epoch: r.epoch, Error: transport.FetchNotLeader})
-			return
+			return false
 		}
 		// The fetcher knows a newer epoch: if we lead, we are stale.
 		r.becomeFollower(req.CurrentEpoch, "")
 	}
-	if r.role != RoleLeader {
-		// Name the leader only while following it: a prospective or
-		// candidate replica has lost it.
-		leader := r.leaderID
-		if r.role != RoleFollower && r.role != RoleObserver {
-			leader = ""
-		}
-		r.send(from, &transport.FetchResponse{
-			FetchID: req.FetchID, LeaderID: leader, Epoch: r.epoch, Error: transport.FetchNotLeader,
-		})
-		return
-	}
+	return true
+}
+
+// answerNotLeader is a non-leader's answer to a fetch, naming leader
+// (the leader it follows; "" for a prospective or candidate replica, which
+// has lost it), so that the fetcher can find the leader.
+func (r *Replica) answerNotLeader(from string, req *transport.FetchRequest, leader string) {
+	r.send(from, &transport.FetchResponse{
+		FetchID: req.FetchID, LeaderID: leader, Epoch: r.epoch, Error: transport.FetchNotLeader,
+	})
+}
+
+// serveFetch is DESIGN.md §2.1, leader side, for a fetch that passed
+// fenceFetchRequest.
+func (r *Replica) serveFetch(from string, req *transport.FetchRequest) {
 	ls := r.leader
 	if req.CurrentEpoch < r.epoch {
 		r.send(from, &transport.FetchResponse{

@@ -236,8 +236,10 @@ func (r *Replica) Tick(now time.Time) {
 	switch r.role {
 	case RoleLeader:
 		r.tickLeader()
-	case RoleFollower, RoleObserver:
+	case RoleFollower:
 		r.tickFollower()
+	case RoleObserver:
+		r.tickObserver()
 	case RoleProspective, RoleCandidate:
 		if !r.now.Before(r.electionDeadline) {
 			r.becomeProspective()
@@ -245,91 +247,6 @@ func (r *Replica) Tick(now time.Time) {
 	}
 	r.expireForwarded()
 	r.maybeCheckpoint()
-}
-
-// Step handles one inbound message. Malformed or stale messages are
-// dropped (and logged).
-func (r *Replica) Step(m transport.Message) {
-	if r.err != nil {
-		return
-	}
-	if m.To != "" && m.To != r.id {
-		r.logger.Debug("dropping message for another node", "msg", m)
-		return
-	}
-	if m.From == "" || m.From == r.id {
-		r.logger.Debug("dropping message without a valid sender", "msg", m)
-		return
-	}
-	if !r.admissible(m) {
-		return
-	}
-	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
-		r.handleFetchRequest(m.From, b)
-	case *transport.FetchResponse:
-		r.handleFetchResponse(m.From, b)
-	case *transport.VoteRequest:
-		r.handleVoteRequest(m.From, b)
-	case *transport.VoteResponse:
-		r.handleVoteResponse(m.From, b)
-	case *transport.BeginEpoch:
-		r.handleBeginEpoch(m.From, b)
-	case *transport.AppendRequest:
-		r.handleAppendRequest(m.From, b)
-	case *transport.AppendResponse:
-		r.handleAppendResponse(m.From, b)
-	default:
-		r.logger.Warn("dropping message of unknown type", "msg", m)
-	}
-}
-
-// admissible checks what every message must satisfy whoever sent it
-// (defence in depth: authenticated peers may still be wrong or hostile).
-// Only a voter of this replica's voter set can lead, so a message naming
-// another node as leader, or a leader's message from a non-voter, is
-// dropped whole.
-func (r *Replica) admissible(m transport.Message) bool {
-	var leader string
-	var epoch uint64
-	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
-		epoch = b.CurrentEpoch
-	case *transport.VoteRequest:
-		epoch = b.Epoch
-	case *transport.AppendRequest:
-		epoch = b.Epoch
-	case *transport.FetchResponse:
-		epoch = b.Epoch
-		// Fetches go to voters only: an answer from anyone else answers
-		// nothing this replica asked.
-		if !r.isVoter(m.From) {
-			r.logger.Debug("dropping a fetch response from a non-voter", "from", m.From)
-			return false
-		}
-		leader = b.LeaderID
-	case *transport.VoteResponse:
-		leader = b.LeaderID
-		epoch = max(b.Epoch, b.RequestEpoch)
-	case *transport.BeginEpoch:
-		leader = b.LeaderID
-		epoch = b.Epoch
-		if !r.isVoter(m.From) {
-			r.logger.Debug("dropping BeginEpoch from a non-voter", "from", m.From)
-			return false
-		}
-	case *transport.AppendResponse:
-		leader = b.LeaderID
-	}
-	if leader != "" && !r.isVoter(leader) {
-		r.logger.Debug("dropping a message naming a non-voter as leader", "from", m.From, "leader", leader)
-		return false
-	}
-	if epoch >= MaxEpoch || epoch > r.epoch && epoch-r.epoch > MaxEpochJump {
-		r.logger.Debug("dropping a message with an absurd epoch", "from", m.From, "epoch", epoch, "own_epoch", r.epoch)
-		return false
-	}
-	return true
 }
 
 // Propose asks to append records as one batch. The outcome comes later as

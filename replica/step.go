@@ -1,0 +1,173 @@
+package replica
+
+import "github.com/replog-io/replog/transport"
+
+// Step handles one inbound message. Malformed or stale messages are
+// dropped (and logged).
+//
+// Dispatch has two stages (etcd raft's Step, then its step function of the
+// role). stepCommon does what every role does the same: it checks the
+// addressee and sender, the epoch bounds and the voters a message names
+// (admissible), handles vote requests, BeginEpoch and answers to forwarded
+// appends, and fences fetch requests (a voter's fetch naming a later epoch
+// moves this replica to it first). What is left depends on the role, as it
+// is after stepCommon, and goes to stepLeader, stepFollower (a voter
+// following, and an observer), stepProspective or stepCandidate.
+func (r *Replica) Step(m transport.Message) {
+	if r.err != nil {
+		return
+	}
+	if !r.stepCommon(m) {
+		return
+	}
+	switch r.role {
+	case RoleLeader:
+		r.stepLeader(m)
+	case RoleFollower, RoleObserver:
+		r.stepFollower(m)
+	case RoleProspective:
+		r.stepProspective(m)
+	case RoleCandidate:
+		r.stepCandidate(m)
+	}
+}
+
+// stepCommon handles what does not depend on the role. It reports whether
+// the message still needs the role's step function (fetch requests and
+// responses, vote responses, forwarded appends).
+func (r *Replica) stepCommon(m transport.Message) bool {
+	if m.To != "" && m.To != r.id {
+		r.logger.Debug("dropping message for another node", "msg", m)
+		return false
+	}
+	if m.From == "" || m.From == r.id {
+		r.logger.Debug("dropping message without a valid sender", "msg", m)
+		return false
+	}
+	if !r.admissible(m) {
+		return false
+	}
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		return r.fenceFetchRequest(m.From, b)
+	case *transport.FetchResponse, *transport.VoteResponse, *transport.AppendRequest:
+		return true
+	case *transport.VoteRequest:
+		r.handleVoteRequest(m.From, b)
+	case *transport.BeginEpoch:
+		r.handleBeginEpoch(m.From, b)
+	case *transport.AppendResponse:
+		r.handleAppendResponse(m.From, b)
+	default:
+		r.logger.Warn("dropping message of unknown type", "msg", m)
+	}
+	return false
+}
+
+// stepLeader: the leader serves fetches and appends forwarded proposals;
+// it has no fetch or vote round outstanding.
+func (r *Replica) stepLeader(m transport.Message) {
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		r.serveFetch(m.From, b)
+	case *transport.FetchResponse:
+		r.dropFetchResponse(m.From, b)
+	case *transport.VoteResponse:
+		r.dropVoteResponse(m.From, b)
+	case *transport.AppendRequest:
+		r.leaderAppendRequest(m.From, b)
+	}
+}
+
+// stepFollower: a voter following (or looking for) a leader, and an
+// observer, fetch; they name the leader they follow to fetchers.
+func (r *Replica) stepFollower(m transport.Message) {
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		r.answerNotLeader(m.From, b, r.leaderID)
+	case *transport.FetchResponse:
+		r.handleFetchResponse(m.From, b)
+	case *transport.VoteResponse:
+		r.dropVoteResponse(m.From, b)
+	case *transport.AppendRequest:
+		r.refuseAppendRequest(m.From, b)
+	}
+}
+
+// stepProspective: a pre-vote round is open, and the fetch sent before it
+// may still be answered by the leader (then the replica follows it again).
+func (r *Replica) stepProspective(m transport.Message) {
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		// It has lost its leader: it names none.
+		r.answerNotLeader(m.From, b, "")
+	case *transport.FetchResponse:
+		r.prospectiveFetchResponse(m.From, b)
+	case *transport.VoteResponse:
+		r.handlePreVoteResponse(m.From, b)
+	case *transport.AppendRequest:
+		r.refuseAppendRequest(m.From, b)
+	}
+}
+
+// stepCandidate: a vote round is open; no fetch is outstanding.
+func (r *Replica) stepCandidate(m transport.Message) {
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		r.answerNotLeader(m.From, b, "")
+	case *transport.FetchResponse:
+		r.dropFetchResponse(m.From, b)
+	case *transport.VoteResponse:
+		r.handleVoteResponse(m.From, b)
+	case *transport.AppendRequest:
+		r.refuseAppendRequest(m.From, b)
+	}
+}
+
+// admissible checks what every message must satisfy whoever sent it
+// (defence in depth: authenticated peers may still be wrong or hostile).
+// Only a voter of this replica's voter set can lead, so a message naming
+// another node as leader, or a leader's message from a non-voter, is
+// dropped whole.
+func (r *Replica) admissible(m transport.Message) bool {
+	var leader string
+	var epoch uint64
+	switch b := m.Body.(type) {
+	case *transport.FetchRequest:
+		epoch = b.CurrentEpoch
+	case *transport.VoteRequest:
+		epoch = b.Epoch
+	case *transport.AppendRequest:
+		epoch = b.Epoch
+	case *transport.FetchResponse:
+		epoch = b.Epoch
+		// Fetches go to voters only: an answer from anyone else answers
+		// nothing this replica asked.
+		if !r.isVoter(m.From) {
+			r.logger.Debug("dropping a fetch response from a non-voter", "from", m.From)
+			return false
+		}
+		leader = b.LeaderID
+	case *transport.VoteResponse:
+		leader = b.LeaderID
+		epoch = max(b.Epoch, b.RequestEpoch)
+	case *transport.BeginEpoch:
+		leader = b.LeaderID
+		epoch = b.Epoch
+		if !r.isVoter(m.From) {
+			r.logger.Debug("dropping BeginEpoch from a non-voter", "from", m.From)
+			return false
+		}
+	case *transport.AppendResponse:
+		leader = b.LeaderID
+	}
+	if leader != "" && !r.isVoter(leader) {
+		r.logger.Debug("dropping a message naming a non-voter as leader", "from", m.From, "leader", leader)
+		return false
+	}
+	if epoch >= MaxEpoch || epoch > r.epoch && epoch-r.epoch > MaxEpochJump {
+		r.logger.Debug("dropping a message with an absurd epoch", "from", m.From, "epoch", epoch, "own_epoch", r.epoch)
+		return false
+	}
+	return true
+}
