@@ -1,14 +1,19 @@
 package replica
 
 import (
+	"fmt"
+	"hash/fnv"
+	"math"
 	"math/rand"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
 
 // Config configures a Replica. Zero durations and sizes take the defaults
-// named on each field.
+// named on each field (EnsureDefaults); Validate checks the rest. New
+// applies both to its own copy: the caller's Config is never modified.
 type Config struct {
 	// ID is this node's ID. Required.
 	ID string
@@ -66,3 +71,87 @@ const (
 func MinFetchTimeout(fetchMaxWait, electionTimeout time.Duration) time.Duration {
 	return 2 * (fetchMaxWait + electionTimeout)
 }
+
+// EnsureDefaults sets every zero optional field of c to its default: the
+// Default* constants, a Rand seeded from ID (so that a node's random
+// choices are the same in every run), a null Logger. Fields already set are
+// left alone; invalid values are Validate's business.
+func (c *Config) EnsureDefaults() {
+	if c.FetchTimeout == 0 {
+		c.FetchTimeout = DefaultFetchTimeout
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = DefaultElectionTimeout
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = DefaultFetchMaxWait
+	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if c.MaxRecordSize == 0 {
+		c.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if c.Rand == nil {
+		h := fnv.New64a()
+		h.Write([]byte(c.ID))
+		c.Rand = rand.New(rand.NewSource(int64(h.Sum64())))
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+// Validate checks c as New would use it (zero optional fields count as
+// their defaults; c is not modified). The error is a *ConfigError naming
+// the first bad field and wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c.EnsureDefaults() // on the copy
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if c.ID == "" {
+		return bad("ID", "is required")
+	}
+	if len(c.Voters) == 0 {
+		return bad("Voters", "is required (at least one voter)")
+	}
+	sorted := slices.Clone(c.Voters)
+	slices.Sort(sorted)
+	if len(slices.Compact(sorted)) != len(c.Voters) || slices.Contains(c.Voters, "") {
+		return bad("Voters", "%v must be distinct, non-empty IDs", c.Voters)
+	}
+	if c.ElectionTimeout < 0 {
+		return bad("ElectionTimeout", "must be positive, not %v", c.ElectionTimeout)
+	}
+	if c.FetchMaxWait < 0 || c.FetchMaxWait > math.MaxUint32*time.Millisecond {
+		// A fetch carries it in whole milliseconds, as a uint32.
+		return bad("FetchMaxWait", "must be in (0, %v], not %v", math.MaxUint32*time.Millisecond, c.FetchMaxWait)
+	}
+	if min := MinFetchTimeout(c.FetchMaxWait, c.ElectionTimeout); c.FetchTimeout < min {
+		return bad("FetchTimeout", "%v must be at least 2*(FetchMaxWait %v + ElectionTimeout %v) = %v (one lost fetch must not cost leader contact)",
+			c.FetchTimeout, c.FetchMaxWait, c.ElectionTimeout, min)
+	}
+	if c.FetchMaxBytes < 0 {
+		return bad("FetchMaxBytes", "must be positive, not %d", c.FetchMaxBytes)
+	}
+	if c.MaxRecordSize < 0 {
+		return bad("MaxRecordSize", "must be positive, not %d", c.MaxRecordSize)
+	}
+	return nil
+}
+
+// ConfigError is Validate's error: it names the bad field of Config.
+type ConfigError struct {
+	// Field is the bad field's name in Config ("FetchTimeout").
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s %s", ErrInvalidConfig, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }

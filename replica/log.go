@@ -6,6 +6,48 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
+// LogReader is the read-only view of the durable log the core needs (etcd
+// raft's Storage): New reads the state to restore, and a leader reads the
+// entries it serves to fetchers. The core never writes through it; it asks
+// the shell to write through Ready, and the shell writes to the same log.
+// storage.Bolt and storage.Memory (any storage.Store) satisfy it.
+//
+// The core calls it from the goroutine that drives the Replica, never
+// concurrently, and only for what is durable as far as it knows (below the
+// end it has seen persisted): New calls LEO, LogStart, EpochMap, QuorumState
+// and HWCheckpoint once; Entries is called while serving a fetch (in Step,
+// Tick and Ready on a leader), so a slow Entries holds up the whole core:
+// it may block on the disk, never on the shell's own progress (the shell
+// is not applying writes while it drives the core).
+type LogReader interface {
+	// Entries returns entries from offset from (LogStart ≤ from < LEO) on,
+	// at most maxCount and, after the first, at most maxBytes counting
+	// len(Data) + storage.EntryOverhead each (the first is always
+	// returned whole). The returned slice and its entries' Data belong to
+	// the core afterwards; it never modifies them, and shares Data
+	// read-only with fetch responses.
+	Entries(from uint64, maxCount int, maxBytes int) ([]storage.Entry, error)
+	// LEO is the offset the next entry gets.
+	LEO() uint64
+	// LogStart is the offset of the first stored entry.
+	LogStart() uint64
+	// EpochMap returns the leader-epoch map, ordered by epoch. The slice is
+	// the core's (it appends to and truncates it).
+	EpochMap() []storage.EpochStart
+	// QuorumState returns the stored epoch, vote and leader (zero if none).
+	QuorumState() (storage.QuorumState, error)
+	// HWCheckpoint returns the last checkpointed HW and whether there is
+	// one.
+	HWCheckpoint() (hw uint64, ok bool, err error)
+}
+
+// The stores satisfy it.
+var (
+	_ LogReader = (*storage.Bolt)(nil)
+	_ LogReader = (*storage.Memory)(nil)
+	_ LogReader = storage.Store(nil)
+)
+
 // logView is the core's view of its log: the store's entries below
 // durableEnd plus an in-memory tail of entries the core has asked to write
 // but not yet seen persisted (etcd raft's "unstable"), with its own copy of
@@ -17,7 +59,7 @@ import (
 // change until the core itself emits a truncation below it, which lowers
 // durableEnd at once.
 type logView struct {
-	store    storage.Store
+	store    LogReader
 	logStart uint64
 	// durableEnd: entries below it are durable and read from the store.
 	durableEnd uint64
@@ -38,7 +80,7 @@ type tailMark struct {
 	end uint64
 }
 
-func newLogView(store storage.Store) logView {
+func newLogView(store LogReader) logView {
 	return logView{
 		store:      store,
 		logStart:   store.LogStart(),

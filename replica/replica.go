@@ -2,7 +2,6 @@ package replica
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math/rand"
 	"slices"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/fetcher"
-	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -37,7 +35,6 @@ type Replica struct {
 	voters   []string
 	voter    bool
 	majority int
-	store    storage.Store
 	logger   hclog.Logger
 	rand     *rand.Rand
 
@@ -107,76 +104,47 @@ type heldMessage struct {
 	msg transport.Message
 }
 
-// New restores a replica from store (quorum state, epoch map, LEO, HW
-// checkpoint) at time now. The store is only read, never written.
+// New restores a replica from its log (quorum state, epoch map, LEO, HW
+// checkpoint) at time now. The log is only read, never written: the core
+// asks the shell to write through Ready (see LogReader). cfg is validated
+// (Config.Validate) and defaulted (Config.EnsureDefaults) on New's copy.
+//
+// Errors: a *ConfigError or an error wrapping ErrInvalidConfig (nil log);
+// an error wrapping ErrEpochExhausted if the stored epoch is at or above
+// MaxEpoch; the log's own errors from QuorumState and HWCheckpoint.
 //
 // A single-voter replica becomes leader of a new epoch at once: its first
 // Ready holds the durable self-vote, and nothing it does is acknowledged
 // before that write is persisted (writes apply in order).
-func New(cfg Config, store storage.Store, now time.Time) (*Replica, error) {
-	if cfg.ID == "" || len(cfg.Voters) == 0 {
-		return nil, fmt.Errorf("%w: ID and Voters are required", ErrInvalidConfig)
+func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if store == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	if log == nil {
+		return nil, fmt.Errorf("%w: nil log", ErrInvalidConfig)
 	}
-	if cfg.FetchTimeout == 0 {
-		cfg.FetchTimeout = DefaultFetchTimeout
-	}
-	if cfg.ElectionTimeout == 0 {
-		cfg.ElectionTimeout = DefaultElectionTimeout
-	}
-	if cfg.FetchMaxWait == 0 {
-		cfg.FetchMaxWait = DefaultFetchMaxWait
-	}
-	if cfg.FetchMaxBytes == 0 {
-		cfg.FetchMaxBytes = DefaultFetchMaxBytes
-	}
-	if cfg.MaxRecordSize == 0 {
-		cfg.MaxRecordSize = DefaultMaxRecordSize
-	}
-	if cfg.FetchMaxBytes < 0 || cfg.MaxRecordSize < 0 || cfg.ElectionTimeout < 0 || cfg.FetchMaxWait < 0 {
-		return nil, fmt.Errorf("%w: negative size or timeout", ErrInvalidConfig)
-	}
-	if min := MinFetchTimeout(cfg.FetchMaxWait, cfg.ElectionTimeout); cfg.FetchTimeout < min {
-		return nil, fmt.Errorf("%w: FetchTimeout %v must be at least 2*(FetchMaxWait %v + ElectionTimeout %v) = %v (one lost fetch must not cost leader contact)",
-			ErrInvalidConfig, cfg.FetchTimeout, cfg.FetchMaxWait, cfg.ElectionTimeout, min)
-	}
-	if cfg.Rand == nil {
-		h := fnv.New64a()
-		h.Write([]byte(cfg.ID))
-		cfg.Rand = rand.New(rand.NewSource(int64(h.Sum64())))
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
+	cfg.EnsureDefaults() // cfg is New's copy
 	voters := slices.Clone(cfg.Voters)
 	cfg.Voters = voters
-	sorted := slices.Clone(voters)
-	slices.Sort(sorted)
-	if len(slices.Compact(sorted)) != len(voters) || slices.Contains(voters, "") {
-		return nil, fmt.Errorf("%w: voters %v must be distinct, non-empty IDs", ErrInvalidConfig, voters)
-	}
 	r := &Replica{
 		cfg:      cfg,
 		id:       cfg.ID,
 		voters:   voters,
 		voter:    slices.Contains(voters, cfg.ID),
 		majority: len(voters)/2 + 1,
-		store:    store,
 		logger:   cfg.Logger.Named("replica").With("id", cfg.ID),
 		rand:     cfg.Rand,
 		now:      now,
 	}
-	qs, err := store.QuorumState()
+	qs, err := log.QuorumState()
 	if err != nil {
 		return nil, fmt.Errorf("replica: read quorum state: %w", err)
 	}
-	hw, ok, err := store.HWCheckpoint()
+	hw, ok, err := log.HWCheckpoint()
 	if err != nil {
 		return nil, fmt.Errorf("replica: read HW checkpoint: %w", err)
 	}
-	r.log = newLogView(store)
+	r.log = newLogView(log)
 	r.epoch, r.votedFor, r.leaderID = qs.Epoch, qs.VotedFor, qs.LeaderID
 	r.epochLeader, r.begun = qs.LeaderID, qs.LeaderID
 	if r.epoch >= MaxEpoch {

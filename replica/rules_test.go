@@ -751,7 +751,8 @@ func TestHints(t *testing.T) {
 		t.Fatal("a gossip report voided leader contact")
 	}
 
-	obs := newTestReplica(t, testConfig("o", "L", "x"), newStore(t, nil, storage.QuorumState{}))
+	obsStore := newStore(t, nil, storage.QuorumState{})
+	obs := newTestReplica(t, testConfig("o", "L", "x"), obsStore)
 	obs.Ready()
 	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 3})
 	reqs := bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")
@@ -766,7 +767,7 @@ func TestHints(t *testing.T) {
 	}
 	// Following L in epoch 3, it hears that x leads epoch 4: it tries x
 	// once (fencing will tell), without dropping L.
-	settled, _ := settle(t, obs, obs.store)
+	settled, _ := settle(t, obs, obsStore)
 	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 3})
 	if n := len(bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")); n != 0 {
 		t.Fatal("a hint for our own epoch redirected a follower that has a leader")
