@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -124,7 +125,7 @@ func TestPartialFrameMemoryBound(t *testing.T) {
 			}
 			accepted.Add(1)
 			hdr := binary.BigEndian.AppendUint32(nil, uint32(frameLen-4))
-			hdr = append(hdr, transport.FrameVersion, byte(transport.KindAppendRequest))
+			hdr = append(hdr, protocol.Version, byte(protocol.KindAppendRequest))
 			_ = cn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			if _, err := cn.Write(hdr); err != nil {
 				cut.Add(1)
@@ -228,7 +229,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for {
-			if err := busy.send(&transport.VoteResponse{Epoch: 1, VoterID: "n2"}); err != nil {
+			if err := busy.send(&protocol.VoteResponse{Epoch: 1, VoterID: "n2"}); err != nil {
 				return
 			}
 			select {

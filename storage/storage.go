@@ -2,86 +2,9 @@ package storage
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/replog-io/replog/protocol"
 )
-
-// EntryType says whether an entry carries user data or is a control record
-// written by the protocol itself.
-type EntryType uint8
-
-const (
-	// EntryData is an entry appended by a user; readers see it.
-	EntryData EntryType = 1
-	// EntryControl is written by the protocol (the epoch-start entry a new
-	// leader appends); readers never see it, but it takes an offset.
-	EntryControl EntryType = 2
-)
-
-// String returns "data", "control" or "type(N)".
-func (t EntryType) String() string {
-	switch t {
-	case EntryData:
-		return "data"
-	case EntryControl:
-		return "control"
-	}
-	return fmt.Sprintf("type(%d)", uint8(t))
-}
-
-// Entry is one record of the log.
-type Entry struct {
-	// Offset is the entry's position; the first entry of a fresh log has 0.
-	Offset uint64
-	// Epoch is the leader epoch of the leader that appended the entry.
-	Epoch uint64
-	// Type is EntryData or EntryControl.
-	Type EntryType
-	// Data is the payload. Stores return copies the caller owns.
-	Data []byte
-}
-
-// EpochStart is one row of the epoch map: the first offset written in Epoch.
-type EpochStart struct {
-	Epoch       uint64
-	StartOffset uint64
-}
-
-// QuorumState is the durable election state of a replica.
-type QuorumState struct {
-	// Epoch is the highest epoch this replica has seen.
-	Epoch uint64
-	// VotedFor is the node this replica voted for in Epoch ("" if none).
-	VotedFor string
-	// LeaderID is the leader of Epoch if known ("" if not).
-	LeaderID string
-}
-
-// EntryOverhead is what an entry costs beyond its Data when byte budgets
-// are counted (Entries' maxBytes, fetch responses): about what its offset,
-// epoch, type and framing take on the wire. Counting it keeps a response of
-// many tiny (or empty) entries as bounded as one of a few large ones.
-const EntryOverhead = 32
-
-// Budget counts entries against a byte bound the way Entries does: each
-// entry costs len(Data) + EntryOverhead, and the first entry always fits so
-// that a reader makes progress. The zero Used starts a fresh budget.
-type Budget struct {
-	Max  int // the bound (maxBytes)
-	Used int // what the entries taken so far cost
-	N    int // how many were taken
-}
-
-// Take reports whether an entry with dataLen bytes of Data fits, and if so
-// counts it.
-func (b *Budget) Take(dataLen int) bool {
-	cost := dataLen + EntryOverhead
-	if b.N > 0 && b.Used+cost > b.Max {
-		return false
-	}
-	b.Used += cost
-	b.N++
-	return true
-}
 
 // Sentinel errors. Implementations wrap them with %w and add context (the
 // offset, the file), so test with errors.Is.
@@ -135,7 +58,7 @@ type Store interface {
 	// or EntryControl. Otherwise it returns ErrInvalidAppend and writes
 	// nothing. An empty slice is a no-op. The store does not keep entries'
 	// Data slices after it returns.
-	Append(entries []Entry) error
+	Append(entries []protocol.Entry) error
 
 	// TruncateSuffix removes every entry with offset ≥ from and the epoch-map
 	// rows that start at or after from. from ≥ LEO() is a no-op; from below
@@ -161,7 +84,7 @@ type Store interface {
 	// otherwise returns ErrOutOfRange. Every entry's checksum is verified: a
 	// mismatch returns an error wrapping ErrCorrupt naming the offset, and no
 	// entries.
-	Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error)
+	Entries(from uint64, maxCount int, maxBytes int) ([]protocol.Entry, error)
 
 	// LEO returns the log end offset: the offset the next entry gets.
 	LEO() uint64
@@ -182,12 +105,12 @@ type Store interface {
 	EndOffsetForEpoch(epoch uint64) (e uint64, endOffset uint64)
 
 	// EpochMap returns a copy of the epoch map, ordered by epoch.
-	EpochMap() []EpochStart
+	EpochMap() []protocol.EpochStart
 
 	// QuorumState returns the last stored quorum state (zero if none).
-	QuorumState() (QuorumState, error)
+	QuorumState() (protocol.QuorumState, error)
 	// SetQuorumState stores s durably.
-	SetQuorumState(s QuorumState) error
+	SetQuorumState(s protocol.QuorumState) error
 
 	// HWCheckpoint returns the last checkpointed high watermark and whether
 	// one was stored. It is a starting point after restart, never used for

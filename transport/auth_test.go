@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/internal/testpki"
+	"github.com/replog-io/replog/protocol"
 )
 
 var (
@@ -42,8 +43,8 @@ func TestAuthHandshakeBothLanes(t *testing.T) {
 		from, to *TCP
 		id       string
 	}{{a, b, "a"}, {b, a, "b"}} {
-		mustSend(t, p.from, Message{To: map[string]string{"a": "b", "b": "a"}[p.id], Body: &VoteRequest{Epoch: 7, CandidateID: p.id}})
-		mustSend(t, p.from, Message{To: map[string]string{"a": "b", "b": "a"}[p.id], Body: &FetchRequest{FetchID: 9, ReplicaID: p.id}})
+		mustSend(t, p.from, protocol.Message{To: map[string]string{"a": "b", "b": "a"}[p.id], Body: &protocol.VoteRequest{Epoch: 7, CandidateID: p.id}})
+		mustSend(t, p.from, protocol.Message{To: map[string]string{"a": "b", "b": "a"}[p.id], Body: &protocol.FetchRequest{FetchID: 9, ReplicaID: p.id}})
 		gotVote, gotFetch := false, false
 		for !gotVote || !gotFetch {
 			m := recvOne(t, p.to)
@@ -51,9 +52,9 @@ func TestAuthHandshakeBothLanes(t *testing.T) {
 				t.Fatalf("got %v, want From %s", m, p.id)
 			}
 			switch body := m.Body.(type) {
-			case *VoteRequest:
+			case *protocol.VoteRequest:
 				gotVote = body.Epoch == 7
-			case *FetchRequest:
+			case *protocol.FetchRequest:
 				gotFetch = body.FetchID == 9
 			}
 		}
@@ -75,8 +76,8 @@ func TestAuthWithTLS(t *testing.T) {
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, TLS: cfgFor("a"), Secret: testSecret})
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: cfgFor("b"), Secret: testSecret})
 	res.set("b", b.Addr())
-	mustSend(t, a, Message{To: "b", Body: &FetchRequest{FetchID: 3, ReplicaID: "a"}})
-	if m := recvOne(t, b); m.From != "a" || m.Body.(*FetchRequest).FetchID != 3 {
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.FetchRequest{FetchID: 3, ReplicaID: "a"}})
+	if m := recvOne(t, b); m.From != "a" || m.Body.(*protocol.FetchRequest).FetchID != 3 {
 		t.Fatalf("got %v", m)
 	}
 }
@@ -105,7 +106,7 @@ func TestAuthWrongSecretRefused(t *testing.T) {
 			m := newTestTCP(t, fastRetry(TCPConfig{NodeID: "m", ClusterID: c.cluster, Resolver: res.resolve, Secret: c.secret, Logger: logM, RefusalLogInterval: time.Nanosecond}))
 			before := b.Stats().Unauthenticated
 			eventually(t, "refusals", func() bool {
-				_ = m.Send(Message{To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "m"}})
+				_ = m.Send(protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "m"}})
 				return m.Stats().DroppedNoConn >= 2 && b.Stats().Unauthenticated >= before+2
 			})
 			if m.Stats().Sent != 0 {
@@ -119,7 +120,7 @@ func TestAuthWrongSecretRefused(t *testing.T) {
 	}
 	t.Run("positive control", func(t *testing.T) {
 		good := newTestTCP(t, TCPConfig{NodeID: "g", ClusterID: "c", Resolver: res.resolve, Secret: testSecret})
-		mustSend(t, good, Message{To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "g"}})
+		mustSend(t, good, protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "g"}})
 		if m := recvOne(t, b); m.From != "g" {
 			t.Fatalf("got %v", m)
 		}
@@ -222,7 +223,7 @@ func TestAuthImpostorAcceptor(t *testing.T) {
 			logA, bufA := captureLogger("a")
 			a := newTestTCP(t, fastRetry(TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, Secret: testSecret, Logger: logA, RefusalLogInterval: time.Nanosecond}))
 			eventually(t, "impostor answered twice", func() bool {
-				_ = a.Send(Message{To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "a"}})
+				_ = a.Send(protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "a"}})
 				n, _ := im.counts()
 				return n >= 2 && a.Stats().DroppedNoConn >= 2
 			})
@@ -242,7 +243,7 @@ func TestAuthImpostorAcceptor(t *testing.T) {
 		a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, Secret: testSecret})
 		b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, Secret: testSecret})
 		res.set("b", b.Addr())
-		mustSend(t, a, Message{To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "a"}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "a"}})
 		recvOne(t, b)
 		if a.Stats().Sent == 0 {
 			t.Fatal("no frame counted as sent")
@@ -335,7 +336,7 @@ func TestAuthReplayRefused(t *testing.T) {
 	res.set("node-bbb", proxy.ln.Addr().String())
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "cluster-ccc", Resolver: res.resolve, Secret: testSecret})
 	// The recorded session works (positive control).
-	mustSend(t, a, Message{To: "node-bbb", Body: &VoteRequest{Epoch: 5, CandidateID: "a"}})
+	mustSend(t, a, protocol.Message{To: "node-bbb", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "a"}})
 	if m := recvOne(t, b); m.From != "a" {
 		t.Fatalf("got %v", m)
 	}
@@ -440,8 +441,8 @@ func TestAuthModeMismatch(t *testing.T) {
 	res.set("s", s.Addr())
 	res.set("p", p.Addr())
 	eventually(t, "refusals both ways", func() bool {
-		_ = s.Send(Message{To: "p", Body: &BeginEpoch{Epoch: 1, LeaderID: "s"}})
-		_ = p.Send(Message{To: "s", Body: &BeginEpoch{Epoch: 1, LeaderID: "p"}})
+		_ = s.Send(protocol.Message{To: "p", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "s"}})
+		_ = p.Send(protocol.Message{To: "s", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "p"}})
 		return s.Stats().Unauthenticated >= 2 && p.Stats().Unauthenticated >= 2
 	})
 	expectNothing(t, s)
@@ -654,13 +655,13 @@ func TestAuthSpoofedFromClosed(t *testing.T) {
 	if err := dialHandshake(conn, side, "b"); err != nil {
 		t.Fatal(err)
 	}
-	own, _ := AppendFrame(nil, Message{From: "m", To: "b", Body: &VoteRequest{Epoch: 1, CandidateID: "m"}})
-	spoofed, _ := AppendFrame(nil, Message{From: "a", To: "b", Body: &VoteRequest{Epoch: 2, CandidateID: "a"}})
-	after, _ := AppendFrame(nil, Message{From: "m", To: "b", Body: &VoteRequest{Epoch: 3, CandidateID: "m"}})
+	own, _ := AppendFrame(nil, protocol.Message{From: "m", To: "b", Body: &protocol.VoteRequest{Epoch: 1, CandidateID: "m"}})
+	spoofed, _ := AppendFrame(nil, protocol.Message{From: "a", To: "b", Body: &protocol.VoteRequest{Epoch: 2, CandidateID: "a"}})
+	after, _ := AppendFrame(nil, protocol.Message{From: "m", To: "b", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "m"}})
 	if _, err := conn.Write(append(append(own, spoofed...), after...)); err != nil {
 		t.Fatal(err)
 	}
-	if m := recvOne(t, b); m.From != "m" || m.Body.(*VoteRequest).Epoch != 1 {
+	if m := recvOne(t, b); m.From != "m" || m.Body.(*protocol.VoteRequest).Epoch != 1 {
 		t.Fatalf("got %v, want m's own vote", m)
 	}
 	expectClosed(t, conn)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/replog-io/replog/storage"
 )
 
 // Defaults of TCPConfig's fields (see each field's doc).
@@ -50,7 +48,7 @@ const (
 // Frame payload: how many bytes of entries or records a frame can carry.
 // Byte budgets elsewhere (fetch responses, forwarded batches, record and
 // batch size limits) count an entry or record as len(Data) +
-// storage.EntryOverhead; on the wire an entry costs len(Data) + 21 and a
+// protocol.EntryOverhead; on the wire an entry costs len(Data) + 21 and a
 // record len(Data) + 4, both at most that. So a FetchResponse or
 // AppendRequest whose entries or records cost at most MaxFrameSize -
 // FrameOverhead by that count always fits a frame of MaxFrameSize.
@@ -69,22 +67,18 @@ const (
 	FrameOverhead = headerSize + 2*(4+maxIDLen) + max(fetchResponseFixed, appendRequestFixed) + crcSize
 
 	// DefaultMaxPayload is the most entry or record bytes (counted as
-	// len(Data) + storage.EntryOverhead each) that one frame of
+	// len(Data) + protocol.EntryOverhead each) that one frame of
 	// DefaultMaxFrameSize carries: the ceiling of every byte budget whose
 	// messages cross the transport (fetch responses, forwarded batches).
 	DefaultMaxPayload = DefaultMaxFrameSize - FrameOverhead
 )
 
-// Compile-time checks of the claim above: an entry's and a record's wire
-// overhead are within storage.EntryOverhead (a negative uint constant does
-// not compile).
-const (
-	_ uint = storage.EntryOverhead - minEntrySize
-	_ uint = storage.EntryOverhead - 4
-)
+// The claim above (an entry's and a record's wire overhead are within
+// protocol.EntryOverhead) is checked at compile time in protocol/codec.go,
+// where both numbers live.
 
 // MaxPayload returns the most entry or record bytes (counted as len(Data)
-// + storage.EntryOverhead each) that one frame of maxFrameSize bytes
+// + protocol.EntryOverhead each) that one frame of maxFrameSize bytes
 // carries; 0 means DefaultMaxFrameSize.
 func MaxPayload(maxFrameSize int) int {
 	if maxFrameSize == 0 {

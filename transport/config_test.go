@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/protocol"
 )
 
 // Each bad field is named by a *ConfigError that wraps ErrInvalidConfig;
@@ -109,13 +109,13 @@ var maxID = strings.Repeat("n", maxIDLen)
 
 // FrameOverhead bounds every entry-carrying frame's fixed part, and a
 // FetchResponse or AppendRequest whose entries or records cost exactly
-// MaxPayload (len + storage.EntryOverhead each) fits its frame: the
+// MaxPayload (len + protocol.EntryOverhead each) fits its frame: the
 // ceilings derived from it are safe. A test of EncodedSize, so a new field
 // in either message that FrameOverhead forgets fails here.
 func TestFrameOverheadBoundsEncodedSize(t *testing.T) {
-	empty := []Message{
-		{From: maxID, To: maxID, Body: &FetchResponse{LeaderID: maxID}},
-		{From: maxID, To: maxID, Body: &AppendRequest{}},
+	empty := []protocol.Message{
+		{From: maxID, To: maxID, Body: &protocol.FetchResponse{LeaderID: maxID}},
+		{From: maxID, To: maxID, Body: &protocol.AppendRequest{}},
 	}
 	for _, m := range empty {
 		if n := EncodedSize(m); n > FrameOverhead {
@@ -128,20 +128,20 @@ func TestFrameOverheadBoundsEncodedSize(t *testing.T) {
 	for _, frame := range []int{2 * FrameOverhead, 1 << 20, DefaultMaxFrameSize} {
 		payload := MaxPayload(frame)
 		for _, n := range []int{1, 2, 1000} { // entries sharing the payload
-			each := payload/n - storage.EntryOverhead
+			each := payload/n - protocol.EntryOverhead
 			if each < 0 {
 				continue
 			}
-			entries := make([]storage.Entry, n)
+			entries := make([]protocol.Entry, n)
 			records := make([][]byte, n)
 			data := make([]byte, each)
 			for i := range entries {
-				entries[i] = storage.Entry{Offset: uint64(i), Epoch: 1, Data: data}
+				entries[i] = protocol.Entry{Offset: uint64(i), Epoch: 1, Data: data}
 				records[i] = data
 			}
-			for _, m := range []Message{
-				{From: maxID, To: maxID, Body: &FetchResponse{LeaderID: maxID, Entries: entries}},
-				{From: maxID, To: maxID, Body: &AppendRequest{Records: records}},
+			for _, m := range []protocol.Message{
+				{From: maxID, To: maxID, Body: &protocol.FetchResponse{LeaderID: maxID, Entries: entries}},
+				{From: maxID, To: maxID, Body: &protocol.AppendRequest{Records: records}},
 			} {
 				if size := EncodedSize(m); size > frame {
 					t.Errorf("frame %d, %d entries of %d bytes (payload %d): %T encodes to %d bytes", frame, n, each, payload, m.Body, size)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 func TestMain(m *testing.M) {
@@ -86,7 +88,7 @@ func newMemCluster(t *testing.T, n int) *cluster {
 }
 
 // recvOne waits for one message on tr.
-func recvOne(t *testing.T, tr Transport) Message {
+func recvOne(t *testing.T, tr Transport) protocol.Message {
 	t.Helper()
 	select {
 	case m, ok := <-tr.Receive():
@@ -97,7 +99,7 @@ func recvOne(t *testing.T, tr Transport) Message {
 	case <-time.After(waitTimeout):
 		t.Fatal("timed out waiting for a message")
 	}
-	return Message{}
+	return protocol.Message{}
 }
 
 // warmUp sends probes from every node to every other until each pair has
@@ -116,10 +118,10 @@ func warmUp(t *testing.T, c *cluster) {
 					t.Fatalf("warm-up %s->%s timed out", from, to)
 				}
 				if !gotVote {
-					mustSend(t, c.nodes[from], Message{From: from, To: to, Body: &BeginEpoch{Epoch: 0, LeaderID: "warmup"}})
+					mustSend(t, c.nodes[from], protocol.Message{From: from, To: to, Body: &protocol.BeginEpoch{Epoch: 0, LeaderID: "warmup"}})
 				}
 				if !gotFetch {
-					mustSend(t, c.nodes[from], Message{From: from, To: to, Body: &FetchRequest{ReplicaID: "warmup"}})
+					mustSend(t, c.nodes[from], protocol.Message{From: from, To: to, Body: &protocol.FetchRequest{ReplicaID: "warmup"}})
 				}
 				timer := time.After(100 * time.Millisecond)
 			drain:
@@ -127,9 +129,9 @@ func warmUp(t *testing.T, c *cluster) {
 					select {
 					case m := <-c.nodes[to].Receive():
 						switch m.Body.(type) {
-						case *BeginEpoch:
+						case *protocol.BeginEpoch:
 							gotVote = gotVote || m.From == from
-						case *FetchRequest:
+						case *protocol.FetchRequest:
 							gotFetch = gotFetch || m.From == from
 						}
 					case <-timer:
@@ -145,17 +147,17 @@ func warmUp(t *testing.T, c *cluster) {
 }
 
 // isWarmUp reports whether m is a leftover probe of warmUp.
-func isWarmUp(m Message) bool {
+func isWarmUp(m protocol.Message) bool {
 	switch b := m.Body.(type) {
-	case *BeginEpoch:
+	case *protocol.BeginEpoch:
 		return b.LeaderID == "warmup"
-	case *FetchRequest:
+	case *protocol.FetchRequest:
 		return b.ReplicaID == "warmup"
 	}
 	return false
 }
 
-func mustSend(t *testing.T, tr Transport, m Message) {
+func mustSend(t *testing.T, tr Transport, m protocol.Message) {
 	t.Helper()
 	if err := tr.Send(m); err != nil {
 		t.Fatalf("Send %v: %v", m, err)
@@ -179,14 +181,14 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 		// Every node sends one vote to every node, itself included.
 		for _, from := range c.ids {
 			for _, to := range c.ids {
-				mustSend(t, c.nodes[from], Message{From: from, To: to, Body: &VoteRequest{Epoch: 3, CandidateID: from, LEO: 7}})
+				mustSend(t, c.nodes[from], protocol.Message{From: from, To: to, Body: &protocol.VoteRequest{Epoch: 3, CandidateID: from, LEO: 7}})
 			}
 		}
 		for _, to := range c.ids {
 			seen := map[string]bool{}
 			for len(seen) < len(c.ids) {
 				m := recvOne(t, c.nodes[to])
-				v, ok := m.Body.(*VoteRequest)
+				v, ok := m.Body.(*protocol.VoteRequest)
 				if !ok || m.To != to || v.CandidateID != m.From || v.Epoch != 3 || v.LEO != 7 {
 					t.Fatalf("%s got unexpected %v", to, m)
 				}
@@ -200,11 +202,11 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 
 	t.Run("EmptyFromIsFilledIn", func(t *testing.T) {
 		c := newCluster(t, 2)
-		mustSend(t, c.nodes["n1"], Message{To: "n2", Body: &BeginEpoch{Epoch: 1, LeaderID: "n1"}})
+		mustSend(t, c.nodes["n1"], protocol.Message{To: "n2", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "n1"}})
 		if m := recvOne(t, c.nodes["n2"]); m.From != "n1" {
 			t.Fatalf("From = %q, want n1", m.From)
 		}
-		if err := c.nodes["n1"].Send(Message{From: "n3", To: "n2", Body: &BeginEpoch{}}); err == nil {
+		if err := c.nodes["n1"].Send(protocol.Message{From: "n3", To: "n2", Body: &protocol.BeginEpoch{}}); err == nil {
 			t.Fatal("sending as another node succeeded")
 		}
 	})
@@ -219,8 +221,8 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 		const burst = 200
 		for i := 1; i <= burst; i++ {
 			for _, from := range []string{"n1", "n3"} {
-				mustSend(t, c.nodes[from], Message{From: from, To: "n2", Body: &VoteRequest{Epoch: uint64(i), CandidateID: from}})
-				mustSend(t, c.nodes[from], Message{From: from, To: "n2", Body: &FetchRequest{FetchID: uint64(i), ReplicaID: from}})
+				mustSend(t, c.nodes[from], protocol.Message{From: from, To: "n2", Body: &protocol.VoteRequest{Epoch: uint64(i), CandidateID: from}})
+				mustSend(t, c.nodes[from], protocol.Message{From: from, To: "n2", Body: &protocol.FetchRequest{FetchID: uint64(i), ReplicaID: from}})
 			}
 		}
 		last := map[string]uint64{}
@@ -233,9 +235,9 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 			var key string
 			var seq uint64
 			switch b := m.Body.(type) {
-			case *VoteRequest:
+			case *protocol.VoteRequest:
 				key, seq = m.From+"/vote", b.Epoch
-			case *FetchRequest:
+			case *protocol.FetchRequest:
 				key, seq = m.From+"/fetch", b.FetchID
 			default:
 				t.Fatalf("unexpected %v", m)
@@ -250,11 +252,11 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 	t.Run("ReceiverOwnsMessage", func(t *testing.T) {
 		c := newCluster(t, 3)
 		// One body broadcast to two nodes: the receivers must not share it.
-		body := &FetchResponse{FetchID: 1, LeaderID: "n1", Entries: nil}
-		mustSend(t, c.nodes["n1"], Message{From: "n1", To: "n2", Body: body})
-		mustSend(t, c.nodes["n1"], Message{From: "n1", To: "n3", Body: body})
+		body := &protocol.FetchResponse{FetchID: 1, LeaderID: "n1", Entries: nil}
+		mustSend(t, c.nodes["n1"], protocol.Message{From: "n1", To: "n2", Body: body})
+		mustSend(t, c.nodes["n1"], protocol.Message{From: "n1", To: "n3", Body: body})
 		m2, m3 := recvOne(t, c.nodes["n2"]), recvOne(t, c.nodes["n3"])
-		b2, b3 := m2.Body.(*FetchResponse), m3.Body.(*FetchResponse)
+		b2, b3 := m2.Body.(*protocol.FetchResponse), m3.Body.(*protocol.FetchResponse)
 		if b2 == b3 || b2 == body || b3 == body {
 			t.Fatal("receivers share the sender's body")
 		}
@@ -266,7 +268,7 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 
 	t.Run("UnknownPeer", func(t *testing.T) {
 		c := newCluster(t, 2)
-		err := c.nodes["n1"].Send(Message{From: "n1", To: "nobody", Body: &BeginEpoch{}})
+		err := c.nodes["n1"].Send(protocol.Message{From: "n1", To: "nobody", Body: &protocol.BeginEpoch{}})
 		if !errors.Is(err, ErrUnknownPeer) {
 			t.Fatalf("Send to unknown peer: %v, want ErrUnknownPeer", err)
 		}
@@ -275,7 +277,7 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 	t.Run("Close", func(t *testing.T) {
 		c := newCluster(t, 2)
 		n1, n2 := c.nodes["n1"], c.nodes["n2"]
-		mustSend(t, n2, Message{From: "n2", To: "n1", Body: &BeginEpoch{Epoch: 1}})
+		mustSend(t, n2, protocol.Message{From: "n2", To: "n1", Body: &protocol.BeginEpoch{Epoch: 1}})
 		recvOne(t, n1)
 		if err := n1.Close(); err != nil {
 			t.Fatal(err)
@@ -283,10 +285,10 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 		if err := n1.Close(); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		if err := n1.Send(Message{From: "n1", To: "n2", Body: &BeginEpoch{}}); !errors.Is(err, ErrClosed) {
+		if err := n1.Send(protocol.Message{From: "n1", To: "n2", Body: &protocol.BeginEpoch{}}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Send after Close: %v, want ErrClosed", err)
 		}
-		if err := n1.Send(Message{From: "n1", To: "nobody", Body: &BeginEpoch{}}); !errors.Is(err, ErrClosed) {
+		if err := n1.Send(protocol.Message{From: "n1", To: "nobody", Body: &protocol.BeginEpoch{}}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Send to unknown after Close: %v, want ErrClosed", err)
 		}
 		select {
@@ -301,11 +303,11 @@ func runContract(t *testing.T, newCluster newClusterFunc) {
 		}
 		// The other node still works and sending to the closed one is not
 		// an error (it is dropped).
-		if err := n2.Send(Message{From: "n2", To: "n1", Body: &BeginEpoch{Epoch: 2}}); err != nil {
+		if err := n2.Send(protocol.Message{From: "n2", To: "n1", Body: &protocol.BeginEpoch{Epoch: 2}}); err != nil {
 			t.Fatalf("Send to a closed peer: %v", err)
 		}
-		mustSend(t, n2, Message{From: "n2", To: "n2", Body: &BeginEpoch{Epoch: 3}})
-		if m := recvOne(t, n2); m.Body.(*BeginEpoch).Epoch != 3 {
+		mustSend(t, n2, protocol.Message{From: "n2", To: "n2", Body: &protocol.BeginEpoch{Epoch: 3}})
+		if m := recvOne(t, n2); m.Body.(*protocol.BeginEpoch).Epoch != 3 {
 			t.Fatalf("got %v", m)
 		}
 	})

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // errBudgetCut: the connection was cut to keep PartialFrameBudget.
@@ -184,13 +186,13 @@ type frameReader struct {
 // dropped; the next read releases it too.
 // Errors: the stream's (io.EOF between frames), ErrFrameTooLarge,
 // ErrBadFrame, errBudgetCut.
-func (fr *frameReader) read() (Message, error) {
+func (fr *frameReader) read() (protocol.Message, error) {
 	for {
 		if _, err := io.ReadFull(fr.r, fr.hdr[:lenSize]); err != nil {
-			return Message{}, err
+			return protocol.Message{}, err
 		}
 		if err := fr.hold.begin(); err != nil {
-			return Message{}, err
+			return protocol.Message{}, err
 		}
 		n := binary.BigEndian.Uint32(fr.hdr[:])
 		if n == 0 {
@@ -199,21 +201,21 @@ func (fr *frameReader) read() (Message, error) {
 		}
 		size := uint64(n) + lenSize
 		if size > uint64(fr.maxSize) {
-			return Message{}, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrFrameTooLarge, size, fr.maxSize)
+			return protocol.Message{}, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrFrameTooLarge, size, fr.maxSize)
 		}
 		if size < minFrameSize {
-			return Message{}, fmt.Errorf("%w: frame of %d bytes is below the minimum %d", ErrBadFrame, size, minFrameSize)
+			return protocol.Message{}, fmt.Errorf("%w: frame of %d bytes is below the minimum %d", ErrBadFrame, size, minFrameSize)
 		}
 		if _, err := io.ReadFull(fr.r, fr.hdr[lenSize:]); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return Message{}, err
+			return protocol.Message{}, err
 		}
 		m, err := fr.readFrame(int(size))
 		if err != nil {
 			fr.hold.release()
-			return Message{}, err
+			return protocol.Message{}, err
 		}
 		fr.hold.finish()
 		return m, nil
@@ -224,16 +226,16 @@ func (fr *frameReader) read() (Message, error) {
 // and decodes it. Frames whose decoded form aliases the buffer
 // (FetchResponse, AppendRequest) get a buffer of their own; the others
 // reuse fr.scratch.
-func (fr *frameReader) readFrame(size int) (Message, error) {
+func (fr *frameReader) readFrame(size int) (protocol.Message, error) {
 	charged := min(size, growStep)
 	if err := fr.hold.charge(int64(charged)); err != nil {
-		return Message{}, err
+		return protocol.Message{}, err
 	}
 	var buf []byte
-	switch Kind(fr.hdr[headerSize-1]) {
-	case KindFetchResponse, KindAppendRequest:
+	aliases := protocol.KindOf(fr.hdr[lenSize:]).AliasesInput()
+	if aliases {
 		buf = make([]byte, headerSize, charged)
-	default:
+	} else {
 		if cap(fr.scratch) < charged {
 			fr.scratch = make([]byte, 0, charged)
 		}
@@ -245,7 +247,7 @@ func (fr *frameReader) readFrame(size int) (Message, error) {
 			next := min(size, 2*cap(buf)+growStep)
 			if next > charged {
 				if err := fr.hold.charge(int64(next - charged)); err != nil {
-					return Message{}, err
+					return protocol.Message{}, err
 				}
 				charged = next
 			}
@@ -258,12 +260,11 @@ func (fr *frameReader) readFrame(size int) (Message, error) {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return Message{}, err
+			return protocol.Message{}, err
 		}
 		buf = buf[:end]
 	}
-	kind := Kind(fr.hdr[headerSize-1])
-	if kind != KindFetchResponse && kind != KindAppendRequest {
+	if !aliases {
 		if cap(buf) <= scratchLimit {
 			fr.scratch = buf[:0]
 		} else {

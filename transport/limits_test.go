@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/protocol"
 )
 
 // fakeClock is a settable clock for the budget and the log limiter.
@@ -143,7 +143,7 @@ func TestPartialFrameBudget(t *testing.T) {
 		conns[i] = conn
 		partial := make([]byte, frameSize*15/16)
 		binary.BigEndian.PutUint32(partial, frameSize-lenSize)
-		partial[4], partial[5] = FrameVersion, byte(KindFetchResponse)
+		partial[4], partial[5] = protocol.Version, byte(protocol.KindFetchResponse)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -174,9 +174,9 @@ func TestPartialFrameBudget(t *testing.T) {
 	clk.advance(time.Minute)
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, MaxFrameSize: frameSize})
 	data := bytes.Repeat([]byte("honest"), (frameSize-200)/6)
-	mustSend(t, a, Message{To: "b", Body: &FetchResponse{FetchID: 1, LeaderID: "a", Entries: []storage.Entry{{Offset: 0, Epoch: 1, Data: data}}}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.FetchResponse{FetchID: 1, LeaderID: "a", Entries: []protocol.Entry{{Offset: 0, Epoch: 1, Data: data}}}})
 	m := recvOne(t, b)
-	if r, ok := m.Body.(*FetchResponse); !ok || m.From != "a" || len(r.Entries) != 1 || !bytes.Equal(r.Entries[0].Data, data) {
+	if r, ok := m.Body.(*protocol.FetchResponse); !ok || m.From != "a" || len(r.Entries) != 1 || !bytes.Equal(r.Entries[0].Data, data) {
 		t.Fatalf("got %v, want a's frame", m)
 	}
 	s2 := b.Stats()
@@ -206,14 +206,14 @@ func TestIdleTimeout(t *testing.T) {
 	eventually(t, "idle close counted", func() bool { return b.Stats().IdleClosed == 1 })
 
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, IdleTimeout: idle})
-	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1, LeaderID: "a"}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "a"}})
 	recvOne(t, b)
 	// Six keepalives at IdleTimeout/4 span 1.5 IdleTimeouts of silence.
 	// (If keepalives did not reach b, b would cut the connection and a
 	// would stop sending them once it noticed: hence PeerClosed.)
 	eventually(t, "keepalives", func() bool { s := a.Stats(); return s.KeepalivesSent >= 6 || s.PeerClosed > 0 })
-	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 2, LeaderID: "a"}})
-	if m := recvOne(t, b); m.Body.(*BeginEpoch).Epoch != 2 {
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 2, LeaderID: "a"}})
+	if m := recvOne(t, b); m.Body.(*protocol.BeginEpoch).Epoch != 2 {
 		t.Fatalf("got %v", m)
 	}
 	eventually(t, "delivered frames released", func() bool { return b.Stats().PartialFrameBytes == 0 })
@@ -314,7 +314,7 @@ func TestInboundReplacedByNewer(t *testing.T) {
 	if s := b.Stats(); s.Replaced != 1 {
 		t.Fatalf("replaced %d, want 1", s.Replaced)
 	}
-	vote, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &VoteRequest{Epoch: 3, CandidateID: "x"}})
+	vote, _ := AppendFrame(nil, protocol.Message{From: "x", To: "b", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "x"}})
 	if _, err := newer.Write(vote); err != nil {
 		t.Fatal(err)
 	}

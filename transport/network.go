@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // DefaultNetworkQueueSize is the capacity of each node's receive channel on
@@ -57,7 +59,7 @@ func (n *Network) Transport(nodeID string) Transport {
 	if t, ok := n.nodes[nodeID]; ok && !t.closed {
 		return t
 	}
-	t := &memTransport{net: n, id: nodeID, recv: make(chan Message, n.queue)}
+	t := &memTransport{net: n, id: nodeID, recv: make(chan protocol.Message, n.queue)}
 	n.nodes[nodeID] = t
 	return t
 }
@@ -137,7 +139,7 @@ func (n *Network) Dropped() uint64 {
 
 // deliver hands m to its receiver, or drops it. Called with n.mu held, which
 // also orders it against the receiver's Close.
-func (n *Network) deliver(m Message) {
+func (n *Network) deliver(m protocol.Message) {
 	if n.blocked[[2]string{m.From, m.To}] || (m.From != m.To && (n.isolated[m.From] || n.isolated[m.To])) {
 		n.dropped++
 		return
@@ -159,29 +161,29 @@ func (n *Network) deliver(m Message) {
 
 // cloneBody copies a body struct and its slices of entries or records; the
 // byte contents are shared (see Network).
-func cloneBody(b Body) Body {
+func cloneBody(b protocol.Body) protocol.Body {
 	switch x := b.(type) {
-	case *FetchRequest:
+	case *protocol.FetchRequest:
 		c := *x
 		return &c
-	case *FetchResponse:
+	case *protocol.FetchResponse:
 		c := *x
 		c.Entries = slices.Clone(x.Entries)
 		return &c
-	case *VoteRequest:
+	case *protocol.VoteRequest:
 		c := *x
 		return &c
-	case *VoteResponse:
+	case *protocol.VoteResponse:
 		c := *x
 		return &c
-	case *BeginEpoch:
+	case *protocol.BeginEpoch:
 		c := *x
 		return &c
-	case *AppendRequest:
+	case *protocol.AppendRequest:
 		c := *x
 		c.Records = slices.Clone(x.Records)
 		return &c
-	case *AppendResponse:
+	case *protocol.AppendResponse:
 		c := *x
 		return &c
 	}
@@ -192,14 +194,14 @@ func cloneBody(b Body) Body {
 type memTransport struct {
 	net    *Network
 	id     string
-	recv   chan Message
+	recv   chan protocol.Message
 	closed bool // guarded by net.mu
 }
 
 // Send implements Transport. m.From is set to the node's ID if empty; a
 // different non-empty From is an error, as on TCP where the receiver would
 // drop it.
-func (t *memTransport) Send(m Message) error {
+func (t *memTransport) Send(m protocol.Message) error {
 	n := t.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -231,7 +233,7 @@ func (t *memTransport) Send(m Message) error {
 }
 
 // Receive implements Transport.
-func (t *memTransport) Receive() <-chan Message { return t.recv }
+func (t *memTransport) Receive() <-chan protocol.Message { return t.recv }
 
 // Close implements Transport.
 func (t *memTransport) Close() error {

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/protocol"
 )
 
 // delivered sends one vote from→to and reports whether it arrived.
 func delivered(t *testing.T, n *Network, from, to string) bool {
 	t.Helper()
-	mustSend(t, n.Transport(from), Message{From: from, To: to, Body: &VoteRequest{Epoch: 1, CandidateID: from}})
+	mustSend(t, n.Transport(from), protocol.Message{From: from, To: to, Body: &protocol.VoteRequest{Epoch: 1, CandidateID: from}})
 	select {
 	case m := <-n.Transport(to).Receive():
 		if m.From != from {
@@ -76,7 +76,7 @@ func TestNetworkRestartAndQueue(t *testing.T) {
 	}
 	b.Close()
 	before := n.Dropped()
-	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{}})
 	if n.Dropped() != before+1 {
 		t.Fatal("message to a closed node not dropped")
 	}
@@ -90,15 +90,15 @@ func TestNetworkRestartAndQueue(t *testing.T) {
 	}
 	// A full receive channel drops instead of blocking.
 	for range DefaultNetworkQueueSize + 10 {
-		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{}})
 	}
 	if got := len(b2.Receive()); got != DefaultNetworkQueueSize {
 		t.Fatalf("queue holds %d, want %d", got, DefaultNetworkQueueSize)
 	}
-	if err := a.Send(Message{To: "b"}); err == nil {
+	if err := a.Send(protocol.Message{To: "b"}); err == nil {
 		t.Fatal("Send without body succeeded")
 	}
-	if err := a.Send(Message{To: "zz", Body: &BeginEpoch{}}); !errors.Is(err, ErrUnknownPeer) {
+	if err := a.Send(protocol.Message{To: "zz", Body: &protocol.BeginEpoch{}}); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -110,16 +110,16 @@ func TestNetworkHandOff(t *testing.T) {
 	a, b := n.Transport("a"), n.Transport("b")
 	defer a.Close()
 	defer b.Close()
-	entries := []storage.Entry{{Offset: 0, Epoch: 1, Type: storage.EntryData, Data: []byte("x")}}
+	entries := []protocol.Entry{{Offset: 0, Epoch: 1, Type: protocol.EntryData, Data: []byte("x")}}
 	recs := [][]byte{[]byte("r")}
-	mustSend(t, a, Message{To: "b", Body: &FetchResponse{Entries: entries}})
-	mustSend(t, a, Message{To: "b", Body: &AppendRequest{Records: recs}})
-	got := (<-b.Receive()).Body.(*FetchResponse)
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.FetchResponse{Entries: entries}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.AppendRequest{Records: recs}})
+	got := (<-b.Receive()).Body.(*protocol.FetchResponse)
 	got.Entries[0].Offset = 99
 	if entries[0].Offset != 0 {
 		t.Fatal("receiver shares the sender's entries slice")
 	}
-	gotRecs := (<-b.Receive()).Body.(*AppendRequest)
+	gotRecs := (<-b.Receive()).Body.(*protocol.AppendRequest)
 	gotRecs.Records[0] = nil
 	if recs[0] == nil {
 		t.Fatal("receiver shares the sender's records slice")
@@ -145,8 +145,8 @@ func TestNetworkEncoding(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	data := []byte("x")
-	mustSend(t, a, Message{To: "b", Body: &FetchResponse{Entries: []storage.Entry{{Data: data}}}})
-	got := (<-b.Receive()).Body.(*FetchResponse)
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.FetchResponse{Entries: []protocol.Entry{{Data: data}}}})
+	got := (<-b.Receive()).Body.(*protocol.FetchResponse)
 	got.Entries[0].Data[0] = 'y'
 	if data[0] != 'x' {
 		t.Fatal("encoded network shares entry data")

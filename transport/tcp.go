@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // TCPStats counts messages and connections since the transport started.
@@ -123,7 +125,7 @@ type TCP struct {
 	cfg     TCPConfig
 	log     hclog.Logger
 	ln      net.Listener
-	recv    chan Message
+	recv    chan protocol.Message
 	authKey []byte
 	rand    io.Reader
 	budget  *frameBudget
@@ -181,7 +183,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.Named("transport"),
 		ln:      ln,
-		recv:    make(chan Message, cfg.ReceiveQueueSize),
+		recv:    make(chan protocol.Message, cfg.ReceiveQueueSize),
 		authKey: key,
 		rand:    cryptorand.Reader,
 		budget:  newFrameBudget(cfg.PartialFrameBudget),
@@ -244,8 +246,8 @@ func (t *TCP) warnLimited(log hclog.Logger, reason, msg string, args ...any) {
 }
 
 // laneOf returns the connection class a message kind travels on.
-func laneOf(k Kind) uint8 {
-	if k == KindFetchRequest || k == KindFetchResponse {
+func laneOf(k protocol.Kind) uint8 {
+	if k == protocol.KindFetchRequest || k == protocol.KindFetchResponse {
 		return laneData
 	}
 	return laneControl
@@ -254,7 +256,7 @@ func laneOf(k Kind) uint8 {
 // Send implements Transport. An empty m.From is set to this node's ID; a
 // different one is an error (the receiver would drop it). A message to this
 // node itself is delivered straight to Receive.
-func (t *TCP) Send(m Message) error {
+func (t *TCP) Send(m protocol.Message) error {
 	if m.Body == nil {
 		return fmt.Errorf("replog: message to %s has no body", m.To)
 	}
@@ -307,7 +309,7 @@ func (t *TCP) Send(m Message) error {
 }
 
 // Receive implements Transport.
-func (t *TCP) Receive() <-chan Message { return t.recv }
+func (t *TCP) Receive() <-chan protocol.Message { return t.recv }
 
 // Close implements Transport: it stops the listener, closes every
 // connection, waits for every goroutine and closes Receive. Messages still
@@ -362,7 +364,7 @@ type peer struct {
 func (t *TCP) newPeerLocked(id string) *peer {
 	p := &peer{}
 	for i := range p.lanes {
-		l := &lane{t: t, peer: id, kind: uint8(i), q: make(chan Message, t.cfg.QueueSize)}
+		l := &lane{t: t, peer: id, kind: uint8(i), q: make(chan protocol.Message, t.cfg.QueueSize)}
 		l.log = t.log.With("peer", id, "lane", laneName(l.kind))
 		p.lanes[i] = l
 		t.wg.Add(1)
@@ -385,7 +387,7 @@ type lane struct {
 	t    *TCP
 	peer string
 	kind uint8
-	q    chan Message
+	q    chan protocol.Message
 	log  hclog.Logger
 
 	conn     net.Conn
@@ -420,7 +422,7 @@ func (l *lane) run() {
 			ka.Reset(keepalive)
 			kaC = ka.C
 		}
-		var m Message
+		var m protocol.Message
 		select {
 		case <-t.done:
 			return
@@ -600,7 +602,7 @@ func (l *lane) handshake(conn net.Conn, addr string) error {
 
 // write encodes m into the buffered connection. Only connection errors are
 // returned; a message too large for MaxFrameSize is dropped and logged.
-func (l *lane) write(m Message) error {
+func (l *lane) write(m protocol.Message) error {
 	t := l.t
 	if size := EncodedSize(m); size > t.cfg.MaxFrameSize {
 		t.droppedQueue.Add(1)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/replog-io/replog/internal/testpki"
 	"github.com/replog-io/replog/internal/testwait"
-	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/protocol"
 )
 
 type hclogLogger = hclog.Logger
@@ -99,8 +99,8 @@ func TestTCPWrongClusterRefused(t *testing.T) {
 	res.set("b", b.Addr())
 	// Keep sending until both sides have seen at least two refusals.
 	eventually(t, "refusals", func() bool {
-		_ = a.Send(Message{To: "b", Body: &VoteRequest{Epoch: 1, CandidateID: "a"}})
-		_ = b.Send(Message{To: "a", Body: &FetchRequest{ReplicaID: "b"}})
+		_ = a.Send(protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 1, CandidateID: "a"}})
+		_ = b.Send(protocol.Message{To: "a", Body: &protocol.FetchRequest{ReplicaID: "b"}})
 		return a.Stats().BadConns >= 2 && b.Stats().BadConns >= 2 && a.Stats().DroppedNoConn >= 2 && b.Stats().DroppedNoConn >= 2
 	})
 	expectNothing(t, a)
@@ -261,15 +261,15 @@ func TestTCPBadConnections(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, MaxFrameSize: 1 << 20})
 	res.set("a", a.Addr())
 	res.set("b", b.Addr())
-	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1, LeaderID: "a"}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "a"}})
 	recvOne(t, b)
 
 	hello := handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "c", NodeID: "x"}
-	vote, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "x"}})
+	vote, _ := AppendFrame(nil, protocol.Message{From: "x", To: "b", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "x"}})
 	badCRC := append([]byte(nil), vote...)
 	badCRC[len(badCRC)-1] ^= 0xff
 	oversize := binary.BigEndian.AppendUint32(nil, 1<<30)
-	fetch, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &FetchRequest{ReplicaID: "x"}})
+	fetch, _ := AppendFrame(nil, protocol.Message{From: "x", To: "b", Body: &protocol.FetchRequest{ReplicaID: "x"}})
 
 	cases := []struct {
 		name      string
@@ -306,7 +306,7 @@ func TestTCPBadConnections(t *testing.T) {
 			expectClosed(t, conn)
 			eventually(t, "bad connection counted", func() bool { return b.Stats().BadConns > before })
 			// The healthy connection still delivers.
-			mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 2, LeaderID: "a"}})
+			mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 2, LeaderID: "a"}})
 			for {
 				m := recvOne(t, b)
 				if m.From == "a" {
@@ -325,24 +325,24 @@ func TestTCPBadConnections(t *testing.T) {
 	// control: the same frames with the right From/To are delivered.
 	for _, c := range []struct {
 		name string
-		bad  Message
+		bad  protocol.Message
 	}{
-		{"spoofed From", Message{From: "a", To: "b", Body: &VoteRequest{Epoch: 66, CandidateID: "a"}}},
-		{"wrong To", Message{From: "x", To: "c", Body: &VoteRequest{Epoch: 67, CandidateID: "x"}}},
+		{"spoofed From", protocol.Message{From: "a", To: "b", Body: &protocol.VoteRequest{Epoch: 66, CandidateID: "a"}}},
+		{"wrong To", protocol.Message{From: "x", To: "c", Body: &protocol.VoteRequest{Epoch: 67, CandidateID: "x"}}},
 	} {
 		t.Run(c.name+" closes", func(t *testing.T) {
 			conn, ans, err := rawHello(t, b.Addr(), hello)
 			if err != nil || ans.Type != hsAccept {
 				t.Fatalf("handshake: %+v %v", ans, err)
 			}
-			first, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &VoteRequest{Epoch: 65, CandidateID: "x"}})
+			first, _ := AppendFrame(nil, protocol.Message{From: "x", To: "b", Body: &protocol.VoteRequest{Epoch: 65, CandidateID: "x"}})
 			bad, _ := AppendFrame(nil, c.bad)
-			after, _ := AppendFrame(nil, Message{From: "x", To: "b", Body: &VoteRequest{Epoch: 68, CandidateID: "x"}})
+			after, _ := AppendFrame(nil, protocol.Message{From: "x", To: "b", Body: &protocol.VoteRequest{Epoch: 68, CandidateID: "x"}})
 			before := b.Stats()
 			if _, err := conn.Write(append(append(first, bad...), after...)); err != nil {
 				t.Fatal(err)
 			}
-			if m := recvOne(t, b); m.From != "x" || m.Body.(*VoteRequest).Epoch != 65 {
+			if m := recvOne(t, b); m.From != "x" || m.Body.(*protocol.VoteRequest).Epoch != 65 {
 				t.Fatalf("got %v, want x's vote 65 (positive control)", m)
 			}
 			expectClosed(t, conn)
@@ -352,7 +352,7 @@ func TestTCPBadConnections(t *testing.T) {
 			}
 			// Nothing after the bad frame got through; a to-b message
 			// from a proves the receive path is live and in order.
-			mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 3, LeaderID: "a"}})
+			mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 3, LeaderID: "a"}})
 			if m := recvOne(t, b); m.From != "a" {
 				t.Fatalf("got %v after the bad frame, want a's BeginEpoch", m)
 			}
@@ -376,14 +376,14 @@ func TestTCPPeerComesUpLater(t *testing.T) {
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 	res.set("a", a.Addr())
 	eventually(t, "failed connects", func() bool {
-		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1}})
 		return a.Stats().DroppedNoConn >= 3
 	})
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
 	res.set("b", b.Addr())
-	var got Message
+	var got protocol.Message
 	eventually(t, "delivery after reconnect", func() bool {
-		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 2}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 2}})
 		select {
 		case got = <-b.Receive():
 			return true
@@ -392,7 +392,7 @@ func TestTCPPeerComesUpLater(t *testing.T) {
 		}
 	})
 	// Messages queued during the last backoff wait may come first.
-	if _, ok := got.Body.(*BeginEpoch); !ok || got.From != "a" {
+	if _, ok := got.Body.(*protocol.BeginEpoch); !ok || got.From != "a" {
 		t.Fatalf("got %v", got)
 	}
 	// b restarts at a new address: a notices the broken connection, re-resolves and
@@ -401,7 +401,7 @@ func TestTCPPeerComesUpLater(t *testing.T) {
 	b2 := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
 	res.set("b", b2.Addr())
 	eventually(t, "delivery after restart", func() bool {
-		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 3}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 3}})
 		select {
 		case got = <-b2.Receive():
 			return true
@@ -420,13 +420,13 @@ func TestTCPPeerRestartSameAddress(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
 	addr := b.Addr()
 	res.set("b", addr)
-	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1}})
 	recvOne(t, b)
 	b.Close()
 	eventually(t, "closed connection noticed", func() bool { return a.Stats().PeerClosed >= 1 })
 	b2 := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, ListenAddr: addr})
-	mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 2}})
-	if m := recvOne(t, b2); m.Body.(*BeginEpoch).Epoch != 2 {
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 2}})
+	if m := recvOne(t, b2); m.Body.(*protocol.BeginEpoch).Epoch != 2 {
 		t.Fatalf("got %v", m)
 	}
 }
@@ -440,7 +440,7 @@ func TestTCPWrongPeerAtAddress(t *testing.T) {
 	c := newTestTCP(t, TCPConfig{NodeID: "c", ClusterID: "c", Resolver: res.resolve})
 	res.set("b", c.Addr()) // stale: c now lives where b used to
 	eventually(t, "refused dials", func() bool {
-		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1}})
 		return a.Stats().DroppedNoConn >= 2
 	})
 	expectNothing(t, c)
@@ -486,7 +486,7 @@ func TestTCPSendNeverBlocks(t *testing.T) {
 	res.set("b", l.Addr().String())
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, QueueSize: 4})
 	for i := range 10000 {
-		mustSend(t, a, Message{To: "b", Body: &BeginEpoch{Epoch: uint64(i)}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: uint64(i)}})
 	}
 	if d := a.Stats().DroppedQueueFull; d < 10000-5-4 {
 		t.Fatalf("dropped %d, want nearly all", d)
@@ -503,7 +503,7 @@ func TestTCPControlNotBehindFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan Message, 100)
+	got := make(chan protocol.Message, 100)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -555,23 +555,23 @@ func TestTCPControlNotBehindFetch(t *testing.T) {
 	res := newResolverMap()
 	res.set("b", l.Addr().String())
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, WriteTimeout: time.Hour})
-	big := make([]storage.Entry, 64)
+	big := make([]protocol.Entry, 64)
 	for i := range big {
-		big[i] = storage.Entry{Offset: uint64(i), Epoch: 1, Type: storage.EntryData, Data: make([]byte, 64<<10)}
+		big[i] = protocol.Entry{Offset: uint64(i), Epoch: 1, Type: protocol.EntryData, Data: make([]byte, 64<<10)}
 	}
 	// 32 × 4 MiB of fetch responses: far more than the socket buffers hold.
 	for i := range 32 {
-		mustSend(t, a, Message{To: "b", Body: &FetchResponse{FetchID: uint64(i), LeaderID: "a", Entries: big}})
+		mustSend(t, a, protocol.Message{To: "b", Body: &protocol.FetchResponse{FetchID: uint64(i), LeaderID: "a", Entries: big}})
 	}
 	select {
 	case <-fetchConn:
 	case <-time.After(waitTimeout):
 		t.Fatal("fetch connection never opened")
 	}
-	mustSend(t, a, Message{To: "b", Body: &VoteRequest{Epoch: 9, CandidateID: "a"}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 9, CandidateID: "a"}})
 	select {
 	case m := <-got:
-		if v, ok := m.Body.(*VoteRequest); !ok || v.Epoch != 9 {
+		if v, ok := m.Body.(*protocol.VoteRequest); !ok || v.Epoch != 9 {
 			t.Fatalf("got %v", m)
 		}
 	case <-time.After(waitTimeout):
@@ -589,16 +589,16 @@ func TestTCPLargeFrames(t *testing.T) {
 	res.set("a", a.Addr())
 	res.set("b", b.Addr())
 	data := bytes.Repeat([]byte("0123456789abcdef"), (2<<20-200)/16)
-	fits := &FetchResponse{FetchID: 1, LeaderID: "a", Entries: []storage.Entry{{Offset: 0, Epoch: 1, Type: storage.EntryData, Data: data}}}
-	tooBig := &FetchResponse{FetchID: 2, LeaderID: "a", Entries: []storage.Entry{{Offset: 0, Epoch: 1, Type: storage.EntryData, Data: append(data, make([]byte, 1000)...)}}}
-	mustSend(t, a, Message{To: "b", Body: fits})
-	mustSend(t, a, Message{To: "b", Body: tooBig})
-	mustSend(t, a, Message{To: "b", Body: &FetchResponse{FetchID: 3}})
+	fits := &protocol.FetchResponse{FetchID: 1, LeaderID: "a", Entries: []protocol.Entry{{Offset: 0, Epoch: 1, Type: protocol.EntryData, Data: data}}}
+	tooBig := &protocol.FetchResponse{FetchID: 2, LeaderID: "a", Entries: []protocol.Entry{{Offset: 0, Epoch: 1, Type: protocol.EntryData, Data: append(data, make([]byte, 1000)...)}}}
+	mustSend(t, a, protocol.Message{To: "b", Body: fits})
+	mustSend(t, a, protocol.Message{To: "b", Body: tooBig})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.FetchResponse{FetchID: 3}})
 	m := recvOne(t, b)
-	if r := m.Body.(*FetchResponse); r.FetchID != 1 || !bytes.Equal(r.Entries[0].Data, data) {
+	if r := m.Body.(*protocol.FetchResponse); r.FetchID != 1 || !bytes.Equal(r.Entries[0].Data, data) {
 		t.Fatalf("got %v", m)
 	}
-	if m := recvOne(t, b); m.Body.(*FetchResponse).FetchID != 3 {
+	if m := recvOne(t, b); m.Body.(*protocol.FetchResponse).FetchID != 3 {
 		t.Fatalf("got %v, want fetch 3 (2 was too big)", m)
 	}
 }
@@ -615,19 +615,19 @@ func TestTCPTLS(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: cfgFor("b")})
 	res.set("a", a.Addr())
 	res.set("b", b.Addr())
-	mustSend(t, a, Message{To: "b", Body: &VoteRequest{Epoch: 4, CandidateID: "a"}})
-	mustSend(t, b, Message{To: "a", Body: &FetchRequest{FetchID: 5, ReplicaID: "b"}})
-	if m := recvOne(t, b); m.Body.(*VoteRequest).Epoch != 4 {
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 4, CandidateID: "a"}})
+	mustSend(t, b, protocol.Message{To: "a", Body: &protocol.FetchRequest{FetchID: 5, ReplicaID: "b"}})
+	if m := recvOne(t, b); m.Body.(*protocol.VoteRequest).Epoch != 4 {
 		t.Fatalf("got %v", m)
 	}
-	if m := recvOne(t, a); m.Body.(*FetchRequest).FetchID != 5 {
+	if m := recvOne(t, a); m.Body.(*protocol.FetchRequest).FetchID != 5 {
 		t.Fatalf("got %v", m)
 	}
 
 	// A plain-TCP client cannot talk to a TLS node.
 	plain := newTestTCP(t, TCPConfig{NodeID: "p", ClusterID: "c", Resolver: res.resolve, HandshakeTimeout: time.Second})
 	eventually(t, "plain client refused", func() bool {
-		mustSend(t, plain, Message{To: "b", Body: &BeginEpoch{Epoch: 1}})
+		mustSend(t, plain, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1}})
 		return plain.Stats().DroppedNoConn >= 2
 	})
 	expectNothing(t, b)
@@ -650,7 +650,7 @@ func TestTCPMutualTLS(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: server("b")})
 	res.set("a", a.Addr())
 	res.set("b", b.Addr())
-	mustSend(t, a, Message{To: "b", Body: &VoteRequest{Epoch: 4, CandidateID: "a"}})
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 4, CandidateID: "a"}})
 	if m := recvOne(t, b); m.From != "a" {
 		t.Fatalf("got %v", m)
 	}
@@ -669,7 +669,7 @@ func TestTCPMutualTLS(t *testing.T) {
 			m := newTestTCP(t, TCPConfig{NodeID: "m", ClusterID: "c", Resolver: res.resolve, HandshakeTimeout: 2 * time.Second,
 				TLS: &tls.Config{Certificates: c.certs, RootCAs: pki.Pool, MinVersion: tls.VersionTLS13}})
 			eventually(t, "rejected client", func() bool {
-				mustSend(t, m, Message{To: "b", Body: &VoteRequest{Epoch: 5, CandidateID: "m"}})
+				mustSend(t, m, protocol.Message{To: "b", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "m"}})
 				return m.Stats().DroppedNoConn >= 2 && b.Stats().BadConns >= before+2
 			})
 			expectNothing(t, b)
@@ -696,11 +696,11 @@ func benchPair(b *testing.B) (*TCP, *TCP) {
 
 // runThroughput sends b.N copies of body from a to b, keeping at most
 // window messages in flight so nothing is dropped, and waits for all.
-func runThroughput(b *testing.B, body func() Body, window int) {
+func runThroughput(b *testing.B, body func() protocol.Body, window int) {
 	a, r := benchPair(b)
 	// Connect first.
 	for {
-		mustSendB(b, a, Message{Body: body()})
+		mustSendB(b, a, protocol.Message{Body: body()})
 		select {
 		case <-r.Receive():
 		case <-time.After(100 * time.Millisecond):
@@ -716,7 +716,7 @@ func runThroughput(b *testing.B, body func() Body, window int) {
 			<-r.Receive()
 			received++
 		}
-		mustSendB(b, a, Message{Body: body()})
+		mustSendB(b, a, protocol.Message{Body: body()})
 	}
 	for received < b.N {
 		select {
@@ -729,7 +729,7 @@ func runThroughput(b *testing.B, body func() Body, window int) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 }
 
-func mustSendB(b *testing.B, tr Transport, m Message) {
+func mustSendB(b *testing.B, tr Transport, m protocol.Message) {
 	if m.To == "" {
 		m.To = "b"
 	}
@@ -739,12 +739,14 @@ func mustSendB(b *testing.B, tr Transport, m Message) {
 }
 
 func BenchmarkTCPThroughputVote(b *testing.B) {
-	runThroughput(b, func() Body { return &VoteRequest{Epoch: 1, CandidateID: "a", LastEpoch: 1, LEO: 1000} }, 8000)
+	runThroughput(b, func() protocol.Body {
+		return &protocol.VoteRequest{Epoch: 1, CandidateID: "a", LastEpoch: 1, LEO: 1000}
+	}, 8000)
 }
 
 func BenchmarkTCPThroughputFetchResponse(b *testing.B) {
-	m := benchFetchResponse().Body.(*FetchResponse)
-	size, _ := AppendFrame(nil, Message{From: "a", To: "b", Body: m})
+	m := benchFetchResponse().Body.(*protocol.FetchResponse)
+	size, _ := AppendFrame(nil, protocol.Message{From: "a", To: "b", Body: m})
 	b.SetBytes(int64(len(size)))
-	runThroughput(b, func() Body { return m }, 64)
+	runThroughput(b, func() protocol.Body { return m }, 64)
 }

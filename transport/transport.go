@@ -1,5 +1,6 @@
 package transport
 
+import "github.com/replog-io/replog/protocol"
 import "errors"
 
 // Transport carries Messages between nodes. Implementations: TCP (this
@@ -20,10 +21,10 @@ type Transport interface {
 	// ErrClosed after Close; other failures are dropped and logged. The
 	// transport takes ownership of m (the caller must not modify its Body
 	// afterwards).
-	Send(m Message) error
+	Send(m protocol.Message) error
 	// Receive returns the channel of inbound messages. It is closed by
 	// Close. Received messages are owned by the receiver.
-	Receive() <-chan Message
+	Receive() <-chan protocol.Message
 	// Close stops the transport, closes connections and waits for its
 	// goroutines. It is safe to call more than once.
 	Close() error

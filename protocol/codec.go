@@ -1,58 +1,74 @@
-package transport
+package protocol
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"math"
-
-	"github.com/replog-io/replog/storage"
 )
 
-// Wire format of one frame (all integers big-endian):
+// Encoding of one message (all integers big-endian):
 //
-//	length   uint32  bytes after this field (header + body + crc)
-//	version  uint8   FrameVersion
+//	version  uint8   Version
 //	kind     uint8   Kind of the body
 //	from     string
 //	to       string
-//	body     the body's fields in declaration order (see append* below)
-//	crc      uint32  CRC-32C (Castagnoli) of every byte before it, length included
+//	body     the body's fields in declaration order (see AppendMessage)
 //
 // A string or byte slice is a uint32 length followed by its bytes; a slice of
 // entries or records is a uint32 count followed by its elements; a bool is
 // one byte, 0 or 1. An entry is offset u64, epoch u64, type u8, data bytes.
 //
+// The encoding carries no length of its own and no checksum: a transport
+// frames it (transport prefixes the length and appends a CRC-32C over both).
 // Fixed-width integers keep encoding and decoding branch-free and let the
 // decoder bound a count by the bytes left before allocating anything.
 
-// FrameVersion is the version byte of every frame this package writes. A
-// frame with another version is rejected with ErrBadFrame. Version 2 added
-// VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
+// Version is the first byte of every message this package encodes. A
+// message with another version is rejected with ErrMalformed. Version 2
+// added VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
 // AppendRequest.Epoch.
-const FrameVersion = 2
-
-// DefaultMaxFrameSize is the frame size limit used when none is given.
-const DefaultMaxFrameSize = 16 << 20
+const Version = 2
 
 const (
-	lenSize      = 4
-	crcSize      = 4
-	headerSize   = lenSize + 2 // length, version, kind
-	minFrameSize = headerSize + 4 + 4 + crcSize
-	// minEntrySize is the smallest encoding of a storage.Entry: offset,
-	// epoch, type and an empty data length.
-	minEntrySize = 8 + 8 + 1 + 4
+	// HeaderSize is the length of the header that starts every encoded
+	// message: the version byte and the kind byte. A stream reader may read
+	// it first and learn the kind with KindOf before the rest arrives.
+	HeaderSize = 2
+	// MinSize is the length of the shortest encoded message: the header
+	// and an empty From and To (every body adds to it).
+	MinSize = HeaderSize + 4 + 4
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// minEntrySize is the smallest encoding of an Entry: offset, epoch, type
+// and an empty data length.
+const minEntrySize = 8 + 8 + 1 + 4
 
-// EncodedSize returns the size in bytes of m's frame (length prefix and
-// checksum included), or -1 if m has no (or a nil) body.
+// Compile-time checks of EntryOverhead's claim: an entry's and a record's
+// encoding beyond its data (minEntrySize, and a record's length) is within
+// EntryOverhead, so byte budgets counted with it bound the encoded size (a
+// negative uint constant does not compile).
+const (
+	_ uint = EntryOverhead - minEntrySize
+	_ uint = EntryOverhead - 4
+)
+
+// Errors of the codec. They are wrapped with %w and context (the field, the
+// byte position within the message), so test with errors.Is.
+var (
+	// ErrMalformed: a message could not be decoded (version, kind, a
+	// length or count past the end, a bool other than 0 or 1, trailing
+	// bytes), or a message to encode has no body.
+	ErrMalformed = errors.New("replog: malformed message")
+	// ErrTooLarge: a message to encode is above 4 GiB, which its uint32
+	// lengths cannot describe.
+	ErrTooLarge = errors.New("replog: message too large")
+)
+
+// EncodedSize returns the size in bytes of m's encoding (what
+// AppendMessage appends), or -1 if m has no (or a nil) body.
 func EncodedSize(m Message) int {
-	n := headerSize + 4 + len(m.From) + 4 + len(m.To) + crcSize
+	n := HeaderSize + 4 + len(m.From) + 4 + len(m.To)
 	switch b := m.Body.(type) {
 	case *FetchRequest:
 		if b == nil {
@@ -102,19 +118,19 @@ func EncodedSize(m Message) int {
 	return n
 }
 
-// AppendFrame appends the frame encoding m to dst and returns the extended
+// AppendMessage appends the encoding of m to dst and returns the extended
 // slice. It grows dst at most once (the size is computed first) and makes
 // no other allocation, so a writer that reuses dst encodes without
-// allocating. It fails only for a message without a body or a frame above
-// 4 GiB (ErrFrameTooLarge); callers enforce their own, smaller limit with
-// EncodedSize before encoding.
-func AppendFrame(dst []byte, m Message) ([]byte, error) {
+// allocating. It fails only for a message without a body (ErrMalformed) or
+// one above 4 GiB (ErrTooLarge); callers enforce their own, smaller limit
+// with EncodedSize before encoding. On failure dst is returned unchanged.
+func AppendMessage(dst []byte, m Message) ([]byte, error) {
 	size := EncodedSize(m)
 	if size < 0 {
-		return dst, fmt.Errorf("%w: message %s->%s has no body", ErrBadFrame, m.From, m.To)
+		return dst, fmt.Errorf("%w: message %s->%s has no body", ErrMalformed, m.From, m.To)
 	}
 	if size > math.MaxUint32 {
-		return dst, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, size)
+		return dst, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
 	}
 	start := len(dst)
 	if cap(dst)-start < size {
@@ -123,8 +139,7 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 		dst = grown
 	}
 	be := binary.BigEndian
-	dst = be.AppendUint32(dst, uint32(size-lenSize))
-	dst = append(dst, FrameVersion, byte(m.Body.Kind()))
+	dst = append(dst, Version, byte(m.Body.Kind()))
 	dst = appendString(dst, m.From)
 	dst = appendString(dst, m.To)
 	switch b := m.Body.(type) {
@@ -186,7 +201,6 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 		dst = appendString(dst, b.LeaderID)
 		dst = be.AppendUint64(dst, b.FirstOffset)
 	}
-	dst = be.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 	return dst, nil
 }
 
@@ -202,49 +216,28 @@ func appendBool(dst []byte, v bool) []byte {
 	return append(dst, 0)
 }
 
-// DecodeFrame decodes the frame at the start of b and returns the message
-// and the number of bytes it took. b must hold the whole frame; a shorter b
-// is a truncated frame (ErrBadFrame). A frame larger than maxSize (0 means
-// DefaultMaxFrameSize) returns ErrFrameTooLarge before anything else is
-// read; every other problem returns an error wrapping ErrBadFrame that says
-// what was wrong.
+// DecodeMessage decodes the message encoded in b, which must hold exactly
+// one message (trailing bytes are an error). Every problem returns an error
+// wrapping ErrMalformed that says what was wrong and where (the byte
+// position within b).
 //
 // Entry Data and AppendRequest Records of the result alias b (capacity
 // clipped, so appending to them never writes into b): the caller must not
-// modify b while it uses the message. Strings are copied. Decoding
-// allocates the strings, the body and one entry or record slice, whose
-// length is checked against the bytes left in the frame before it is
-// allocated (an entry takes at least 21 bytes on the wire, a record 4), so
-// a forged count cannot make it allocate beyond a small multiple of the
-// frame size. It never panics.
-func DecodeFrame(b []byte, maxSize int) (Message, int, error) {
-	if maxSize <= 0 {
-		maxSize = DefaultMaxFrameSize
+// modify b while it uses the message (Kind.AliasesInput says which kinds
+// do). Strings are copied. Decoding allocates the strings, the body and one
+// entry or record slice, whose length is checked against the bytes left in
+// b before it is allocated (an entry takes at least 21 bytes, a record 4),
+// so a forged count cannot make it allocate beyond a small multiple of
+// len(b). It never panics.
+func DecodeMessage(b []byte) (Message, error) {
+	if len(b) < MinSize {
+		return Message{}, fmt.Errorf("%w: %d bytes is below the minimum %d", ErrMalformed, len(b), MinSize)
 	}
-	if len(b) < lenSize {
-		return Message{}, 0, fmt.Errorf("%w: truncated length prefix (%d bytes)", ErrBadFrame, len(b))
+	if v := b[0]; v != Version {
+		return Message{}, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, Version)
 	}
-	n := uint64(binary.BigEndian.Uint32(b)) + lenSize
-	if n > uint64(maxSize) {
-		return Message{}, 0, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrFrameTooLarge, n, maxSize)
-	}
-	if n < minFrameSize {
-		return Message{}, 0, fmt.Errorf("%w: frame of %d bytes is below the minimum %d", ErrBadFrame, n, minFrameSize)
-	}
-	if uint64(len(b)) < n {
-		return Message{}, 0, fmt.Errorf("%w: truncated frame: %d of %d bytes", ErrBadFrame, len(b), n)
-	}
-	f := b[:n]
-	body := f[:n-crcSize]
-	want := binary.BigEndian.Uint32(f[n-crcSize:])
-	if got := crc32.Checksum(body, castagnoli); got != want {
-		return Message{}, 0, fmt.Errorf("%w: checksum %08x, frame says %08x", ErrBadFrame, got, want)
-	}
-	if v := body[lenSize]; v != FrameVersion {
-		return Message{}, 0, fmt.Errorf("%w: frame version %d, want %d", ErrBadFrame, v, FrameVersion)
-	}
-	kind := Kind(body[lenSize+1])
-	d := decoder{b: body, off: headerSize}
+	kind := Kind(b[1])
+	d := decoder{b: b, off: HeaderSize}
 	var m Message
 	m.From = d.string("from")
 	m.To = d.string("to")
@@ -270,12 +263,12 @@ func DecodeFrame(b []byte, maxSize int) (Message, int, error) {
 		x.HighWatermark = d.u64("high watermark")
 		x.LogStartOffset = d.u64("log start offset")
 		if cnt := d.count("entries", minEntrySize); cnt > 0 {
-			x.Entries = make([]storage.Entry, cnt)
+			x.Entries = make([]Entry, cnt)
 			for i := range x.Entries {
 				e := &x.Entries[i]
 				e.Offset = d.u64("entry offset")
 				e.Epoch = d.u64("entry epoch")
-				e.Type = storage.EntryType(d.u8("entry type"))
+				e.Type = EntryType(d.u8("entry type"))
 				e.Data = d.bytes("entry data")
 			}
 		}
@@ -323,21 +316,21 @@ func DecodeFrame(b []byte, maxSize int) (Message, int, error) {
 		x.FirstOffset = d.u64("first offset")
 		m.Body = x
 	default:
-		return Message{}, 0, fmt.Errorf("%w: unknown kind %d", ErrBadFrame, uint8(kind))
+		return Message{}, fmt.Errorf("%w: unknown kind %d", ErrMalformed, uint8(kind))
 	}
 	if d.err != nil {
-		return Message{}, 0, fmt.Errorf("%w: %s: %w", ErrBadFrame, kind, d.err)
+		return Message{}, fmt.Errorf("%w: %s: %w", ErrMalformed, kind, d.err)
 	}
-	if d.off != len(body) {
-		return Message{}, 0, fmt.Errorf("%w: %s: %d trailing bytes", ErrBadFrame, kind, len(body)-d.off)
+	if d.off != len(b) {
+		return Message{}, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, kind, len(b)-d.off)
 	}
-	return m, int(n), nil
+	return m, nil
 }
 
-// errShort is wrapped by decoder errors for fields running past the frame.
-var errShort = errors.New("runs past the end of the frame")
+// errShort is wrapped by decoder errors for fields running past the message.
+var errShort = errors.New("runs past the end of the message")
 
-// decoder reads fields from one checksummed frame. After the first error
+// decoder reads fields from one message. After the first error
 // every read returns a zero value, so the decode functions read straight
 // through and check d.err once.
 type decoder struct {
@@ -428,7 +421,7 @@ func (d *decoder) string(field string) string {
 	return string(d.take(field, n))
 }
 
-// bytes returns the next length-prefixed byte slice, aliasing the frame;
+// bytes returns the next length-prefixed byte slice, aliasing the input;
 // nil when empty.
 func (d *decoder) bytes(field string) []byte {
 	n := d.length(field)
@@ -458,103 +451,22 @@ func (d *decoder) count(field string, minSize int) int {
 	return int(n)
 }
 
-// Reader reads frames from a stream, such as a connection.
-type Reader struct {
-	r       io.Reader
-	maxSize int
-	hdr     [headerSize]byte
-	scratch []byte
+// KindOf returns the kind of the message whose encoding starts b (its
+// second byte), or 0 (no kind) if b is shorter than HeaderSize. It does not
+// check the version or anything else: DecodeMessage does.
+func KindOf(b []byte) Kind {
+	if len(b) < HeaderSize {
+		return 0
+	}
+	return Kind(b[1])
 }
 
-// NewReader returns a Reader of frames from r, rejecting frames larger than
-// maxSize bytes (0 means DefaultMaxFrameSize). Wrap r in a bufio.Reader if
-// it is unbuffered.
-func NewReader(r io.Reader, maxSize int) *Reader {
-	if maxSize <= 0 {
-		maxSize = DefaultMaxFrameSize
-	}
-	return &Reader{r: r, maxSize: maxSize}
-}
-
-// scratchLimit caps the reusable buffer a Reader keeps between frames.
-const scratchLimit = 64 << 10
-
-// Read reads and decodes the next frame. It returns io.EOF at a clean end
-// of stream (between frames), io.ErrUnexpectedEOF (or the stream's error)
-// inside a frame, ErrFrameTooLarge for a length prefix above the limit
-// (checked before allocating anything) and ErrBadFrame for a frame that
-// does not decode. After an error the stream is out of step: close it.
-//
-// The returned message is owned by the caller: frames that carry byte
-// slices (FetchResponse, AppendRequest) are read into a buffer of their
-// own, which the message's slices alias; other frames are read into a
-// reused buffer, since their decoded form copies everything it keeps.
-func (r *Reader) Read() (Message, error) {
-	// The length alone first: an oversized or short frame is rejected
-	// without waiting for more bytes.
-	if _, err := io.ReadFull(r.r, r.hdr[:lenSize]); err != nil {
-		return Message{}, err
-	}
-	n := uint64(binary.BigEndian.Uint32(r.hdr[:])) + lenSize
-	if n > uint64(r.maxSize) {
-		return Message{}, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrFrameTooLarge, n, r.maxSize)
-	}
-	if n < minFrameSize {
-		return Message{}, fmt.Errorf("%w: frame of %d bytes is below the minimum %d", ErrBadFrame, n, minFrameSize)
-	}
-	if _, err := io.ReadFull(r.r, r.hdr[lenSize:]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return Message{}, err
-	}
-	var buf []byte
-	var err error
-	switch Kind(r.hdr[headerSize-1]) {
-	case KindFetchResponse, KindAppendRequest:
-		buf, err = r.readBody(make([]byte, headerSize, min(n, growStep)), int(n))
-	default:
-		if uint64(cap(r.scratch)) < n {
-			r.scratch = make([]byte, 0, min(n, growStep))
-		}
-		buf, err = r.readBody(r.scratch[:headerSize], int(n))
-		r.scratch = buf[:0]
-	}
-	if err != nil {
-		return Message{}, err
-	}
-	m, _, err := DecodeFrame(buf, r.maxSize)
-	if cap(r.scratch) > scratchLimit {
-		r.scratch = nil
-	}
-	return m, err
-}
-
-// growStep bounds how far a frame's buffer runs ahead of the bytes that
-// have arrived: a peer that announces a 16 MiB frame and sends 6 bytes pins
-// 64 KiB, not 16 MiB.
-const growStep = 64 << 10
-
-// readBody copies the header into buf (len(buf) == headerSize) and reads
-// the rest of an n-byte frame, growing buf as bytes arrive.
-func (r *Reader) readBody(buf []byte, n int) ([]byte, error) {
-	copy(buf, r.hdr[:])
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(n, 2*cap(buf)+growStep))
-			copy(grown, buf)
-			buf = grown
-		}
-		end := min(n, cap(buf))
-		if _, err := io.ReadFull(r.r, buf[len(buf):end]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		buf = buf[:end]
-	}
-	return buf, nil
+// AliasesInput reports whether a decoded message of kind k aliases the
+// bytes it was decoded from (FetchResponse entries' Data, AppendRequest
+// Records). A reader that reuses its buffer must give such a message a
+// buffer of its own; the others copy everything they keep.
+func (k Kind) AliasesInput() bool {
+	return k == KindFetchResponse || k == KindAppendRequest
 }
 
 // String names the kind ("FetchRequest", ..., or "kind(N)").

@@ -1,26 +1,6 @@
-// Package transport holds replog's wire messages, their binary codec, the
-// TCP (and TLS) transport that carries them between nodes, and an in-memory
-// network with the same interface for tests.
-//
-// Messages are one-way: a fetch response is a message like any other, tied
-// to its request by FetchID. That keeps the protocol core free of blocking
-// calls, and a fetch parked at the leader never holds up a vote or an
-// append between the same two nodes.
-//
-// Given a cluster secret (TCPConfig.Secret), the TCP transport
-// authenticates both ends of every connection with a challenge-response
-// handshake that tells a peer without the secret nothing about the
-// cluster; every message it delivers carries the node ID its connection
-// authenticated as. It also bounds what any peer can cost a node:
-// inbound connections (in total and per address), idle time, and the
-// memory of partly received frames. See TCP and TCPConfig.
-package transport
+package protocol
 
-import (
-	"fmt"
-
-	"github.com/replog-io/replog/storage"
-)
+import "fmt"
 
 // Message is one protocol message between two nodes. Body is one of the
 // pointer types below (*FetchRequest, *FetchResponse, *VoteRequest,
@@ -123,7 +103,7 @@ type FetchResponse struct {
 	HighWatermark      uint64
 	LogStartOffset     uint64
 	// Entries start at the request's FetchOffset (empty if none).
-	Entries []storage.Entry
+	Entries []Entry
 }
 
 // VoteRequest asks for a vote (or a pre-vote) in Epoch.

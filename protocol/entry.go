@@ -1,0 +1,84 @@
+package protocol
+
+import "fmt"
+
+// EntryType says whether an entry carries user data or is a control record
+// written by the protocol itself. Values are part of the wire format and of
+// the stored format: never renumber.
+type EntryType uint8
+
+const (
+	// EntryData is an entry appended by a user; readers see it.
+	EntryData EntryType = 1
+	// EntryControl is written by the protocol (the epoch-start entry a new
+	// leader appends); readers never see it, but it takes an offset.
+	EntryControl EntryType = 2
+)
+
+// String returns "data", "control" or "type(N)".
+func (t EntryType) String() string {
+	switch t {
+	case EntryData:
+		return "data"
+	case EntryControl:
+		return "control"
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Entry is one record of the log.
+type Entry struct {
+	// Offset is the entry's position; the first entry of a fresh log has 0.
+	Offset uint64
+	// Epoch is the leader epoch of the leader that appended the entry.
+	Epoch uint64
+	// Type is EntryData or EntryControl.
+	Type EntryType
+	// Data is the payload. Stores return copies the caller owns.
+	Data []byte
+}
+
+// EpochStart is one row of the epoch map: the first offset written in Epoch.
+type EpochStart struct {
+	Epoch       uint64
+	StartOffset uint64
+}
+
+// QuorumState is the durable election state of a replica.
+type QuorumState struct {
+	// Epoch is the highest epoch this replica has seen.
+	Epoch uint64
+	// VotedFor is the node this replica voted for in Epoch ("" if none).
+	VotedFor string
+	// LeaderID is the leader of Epoch if known ("" if not).
+	LeaderID string
+}
+
+// EntryOverhead is what an entry costs beyond its Data when byte budgets
+// are counted (a store's Entries maxBytes, fetch responses, forwarded
+// batches): at least what its offset, epoch, type and length take in an
+// encoded message (see the compile-time check in codec.go). Counting it
+// keeps a response of many tiny (or empty) entries as bounded as one of a
+// few large ones.
+const EntryOverhead = 32
+
+// Budget counts entries against a byte bound: each entry costs len(Data) +
+// EntryOverhead, and the first entry always fits so that a reader makes
+// progress. The zero Used starts a fresh budget.
+type Budget struct {
+	Max  int // the bound (maxBytes)
+	Used int // what the entries taken so far cost
+	N    int // how many were taken
+}
+
+// Take reports whether an entry with dataLen bytes of Data fits, and if so
+// counts it.
+func (b *Budget) Take(dataLen int) bool {
+	cost := dataLen + EntryOverhead
+	if b.N > 0 && b.Used+cost > b.Max {
+		return false
+	}
+	b.Used += cost
+	b.N++
+	return true
+}

@@ -1,0 +1,150 @@
+// Package protocoltest holds messages for codec tests of the packages that
+// encode protocol messages (protocol's own codec, transport's frames):
+// samples of every kind with their edge cases, random messages, and the
+// normal form a message decodes to.
+package protocoltest
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// Normalize maps empty slices to nil, which is how they decode: a decoded
+// message equals Normalize of the message that was encoded.
+func Normalize(m protocol.Message) protocol.Message {
+	switch b := m.Body.(type) {
+	case *protocol.FetchResponse:
+		c := *b
+		if len(c.Entries) == 0 {
+			c.Entries = nil
+		} else {
+			c.Entries = append([]protocol.Entry(nil), c.Entries...)
+			for i := range c.Entries {
+				if len(c.Entries[i].Data) == 0 {
+					c.Entries[i].Data = nil
+				}
+			}
+		}
+		m.Body = &c
+	case *protocol.AppendRequest:
+		c := *b
+		if len(c.Records) == 0 {
+			c.Records = nil
+		} else {
+			c.Records = append([][]byte(nil), c.Records...)
+			for i := range c.Records {
+				if len(c.Records[i]) == 0 {
+					c.Records[i] = nil
+				}
+			}
+		}
+		m.Body = &c
+	}
+	return m
+}
+
+// Samples returns one or more messages of every kind, edge cases included
+// (zero and maximal values, empty and nil slices, a 1 MiB entry and
+// record, an unknown error code and entry type, non-UTF-8 IDs).
+func Samples() []protocol.Message {
+	big := bytes.Repeat([]byte{0x5A}, 1<<20)
+	return []protocol.Message{
+		{From: "a", To: "b", Body: &protocol.FetchRequest{FetchID: 1, ReplicaID: "a", CurrentEpoch: 2, FetchOffset: 3, LastFetchedEpoch: 1, MaxBytes: 1 << 20, MaxWaitMs: 500}},
+		{Body: &protocol.FetchRequest{}},
+		{From: "n1", To: "n2", Body: &protocol.FetchRequest{FetchID: math.MaxUint64, CurrentEpoch: math.MaxUint64, FetchOffset: math.MaxUint64, LastFetchedEpoch: math.MaxUint64, MaxBytes: math.MaxUint32, MaxWaitMs: math.MaxUint32}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 9, LeaderID: "b", Epoch: 4, HighWatermark: 10, LogStartOffset: 0}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 9, LeaderID: "b", Epoch: 4, Entries: []protocol.Entry{}}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 1, LeaderID: "b", Epoch: 5, Error: protocol.FetchDivergingEpoch, DivergingEpoch: 3, DivergingEndOffset: 77}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 2, LeaderID: "", Epoch: 5, Error: protocol.FetchError(200)}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 3, LeaderID: "b", Epoch: 4, HighWatermark: 3, Entries: []protocol.Entry{
+			{Offset: 0, Epoch: 1, Type: protocol.EntryData, Data: []byte("hello")},
+			{Offset: 1, Epoch: 1, Type: protocol.EntryControl},
+			{Offset: 2, Epoch: 4, Type: protocol.EntryData, Data: []byte{}},
+			{Offset: 3, Epoch: 4, Type: protocol.EntryType(99), Data: big},
+		}}},
+		{From: "x", To: "y", Body: &protocol.VoteRequest{Epoch: 7, CandidateID: "x", LastEpoch: 6, LEO: 100, PreVote: true, Round: 41}},
+		{From: "x", To: "y", Body: &protocol.VoteRequest{Epoch: math.MaxUint64, CandidateID: "x", Round: math.MaxUint64}},
+		{Body: &protocol.VoteRequest{}},
+		{From: "y", To: "x", Body: &protocol.VoteResponse{Epoch: 7, VoterID: "y", Granted: true, PreVote: true, RequestEpoch: 8, Round: 41, LeaderID: "z"}},
+		{From: "y", To: "x", Body: &protocol.VoteResponse{Epoch: 7, VoterID: "y", RequestEpoch: math.MaxUint64, Round: math.MaxUint64}},
+		{Body: &protocol.VoteResponse{}},
+		{From: "l", To: "f", Body: &protocol.BeginEpoch{Epoch: 8, LeaderID: "l"}},
+		{Body: &protocol.BeginEpoch{}},
+		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 5, Epoch: 3, Records: [][]byte{[]byte("r1"), nil, {}, big}}},
+		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 7, Epoch: math.MaxUint64, Records: [][]byte{[]byte("r")}}},
+		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 6}},
+		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 6, Records: [][]byte{}}},
+		{From: "l", To: "f", Body: &protocol.AppendResponse{RequestID: 5, Error: protocol.AppendNotLeader, LeaderID: "q", FirstOffset: 12}},
+		{Body: &protocol.AppendResponse{}},
+		{From: strings.Repeat("é", 100), To: "\x00", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "\xff\xfe"}},
+	}
+}
+
+func randString(r *rand.Rand) string {
+	b := make([]byte, r.IntN(12))
+	for i := range b {
+		b[i] = byte(r.IntN(256))
+	}
+	return string(b)
+}
+
+func randBytes(r *rand.Rand) []byte {
+	switch r.IntN(4) {
+	case 0:
+		return nil
+	case 1:
+		return []byte{}
+	}
+	b := make([]byte, r.IntN(300))
+	for i := range b {
+		b[i] = byte(r.IntN(256))
+	}
+	return b
+}
+
+// Random builds a random message of a random kind from r (deterministic
+// for a given r).
+func Random(r *rand.Rand) protocol.Message {
+	m := protocol.Message{From: randString(r), To: randString(r)}
+	u64 := func() uint64 {
+		if r.IntN(4) == 0 {
+			return math.MaxUint64 - uint64(r.IntN(3))
+		}
+		return r.Uint64() >> uint(r.IntN(64))
+	}
+	switch r.IntN(7) + 1 {
+	case 1:
+		m.Body = &protocol.FetchRequest{FetchID: u64(), ReplicaID: randString(r), CurrentEpoch: u64(), FetchOffset: u64(), LastFetchedEpoch: u64(), MaxBytes: r.Uint32(), MaxWaitMs: r.Uint32()}
+	case 2:
+		b := &protocol.FetchResponse{FetchID: u64(), LeaderID: randString(r), Epoch: u64(), Error: protocol.FetchError(r.IntN(6)), DivergingEpoch: u64(), DivergingEndOffset: u64(), HighWatermark: u64(), LogStartOffset: u64()}
+		if n := r.IntN(20); n > 0 || r.IntN(2) == 0 {
+			b.Entries = make([]protocol.Entry, n)
+			for i := range b.Entries {
+				b.Entries[i] = protocol.Entry{Offset: u64(), Epoch: u64(), Type: protocol.EntryType(r.IntN(4)), Data: randBytes(r)}
+			}
+		}
+		m.Body = b
+	case 3:
+		m.Body = &protocol.VoteRequest{Epoch: u64(), CandidateID: randString(r), LastEpoch: u64(), LEO: u64(), PreVote: r.IntN(2) == 0, Round: u64()}
+	case 4:
+		m.Body = &protocol.VoteResponse{Epoch: u64(), VoterID: randString(r), Granted: r.IntN(2) == 0, PreVote: r.IntN(2) == 0, RequestEpoch: u64(), Round: u64(), LeaderID: randString(r)}
+	case 5:
+		m.Body = &protocol.BeginEpoch{Epoch: u64(), LeaderID: randString(r)}
+	case 6:
+		b := &protocol.AppendRequest{RequestID: u64(), Epoch: u64()}
+		if n := r.IntN(10); n > 0 || r.IntN(2) == 0 {
+			b.Records = make([][]byte, n)
+			for i := range b.Records {
+				b.Records[i] = randBytes(r)
+			}
+		}
+		m.Body = b
+	case 7:
+		m.Body = &protocol.AppendResponse{RequestID: u64(), Error: protocol.AppendError(r.IntN(5)), LeaderID: randString(r), FirstOffset: u64()}
+	}
+	return m
+}
