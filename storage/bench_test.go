@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -55,9 +56,9 @@ func BenchmarkBoltAppend(b *testing.B) {
 			for i := range payload {
 				payload[i] = byte(i * 7)
 			}
-			es := make([]storage.Entry, batch)
+			es := make([]protocol.Entry, batch)
 			for i := range es {
-				es[i] = storage.Entry{Epoch: 1, Type: storage.EntryData, Data: payload}
+				es[i] = protocol.Entry{Epoch: 1, Type: protocol.EntryData, Data: payload}
 			}
 			lat := make([]time.Duration, 0, b.N)
 			b.SetBytes(int64(batch * benchEntrySize))
@@ -100,9 +101,9 @@ func BenchmarkBoltRead(b *testing.B) {
 	defer s.Close()
 	payload := make([]byte, benchEntrySize)
 	for off := uint64(0); off < total; off += 10_000 {
-		es := make([]storage.Entry, 10_000)
+		es := make([]protocol.Entry, 10_000)
 		for i := range es {
-			es[i] = storage.Entry{Offset: off + uint64(i), Epoch: 1, Type: storage.EntryData, Data: payload}
+			es[i] = protocol.Entry{Offset: off + uint64(i), Epoch: 1, Type: protocol.EntryData, Data: payload}
 		}
 		if err := s.Append(es); err != nil {
 			b.Fatal(err)

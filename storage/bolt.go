@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // BoltOptions configures OpenBolt and OpenDir. The zero value is usable:
@@ -140,9 +142,9 @@ type Bolt struct {
 
 type request struct {
 	kind    memOpKind
-	entries []Entry
+	entries []protocol.Entry
 	n       uint64
-	qs      QuorumState
+	qs      protocol.QuorumState
 	done    chan error
 }
 
@@ -339,7 +341,7 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 			if len(k) != 8 || len(v) != 8 {
 				return fmt.Errorf("%w: epoch map row of bad length", ErrCorrupt)
 			}
-			st.epochs = append(st.epochs, EpochStart{Epoch: binary.BigEndian.Uint64(k), StartOffset: binary.BigEndian.Uint64(v)})
+			st.epochs = append(st.epochs, protocol.EpochStart{Epoch: binary.BigEndian.Uint64(k), StartOffset: binary.BigEndian.Uint64(v)})
 			return nil
 		})
 		if err != nil {
@@ -565,7 +567,7 @@ func (b *Bolt) apply(tx *bolt.Tx, eb *bolt.Bucket, st *logState, r *request) (ne
 }
 
 // writeEpochs turns the epoch map on disk from old into cur.
-func writeEpochs(tx *bolt.Tx, old, cur []EpochStart) error {
+func writeEpochs(tx *bolt.Tx, old, cur []protocol.EpochStart) error {
 	if len(old) == len(cur) && (len(old) == 0 || (&old[0] == &cur[0])) {
 		return nil // unchanged (published slices are never mutated)
 	}
@@ -662,7 +664,7 @@ func (b *Bolt) wait(r *request) error {
 }
 
 // Append implements Store.
-func (b *Bolt) Append(entries []Entry) error {
+func (b *Bolt) Append(entries []protocol.Entry) error {
 	return b.submit(&request{kind: opAppend, entries: entries})
 }
 
@@ -677,7 +679,7 @@ func (b *Bolt) DeletePrefix(upTo uint64) error {
 }
 
 // SetQuorumState implements Store.
-func (b *Bolt) SetQuorumState(s QuorumState) error {
+func (b *Bolt) SetQuorumState(s protocol.QuorumState) error {
 	return b.submit(&request{kind: opQuorum, qs: s})
 }
 
@@ -691,7 +693,7 @@ func (b *Bolt) SetHWCheckpoint(hw uint64) error {
 // A page of the file that faults when read (the file shrank under the
 // store) or trips one of bbolt's assertions returns an error wrapping
 // ErrCorrupt instead of crashing the caller.
-func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) (es []Entry, err error) {
+func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) (es []protocol.Entry, err error) {
 	if b.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -725,12 +727,12 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) (es []Entry, err
 	}
 	type raw struct {
 		epoch uint64
-		typ   EntryType
+		typ   protocol.EntryType
 		data  []byte // aliases the mmap until the transaction ends
 	}
 	var got []raw
 	size := 0 // Data bytes, for the arena
-	budget := Budget{Max: maxBytes}
+	budget := protocol.Budget{Max: maxBytes}
 	off := from
 	for k, v := c.Seek(u64key(from)); k != nil; k, v = c.Next() {
 		if maxCount > 0 && len(got) >= maxCount {
@@ -753,11 +755,11 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) (es []Entry, err
 	// One allocation for all payloads; each Data is capped so that an
 	// append by the caller cannot overwrite the next entry's.
 	arena := make([]byte, 0, size)
-	out := make([]Entry, len(got))
+	out := make([]protocol.Entry, len(got))
 	for i, r := range got {
 		start := len(arena)
 		arena = append(arena, r.data...)
-		out[i] = Entry{Offset: from + uint64(i), Epoch: r.epoch, Type: r.typ, Data: arena[start:len(arena):len(arena)]}
+		out[i] = protocol.Entry{Offset: from + uint64(i), Epoch: r.epoch, Type: r.typ, Data: arena[start:len(arena):len(arena)]}
 	}
 	return out, nil
 }
@@ -777,12 +779,12 @@ func (b *Bolt) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
 }
 
 // EpochMap implements Store.
-func (b *Bolt) EpochMap() []EpochStart { return cloneEpochs(b.state.Load().epochs) }
+func (b *Bolt) EpochMap() []protocol.EpochStart { return cloneEpochs(b.state.Load().epochs) }
 
 // QuorumState implements Store.
-func (b *Bolt) QuorumState() (QuorumState, error) {
+func (b *Bolt) QuorumState() (protocol.QuorumState, error) {
 	if b.closed.Load() {
-		return QuorumState{}, ErrClosed
+		return protocol.QuorumState{}, ErrClosed
 	}
 	return b.state.Load().quorum, nil
 }

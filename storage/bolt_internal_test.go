@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 func openTestBolt(t *testing.T, path string) *Bolt {
@@ -25,10 +27,10 @@ func openTestBolt(t *testing.T, path string) *Bolt {
 	return b
 }
 
-func ents(from uint64, n int, epoch uint64) []Entry {
-	es := make([]Entry, n)
+func ents(from uint64, n int, epoch uint64) []protocol.Entry {
+	es := make([]protocol.Entry, n)
 	for i := range es {
-		es[i] = Entry{Offset: from + uint64(i), Epoch: epoch, Type: EntryData, Data: []byte(fmt.Sprintf("e%d", from+uint64(i)))}
+		es[i] = protocol.Entry{Offset: from + uint64(i), Epoch: epoch, Type: protocol.EntryData, Data: []byte(fmt.Sprintf("e%d", from+uint64(i)))}
 	}
 	return es
 }
@@ -46,18 +48,18 @@ func TestBoltGroupCommitOrderAndIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := []*request{
-		{kind: opAppend, entries: ents(0, 3, 1)},                                      // ok: LEO 3
-		{kind: opAppend, entries: ents(5, 1, 1)},                                      // gap
-		{kind: opAppend, entries: ents(3, 1, 2)},                                      // ok (needs the first): LEO 4
-		{kind: opHW, n: 4},                                                            // ok (needs the third)
-		{kind: opHW, n: 10},                                                           // above LEO
-		{kind: opTruncate, n: 2},                                                      // ok: LEO 2, map [(1,0)], HW 2
-		{kind: opAppend, entries: ents(2, 2, 3)},                                      // ok: LEO 4, map [(1,0),(3,2)]
-		{kind: opAppend, entries: ents(2, 1, 3)},                                      // overlap
-		{kind: opQuorum, qs: QuorumState{Epoch: 3, VotedFor: "n2", LeaderID: "n2"}},   // ok
-		{kind: opAppend, entries: []Entry{{Offset: 4, Epoch: 3, Type: EntryType(7)}}}, // bad type
-		{kind: opDeletePrefix, n: 1},                                                  // ok
-		{kind: opAppend, entries: []Entry{{Offset: 4, Epoch: 2, Type: EntryData}}},    // epoch going down
+		{kind: opAppend, entries: ents(0, 3, 1)}, // ok: LEO 3
+		{kind: opAppend, entries: ents(5, 1, 1)}, // gap
+		{kind: opAppend, entries: ents(3, 1, 2)}, // ok (needs the first): LEO 4
+		{kind: opHW, n: 4},                       // ok (needs the third)
+		{kind: opHW, n: 10},                      // above LEO
+		{kind: opTruncate, n: 2},                 // ok: LEO 2, map [(1,0)], HW 2
+		{kind: opAppend, entries: ents(2, 2, 3)}, // ok: LEO 4, map [(1,0),(3,2)]
+		{kind: opAppend, entries: ents(2, 1, 3)}, // overlap
+		{kind: opQuorum, qs: protocol.QuorumState{Epoch: 3, VotedFor: "n2", LeaderID: "n2"}},            // ok
+		{kind: opAppend, entries: []protocol.Entry{{Offset: 4, Epoch: 3, Type: protocol.EntryType(7)}}}, // bad type
+		{kind: opDeletePrefix, n: 1}, // ok
+		{kind: opAppend, entries: []protocol.Entry{{Offset: 4, Epoch: 2, Type: protocol.EntryData}}}, // epoch going down
 	}
 	wantErr := []error{nil, ErrInvalidAppend, nil, nil, ErrOutOfRange, nil, nil, ErrInvalidAppend, nil, ErrInvalidAppend, nil, ErrInvalidAppend}
 	for _, r := range reqs {
@@ -118,7 +120,7 @@ func TestBoltGroupCommitMerges(t *testing.T) {
 	var queued atomic.Int32
 	for i := 0; i < n; i++ {
 		go func() {
-			r := &request{kind: opQuorum, qs: QuorumState{Epoch: uint64(i)}}
+			r := &request{kind: opQuorum, qs: protocol.QuorumState{Epoch: uint64(i)}}
 			if !b.enqueue(r) {
 				done <- ErrClosed
 				return
@@ -240,7 +242,7 @@ func TestBoltOpenDetectsCorruption(t *testing.T) {
 			if err := b.Append(append(ents(0, 5, 1), ents(5, 5, 2)...)); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.SetQuorumState(QuorumState{Epoch: 2, VotedFor: "a"}); err != nil {
+			if err := b.SetQuorumState(protocol.QuorumState{Epoch: 2, VotedFor: "a"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := b.Close(); err != nil {

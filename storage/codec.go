@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // Stored entry value, format version 1 (the key is the 8-byte big-endian
@@ -31,7 +33,7 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // entryCRC is the checksum stored with an entry.
-func entryCRC(epoch uint64, typ EntryType, payload []byte) uint32 {
+func entryCRC(epoch uint64, typ protocol.EntryType, payload []byte) uint32 {
 	var hdr [9]byte
 	binary.BigEndian.PutUint64(hdr[:8], epoch)
 	hdr[8] = byte(typ)
@@ -40,12 +42,12 @@ func entryCRC(epoch uint64, typ EntryType, payload []byte) uint32 {
 }
 
 // encodedEntrySize is the length of appendEntry's output for e.
-func encodedEntrySize(e *Entry) int {
+func encodedEntrySize(e *protocol.Entry) int {
 	return 1 + 1 + 4 + uvarintLen(e.Epoch) + len(e.Data)
 }
 
 // appendEntry appends the stored value of e to dst.
-func appendEntry(dst []byte, e *Entry) []byte {
+func appendEntry(dst []byte, e *protocol.Entry) []byte {
 	dst = append(dst, entryFormatV1, byte(e.Type))
 	dst = binary.BigEndian.AppendUint32(dst, entryCRC(e.Epoch, e.Type, e.Data))
 	dst = binary.AppendUvarint(dst, e.Epoch)
@@ -56,14 +58,14 @@ func appendEntry(dst []byte, e *Entry) []byte {
 // Data aliases val (copy it before val's memory goes away, e.g. when a bbolt
 // transaction closes). It never panics; any malformed or checksum-failing
 // input returns an error wrapping ErrCorrupt.
-func decodeEntry(val []byte) (epoch uint64, typ EntryType, data []byte, err error) {
+func decodeEntry(val []byte) (epoch uint64, typ protocol.EntryType, data []byte, err error) {
 	if len(val) < entryHeaderMin {
 		return 0, 0, nil, fmt.Errorf("%w: entry value of %d bytes is too short", ErrCorrupt, len(val))
 	}
 	if val[0] != entryFormatV1 {
 		return 0, 0, nil, fmt.Errorf("%w: unknown entry format version %d", ErrCorrupt, val[0])
 	}
-	typ = EntryType(val[1])
+	typ = protocol.EntryType(val[1])
 	sum := binary.BigEndian.Uint32(val[2:6])
 	epoch, n := binary.Uvarint(val[6:])
 	if n <= 0 || n != uvarintLen(epoch) {
@@ -73,7 +75,7 @@ func decodeEntry(val []byte) (epoch uint64, typ EntryType, data []byte, err erro
 	if got := entryCRC(epoch, typ, data); got != sum {
 		return 0, 0, nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, sum, got)
 	}
-	if typ != EntryData && typ != EntryControl {
+	if typ != protocol.EntryData && typ != protocol.EntryControl {
 		return 0, 0, nil, fmt.Errorf("%w: unknown entry type %d", ErrCorrupt, typ)
 	}
 	return epoch, typ, data, nil
@@ -100,7 +102,7 @@ func u64key(v uint64) []byte {
 // length + VotedFor, uvarint length + LeaderID, CRC-32C (4 bytes) over all
 // preceding bytes.
 
-func encodeQuorumState(s QuorumState) []byte {
+func encodeQuorumState(s protocol.QuorumState) []byte {
 	b := make([]byte, 0, 1+10+10+len(s.VotedFor)+10+len(s.LeaderID)+4)
 	b = append(b, 1)
 	b = binary.AppendUvarint(b, s.Epoch)
@@ -111,8 +113,8 @@ func encodeQuorumState(s QuorumState) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-func decodeQuorumState(v []byte) (QuorumState, error) {
-	var s QuorumState
+func decodeQuorumState(v []byte) (protocol.QuorumState, error) {
+	var s protocol.QuorumState
 	if len(v) < 1+3+4 {
 		return s, fmt.Errorf("%w: quorum state of %d bytes is too short", ErrCorrupt, len(v))
 	}

@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 func TestEntryCodecRoundTrip(t *testing.T) {
-	for _, e := range []Entry{
-		{Epoch: 1, Type: EntryData},
-		{Epoch: 127, Type: EntryData, Data: []byte("x")},
-		{Epoch: 128, Type: EntryControl, Data: []byte("hello")},
-		{Epoch: 1<<64 - 1, Type: EntryData, Data: bytes.Repeat([]byte{0xab}, 4096)},
+	for _, e := range []protocol.Entry{
+		{Epoch: 1, Type: protocol.EntryData},
+		{Epoch: 127, Type: protocol.EntryData, Data: []byte("x")},
+		{Epoch: 128, Type: protocol.EntryControl, Data: []byte("hello")},
+		{Epoch: 1<<64 - 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{0xab}, 4096)},
 	} {
 		v := appendEntry(nil, &e)
 		if len(v) != encodedEntrySize(&e) {
@@ -32,13 +34,13 @@ func TestEntryCodecRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if got := len(appendEntry(nil, &Entry{Epoch: 5, Type: EntryData, Data: make([]byte, 128)})); got != 128+7 {
+	if got := len(appendEntry(nil, &protocol.Entry{Epoch: 5, Type: protocol.EntryData, Data: make([]byte, 128)})); got != 128+7 {
 		t.Fatalf("a 128-byte entry of epoch 5 takes %d bytes, want %d", got, 128+7)
 	}
 }
 
 func TestQuorumCodecRoundTrip(t *testing.T) {
-	for _, q := range []QuorumState{{}, {Epoch: 3, VotedFor: "a"}, {Epoch: 1 << 40, VotedFor: "x y", LeaderID: "☃"}} {
+	for _, q := range []protocol.QuorumState{{}, {Epoch: 3, VotedFor: "a"}, {Epoch: 1 << 40, VotedFor: "x y", LeaderID: "☃"}} {
 		v := encodeQuorumState(q)
 		got, err := decodeQuorumState(v)
 		if err != nil || got != q {
@@ -58,11 +60,11 @@ func TestQuorumCodecRoundTrip(t *testing.T) {
 // whatever it accepts re-encodes to the same bytes (the encoding is
 // canonical).
 func FuzzDecodeEntry(f *testing.F) {
-	for _, e := range []Entry{
-		{Epoch: 1, Type: EntryData},
-		{Epoch: 2, Type: EntryData, Data: []byte("payload")},
-		{Epoch: 300, Type: EntryControl},
-		{Epoch: 1<<64 - 1, Type: EntryData, Data: bytes.Repeat([]byte{7}, 128)},
+	for _, e := range []protocol.Entry{
+		{Epoch: 1, Type: protocol.EntryData},
+		{Epoch: 2, Type: protocol.EntryData, Data: []byte("payload")},
+		{Epoch: 300, Type: protocol.EntryControl},
+		{Epoch: 1<<64 - 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{7}, 128)},
 	} {
 		f.Add(appendEntry(nil, &e))
 	}
@@ -79,7 +81,7 @@ func FuzzDecodeEntry(f *testing.F) {
 			}
 			return
 		}
-		e := Entry{Epoch: epoch, Type: typ, Data: data}
+		e := protocol.Entry{Epoch: epoch, Type: typ, Data: data}
 		if w := appendEntry(nil, &e); !bytes.Equal(w, v) {
 			t.Fatalf("accepted %x, re-encodes to %x", v, w)
 		}
@@ -88,8 +90,8 @@ func FuzzDecodeEntry(f *testing.F) {
 
 // FuzzDecodeQuorumState: never panics; rejects with ErrCorrupt.
 func FuzzDecodeQuorumState(f *testing.F) {
-	f.Add(encodeQuorumState(QuorumState{}))
-	f.Add(encodeQuorumState(QuorumState{Epoch: 9, VotedFor: "n1", LeaderID: "n2"}))
+	f.Add(encodeQuorumState(protocol.QuorumState{}))
+	f.Add(encodeQuorumState(protocol.QuorumState{Epoch: 9, VotedFor: "n1", LeaderID: "n2"}))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		q, err := decodeQuorumState(v)

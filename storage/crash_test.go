@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/storage/storagetest"
 )
@@ -43,17 +44,17 @@ var crashID = storage.Identity{ClusterID: "crash", NodeID: "child"}
 // crashPayloadSize makes payload sizes deterministic from (offset, epoch).
 func crashPayloadSize(off, epoch uint64) int { return int((off*31 + epoch*17) % 200) }
 
-func crashEntries(first uint64, count int, epoch uint64) []storage.Entry {
-	es := make([]storage.Entry, count)
+func crashEntries(first uint64, count int, epoch uint64) []protocol.Entry {
+	es := make([]protocol.Entry, count)
 	for i := range es {
 		off := first + uint64(i)
-		es[i] = storage.Entry{Offset: off, Epoch: epoch, Type: storage.EntryData,
+		es[i] = protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryData,
 			Data: storagetest.Payload(off, epoch, crashPayloadSize(off, epoch))}
 	}
 	return es
 }
 
-func payloadSum(es []storage.Entry) uint32 {
+func payloadSum(es []protocol.Entry) uint32 {
 	var c uint32
 	for _, e := range es {
 		c = crc32.Update(c, crc32.IEEETable, e.Data)
@@ -80,7 +81,7 @@ func (o crashOp) apply(s storage.Store) error {
 	case 'D':
 		return s.DeletePrefix(o.a)
 	case 'Q':
-		return s.SetQuorumState(storage.QuorumState{Epoch: o.epoch, LeaderID: "child"})
+		return s.SetQuorumState(protocol.QuorumState{Epoch: o.epoch, LeaderID: "child"})
 	case 'H':
 		return s.SetHWCheckpoint(o.a)
 	}

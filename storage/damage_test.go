@@ -16,6 +16,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/storage/storagetest"
 )
@@ -108,7 +109,7 @@ func buildTemplate(dir string) (*damageTemplate, error) {
 	if err := b.SetHWCheckpoint(2000); err != nil {
 		return nil, err
 	}
-	if err := b.SetQuorumState(storage.QuorumState{Epoch: 1, VotedFor: "n1", LeaderID: "n1"}); err != nil {
+	if err := b.SetQuorumState(protocol.QuorumState{Epoch: 1, VotedFor: "n1", LeaderID: "n1"}); err != nil {
 		return nil, err
 	}
 	// Wait for the cleanup of the deleted prefix (so that opening the

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 func TestIdentityRoundTrip(t *testing.T) {
@@ -84,9 +86,9 @@ func fuzzTemplate(f testing.TB) []byte {
 		f.Fatal(err)
 	}
 	for i := 0; i < 600; i += 100 {
-		es := make([]Entry, 100)
+		es := make([]protocol.Entry, 100)
 		for j := range es {
-			es[j] = Entry{Offset: uint64(i + j), Epoch: 1, Type: EntryData, Data: bytes.Repeat([]byte{byte(j)}, 40)}
+			es[j] = protocol.Entry{Offset: uint64(i + j), Epoch: 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{byte(j)}, 40)}
 		}
 		if err := b.Append(es); err != nil {
 			f.Fatal(err)
@@ -98,7 +100,7 @@ func fuzzTemplate(f testing.TB) []byte {
 	for deadline := time.Now().Add(10 * time.Second); b.Stats().CleanupCommits == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	if err := b.SetQuorumState(QuorumState{Epoch: 1, VotedFor: "n"}); err != nil {
+	if err := b.SetQuorumState(protocol.QuorumState{Epoch: 1, VotedFor: "n"}); err != nil {
 		f.Fatal(err)
 	}
 	if err := b.Close(); err != nil {
@@ -147,6 +149,6 @@ func FuzzOpenDamaged(f *testing.F) {
 			t.Fatalf("Entries: %v", err)
 		}
 		// A write must not crash either (its error is the store's to report).
-		_ = b.Append([]Entry{{Offset: b.LEO(), Epoch: max(b.LastEpoch(), 1), Type: EntryData, Data: []byte("x")}})
+		_ = b.Append([]protocol.Entry{{Offset: b.LEO(), Epoch: max(b.LastEpoch(), 1), Type: protocol.EntryData, Data: []byte("x")}})
 	})
 }

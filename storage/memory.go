@@ -3,6 +3,8 @@ package storage
 import (
 	"fmt"
 	"sync"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // Memory is an in-memory Store with the same contract as Bolt, for tests and
@@ -33,7 +35,7 @@ type Memory struct {
 // it may be shared.
 type memState struct {
 	st      *logState
-	entries []Entry // entries[i].Offset == st.logStart+i
+	entries []protocol.Entry // entries[i].Offset == st.logStart+i
 }
 
 type memOpKind uint8
@@ -50,9 +52,9 @@ const (
 // durable state.
 type memOp struct {
 	kind    memOpKind
-	entries []Entry // opAppend; Data owned by the store
-	n       uint64  // opTruncate, opDeletePrefix, opHW
-	qs      QuorumState
+	entries []protocol.Entry // opAppend; Data owned by the store
+	n       uint64           // opTruncate, opDeletePrefix, opHW
+	qs      protocol.QuorumState
 }
 
 // NewMemory returns an empty in-memory store whose writes are durable when
@@ -93,7 +95,7 @@ func (s *memState) apply(op *memOp) (noop bool, err error) {
 		if noop, err := s.st.checkDeletePrefix(op.n); noop || err != nil {
 			return noop, err
 		}
-		s.entries = append([]Entry(nil), s.entries[op.n-s.st.logStart:]...)
+		s.entries = append([]protocol.Entry(nil), s.entries[op.n-s.st.logStart:]...)
 		s.st = s.st.afterDeletePrefix(op.n)
 	case opQuorum:
 		n := *s.st
@@ -113,7 +115,7 @@ func (s *memState) apply(op *memOp) (noop bool, err error) {
 }
 
 func (s *memState) clone() memState {
-	return memState{st: s.st, entries: append([]Entry(nil), s.entries...)}
+	return memState{st: s.st, entries: append([]protocol.Entry(nil), s.entries...)}
 }
 
 func (m *Memory) write(op *memOp) error {
@@ -130,8 +132,8 @@ func (m *Memory) write(op *memOp) error {
 }
 
 // Append implements Store.
-func (m *Memory) Append(entries []Entry) error {
-	own := make([]Entry, len(entries))
+func (m *Memory) Append(entries []protocol.Entry) error {
+	own := make([]protocol.Entry, len(entries))
 	for i, e := range entries {
 		e.Data = append([]byte(nil), e.Data...)
 		own[i] = e
@@ -150,7 +152,7 @@ func (m *Memory) DeletePrefix(upTo uint64) error {
 }
 
 // SetQuorumState implements Store.
-func (m *Memory) SetQuorumState(s QuorumState) error {
+func (m *Memory) SetQuorumState(s protocol.QuorumState) error {
 	return m.write(&memOp{kind: opQuorum, qs: s})
 }
 
@@ -160,7 +162,7 @@ func (m *Memory) SetHWCheckpoint(hw uint64) error {
 }
 
 // Entries implements Store.
-func (m *Memory) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, error) {
+func (m *Memory) Entries(from uint64, maxCount int, maxBytes int) ([]protocol.Entry, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
@@ -174,8 +176,8 @@ func (m *Memory) Entries(from uint64, maxCount int, maxBytes int) ([]Entry, erro
 		return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, from, st.logStart, st.leo)
 	}
 	src := m.cur.entries[from-st.logStart:]
-	var out []Entry
-	budget := Budget{Max: maxBytes}
+	var out []protocol.Entry
+	budget := protocol.Budget{Max: maxBytes}
 	for i := range src {
 		if maxCount > 0 && len(out) >= maxCount {
 			break
@@ -211,14 +213,14 @@ func (m *Memory) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
 }
 
 // EpochMap implements Store.
-func (m *Memory) EpochMap() []EpochStart { return cloneEpochs(m.state().epochs) }
+func (m *Memory) EpochMap() []protocol.EpochStart { return cloneEpochs(m.state().epochs) }
 
 // QuorumState implements Store.
-func (m *Memory) QuorumState() (QuorumState, error) {
+func (m *Memory) QuorumState() (protocol.QuorumState, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return QuorumState{}, ErrClosed
+		return protocol.QuorumState{}, ErrClosed
 	}
 	return m.cur.st.quorum, nil
 }

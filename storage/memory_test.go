@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/storage/storagetest"
 )
@@ -14,7 +15,7 @@ func TestMemoryDeferredCrashLosesUnsynced(t *testing.T) {
 	if err := m.Append(storagetest.Batch(0, 5, 1, 8)); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.SetQuorumState(storage.QuorumState{Epoch: 1, VotedFor: "a"}); err != nil {
+	if err := m.SetQuorumState(protocol.QuorumState{Epoch: 1, VotedFor: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Sync(); err != nil {

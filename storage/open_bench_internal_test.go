@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // Open costs on a file of 100k entries of 128 bytes (warm page cache):
@@ -40,9 +42,9 @@ func benchOpenFile(b *testing.B) string {
 		}
 		data := make([]byte, 128)
 		for i := 0; i < 100000; i += 1000 {
-			es := make([]Entry, 1000)
+			es := make([]protocol.Entry, 1000)
 			for j := range es {
-				es[j] = Entry{Offset: uint64(i + j), Epoch: 1, Type: EntryData, Data: data}
+				es[j] = protocol.Entry{Offset: uint64(i + j), Epoch: 1, Type: protocol.EntryData, Data: data}
 			}
 			if err := s.Append(es); err != nil {
 				b.Fatal(err)

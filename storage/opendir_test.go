@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/storage/storagetest"
 )
@@ -73,7 +74,7 @@ func sameSnapshot(t *testing.T, before, after map[string][]byte) {
 	}
 }
 
-func readAll(t *testing.T, b *storage.Bolt) []storage.Entry {
+func readAll(t *testing.T, b *storage.Bolt) []protocol.Entry {
 	t.Helper()
 	es, err := b.Entries(b.LogStart(), 0, 1<<30)
 	if err != nil {

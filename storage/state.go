@@ -3,6 +3,8 @@ package storage
 import (
 	"fmt"
 	"sort"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // logState is the small part of a store's state that both implementations
@@ -12,8 +14,8 @@ import (
 type logState struct {
 	logStart uint64
 	leo      uint64
-	epochs   []EpochStart
-	quorum   QuorumState
+	epochs   []protocol.EpochStart
+	quorum   protocol.QuorumState
 	hw       uint64
 	hwOK     bool
 }
@@ -27,7 +29,7 @@ func (s *logState) lastEpoch() uint64 {
 
 // validateAppend checks entries against s (see Store.Append). It allows an
 // empty slice.
-func validateAppend(s *logState, entries []Entry) error {
+func validateAppend(s *logState, entries []protocol.Entry) error {
 	last := s.lastEpoch()
 	for i := range entries {
 		e := &entries[i]
@@ -41,7 +43,7 @@ func validateAppend(s *logState, entries []Entry) error {
 			return fmt.Errorf("%w: entry at offset %d has epoch %d below epoch %d", ErrInvalidAppend, e.Offset, e.Epoch, last)
 		}
 		last = e.Epoch
-		if e.Type != EntryData && e.Type != EntryControl {
+		if e.Type != protocol.EntryData && e.Type != protocol.EntryControl {
 			return fmt.Errorf("%w: entry at offset %d has %v", ErrInvalidAppend, e.Offset, e.Type)
 		}
 	}
@@ -49,7 +51,7 @@ func validateAppend(s *logState, entries []Entry) error {
 }
 
 // afterAppend returns the state after appending validated entries.
-func (s *logState) afterAppend(entries []Entry) *logState {
+func (s *logState) afterAppend(entries []protocol.Entry) *logState {
 	n := *s
 	if len(entries) == 0 {
 		return &n
@@ -60,7 +62,7 @@ func (s *logState) afterAppend(entries []Entry) *logState {
 			if !copied { // published slices are never mutated
 				n.epochs, copied = cloneEpochs(s.epochs), true
 			}
-			n.epochs = append(n.epochs, EpochStart{Epoch: e.Epoch, StartOffset: e.Offset})
+			n.epochs = append(n.epochs, protocol.EpochStart{Epoch: e.Epoch, StartOffset: e.Offset})
 			last = e.Epoch
 		}
 	}
@@ -114,7 +116,7 @@ func (s *logState) afterDeletePrefix(upTo uint64) *logState {
 	if i < 0 {
 		return &n
 	}
-	rows := make([]EpochStart, len(s.epochs)-i)
+	rows := make([]protocol.EpochStart, len(s.epochs)-i)
 	copy(rows, s.epochs[i:])
 	rows[0].StartOffset = upTo
 	n.epochs = rows
@@ -143,7 +145,7 @@ func (s *logState) endOffsetForEpoch(epoch uint64) (uint64, uint64) {
 }
 
 // epochAt returns the epoch the map gives for offset (0 if no row covers it).
-func epochAt(epochs []EpochStart, offset uint64) uint64 {
+func epochAt(epochs []protocol.EpochStart, offset uint64) uint64 {
 	i := sort.Search(len(epochs), func(i int) bool { return epochs[i].StartOffset > offset }) - 1
 	if i < 0 {
 		return 0
@@ -153,7 +155,7 @@ func epochAt(epochs []EpochStart, offset uint64) uint64 {
 
 // checkEpochs validates the shape of an epoch map loaded from disk: epochs
 // and start offsets strictly increasing, every start within [logStart, leo].
-func checkEpochs(epochs []EpochStart, logStart, leo uint64) error {
+func checkEpochs(epochs []protocol.EpochStart, logStart, leo uint64) error {
 	for i, r := range epochs {
 		if r.Epoch == 0 {
 			return fmt.Errorf("%w: epoch map row %d has epoch 0", ErrCorrupt, i)
@@ -169,9 +171,9 @@ func checkEpochs(epochs []EpochStart, logStart, leo uint64) error {
 	return nil
 }
 
-func cloneEpochs(e []EpochStart) []EpochStart {
+func cloneEpochs(e []protocol.EpochStart) []protocol.EpochStart {
 	if len(e) == 0 {
 		return nil
 	}
-	return append([]EpochStart(nil), e...)
+	return append([]protocol.EpochStart(nil), e...)
 }

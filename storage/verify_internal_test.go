@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // The pread path (platforms without mmap) finds what the mapped path
@@ -67,9 +69,9 @@ func TestVerifyAcceptsValidFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var es []Entry
+	var es []protocol.Entry
 	for i, n := range []int{10, 5000, 100 << 10, 3, 1 << 20, 0} {
-		es = append(es, Entry{Offset: uint64(i), Epoch: 1, Type: EntryData, Data: bytes.Repeat([]byte{byte(i)}, n)})
+		es = append(es, protocol.Entry{Offset: uint64(i), Epoch: 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{byte(i)}, n)})
 	}
 	if err := b.Append(es); err != nil {
 		t.Fatal(err)

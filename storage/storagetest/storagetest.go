@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -69,11 +70,11 @@ func Payload(offset, epoch uint64, n int) []byte {
 
 // Batch returns count data entries starting at from in epoch, with payloads
 // from Payload of size bytes.
-func Batch(from uint64, count int, epoch uint64, size int) []storage.Entry {
-	es := make([]storage.Entry, count)
+func Batch(from uint64, count int, epoch uint64, size int) []protocol.Entry {
+	es := make([]protocol.Entry, count)
 	for i := range es {
 		off := from + uint64(i)
-		es[i] = storage.Entry{Offset: off, Epoch: epoch, Type: storage.EntryData, Data: Payload(off, epoch, size)}
+		es[i] = protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryData, Data: Payload(off, epoch, size)}
 	}
 	return es
 }
@@ -118,7 +119,7 @@ func CheckConsistent(s storage.Store) error {
 }
 
 // EpochAt returns the epoch m gives for offset (0 if no row covers it).
-func EpochAt(m []storage.EpochStart, offset uint64) uint64 {
+func EpochAt(m []protocol.EpochStart, offset uint64) uint64 {
 	e := uint64(0)
 	for _, r := range m {
 		if r.StartOffset > offset {
@@ -129,7 +130,7 @@ func EpochAt(m []storage.EpochStart, offset uint64) uint64 {
 	return e
 }
 
-func lastEpoch(m []storage.EpochStart) uint64 {
+func lastEpoch(m []protocol.EpochStart) uint64 {
 	if len(m) == 0 {
 		return 0
 	}
@@ -139,9 +140,9 @@ func lastEpoch(m []storage.EpochStart) uint64 {
 // snapshot is everything observable about a store.
 type snapshot struct {
 	LogStart, LEO, LastEpoch uint64
-	Epochs                   []storage.EpochStart
-	Entries                  []storage.Entry
-	Quorum                   storage.QuorumState
+	Epochs                   []protocol.EpochStart
+	Entries                  []protocol.Entry
+	Quorum                   protocol.QuorumState
 	HW                       uint64
 	HWOK                     bool
 }
@@ -212,7 +213,7 @@ func closeStore(t *testing.T, s storage.Store) {
 	}
 }
 
-func mustAppend(t *testing.T, s storage.Store, es []storage.Entry) {
+func mustAppend(t *testing.T, s storage.Store, es []protocol.Entry) {
 	t.Helper()
 	if err := s.Append(es); err != nil {
 		t.Fatalf("Append(%d entries at %d): %v", len(es), es[0].Offset, err)
@@ -259,7 +260,7 @@ func testEmpty(t *testing.T, h Harness) {
 			t.Fatalf("EndOffsetForEpoch(%d) on empty = (%d, %d), want (0, 0)", ep, e, end)
 		}
 	}
-	if q, err := s.QuorumState(); err != nil || q != (storage.QuorumState{}) {
+	if q, err := s.QuorumState(); err != nil || q != (protocol.QuorumState{}) {
 		t.Fatalf("QuorumState on empty = %+v, %v", q, err)
 	}
 	if hw, ok, err := s.HWCheckpoint(); err != nil || ok || hw != 0 {
@@ -279,20 +280,20 @@ func testEmpty(t *testing.T, h Harness) {
 func testAppendAndRead(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	defer closeStore(t, s)
-	var want []storage.Entry
-	add := func(es []storage.Entry) {
+	var want []protocol.Entry
+	add := func(es []protocol.Entry) {
 		mustAppend(t, s, es)
 		want = append(want, es...)
 	}
 	add(Batch(0, 3, 1, 10))
-	ctl := storage.Entry{Offset: 3, Epoch: 2, Type: storage.EntryControl}
-	add([]storage.Entry{ctl})
+	ctl := protocol.Entry{Offset: 3, Epoch: 2, Type: protocol.EntryControl}
+	add([]protocol.Entry{ctl})
 	add(Batch(4, 3, 2, 0)) // empty payloads are fine
 	add(append(Batch(7, 2, 2, 5), Batch(9, 3, 5, 7)...))
 	if s.LEO() != 12 || s.LastEpoch() != 5 {
 		t.Fatalf("LEO %d, LastEpoch %d; want 12, 5", s.LEO(), s.LastEpoch())
 	}
-	wantMap := []storage.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 3}, {Epoch: 5, StartOffset: 9}}
+	wantMap := []protocol.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 3}, {Epoch: 5, StartOffset: 9}}
 	if got := s.EpochMap(); fmt.Sprint(got) != fmt.Sprint(wantMap) {
 		t.Fatalf("EpochMap = %v, want %v", got, wantMap)
 	}
@@ -321,7 +322,7 @@ func testReadLimits(t *testing.T, h Harness) {
 	defer closeStore(t, s)
 	mustAppend(t, s, Batch(0, 1, 1, 100)) // a big first entry
 	mustAppend(t, s, Batch(1, 9, 1, 10))
-	const o = storage.EntryOverhead
+	const o = protocol.EntryOverhead
 	cases := []struct {
 		from               uint64
 		maxCount, maxBytes int
@@ -366,10 +367,10 @@ func testInvalidAppend(t *testing.T, h Harness) {
 	defer closeStore(t, s)
 	mustAppend(t, s, Batch(0, 3, 2, 10))
 	before := snap(t, s)
-	data := func(off, epoch uint64) storage.Entry {
-		return storage.Entry{Offset: off, Epoch: epoch, Type: storage.EntryData, Data: []byte("x")}
+	data := func(off, epoch uint64) protocol.Entry {
+		return protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryData, Data: []byte("x")}
 	}
-	bad := map[string][]storage.Entry{
+	bad := map[string][]protocol.Entry{
 		"gap":                {data(4, 2)},
 		"overlap":            {data(2, 2)},
 		"not contiguous":     {data(3, 2), data(5, 2)},
@@ -497,7 +498,7 @@ func testEndOffsetForEpoch(t *testing.T, h Harness) {
 
 func testQuorumState(t *testing.T, h Harness) {
 	s, dir := open(t, h)
-	states := []storage.QuorumState{
+	states := []protocol.QuorumState{
 		{Epoch: 1, VotedFor: "n1"},
 		{Epoch: 1, VotedFor: "n1", LeaderID: "n1"},
 		{Epoch: 7, LeaderID: "nœud-3 ☃"},
@@ -511,7 +512,7 @@ func testQuorumState(t *testing.T, h Harness) {
 			t.Fatalf("QuorumState = %+v, %v; want %+v", got, err, q)
 		}
 	}
-	q := storage.QuorumState{Epoch: 9, VotedFor: "b", LeaderID: "c"}
+	q := protocol.QuorumState{Epoch: 9, VotedFor: "b", LeaderID: "c"}
 	if err := s.SetQuorumState(q); err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +564,7 @@ func testDeletePrefix(t *testing.T, h Harness) {
 			t.Fatalf("%s: start %d, LEO %d, last epoch %d; want 45, 100, 4", when, s.LogStart(), s.LEO(), s.LastEpoch())
 		}
 		m := s.EpochMap()
-		if len(m) != 2 || m[0].Epoch != 2 || m[0].StartOffset > 45 || m[1] != (storage.EpochStart{Epoch: 4, StartOffset: 60}) {
+		if len(m) != 2 || m[0].Epoch != 2 || m[0].StartOffset > 45 || m[1] != (protocol.EpochStart{Epoch: 4, StartOffset: 60}) {
 			t.Fatalf("%s: epoch map %v, want the covering row of epoch 2 and (4, 60)", when, m)
 		}
 		for _, off := range []uint64{0, 29, 44} {
@@ -670,7 +671,7 @@ func testDeletePrefixBig(t *testing.T, h Harness) {
 func testReopen(t *testing.T, h Harness) {
 	s, dir := open(t, h)
 	mustAppend(t, s, Batch(0, 20, 1, 33))
-	mustAppend(t, s, []storage.Entry{{Offset: 20, Epoch: 2, Type: storage.EntryControl}})
+	mustAppend(t, s, []protocol.Entry{{Offset: 20, Epoch: 2, Type: protocol.EntryControl}})
 	mustAppend(t, s, Batch(21, 20, 2, 1000))
 	if err := s.TruncateSuffix(35); err != nil {
 		t.Fatal(err)
@@ -679,7 +680,7 @@ func testReopen(t *testing.T, h Harness) {
 	if err := s.DeletePrefix(3); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetQuorumState(storage.QuorumState{Epoch: 5, VotedFor: "a", LeaderID: "a"}); err != nil {
+	if err := s.SetQuorumState(protocol.QuorumState{Epoch: 5, VotedFor: "a", LeaderID: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetHWCheckpoint(30); err != nil {
@@ -778,7 +779,7 @@ func testConcurrentAppends(t *testing.T, h Harness) {
 				for {
 					// Optimistic: whoever loses the race for the LEO retries.
 					leo := s.LEO()
-					err := s.Append([]storage.Entry{{Offset: leo, Epoch: 1, Type: storage.EntryData, Data: data}})
+					err := s.Append([]protocol.Entry{{Offset: leo, Epoch: 1, Type: protocol.EntryData, Data: data}})
 					if err == nil {
 						break
 					}
@@ -826,7 +827,7 @@ func testClosed(t *testing.T, h Harness) {
 	expectErr(t, "Append after Close", s.Append(Batch(2, 1, 1, 1)), storage.ErrClosed)
 	expectErr(t, "TruncateSuffix after Close", s.TruncateSuffix(1), storage.ErrClosed)
 	expectErr(t, "DeletePrefix after Close", s.DeletePrefix(1), storage.ErrClosed)
-	expectErr(t, "SetQuorumState after Close", s.SetQuorumState(storage.QuorumState{Epoch: 1}), storage.ErrClosed)
+	expectErr(t, "SetQuorumState after Close", s.SetQuorumState(protocol.QuorumState{Epoch: 1}), storage.ErrClosed)
 	expectErr(t, "SetHWCheckpoint after Close", s.SetHWCheckpoint(1), storage.ErrClosed)
 	_, err := s.Entries(0, 1, 1)
 	expectErr(t, "Entries after Close", err, storage.ErrClosed)
@@ -861,7 +862,7 @@ func testReadLimitsEmptyEntries(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	defer closeStore(t, s)
 	mustAppend(t, s, Batch(0, 100, 1, 0))
-	es, err := s.Entries(0, 0, 10*storage.EntryOverhead)
+	es, err := s.Entries(0, 0, 10*protocol.EntryOverhead)
 	if err != nil {
 		t.Fatal(err)
 	}
