@@ -18,9 +18,14 @@
 //	    message that depends on a write until that write is persisted)
 //	deliver rd.Acks to the waiting callers
 //
-// The core reads its log through the storage.Store it was given (reads only)
-// plus the tail it has asked to write but not yet seen persisted, which it
-// keeps in memory. It never writes to the store itself.
+// What the core owns: the protocol state (role, epoch, vote, leader, HW,
+// the leader's view of its followers, the fetcher, forwarded proposals)
+// and the tail of the log it has asked to write but not yet seen persisted
+// (etcd raft's "unstable"), which it keeps in memory. It reads the durable
+// part of its log through the LogReader given to New, never writes to it,
+// and is the only one to decide what is written: the shell writes exactly
+// the Writes of Ready, in order, and nothing else, to the log behind that
+// LogReader.
 //
 // Contract details for the shell:
 //
@@ -63,5 +68,40 @@
 // and from observers that fetch from this leader, and only in the epoch
 // they name; a truncation below the HW is refused and halts the replica.
 //
-// A Replica is not safe for concurrent use: one goroutine drives it.
+// Who may touch it: a Replica is not safe for concurrent use. One
+// goroutine (the shell's loop) drives it, through the methods above only;
+// other goroutines learn its state from what that loop publishes (Status,
+// HighWatermark, ReadableHW copied out). The core starts no goroutines and
+// reads no clock or global randomness (Config.Rand).
+//
+// # Inside the package
+//
+// Step dispatches in two stages, like etcd raft's Step and its step
+// functions: stepCommon (step.go) does what every role does the same (the
+// addressee and sender, epoch bounds and the voters a message names, vote
+// requests, BeginEpoch, answers to forwarded appends, fencing of fetch
+// requests by epoch), then the role's own step function takes the rest:
+// stepLeader, stepFollower (a voter following and an observer),
+// stepProspective or stepCandidate. Tick and Ready dispatch by role too.
+//
+// The files, each named for what it holds, and the layers of calls between
+// them (a layer calls only the layers below it, never one above):
+//
+//	step.go, replica.go (Tick, Propose, Persisted, Ready), hint.go
+//	    entry points: dispatch to the handlers
+//	election.go (vote requests and answers, BeginEpoch),
+//	leader.go (fetch fencing and serving, check-quorum, HW),
+//	follower.go (fetch responses, fetch timers), forward.go (forwarded
+//	proposals, both sides, and the memo of answers)
+//	    handlers: they decide, and change role only through transitions
+//	transitions.go (becomeFollower/Prospective/Candidate/Leader, stepDown)
+//	    role changes: they call each other (an election that wins at once)
+//	    and the bookkeeping below, never a handler
+//	leader.go (updateLeaderHW, ackUpTo, leaderPropose), forward.go
+//	(abandonForwarded, failProposal), election.go (countVotes,
+//	logUpToDate, leader contact)
+//	    bookkeeping of one role's state
+//	writes.go (send, emit, appendEntries, truncate), log.go (logView over
+//	the LogReader), status.go, ready.go, config.go, errors.go
+//	    plumbing and types
 package replica
