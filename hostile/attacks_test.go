@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
@@ -47,7 +48,7 @@ func (c *cluster) sameLeadership(lead string, epoch uint64) {
 }
 
 // readStore reads every entry of a stopped node's data file.
-func readStore(t *testing.T, dir string) []storage.Entry {
+func readStore(t *testing.T, dir string) []protocol.Entry {
 	t.Helper()
 	s, err := storage.OpenBolt(filepath.Join(dir, "replog.db"), storage.BoltOptions{})
 	if err != nil {
@@ -74,18 +75,18 @@ func TestDivergingAnswerBelowHW(t *testing.T) {
 	var attackEpoch atomic.Uint64 // 0 until the attack starts
 	var addrs atomic.Pointer[map[string]string]
 	var diverging atomic.Int64
-	fake := newFakeNode(t, "n3", clusterID, func(f *fakeNode, m transport.Message) {
-		req, ok := m.Body.(*transport.FetchRequest)
+	fake := newFakeNode(t, "n3", clusterID, func(f *fakeNode, m protocol.Message) {
+		req, ok := m.Body.(*protocol.FetchRequest)
 		e := attackEpoch.Load()
 		if !ok || e == 0 {
 			return // before the attack n3 is just down
 		}
 		addr := (*addrs.Load())[m.From]
-		resp := &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "n3", Epoch: e}
+		resp := &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "n3", Epoch: e}
 		if req.CurrentEpoch < e {
-			resp.Error = transport.FetchFencedEpoch
+			resp.Error = protocol.FetchFencedEpoch
 		} else {
-			resp.Error = transport.FetchDivergingEpoch
+			resp.Error = protocol.FetchDivergingEpoch
 			diverging.Add(1)
 		}
 		_ = f.send(m.From, addr, resp)
@@ -104,7 +105,7 @@ func TestDivergingAnswerBelowHW(t *testing.T) {
 	addrs.Store(&map[string]string{victim: c.nodes[victim].Status().RPCAddr})
 	attackEpoch.Store(epoch + 1)
 
-	sendOne(t, c.nodes[victim].Status().RPCAddr, clusterID, "n3", victim, &transport.BeginEpoch{Epoch: epoch + 1, LeaderID: "n3"})
+	sendOne(t, c.nodes[victim].Status().RPCAddr, clusterID, "n3", victim, &protocol.BeginEpoch{Epoch: epoch + 1, LeaderID: "n3"})
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && (diverging.Load() == 0 || c.nodes[victim].Status().Error == "") {
 		if st := c.nodes[victim].Status(); st.LEO < committedEnd {
@@ -128,9 +129,9 @@ func TestDivergingAnswerBelowHW(t *testing.T) {
 	dir := c.dirs[victim]
 	c.stop(victim)
 	got := readStore(t, dir)
-	var data []storage.Entry
+	var data []protocol.Entry
 	for _, e := range got {
-		if e.Type == storage.EntryData {
+		if e.Type == protocol.EntryData {
 			data = append(data, e)
 		}
 	}
@@ -174,7 +175,7 @@ func TestImpersonatedFollower(t *testing.T) {
 			t.Fatalf("raw hello as %s: %v", fake, err)
 		}
 		defer rc.close()
-		stop := impersonate(l, fake, func(req *transport.FetchRequest) error { return rc.send(req) })
+		stop := impersonate(l, fake, func(req *protocol.FetchRequest) error { return rc.send(req) })
 		off, err := appendWithin(l, "while-impersonated", 10*time.Second)
 		stop()
 		if err != nil {
@@ -200,8 +201,8 @@ func TestImpersonatedFollower(t *testing.T) {
 		// Positive control: the real transport with the cluster's secret,
 		// as the follower, makes the leader commit.
 		good := impostorTransport(t, fake, lead, addr, secretMode.secret)
-		stop := impersonate(l, fake, func(req *transport.FetchRequest) error {
-			return good.Send(transport.Message{To: lead, Body: req})
+		stop := impersonate(l, fake, func(req *protocol.FetchRequest) error {
+			return good.Send(protocol.Message{To: lead, Body: req})
 		})
 		off, err := appendWithin(l, "with-the-secret", 10*time.Second)
 		stop()
@@ -224,8 +225,8 @@ func TestImpersonatedFollower(t *testing.T) {
 		// The real transport with a wrong secret is refused too.
 		bad := impostorTransport(t, fake, lead, addr, []byte("not the cluster's secret, but long enough"))
 		defer bad.Close()
-		stop = impersonate(l, fake, func(req *transport.FetchRequest) error {
-			return bad.Send(transport.Message{To: lead, Body: req})
+		stop = impersonate(l, fake, func(req *protocol.FetchRequest) error {
+			return bad.Send(protocol.Message{To: lead, Body: req})
 		})
 		defer stop()
 		hw := l.Status().HighWatermark
@@ -256,7 +257,7 @@ func TestImpersonatedFollower(t *testing.T) {
 // impersonate sends, every 30 ms until stop is called, a fetch as node
 // fake at the leader's current epoch and LEO (read from its status: an
 // outsider learns them from the protocol's answers).
-func impersonate(l *replog.Log, fake string, send func(*transport.FetchRequest) error) (stop func()) {
+func impersonate(l *replog.Log, fake string, send func(*protocol.FetchRequest) error) (stop func()) {
 	var wg sync.WaitGroup
 	quit := make(chan struct{})
 	wg.Add(1)
@@ -266,7 +267,7 @@ func impersonate(l *replog.Log, fake string, send func(*transport.FetchRequest) 
 		defer tick.Stop()
 		for id := uint64(1); ; id++ {
 			st := l.Status()
-			_ = send(&transport.FetchRequest{
+			_ = send(&protocol.FetchRequest{
 				FetchID: id, ReplicaID: fake, CurrentEpoch: st.Epoch,
 				FetchOffset: st.LEO, LastFetchedEpoch: st.Epoch, MaxBytes: 1 << 20,
 			})
@@ -315,7 +316,7 @@ func TestMaxEpochVoteRequest(t *testing.T) {
 	lead, epoch := c.leader()
 	c.appendN(lead, "before", 3)
 	as := c.otherThan(lead)
-	sendOne(t, c.nodes[lead].Status().RPCAddr, clusterID, as, lead, &transport.VoteRequest{
+	sendOne(t, c.nodes[lead].Status().RPCAddr, clusterID, as, lead, &protocol.VoteRequest{
 		Epoch: math.MaxUint64, CandidateID: as, LastEpoch: math.MaxUint64, LEO: math.MaxUint64,
 	}, appendRequest(1, epoch, []byte("CONTROL-AFTER-ATTACK")))
 	settle()
@@ -350,13 +351,13 @@ func (c *cluster) sawControlAppend(lead, data string) {
 func TestOneMessageDeposesLeader(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		body func(as string, epoch, leo uint64) transport.Body
+		body func(as string, epoch, leo uint64) protocol.Body
 	}{
-		{"vote-request-epoch+1", func(as string, epoch, leo uint64) transport.Body {
-			return &transport.VoteRequest{Epoch: epoch + 1, CandidateID: as, LastEpoch: epoch, LEO: leo}
+		{"vote-request-epoch+1", func(as string, epoch, leo uint64) protocol.Body {
+			return &protocol.VoteRequest{Epoch: epoch + 1, CandidateID: as, LastEpoch: epoch, LEO: leo}
 		}},
-		{"unsolicited-fetch-response-epoch+1", func(as string, epoch, leo uint64) transport.Body {
-			return &transport.FetchResponse{FetchID: 0x5eed, LeaderID: as, Epoch: epoch + 1, HighWatermark: leo}
+		{"unsolicited-fetch-response-epoch+1", func(as string, epoch, leo uint64) protocol.Body {
+			return &protocol.FetchResponse{FetchID: 0x5eed, LeaderID: as, Epoch: epoch + 1, HighWatermark: leo}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -366,7 +367,7 @@ func TestOneMessageDeposesLeader(t *testing.T) {
 			as := c.otherThan(lead)
 			st := c.nodes[lead].Status()
 			body := tc.body(as, epoch, st.LEO)
-			if body.Kind() == transport.KindVoteRequest {
+			if body.Kind() == protocol.KindVoteRequest {
 				sendOne(t, st.RPCAddr, clusterID, as, lead, body, appendRequest(1, epoch, []byte("CONTROL-AFTER-ATTACK")))
 			} else {
 				// The fetch lane carries no append: the impersonated-follower
@@ -376,7 +377,7 @@ func TestOneMessageDeposesLeader(t *testing.T) {
 			settle()
 			c.sameLeadership(lead, epoch)
 			c.keepsCommitting(tc.name)
-			if body.Kind() == transport.KindVoteRequest {
+			if body.Kind() == protocol.KindVoteRequest {
 				c.sawControlAppend(lead, "CONTROL-AFTER-ATTACK")
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -23,8 +24,8 @@ func applySecurity(o *replog.Options, sec security) {
 
 // appendRequest is a forwarded append as a follower of the leader of epoch
 // would send it.
-func appendRequest(id, epoch uint64, records ...[]byte) *transport.AppendRequest {
-	return &transport.AppendRequest{RequestID: id, Epoch: epoch, Records: records}
+func appendRequest(id, epoch uint64, records ...[]byte) *protocol.AppendRequest {
+	return &protocol.AppendRequest{RequestID: id, Epoch: epoch, Records: records}
 }
 
 // withTransportSecret sets the secret of a transport config.

@@ -13,8 +13,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/replog-io/replog/membership"
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // gossipMeta is replog's memberlist node metadata, encoded here from the
@@ -154,8 +153,8 @@ type forgedLeader struct {
 	sent    int               // forged entries or diverging answers sent
 }
 
-func (fl *forgedLeader) handle(f *fakeNode, m transport.Message) {
-	req, ok := m.Body.(*transport.FetchRequest)
+func (fl *forgedLeader) handle(f *fakeNode, m protocol.Message) {
+	req, ok := m.Body.(*protocol.FetchRequest)
 	if !ok {
 		return
 	}
@@ -172,15 +171,15 @@ func (fl *forgedLeader) handle(f *fakeNode, m transport.Message) {
 	if !ok {
 		return
 	}
-	resp := &transport.FetchResponse{FetchID: req.FetchID, LeaderID: f.id, Epoch: forgedEpoch}
+	resp := &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: f.id, Epoch: forgedEpoch}
 	fl.mu.Lock()
 	switch {
 	case req.CurrentEpoch < forgedEpoch:
-		resp.Error = transport.FetchFencedEpoch
+		resp.Error = protocol.FetchFencedEpoch
 	case fl.diverge:
 		fl.fetches[m.From]++
 		fl.sent++
-		resp.Error = transport.FetchDivergingEpoch
+		resp.Error = protocol.FetchDivergingEpoch
 		resp.DivergingEpoch, resp.DivergingEndOffset = 0, 0
 	default:
 		fl.fetches[m.From]++
@@ -308,6 +307,6 @@ func forgedGossipLeader(t *testing.T, sec security, diverge bool) {
 }
 
 // replogEntry builds a data entry.
-func replogEntry(off, epoch uint64, data string) storage.Entry {
-	return storage.Entry{Offset: off, Epoch: epoch, Type: storage.EntryData, Data: []byte(data)}
+func replogEntry(off, epoch uint64, data string) protocol.Entry {
+	return protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryData, Data: []byte(data)}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -205,11 +206,11 @@ func dialBluff(addr, from, to string, lane uint8) (*rawConn, error) {
 }
 
 // send writes one frame from rc.from to rc.to.
-func (rc *rawConn) send(b transport.Body) error {
+func (rc *rawConn) send(b protocol.Body) error {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	var err error
-	rc.buf, err = transport.AppendFrame(rc.buf[:0], transport.Message{From: rc.from, To: rc.to, Body: b})
+	rc.buf, err = transport.AppendFrame(rc.buf[:0], protocol.Message{From: rc.from, To: rc.to, Body: b})
 	if err != nil {
 		return err
 	}
@@ -238,10 +239,10 @@ func (rc *rawConn) close() { rc.c.Close() }
 // sendOne delivers messages to the node at addr over one fresh
 // connection, in order, and waits until the node has taken them off the
 // connection. They must all travel on the same lane.
-func sendOne(t *testing.T, addr, cluster, from, to string, bodies ...transport.Body) {
+func sendOne(t *testing.T, addr, cluster, from, to string, bodies ...protocol.Body) {
 	t.Helper()
 	lane := uint8(laneControl)
-	if k := bodies[0].Kind(); k == transport.KindFetchRequest || k == transport.KindFetchResponse {
+	if k := bodies[0].Kind(); k == protocol.KindFetchRequest || k == protocol.KindFetchResponse {
 		lane = laneData
 	}
 	rc, err := dialRaw(addr, cluster, from, to, lane)
@@ -266,7 +267,7 @@ type fakeNode struct {
 	id      string
 	cluster string
 	ln      net.Listener
-	handle  func(f *fakeNode, m transport.Message)
+	handle  func(f *fakeNode, m protocol.Message)
 
 	frames atomic.Int64 // frames received after a handshake
 	bluffs atomic.Int64 // authenticated dials bluffed through
@@ -278,7 +279,7 @@ type fakeNode struct {
 	wg     sync.WaitGroup
 }
 
-func newFakeNode(t *testing.T, id, cluster string, handle func(f *fakeNode, m transport.Message)) *fakeNode {
+func newFakeNode(t *testing.T, id, cluster string, handle func(f *fakeNode, m protocol.Message)) *fakeNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -366,9 +367,9 @@ func (f *fakeNode) serve(c net.Conn) {
 
 // send delivers b to node `to` at addr, dialling (and re-dialling) as
 // needed. Errors are returned, not fatal: the target may be down.
-func (f *fakeNode) send(to, addr string, b transport.Body) error {
+func (f *fakeNode) send(to, addr string, b protocol.Body) error {
 	lane := uint8(laneControl)
-	if k := b.Kind(); k == transport.KindFetchRequest || k == transport.KindFetchResponse {
+	if k := b.Kind(); k == protocol.KindFetchRequest || k == protocol.KindFetchResponse {
 		lane = laneData
 	}
 	key := fmt.Sprintf("%s/%d", addr, lane)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -104,7 +105,7 @@ func TestHandshakeRefusalsRevealNothing(t *testing.T) {
 		good := impostorTransport(t, refusalVoters[1], refusalVoters[0], addr, secretMode.secret)
 		defer good.Close()
 		waitFor(t, "a transport with the secret to get a message through", 10*time.Second, func() bool {
-			_ = good.Send(transport.Message{To: refusalVoters[0], Body: &transport.VoteResponse{Epoch: 0, VoterID: refusalVoters[1]}})
+			_ = good.Send(protocol.Message{To: refusalVoters[0], Body: &protocol.VoteResponse{Epoch: 0, VoterID: refusalVoters[1]}})
 			return good.Stats().Sent > 0
 		})
 	})
