@@ -1,12 +1,3 @@
-// Package fetcher holds the follower side of replog's pull replication: it
-// builds fetch requests from the follower's log view and turns fetch
-// responses into decisions (append these entries, truncate to this offset,
-// adopt this epoch or leader, retry elsewhere, drop).
-//
-// It is pure: no I/O, no clock, no goroutines. The protocol core (package
-// replica) owns a Fetcher per replica and carries out its decisions; the
-// decisions follow DESIGN.md §2.1 (the follower half) and KIP-101/KIP-279:
-// truncation follows the leader's epoch history, never the local HW.
 package fetcher
 
 import (
