@@ -2,7 +2,8 @@ package replica
 
 import "errors"
 
-// ErrInvalidConfig is returned by New for a bad Config.
+// ErrInvalidConfig is wrapped by the errors of Config.Validate (a
+// *ConfigError naming the field) and New (which also refuses a nil log).
 var ErrInvalidConfig = errors.New("replog: invalid replica config")
 
 // Errors that halt a replica (see Err).
