@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/protocol"
 )
 
 // maxBatchBytes bounds one AppendBatch (records plus per-entry overhead) so
@@ -43,7 +43,7 @@ func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 // across failures: when it ends with ErrUnknownOutcome, any prefix of it
 // (none, some or all of the records) may be committed, because replication
 // may cut a batch in two when the leader fails. Errors are those of
-// Append; an empty batch, or one whose records plus storage.EntryOverhead
+// Append; an empty batch, or one whose records plus protocol.EntryOverhead
 // each exceed transport.DefaultMaxPayload in total (what one transport
 // frame carries: 16 MiB less transport.FrameOverhead), returns ErrTooLarge
 // or an error before anything is appended. The records
@@ -58,7 +58,7 @@ func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error)
 			return 0, fmt.Errorf("%w: record %d is %d bytes (MaxRecordSize %d)", ErrTooLarge, i, len(r), l.opts.MaxRecordSize)
 		}
 		total += len(r)
-		if total+(i+1)*storage.EntryOverhead > maxBatchBytes {
+		if total+(i+1)*protocol.EntryOverhead > maxBatchBytes {
 			return 0, fmt.Errorf("%w: the batch exceeds %d bytes at record %d", ErrTooLarge, maxBatchBytes, i)
 		}
 	}

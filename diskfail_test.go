@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -20,7 +21,7 @@ type failingStore struct {
 	appends   atomic.Int32
 }
 
-func (s *failingStore) Append(es []storage.Entry) error {
+func (s *failingStore) Append(es []protocol.Entry) error {
 	if s.appends.Add(1) > s.okAppends {
 		return errors.New("EIO: disk on fire")
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
-	"github.com/replog-io/replog/transport"
 )
 
 // maxEventsPerRound bounds how many queued events the loop feeds the core
@@ -23,7 +23,7 @@ func (l *Log) loop() {
 	ticker := time.NewTicker(tickInterval)
 	defer ticker.Stop()
 
-	var recv <-chan transport.Message
+	var recv <-chan protocol.Message
 	if l.tr != nil {
 		recv = l.tr.Receive()
 	}
@@ -42,7 +42,7 @@ func (l *Log) loop() {
 			nextID++
 			pending[nextID] = ev
 			l.core.Propose(nextID, ev.records)
-		case transport.Message:
+		case protocol.Message:
 			l.core.Step(ev)
 		case replica.Hint:
 			l.core.Hint(ev)

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
@@ -116,14 +117,14 @@ type Options struct {
 	// Default 500ms.
 	ElectionTimeout time.Duration
 	// FetchMaxBytes bounds one fetch response's entry bytes (each entry
-	// counted as len(Data) + storage.EntryOverhead). Default
+	// counted as len(Data) + protocol.EntryOverhead). Default
 	// DefaultFetchMaxBytes (1 MiB). At most transport.DefaultMaxPayload
 	// (16 MiB less transport.FrameOverhead), so that a response always
 	// fits one transport frame.
 	FetchMaxBytes int
 	// MaxRecordSize bounds one appended record. Default
 	// DefaultMaxRecordSize (1 MiB). At most transport.DefaultMaxPayload -
-	// storage.EntryOverhead, so that a fetch response carrying one such
+	// protocol.EntryOverhead, so that a fetch response carrying one such
 	// record (a response always carries its first entry whole) fits one
 	// transport frame.
 	MaxRecordSize int
@@ -168,14 +169,14 @@ func deriveGossipKey(secret []byte) []byte {
 }
 
 // maxConfiguredSize bounds FetchMaxBytes, and MaxRecordSize +
-// storage.EntryOverhead, and an AppendBatch (see maxBatchBytes): what one
+// protocol.EntryOverhead, and an AppendBatch (see maxBatchBytes): what one
 // transport frame carries. The root never sets TCPConfig.MaxFrameSize, so
 // the frame is transport.DefaultMaxFrameSize (components' test checks it).
 const maxConfiguredSize = transport.DefaultMaxPayload
 
 // maxRecordSize is the largest MaxRecordSize: a fetch response's first
 // entry is always sent whole, and it must fit a frame too.
-const maxRecordSize = maxConfiguredSize - storage.EntryOverhead
+const maxRecordSize = maxConfiguredSize - protocol.EntryOverhead
 
 // EnsureDefaults sets o's zero fields to their defaults (named on each
 // field), and derives GossipKey from Secret when it is not set. Defaults
@@ -503,7 +504,7 @@ func (o Options) Validate() error {
 		return bad("FetchMaxBytes", "must be in (0, %d] (what one transport frame carries), not %d", maxConfiguredSize, d.FetchMaxBytes)
 	}
 	if d.MaxRecordSize <= 0 || d.MaxRecordSize > maxRecordSize {
-		return bad("MaxRecordSize", "must be in (0, %d] (what one transport frame carries, less storage.EntryOverhead), not %d", maxRecordSize, d.MaxRecordSize)
+		return bad("MaxRecordSize", "must be in (0, %d] (what one transport frame carries, less protocol.EntryOverhead), not %d", maxRecordSize, d.MaxRecordSize)
 	}
 	return nil
 }

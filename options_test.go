@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
@@ -187,7 +188,7 @@ func TestOptionsComponentsCarryValuesAndDefaults(t *testing.T) {
 		t.Errorf("transport defaults not applied: %+v", tc)
 	}
 	// The size ceilings are what a frame of the derived size carries.
-	if maxConfiguredSize != transport.MaxPayload(tc.MaxFrameSize) || maxRecordSize != maxConfiguredSize-storage.EntryOverhead ||
+	if maxConfiguredSize != transport.MaxPayload(tc.MaxFrameSize) || maxRecordSize != maxConfiguredSize-protocol.EntryOverhead ||
 		maxBatchBytes != maxConfiguredSize {
 		t.Errorf("size ceilings %d/%d/%d do not follow the frame size %d", maxConfiguredSize, maxRecordSize, maxBatchBytes, tc.MaxFrameSize)
 	}

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -87,7 +88,7 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 						break
 					}
 					next = e.Offset + 1
-					if e.Type != storage.EntryData {
+					if e.Type != protocol.EntryData {
 						continue
 					}
 					if !yield(Entry{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}, nil) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
@@ -73,7 +74,7 @@ func (w *writer) stop() {
 
 func (w *writer) run() {
 	defer close(w.done)
-	var merged []storage.Entry
+	var merged []protocol.Entry
 	for range w.wake {
 		w.mu.Lock()
 		batch, closed := w.queue, w.closed

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
@@ -32,7 +33,7 @@ func (s *recordingStore) record(call string) error {
 	return nil
 }
 
-func (s *recordingStore) Append(es []storage.Entry) error {
+func (s *recordingStore) Append(es []protocol.Entry) error {
 	if err := s.record(fmt.Sprintf("append %d", len(es))); err != nil {
 		return err
 	}
@@ -46,17 +47,17 @@ func (s *recordingStore) TruncateSuffix(from uint64) error {
 	return s.Store.TruncateSuffix(from)
 }
 
-func (s *recordingStore) SetQuorumState(q storage.QuorumState) error {
+func (s *recordingStore) SetQuorumState(q protocol.QuorumState) error {
 	if err := s.record(fmt.Sprintf("quorum %d", q.Epoch)); err != nil {
 		return err
 	}
 	return s.Store.SetQuorumState(q)
 }
 
-func entries(from, n int) []storage.Entry {
-	var es []storage.Entry
+func entries(from, n int) []protocol.Entry {
+	var es []protocol.Entry
 	for i := range n {
-		es = append(es, storage.Entry{Offset: uint64(from + i), Epoch: 1, Type: storage.EntryData, Data: []byte("x")})
+		es = append(es, protocol.Entry{Offset: uint64(from + i), Epoch: 1, Type: protocol.EntryData, Data: []byte("x")})
 	}
 	return es
 }
@@ -75,7 +76,7 @@ func TestWriterMergesAppendRunsInOrder(t *testing.T) {
 	defer w.stop()
 
 	w.enqueue([]replica.Write{
-		{Seq: 1, Kind: replica.WriteQuorumState, Quorum: storage.QuorumState{Epoch: 1}},
+		{Seq: 1, Kind: replica.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}},
 		{Seq: 2, Kind: replica.WriteAppend, Entries: entries(0, 2)},
 		{Seq: 3, Kind: replica.WriteAppend, Entries: entries(2, 3)},
 		{Seq: 4, Kind: replica.WriteTruncate, Offset: 4},
@@ -118,7 +119,7 @@ func TestWriterStopsAtTheFirstFailedWrite(t *testing.T) {
 	defer w.stop()
 	w.enqueue([]replica.Write{
 		{Seq: 1, Kind: replica.WriteAppend, Entries: entries(0, 1)},
-		{Seq: 2, Kind: replica.WriteQuorumState, Quorum: storage.QuorumState{Epoch: 2}},
+		{Seq: 2, Kind: replica.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 2}},
 		{Seq: 3, Kind: replica.WriteAppend, Entries: entries(1, 1)},
 	})
 	select {
