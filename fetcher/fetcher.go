@@ -3,8 +3,7 @@ package fetcher
 import (
 	"time"
 
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // Log is the follower's view of its own log (written plus being written).
@@ -76,7 +75,7 @@ func (a Action) String() string {
 type Decision struct {
 	Action Action
 	// Entries to append (Append). They start at the log's LEO.
-	Entries []storage.Entry
+	Entries []protocol.Entry
 	// HighWatermark and LogStart are the leader's (Append, OutOfRange).
 	HighWatermark uint64
 	LogStart      uint64
@@ -145,7 +144,7 @@ func New(replicaID string, maxBytes uint32, maxWait time.Duration, firstID uint6
 // the outstanding one (replacing any other). The caller must only build a
 // fetch when its log is durable up to log.LEO(): the leader counts the fetch
 // offset as this replica's LEO.
-func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *transport.FetchRequest {
+func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *protocol.FetchRequest {
 	id := f.nextID
 	f.nextID++
 	if f.nextID == 0 {
@@ -160,7 +159,7 @@ func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *tr
 	f.epoch = epoch
 	f.fetchOffset = log.LEO()
 	f.sentAt = now
-	return &transport.FetchRequest{
+	return &protocol.FetchRequest{
 		FetchID:          id,
 		ReplicaID:        f.replicaID,
 		CurrentEpoch:     epoch,
@@ -213,7 +212,7 @@ func (f *Fetcher) RoundRobin(voters []string, self string) string {
 // log is its log view. A response that does not answer the outstanding fetch
 // is dropped; any other response consumes the outstanding fetch, so the
 // caller fetches again once it has carried out the decision.
-func (f *Fetcher) Handle(from string, resp *transport.FetchResponse, epoch uint64, leader string, log Log) Decision {
+func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64, leader string, log Log) Decision {
 	id := resp.FetchID
 	if f.outstanding != 0 && id == f.prev.id && id != f.outstanding &&
 		f.prev == (sentFetch{id: id, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset}) {
@@ -234,14 +233,14 @@ func (f *Fetcher) Handle(from string, resp *transport.FetchResponse, epoch uint6
 		return Decision{Action: Drop, Reason: "fetch sent in another epoch"}
 	}
 	if resp.Epoch < epoch {
-		if resp.Error == transport.FetchNotLeader {
+		if resp.Error == protocol.FetchNotLeader {
 			// A lagging node: it cannot name our leader.
 			return Decision{Action: Retry, Reason: "responder in an older epoch"}
 		}
 		return Decision{Action: Drop, Reason: "stale epoch"}
 	}
 	switch resp.Error {
-	case transport.FetchNotLeader:
+	case protocol.FetchNotLeader:
 		switch {
 		case from == leader:
 			return Decision{Action: LeaderGone, Reason: "leader says it is not the leader"}
@@ -250,7 +249,7 @@ func (f *Fetcher) Handle(from string, resp *transport.FetchResponse, epoch uint6
 		default:
 			return Decision{Action: Retry, Reason: "responder knows no other leader"}
 		}
-	case transport.FetchFencedEpoch:
+	case protocol.FetchFencedEpoch:
 		// Fenced with an epoch not above ours: inconsistent.
 		return Decision{Action: Drop, Reason: "fenced at our own epoch"}
 	}
@@ -265,17 +264,17 @@ func (f *Fetcher) Handle(from string, resp *transport.FetchResponse, epoch uint6
 		return Decision{Action: Drop, Reason: "not from the leader of our epoch"}
 	}
 	switch resp.Error {
-	case transport.FetchOK:
+	case protocol.FetchOK:
 		return f.handleOK(resp, log)
-	case transport.FetchDivergingEpoch:
+	case protocol.FetchDivergingEpoch:
 		return handleDiverging(resp, log)
-	case transport.FetchOffsetOutOfRange:
+	case protocol.FetchOffsetOutOfRange:
 		return Decision{Action: OutOfRange, LogStart: resp.LogStartOffset}
 	}
 	return Decision{Action: Drop, Reason: "unknown fetch error"}
 }
 
-func (f *Fetcher) handleOK(resp *transport.FetchResponse, log Log) Decision {
+func (f *Fetcher) handleOK(resp *protocol.FetchResponse, log Log) Decision {
 	leo := log.LEO()
 	if leo != f.fetchOffset {
 		return Decision{Action: Drop, Reason: "log changed since the fetch"}
@@ -292,7 +291,7 @@ func (f *Fetcher) handleOK(resp *transport.FetchResponse, log Log) Decision {
 			// No leader holds entries of an epoch after its own.
 			return Decision{Action: Drop, Reason: "entry of a later epoch than the leader's"}
 		}
-		if e.Type != storage.EntryData && e.Type != storage.EntryControl {
+		if e.Type != protocol.EntryData && e.Type != protocol.EntryControl {
 			return Decision{Action: Drop, Reason: "unknown entry type"}
 		}
 		last = e.Epoch
@@ -308,7 +307,7 @@ func (f *Fetcher) handleOK(resp *transport.FetchResponse, log Log) Decision {
 // handleDiverging applies KIP-279: truncate to the smaller of the leader's
 // end offset for the diverging epoch and our own end offset for it. Each
 // round only ever moves the LEO down, so repeated rounds terminate.
-func handleDiverging(resp *transport.FetchResponse, log Log) Decision {
+func handleDiverging(resp *protocol.FetchResponse, log Log) Decision {
 	_, ownEnd := log.EndOffsetForEpoch(resp.DivergingEpoch)
 	to := min(resp.DivergingEndOffset, ownEnd)
 	if to >= log.LEO() {

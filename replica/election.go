@@ -1,6 +1,6 @@
 package replica
 
-import "github.com/replog-io/replog/transport"
+import "github.com/replog-io/replog/protocol"
 
 // heardFromLeaderRecently reports whether this replica is a leader or had
 // contact with a leader within FetchTimeout: it then refuses pre-votes, so
@@ -42,7 +42,7 @@ func (r *Replica) logUpToDate(lastEpoch, leo uint64) bool {
 	return lastEpoch > own || lastEpoch == own && leo >= r.log.LEO()
 }
 
-func (r *Replica) handleVoteRequest(from string, req *transport.VoteRequest) {
+func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 	if req.CandidateID != from || !r.isVoter(from) {
 		r.logger.Debug("dropping vote request from a non-voter", "from", from)
 		return
@@ -84,8 +84,8 @@ func (r *Replica) handleVoteRequest(from string, req *transport.VoteRequest) {
 }
 
 // voteResponse answers req, naming the round it answers.
-func (r *Replica) voteResponse(req *transport.VoteRequest, grant bool) *transport.VoteResponse {
-	return &transport.VoteResponse{
+func (r *Replica) voteResponse(req *protocol.VoteRequest, grant bool) *protocol.VoteResponse {
+	return &protocol.VoteResponse{
 		Epoch: r.epoch, VoterID: r.id, Granted: grant, LeaderID: r.leaderID,
 		PreVote: req.PreVote, RequestEpoch: req.Epoch, Round: req.Round,
 	}
@@ -99,7 +99,7 @@ func (r *Replica) voteResponse(req *transport.VoteRequest, grant bool) *transpor
 // epochs; naming the round is stricter). An answer naming a later epoch
 // makes this replica follow it. It reports whether the answer is left for
 // the round to count.
-func (r *Replica) answersRound(from string, resp *transport.VoteResponse, inRound bool) bool {
+func (r *Replica) answersRound(from string, resp *protocol.VoteResponse, inRound bool) bool {
 	if resp.VoterID != from || !r.isVoter(from) {
 		return false
 	}
@@ -117,12 +117,12 @@ func (r *Replica) answersRound(from string, resp *transport.VoteResponse, inRoun
 
 // dropVoteResponse drops a vote response reaching a replica with no round
 // open (a leader, follower or observer).
-func (r *Replica) dropVoteResponse(from string, resp *transport.VoteResponse) {
+func (r *Replica) dropVoteResponse(from string, resp *protocol.VoteResponse) {
 	r.answersRound(from, resp, false)
 }
 
 // handlePreVoteResponse counts a prospective replica's pre-votes (KIP-996).
-func (r *Replica) handlePreVoteResponse(from string, resp *transport.VoteResponse) {
+func (r *Replica) handlePreVoteResponse(from string, resp *protocol.VoteResponse) {
 	if !r.answersRound(from, resp, resp.PreVote && resp.RequestEpoch == r.epoch+1 && resp.Round == r.round) {
 		return
 	}
@@ -153,7 +153,7 @@ func (r *Replica) handlePreVoteResponse(from string, resp *transport.VoteRespons
 }
 
 // handleVoteResponse counts a candidate's votes.
-func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) {
+func (r *Replica) handleVoteResponse(from string, resp *protocol.VoteResponse) {
 	if !r.answersRound(from, resp, !resp.PreVote && resp.RequestEpoch == r.epoch && resp.Round == r.round) {
 		return
 	}
@@ -169,7 +169,7 @@ func (r *Replica) handleVoteResponse(from string, resp *transport.VoteResponse) 
 // round, as contact with it: it proves the leader alive now (else a voter
 // that just learned its leader this way would grant the next pre-vote it
 // sees, before its first fetch is answered).
-func (r *Replica) leaderAnswered(from string, resp *transport.VoteResponse) {
+func (r *Replica) leaderAnswered(from string, resp *protocol.VoteResponse) {
 	if resp.LeaderID == from && r.leaderID == from && resp.Epoch == r.epoch {
 		r.leaderContact()
 	}
@@ -180,7 +180,7 @@ func (r *Replica) leaderAnswered(from string, resp *transport.VoteResponse) {
 // it proves nothing about the leader now and is dropped (counting it as
 // contact would make this voter refuse pre-votes for a FetchTimeout after
 // the leader died).
-func (r *Replica) handleBeginEpoch(from string, b *transport.BeginEpoch) {
+func (r *Replica) handleBeginEpoch(from string, b *protocol.BeginEpoch) {
 	if b.LeaderID != from || b.Epoch < r.epoch {
 		return
 	}

@@ -33,7 +33,7 @@ var (
 // NotLeaderError says the proposal reached no leader. LeaderID is the
 // leader this replica knows ("" if none). Nothing was appended, and nothing
 // will be: a forwarded proposal names the epoch of the leader it was sent
-// to (transport.AppendRequest.Epoch) and is appended only by the leader of
+// to (protocol.AppendRequest.Epoch) and is appended only by the leader of
 // exactly that epoch; a node answers not-leader only for its own current
 // epoch when it does not lead it and never did, and no node can come to
 // lead an epoch later (an election always moves to a new one). So no copy

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/fetcher"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // fetchRetryBackoff is how long a follower that found no leader waits
@@ -87,13 +87,13 @@ func (r *Replica) maybeFetch() {
 // outstanding, and an answer the fetcher drops is dropped whole (else any
 // one message with a wrong FetchID and a higher epoch would depose the
 // leader).
-func (r *Replica) handleFetchResponse(from string, resp *transport.FetchResponse) {
+func (r *Replica) handleFetchResponse(from string, resp *protocol.FetchResponse) {
 	r.applyFetchDecision(from, resp, r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log))
 }
 
 // prospectiveFetchResponse takes the answer to a fetch sent before this
 // replica turned prospective.
-func (r *Replica) prospectiveFetchResponse(from string, resp *transport.FetchResponse) {
+func (r *Replica) prospectiveFetchResponse(from string, resp *protocol.FetchResponse) {
 	d := r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log)
 	switch d.Action {
 	case fetcher.Append, fetcher.Truncate, fetcher.OutOfRange:
@@ -107,12 +107,12 @@ func (r *Replica) prospectiveFetchResponse(from string, resp *transport.FetchRes
 }
 
 // dropFetchResponse drops a fetch response reaching a leader or candidate.
-func (r *Replica) dropFetchResponse(from string, resp *transport.FetchResponse) {
+func (r *Replica) dropFetchResponse(from string, resp *protocol.FetchResponse) {
 	r.logger.Trace("dropping a fetch response: no fetch outstanding", "from", from, "resp", resp)
 }
 
 // applyFetchDecision carries out the fetcher's decision d on resp.
-func (r *Replica) applyFetchDecision(from string, resp *transport.FetchResponse, d fetcher.Decision) {
+func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, d fetcher.Decision) {
 	switch d.Action {
 	case fetcher.Drop:
 		r.logger.Trace("dropping fetch response", "from", from, "reason", d.Reason, "resp", resp)

@@ -5,8 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // forwardedProposal is a proposal a follower forwarded to the leader.
@@ -27,7 +26,7 @@ func (r *Replica) failProposal(p proposal, newLeader string) {
 	if p.local {
 		r.acks = append(r.acks, Ack{ID: p.id, Err: ErrUnknownOutcome})
 	} else {
-		r.send(p.from, &transport.AppendResponse{RequestID: p.requestID, Error: transport.AppendUnknown, LeaderID: newLeader})
+		r.send(p.from, &protocol.AppendResponse{RequestID: p.requestID, Error: protocol.AppendUnknown, LeaderID: newLeader})
 	}
 }
 
@@ -42,7 +41,7 @@ func (r *Replica) fetchSession(from string) bool {
 }
 
 // leaderAppendRequest appends a forwarded proposal (the leader's side).
-func (r *Replica) leaderAppendRequest(from string, req *transport.AppendRequest) {
+func (r *Replica) leaderAppendRequest(from string, req *protocol.AppendRequest) {
 	if r.answerFromMemo(from, req, true) {
 		return
 	}
@@ -59,11 +58,11 @@ func (r *Replica) leaderAppendRequest(from string, req *transport.AppendRequest)
 		// naming an earlier epoch may have been appended then.)
 		r.logger.Debug("refusing a forwarded append from a node that is not a member", "from", from)
 		r.memo.set(k, forwardMemo{state: forwardRefused})
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
 	if !fitsForward(req.Records, r.cfg.MaxRecordSize) {
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendTooLarge, LeaderID: r.id})
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendTooLarge, LeaderID: r.id})
 		return
 	}
 	r.memo.set(k, forwardMemo{state: forwardAppended, epoch: r.epoch})
@@ -72,7 +71,7 @@ func (r *Replica) leaderAppendRequest(from string, req *transport.AppendRequest)
 
 // refuseAppendRequest answers a forwarded proposal reaching a replica that
 // does not lead.
-func (r *Replica) refuseAppendRequest(from string, req *transport.AppendRequest) {
+func (r *Replica) refuseAppendRequest(from string, req *protocol.AppendRequest) {
 	if r.answerFromMemo(from, req, false) {
 		return
 	}
@@ -83,22 +82,22 @@ func (r *Replica) refuseAppendRequest(from string, req *transport.AppendRequest)
 // with the answer its first copy got, as far as it is known: never
 // appended twice, never "not appended" once it was. leading says whether
 // this replica leads now. It reports whether req was a duplicate.
-func (r *Replica) answerFromMemo(from string, req *transport.AppendRequest, leading bool) bool {
+func (r *Replica) answerFromMemo(from string, req *protocol.AppendRequest, leading bool) bool {
 	m, ok := r.memo.get(doneKey{from, req.RequestID})
 	if !ok {
 		return false
 	}
 	switch {
 	case m.state == forwardRefused:
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
 	case m.state == forwardAcked:
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: m.first})
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendOK, LeaderID: r.id, FirstOffset: m.first})
 	case leading && m.epoch == r.epoch:
 		// Pending in this epoch: answered when it commits.
 	default:
 		// Appended by an earlier leadership of ours: it may or may not
 		// commit.
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendUnknown, LeaderID: r.leaderID})
 	}
 	return true
 }
@@ -110,14 +109,14 @@ func (r *Replica) answerFromMemo(from string, req *transport.AppendRequest, lead
 // not-leader. Any other epoch (an earlier one, which this node may have led
 // in a life it no longer remembers, or one it has not reached) gets an
 // unknown outcome, never not-leader.
-func (r *Replica) refuseForward(from string, req *transport.AppendRequest) {
+func (r *Replica) refuseForward(from string, req *protocol.AppendRequest) {
 	if req.Epoch == r.epoch && r.epochLeader != r.id {
 		r.memo.set(doneKey{from, req.RequestID}, forwardMemo{state: forwardRefused})
-		r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendNotLeader, LeaderID: r.leaderID})
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
 	r.logger.Debug("forwarded append for another epoch", "from", from, "epoch", req.Epoch, "own_epoch", r.epoch)
-	r.send(from, &transport.AppendResponse{RequestID: req.RequestID, Error: transport.AppendUnknown, LeaderID: r.leaderID})
+	r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendUnknown, LeaderID: r.leaderID})
 }
 
 // forward sends a follower's proposal to the leader it knows.
@@ -131,10 +130,10 @@ func (r *Replica) forward(id uint64, records [][]byte) {
 	r.forwarded = append(r.forwarded, forwardedProposal{
 		requestID: reqID, id: id, to: r.leaderID, epoch: r.epoch, deadline: r.now.Add(2 * r.cfg.FetchTimeout),
 	})
-	r.send(r.leaderID, &transport.AppendRequest{RequestID: reqID, Epoch: r.epoch, Records: records})
+	r.send(r.leaderID, &protocol.AppendRequest{RequestID: reqID, Epoch: r.epoch, Records: records})
 }
 
-func (r *Replica) handleAppendResponse(from string, resp *transport.AppendResponse) {
+func (r *Replica) handleAppendResponse(from string, resp *protocol.AppendResponse) {
 	i := slices.IndexFunc(r.forwarded, func(f forwardedProposal) bool { return f.requestID == resp.RequestID })
 	if i < 0 {
 		return
@@ -143,13 +142,13 @@ func (r *Replica) handleAppendResponse(from string, resp *transport.AppendRespon
 	r.forwarded = slices.Delete(r.forwarded, i, i+1)
 	ack := Ack{ID: f.id}
 	switch resp.Error {
-	case transport.AppendOK:
+	case protocol.AppendOK:
 		ack.FirstOffset = resp.FirstOffset
-	case transport.AppendNotLeader:
+	case protocol.AppendNotLeader:
 		ack.Err = &NotLeaderError{LeaderID: resp.LeaderID}
-	case transport.AppendTooLarge:
+	case protocol.AppendTooLarge:
 		ack.Err = ErrTooLarge
-	case transport.AppendUnknown:
+	case protocol.AppendUnknown:
 		ack.Err = ErrUnknownOutcome
 	default:
 		ack.Err = fmt.Errorf("%w: unknown append error %d from %s", ErrUnknownOutcome, resp.Error, from)
@@ -198,7 +197,7 @@ func fitsForward(records [][]byte, maxRecord int) bool {
 		if len(rec) > maxRecord {
 			return false
 		}
-		total += len(rec) + storage.EntryOverhead
+		total += len(rec) + protocol.EntryOverhead
 	}
 	return total <= maxForwardBytes
 }

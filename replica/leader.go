@@ -4,8 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // leaderState is what a leader keeps for its epoch only: it is dropped at
@@ -39,7 +38,7 @@ type leaderState struct {
 
 type parkedFetch struct {
 	from     string
-	req      *transport.FetchRequest
+	req      *protocol.FetchRequest
 	deadline time.Time
 }
 
@@ -124,7 +123,7 @@ func (r *Replica) serveParked() {
 // to that epoch first (if it leads, it is stale); a non-voter's is answered
 // not-leader, since only voters' word moves epochs. It reports whether the
 // fetch goes on to the role's step function.
-func (r *Replica) fenceFetchRequest(from string, req *transport.FetchRequest) bool {
+func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) bool {
 	if req.ReplicaID != from {
 		return false
 	}
@@ -133,7 +132,7 @@ func (r *Replica) fenceFetchRequest(from string, req *transport.FetchRequest) bo
 			// Only voters' word moves epochs: a non-voter learns epochs
 			// from voters, so it has nothing to teach us.
 			r.logger.Debug("fetch from a non-voter in a later epoch", "from", from, "epoch", req.CurrentEpoch)
-			r.send(from, &transport.FetchResponse{FetchID: req.FetchID, Epoch: r.epoch, Error: transport.FetchNotLeader})
+			r.send(from, &protocol.FetchResponse{FetchID: req.FetchID, Epoch: r.epoch, Error: protocol.FetchNotLeader})
 			return false
 		}
 		// The fetcher knows a newer epoch: if we lead, we are stale.
@@ -145,19 +144,19 @@ func (r *Replica) fenceFetchRequest(from string, req *transport.FetchRequest) bo
 // answerNotLeader is a non-leader's answer to a fetch, naming leader
 // (the leader it follows; "" for a prospective or candidate replica, which
 // has lost it), so that the fetcher can find the leader.
-func (r *Replica) answerNotLeader(from string, req *transport.FetchRequest, leader string) {
-	r.send(from, &transport.FetchResponse{
-		FetchID: req.FetchID, LeaderID: leader, Epoch: r.epoch, Error: transport.FetchNotLeader,
+func (r *Replica) answerNotLeader(from string, req *protocol.FetchRequest, leader string) {
+	r.send(from, &protocol.FetchResponse{
+		FetchID: req.FetchID, LeaderID: leader, Epoch: r.epoch, Error: protocol.FetchNotLeader,
 	})
 }
 
 // serveFetch is DESIGN.md §2.1, leader side, for a fetch that passed
 // fenceFetchRequest.
-func (r *Replica) serveFetch(from string, req *transport.FetchRequest) {
+func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	ls := r.leader
 	if req.CurrentEpoch < r.epoch {
-		r.send(from, &transport.FetchResponse{
-			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchFencedEpoch,
+		r.send(from, &protocol.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchFencedEpoch,
 			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
 		})
 		return
@@ -173,15 +172,15 @@ func (r *Replica) serveFetch(from string, req *transport.FetchRequest) {
 	e, end := r.log.EndOffsetForEpoch(req.LastFetchedEpoch)
 	if e != req.LastFetchedEpoch || end < req.FetchOffset {
 		// The remote LEO is not updated from a diverging fetch.
-		r.send(from, &transport.FetchResponse{
-			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchDivergingEpoch,
+		r.send(from, &protocol.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchDivergingEpoch,
 			DivergingEpoch: e, DivergingEndOffset: end, HighWatermark: r.hw, LogStartOffset: r.log.logStart,
 		})
 		return
 	}
 	if req.FetchOffset < r.log.logStart {
-		r.send(from, &transport.FetchResponse{
-			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchOffsetOutOfRange,
+		r.send(from, &protocol.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOffsetOutOfRange,
 			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
 		})
 		return
@@ -247,12 +246,12 @@ func (ls *leaderState) unpark(from string) {
 // respondFetch answers a validated fetch with entries from its offset and
 // the current HW. Entries not yet durable here may be sent: the leader
 // counts itself only with its durable LEO.
-func (r *Replica) respondFetch(from string, req *transport.FetchRequest) {
+func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 	maxBytes := r.cfg.FetchMaxBytes
 	if req.MaxBytes > 0 && int(req.MaxBytes) < maxBytes {
 		maxBytes = int(req.MaxBytes)
 	}
-	var entries []storage.Entry
+	var entries []protocol.Entry
 	if req.FetchOffset < r.log.LEO() {
 		es, err := r.log.read(req.FetchOffset, maxBytes)
 		if err != nil {
@@ -263,8 +262,8 @@ func (r *Replica) respondFetch(from string, req *transport.FetchRequest) {
 		entries = es
 	}
 	r.leader.sentHW[from] = r.hw
-	r.send(from, &transport.FetchResponse{
-		FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: transport.FetchOK,
+	r.send(from, &protocol.FetchResponse{
+		FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOK,
 		HighWatermark: r.hw, LogStartOffset: r.log.logStart, Entries: entries,
 	})
 }
@@ -304,7 +303,7 @@ func (r *Replica) ackUpTo(limit uint64) {
 		if p.local {
 			r.acks = append(r.acks, Ack{ID: p.id, FirstOffset: p.first})
 		} else {
-			r.send(p.from, &transport.AppendResponse{RequestID: p.requestID, Error: transport.AppendOK, LeaderID: r.id, FirstOffset: p.first})
+			r.send(p.from, &protocol.AppendResponse{RequestID: p.requestID, Error: protocol.AppendOK, LeaderID: r.id, FirstOffset: p.first})
 			r.memo.set(doneKey{p.from, p.requestID}, forwardMemo{state: forwardAcked, first: p.first})
 		}
 		n++
@@ -327,9 +326,9 @@ func (r *Replica) leaderPropose(p proposal, records [][]byte) {
 		r.ackUpTo(r.hw)
 		return
 	}
-	entries := make([]storage.Entry, len(records))
+	entries := make([]protocol.Entry, len(records))
 	for i, rec := range records {
-		entries[i] = storage.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Type: storage.EntryData, Data: rec}
+		entries[i] = protocol.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Type: protocol.EntryData, Data: rec}
 	}
 	p.first, p.end = leo, leo+uint64(len(records))
 	ls.pending = append(ls.pending, p)
@@ -338,5 +337,5 @@ func (r *Replica) leaderPropose(p proposal, records [][]byte) {
 
 func (r *Replica) appendControlEntry() {
 	leo := r.log.LEO()
-	r.appendEntries([]storage.Entry{{Offset: leo, Epoch: r.epoch, Type: storage.EntryControl}})
+	r.appendEntries([]protocol.Entry{{Offset: leo, Epoch: r.epoch, Type: protocol.EntryControl}})
 }

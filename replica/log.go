@@ -3,7 +3,7 @@ package replica
 import (
 	"fmt"
 
-	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/protocol"
 )
 
 // LogReader is the read-only view of the durable log the core needs (etcd
@@ -22,31 +22,24 @@ import (
 type LogReader interface {
 	// Entries returns entries from offset from (LogStart ≤ from < LEO) on,
 	// at most maxCount and, after the first, at most maxBytes counting
-	// len(Data) + storage.EntryOverhead each (the first is always
+	// len(Data) + protocol.EntryOverhead each (the first is always
 	// returned whole). The returned slice and its entries' Data belong to
 	// the core afterwards; it never modifies them, and shares Data
 	// read-only with fetch responses.
-	Entries(from uint64, maxCount int, maxBytes int) ([]storage.Entry, error)
+	Entries(from uint64, maxCount int, maxBytes int) ([]protocol.Entry, error)
 	// LEO is the offset the next entry gets.
 	LEO() uint64
 	// LogStart is the offset of the first stored entry.
 	LogStart() uint64
 	// EpochMap returns the leader-epoch map, ordered by epoch. The slice is
 	// the core's (it appends to and truncates it).
-	EpochMap() []storage.EpochStart
+	EpochMap() []protocol.EpochStart
 	// QuorumState returns the stored epoch, vote and leader (zero if none).
-	QuorumState() (storage.QuorumState, error)
+	QuorumState() (protocol.QuorumState, error)
 	// HWCheckpoint returns the last checkpointed HW and whether there is
 	// one.
 	HWCheckpoint() (hw uint64, ok bool, err error)
 }
-
-// The stores satisfy it.
-var (
-	_ LogReader = (*storage.Bolt)(nil)
-	_ LogReader = (*storage.Memory)(nil)
-	_ LogReader = storage.Store(nil)
-)
 
 // logView is the core's view of its log: the store's entries below
 // durableEnd plus an in-memory tail of entries the core has asked to write
@@ -66,13 +59,13 @@ type logView struct {
 	// tail holds entries [durableEnd, durableEnd+len(tail)). It is private:
 	// writes and fetch responses get copies of the Entry structs (Data is
 	// shared and never mutated).
-	tail []storage.Entry
+	tail []protocol.Entry
 	// marks say which write carries which part of the tail: after write
 	// Seq is persisted, entries below end are durable.
 	marks []tailMark
 	// epochs is the epoch map of the view. The leader's row for its epoch
 	// is added when it is elected (KAFKA-7415), before any entry of it.
-	epochs []storage.EpochStart
+	epochs []protocol.EpochStart
 }
 
 type tailMark struct {
@@ -138,7 +131,7 @@ func (l *logView) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
 // row's epoch.
 func (l *logView) addEpoch(epoch, start uint64) {
 	if epoch > l.lastRowEpoch() {
-		l.epochs = append(l.epochs, storage.EpochStart{Epoch: epoch, StartOffset: start})
+		l.epochs = append(l.epochs, protocol.EpochStart{Epoch: epoch, StartOffset: start})
 	}
 }
 
@@ -153,7 +146,7 @@ func (l *logView) dropEmptyTrailingEpochs() {
 }
 
 // append adds entries (starting at LEO) carried by write seq.
-func (l *logView) append(entries []storage.Entry, seq uint64) {
+func (l *logView) append(entries []protocol.Entry, seq uint64) {
 	for _, e := range entries {
 		l.addEpoch(e.Epoch, e.Offset)
 	}
@@ -212,12 +205,12 @@ const maxReadEntries = 4096
 
 // read returns entries from offset from (logStart ≤ from ≤ LEO): at most
 // maxReadEntries, and at most maxBytes counting len(Data) +
-// storage.EntryOverhead per entry (the first entry is always returned, so
+// protocol.EntryOverhead per entry (the first entry is always returned, so
 // progress is possible). The returned slice is the caller's; Data is shared
 // and must not be modified.
-func (l *logView) read(from uint64, maxBytes int) ([]storage.Entry, error) {
-	var out []storage.Entry
-	budget := storage.Budget{Max: maxBytes}
+func (l *logView) read(from uint64, maxBytes int) ([]protocol.Entry, error) {
+	var out []protocol.Entry
+	budget := protocol.Budget{Max: maxBytes}
 	if from < l.durableEnd {
 		count := min(l.durableEnd-from, maxReadEntries)
 		es, err := l.store.Entries(from, int(count), maxBytes)

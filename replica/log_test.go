@@ -127,3 +127,10 @@ func TestLogViewReadBounds(t *testing.T) {
 		}
 	}
 }
+
+// Every store satisfies the core's read-only view of the log.
+var (
+	_ LogReader = (*storage.Bolt)(nil)
+	_ LogReader = (*storage.Memory)(nil)
+	_ LogReader = storage.Store(nil)
+)

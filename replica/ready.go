@@ -1,9 +1,6 @@
 package replica
 
-import (
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
-)
+import "github.com/replog-io/replog/protocol"
 
 // WriteKind says what a Write asks the shell to do.
 type WriteKind uint8
@@ -27,9 +24,9 @@ const (
 type Write struct {
 	Seq     uint64
 	Kind    WriteKind
-	Entries []storage.Entry
+	Entries []protocol.Entry
 	Offset  uint64
-	Quorum  storage.QuorumState
+	Quorum  protocol.QuorumState
 }
 
 // Ack reports the outcome of a Propose.
@@ -48,7 +45,7 @@ type Ack struct {
 // shell after Ready returns.
 type Ready struct {
 	Writes   []Write
-	Messages []transport.Message
+	Messages []protocol.Message
 	Acks     []Ack
 }
 

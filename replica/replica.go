@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/fetcher"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // MaxEpoch bounds epochs: no replica ever reaches it (one that would, by
@@ -101,7 +101,7 @@ type Replica struct {
 
 type heldMessage struct {
 	dep uint64
-	msg transport.Message
+	msg protocol.Message
 }
 
 // New restores a replica from its log (quorum state, epoch map, LEO, HW
@@ -288,7 +288,7 @@ func (r *Replica) Ready() Ready {
 		n++
 	}
 	if n > 0 {
-		rd.Messages = make([]transport.Message, n)
+		rd.Messages = make([]protocol.Message, n)
 		for i := range n {
 			rd.Messages[i] = r.held[i].msg
 		}

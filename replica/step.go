@@ -1,6 +1,6 @@
 package replica
 
-import "github.com/replog-io/replog/transport"
+import "github.com/replog-io/replog/protocol"
 
 // Step handles one inbound message. Malformed or stale messages are
 // dropped (and logged).
@@ -13,7 +13,7 @@ import "github.com/replog-io/replog/transport"
 // moves this replica to it first). What is left depends on the role, as it
 // is after stepCommon, and goes to stepLeader, stepFollower (a voter
 // following, and an observer), stepProspective or stepCandidate.
-func (r *Replica) Step(m transport.Message) {
+func (r *Replica) Step(m protocol.Message) {
 	if r.err != nil {
 		return
 	}
@@ -35,7 +35,7 @@ func (r *Replica) Step(m transport.Message) {
 // stepCommon handles what does not depend on the role. It reports whether
 // the message still needs the role's step function (fetch requests and
 // responses, vote responses, forwarded appends).
-func (r *Replica) stepCommon(m transport.Message) bool {
+func (r *Replica) stepCommon(m protocol.Message) bool {
 	if m.To != "" && m.To != r.id {
 		r.logger.Debug("dropping message for another node", "msg", m)
 		return false
@@ -48,15 +48,15 @@ func (r *Replica) stepCommon(m transport.Message) bool {
 		return false
 	}
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		return r.fenceFetchRequest(m.From, b)
-	case *transport.FetchResponse, *transport.VoteResponse, *transport.AppendRequest:
+	case *protocol.FetchResponse, *protocol.VoteResponse, *protocol.AppendRequest:
 		return true
-	case *transport.VoteRequest:
+	case *protocol.VoteRequest:
 		r.handleVoteRequest(m.From, b)
-	case *transport.BeginEpoch:
+	case *protocol.BeginEpoch:
 		r.handleBeginEpoch(m.From, b)
-	case *transport.AppendResponse:
+	case *protocol.AppendResponse:
 		r.handleAppendResponse(m.From, b)
 	default:
 		r.logger.Warn("dropping message of unknown type", "msg", m)
@@ -66,60 +66,60 @@ func (r *Replica) stepCommon(m transport.Message) bool {
 
 // stepLeader: the leader serves fetches and appends forwarded proposals;
 // it has no fetch or vote round outstanding.
-func (r *Replica) stepLeader(m transport.Message) {
+func (r *Replica) stepLeader(m protocol.Message) {
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		r.serveFetch(m.From, b)
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		r.dropFetchResponse(m.From, b)
-	case *transport.VoteResponse:
+	case *protocol.VoteResponse:
 		r.dropVoteResponse(m.From, b)
-	case *transport.AppendRequest:
+	case *protocol.AppendRequest:
 		r.leaderAppendRequest(m.From, b)
 	}
 }
 
 // stepFollower: a voter following (or looking for) a leader, and an
 // observer, fetch; they name the leader they follow to fetchers.
-func (r *Replica) stepFollower(m transport.Message) {
+func (r *Replica) stepFollower(m protocol.Message) {
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		r.answerNotLeader(m.From, b, r.leaderID)
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		r.handleFetchResponse(m.From, b)
-	case *transport.VoteResponse:
+	case *protocol.VoteResponse:
 		r.dropVoteResponse(m.From, b)
-	case *transport.AppendRequest:
+	case *protocol.AppendRequest:
 		r.refuseAppendRequest(m.From, b)
 	}
 }
 
 // stepProspective: a pre-vote round is open, and the fetch sent before it
 // may still be answered by the leader (then the replica follows it again).
-func (r *Replica) stepProspective(m transport.Message) {
+func (r *Replica) stepProspective(m protocol.Message) {
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		// It has lost its leader: it names none.
 		r.answerNotLeader(m.From, b, "")
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		r.prospectiveFetchResponse(m.From, b)
-	case *transport.VoteResponse:
+	case *protocol.VoteResponse:
 		r.handlePreVoteResponse(m.From, b)
-	case *transport.AppendRequest:
+	case *protocol.AppendRequest:
 		r.refuseAppendRequest(m.From, b)
 	}
 }
 
 // stepCandidate: a vote round is open; no fetch is outstanding.
-func (r *Replica) stepCandidate(m transport.Message) {
+func (r *Replica) stepCandidate(m protocol.Message) {
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		r.answerNotLeader(m.From, b, "")
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		r.dropFetchResponse(m.From, b)
-	case *transport.VoteResponse:
+	case *protocol.VoteResponse:
 		r.handleVoteResponse(m.From, b)
-	case *transport.AppendRequest:
+	case *protocol.AppendRequest:
 		r.refuseAppendRequest(m.From, b)
 	}
 }
@@ -129,17 +129,17 @@ func (r *Replica) stepCandidate(m transport.Message) {
 // Only a voter of this replica's voter set can lead, so a message naming
 // another node as leader, or a leader's message from a non-voter, is
 // dropped whole.
-func (r *Replica) admissible(m transport.Message) bool {
+func (r *Replica) admissible(m protocol.Message) bool {
 	var leader string
 	var epoch uint64
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		epoch = b.CurrentEpoch
-	case *transport.VoteRequest:
+	case *protocol.VoteRequest:
 		epoch = b.Epoch
-	case *transport.AppendRequest:
+	case *protocol.AppendRequest:
 		epoch = b.Epoch
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		epoch = b.Epoch
 		// Fetches go to voters only: an answer from anyone else answers
 		// nothing this replica asked.
@@ -148,17 +148,17 @@ func (r *Replica) admissible(m transport.Message) bool {
 			return false
 		}
 		leader = b.LeaderID
-	case *transport.VoteResponse:
+	case *protocol.VoteResponse:
 		leader = b.LeaderID
 		epoch = max(b.Epoch, b.RequestEpoch)
-	case *transport.BeginEpoch:
+	case *protocol.BeginEpoch:
 		leader = b.LeaderID
 		epoch = b.Epoch
 		if !r.isVoter(m.From) {
 			r.logger.Debug("dropping BeginEpoch from a non-voter", "from", m.From)
 			return false
 		}
-	case *transport.AppendResponse:
+	case *protocol.AppendResponse:
 		leader = b.LeaderID
 	}
 	if leader != "" && !r.isVoter(leader) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // resetElectionTimer arms a follower's election timer: FetchTimeout plus a
@@ -117,7 +117,7 @@ func (r *Replica) becomeProspective() {
 		r.becomeCandidate()
 		return
 	}
-	req := &transport.VoteRequest{
+	req := &protocol.VoteRequest{
 		Epoch: r.epoch + 1, CandidateID: r.id,
 		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), PreVote: true, Round: r.round,
 	}
@@ -153,7 +153,7 @@ func (r *Replica) becomeCandidate() {
 		r.becomeLeader()
 		return
 	}
-	req := &transport.VoteRequest{
+	req := &protocol.VoteRequest{
 		Epoch: r.epoch, CandidateID: r.id,
 		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), Round: r.round,
 	}
@@ -179,7 +179,7 @@ func (r *Replica) becomeLeader() {
 	r.logger.Info("leader", "epoch", r.epoch, "leo", leo, "hw", r.hw)
 	for _, v := range r.voters {
 		if v != r.id {
-			r.send(v, &transport.BeginEpoch{Epoch: r.epoch, LeaderID: r.id})
+			r.send(v, &protocol.BeginEpoch{Epoch: r.epoch, LeaderID: r.id})
 		}
 	}
 	if leo > r.hw {

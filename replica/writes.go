@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // send queues m to be handed out once every quorum-state write issued so
 // far is persisted.
-func (r *Replica) send(to string, body transport.Body) {
-	r.held = append(r.held, heldMessage{dep: r.quorumSeq, msg: transport.Message{From: r.id, To: to, Body: body}})
+func (r *Replica) send(to string, body protocol.Body) {
+	r.held = append(r.held, heldMessage{dep: r.quorumSeq, msg: protocol.Message{From: r.id, To: to, Body: body}})
 }
 
 // emit issues a write.
@@ -31,7 +30,7 @@ func (r *Replica) emit(w Write) uint64 {
 // appendEntries issues an append of entries (starting at the LEO), merged
 // into the previous write if that is an append not yet handed out (group
 // commit of one step's proposals).
-func (r *Replica) appendEntries(entries []storage.Entry) {
+func (r *Replica) appendEntries(entries []protocol.Entry) {
 	if n := len(r.writes); n > 0 && r.writes[n-1].Kind == WriteAppend {
 		w := &r.writes[n-1]
 		w.Entries = append(w.Entries, entries...)
@@ -63,7 +62,7 @@ func (r *Replica) truncate(to uint64) {
 
 // writeQuorumState issues a write of the current quorum state.
 func (r *Replica) writeQuorumState() {
-	r.emit(Write{Kind: WriteQuorumState, Quorum: storage.QuorumState{
+	r.emit(Write{Kind: WriteQuorumState, Quorum: protocol.QuorumState{
 		Epoch: r.epoch, VotedFor: r.votedFor, LeaderID: r.leaderID,
 	}})
 }
