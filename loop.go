@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/protocol"
-	"github.com/replog-io/replog/replica"
 )
 
 // maxEventsPerRound bounds how many queued events the loop feeds the core
@@ -27,7 +27,7 @@ func (l *Log) loop() {
 	if l.tr != nil {
 		recv = l.tr.Receive()
 	}
-	var hints <-chan replica.Hint
+	var hints <-chan membership.Hint
 	if l.ml != nil {
 		hints = l.ml.Hints()
 	}
@@ -44,8 +44,10 @@ func (l *Log) loop() {
 			l.core.Propose(nextID, ev.records)
 		case protocol.Message:
 			l.core.Step(ev)
-		case replica.Hint:
-			l.core.Hint(ev)
+		case membership.Hint:
+			if h, ok := coreHint(ev); ok {
+				l.core.Hint(h)
+			}
 		}
 	}
 

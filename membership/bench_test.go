@@ -3,14 +3,12 @@ package membership
 import (
 	"testing"
 	"time"
-
-	"github.com/replog-io/replog/replica"
 )
 
 // BenchmarkDetection measures, on a three-node loopback cluster, how long
 // gossip takes to (1) spread a SetLeader to the other two nodes as
-// HintLeader and (2) turn a crash (Close without Leave) into
-// HintNodeFailed on both survivors. Reported per profile as
+// a LeaderClaim hint and (2) turn a crash (Close without Leave) into
+// a NodeFailed hint on both survivors. Reported per profile as
 // leader-hint-ms and failure-hint-ms. The LAN profile takes seconds per
 // iteration: run it with -bench 'Detection/lan' -benchtime 3x.
 func BenchmarkDetection(b *testing.B) {
@@ -57,7 +55,7 @@ func detectOnce(b *testing.B, tuning Tuning) (leader, failure time.Duration) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	waitAll := func(want replica.Hint, ms ...*Membership) {
+	waitAll := func(want Hint, ms ...*Membership) {
 		for _, m := range ms {
 			timer := time.NewTimer(time.Minute)
 			for found := false; !found; {
@@ -75,13 +73,13 @@ func detectOnce(b *testing.B, tuning Tuning) (leader, failure time.Duration) {
 	if err := a.SetLeader("a", 1); err != nil {
 		b.Fatal(err)
 	}
-	waitAll(replica.Hint{Kind: replica.HintLeader, Node: "a", Epoch: 1}, bb, c)
+	waitAll(Hint{Kind: LeaderClaim, Node: "a", Epoch: 1}, bb, c)
 	leader = time.Since(start)
 
 	start = time.Now()
 	if err := c.Close(); err != nil {
 		b.Fatal(err)
 	}
-	waitAll(replica.Hint{Kind: replica.HintNodeFailed, Node: "c"}, a, bb)
+	waitAll(Hint{Kind: NodeFailed, Node: "c"}, a, bb)
 	return leader, time.Since(start)
 }

@@ -6,8 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
-
-	"github.com/replog-io/replog/replica"
 )
 
 // offline builds a Membership without memberlist, to drive its event
@@ -18,7 +16,7 @@ func offline(t *testing.T, buf int) *Membership {
 		cfg:     Config{NodeID: "self", ClusterID: "c1"},
 		logger:  hclog.NewNullLogger(),
 		members: make(map[string]Member),
-		hints:   make(chan replica.Hint, buf),
+		hints:   make(chan Hint, buf),
 	}
 }
 
@@ -31,8 +29,8 @@ func node(t *testing.T, name string, m nodeMeta) *memberlist.Node {
 	return &memberlist.Node{Name: name, Addr: net.IPv4(127, 0, 0, 1), Port: 7946, Meta: b}
 }
 
-func drain(m *Membership) []replica.Hint {
-	var out []replica.Hint
+func drain(m *Membership) []Hint {
+	var out []Hint
 	for {
 		select {
 		case h := <-m.hints:
@@ -47,7 +45,7 @@ func TestHintDropsOldestWhenFull(t *testing.T) {
 	m := offline(t, 2)
 	m.mu.Lock()
 	for i := uint64(1); i <= 5; i++ {
-		m.pushLocked(replica.Hint{Kind: replica.HintLeader, Node: "x", Epoch: i})
+		m.pushLocked(Hint{Kind: LeaderClaim, Node: "x", Epoch: i})
 	}
 	m.mu.Unlock()
 	got := drain(m)
@@ -88,9 +86,9 @@ func TestEventsToHints(t *testing.T) {
 	d.NotifyUpdate(node(t, "a", a))
 	a.Epoch = 4
 	d.NotifyUpdate(node(t, "a", a))
-	want := []replica.Hint{
-		{Kind: replica.HintLeader, Node: "a", Epoch: 3},
-		{Kind: replica.HintLeader, Node: "a", Epoch: 4},
+	want := []Hint{
+		{Kind: LeaderClaim, Node: "a", Epoch: 3},
+		{Kind: LeaderClaim, Node: "a", Epoch: 4},
 	}
 	if got := drain(m); !equalHints(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -100,7 +98,7 @@ func TestEventsToHints(t *testing.T) {
 	// of an already dead node is not repeated; Resolve still answers.
 	d.NotifyLeave(node(t, "a", a))
 	d.NotifyLeave(node(t, "a", a))
-	want = []replica.Hint{{Kind: replica.HintNodeFailed, Node: "a", Epoch: 4}}
+	want = []Hint{{Kind: NodeFailed, Node: "a", Epoch: 4}}
 	if got := drain(m); !equalHints(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -109,7 +107,7 @@ func TestEventsToHints(t *testing.T) {
 	}
 	// Coming back still claiming epoch 4: the claim is news again.
 	d.NotifyJoin(node(t, "a", a))
-	want = []replica.Hint{{Kind: replica.HintLeader, Node: "a", Epoch: 4}}
+	want = []Hint{{Kind: LeaderClaim, Node: "a", Epoch: 4}}
 	if got := drain(m); !equalHints(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -138,7 +136,7 @@ func TestEventsToHints(t *testing.T) {
 	d.NotifyLeave(node(t, "b", nodeMeta{NodeID: "b", ClusterID: "c1", RPCAddr: "h:2"}))
 }
 
-func equalHints(a, b []replica.Hint) bool {
+func equalHints(a, b []Hint) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -148,4 +146,12 @@ func equalHints(a, b []replica.Hint) bool {
 		}
 	}
 	return true
+}
+
+func TestHintKindString(t *testing.T) {
+	for k, want := range map[HintKind]string{NodeFailed: "node-failed", LeaderClaim: "leader-claim", 0: "hint(0)", 9: "hint(9)"} {
+		if got := k.String(); got != want {
+			t.Errorf("HintKind(%d).String() = %q, want %q", uint8(k), got, want)
+		}
+	}
 }

@@ -1,7 +1,9 @@
 // Package membership is replog's discovery layer: it wraps
 // hashicorp/memberlist so that nodes find each other by gossip, learn each
 // other's replication (RPC) addresses, and pass on liveness and leader
-// hints to the protocol core.
+// hints (Hint, in this package's own vocabulary) for the node's shell to
+// hand to the protocol core. It imports neither the core nor the
+// transport: the shell turns a Hint into the core's input.
 //
 // Everything this package says about other nodes is advisory (DESIGN.md
 // 2.2): gossip liveness may only make an election start sooner, never
@@ -35,8 +37,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
-
-	"github.com/replog-io/replog/replica"
 )
 
 // Errors.
@@ -56,6 +56,40 @@ var (
 	// ErrJoin: no seed could be joined.
 	ErrJoin = errors.New("replog: could not join any gossip seed")
 )
+
+// HintKind says what a Hint reports.
+type HintKind uint8
+
+// Hint kinds.
+const (
+	// NodeFailed: gossip declared Node dead, or it left gracefully; Epoch
+	// is the epoch Node last advertised. Gossip may be wrong (a slow node
+	// can be declared dead and then refute).
+	NodeFailed HintKind = iota + 1
+	// LeaderClaim: Node advertises that it leads Epoch (only self-claims
+	// count; a member repeating whom it follows does not). A claim is to be
+	// verified by fetching from Node, never trusted.
+	LeaderClaim
+)
+
+// String returns "node-failed", "leader-claim" or "hint(N)".
+func (k HintKind) String() string {
+	switch k {
+	case NodeFailed:
+		return "node-failed"
+	case LeaderClaim:
+		return "leader-claim"
+	}
+	return fmt.Sprintf("hint(%d)", uint8(k))
+}
+
+// Hint is one piece of advisory information gossip gives about another
+// node (never about this node itself).
+type Hint struct {
+	Kind  HintKind
+	Node  string
+	Epoch uint64
+}
 
 // DefaultHintBuffer is the default capacity of the Hints channel.
 const DefaultHintBuffer = 64
@@ -106,7 +140,7 @@ type Membership struct {
 	// mu guards the member table and the hints channel's producer side.
 	mu      sync.Mutex
 	members map[string]Member
-	hints   chan replica.Hint
+	hints   chan Hint
 	closed  bool
 	dropped uint64
 }
@@ -134,7 +168,7 @@ func New(cfg Config) (*Membership, error) {
 		meta:      meta,
 		metaBytes: metaBytes,
 		members:   make(map[string]Member),
-		hints:     make(chan replica.Hint, hintBuf),
+		hints:     make(chan Hint, hintBuf),
 	}
 
 	host, port, _ := splitIPPort(cfg.BindAddr) // validated
@@ -284,18 +318,19 @@ func (m *Membership) SetLeader(leaderID string, epoch uint64) error {
 	return nil
 }
 
-// Hints returns the channel of advisory hints for the protocol core:
+// Hints returns the channel of advisory hints, for the shell to pass to
+// the protocol core:
 //
-//   - HintNodeFailed{Node, Epoch}: gossip declared Node dead or it left
+//   - Hint{NodeFailed, Node, Epoch}: gossip declared Node dead or it left
 //     gracefully; Epoch is the epoch Node last advertised.
-//   - HintLeader{Node, Epoch}: Node advertises that it leads Epoch (only
-//     self-claims count; a member repeating whom it follows does not).
+//   - Hint{LeaderClaim, Node, Epoch}: Node advertises that it leads Epoch
+//     (only self-claims count; a member repeating whom it follows does not).
 //
 // No hints are given about this node itself. The channel is bounded
 // (Config.HintBuffer): memberlist's event delivery never waits for the
 // reader, and when the channel is full the oldest hint is dropped (newer
 // information supersedes it; see Dropped). It is closed by Close.
-func (m *Membership) Hints() <-chan replica.Hint { return m.hints }
+func (m *Membership) Hints() <-chan Hint { return m.hints }
 
 // Dropped returns how many hints have been dropped because the Hints
 // channel was full.
@@ -365,7 +400,7 @@ func (m *Membership) Close() error {
 // pushLocked enqueues h without blocking, dropping the oldest queued hint
 // if the channel is full. m.mu must be held (it makes this the only sender,
 // so the slot freed by the drop stays free).
-func (m *Membership) pushLocked(h replica.Hint) {
+func (m *Membership) pushLocked(h Hint) {
 	if m.closed {
 		return
 	}
@@ -386,7 +421,7 @@ func (m *Membership) pushLocked(h replica.Hint) {
 	m.logger.Debug("hint channel full; dropped the oldest hint", "dropped", m.dropped)
 }
 
-// observe records n's (new) metadata and emits a HintLeader for a new
+// observe records n's (new) metadata and emits a LeaderClaim hint for a new
 // leadership claim. Called by memberlist with its node lock held: it must
 // not call back into memberlist.
 func (m *Membership) observe(n *memberlist.Node, event string) {
@@ -421,11 +456,11 @@ func (m *Membership) observe(n *memberlist.Node, event string) {
 	sameClaim := known && prev.Alive && prev.LeaderID == prev.ID && prev.Epoch == meta.Epoch
 	if claims && !sameClaim {
 		m.logger.Debug("leader hint", "node", n.Name, "epoch", meta.Epoch, "event", event)
-		m.pushLocked(replica.Hint{Kind: replica.HintLeader, Node: n.Name, Epoch: meta.Epoch})
+		m.pushLocked(Hint{Kind: LeaderClaim, Node: n.Name, Epoch: meta.Epoch})
 	}
 }
 
-// observeLeave marks n not alive and emits HintNodeFailed. Same locking
+// observeLeave marks n not alive and emits a NodeFailed hint. Same locking
 // rule as observe.
 func (m *Membership) observeLeave(n *memberlist.Node) {
 	m.mu.Lock()
@@ -441,7 +476,7 @@ func (m *Membership) observeLeave(n *memberlist.Node) {
 		return
 	}
 	m.logger.Debug("node failed hint", "node", n.Name, "epoch", mem.Epoch)
-	m.pushLocked(replica.Hint{Kind: replica.HintNodeFailed, Node: n.Name, Epoch: mem.Epoch})
+	m.pushLocked(Hint{Kind: NodeFailed, Node: n.Name, Epoch: mem.Epoch})
 }
 
 // delegate implements memberlist.Delegate and memberlist.EventDelegate

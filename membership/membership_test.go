@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replog-io/replog/internal/testwait"
-	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/transport"
 )
 
@@ -71,7 +70,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // waitHint reads m's hints until one equal to want arrives (others, such
 // as spurious failure hints on a loaded machine, are skipped).
-func waitHint(t *testing.T, m *Membership, want replica.Hint) {
+func waitHint(t *testing.T, m *Membership, want Hint) {
 	t.Helper()
 	timer := time.NewTimer(pollDeadline)
 	defer timer.Stop()
@@ -147,7 +146,7 @@ func TestThreeNodeCluster(t *testing.T) {
 			mem, ok := member(m, "a")
 			return ok && mem.LeaderID == "a" && mem.Epoch == 7
 		})
-		waitHint(t, m, replica.Hint{Kind: replica.HintLeader, Node: "a", Epoch: 7})
+		waitHint(t, m, Hint{Kind: LeaderClaim, Node: "a", Epoch: 7})
 	}
 
 	// b advertises that it follows a: visible, but not a leadership claim.
@@ -161,7 +160,7 @@ func TestThreeNodeCluster(t *testing.T) {
 	// The member table and the hint are updated under one lock, so any
 	// hint for b's update is already queued.
 	for _, h := range drain(c) {
-		if h.Kind == replica.HintLeader && h.Node == "b" {
+		if h.Kind == LeaderClaim && h.Node == "b" {
 			t.Fatalf("follower's metadata produced %+v", h)
 		}
 	}
@@ -171,7 +170,7 @@ func TestThreeNodeCluster(t *testing.T) {
 		t.Fatalf("Close(c): %v", err)
 	}
 	for _, m := range []*Membership{a, b} {
-		waitHint(t, m, replica.Hint{Kind: replica.HintNodeFailed, Node: "c"})
+		waitHint(t, m, Hint{Kind: NodeFailed, Node: "c"})
 		waitFor(t, m.cfg.NodeID+" marks c dead", func() bool {
 			mem, ok := member(m, "c")
 			return ok && !mem.Alive
@@ -188,7 +187,7 @@ func TestThreeNodeCluster(t *testing.T) {
 	if err := b.Leave(ctx); err != nil {
 		t.Fatalf("Leave(b): %v", err)
 	}
-	waitHint(t, a, replica.Hint{Kind: replica.HintNodeFailed, Node: "b", Epoch: 7})
+	waitHint(t, a, Hint{Kind: NodeFailed, Node: "b", Epoch: 7})
 	if err := b.SetLeader("b", 8); !errors.Is(err, ErrClosed) {
 		t.Fatalf("SetLeader after Leave: %v", err)
 	}
@@ -347,11 +346,11 @@ func TestRestartOnNewAddress(t *testing.T) {
 	if err := b1.SetLeader("b", 3); err != nil {
 		t.Fatal(err)
 	}
-	waitHint(t, a, replica.Hint{Kind: replica.HintLeader, Node: "b", Epoch: 3})
+	waitHint(t, a, Hint{Kind: LeaderClaim, Node: "b", Epoch: 3})
 	if err := b1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitHint(t, a, replica.Hint{Kind: replica.HintNodeFailed, Node: "b", Epoch: 3})
+	waitHint(t, a, Hint{Kind: NodeFailed, Node: "b", Epoch: 3})
 
 	cfg := fastConfig("b", a.GossipAddr())
 	cfg.RPCAddr = "127.0.0.1:29999"
@@ -371,7 +370,7 @@ func TestRestartOnNewAddress(t *testing.T) {
 		mem, ok := member(a, "b")
 		return ok && mem.Alive && mem.RPCAddr == cfg.RPCAddr && mem.GossipAddr == b2.GossipAddr()
 	})
-	waitHint(t, a, replica.Hint{Kind: replica.HintLeader, Node: "b", Epoch: 4})
+	waitHint(t, a, Hint{Kind: LeaderClaim, Node: "b", Epoch: 4})
 	if addr, _ := a.Resolve("b"); addr != cfg.RPCAddr {
 		t.Fatalf("Resolve(b) = %q, want the new %q", addr, cfg.RPCAddr)
 	}
