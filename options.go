@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"slices"
 	"strings"
@@ -138,7 +137,8 @@ type Options struct {
 	Logger hclog.Logger
 }
 
-// Defaults for Options fields left zero.
+// Defaults for Options fields left zero. Each is defined once: the
+// protocol's timings and sizes by the core (replica), the root's own here.
 const (
 	DefaultNodeID    = "node1"
 	DefaultClusterID = "replog"
@@ -200,24 +200,20 @@ func (o *Options) EnsureDefaults() {
 	if o.RPCAddr == "" && o.needsTransport() {
 		o.RPCAddr = DefaultRPCAddr
 	}
-	// The core's defaults. replica.Config has no EnsureDefaults yet, and
-	// replica.New applies the same constants; the root needs them here
-	// because it checks the values (Validate) and uses MaxRecordSize.
-	if o.FetchMaxWait == 0 {
-		o.FetchMaxWait = DefaultFetchMaxWait
+	// The core's timings and sizes take the core's defaults
+	// (replica.Config.EnsureDefaults), written back because the root uses
+	// them too (MaxRecordSize in AppendBatch, the ceilings in Validate).
+	rc := replica.Config{
+		ID:              o.NodeID,
+		FetchTimeout:    o.FetchTimeout,
+		ElectionTimeout: o.ElectionTimeout,
+		FetchMaxWait:    o.FetchMaxWait,
+		FetchMaxBytes:   o.FetchMaxBytes,
+		MaxRecordSize:   o.MaxRecordSize,
 	}
-	if o.FetchTimeout == 0 {
-		o.FetchTimeout = DefaultFetchTimeout
-	}
-	if o.ElectionTimeout == 0 {
-		o.ElectionTimeout = DefaultElectionTimeout
-	}
-	if o.FetchMaxBytes == 0 {
-		o.FetchMaxBytes = DefaultFetchMaxBytes
-	}
-	if o.MaxRecordSize == 0 {
-		o.MaxRecordSize = DefaultMaxRecordSize
-	}
+	rc.EnsureDefaults()
+	o.FetchTimeout, o.ElectionTimeout, o.FetchMaxWait = rc.FetchTimeout, rc.ElectionTimeout, rc.FetchMaxWait
+	o.FetchMaxBytes, o.MaxRecordSize = rc.FetchMaxBytes, rc.MaxRecordSize
 }
 
 // withDefaults returns a copy of o with its defaults applied
@@ -315,6 +311,9 @@ func (o Options) components(logger hclog.Logger) components {
 func (o Options) feeds(component, field string) string {
 	var m map[string]string
 	switch component {
+	case "replica":
+		m = map[string]string{"ID": "NodeID", "Voters": "Voters", "FetchTimeout": "FetchTimeout", "ElectionTimeout": "ElectionTimeout",
+			"FetchMaxWait": "FetchMaxWait", "FetchMaxBytes": "FetchMaxBytes", "MaxRecordSize": "MaxRecordSize"}
 	case "transport":
 		m = map[string]string{"NodeID": "NodeID", "ClusterID": "ClusterID", "ListenAddr": "RPCAddr", "Secret": "Secret", "TLS": "TLS"}
 	case "membership":
@@ -373,6 +372,13 @@ func (o Options) componentError(component, typ, field, reason string, cause erro
 // set.
 func (d Options) validateComponents() error {
 	c := d.components(nil)
+	if err := c.replica.Validate(); err != nil {
+		var ce *replica.ConfigError
+		if errors.As(err, &ce) {
+			return d.componentError("replica", "Config", ce.Field, ce.Reason, err)
+		}
+		return fmt.Errorf("%w: replica: %w", ErrInvalidOptions, err)
+	}
 	tc := c.transport
 	if tc.ListenAddr == "" {
 		tc.ListenAddr = DefaultRPCAddr
@@ -462,8 +468,8 @@ func (o Options) Validate() error {
 	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
 		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")
 	}
-	// What the components own (addresses, Secret's length, GossipKey,
-	// GossipLabel, GossipTuning) their Validate checks.
+	// What the components own (the core's timings, addresses, Secret's
+	// length, GossipKey, GossipLabel, GossipTuning) their Validate checks.
 	if err := d.validateComponents(); err != nil {
 		return err
 	}
@@ -485,21 +491,8 @@ func (o Options) Validate() error {
 	if err := d.validateAuth(); err != nil {
 		return err
 	}
-	// The core's fields: replica.Config has no Validate yet (replica.New
-	// checks some of them).
-	if d.FetchMaxWait < 0 {
-		return bad("FetchMaxWait", "must be positive, not %v", d.FetchMaxWait)
-	}
-	if d.FetchMaxWait > time.Duration(math.MaxUint32)*time.Millisecond {
-		return bad("FetchMaxWait", "%v is too long", d.FetchMaxWait)
-	}
-	if d.ElectionTimeout <= 0 {
-		return bad("ElectionTimeout", "must be positive, not %v", d.ElectionTimeout)
-	}
-	if min := replica.MinFetchTimeout(d.FetchMaxWait, d.ElectionTimeout); d.FetchTimeout < min {
-		return bad("FetchTimeout", "(%v) must be at least 2*(FetchMaxWait + ElectionTimeout) = 2*(%v + %v) = %v, so that one lost fetch does not cost leader contact",
-			d.FetchTimeout, d.FetchMaxWait, d.ElectionTimeout, min)
-	}
+	// The ceilings come from the transport's frame, which the core does
+	// not know (its Validate checks the rest of these fields).
 	if d.FetchMaxBytes <= 0 || d.FetchMaxBytes > maxConfiguredSize {
 		return bad("FetchMaxBytes", "must be in (0, %d] (what one transport frame carries), not %d", maxConfiguredSize, d.FetchMaxBytes)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
@@ -125,17 +126,19 @@ func TestOptionsValidateDelegatesToComponents(t *testing.T) {
 		name      string
 		opts      Options
 		field     string // Options field
-		component string // the component's field, as named in parentheses
-		transport bool   // *transport.ConfigError, else *membership.ConfigError
+		component string // the component's field, as named in parentheses; its package says which typed error is wrapped
 	}{
-		{"RPCAddr", Options{Dir: "/tmp/x", RPCAddr: "127.0.0.1", Insecure: true}, "RPCAddr", "transport.TCPConfig.ListenAddr", true},
-		{"Secret", Options{Dir: "/tmp/x", Secret: []byte("short")}, "Secret", "transport.TCPConfig.Secret", true},
-		{"GossipAddr", Options{Dir: "/tmp/x", GossipAddr: "nope", Insecure: true}, "GossipAddr", "membership.Config.BindAddr", false},
-		{"GossipKey", Options{Dir: "/tmp/x", GossipKey: []byte("short")}, "GossipKey", "membership.Config.SecretKey", false},
-		{"AdvertiseRPCAddr", Options{Dir: "/tmp/x", AdvertiseRPCAddr: "no-port"}, "AdvertiseRPCAddr", "membership.Config.RPCAddr", false},
-		{"GossipTuning", Options{Dir: "/tmp/x", GossipTuning: membership.Tuning{TCPTimeout: -1}}, "GossipTuning.TCPTimeout", "membership.Config.Tuning.TCPTimeout", false},
+		{"RPCAddr", Options{Dir: "/tmp/x", RPCAddr: "127.0.0.1", Insecure: true}, "RPCAddr", "transport.TCPConfig.ListenAddr"},
+		{"Secret", Options{Dir: "/tmp/x", Secret: []byte("short")}, "Secret", "transport.TCPConfig.Secret"},
+		{"GossipAddr", Options{Dir: "/tmp/x", GossipAddr: "nope", Insecure: true}, "GossipAddr", "membership.Config.BindAddr"},
+		{"GossipKey", Options{Dir: "/tmp/x", GossipKey: []byte("short")}, "GossipKey", "membership.Config.SecretKey"},
+		{"AdvertiseRPCAddr", Options{Dir: "/tmp/x", AdvertiseRPCAddr: "no-port"}, "AdvertiseRPCAddr", "membership.Config.RPCAddr"},
+		{"GossipTuning", Options{Dir: "/tmp/x", GossipTuning: membership.Tuning{TCPTimeout: -1}}, "GossipTuning.TCPTimeout", "membership.Config.Tuning.TCPTimeout"},
+		{"FetchTimeout", Options{Dir: "/tmp/x", FetchTimeout: time.Second}, "FetchTimeout", "replica.Config.FetchTimeout"},
+		{"FetchMaxWait", Options{Dir: "/tmp/x", FetchMaxWait: 1 << 62}, "FetchMaxWait", "replica.Config.FetchMaxWait"},
+		{"ElectionTimeout", Options{Dir: "/tmp/x", ElectionTimeout: -1}, "ElectionTimeout", "replica.Config.ElectionTimeout"},
 		{"gossip metadata too large", Options{Dir: "/tmp/x", AdvertiseRPCAddr: strings.Repeat("h", 600) + ":1"},
-			"NodeID/ClusterID/AdvertiseRPCAddr", "membership.Config.NodeID/ClusterID/RPCAddr", false},
+			"NodeID/ClusterID/AdvertiseRPCAddr", "membership.Config.NodeID/ClusterID/RPCAddr"},
 	}
 	for _, tc := range cases {
 		err := tc.opts.Validate()
@@ -149,8 +152,15 @@ func TestOptionsValidateDelegatesToComponents(t *testing.T) {
 		}
 		var te *transport.ConfigError
 		var me *membership.ConfigError
-		if tc.transport && (!errors.As(err, &te) || !errors.Is(err, transport.ErrInvalidConfig)) ||
-			!tc.transport && (!errors.As(err, &me) || !errors.Is(err, membership.ErrInvalidConfig)) {
+		var re *replica.ConfigError
+		ok := errors.As(err, &te) && errors.Is(err, transport.ErrInvalidConfig)
+		switch {
+		case strings.HasPrefix(tc.component, "membership."):
+			ok = errors.As(err, &me) && errors.Is(err, membership.ErrInvalidConfig)
+		case strings.HasPrefix(tc.component, "replica."):
+			ok = errors.As(err, &re) && errors.Is(err, replica.ErrInvalidConfig)
+		}
+		if !ok {
 			t.Errorf("%s: %v does not wrap the component's error", tc.name, err)
 		}
 	}
