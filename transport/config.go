@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // Defaults of TCPConfig's fields (see each field's doc).
@@ -54,7 +56,9 @@ const (
 // FrameOverhead by that count always fits a frame of MaxFrameSize.
 const (
 	// fetchResponseFixed is a FetchResponse's encoding besides its
-	// entries, with LeaderID at its longest (see EncodedSize).
+	// entries, with LeaderID at its longest (protocol.EncodedSize's
+	// layout, restated here; TestFrameOverheadBoundsEncodedSize holds the
+	// two together).
 	fetchResponseFixed = 8 + 4 + maxIDLen + 8 + 1 + 8 + 8 + 8 + 8 + 4
 	// appendRequestFixed is an AppendRequest's encoding besides its
 	// records.
@@ -64,7 +68,7 @@ const (
 	// (FetchResponse) or records (AppendRequest) spends beyond them, with
 	// node IDs at their longest (255 bytes): length, version, kind, From,
 	// To, the body's other fields and the checksum.
-	FrameOverhead = headerSize + 2*(4+maxIDLen) + max(fetchResponseFixed, appendRequestFixed) + crcSize
+	FrameOverhead = lenSize + protocol.MinSize + 2*maxIDLen + max(fetchResponseFixed, appendRequestFixed) + crcSize
 
 	// DefaultMaxPayload is the most entry or record bytes (counted as
 	// len(Data) + protocol.EntryOverhead each) that one frame of
