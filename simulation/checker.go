@@ -130,6 +130,9 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 			return
 		}
 	}
+	if nd.voter && (st.Role != nd.role || st.Epoch != nd.epoch || st.LeaderID != nd.leader) {
+		s.followDirty = true
+	}
 	nd.leader = st.LeaderID
 	if st.Role == replica.RoleLeader {
 		if l, ok := s.leaders[st.Epoch]; ok && l != nd.idx {

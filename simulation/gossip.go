@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"math"
+	"time"
 
 	"github.com/replog-io/replog/replica"
 )
@@ -15,14 +16,12 @@ func (s *sim) gossip(nd *node) {
 		if o != nd && s.blocked[o.idx][nd.idx] > 0 && s.rng.Intn(4) == 0 {
 			// Cut off from o, memberlist would suspect it: a false (or
 			// true) failure hint.
-			s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: nd.idx, inc: nd.inc,
-				hint: replica.Hint{Kind: replica.HintNodeFailed, Node: o.id}})
+			s.scheduleHint(nd, s.between(ms(1), ms(20)), replica.HintNodeFailed, o.idx, 0)
 		}
 	}
 	for _, o := range s.nodes {
 		if o != nd && o.up && o.role == replica.RoleLeader && s.blocked[o.idx][nd.idx] == 0 {
-			s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: nd.idx, inc: nd.inc,
-				hint: replica.Hint{Kind: replica.HintLeader, Node: o.id, Epoch: o.epoch}})
+			s.scheduleHint(nd, s.between(ms(1), ms(20)), replica.HintLeader, o.idx, o.epoch)
 		}
 	}
 	if s.p.falseHintProb > 0 && s.xr.Float64() < s.p.falseHintProb {
@@ -69,7 +68,7 @@ func (s *sim) falseLeaderHint(nd *node) {
 		s.res.Faults.HintsWrongNode++
 	}
 	s.tracef("%s FALSE HINT leader=%s epoch=%d", nd.id, h.Node, h.Epoch)
-	s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: nd.idx, inc: nd.inc, hint: h})
+	s.scheduleHint(nd, s.between(ms(1), ms(20)), h.Kind, s.byID[h.Node], h.Epoch)
 }
 
 // gossipFailed tells every live node that nd seems dead (it may be back by
@@ -77,8 +76,13 @@ func (s *sim) falseLeaderHint(nd *node) {
 func (s *sim) gossipFailed(nd *node) {
 	for _, o := range s.nodes {
 		if o != nd && o.up {
-			s.schedule(s.between(ms(1), ms(20)), event{kind: evHint, node: o.idx, inc: o.inc,
-				hint: replica.Hint{Kind: replica.HintNodeFailed, Node: nd.id}})
+			s.scheduleHint(o, s.between(ms(1), ms(20)), replica.HintNodeFailed, nd.idx, 0)
 		}
 	}
+}
+
+// scheduleHint delivers to nd, after d, the hint that node about (an
+// index) has kind and epoch.
+func (s *sim) scheduleHint(nd *node, d time.Duration, kind replica.HintKind, about int, epoch uint64) {
+	s.schedule(d, event{kind: evHint, node: nd.idx, inc: nd.inc, hkind: kind, id: about, wseq: epoch})
 }

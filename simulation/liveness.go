@@ -160,25 +160,20 @@ func (s *sim) checkRecovery() {
 	if s.err != nil || !s.liveOn() {
 		return
 	}
-	quiet := len(s.partitions) == 0 && s.fc.last <= s.now
-	if quiet {
-		for _, nd := range s.nodes {
-			if !nd.up {
-				quiet = false
-				break
-			}
-		}
-	}
-	if !quiet {
+	if len(s.partitions) > 0 || s.fc.last > s.now || s.down > 0 {
 		s.fc.quietFrom = -1
 		return
 	}
 	if s.fc.quietFrom != s.fc.last {
 		s.fc.quietFrom, s.fc.settled = s.fc.last, false
 	}
-	bound := s.liveBound()
+	bound := s.bound
 	waited := s.now - s.fc.quietFrom
-	if s.oneLeaderFollowed() {
+	if s.followDirty || s.now > s.followUntil {
+		s.followOK, s.followUntil = s.oneLeaderFollowed()
+		s.followDirty = false
+	}
+	if s.followOK {
 		if !s.fc.settled {
 			s.fc.settled = true
 			s.res.Recoveries++
@@ -203,26 +198,34 @@ func (s *sim) checkRecovery() {
 }
 
 // oneLeaderFollowed says whether one voter leads and every other voter
-// follows it in its epoch (as last observed by the checker).
-func (s *sim) oneLeaderFollowed() bool {
+// follows it in its epoch (as last observed by the checker), and until
+// when the answer holds if no voter changes (a prospective counts as
+// following only for a while after a failure hint). checkState marks it
+// for recomputation (followDirty) whenever a voter's role, epoch or leader
+// changes.
+func (s *sim) oneLeaderFollowed() (bool, time.Duration) {
 	var l *node
 	for _, nd := range s.nodes[:s.p.voters] {
 		if nd.role == replica.RoleLeader {
 			if l != nil {
-				return false
+				return false, forever
 			}
 			l = nd
 		}
 	}
 	if l == nil {
-		return false
+		return false, forever
 	}
+	until := forever
 	for _, nd := range s.nodes[:s.p.voters] {
 		if nd != l && (!s.following(nd) || nd.epoch != l.epoch || nd.leader != l.id) {
-			return false
+			return false, forever
+		}
+		if nd.role == replica.RoleProspective {
+			until = min(until, nd.failHintAt+s.bound)
 		}
 	}
-	return true
+	return true, until
 }
 
 // following says whether voter nd follows its leader: as a follower, or as
@@ -231,7 +234,7 @@ func (s *sim) oneLeaderFollowed() bool {
 // fetching from its leader and follows it again when it answers).
 func (s *sim) following(nd *node) bool {
 	return nd.role == replica.RoleFollower ||
-		nd.role == replica.RoleProspective && nd.failHintAt > 0 && s.now-nd.failHintAt <= s.liveBound()
+		nd.role == replica.RoleProspective && nd.failHintAt > 0 && s.now-nd.failHintAt <= s.bound
 }
 
 // contactRing is how many recent clean fetch answers a voter remembers

@@ -81,16 +81,45 @@ func (s *sim) send(nd *node, m transport.Message) {
 			s.fc.lateSent[nd.idx][to] = s.now
 		}
 		// wseq carries the incarnation the message was sent to.
-		s.schedule(d, event{kind: evDeliver, node: to, inc: inc, wseq: uint64(s.nodes[to].inc), msg: m,
+		s.schedule(d, event{kind: evDeliver, node: to, inc: inc, wseq: uint64(s.nodes[to].inc), msg: s.putMsg(m),
 			clean: !late && i == 0 && inc != anyInc})
 	}
 }
 
+// putMsg stores m for a delivery event and returns its index.
+func (s *sim) putMsg(m transport.Message) int32 {
+	if n := len(s.freeMsgs); n > 0 {
+		i := s.freeMsgs[n-1]
+		s.freeMsgs = s.freeMsgs[:n-1]
+		s.msgs[i] = m
+		return i
+	}
+	s.msgs = append(s.msgs, m)
+	return int32(len(s.msgs) - 1)
+}
+
 func (s *sim) deliver(ev event) {
+	m := s.msgs[ev.msg]
+	if !s.lanePending(ev) {
+		// The event is spent (delivered or dropped): free its slot.
+		s.msgs[ev.msg] = transport.Message{}
+		s.freeMsgs = append(s.freeMsgs, ev.msg)
+	}
+	s.deliverMsg(ev, m)
+}
+
+// lanePending says whether deliver will hold ev in its lane and retry it
+// (the receiver is down).
+func (s *sim) lanePending(ev event) bool {
 	nd := s.nodes[ev.node]
-	from := s.byID[ev.msg.From]
+	return ev.inc == anyInc && !nd.up && ev.id < laneRetries && s.blocked[s.byID[s.msgs[ev.msg].From]][nd.idx] == 0
+}
+
+func (s *sim) deliverMsg(ev event, m transport.Message) {
+	nd := s.nodes[ev.node]
+	from := s.byID[m.From]
 	if s.blocked[from][nd.idx] > 0 {
-		s.tracef("%s lost (partition) %s", nd.id, ev.msg)
+		s.tracef("%s lost (partition) %s", nd.id, m)
 		return
 	}
 	if ev.inc == anyInc {
@@ -111,15 +140,15 @@ func (s *sim) deliver(ev event) {
 		return
 	}
 	if s.tracing() {
-		s.tracef("%s recv %s", nd.id, ev.msg)
+		s.tracef("%s recv %s", nd.id, m)
 	}
 	if nd.voter {
-		s.noteContact(nd, from, ev.msg, ev.clean)
-		if fr, ok := ev.msg.Body.(*transport.FetchResponse); ok && ev.clean && s.opts.DropAnswers && s.rng.Intn(3) == 0 {
+		s.noteContact(nd, from, m, ev.clean)
+		if fr, ok := m.Body.(*transport.FetchResponse); ok && ev.clean && s.opts.DropAnswers && s.rng.Intn(3) == 0 {
 			s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
 			return
 		}
 	}
-	nd.r.Step(ev.msg)
+	nd.r.Step(m)
 	s.afterInput(nd)
 }

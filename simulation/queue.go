@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/replica"
-	"github.com/replog-io/replog/transport"
 )
 
 // evKind says what an event does when it fires.
@@ -48,15 +47,19 @@ type event struct {
 	at   time.Duration
 	seq  uint64
 	kind evKind
-	node int
-	inc  int // the node's incarnation the event belongs to
-	wseq uint64
-	id   int // partition id for evHeal
 	// clean: a message delivered within the normal network delay, neither
 	// a duplicate nor lane-queued (liveness.go counts it as contact).
 	clean bool
-	msg   transport.Message
-	hint  replica.Hint
+	node  int
+	inc   int // the node's incarnation the event belongs to
+	id    int // partition id for evHeal; lane retries for evDeliver
+	wseq  uint64
+	// msg: the message of an evDeliver, an index into sim.msgs; hkind:
+	// the Kind of an evHint (its Node is nodes[id], its Epoch wseq).
+	// Events hold no pointers, so that moving them in the heap is cheap
+	// (no write barriers).
+	msg   int32
+	hkind replica.HintKind
 }
 
 // eventQueue is a binary min-heap of events by (at, seq). Hand-written

@@ -59,6 +59,7 @@ import (
 
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
 )
 
 // Options configures one simulated run.
@@ -458,13 +459,24 @@ type sim struct {
 	lullUntil time.Duration
 	// fc: when faults last touched each node and link (liveness.go);
 	// epochSeen: when each epoch was first observed.
-	fc        faultClock
-	epochSeen map[uint64]time.Duration
-	epochBy   map[uint64]int // the node first seen in each epoch
+	fc    faultClock
+	bound time.Duration // liveBound(), fixed for the run
+	// down counts the nodes down; followOK caches oneLeaderFollowed until
+	// followUntil or until a voter changes (followDirty).
+	down        int
+	followOK    bool
+	followDirty bool
+	followUntil time.Duration
+	epochSeen   map[uint64]time.Duration
+	epochBy     map[uint64]int // the node first seen in each epoch
 	// tainted: a NoSync node's loss explains whatever follows; the run
 	// stops (disk.go).
 	tainted bool
 	nsLost  []noSyncLoss // NoSync losses of the power loss being handled
+	// msgs holds the messages in flight (event.msg indexes it); freeMsgs
+	// lists its free slots.
+	msgs     []transport.Message
+	freeMsgs []int32
 	// nsHistory: every NoSync loss of the run.
 	nsHistory []noSyncLoss
 
@@ -607,6 +619,8 @@ func (s *sim) setup() {
 		s.blocked[i] = make([]int, n)
 	}
 	s.initFaultClock()
+	s.bound = s.liveBound()
+	s.followDirty = true
 	for i, ns := range s.p.noSync {
 		if ns && i < n {
 			s.nodes[i].noSync = true
@@ -645,7 +659,9 @@ func (s *sim) start(nd *node) {
 	if nd.inc > 1 {
 		nd.store = nd.store.reopen()
 		s.touchNode(nd.idx, s.now, "a restart")
+		s.down--
 	}
+	s.followDirty = true
 	// The core's view restarts from the durable log, and only the part of
 	// it that still equals the committed log counts as checked.
 	leo := nd.store.LEO()
@@ -717,6 +733,8 @@ func (s *sim) crashNode(nd *node, why string, power bool) {
 	s.hash.u64(uint64(nd.idx))
 	s.touchNode(nd.idx, s.now, why)
 	s.crashDisk(nd, power)
+	s.down++
+	s.followDirty = true
 	nd.up = false
 	nd.r = nil
 	nd.pending = nil
@@ -797,14 +815,12 @@ func (s *sim) startStable() {
 		}
 	}
 	s.tracef("STABLE: leader %s epoch %d; false failure hints follow", s.nodes[s.stableLeader].id, s.stableEpoch)
-	leader := s.nodes[s.stableLeader].id
 	for _, nd := range s.nodes {
 		if nd.idx == s.stableLeader {
 			continue
 		}
 		for i := 0; i < 3; i++ {
-			s.schedule(s.between(0, s.stableWindow()/2), event{kind: evHint, node: nd.idx, inc: nd.inc,
-				hint: replica.Hint{Kind: replica.HintNodeFailed, Node: leader}})
+			s.scheduleHint(nd, s.between(0, s.stableWindow()/2), replica.HintNodeFailed, s.stableLeader, 0)
 		}
 	}
 }
@@ -990,14 +1006,15 @@ func (s *sim) dispatch(ev event) {
 		if !nd.up || nd.inc != ev.inc {
 			return
 		}
-		s.hash.u64(uint64(ev.hint.Kind))
-		s.hash.str(ev.hint.Node)
-		s.hash.u64(ev.hint.Epoch)
-		s.tracef("%s hint kind=%d node=%s epoch=%d", nd.id, ev.hint.Kind, ev.hint.Node, ev.hint.Epoch)
-		if ev.hint.Kind == replica.HintNodeFailed {
+		h := replica.Hint{Kind: ev.hkind, Node: s.nodes[ev.id].id, Epoch: ev.wseq}
+		s.hash.u64(uint64(h.Kind))
+		s.hash.str(h.Node)
+		s.hash.u64(h.Epoch)
+		s.tracef("%s hint kind=%d node=%s epoch=%d", nd.id, h.Kind, h.Node, h.Epoch)
+		if h.Kind == replica.HintNodeFailed {
 			nd.failHintAt = s.now
 		}
-		nd.r.Hint(ev.hint)
+		nd.r.Hint(h)
 		s.afterInput(nd)
 	}
 }
