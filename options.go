@@ -274,6 +274,7 @@ func (o Options) components(logger hclog.Logger) components {
 			FetchMaxWait:    o.FetchMaxWait,
 			FetchMaxBytes:   o.FetchMaxBytes,
 			MaxRecordSize:   o.MaxRecordSize,
+			MaxForwardBytes: maxConfiguredSize,
 			Logger:          logger,
 		},
 		transport: transport.TCPConfig{

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"github.com/replog-io/replog/protocol"
 	"hash/fnv"
 	"math"
 	"math/rand"
@@ -48,6 +49,13 @@ type Config struct {
 	// MaxRecordSize bounds one record's size; larger proposals fail with
 	// ErrTooLarge. Default 1 MiB.
 	MaxRecordSize int
+	// MaxForwardBytes bounds a batch a follower forwards to the leader
+	// (its records plus protocol.EntryOverhead each), so that the request
+	// fits the shell's transport; larger batches fail with ErrTooLarge
+	// before anything is sent. The shell sets it from its transport's frame
+	// limit (the root package: transport.DefaultMaxPayload). Default 8 MiB.
+	// MaxRecordSize+protocol.EntryOverhead and FetchMaxBytes must fit in it.
+	MaxForwardBytes int
 	// Rand drives every random choice (timeouts). Required for determinism;
 	// if nil, a source seeded from ID is used.
 	Rand *rand.Rand
@@ -62,6 +70,7 @@ const (
 	DefaultFetchMaxWait    = 500 * time.Millisecond
 	DefaultFetchMaxBytes   = 1 << 20
 	DefaultMaxRecordSize   = 1 << 20
+	DefaultMaxForwardBytes = 8 << 20
 )
 
 // MinFetchTimeout is the smallest FetchTimeout that goes with fetchMaxWait
@@ -91,6 +100,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxRecordSize == 0 {
 		c.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if c.MaxForwardBytes == 0 {
+		c.MaxForwardBytes = DefaultMaxForwardBytes
 	}
 	if c.Rand == nil {
 		h := fnv.New64a()
@@ -137,6 +149,14 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRecordSize < 0 {
 		return bad("MaxRecordSize", "must be positive, not %d", c.MaxRecordSize)
+	}
+	if c.MaxForwardBytes < 0 {
+		return bad("MaxForwardBytes", "must be positive, not %d", c.MaxForwardBytes)
+	}
+	if c.MaxRecordSize > c.MaxForwardBytes-protocol.EntryOverhead {
+		// A record a follower could never forward would append on the
+		// leader only: one limit for both.
+		return bad("MaxRecordSize", "%d must be at most MaxForwardBytes %d - protocol.EntryOverhead %d", c.MaxRecordSize, c.MaxForwardBytes, protocol.EntryOverhead)
 	}
 	return nil
 }

@@ -28,6 +28,10 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"FetchTimeout", func(c *Config) { c.FetchMaxWait = DefaultFetchTimeout }},
 		{"FetchMaxBytes", func(c *Config) { c.FetchMaxBytes = -1 }},
 		{"MaxRecordSize", func(c *Config) { c.MaxRecordSize = -1 }},
+		{"MaxForwardBytes", func(c *Config) { c.MaxForwardBytes = -1 }},
+		// A record a follower could not forward (its batch limit less one
+		// entry's overhead) is refused at configuration, not at run time.
+		{"MaxRecordSize", func(c *Config) { c.MaxForwardBytes = DefaultMaxRecordSize }},
 	} {
 		c := ok
 		c.Voters = slices.Clone(ok.Voters)

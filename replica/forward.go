@@ -61,7 +61,7 @@ func (r *Replica) leaderAppendRequest(from string, req *protocol.AppendRequest) 
 		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
-	if !fitsForward(req.Records, r.cfg.MaxRecordSize) {
+	if !fitsForward(req.Records, r.cfg.MaxRecordSize, r.cfg.MaxForwardBytes) {
 		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendTooLarge, LeaderID: r.id})
 		return
 	}
@@ -121,8 +121,8 @@ func (r *Replica) refuseForward(from string, req *protocol.AppendRequest) {
 
 // forward sends a follower's proposal to the leader it knows.
 func (r *Replica) forward(id uint64, records [][]byte) {
-	if !fitsForward(records, r.cfg.MaxRecordSize) {
-		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a forwarded batch is limited to %d bytes", ErrTooLarge, maxForwardBytes)})
+	if !fitsForward(records, r.cfg.MaxRecordSize, r.cfg.MaxForwardBytes) {
+		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a forwarded batch is limited to %d bytes", ErrTooLarge, r.cfg.MaxForwardBytes)})
 		return
 	}
 	reqID := r.nextRequestID
@@ -185,13 +185,10 @@ func (r *Replica) expireForwarded() {
 	}
 }
 
-// maxForwardBytes bounds a forwarded batch (records + EntryOverhead each)
-// so that its AppendRequest stays well inside a transport frame.
-const maxForwardBytes = 8 << 20
-
 // fitsForward reports whether records can be forwarded as one request: no
-// record above maxRecord, the whole batch within maxForwardBytes.
-func fitsForward(records [][]byte, maxRecord int) bool {
+// record above maxRecord, the whole batch (records + EntryOverhead each)
+// within maxBytes (Config.MaxForwardBytes).
+func fitsForward(records [][]byte, maxRecord, maxBytes int) bool {
 	total := 0
 	for _, rec := range records {
 		if len(rec) > maxRecord {
@@ -199,7 +196,7 @@ func fitsForward(records [][]byte, maxRecord int) bool {
 		}
 		total += len(rec) + protocol.EntryOverhead
 	}
-	return total <= maxForwardBytes
+	return total <= maxBytes
 }
 
 // forwardState is what a replica answered to a forwarded request.

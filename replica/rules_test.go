@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
@@ -67,18 +68,18 @@ func settle(t testing.TB, r *Replica, store storage.Store) ([]transport.Message,
 	return nil, nil
 }
 
-func applyWrites(t testing.TB, s storage.Store, ws []Write) {
+func applyWrites(t testing.TB, s storage.Store, ws []protocol.Write) {
 	t.Helper()
 	for _, w := range ws {
 		var err error
 		switch w.Kind {
-		case WriteAppend:
+		case protocol.WriteAppend:
 			err = s.Append(w.Entries)
-		case WriteTruncate:
+		case protocol.WriteTruncate:
 			err = s.TruncateSuffix(w.Offset)
-		case WriteQuorumState:
+		case protocol.WriteQuorumState:
 			err = s.SetQuorumState(w.Quorum)
-		case WriteHWCheckpoint:
+		case protocol.WriteHWCheckpoint:
 			err = s.SetHWCheckpoint(w.Offset)
 		}
 		if err != nil {
@@ -696,6 +697,24 @@ func TestProposeOutcomes(t *testing.T) {
 			t.Fatalf("answers %v leo %d", resps, l.log.LEO())
 		}
 	})
+	t.Run("the forward limit is the shell's MaxForwardBytes", func(t *testing.T) {
+		// Positive control for the case above: a shell whose transport
+		// carries larger frames sets MaxForwardBytes, and the same 9 MiB
+		// batch is forwarded (one definition of the limit, no hidden 8 MiB).
+		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		cfg := testConfig("f", "f", "L")
+		cfg.MaxForwardBytes = 16 << 20
+		r := newTestReplica(t, cfg, store)
+		big := make([][]byte, 9)
+		for i := range big {
+			big[i] = make([]byte, 1<<20)
+		}
+		r.Propose(7, big)
+		rd := r.Ready()
+		if len(rd.Acks) != 0 || len(bodiesTo[*transport.AppendRequest](rd.Messages, "L")) != 1 {
+			t.Fatalf("acks %v, messages %v: want the batch forwarded", rd.Acks, rd.Messages)
+		}
+	})
 	t.Run("duplicate forwarded request appends once", func(t *testing.T) {
 		r, store := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
 		req := &transport.AppendRequest{RequestID: 9, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}
@@ -902,7 +921,7 @@ func TestEpochRowAtElection(t *testing.T) {
 		t.Fatalf("setup: role %v leo %d", r.role, r.log.LEO())
 	}
 	for _, w := range r.writes {
-		if w.Kind == WriteAppend {
+		if w.Kind == protocol.WriteAppend {
 			t.Fatal("no entry above the HW, yet a control entry was appended")
 		}
 	}
@@ -1013,7 +1032,7 @@ func TestRefusesCommittedTruncation(t *testing.T) {
 	r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 2,
 		Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3, HighWatermark: 2}})
 	rd := r.Ready()
-	if len(rd.Writes) != 1 || rd.Writes[0].Kind != WriteTruncate || rd.Writes[0].Offset != 3 || r.Err() != nil {
+	if len(rd.Writes) != 1 || rd.Writes[0].Kind != protocol.WriteTruncate || rd.Writes[0].Offset != 3 || r.Err() != nil {
 		t.Fatalf("positive control: writes %+v err %v", rd.Writes, r.Err())
 	}
 	applyWrites(t, store, rd.Writes)
