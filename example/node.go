@@ -20,7 +20,7 @@ const historySize = 512
 
 // maxRecordSize is replog's default Options.MaxRecordSize: larger bodies
 // are refused before they reach the Log.
-const maxRecordSize = 1 << 20
+const maxRecordSize = replog.DefaultMaxRecordSize
 
 // runNode runs one node until ctx ends (SIGINT/SIGTERM), then shuts down:
 // HTTP first (ending streaming reads), then the Log.
