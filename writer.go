@@ -7,7 +7,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/protocol"
-	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -20,7 +19,7 @@ type writer struct {
 	logger hclog.Logger
 
 	mu      sync.Mutex
-	queue   []replica.Write
+	queue   []protocol.Write
 	closed  bool
 	wake    chan struct{} // cap 1: work queued
 	done    chan struct{} // closed when the goroutine ends
@@ -42,7 +41,7 @@ func newWriter(store storage.Store, logger hclog.Logger, persist func(seq uint64
 }
 
 // enqueue adds writes in Seq order. It never blocks.
-func (w *writer) enqueue(ws []replica.Write) {
+func (w *writer) enqueue(ws []protocol.Write) {
 	if len(ws) == 0 {
 		return
 	}
@@ -88,24 +87,24 @@ func (w *writer) run() {
 			var err error
 			last := wr.Seq
 			switch wr.Kind {
-			case replica.WriteAppend:
+			case protocol.WriteAppend:
 				// Merge the run of appends that follows into one call.
 				j := i
 				merged = merged[:0]
-				for j < len(batch) && batch[j].Kind == replica.WriteAppend {
+				for j < len(batch) && batch[j].Kind == protocol.WriteAppend {
 					merged = append(merged, batch[j].Entries...)
 					last = batch[j].Seq
 					j++
 				}
 				err = w.store.Append(merged)
 				i = j
-			case replica.WriteTruncate:
+			case protocol.WriteTruncate:
 				err = w.store.TruncateSuffix(wr.Offset)
 				i++
-			case replica.WriteQuorumState:
+			case protocol.WriteQuorumState:
 				err = w.store.SetQuorumState(wr.Quorum)
 				i++
-			case replica.WriteHWCheckpoint:
+			case protocol.WriteHWCheckpoint:
 				err = w.store.SetHWCheckpoint(wr.Offset)
 				i++
 			default:

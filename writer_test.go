@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog/protocol"
-	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -75,12 +74,12 @@ func TestWriterMergesAppendRunsInOrder(t *testing.T) {
 	}, func(err error) { t.Errorf("unexpected failure: %v", err) })
 	defer w.stop()
 
-	w.enqueue([]replica.Write{
-		{Seq: 1, Kind: replica.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}},
-		{Seq: 2, Kind: replica.WriteAppend, Entries: entries(0, 2)},
-		{Seq: 3, Kind: replica.WriteAppend, Entries: entries(2, 3)},
-		{Seq: 4, Kind: replica.WriteTruncate, Offset: 4},
-		{Seq: 5, Kind: replica.WriteAppend, Entries: entries(4, 1)},
+	w.enqueue([]protocol.Write{
+		{Seq: 1, Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}},
+		{Seq: 2, Kind: protocol.WriteAppend, Entries: entries(0, 2)},
+		{Seq: 3, Kind: protocol.WriteAppend, Entries: entries(2, 3)},
+		{Seq: 4, Kind: protocol.WriteTruncate, Offset: 4},
+		{Seq: 5, Kind: protocol.WriteAppend, Entries: entries(4, 1)},
 	})
 	waitFor(t, "seq 5 persisted", 5*time.Second, func() bool {
 		mu.Lock()
@@ -117,10 +116,10 @@ func TestWriterStopsAtTheFirstFailedWrite(t *testing.T) {
 		mu.Unlock()
 	}, func(err error) { failed <- err })
 	defer w.stop()
-	w.enqueue([]replica.Write{
-		{Seq: 1, Kind: replica.WriteAppend, Entries: entries(0, 1)},
-		{Seq: 2, Kind: replica.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 2}},
-		{Seq: 3, Kind: replica.WriteAppend, Entries: entries(1, 1)},
+	w.enqueue([]protocol.Write{
+		{Seq: 1, Kind: protocol.WriteAppend, Entries: entries(0, 1)},
+		{Seq: 2, Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 2}},
+		{Seq: 3, Kind: protocol.WriteAppend, Entries: entries(1, 1)},
 	})
 	select {
 	case err := <-failed:
@@ -130,7 +129,7 @@ func TestWriterStopsAtTheFirstFailedWrite(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("writer did not report the failure")
 	}
-	w.enqueue([]replica.Write{{Seq: 4, Kind: replica.WriteAppend, Entries: entries(1, 1)}})
+	w.enqueue([]protocol.Write{{Seq: 4, Kind: protocol.WriteAppend, Entries: entries(1, 1)}})
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
@@ -26,13 +27,13 @@ func Example() {
 		for _, w := range rd.Writes {
 			var err error
 			switch w.Kind {
-			case replica.WriteAppend:
+			case protocol.WriteAppend:
 				err = store.Append(w.Entries)
-			case replica.WriteTruncate:
+			case protocol.WriteTruncate:
 				err = store.TruncateSuffix(w.Offset)
-			case replica.WriteQuorumState:
+			case protocol.WriteQuorumState:
 				err = store.SetQuorumState(w.Quorum)
-			case replica.WriteHWCheckpoint:
+			case protocol.WriteHWCheckpoint:
 				err = store.SetHWCheckpoint(w.Offset)
 			}
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
@@ -65,7 +66,7 @@ type hnode struct {
 	store    *storage.Memory
 	r        *Replica
 	now      time.Time
-	pending  []Write
+	pending  []protocol.Write
 	up       bool
 	restarts int64
 	seed     int64
@@ -149,22 +150,22 @@ func (h *harness) persist(n *hnode, verbose bool) bool {
 	for _, w := range n.pending {
 		var err error
 		switch w.Kind {
-		case WriteAppend:
+		case protocol.WriteAppend:
 			err = n.store.Append(w.Entries)
 			if verbose {
 				h.printf("%s: persist append %s\n", n.id, fmtEntries(w.Entries))
 			}
-		case WriteTruncate:
+		case protocol.WriteTruncate:
 			err = n.store.TruncateSuffix(w.Offset)
 			if verbose {
 				h.printf("%s: persist truncate to %d\n", n.id, w.Offset)
 			}
-		case WriteQuorumState:
+		case protocol.WriteQuorumState:
 			err = n.store.SetQuorumState(w.Quorum)
 			if verbose {
 				h.printf("%s: persist quorum epoch=%d voted=%s leader=%s\n", n.id, w.Quorum.Epoch, w.Quorum.VotedFor, w.Quorum.LeaderID)
 			}
-		case WriteHWCheckpoint:
+		case protocol.WriteHWCheckpoint:
 			err = n.store.SetHWCheckpoint(w.Offset)
 			if verbose {
 				h.printf("%s: persist hw-checkpoint %d\n", n.id, w.Offset)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
 )
@@ -28,7 +29,7 @@ type rnode struct {
 	cfg     Config
 	store   *storage.Memory
 	r       *Replica
-	pending []Write
+	pending []protocol.Write
 	up      bool
 	lastHW  uint64
 	checked uint64

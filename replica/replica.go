@@ -66,7 +66,7 @@ type Replica struct {
 	// follower fetches only when it is persisted (its fetch offset and epoch
 	// must be durable).
 	stateSeq uint64
-	writes   []Write // not yet handed out by Ready
+	writes   []protocol.Write // not yet handed out by Ready
 	held     []heldMessage
 	acks     []Ack
 

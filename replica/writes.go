@@ -14,14 +14,14 @@ func (r *Replica) send(to string, body protocol.Body) {
 }
 
 // emit issues a write.
-func (r *Replica) emit(w Write) uint64 {
+func (r *Replica) emit(w protocol.Write) uint64 {
 	r.lastSeq++
 	w.Seq = r.lastSeq
 	r.writes = append(r.writes, w)
-	if w.Kind != WriteHWCheckpoint {
+	if w.Kind != protocol.WriteHWCheckpoint {
 		r.stateSeq = w.Seq
 	}
-	if w.Kind == WriteQuorumState {
+	if w.Kind == protocol.WriteQuorumState {
 		r.quorumSeq = w.Seq
 	}
 	return w.Seq
@@ -31,13 +31,13 @@ func (r *Replica) emit(w Write) uint64 {
 // into the previous write if that is an append not yet handed out (group
 // commit of one step's proposals).
 func (r *Replica) appendEntries(entries []protocol.Entry) {
-	if n := len(r.writes); n > 0 && r.writes[n-1].Kind == WriteAppend {
+	if n := len(r.writes); n > 0 && r.writes[n-1].Kind == protocol.WriteAppend {
 		w := &r.writes[n-1]
 		w.Entries = append(w.Entries, entries...)
 		r.log.append(entries, w.Seq)
 		return
 	}
-	seq := r.emit(Write{Kind: WriteAppend, Entries: slices.Clone(entries)})
+	seq := r.emit(protocol.Write{Kind: protocol.WriteAppend, Entries: slices.Clone(entries)})
 	r.log.append(entries, seq)
 }
 
@@ -56,13 +56,13 @@ func (r *Replica) truncate(to uint64) {
 			ErrCommittedTruncation, to, r.hw, r.log.LEO(), r.epoch, r.leaderID))
 		return
 	}
-	r.emit(Write{Kind: WriteTruncate, Offset: to})
+	r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: to})
 	r.log.truncate(to)
 }
 
 // writeQuorumState issues a write of the current quorum state.
 func (r *Replica) writeQuorumState() {
-	r.emit(Write{Kind: WriteQuorumState, Quorum: protocol.QuorumState{
+	r.emit(protocol.Write{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{
 		Epoch: r.epoch, VotedFor: r.votedFor, LeaderID: r.leaderID,
 	}})
 }
@@ -77,6 +77,6 @@ func (r *Replica) maybeCheckpoint() {
 	if r.checkpointed && hw == r.lastCheckpointHW {
 		return
 	}
-	r.emit(Write{Kind: WriteHWCheckpoint, Offset: hw})
+	r.emit(protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: hw})
 	r.lastCheckpointAt, r.lastCheckpointHW, r.checkpointed = r.now, hw, true
 }
