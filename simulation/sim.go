@@ -749,7 +749,7 @@ func (s *sim) loop() {
 	faultSteps := s.opts.Steps * 7 / 10
 	for s.err == nil && !s.tainted {
 		if s.phase == phaseQuiesce {
-			if s.converged() {
+			if s.converged() && s.now-s.fc.last >= s.settle() {
 				s.res.ConvergeTime = s.now - s.quiesceAt
 				s.finalCheck()
 				if !s.opts.Stable || s.err != nil {
@@ -794,6 +794,17 @@ func (s *sim) step(faultSteps int) {
 	s.hash.u64(uint64(ev.node))
 	s.dispatch(ev)
 	s.checkRecovery()
+}
+
+// settle is how long after the last fault ends (a pause, a clock stall,
+// a restart: see faultClock) the cluster counts as converged at the
+// earliest: every follower's next fetch (sent within a retry timeout,
+// FetchMaxWait+ElectionTimeout, perhaps parked FetchMaxWait) has then been
+// answered, so no voter still lacks leader contact because of the fault
+// (it would rightly grant pre-votes; the stable phase would then see a
+// deposition the fault explains).
+func (s *sim) settle() time.Duration {
+	return 2*s.p.fetchMaxWait + s.p.electionTimeout + 2*s.p.netMax + s.p.diskMax + 2*s.p.tickMax + s.p.batchWindow
 }
 
 // stableWindow is how long a converged cluster is watched for needless
