@@ -311,15 +311,18 @@ const (
 // convergeBound is the simulated time a cluster gets, after the workload
 // stops, to elect a leader and bring every replica to the same log and HW:
 // 10s, plus twice the time a replica that restarted empty needs to fetch
-// the whole log in rounds of the run's fetch size.
+// the whole log in rounds of the run's fetch size: entries counted at the
+// largest record plus storage.EntryOverhead (what a fetch response counts),
+// a round being a fetch and its answer, the write and its report, and the
+// shell's loop rounds.
 func (s *sim) convergeBound() time.Duration {
-	perRound := max(1, s.p.fetchMaxBytes/8) // payloads are about 6 bytes
+	perRound := max(1, s.p.fetchMaxBytes/(maxRecordSize+storage.EntryOverhead))
 	longest := len(s.committed)
 	for _, nd := range s.nodes {
 		longest = max(longest, len(nd.shadow))
 	}
 	rounds := longest/perRound + 1
-	round := 2*s.p.netMax + s.p.diskMax
+	round := 2*s.p.netMax + 2*s.p.diskMax + 2*s.p.batchWindow
 	return 10*time.Second + 2*time.Duration(rounds)*round
 }
 
