@@ -43,17 +43,17 @@ import (
 // Gossip hints, true, stale or false, are never faults: gossip must not
 // decide elections (DESIGN §2.2). Clock drift within ±5% is normal.
 
-// forever marks a fault that is still running (a node down, a link cut);
-// never, a node or link no fault has touched yet.
+// forever: no end; never: a node no fault has touched yet.
 const (
 	forever = time.Duration(1<<63 - 1)
 	never   = -forever
 )
 
-// faultClock records when faults last touched each node and link.
+// faultClock records when faults last touched each node, and when late
+// messages were sent on each link. (Lost messages need no record: the
+// liveness rules measure contact from what was delivered.)
 type faultClock struct {
-	node []time.Duration   // node[i]: end of the last fault on node i
-	link [][]time.Duration // link[a][b]: end of the last fault on messages a→b
+	node []time.Duration // node[i]: end of the last fault on node i
 	// lateSent[a][b]: when a sent b its last late, duplicated or
 	// lane-queued message.
 	lateSent [][]time.Duration
@@ -68,14 +68,11 @@ type faultClock struct {
 func (s *sim) initFaultClock() {
 	n := len(s.nodes)
 	s.fc.node = make([]time.Duration, n)
-	s.fc.link = make([][]time.Duration, n)
 	s.fc.lateSent = make([][]time.Duration, n)
-	for i := range s.fc.link {
+	for i := range s.fc.lateSent {
 		s.fc.node[i] = never
-		s.fc.link[i] = make([]time.Duration, n)
 		s.fc.lateSent[i] = make([]time.Duration, n)
-		for j := range s.fc.link[i] {
-			s.fc.link[i][j] = never
+		for j := range s.fc.lateSent[i] {
 			s.fc.lateSent[i][j] = never
 		}
 	}
@@ -97,30 +94,10 @@ func (s *sim) touchNode(i int, until time.Duration, what string) {
 	s.faultAt(until, what)
 }
 
-// touchLink records a fault on messages a→b lasting until until.
+// touchLink records a fault on messages a→b lasting until until (for rule
+// 1, any fault anywhere ends a quiet period).
 func (s *sim) touchLink(a, b int, until time.Duration, what string) {
-	if until > s.fc.link[a][b] {
-		s.fc.link[a][b] = until
-	}
 	s.faultAt(until, what)
-}
-
-// nodeFaultEnd is when the last fault on node i ends (forever while it is
-// down).
-func (s *sim) nodeFaultEnd(i int) time.Duration {
-	if !s.nodes[i].up {
-		return forever
-	}
-	return s.fc.node[i]
-}
-
-// linkFaultEnd is when the last fault on either direction of the link a–b
-// ends (forever while a partition cuts it).
-func (s *sim) linkFaultEnd(a, b int) time.Duration {
-	if s.blocked[a][b] > 0 || s.blocked[b][a] > 0 {
-		return forever
-	}
-	return max(s.fc.link[a][b], s.fc.link[b][a])
 }
 
 // liveRounds is the number of election rounds liveBound allows for: split
