@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,15 +61,19 @@ func (o BoltOptions) Validate() error {
 	return nil
 }
 
-// BoltStats are counters of a Bolt's writer, for tests and benchmarks.
+// BoltStats are counters of a Bolt's writes, for tests and benchmarks.
 type BoltStats struct {
-	// Writes is the number of write calls the writer has answered.
+	// Applies is the number of Apply calls that ran a transaction (those
+	// refused because the store was closed or had failed are not counted).
+	Applies uint64
+	// Writes is the number of writes (protocol.Write) in those calls.
 	Writes uint64
-	// Commits is the number of write transactions committed for them; with
-	// group commit it is at most Writes.
+	// Commits is the number of write transactions committed: at most one
+	// per Apply, whatever it holds (none for an Apply that changed
+	// nothing), so one bbolt commit (two fsyncs) per Apply.
 	Commits uint64
-	// CleanupCommits is the number of transactions that deleted entries
-	// below the log start after a DeletePrefix.
+	// CleanupCommits is the number of those transactions that also deleted
+	// entries left below the log start by a prefix deletion.
 	CleanupCommits uint64
 	// PagesWritten is the number of bbolt pages written (meta pages
 	// included) since the store was opened, and PageSize their size: the
@@ -93,59 +98,49 @@ var (
 
 const (
 	boltFormat = 1
-	// maxBatch bounds the write calls merged into one transaction.
-	maxBatch = 4096
-	// cleanupChunk is the number of entries one cleanup transaction deletes
-	// below the log start, so that a large DeletePrefix never holds the
-	// writer (and the appends waiting for it) for long.
+	// cleanupChunk is the number of entries one Apply deletes below the log
+	// start, so that a large prefix deletion never makes one Apply (and the
+	// writes waiting behind it) slow.
 	cleanupChunk = 10000
 )
 
 // Bolt is a Store in one bbolt file.
 //
-// Every write call is handed to a single writer goroutine, which drains all
-// calls waiting at that moment and applies them in order in one bbolt
-// transaction, then answers each (group commit: one fsync for all of them).
-// A call that is invalid against the state left by the calls before it in
-// the same transaction fails alone and changes nothing. LEO, LogStart,
-// LastEpoch, EpochMap, EndOffsetForEpoch, QuorumState and HWCheckpoint are
-// answered from memory, updated after each commit; Entries uses a short read
-// transaction and copies the entries out.
+// Apply runs one bbolt read-write transaction on the caller's goroutine
+// (bbolt commits it with two fsyncs: the pages, then the meta page); a
+// mutex serializes Apply calls. The store starts no goroutine and merges
+// nothing itself: group commit is the caller's, who hands Apply everything
+// waiting at once (the node's writer does). LEO, LogStart, LastEpoch,
+// EpochMap, EndOffsetForEpoch, QuorumState and HWCheckpoint are answered
+// from memory, updated after each commit; Entries uses a short read
+// transaction and copies the entries out, never waiting for Apply.
 //
-// DeletePrefix moves the log start durably in one transaction; the entries
-// below it are then deleted by the writer in chunks between other writes
-// (and at the next open if the process stops first). They are never visible.
+// A prefix deletion moves the log start durably in its transaction, which
+// also deletes up to cleanupChunk entries below it; entries left below the
+// log start (a large deletion, or a crash) are deleted the same way, a
+// chunk inside each later Apply's transaction. They are never visible.
 type Bolt struct {
 	path  string
 	db    *bolt.DB
+	file  *os.File // the file bbolt writes through (a test breaks it)
 	log   hclog.Logger
 	state atomic.Pointer[logState]
 	// identity is the identity recorded in the file (nil if none), set by
 	// load and storeIdentity before the store is handed out.
 	identity *Identity
 
-	reqs    chan *request
-	closing chan struct{}
-	done    chan struct{} // closed when the writer has returned
-	closed  atomic.Bool
+	closed atomic.Bool
 
-	// cleanup is owned by the writer goroutine: entries below the log start
-	// remain to be deleted.
+	// mu serializes Apply and Close, and guards cleanup and failed.
+	mu sync.Mutex
+	// cleanup: entries below the log start remain to be deleted.
 	cleanup bool
-	// failed, owned by the writer goroutine, latches the first failed
-	// commit: after a failed fsync or page write the file and bbolt's
-	// in-memory freelist may disagree, so no later transaction may run.
+	// failed latches the first failed commit: after a failed fsync or page
+	// write the file and bbolt's in-memory freelist may disagree, so no
+	// later transaction may run.
 	failed error
 
-	writes, commits, cleanups atomic.Uint64
-}
-
-type request struct {
-	kind    memOpKind
-	entries []protocol.Entry
-	n       uint64
-	qs      protocol.QuorumState
-	done    chan error
+	applies, writes, commits, cleanups atomic.Uint64
 }
 
 // OpenBolt opens or creates the store at path. If another process (or
@@ -158,8 +153,8 @@ type request struct {
 // kill the process. A zero-length or missing file becomes a new, empty
 // store; OpenDir is the entry point that refuses that when the directory
 // shows a store existed. Invalid opts return an error wrapping
-// ErrInvalidOptions (see BoltOptions.Validate). Close the store to stop its
-// writer goroutine.
+// ErrInvalidOptions (see BoltOptions.Validate). The store starts no
+// goroutine; Close releases the file.
 func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	return openBolt(path, opts, true)
 }
@@ -171,17 +166,15 @@ func openBolt(path string, opts BoltOptions, verify bool) (*Bolt, error) {
 		return nil, err
 	}
 	opts.EnsureDefaults() // opts is a copy
-	db, err := openVerified(path, opts, verify)
+	db, file, err := openVerified(path, opts, verify)
 	if err != nil {
 		return nil, err
 	}
 	b := &Bolt{
-		path:    path,
-		db:      db,
-		log:     opts.Logger,
-		reqs:    make(chan *request, maxBatch),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
+		path: path,
+		db:   db,
+		file: file,
+		log:  opts.Logger,
 	}
 	st, cleanup, err := b.loadProtected()
 	if err != nil {
@@ -192,16 +185,15 @@ func openBolt(path string, opts BoltOptions, verify bool) (*Bolt, error) {
 	b.cleanup = cleanup
 	b.log.Debug("store opened", "path", path, "log_start", st.logStart, "leo", st.leo,
 		"last_epoch", st.lastEpoch(), "no_sync", opts.NoSync)
-	go b.run()
 	return b, nil
 }
 
 // openVerified locks the file at path, verifies its structure and hands
-// the same open file to bbolt.
-func openVerified(path string, opts BoltOptions, verify bool) (db *bolt.DB, err error) {
+// the same open file to bbolt; it returns bbolt's handle and the file.
+func openVerified(path string, opts BoltOptions, verify bool) (db *bolt.DB, file *os.File, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+		return nil, nil, fmt.Errorf("replog: open store %s: %w", path, err)
 	}
 	handed := false // once bbolt has f, bbolt closes it
 	defer func() {
@@ -211,17 +203,17 @@ func openVerified(path string, opts BoltOptions, verify bool) (db *bolt.DB, err 
 	}()
 	if err := lockFile(f, opts.Timeout); err != nil {
 		if errors.Is(err, errLockTimeout) {
-			return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
+			return nil, nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
 		}
-		return nil, fmt.Errorf("replog: lock store %s: %w", path, err)
+		return nil, nil, fmt.Errorf("replog: lock store %s: %w", path, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+		return nil, nil, fmt.Errorf("replog: open store %s: %w", path, err)
 	}
 	if verify && fi.Size() > 0 {
 		if err := verifyBoltFile(f, fi.Size()); err != nil {
-			return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+			return nil, nil, fmt.Errorf("replog: open store %s: %w", path, err)
 		}
 	}
 	// Defence in depth: what bbolt does on this goroutine cannot take the
@@ -231,7 +223,7 @@ func openVerified(path string, opts BoltOptions, verify bool) (db *bolt.DB, err 
 	defer func() {
 		if r := recover(); r != nil {
 			handed = false // bbolt may not have closed f
-			db, err = nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, r)
+			db, file, err = nil, nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, r)
 		}
 	}()
 	handed = true
@@ -243,15 +235,15 @@ func openVerified(path string, opts BoltOptions, verify bool) (db *bolt.DB, err 
 		OpenFile:       func(string, int, os.FileMode) (*os.File, error) { return f, nil },
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
+		return nil, nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
 	}
 	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
-		return nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("replog: open store %s: %w (bbolt: %v)", path, ErrCorrupt, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("replog: open store %s: %w", path, err)
+		return nil, nil, fmt.Errorf("replog: open store %s: %w", path, err)
 	}
-	return db, nil
+	return db, f, nil
 }
 
 // loadProtected is load on this goroutine with faults and bbolt's
@@ -382,8 +374,8 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 
 // storeIdentity records id in the file (durably unless NoSync), so that
 // the data file names its directory's identity even if the identity file
-// is lost. Called by OpenDir before the store is handed out; the writer
-// never touches this key.
+// is lost. Called by OpenDir before the store is handed out; Apply never
+// touches this key.
 func (b *Bolt) storeIdentity(id Identity) error {
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyIdentity, encodeIdentity(identityRecord{Identity: id, ready: true}))
@@ -395,175 +387,126 @@ func (b *Bolt) storeIdentity(id Identity) error {
 	return nil
 }
 
-// run is the writer goroutine.
-func (b *Bolt) run() {
-	defer close(b.done)
-	for {
-		if b.cleanup {
-			select {
-			case r := <-b.reqs:
-				b.commit(b.drain(r))
-			case <-b.closing:
-				return
-			default:
-				b.cleanupStep()
-			}
+// Apply implements Store: one bbolt transaction for all of ws, on the
+// caller's goroutine.
+func (b *Bolt) Apply(ws []protocol.Write) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	if b.failed != nil {
+		return b.failed
+	}
+	b.applies.Add(1)
+	b.writes.Add(uint64(len(ws)))
+	old := b.state.Load()
+	st := old
+	tx, err := b.db.Begin(true)
+	if err != nil {
+		return b.fail(err, len(ws))
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	eb := tx.Bucket(bucketEntries)
+	eb.FillPercent = 1.0 // entries are only appended at the end: pack pages full
+	changed := false
+	for i := range ws {
+		next, err := st.after(&ws[i])
+		if err != nil {
+			return writeErr(ws, i, err) // rolled back: nothing applied
+		}
+		if next == st {
 			continue
 		}
-		select {
-		case r := <-b.reqs:
-			b.commit(b.drain(r))
-		case <-b.closing:
-			return
+		if err := b.put(tx, eb, st, next, &ws[i]); err != nil {
+			return b.fail(err, len(ws))
+		}
+		st, changed = next, true
+	}
+	// Entries below the log start (left by an earlier deletion, or moved
+	// there by this batch) go a chunk at a time, in this transaction.
+	cleanup, cleaned := b.cleanup || st.logStart > old.logStart, false
+	if cleanup {
+		var err error
+		if cleanup, cleaned, err = cleanupChunkTx(eb, st.logStart); err != nil {
+			return b.fail(err, len(ws))
 		}
 	}
+	if !changed && !cleaned {
+		return nil // nothing to write: no fsync
+	}
+	if err := tx.Commit(); err != nil {
+		return b.fail(err, len(ws))
+	}
+	b.state.Store(st)
+	b.commits.Add(1)
+	if cleaned {
+		b.cleanups.Add(1)
+	}
+	b.cleanup = cleanup
+	return nil
 }
 
-// drain collects r and every request already waiting.
-func (b *Bolt) drain(r *request) []*request {
-	batch := []*request{r}
-	for len(batch) < maxBatch {
-		select {
-		case r := <-b.reqs:
-			batch = append(batch, r)
-		default:
-			return batch
-		}
-	}
-	return batch
+// fail latches err, an error of the transaction of an Apply of n writes
+// (the caller holds mu), and returns what that Apply returns.
+func (b *Bolt) fail(err error, n int) error {
+	b.log.Error("commit failed", "path", b.path, "writes", n, "error", err)
+	err = fmt.Errorf("replog: store %s: commit: %w", b.path, err)
+	b.failed = fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err)
+	return err
 }
 
-// commit applies batch in one transaction and answers every request.
-func (b *Bolt) commit(batch []*request) {
-	results := make([]error, len(batch))
-	if b.failed != nil {
-		for _, r := range batch {
-			r.done <- b.failed
-		}
-		return
-	}
-	st := b.state.Load()
-	changed, cleanup := false, false
-	err := func() error {
-		tx, err := b.db.Begin(true)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }() // no-op after Commit
-		eb := tx.Bucket(bucketEntries)
-		eb.FillPercent = 1.0 // entries are only appended at the end: pack pages full
-		for i, r := range batch {
-			next, reqErr, txErr := b.apply(tx, eb, st, r)
-			if txErr != nil {
-				return txErr
-			}
-			results[i] = reqErr
-			if reqErr == nil && next != st {
-				st, changed = next, true
-				cleanup = cleanup || r.kind == opDeletePrefix
-			}
-		}
-		if !changed {
-			return nil // nothing to write: no fsync
-		}
-		return tx.Commit()
-	}()
-	if err != nil {
-		b.log.Error("commit failed", "path", b.path, "writes", len(batch), "error", err)
-		err = fmt.Errorf("replog: store %s: commit: %w", b.path, err)
-		b.failed = fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err)
-		for i := range results {
-			results[i] = err
-		}
-	} else {
-		b.state.Store(st)
-		if changed {
-			b.commits.Add(1)
-		}
-		b.cleanup = b.cleanup || cleanup
-	}
-	b.writes.Add(uint64(len(batch)))
-	for i, r := range batch {
-		r.done <- results[i]
-	}
-}
-
-// apply validates r against st (the state left by the earlier requests of
-// the transaction) and writes it. It returns the new state (st itself if r
-// changes nothing), r's own error (r invalid: nothing written), or an error
-// of the transaction (everything fails).
-func (b *Bolt) apply(tx *bolt.Tx, eb *bolt.Bucket, st *logState, r *request) (next *logState, reqErr, txErr error) {
-	switch r.kind {
-	case opAppend:
-		if err := validateAppend(st, r.entries); err != nil {
-			return st, err, nil
-		}
-		if len(r.entries) == 0 {
-			return st, nil, nil
-		}
+// put writes w into tx; w is valid against st and turns it into next.
+func (b *Bolt) put(tx *bolt.Tx, eb *bolt.Bucket, st, next *logState, w *protocol.Write) error {
+	switch w.Kind {
+	case protocol.WriteAppend:
 		// bbolt keeps the key and value slices until commit: one buffer
-		// each for the whole call.
+		// each for the whole write.
 		size := 0
-		for i := range r.entries {
-			size += encodedEntrySize(&r.entries[i])
+		for i := range w.Entries {
+			size += encodedEntrySize(&w.Entries[i])
 		}
-		keys := make([]byte, 8*len(r.entries))
+		keys := make([]byte, 8*len(w.Entries))
 		vals := make([]byte, 0, size)
-		for i := range r.entries {
-			e := &r.entries[i]
+		for i := range w.Entries {
+			e := &w.Entries[i]
 			k := keys[8*i : 8*i+8 : 8*i+8]
 			binary.BigEndian.PutUint64(k, e.Offset)
 			start := len(vals)
 			vals = appendEntry(vals, e)
 			if err := eb.Put(k, vals[start:len(vals):len(vals)]); err != nil {
-				return st, nil, err
+				return err
 			}
 		}
-		next = st.afterAppend(r.entries)
-		return next, nil, writeEpochs(tx, st.epochs, next.epochs)
-	case opTruncate:
-		if noop, err := st.checkTruncate(r.n); noop || err != nil {
-			return st, err, nil
-		}
+		return writeEpochs(tx, st.epochs, next.epochs)
+	case protocol.WriteTruncate:
 		c := eb.Cursor()
-		from := u64key(r.n)
+		from := u64key(w.Offset)
 		for k, _ := c.Seek(from); k != nil; k, _ = c.Seek(from) {
 			// Re-seek after each Delete: bbolt's cursor skips a key otherwise.
 			if err := c.Delete(); err != nil {
-				return st, nil, err
+				return err
 			}
 		}
-		next = st.afterTruncate(r.n)
 		if err := writeEpochs(tx, st.epochs, next.epochs); err != nil {
-			return st, nil, err
+			return err
 		}
 		if next.hw != st.hw {
 			b.log.Warn("truncation below the HW checkpoint; checkpoint lowered", "hw", st.hw, "to", next.hw)
-			return next, nil, tx.Bucket(bucketMeta).Put(keyHW, u64key(next.hw))
+			return tx.Bucket(bucketMeta).Put(keyHW, u64key(next.hw))
 		}
-		return next, nil, nil
-	case opDeletePrefix:
-		if noop, err := st.checkDeletePrefix(r.n); noop || err != nil {
-			return st, err, nil
+		return nil
+	case protocol.WriteDeletePrefix:
+		if err := tx.Bucket(bucketMeta).Put(keyLogStart, u64key(w.Offset)); err != nil {
+			return err
 		}
-		next = st.afterDeletePrefix(r.n)
-		if err := tx.Bucket(bucketMeta).Put(keyLogStart, u64key(r.n)); err != nil {
-			return st, nil, err
-		}
-		return next, nil, writeEpochs(tx, st.epochs, next.epochs)
-	case opQuorum:
-		n := *st
-		n.quorum = r.qs
-		return &n, nil, tx.Bucket(bucketQuorum).Put(keyQuorum, encodeQuorumState(r.qs))
-	case opHW:
-		if err := st.checkHW(r.n); err != nil {
-			return st, err, nil
-		}
-		n := *st
-		n.hw, n.hwOK = r.n, true
-		return &n, nil, tx.Bucket(bucketMeta).Put(keyHW, u64key(r.n))
+		return writeEpochs(tx, st.epochs, next.epochs)
+	case protocol.WriteQuorumState:
+		return tx.Bucket(bucketQuorum).Put(keyQuorum, encodeQuorumState(w.Quorum))
+	case protocol.WriteHWCheckpoint:
+		return tx.Bucket(bucketMeta).Put(keyHW, u64key(w.Offset))
 	}
-	return st, nil, fmt.Errorf("storage: unknown request kind %d", r.kind)
+	return fmt.Errorf("storage: unknown write kind %v", w.Kind) // after refuses these first
 }
 
 // writeEpochs turns the epoch map on disk from old into cur.
@@ -596,96 +539,46 @@ func writeEpochs(tx *bolt.Tx, old, cur []protocol.EpochStart) error {
 	return nil
 }
 
-// cleanupStep deletes up to cleanupChunk entries below the log start in one
-// transaction.
-func (b *Bolt) cleanupStep() {
-	done := false
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		logStart := tx.Bucket(bucketMeta).Get(keyLogStart)
-		eb := tx.Bucket(bucketEntries)
-		eb.FillPercent = 1.0
-		c := eb.Cursor()
-		k, _ := c.First()
-		for n := 0; n < cleanupChunk && k != nil && string(k) < string(logStart); n++ {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-			k, _ = c.First() // re-seek after Delete
+// cleanupChunkTx deletes up to cleanupChunk entries below logStart from eb
+// (in the caller's transaction). more reports entries left below it;
+// deleted reports that it deleted any.
+func cleanupChunkTx(eb *bolt.Bucket, logStart uint64) (more, deleted bool, err error) {
+	limit := u64key(logStart)
+	c := eb.Cursor()
+	k, _ := c.First()
+	for n := 0; n < cleanupChunk && k != nil && string(k) < string(limit); n++ {
+		if err := c.Delete(); err != nil {
+			return true, deleted, err
 		}
-		done = k == nil || string(k) >= string(logStart)
-		return nil
-	})
-	if err != nil {
-		// Harmless for correctness (the entries are invisible); retried at
-		// the next open.
-		b.log.Error("deleting entries below the log start failed", "path", b.path, "error", err)
-		done = true
+		deleted = true
+		k, _ = c.First() // re-seek after Delete
 	}
-	b.cleanups.Add(1)
-	b.cleanup = !done
+	return k != nil && string(k) < string(limit), deleted, nil
 }
 
-// submit hands r to the writer and waits for its answer.
-func (b *Bolt) submit(r *request) error {
-	if !b.enqueue(r) {
-		return ErrClosed
-	}
-	return b.wait(r)
-}
-
-// enqueue queues r for the writer; false if the store is closing.
-func (b *Bolt) enqueue(r *request) bool {
-	r.done = make(chan error, 1)
-	if b.closed.Load() {
-		return false
-	}
-	select {
-	case b.reqs <- r:
-		return true
-	case <-b.closing:
-		return false
-	}
-}
-
-// wait returns r's answer, or ErrClosed if the writer stopped without
-// taking r (it answers every request it takes before it stops).
-func (b *Bolt) wait(r *request) error {
-	select {
-	case err := <-r.done:
-		return err
-	case <-b.done:
-		select {
-		case err := <-r.done:
-			return err
-		default:
-			return ErrClosed
-		}
-	}
-}
-
-// Append implements Store.
+// Append implements Store (Apply of one write).
 func (b *Bolt) Append(entries []protocol.Entry) error {
-	return b.submit(&request{kind: opAppend, entries: entries})
+	return b.Apply([]protocol.Write{{Kind: protocol.WriteAppend, Entries: entries}})
 }
 
-// TruncateSuffix implements Store.
+// TruncateSuffix implements Store (Apply of one write).
 func (b *Bolt) TruncateSuffix(from uint64) error {
-	return b.submit(&request{kind: opTruncate, n: from})
+	return b.Apply([]protocol.Write{{Kind: protocol.WriteTruncate, Offset: from}})
 }
 
-// DeletePrefix implements Store.
+// DeletePrefix implements Store (Apply of one write).
 func (b *Bolt) DeletePrefix(upTo uint64) error {
-	return b.submit(&request{kind: opDeletePrefix, n: upTo})
+	return b.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: upTo}})
 }
 
-// SetQuorumState implements Store.
+// SetQuorumState implements Store (Apply of one write).
 func (b *Bolt) SetQuorumState(s protocol.QuorumState) error {
-	return b.submit(&request{kind: opQuorum, qs: s})
+	return b.Apply([]protocol.Write{{Kind: protocol.WriteQuorumState, Quorum: s}})
 }
 
-// SetHWCheckpoint implements Store.
+// SetHWCheckpoint implements Store (Apply of one write).
 func (b *Bolt) SetHWCheckpoint(hw uint64) error {
-	return b.submit(&request{kind: opHW, n: hw})
+	return b.Apply([]protocol.Write{{Kind: protocol.WriteHWCheckpoint, Offset: hw}})
 }
 
 // Entries implements Store.
@@ -798,9 +691,10 @@ func (b *Bolt) HWCheckpoint() (uint64, bool, error) {
 	return st.hw, st.hwOK, nil
 }
 
-// Stats returns the writer's counters.
+// Stats returns the store's write counters.
 func (b *Bolt) Stats() BoltStats {
 	return BoltStats{
+		Applies:        b.applies.Load(),
 		Writes:         b.writes.Load(),
 		Commits:        b.commits.Load(),
 		CleanupCommits: b.cleanups.Load(),
@@ -812,15 +706,15 @@ func (b *Bolt) Stats() BoltStats {
 // Path returns the file the store was opened on.
 func (b *Bolt) Path() string { return b.path }
 
-// Close stops the writer (after the transaction in progress, if any),
-// closes the file and releases its lock. Write calls waiting or made later
-// return ErrClosed; closing twice returns ErrClosed.
+// Close waits for the Apply in progress, if any, closes the file and
+// releases its lock. Apply calls waiting or made later return ErrClosed;
+// closing twice returns ErrClosed.
 func (b *Bolt) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	close(b.closing)
-	<-b.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("replog: close store %s: %w", b.path, err)
 	}

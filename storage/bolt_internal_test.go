@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,70 +35,73 @@ func ents(from uint64, n int, epoch uint64) []protocol.Entry {
 	return es
 }
 
-// Requests queued while the writer is busy are merged into one transaction
-// and applied in order, each validated against the state the earlier ones
-// leave; an invalid one fails alone.
-func TestBoltGroupCommitOrderAndIsolation(t *testing.T) {
+// committedTxID returns bbolt's own count of committed write transactions
+// (the transaction ID a read transaction sees): independent of BoltStats.
+func committedTxID(t *testing.T, b *Bolt) int {
+	t.Helper()
+	id := 0
+	if err := b.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// A batch of mixed writes (entries, the quorum state, the HW checkpoint, a
+// truncation and the appends after it) is one Apply, one bbolt commit (two
+// fsyncs) — where the same writes one call each cost one commit apiece.
+// Counted twice: by BoltStats and by bbolt's own transaction IDs.
+func TestBoltMixedBatchIsOneCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	b := openTestBolt(t, path)
-	// Hold bbolt's writer lock so the writer goroutine blocks and the
-	// requests pile up in order.
-	tx, err := b.db.Begin(true)
-	if err != nil {
+	batch := []protocol.Write{
+		{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 2, VotedFor: "n1", LeaderID: "n1"}},
+		{Kind: protocol.WriteAppend, Entries: ents(0, 3, 1)},
+		{Kind: protocol.WriteAppend, Entries: ents(3, 2, 2)},
+		{Kind: protocol.WriteHWCheckpoint, Offset: 4},
+		{Kind: protocol.WriteTruncate, Offset: 4}, // needs the appends before it
+		{Kind: protocol.WriteAppend, Entries: ents(4, 2, 2)},
+		{Kind: protocol.WriteHWCheckpoint, Offset: 5},
+	}
+	tx0, st0 := committedTxID(t, b), b.Stats()
+	if err := b.Apply(batch); err != nil {
 		t.Fatal(err)
-	}
-	reqs := []*request{
-		{kind: opAppend, entries: ents(0, 3, 1)}, // ok: LEO 3
-		{kind: opAppend, entries: ents(5, 1, 1)}, // gap
-		{kind: opAppend, entries: ents(3, 1, 2)}, // ok (needs the first): LEO 4
-		{kind: opHW, n: 4},                       // ok (needs the third)
-		{kind: opHW, n: 10},                      // above LEO
-		{kind: opTruncate, n: 2},                 // ok: LEO 2, map [(1,0)], HW 2
-		{kind: opAppend, entries: ents(2, 2, 3)}, // ok: LEO 4, map [(1,0),(3,2)]
-		{kind: opAppend, entries: ents(2, 1, 3)}, // overlap
-		{kind: opQuorum, qs: protocol.QuorumState{Epoch: 3, VotedFor: "n2", LeaderID: "n2"}},            // ok
-		{kind: opAppend, entries: []protocol.Entry{{Offset: 4, Epoch: 3, Type: protocol.EntryType(7)}}}, // bad type
-		{kind: opDeletePrefix, n: 1}, // ok
-		{kind: opAppend, entries: []protocol.Entry{{Offset: 4, Epoch: 2, Type: protocol.EntryData}}}, // epoch going down
-	}
-	wantErr := []error{nil, ErrInvalidAppend, nil, nil, ErrOutOfRange, nil, nil, ErrInvalidAppend, nil, ErrInvalidAppend, nil, ErrInvalidAppend}
-	for _, r := range reqs {
-		if !b.enqueue(r) {
-			t.Fatal("enqueue failed")
-		}
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range reqs {
-		err := b.wait(r)
-		if (wantErr[i] == nil) != (err == nil) || (err != nil && !errors.Is(err, wantErr[i])) {
-			t.Errorf("request %d: err = %v, want %v", i, err, wantErr[i])
-		}
 	}
 	st := b.Stats()
-	// The writer may have taken the first request before the others were
-	// queued: at most two transactions.
-	if st.Writes != uint64(len(reqs)) || st.Commits > 2 {
-		t.Fatalf("stats %+v: want %d writes in at most 2 commits", st, len(reqs))
+	if d := (BoltStats{Applies: st.Applies - st0.Applies, Writes: st.Writes - st0.Writes, Commits: st.Commits - st0.Commits}); d != (BoltStats{Applies: 1, Writes: 7, Commits: 1}) {
+		t.Fatalf("one Apply of 7 mixed writes counted %+v, want 1 Apply, 7 writes, 1 commit", d)
+	}
+	if n := committedTxID(t, b) - tx0; n != 1 {
+		t.Fatalf("bbolt committed %d transactions for one Apply, want 1", n)
 	}
 	check := func(b *Bolt, when string) {
 		t.Helper()
-		if b.LEO() != 4 || b.LogStart() != 1 || fmt.Sprint(b.EpochMap()) != "[{1 1} {3 2}]" {
-			t.Fatalf("%s: LEO %d, start %d, map %v", when, b.LEO(), b.LogStart(), b.EpochMap())
+		if b.LEO() != 6 || fmt.Sprint(b.EpochMap()) != "[{1 0} {2 3}]" {
+			t.Fatalf("%s: LEO %d, map %v", when, b.LEO(), b.EpochMap())
 		}
-		if hw, ok, _ := b.HWCheckpoint(); !ok || hw != 2 {
-			t.Fatalf("%s: HW checkpoint %d, %v; want 2", when, hw, ok)
+		if hw, ok, _ := b.HWCheckpoint(); !ok || hw != 5 {
+			t.Fatalf("%s: HW checkpoint %d, %v; want 5", when, hw, ok)
 		}
-		if q, _ := b.QuorumState(); q.LeaderID != "n2" {
+		if q, _ := b.QuorumState(); q.LeaderID != "n1" || q.Epoch != 2 {
 			t.Fatalf("%s: quorum %+v", when, q)
 		}
-		es, err := b.Entries(1, 0, 1000)
-		if err != nil || len(es) != 3 || es[1].Epoch != 3 || es[2].Offset != 3 {
-			t.Fatalf("%s: entries %+v, %v", when, es, err)
+	}
+	check(b, "after Apply")
+
+	// The same writes one call each, as the writer used to hand them:
+	// one commit per write.
+	tx0, st0 = committedTxID(t, b), b.Stats()
+	if err := b.Apply([]protocol.Write{{Kind: protocol.WriteTruncate, Offset: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range batch {
+		if err := b.Apply([]protocol.Write{w}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	check(b, "after commit")
+	if n, c := committedTxID(t, b)-tx0, b.Stats().Commits-st0.Commits; n != 8 || c != 8 {
+		t.Fatalf("8 single-write Applies: %d bbolt transactions, %d commits counted; want 8", n, c)
+	}
+	check(b, "after the single writes")
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,43 +110,149 @@ func TestBoltGroupCommitOrderAndIsolation(t *testing.T) {
 	check(b, "after reopen")
 }
 
-// Many concurrent writers: fewer transactions than calls.
-func TestBoltGroupCommitMerges(t *testing.T) {
+// An invalid write anywhere in a batch rolls the whole batch back: no
+// commit, no fsync, nothing changed; a batch of no-ops commits nothing.
+func TestBoltInvalidBatchCommitsNothing(t *testing.T) {
 	b := openTestBolt(t, filepath.Join(t.TempDir(), "log.db"))
 	defer b.Close()
-	tx, err := b.db.Begin(true)
-	if err != nil {
+	if err := b.Append(ents(0, 3, 1)); err != nil {
 		t.Fatal(err)
 	}
-	const n = 50
-	done := make(chan error, n)
-	var queued atomic.Int32
-	for i := 0; i < n; i++ {
-		go func() {
-			r := &request{kind: opQuorum, qs: protocol.QuorumState{Epoch: uint64(i)}}
-			if !b.enqueue(r) {
-				done <- ErrClosed
-				return
-			}
-			queued.Add(1)
-			done <- b.wait(r)
-		}()
+	good := []protocol.Write{
+		{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 3}},
+		{Kind: protocol.WriteAppend, Entries: ents(3, 2, 3)},
 	}
-	// Wait until they are all queued (the writer has taken some of them
-	// and is blocked on the writer lock with that batch).
-	deadline := time.Now().Add(60 * time.Second)
-	for queued.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	bad := map[string]struct {
+		w    protocol.Write
+		want error
+	}{
+		"gap":              {protocol.Write{Kind: protocol.WriteAppend, Entries: ents(9, 1, 3)}, ErrInvalidAppend},
+		"epoch going down": {protocol.Write{Kind: protocol.WriteAppend, Entries: ents(5, 1, 2)}, ErrInvalidAppend},
+		"HW above LEO":     {protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: 6}, ErrOutOfRange},
+		"delete above LEO": {protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: 6}, ErrOutOfRange},
+		"unknown kind":     {protocol.Write{Kind: 99}, ErrInvalidWrite},
 	}
-	_ = tx.Rollback()
-	for i := 0; i < n; i++ {
-		if err := <-done; err != nil {
-			t.Fatal(err)
+	for name, c := range bad {
+		tx0, st0 := committedTxID(t, b), b.Stats()
+		err := b.Apply(append(slices.Clone(good), c.w))
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), "write 3 of 3") {
+			t.Fatalf("%s: %v, want %v naming write 3 of 3", name, err, c.want)
+		}
+		if n := committedTxID(t, b) - tx0; n != 0 || b.Stats().Commits != st0.Commits {
+			t.Fatalf("%s: %d transactions committed", name, n)
+		}
+		if b.LEO() != 3 || b.LastEpoch() != 1 {
+			t.Fatalf("%s: LEO %d, last epoch %d: the batch was partly applied", name, b.LEO(), b.LastEpoch())
 		}
 	}
-	if st := b.Stats(); st.Writes != n || st.Commits > 2 {
-		t.Fatalf("stats %+v: want %d writes in at most 2 commits", st, n)
+	tx0 := committedTxID(t, b)
+	noops := []protocol.Write{{Kind: protocol.WriteAppend}, {Kind: protocol.WriteTruncate, Offset: 3}, {Kind: protocol.WriteDeletePrefix, Offset: 0}}
+	if err := b.Apply(noops); err != nil {
+		t.Fatal(err)
 	}
+	if err := b.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := committedTxID(t, b) - tx0; n != 0 {
+		t.Fatalf("no-op batches committed %d transactions, want 0", n)
+	}
+	// Positive control: the good writes alone commit.
+	if err := b.Apply(good); err != nil || b.LEO() != 5 || committedTxID(t, b)-tx0 != 1 {
+		t.Fatalf("good batch: %v, LEO %d", err, b.LEO())
+	}
+}
+
+// The store merges nothing: concurrent Apply calls are serialized, each in
+// its own transaction (group commit is the caller's job), and all land.
+func TestBoltConcurrentAppliesSerialized(t *testing.T) {
+	b := openTestBolt(t, filepath.Join(t.TempDir(), "log.db"))
+	defer b.Close()
+	const writers, each = 8, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				q := protocol.QuorumState{Epoch: uint64(w*each + i + 1)}
+				if err := b.Apply([]protocol.Write{{Kind: protocol.WriteQuorumState, Quorum: q}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.Applies != writers*each || st.Commits != writers*each {
+		t.Fatalf("stats %+v: want %d Applies in %d commits", st, writers*each, writers*each)
+	}
+}
+
+// Readers never wait for Apply: while a write holds the store's write
+// lock, Entries and the in-memory answers still return.
+func TestBoltReadsDoNotWaitForApply(t *testing.T) {
+	b := openTestBolt(t, filepath.Join(t.TempDir(), "log.db"))
+	defer b.Close()
+	if err := b.Append(ents(0, 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock() // as an Apply in progress does
+	done := make(chan error, 1)
+	go func() {
+		es, err := b.Entries(0, 0, 1000)
+		if err == nil && (len(es) != 3 || b.LEO() != 3) {
+			err = fmt.Errorf("read %d entries, LEO %d", len(es), b.LEO())
+		}
+		if _, qerr := b.QuorumState(); err == nil {
+			err = qerr
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		b.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		b.mu.Unlock()
+		t.Fatal("a read waited for the write lock")
+	}
+}
+
+// A failed commit latches: that Apply and every later one fail, nothing is
+// applied, and the store must be reopened.
+func TestBoltFailedCommitLatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.db")
+	b := openTestBolt(t, path)
+	if err := b.Append(ents(0, 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Make bbolt's page writes fail: its file descriptor is closed under it.
+	if err := b.file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Apply([]protocol.Write{{Kind: protocol.WriteAppend, Entries: ents(3, 2, 1)}, {Kind: protocol.WriteHWCheckpoint, Offset: 5}})
+	if err == nil || !strings.Contains(err.Error(), "commit") {
+		t.Fatalf("Apply on a broken file: %v, want a commit error", err)
+	}
+	if b.LEO() != 3 {
+		t.Fatalf("LEO %d after a failed commit, want 3", b.LEO())
+	}
+	applies := b.Stats().Applies
+	err2 := b.Apply([]protocol.Write{{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
+	if err2 == nil || !strings.Contains(err2.Error(), "refuses writes after a failed commit") || !errors.Is(err2, errors.Unwrap(err)) {
+		t.Fatalf("Apply after a failed commit: %v, want the latched failure", err2)
+	}
+	if b.Stats().Applies != applies {
+		t.Fatal("an Apply ran a transaction after a failed commit")
+	}
+	_ = b.Close() // the file is gone from under bbolt: the error does not matter
 }
 
 // flipStored changes one byte of the stored value of offset off directly
@@ -306,7 +415,8 @@ func TestBoltLocked(t *testing.T) {
 }
 
 // Entries left below the log start (a crash before the cleanup finished)
-// are invisible and deleted after open.
+// are invisible, and the next Apply's transaction deletes them (no commit
+// of its own).
 func TestBoltCleanupAfterOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	b := openTestBolt(t, path)
@@ -345,88 +455,59 @@ func TestBoltCleanupAfterOpen(t *testing.T) {
 	if _, err := b.Entries(10, 1, 100); !errors.Is(err, ErrOutOfRange) {
 		t.Fatalf("Entries(10) = %v, want ErrOutOfRange", err)
 	}
-	countBelow := func() int {
-		n := 0
-		_ = b.db.View(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketEntries).Cursor()
-			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < 60; k, _ = c.Next() {
-				n++
-			}
-			return nil
-		})
-		return n
+	if n := countBelow(t, b, 60); n != 60 {
+		t.Fatalf("%d entries below the log start after open, want the 60 put back", n)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for countBelow() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	if err := b.SetQuorumState(protocol.QuorumState{Epoch: 1}); err != nil {
+		t.Fatal(err)
 	}
-	if n := countBelow(); n != 0 {
+	if n := countBelow(t, b, 60); n != 0 {
 		t.Fatalf("%d entries still below the log start", n)
 	}
-	if b.Stats().CleanupCommits == 0 {
-		t.Fatal("no cleanup transaction counted")
+	if st := b.Stats(); st.CleanupCommits != 1 || st.Commits != 1 {
+		t.Fatalf("stats %+v: want the cleanup inside the Apply's one commit", st)
 	}
 }
 
-// Appends from many goroutines, each queued in offset order (a mutex covers
-// reserving offsets and queueing, not the wait), are all applied and merged
-// into fewer transactions than calls.
-func TestBoltConcurrentAppendsMerged(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "log.db")
-	b := openTestBolt(t, path)
-	const writers, each = 16, 25
-	var (
-		mu   sync.Mutex
-		next uint64
-		wg   sync.WaitGroup
-	)
-	errs := make(chan error, writers*each)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				mu.Lock()
-				n := 1 + (w+i)%3
-				r := &request{kind: opAppend, entries: ents(next, n, 1)}
-				next += uint64(n)
-				ok := b.enqueue(r)
-				mu.Unlock()
-				if !ok {
-					errs <- ErrClosed
-					return
-				}
-				if err := b.wait(r); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	st := b.Stats()
-	t.Logf("%d appends in %d transactions", st.Writes, st.Commits)
-	if st.Writes != writers*each || st.Commits >= st.Writes {
-		t.Fatalf("stats %+v: want %d writes merged into fewer transactions", st, writers*each)
-	}
-	if b.LEO() != next {
-		t.Fatalf("LEO %d, want %d", b.LEO(), next)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b = openTestBolt(t, path)
-	defer b.Close()
-	es, err := b.Entries(0, 0, 1<<30)
-	if err != nil || uint64(len(es)) != next {
-		t.Fatalf("after reopen: %d entries, %v; want %d", len(es), err, next)
-	}
-	for i, e := range es {
-		if want := fmt.Sprintf("e%d", i); string(e.Data) != want {
-			t.Fatalf("entry %d holds %q, want %q", i, e.Data, want)
+// countBelow counts the entry keys below off, directly in bbolt.
+func countBelow(t *testing.T, b *Bolt, off uint64) int {
+	t.Helper()
+	n := 0
+	err := b.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEntries).Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < off; k, _ = c.Next() {
+			n++
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A large prefix deletion is paid off in chunks: its own transaction and
+// each later Apply's delete up to cleanupChunk entries, then nothing more.
+func TestBoltCleanupInChunks(t *testing.T) {
+	b := openTestBolt(t, filepath.Join(t.TempDir(), "log.db"))
+	defer b.Close()
+	n := 2*cleanupChunk + 500
+	if err := b.Append(ents(0, n, 1)); err != nil {
+		t.Fatal(err)
+	}
+	upTo := uint64(n - 10)
+	if err := b.DeletePrefix(upTo); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{n - 10 - cleanupChunk, n - 10 - 2*cleanupChunk, 0} {
+		if got := countBelow(t, b, upTo); got != want {
+			t.Fatalf("after %d Applies: %d entries below the log start, want %d", i+1, got, want)
+		}
+		if err := b.SetHWCheckpoint(uint64(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.Stats(); st.CleanupCommits != 3 || st.Commits != 5 {
+		t.Fatalf("stats %+v: want 3 cleanup chunks inside 5 commits", st)
 	}
 }

@@ -21,12 +21,14 @@ import (
 
 // The crash test runs a child process (this test binary, re-executed with
 // TestCrashHelper selected) that opens a data directory with OpenDir and
-// writes to its Bolt store in a loop and prints
-// every write it starts ("B seq ...") and every write acknowledged
-// ("K seq ..."). The parent kills it with SIGKILL at random moments, reopens
-// the store and checks it against a model (a Memory store) built from the
-// acknowledged writes: the store must equal the model, or the model plus
-// the one write in flight when the child died, applied whole.
+// applies batches of mixed writes (appends, truncations, prefix deletions,
+// quorum states, HW checkpoints; one to four per Apply) to its Bolt store
+// in a loop, and prints every batch it starts ("B seq ...") and every batch
+// acknowledged ("K seq ..."). The parent kills it with SIGKILL at random
+// moments, reopens the store and checks it against a model (a Memory store)
+// built from the acknowledged batches: the store must equal the model, or
+// the model plus the one batch in flight when the child died, applied
+// whole (never part of a batch).
 
 const (
 	envCrashDir  = "REPLOG_CRASH_HELPER_DIR"
@@ -62,7 +64,7 @@ func payloadSum(es []protocol.Entry) uint32 {
 	return c
 }
 
-// crashOp is one write as printed by the child.
+// crashOp is one write of a batch as printed by the child.
 type crashOp struct {
 	kind        byte // A append, T truncate, D delete prefix, Q quorum, H HW checkpoint
 	a, b, epoch uint64
@@ -72,20 +74,68 @@ func (o crashOp) String() string {
 	return fmt.Sprintf("%c %d %d %d", o.kind, o.a, o.b, o.epoch)
 }
 
-func (o crashOp) apply(s storage.Store) error {
+func (o crashOp) write() protocol.Write {
 	switch o.kind {
 	case 'A':
-		return s.Append(crashEntries(o.a, int(o.b), o.epoch))
+		return protocol.Write{Kind: protocol.WriteAppend, Entries: crashEntries(o.a, int(o.b), o.epoch)}
 	case 'T':
-		return s.TruncateSuffix(o.a)
+		return protocol.Write{Kind: protocol.WriteTruncate, Offset: o.a}
 	case 'D':
-		return s.DeletePrefix(o.a)
+		return protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: o.a}
 	case 'Q':
-		return s.SetQuorumState(protocol.QuorumState{Epoch: o.epoch, LeaderID: "child"})
+		return protocol.Write{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: o.epoch, LeaderID: "child"}}
 	case 'H':
-		return s.SetHWCheckpoint(o.a)
+		return protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: o.a}
 	}
-	return fmt.Errorf("unknown op %c", o.kind)
+	return protocol.Write{} // an invalid kind: Apply refuses it
+}
+
+// crashBatch is one Apply as printed by the child.
+type crashBatch []crashOp
+
+func (b crashBatch) String() string {
+	parts := []string{strconv.Itoa(len(b))}
+	for _, o := range b {
+		parts = append(parts, o.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func (b crashBatch) apply(s storage.Store) error {
+	ws := make([]protocol.Write, len(b))
+	for i, o := range b {
+		ws[i] = o.write()
+	}
+	return s.Apply(ws)
+}
+
+// payloadSum is the checksum of the payloads b appends.
+func (b crashBatch) payloadSum() uint32 {
+	var es []protocol.Entry
+	for _, o := range b {
+		if o.kind == 'A' {
+			es = append(es, crashEntries(o.a, int(o.b), o.epoch)...)
+		}
+	}
+	return payloadSum(es)
+}
+
+// parseBatch parses "n op1 ... opn", each op four fields.
+func parseBatch(fields []string) (crashBatch, error) {
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("empty batch")
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil || n < 1 || len(fields) != 1+4*n {
+		return nil, fmt.Errorf("bad batch %q", fields)
+	}
+	b := make(crashBatch, n)
+	for i := range b {
+		if b[i], err = parseOp(fields[1+4*i : 5+4*i]); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 func parseOp(fields []string) (crashOp, error) {
@@ -128,47 +178,42 @@ func TestCrashHelper(t *testing.T) {
 	maxEpoch := max(q.Epoch, s.LastEpoch(), 1)
 	fmt.Printf("R %d %s\n", s.LEO(), id.DirectoryID)
 	for seq := 0; ; seq++ {
-		leo, start := s.LEO(), s.LogStart()
-		var op crashOp
-		switch r := rng.IntN(100); {
-		case r < 6 && leo > start: // truncate, then a new epoch as a new leader would
-			op = crashOp{kind: 'T', a: leo - 1 - rng.Uint64N(min(leo-start, 50))}
-		case r < 8 && leo > start:
-			op = crashOp{kind: 'D', a: start + rng.Uint64N((leo-start)/2+1)}
-		case r < 12:
-			maxEpoch++
-			op = crashOp{kind: 'Q', epoch: maxEpoch}
-		case r < 16:
-			op = crashOp{kind: 'H', a: leo - rng.Uint64N(leo-start+1)}
-		default:
-			epoch := max(s.LastEpoch(), 1)
-			if epoch < maxEpoch && rng.IntN(3) == 0 {
-				epoch = maxEpoch
+		// The batch is built against the state its earlier writes leave.
+		leo, start, last := s.LEO(), s.LogStart(), s.LastEpoch()
+		var batch crashBatch
+		for size := 1 + rng.IntN(4); len(batch) < size; {
+			switch r := rng.IntN(100); {
+			case r < 6 && leo > start:
+				// A truncation, then a new epoch as a new leader would; the
+				// last epoch is then the store's to say: the batch ends.
+				maxEpoch++
+				batch = append(batch,
+					crashOp{kind: 'T', a: leo - 1 - rng.Uint64N(min(leo-start, 50))},
+					crashOp{kind: 'Q', epoch: maxEpoch})
+				size = 0
+			case r < 8 && leo > start:
+				op := crashOp{kind: 'D', a: start + rng.Uint64N((leo-start)/2+1)}
+				batch, start = append(batch, op), op.a
+			case r < 12:
+				maxEpoch++
+				batch = append(batch, crashOp{kind: 'Q', epoch: maxEpoch})
+			case r < 16:
+				batch = append(batch, crashOp{kind: 'H', a: leo - rng.Uint64N(leo-start+1)})
+			default:
+				epoch := max(last, 1)
+				if epoch < maxEpoch && rng.IntN(3) == 0 {
+					epoch = maxEpoch
+				}
+				op := crashOp{kind: 'A', a: leo, b: 1 + rng.Uint64N(200), epoch: epoch}
+				batch, leo, last = append(batch, op), leo+op.b, epoch
 			}
-			op = crashOp{kind: 'A', a: leo, b: 1 + rng.Uint64N(200), epoch: epoch}
 		}
-		fmt.Printf("B %d %v\n", seq, op)
-		if err := op.apply(s); err != nil {
-			fmt.Printf("E %d %v: %v\n", seq, op, err)
+		fmt.Printf("B %d %v\n", seq, batch)
+		if err := batch.apply(s); err != nil {
+			fmt.Printf("E %d %v: %v\n", seq, batch, err)
 			os.Exit(3)
 		}
-		sum := uint32(0)
-		if op.kind == 'A' {
-			sum = payloadSum(crashEntries(op.a, int(op.b), op.epoch))
-		}
-		fmt.Printf("K %d %d\n", seq, sum)
-		if op.kind == 'T' {
-			// A new epoch after a truncation, as a new leader would; its
-			// own write, announced before it is made like every other.
-			maxEpoch++
-			q := crashOp{kind: 'Q', epoch: maxEpoch}
-			fmt.Printf("B %d.q %v\n", seq, q)
-			if err := q.apply(s); err != nil {
-				fmt.Printf("E %d.q %v: %v\n", seq, q, err)
-				os.Exit(3)
-			}
-			fmt.Printf("K %d.q 0\n", seq)
-		}
+		fmt.Printf("K %d %d\n", seq, batch.payloadSum())
 	}
 }
 
@@ -187,16 +232,16 @@ func TestBoltCrashRecovery(t *testing.T) {
 	t.Logf("seed %d (set REPLOG_CRASH_SEED to replay the kill schedule)", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
-	var acked []crashOp // every acknowledged write so far, in order
-	inFlightApplied, totalEntries := 0, 0
+	var acked []crashBatch // every acknowledged batch so far, in order
+	inFlightApplied, totalEntries, totalWrites := 0, 0, 0
 	dirID := ""
 	for k := 0; k < kills; k++ {
 		lines, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond)
 		if err != nil {
 			t.Fatalf("kill %d: %v", k, err)
 		}
-		var inFlight *crashOp
-		begun := map[string]crashOp{}
+		var inFlight crashBatch
+		begun := map[string]crashBatch{}
 		for _, l := range lines {
 			f := strings.Fields(l)
 			switch {
@@ -204,24 +249,27 @@ func TestBoltCrashRecovery(t *testing.T) {
 			case f[0] == "E":
 				t.Fatalf("kill %d: child failed: %s", k, l)
 			case f[0] == "B":
-				op, err := parseOp(f[2:])
+				b, err := parseBatch(f[2:])
 				if err != nil {
 					t.Fatalf("kill %d: %q: %v", k, l, err)
 				}
-				begun[f[1]] = op
-				inFlight = &op
+				begun[f[1]] = b
+				inFlight = b
 			case f[0] == "K":
-				op, ok := begun[f[1]]
+				b, ok := begun[f[1]]
 				if !ok {
-					t.Fatalf("kill %d: ack %q of a write not begun", k, l)
+					t.Fatalf("kill %d: ack %q of a batch not begun", k, l)
 				}
-				if op.kind == 'A' {
-					if want := strconv.FormatUint(uint64(payloadSum(crashEntries(op.a, int(op.b), op.epoch))), 10); f[2] != want {
-						t.Fatalf("kill %d: child's payload checksum %s, parent's %s", k, f[2], want)
+				if want := strconv.FormatUint(uint64(b.payloadSum()), 10); len(f) != 3 || f[2] != want {
+					t.Fatalf("kill %d: child's payload checksum %q, parent's %s", k, l, want)
+				}
+				for _, op := range b {
+					if op.kind == 'A' {
+						totalEntries += int(op.b)
 					}
-					totalEntries += int(op.b)
 				}
-				acked = append(acked, op)
+				totalWrites += len(b)
+				acked = append(acked, b)
 				inFlight = nil
 			}
 		}
@@ -247,12 +295,12 @@ func TestBoltCrashRecovery(t *testing.T) {
 			if inFlight == nil {
 				t.Fatalf("kill %d: store differs from the acknowledged writes (nothing in flight): %v", k, errWithout)
 			}
-			withOp := replay(t, append(acked[:len(acked):len(acked)], *inFlight))
-			if err := storagetest.Compare(s, withOp); err != nil {
-				t.Fatalf("kill %d: store is neither the acknowledged writes (%v) nor those plus the write in flight %v (%v)",
-					k, errWithout, *inFlight, err)
+			withBatch := replay(t, append(acked[:len(acked):len(acked)], inFlight))
+			if err := storagetest.Compare(s, withBatch); err != nil {
+				t.Fatalf("kill %d: store is neither the acknowledged batches (%v) nor those plus the whole batch in flight %v (%v)",
+					k, errWithout, inFlight, err)
 			}
-			acked = append(acked, *inFlight)
+			acked = append(acked, inFlight)
 			inFlightApplied++
 		}
 		if err := storagetest.CheckConsistent(s); err != nil {
@@ -262,19 +310,19 @@ func TestBoltCrashRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d kills, %d acknowledged writes (%d entries appended), %d unacknowledged writes found applied",
-		kills, len(acked), totalEntries, inFlightApplied)
+	t.Logf("%d kills, %d acknowledged batches (%d writes, %d entries appended), %d unacknowledged batches found applied",
+		kills, len(acked), totalWrites, totalEntries, inFlightApplied)
 	if len(acked) < kills {
-		t.Fatalf("only %d writes acknowledged in %d runs: the child made no progress", len(acked), kills)
+		t.Fatalf("only %d batches acknowledged in %d runs: the child made no progress", len(acked), kills)
 	}
 }
 
-func replay(t *testing.T, ops []crashOp) *storage.Memory {
+func replay(t *testing.T, batches []crashBatch) *storage.Memory {
 	t.Helper()
 	m := storage.NewMemory()
-	for i, op := range ops {
-		if err := op.apply(m); err != nil {
-			t.Fatalf("model: write %d (%v): %v", i, op, err)
+	for i, b := range batches {
+		if err := b.apply(m); err != nil {
+			t.Fatalf("model: batch %d (%v): %v", i, b, err)
 		}
 	}
 	return m

@@ -6,9 +6,12 @@
 // a single bbolt file, and [Memory], an in-memory store for tests and the
 // deterministic simulation, which can also simulate a crash.
 //
-// The protocol core is the only writer. It issues writes in order from one
-// goroutine; readers (the public iterator, the fetch path) may read
-// concurrently with writes.
+// Every change is a protocol.Write, and a store's one write method,
+// [Store.Apply], takes a batch of them and applies it in order as one
+// atomic, durable transaction (for [Bolt]: one bbolt commit). The protocol
+// core issues the writes; the node's writer hands the store everything
+// queued in one Apply (group commit). Readers (the public iterator, the
+// fetch path) may read concurrently with Apply.
 //
 // # Data directory
 //

@@ -10,55 +10,37 @@ import (
 // Memory is an in-memory Store with the same contract as Bolt, for tests and
 // the deterministic simulation. It is safe for concurrent use.
 //
-// A Memory made by NewMemory treats every write as durable when it returns:
-// Crash returns a store with everything written so far (like closing and
+// A Memory made by NewMemory treats every Apply as durable when it returns:
+// Crash returns a store with everything applied so far (like closing and
 // reopening a Bolt).
 //
 // A Memory made by NewMemoryDeferred simulates a disk with a volatile write
-// cache: writes are visible to reads at once but become durable only at the
-// next Sync. Crash returns a store holding only the durable state (what was
-// synced); CrashAfter also keeps the first n unsynced writes, which models a
-// crash in the middle of a run of writes (each write is still wholly applied
-// or wholly absent, and never applied without the writes before it, as the
-// Store contract requires).
+// cache: an Apply is visible to reads at once but becomes durable only at
+// the next Sync. Crash returns a store holding only the durable state (what
+// was synced); CrashAfter also keeps the first n unsynced Apply calls, which
+// models a crash in the middle of a run of transactions (each Apply is
+// still wholly applied or wholly absent, and never applied without the
+// ones before it, as the Store contract requires).
 type Memory struct {
 	mu       sync.RWMutex
 	closed   bool
 	cur      memState
 	deferred bool
-	durable  memState // deferred mode: the state as of the last Sync
-	pending  []memOp  // deferred mode: valid writes since the last Sync
+	durable  memState           // deferred mode: the state as of the last Sync
+	pending  [][]protocol.Write // deferred mode: Apply calls since the last Sync that changed something, their writes in order
 }
 
-// memState is one version of a Memory's contents. Two memStates never share
-// the backing array of entries; Entry Data is never mutated once stored, so
-// it may be shared.
+// memState is one version of a Memory's contents. Entries' Data is never
+// mutated once stored, so versions may share it; a version may share the
+// backing array of entries with an older one only within the older one's
+// length, which nobody writes (see apply).
 type memState struct {
 	st      *logState
 	entries []protocol.Entry // entries[i].Offset == st.logStart+i
 }
 
-type memOpKind uint8
-
-const (
-	opAppend memOpKind = iota + 1
-	opTruncate
-	opDeletePrefix
-	opQuorum
-	opHW
-)
-
-// memOp is one write, kept so that unsynced writes can be replayed onto the
-// durable state.
-type memOp struct {
-	kind    memOpKind
-	entries []protocol.Entry // opAppend; Data owned by the store
-	n       uint64           // opTruncate, opDeletePrefix, opHW
-	qs      protocol.QuorumState
-}
-
 // NewMemory returns an empty in-memory store whose writes are durable when
-// they return.
+// Apply returns.
 func NewMemory() *Memory {
 	return &Memory{cur: memState{st: &logState{}}}
 }
@@ -72,93 +54,109 @@ func NewMemoryDeferred() *Memory {
 	return m
 }
 
-// apply validates op against s and applies it. noop reports a valid write
-// that changes nothing.
-func (s *memState) apply(op *memOp) (noop bool, err error) {
-	switch op.kind {
-	case opAppend:
-		if err := validateAppend(s.st, op.entries); err != nil {
-			return false, err
-		}
-		if len(op.entries) == 0 {
-			return true, nil
-		}
-		s.entries = append(s.entries, op.entries...)
-		s.st = s.st.afterAppend(op.entries)
-	case opTruncate:
-		if noop, err := s.st.checkTruncate(op.n); noop || err != nil {
-			return noop, err
-		}
-		s.entries = s.entries[:op.n-s.st.logStart]
-		s.st = s.st.afterTruncate(op.n)
-	case opDeletePrefix:
-		if noop, err := s.st.checkDeletePrefix(op.n); noop || err != nil {
-			return noop, err
-		}
-		s.entries = append([]protocol.Entry(nil), s.entries[op.n-s.st.logStart:]...)
-		s.st = s.st.afterDeletePrefix(op.n)
-	case opQuorum:
-		n := *s.st
-		n.quorum = op.qs
-		s.st = &n
-	case opHW:
-		if err := s.st.checkHW(op.n); err != nil {
-			return false, err
-		}
-		n := *s.st
-		n.hw, n.hwOK = op.n, true
-		s.st = &n
-	default:
-		panic(fmt.Sprintf("storage: unknown memOp kind %d", op.kind))
+// apply validates w against s and applies it; changed is false for a valid
+// write that changes nothing. s's entries may be extended in place beyond
+// the length of the version s was copied from, never written below it: a
+// truncation caps the slice, so that the next append reallocates.
+func (s *memState) apply(w *protocol.Write) (changed bool, err error) {
+	next, err := s.st.after(w)
+	if err != nil || next == s.st {
+		return false, err
 	}
-	return false, nil
+	switch w.Kind {
+	case protocol.WriteAppend:
+		s.entries = append(s.entries, w.Entries...)
+	case protocol.WriteTruncate:
+		k := w.Offset - s.st.logStart
+		s.entries = s.entries[:k:k]
+	case protocol.WriteDeletePrefix:
+		s.entries = append([]protocol.Entry(nil), s.entries[w.Offset-s.st.logStart:]...)
+	}
+	s.st = next
+	return true, nil
 }
 
 func (s *memState) clone() memState {
 	return memState{st: s.st, entries: append([]protocol.Entry(nil), s.entries...)}
 }
 
-func (m *Memory) write(op *memOp) error {
+// ownWrites copies ws with the entries and their Data, so that the store
+// keeps nothing of the caller's.
+func ownWrites(ws []protocol.Write) []protocol.Write {
+	size := 0
+	for i := range ws {
+		for j := range ws[i].Entries {
+			size += len(ws[i].Entries[j].Data)
+		}
+	}
+	arena := make([]byte, 0, size) // one allocation for all payloads
+	own := make([]protocol.Write, len(ws))
+	for i, w := range ws {
+		if len(w.Entries) > 0 {
+			es := make([]protocol.Entry, len(w.Entries))
+			for j, e := range w.Entries {
+				start := len(arena)
+				arena = append(arena, e.Data...)
+				e.Data = arena[start:len(arena):len(arena)]
+				es[j] = e
+			}
+			w.Entries = es
+		}
+		own[i] = w
+	}
+	return own
+}
+
+// Apply implements Store: the writes are applied to a copy of the state,
+// which replaces the state only if every write is valid.
+func (m *Memory) Apply(ws []protocol.Write) error {
+	own := ownWrites(ws)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
-	noop, err := m.cur.apply(op)
-	if err == nil && !noop && m.deferred {
-		m.pending = append(m.pending, *op)
+	work := m.cur
+	var kept []protocol.Write
+	for i := range own {
+		changed, err := work.apply(&own[i])
+		if err != nil {
+			return writeErr(ws, i, err)
+		}
+		if changed && m.deferred {
+			kept = append(kept, own[i])
+		}
 	}
-	return err
+	m.cur = work
+	if len(kept) > 0 {
+		m.pending = append(m.pending, kept)
+	}
+	return nil
 }
 
-// Append implements Store.
+// Append implements Store (Apply of one write).
 func (m *Memory) Append(entries []protocol.Entry) error {
-	own := make([]protocol.Entry, len(entries))
-	for i, e := range entries {
-		e.Data = append([]byte(nil), e.Data...)
-		own[i] = e
-	}
-	return m.write(&memOp{kind: opAppend, entries: own})
+	return m.Apply([]protocol.Write{{Kind: protocol.WriteAppend, Entries: entries}})
 }
 
-// TruncateSuffix implements Store.
+// TruncateSuffix implements Store (Apply of one write).
 func (m *Memory) TruncateSuffix(from uint64) error {
-	return m.write(&memOp{kind: opTruncate, n: from})
+	return m.Apply([]protocol.Write{{Kind: protocol.WriteTruncate, Offset: from}})
 }
 
-// DeletePrefix implements Store.
+// DeletePrefix implements Store (Apply of one write).
 func (m *Memory) DeletePrefix(upTo uint64) error {
-	return m.write(&memOp{kind: opDeletePrefix, n: upTo})
+	return m.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: upTo}})
 }
 
-// SetQuorumState implements Store.
+// SetQuorumState implements Store (Apply of one write).
 func (m *Memory) SetQuorumState(s protocol.QuorumState) error {
-	return m.write(&memOp{kind: opQuorum, qs: s})
+	return m.Apply([]protocol.Write{{Kind: protocol.WriteQuorumState, Quorum: s}})
 }
 
-// SetHWCheckpoint implements Store.
+// SetHWCheckpoint implements Store (Apply of one write).
 func (m *Memory) SetHWCheckpoint(hw uint64) error {
-	return m.write(&memOp{kind: opHW, n: hw})
+	return m.Apply([]protocol.Write{{Kind: protocol.WriteHWCheckpoint, Offset: hw}})
 }
 
 // Entries implements Store.
@@ -246,7 +244,7 @@ func (m *Memory) Close() error {
 	return nil
 }
 
-// Sync makes every write so far durable (deferred mode; a no-op otherwise).
+// Sync makes every Apply so far durable (deferred mode; a no-op otherwise).
 func (m *Memory) Sync() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -257,20 +255,22 @@ func (m *Memory) Sync() error {
 	return nil
 }
 
-// syncLocked applies the first n pending writes to the durable state.
+// syncLocked applies the first n pending Apply calls to the durable state.
 func (m *Memory) syncLocked(n int) {
-	for i := range m.pending[:n] {
-		if _, err := m.durable.apply(&m.pending[i]); err != nil {
-			// The write was valid on the visible state, which the durable
-			// state plus the earlier pending writes equals.
-			panic(fmt.Sprintf("storage: replaying a synced write failed: %v", err))
+	for _, batch := range m.pending[:n] {
+		for i := range batch {
+			if _, err := m.durable.apply(&batch[i]); err != nil {
+				// The write was valid on the visible state, which the
+				// durable state plus the earlier pending writes equals.
+				panic(fmt.Sprintf("storage: replaying a synced write failed: %v", err))
+			}
 		}
 	}
 	m.pending = append(m.pending[:0], m.pending[n:]...)
 }
 
-// Unsynced returns the number of writes (that changed something) made since
-// the last Sync; always 0 outside deferred mode.
+// Unsynced returns the number of Apply calls (that changed something) made
+// since the last Sync; always 0 outside deferred mode.
 func (m *Memory) Unsynced() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -282,9 +282,10 @@ func (m *Memory) Unsynced() int {
 // durable state. It works on a closed store too.
 func (m *Memory) Crash() *Memory { return m.CrashAfter(0) }
 
-// CrashAfter is Crash keeping, besides the durable state, the first n writes
-// made since the last Sync (all of them if n ≥ Unsynced()), as if the crash
-// happened while the disk was writing them back in order.
+// CrashAfter is Crash keeping, besides the durable state, the first n Apply
+// calls made since the last Sync (all of them if n ≥ Unsynced()), each
+// whole, as if the crash happened while the disk was writing them back in
+// order.
 func (m *Memory) CrashAfter(n int) *Memory {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -115,3 +115,49 @@ func TestMemoryCrashKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// In deferred mode the unit of a crash is an Apply: CrashAfter(n) keeps
+// the first n unsynced Apply calls, each batch of mixed writes whole.
+func TestMemoryDeferredCrashKeepsWholeBatches(t *testing.T) {
+	q := protocol.QuorumState{Epoch: 2, VotedFor: "n1"}
+	batches := [][]protocol.Write{
+		{
+			{Kind: protocol.WriteAppend, Entries: storagetest.Batch(0, 3, 1, 8)},
+			{Kind: protocol.WriteHWCheckpoint, Offset: 3},
+		},
+		{
+			{Kind: protocol.WriteQuorumState, Quorum: q},
+			{Kind: protocol.WriteTruncate, Offset: 2},
+			{Kind: protocol.WriteAppend, Entries: storagetest.Batch(2, 4, 2, 8)},
+			{Kind: protocol.WriteHWCheckpoint, Offset: 5},
+		},
+		{{Kind: protocol.WriteAppend}}, // a no-op: not an unsynced Apply
+	}
+	type state struct {
+		leo, hw uint64
+		epoch   uint64
+	}
+	want := []state{{0, 0, 0}, {3, 3, 0}, {6, 5, 2}}
+	for n := 0; n <= 2; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			m := storage.NewMemoryDeferred()
+			for _, b := range batches {
+				if err := m.Apply(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if m.Unsynced() != 2 {
+				t.Fatalf("Unsynced() = %d, want 2 (one per Apply that changed something)", m.Unsynced())
+			}
+			c := m.CrashAfter(n)
+			hw, _, _ := c.HWCheckpoint()
+			qs, _ := c.QuorumState()
+			if got := (state{c.LEO(), hw, qs.Epoch}); got != want[n] {
+				t.Fatalf("CrashAfter(%d) = %+v, want %+v", n, got, want[n])
+			}
+			if err := storagetest.CheckConsistent(c); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

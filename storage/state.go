@@ -27,7 +27,52 @@ func (s *logState) lastEpoch() uint64 {
 	return s.epochs[len(s.epochs)-1].Epoch
 }
 
-// validateAppend checks entries against s (see Store.Append). It allows an
+// after validates w against s and returns the state after it: s itself if
+// w is a valid no-op, a new logState otherwise (s is never modified). The
+// error wraps ErrInvalidAppend, ErrOutOfRange or ErrInvalidWrite (see
+// Store.Apply).
+func (s *logState) after(w *protocol.Write) (*logState, error) {
+	switch w.Kind {
+	case protocol.WriteAppend:
+		if err := validateAppend(s, w.Entries); err != nil || len(w.Entries) == 0 {
+			return s, err
+		}
+		return s.afterAppend(w.Entries), nil
+	case protocol.WriteTruncate:
+		if noop, err := s.checkTruncate(w.Offset); noop || err != nil {
+			return s, err
+		}
+		return s.afterTruncate(w.Offset), nil
+	case protocol.WriteDeletePrefix:
+		if noop, err := s.checkDeletePrefix(w.Offset); noop || err != nil {
+			return s, err
+		}
+		return s.afterDeletePrefix(w.Offset), nil
+	case protocol.WriteQuorumState:
+		n := *s
+		n.quorum = w.Quorum
+		return &n, nil
+	case protocol.WriteHWCheckpoint:
+		if err := s.checkHW(w.Offset); err != nil {
+			return s, err
+		}
+		n := *s
+		n.hw, n.hwOK = w.Offset, true
+		return &n, nil
+	}
+	return s, fmt.Errorf("%w: %v", ErrInvalidWrite, w.Kind)
+}
+
+// writeErr returns the error of ws[i], naming its place in ws when ws holds
+// more than one write (the error of a one-write Apply reads as before).
+func writeErr(ws []protocol.Write, i int, err error) error {
+	if len(ws) == 1 {
+		return err
+	}
+	return fmt.Errorf("%w (write %d of %d, %v)", err, i+1, len(ws), ws[i].Kind)
+}
+
+// validateAppend checks entries against s (see Store.Apply). It allows an
 // empty slice.
 func validateAppend(s *logState, entries []protocol.Entry) error {
 	last := s.lastEpoch()
@@ -70,7 +115,7 @@ func (s *logState) afterAppend(entries []protocol.Entry) *logState {
 	return &n
 }
 
-// checkTruncate validates TruncateSuffix(from); noop reports from ≥ LEO.
+// checkTruncate validates a truncation to from; noop reports from ≥ LEO.
 func (s *logState) checkTruncate(from uint64) (noop bool, err error) {
 	if from >= s.leo {
 		return true, nil
@@ -81,7 +126,7 @@ func (s *logState) checkTruncate(from uint64) (noop bool, err error) {
 	return false, nil
 }
 
-// afterTruncate returns the state after a valid, non-noop TruncateSuffix.
+// afterTruncate returns the state after a valid, non-noop truncation.
 // An HW checkpoint above from is lowered to from, so that a checkpoint is
 // never above the LEO (the protocol never truncates below its HW; if it
 // does, that is its bug to report, and the store keeps its own invariant).
@@ -96,7 +141,8 @@ func (s *logState) afterTruncate(from uint64) *logState {
 	return &n
 }
 
-// checkDeletePrefix validates DeletePrefix(upTo); noop reports upTo ≤ log start.
+// checkDeletePrefix validates a prefix deletion up to upTo; noop reports
+// upTo ≤ log start.
 func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
 	if upTo > s.leo {
 		return false, fmt.Errorf("%w: delete prefix up to %d above LEO %d", ErrOutOfRange, upTo, s.leo)
@@ -104,7 +150,8 @@ func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
 	return upTo <= s.logStart, nil
 }
 
-// afterDeletePrefix returns the state after a valid, non-noop DeletePrefix.
+// afterDeletePrefix returns the state after a valid, non-noop prefix
+// deletion.
 // Rows wholly below upTo go; the row covering upTo stays with its start
 // moved up to upTo (as Kafka's truncateFromStart does), so every row starts
 // at or above the log start.
@@ -123,7 +170,7 @@ func (s *logState) afterDeletePrefix(upTo uint64) *logState {
 	return &n
 }
 
-// checkHW validates SetHWCheckpoint(hw).
+// checkHW validates an HW checkpoint of hw.
 func (s *logState) checkHW(hw uint64) error {
 	if hw > s.leo {
 		return fmt.Errorf("%w: HW checkpoint %d above LEO %d", ErrOutOfRange, hw, s.leo)

@@ -22,6 +22,8 @@ var (
 	// ErrInvalidAppend: entries not contiguous with the LEO, or an epoch
 	// lower than the last epoch, or an unknown entry type.
 	ErrInvalidAppend = errors.New("replog: invalid append")
+	// ErrInvalidWrite: a write of an unknown kind was passed to Apply.
+	ErrInvalidWrite = errors.New("replog: invalid write")
 	// ErrLocked: another process holds the store's file (returned by Open
 	// after its timeout).
 	ErrLocked = errors.New("replog: store is locked by another process")
@@ -34,46 +36,82 @@ var (
 
 // Store is the durable log of one replica.
 //
-// Writes (Append, TruncateSuffix, DeletePrefix, SetQuorumState,
-// SetHWCheckpoint) are durable when they return (unless the store was
-// opened with NoSync) and are applied in the order they are called. An
-// implementation may merge concurrent writes into one transaction (group
-// commit), but a write never becomes visible partially: after a crash each
-// call is either wholly applied or wholly absent, and a later call is never
-// applied without the earlier ones.
+// Every change goes through Apply: a slice of protocol.Writes (appends,
+// suffix truncations, prefix deletions, the quorum state, the HW
+// checkpoint) applied in order as one atomic, durable change (one
+// transaction, one fsync). Calls to Apply are serialized; a caller that
+// wants group commit hands the store everything waiting in one call (the
+// store does not merge calls itself).
 //
-// Reads may run concurrently with writes and with each other. Returned slices
-// and the Data in returned entries are copies owned by the caller.
+// Reads may run concurrently with Apply and with each other; they see each
+// Apply wholly or not at all. Returned slices and the Data in returned
+// entries are copies owned by the caller.
 //
 // The epoch map changes in the same transaction as the entries that cause
-// it: an Append whose first entry of some epoch E is at offset o adds (E, o)
-// when E is greater than the last epoch; a TruncateSuffix removes rows whose
+// it: an append whose first entry of some epoch E is at offset o adds (E,
+// o) when E is greater than the last epoch; a truncation removes rows whose
 // StartOffset is ≥ the truncation point. At every moment (and after any
 // crash) each stored entry's epoch equals the epoch the map gives for its
 // offset.
 type Store interface {
-	// Append writes entries at the end of the log. entries[0].Offset must
-	// equal LEO(), offsets must be contiguous, epochs at least 1 (0 means
-	// "no epoch"), non-decreasing and not below LastEpoch(), types EntryData
-	// or EntryControl. Otherwise it returns ErrInvalidAppend and writes
-	// nothing. An empty slice is a no-op. The store does not keep entries'
-	// Data slices after it returns.
+	// Apply applies ws in order, atomically and durably: when it returns
+	// nil every write is durable (unless the store was opened with NoSync);
+	// after a crash, ws is wholly applied or wholly absent, and never
+	// applied without the Apply calls that returned before it. Each write
+	// is validated against the state the writes before it in ws leave:
+	//
+	//   - WriteAppend appends Entries. Entries[0].Offset must equal the LEO,
+	//     offsets must be contiguous, epochs at least 1 (0 means "no
+	//     epoch"), non-decreasing and not below the last epoch, types
+	//     EntryData or EntryControl; otherwise ErrInvalidAppend. No entries:
+	//     a no-op. The store does not keep the entries' Data slices.
+	//   - WriteTruncate removes every entry with offset ≥ Offset and the
+	//     epoch-map rows that start at or after it. Offset ≥ LEO is a no-op;
+	//     below the log start ErrOutOfRange. An HW checkpoint above Offset
+	//     is lowered to Offset in the same write (a checkpoint is never
+	//     above the LEO).
+	//   - WriteDeletePrefix removes every entry with offset < Offset and
+	//     makes Offset the log start (retention). Offset ≤ LogStart() is a
+	//     no-op; above the LEO ErrOutOfRange. The epoch map drops the rows
+	//     wholly below Offset and keeps the row covering it with its
+	//     StartOffset moved up to Offset (Kafka's truncateFromStart), so
+	//     every row starts at or after the log start. The deleted entries
+	//     are unreadable at once; an implementation may reclaim their space
+	//     later.
+	//   - WriteQuorumState stores Quorum.
+	//   - WriteHWCheckpoint stores Offset as the HW checkpoint; above the
+	//     LEO ErrOutOfRange. It is a starting point after restart, never
+	//     used for truncation.
+	//   - Any other kind: ErrInvalidWrite.
+	//
+	// An invalid write fails the whole call: Apply returns its error
+	// (wrapping the sentinel above and, when ws holds more than one write,
+	// naming its index and kind) and applies nothing. A failed commit
+	// (a write or fsync error of the file) also applies nothing and is
+	// latched: every later Apply returns it. No writes, or only no-ops:
+	// nothing is written and nothing synced. Seq is not read. After Close:
+	// ErrClosed.
+	Apply(ws []protocol.Write) error
+
+	// Append is Apply of one WriteAppend of entries.
+	//
+	// temporary: Append, TruncateSuffix, DeletePrefix, SetQuorumState and
+	// SetHWCheckpoint stay in the interface only until package simulation
+	// calls Apply (its stores implement Store). Bolt and Memory keep them
+	// as methods, one-line wrappers over Apply.
 	Append(entries []protocol.Entry) error
-
-	// TruncateSuffix removes every entry with offset ≥ from and the epoch-map
-	// rows that start at or after from. from ≥ LEO() is a no-op; from below
-	// LogStart() returns ErrOutOfRange. An HW checkpoint above from is
-	// lowered to from in the same write (a checkpoint is never above LEO()).
+	// TruncateSuffix is Apply of one WriteTruncate to from (temporary, see
+	// Append).
 	TruncateSuffix(from uint64) error
-
-	// DeletePrefix removes every entry with offset < upTo and makes upTo the
-	// log start (for retention). upTo ≤ LogStart() is a no-op; upTo > LEO()
-	// returns ErrOutOfRange. The epoch map drops the rows wholly below upTo
-	// and keeps the row covering upTo with its StartOffset moved up to upTo
-	// (Kafka's truncateFromStart), so every row starts at or after
-	// LogStart(). The deleted entries are unreadable at once; an
-	// implementation may reclaim their space later.
+	// DeletePrefix is Apply of one WriteDeletePrefix up to upTo (temporary,
+	// see Append).
 	DeletePrefix(upTo uint64) error
+	// SetQuorumState is Apply of one WriteQuorumState of s (temporary, see
+	// Append).
+	SetQuorumState(s protocol.QuorumState) error
+	// SetHWCheckpoint is Apply of one WriteHWCheckpoint of hw (temporary,
+	// see Append).
+	SetHWCheckpoint(hw uint64) error
 
 	// Entries returns entries from offset from upward, at most maxCount of
 	// them (maxCount ≤ 0: no limit on the count) and, after the first, at
@@ -109,16 +147,11 @@ type Store interface {
 
 	// QuorumState returns the last stored quorum state (zero if none).
 	QuorumState() (protocol.QuorumState, error)
-	// SetQuorumState stores s durably.
-	SetQuorumState(s protocol.QuorumState) error
 
 	// HWCheckpoint returns the last checkpointed high watermark and whether
 	// one was stored. It is a starting point after restart, never used for
 	// truncation.
 	HWCheckpoint() (hw uint64, ok bool, err error)
-	// SetHWCheckpoint stores hw. Implementations refuse (ErrOutOfRange) an hw
-	// above LEO().
-	SetHWCheckpoint(hw uint64) error
 
 	// Close releases the store. Later calls return ErrClosed.
 	Close() error

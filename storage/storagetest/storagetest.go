@@ -48,6 +48,10 @@ func Run(t *testing.T, h Harness) {
 		{"Copies", testCopies},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"Closed", testClosed},
+		{"ApplyMixed", testApplyMixed},
+		{"ApplyOrder", testApplyOrder},
+		{"ApplyAtomic", testApplyAtomic},
+		{"ApplyNoops", testApplyNoops},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -213,9 +217,31 @@ func closeStore(t *testing.T, s storage.Store) {
 	}
 }
 
+// The suite writes through Apply only; these make one-write calls read
+// like the operation they are.
+func appendTo(s storage.Store, es []protocol.Entry) error {
+	return s.Apply([]protocol.Write{{Kind: protocol.WriteAppend, Entries: es}})
+}
+
+func truncate(s storage.Store, from uint64) error {
+	return s.Apply([]protocol.Write{{Kind: protocol.WriteTruncate, Offset: from}})
+}
+
+func deletePrefix(s storage.Store, upTo uint64) error {
+	return s.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: upTo}})
+}
+
+func setQuorum(s storage.Store, q protocol.QuorumState) error {
+	return s.Apply([]protocol.Write{{Kind: protocol.WriteQuorumState, Quorum: q}})
+}
+
+func setHW(s storage.Store, hw uint64) error {
+	return s.Apply([]protocol.Write{{Kind: protocol.WriteHWCheckpoint, Offset: hw}})
+}
+
 func mustAppend(t *testing.T, s storage.Store, es []protocol.Entry) {
 	t.Helper()
-	if err := s.Append(es); err != nil {
+	if err := appendTo(s, es); err != nil {
 		t.Fatalf("Append(%d entries at %d): %v", len(es), es[0].Offset, err)
 	}
 }
@@ -266,13 +292,13 @@ func testEmpty(t *testing.T, h Harness) {
 	if hw, ok, err := s.HWCheckpoint(); err != nil || ok || hw != 0 {
 		t.Fatalf("HWCheckpoint on empty = %d, %v, %v", hw, ok, err)
 	}
-	if err := s.Append(nil); err != nil || s.LEO() != 0 {
+	if err := appendTo(s, nil); err != nil || s.LEO() != 0 {
 		t.Fatalf("Append(nil) = %v, LEO %d", err, s.LEO())
 	}
-	if err := s.TruncateSuffix(0); err != nil {
+	if err := truncate(s, 0); err != nil {
 		t.Fatalf("TruncateSuffix(0) on empty: %v", err)
 	}
-	if err := s.DeletePrefix(0); err != nil {
+	if err := deletePrefix(s, 0); err != nil {
 		t.Fatalf("DeletePrefix(0) on empty: %v", err)
 	}
 }
@@ -384,7 +410,7 @@ func testInvalidAppend(t *testing.T, h Harness) {
 		"duplicate in batch": {data(3, 2), data(3, 2)},
 	}
 	for name, es := range bad {
-		err := s.Append(es)
+		err := appendTo(s, es)
 		expectErr(t, "Append "+name, err, storage.ErrInvalidAppend)
 		if d := snap(t, s).diff(before); d != "" {
 			t.Fatalf("invalid append %q changed the store: %s", name, d)
@@ -399,16 +425,16 @@ func testTruncateSuffix(t *testing.T, h Harness) {
 	s, dir := open(t, h)
 	// epochs: 1 at 0..2, 3 at 3..5, 4 at 6..7, 7 at 8..9
 	buildLog(t, s, 1, 1, 1, 3, 3, 3, 4, 4, 7, 7)
-	if err := s.SetHWCheckpoint(9); err != nil {
+	if err := setHW(s, 9); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.TruncateSuffix(10); err != nil || s.LEO() != 10 {
+	if err := truncate(s, 10); err != nil || s.LEO() != 10 {
 		t.Fatalf("TruncateSuffix(LEO) = %v, LEO %d", err, s.LEO())
 	}
-	if err := s.TruncateSuffix(100); err != nil || s.LEO() != 10 {
+	if err := truncate(s, 100); err != nil || s.LEO() != 10 {
 		t.Fatalf("TruncateSuffix(100) = %v, LEO %d", err, s.LEO())
 	}
-	if err := s.TruncateSuffix(7); err != nil {
+	if err := truncate(s, 7); err != nil {
 		t.Fatal(err)
 	}
 	if s.LEO() != 7 || s.LastEpoch() != 4 {
@@ -428,7 +454,7 @@ func testTruncateSuffix(t *testing.T, h Harness) {
 	_, err = s.Entries(8, 10, 100)
 	expectErr(t, "Entries(8) after truncation to 7", err, storage.ErrOutOfRange)
 	// Truncating at the exact start of an epoch removes its row.
-	if err := s.TruncateSuffix(6); err != nil {
+	if err := truncate(s, 6); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(s.EpochMap()); got != "[{1 0} {3 3}]" {
@@ -436,7 +462,7 @@ func testTruncateSuffix(t *testing.T, h Harness) {
 	}
 	// A lower epoch than the one removed is fine again; a lower than the
 	// last remaining is not.
-	expectErr(t, "Append epoch 2 after epoch 3", s.Append(Batch(6, 1, 2, 10)), storage.ErrInvalidAppend)
+	expectErr(t, "Append epoch 2 after epoch 3", appendTo(s, Batch(6, 1, 2, 10)), storage.ErrInvalidAppend)
 	mustAppend(t, s, Batch(6, 2, 5, 10))
 	if got := fmt.Sprint(s.EpochMap()); got != "[{1 0} {3 3} {5 6}]" {
 		t.Fatalf("EpochMap after re-append = %s", got)
@@ -451,7 +477,7 @@ func testTruncateSuffix(t *testing.T, h Harness) {
 	if err != nil || len(es) != 2 || !bytes.Equal(es[0].Data, Payload(6, 5, 10)) {
 		t.Fatalf("re-appended entries after reopen: %v, %v", es, err)
 	}
-	if err := s.TruncateSuffix(0); err != nil || s.LEO() != 0 || len(s.EpochMap()) != 0 || s.LastEpoch() != 0 {
+	if err := truncate(s, 0); err != nil || s.LEO() != 0 || len(s.EpochMap()) != 0 || s.LastEpoch() != 0 {
 		t.Fatalf("TruncateSuffix(0) = %v: LEO %d, map %v", err, s.LEO(), s.EpochMap())
 	}
 	mustConsistent(t, s)
@@ -483,7 +509,7 @@ func testEndOffsetForEpoch(t *testing.T, h Harness) {
 		}
 	}
 	// After a prefix delete, below the first epoch gives the log start.
-	if err := s.DeletePrefix(5); err != nil {
+	if err := deletePrefix(s, 5); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -505,7 +531,7 @@ func testQuorumState(t *testing.T, h Harness) {
 		{Epoch: 1 << 62, VotedFor: string(make([]byte, 300)), LeaderID: ""},
 	}
 	for _, q := range states {
-		if err := s.SetQuorumState(q); err != nil {
+		if err := setQuorum(s, q); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := s.QuorumState(); err != nil || got != q {
@@ -513,7 +539,7 @@ func testQuorumState(t *testing.T, h Harness) {
 		}
 	}
 	q := protocol.QuorumState{Epoch: 9, VotedFor: "b", LeaderID: "c"}
-	if err := s.SetQuorumState(q); err != nil {
+	if err := setQuorum(s, q); err != nil {
 		t.Fatal(err)
 	}
 	s = h.Reopen(t, s, dir)
@@ -525,17 +551,17 @@ func testQuorumState(t *testing.T, h Harness) {
 
 func testHWCheckpoint(t *testing.T, h Harness) {
 	s, dir := open(t, h)
-	expectErr(t, "SetHWCheckpoint(1) on empty log", s.SetHWCheckpoint(1), storage.ErrOutOfRange)
-	if err := s.SetHWCheckpoint(0); err != nil {
+	expectErr(t, "SetHWCheckpoint(1) on empty log", setHW(s, 1), storage.ErrOutOfRange)
+	if err := setHW(s, 0); err != nil {
 		t.Fatal(err)
 	}
 	buildLog(t, s, 1, 1, 1, 1, 1)
-	expectErr(t, "SetHWCheckpoint(6) with LEO 5", s.SetHWCheckpoint(6), storage.ErrOutOfRange)
+	expectErr(t, "SetHWCheckpoint(6) with LEO 5", setHW(s, 6), storage.ErrOutOfRange)
 	if hw, ok, err := s.HWCheckpoint(); err != nil || !ok || hw != 0 {
 		t.Fatalf("HWCheckpoint after refused set = %d, %v, %v; want 0, true", hw, ok, err)
 	}
 	for _, hw := range []uint64{3, 5, 4} { // it may move back: it is only a hint
-		if err := s.SetHWCheckpoint(hw); err != nil {
+		if err := setHW(s, hw); err != nil {
 			t.Fatal(err)
 		}
 		if got, ok, err := s.HWCheckpoint(); err != nil || !ok || got != hw {
@@ -554,8 +580,8 @@ func testDeletePrefix(t *testing.T, h Harness) {
 	mustAppend(t, s, Batch(0, 30, 1, 10))
 	mustAppend(t, s, Batch(30, 30, 2, 10))
 	mustAppend(t, s, Batch(60, 40, 4, 10))
-	expectErr(t, "DeletePrefix(101) with LEO 100", s.DeletePrefix(101), storage.ErrOutOfRange)
-	if err := s.DeletePrefix(45); err != nil {
+	expectErr(t, "DeletePrefix(101) with LEO 100", deletePrefix(s, 101), storage.ErrOutOfRange)
+	if err := deletePrefix(s, 45); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string) {
@@ -584,16 +610,16 @@ func testDeletePrefix(t *testing.T, h Harness) {
 		mustConsistent(t, s)
 	}
 	check("after DeletePrefix(45)")
-	if err := s.DeletePrefix(40); err != nil {
+	if err := deletePrefix(s, 40); err != nil {
 		t.Fatalf("DeletePrefix below log start: %v", err)
 	}
-	expectErr(t, "TruncateSuffix below log start", s.TruncateSuffix(44), storage.ErrOutOfRange)
+	expectErr(t, "TruncateSuffix below log start", truncate(s, 44), storage.ErrOutOfRange)
 	check("after no-ops")
 	s = h.Reopen(t, s, dir)
 	defer func() { closeStore(t, s) }()
 	check("after reopen")
 	// Truncating to the log start empties the log and the map.
-	if err := s.TruncateSuffix(45); err != nil {
+	if err := truncate(s, 45); err != nil {
 		t.Fatal(err)
 	}
 	if s.LEO() != 45 || s.LogStart() != 45 || len(s.EpochMap()) != 0 {
@@ -610,7 +636,7 @@ func testDeletePrefixAll(t *testing.T, h Harness) {
 	s, dir := open(t, h)
 	mustAppend(t, s, Batch(0, 5, 1, 10))
 	mustAppend(t, s, Batch(5, 5, 3, 10))
-	if err := s.DeletePrefix(10); err != nil {
+	if err := deletePrefix(s, 10); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string) {
@@ -631,7 +657,7 @@ func testDeletePrefixAll(t *testing.T, h Harness) {
 	s = h.Reopen(t, s, dir)
 	defer func() { closeStore(t, s) }()
 	check("after reopen")
-	expectErr(t, "Append epoch 2 below last epoch 3", s.Append(Batch(10, 1, 2, 10)), storage.ErrInvalidAppend)
+	expectErr(t, "Append epoch 2 below last epoch 3", appendTo(s, Batch(10, 1, 2, 10)), storage.ErrInvalidAppend)
 	mustAppend(t, s, Batch(10, 3, 3, 10))
 	mustAppend(t, s, Batch(13, 3, 4, 10))
 	if got := fmt.Sprint(s.EpochMap()); got != "[{3 10} {4 13}]" {
@@ -649,12 +675,12 @@ func testDeletePrefixBig(t *testing.T, h Harness) {
 	mustAppend(t, s, Batch(0, n/2, 1, 8))
 	mustAppend(t, s, Batch(uint64(n/2), n-n/2, 2, 8))
 	upTo := uint64(n - 10)
-	if err := s.DeletePrefix(upTo); err != nil {
+	if err := deletePrefix(s, upTo); err != nil {
 		t.Fatal(err)
 	}
 	// Writes keep working while the deleted entries are cleaned up.
 	mustAppend(t, s, Batch(uint64(n), 10, 2, 8))
-	if err := s.DeletePrefix(upTo + 5); err != nil {
+	if err := deletePrefix(s, upTo+5); err != nil {
 		t.Fatal(err)
 	}
 	s = h.Reopen(t, s, dir)
@@ -673,17 +699,17 @@ func testReopen(t *testing.T, h Harness) {
 	mustAppend(t, s, Batch(0, 20, 1, 33))
 	mustAppend(t, s, []protocol.Entry{{Offset: 20, Epoch: 2, Type: protocol.EntryControl}})
 	mustAppend(t, s, Batch(21, 20, 2, 1000))
-	if err := s.TruncateSuffix(35); err != nil {
+	if err := truncate(s, 35); err != nil {
 		t.Fatal(err)
 	}
 	mustAppend(t, s, Batch(35, 10, 5, 7))
-	if err := s.DeletePrefix(3); err != nil {
+	if err := deletePrefix(s, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetQuorumState(protocol.QuorumState{Epoch: 5, VotedFor: "a", LeaderID: "a"}); err != nil {
+	if err := setQuorum(s, protocol.QuorumState{Epoch: 5, VotedFor: "a", LeaderID: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetHWCheckpoint(30); err != nil {
+	if err := setHW(s, 30); err != nil {
 		t.Fatal(err)
 	}
 	before := snap(t, s)
@@ -779,7 +805,7 @@ func testConcurrentAppends(t *testing.T, h Harness) {
 				for {
 					// Optimistic: whoever loses the race for the LEO retries.
 					leo := s.LEO()
-					err := s.Append([]protocol.Entry{{Offset: leo, Epoch: 1, Type: protocol.EntryData, Data: data}})
+					err := appendTo(s, []protocol.Entry{{Offset: leo, Epoch: 1, Type: protocol.EntryData, Data: data}})
 					if err == nil {
 						break
 					}
@@ -824,11 +850,12 @@ func testClosed(t *testing.T, h Harness) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	expectErr(t, "Append after Close", s.Append(Batch(2, 1, 1, 1)), storage.ErrClosed)
-	expectErr(t, "TruncateSuffix after Close", s.TruncateSuffix(1), storage.ErrClosed)
-	expectErr(t, "DeletePrefix after Close", s.DeletePrefix(1), storage.ErrClosed)
-	expectErr(t, "SetQuorumState after Close", s.SetQuorumState(protocol.QuorumState{Epoch: 1}), storage.ErrClosed)
-	expectErr(t, "SetHWCheckpoint after Close", s.SetHWCheckpoint(1), storage.ErrClosed)
+	expectErr(t, "Apply(nil) after Close", s.Apply(nil), storage.ErrClosed)
+	expectErr(t, "Append after Close", appendTo(s, Batch(2, 1, 1, 1)), storage.ErrClosed)
+	expectErr(t, "TruncateSuffix after Close", truncate(s, 1), storage.ErrClosed)
+	expectErr(t, "DeletePrefix after Close", deletePrefix(s, 1), storage.ErrClosed)
+	expectErr(t, "SetQuorumState after Close", setQuorum(s, protocol.QuorumState{Epoch: 1}), storage.ErrClosed)
+	expectErr(t, "SetHWCheckpoint after Close", setHW(s, 1), storage.ErrClosed)
 	_, err := s.Entries(0, 1, 1)
 	expectErr(t, "Entries after Close", err, storage.ErrClosed)
 	_, err = s.QuorumState()
@@ -868,5 +895,176 @@ func testReadLimitsEmptyEntries(t *testing.T, h Harness) {
 	}
 	if len(es) != 10 {
 		t.Fatalf("Entries of empty records with a budget of 10 overheads returned %d, want 10", len(es))
+	}
+}
+
+// A batch of mixed writes (the quorum state, entries of two epochs, the HW
+// checkpoint) is applied in order, visible at once and durable as a whole.
+func testApplyMixed(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	q := protocol.QuorumState{Epoch: 2, VotedFor: "n1", LeaderID: "n1"}
+	ws := []protocol.Write{
+		{Kind: protocol.WriteQuorumState, Quorum: q},
+		{Kind: protocol.WriteAppend, Entries: Batch(0, 3, 1, 10)},
+		{Kind: protocol.WriteAppend, Entries: Batch(3, 2, 2, 10)},
+		{Kind: protocol.WriteHWCheckpoint, Offset: 5}, // valid only after the appends
+	}
+	if err := s.Apply(ws); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if s.LEO() != 5 || fmt.Sprint(s.EpochMap()) != "[{1 0} {2 3}]" {
+			t.Fatalf("%s: LEO %d, map %v", when, s.LEO(), s.EpochMap())
+		}
+		if got, err := s.QuorumState(); err != nil || got != q {
+			t.Fatalf("%s: QuorumState = %+v, %v", when, got, err)
+		}
+		if hw, ok, err := s.HWCheckpoint(); err != nil || !ok || hw != 5 {
+			t.Fatalf("%s: HWCheckpoint = %d, %v, %v", when, hw, ok, err)
+		}
+		es, err := s.Entries(0, 0, 1<<20)
+		if err != nil || len(es) != 5 || !bytes.Equal(es[4].Data, Payload(4, 2, 10)) {
+			t.Fatalf("%s: Entries = %d, %v", when, len(es), err)
+		}
+		mustConsistent(t, s)
+	}
+	check("after Apply")
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	check("after reopen")
+}
+
+// Order inside a batch matters: each write is validated against the state
+// the writes before it leave.
+func testApplyOrder(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	buildLog(t, s, 1, 1, 1, 1, 1)
+	before := snap(t, s)
+	// An append at the truncation point is valid only after the truncation.
+	replace := Batch(3, 2, 2, 10)
+	bad := []protocol.Write{
+		{Kind: protocol.WriteAppend, Entries: replace},
+		{Kind: protocol.WriteTruncate, Offset: 3},
+	}
+	expectErr(t, "append then truncate", s.Apply(bad), storage.ErrInvalidAppend)
+	if d := snap(t, s).diff(before); d != "" {
+		t.Fatalf("refused batch changed the store: %s", d)
+	}
+	// An HW checkpoint is valid only after the appends that reach it.
+	more := Batch(5, 2, 2, 10)
+	expectErr(t, "checkpoint before the appends", s.Apply([]protocol.Write{
+		{Kind: protocol.WriteHWCheckpoint, Offset: 7},
+		{Kind: protocol.WriteAppend, Entries: more},
+	}), storage.ErrOutOfRange)
+	if d := snap(t, s).diff(before); d != "" {
+		t.Fatalf("refused batch changed the store: %s", d)
+	}
+	err := s.Apply([]protocol.Write{
+		{Kind: protocol.WriteTruncate, Offset: 3},
+		{Kind: protocol.WriteAppend, Entries: replace},
+		{Kind: protocol.WriteAppend, Entries: more},
+		{Kind: protocol.WriteHWCheckpoint, Offset: 7},
+	})
+	if err != nil {
+		t.Fatalf("truncate, append, checkpoint: %v", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if s.LEO() != 7 || fmt.Sprint(s.EpochMap()) != "[{1 0} {2 3}]" {
+			t.Fatalf("%s: LEO %d, map %v", when, s.LEO(), s.EpochMap())
+		}
+		es, err := s.Entries(2, 0, 1<<20)
+		if err != nil || len(es) != 5 || es[0].Epoch != 1 || es[1].Epoch != 2 || !bytes.Equal(es[1].Data, Payload(3, 2, 10)) {
+			t.Fatalf("%s: Entries(2) = %+v, %v", when, es, err)
+		}
+		if hw, ok, _ := s.HWCheckpoint(); !ok || hw != 7 {
+			t.Fatalf("%s: HW checkpoint %d, %v; want 7", when, hw, ok)
+		}
+		mustConsistent(t, s)
+	}
+	check("after Apply")
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	check("after reopen")
+}
+
+// A batch whose third write is invalid leaves the store as it was, even
+// when the writes before it truncated and overwrote entries, and across a
+// restart; the first two writes alone then apply (positive control).
+func testApplyAtomic(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	buildLog(t, s, 1, 1, 1, 1, 1, 1)
+	if err := deletePrefix(s, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := setHW(s, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := setQuorum(s, protocol.QuorumState{Epoch: 1, LeaderID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, s)
+	first := []protocol.Write{
+		{Kind: protocol.WriteTruncate, Offset: 2},                 // LEO 2, HW 2
+		{Kind: protocol.WriteAppend, Entries: Batch(2, 3, 3, 10)}, // LEO 5, epoch 3 from 2
+	}
+	data := func(off, epoch uint64) protocol.Entry {
+		return protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryData, Data: []byte("x")}
+	}
+	bad := []struct {
+		name string
+		w    protocol.Write
+		want error
+	}{
+		{"append gap", protocol.Write{Kind: protocol.WriteAppend, Entries: []protocol.Entry{data(6, 3)}}, storage.ErrInvalidAppend},
+		{"append epoch down", protocol.Write{Kind: protocol.WriteAppend, Entries: []protocol.Entry{data(5, 2)}}, storage.ErrInvalidAppend},
+		{"append epoch zero", protocol.Write{Kind: protocol.WriteAppend, Entries: []protocol.Entry{data(5, 0)}}, storage.ErrInvalidAppend},
+		{"HW above LEO", protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: 6}, storage.ErrOutOfRange},
+		{"truncate below log start", protocol.Write{Kind: protocol.WriteTruncate, Offset: 0}, storage.ErrOutOfRange},
+		{"delete above LEO", protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: 6}, storage.ErrOutOfRange},
+		{"unknown kind", protocol.Write{Kind: 0}, storage.ErrInvalidWrite},
+	}
+	for _, c := range bad {
+		ws := append(append([]protocol.Write(nil), first...), c.w)
+		expectErr(t, c.name, s.Apply(ws), c.want)
+		if d := snap(t, s).diff(before); d != "" {
+			t.Fatalf("batch with invalid write %q was partly applied: %s", c.name, d)
+		}
+	}
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	if d := snap(t, s).diff(before); d != "" {
+		t.Fatalf("after reopen, refused batches show: %s", d)
+	}
+	if err := s.Apply(first); err != nil {
+		t.Fatalf("the valid writes alone: %v", err)
+	}
+	if s.LEO() != 5 || fmt.Sprint(s.EpochMap()) != "[{1 1} {3 2}]" {
+		t.Fatalf("after the valid writes: LEO %d, map %v", s.LEO(), s.EpochMap())
+	}
+	if hw, _, _ := s.HWCheckpoint(); hw != 2 {
+		t.Fatalf("HW checkpoint %d after truncation to 2, want 2", hw)
+	}
+	mustConsistent(t, s)
+}
+
+// No writes, or only no-ops, change nothing and succeed.
+func testApplyNoops(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	buildLog(t, s, 1, 1, 1)
+	before := snap(t, s)
+	for _, ws := range [][]protocol.Write{
+		nil,
+		{},
+		{{Kind: protocol.WriteAppend}, {Kind: protocol.WriteTruncate, Offset: 3}, {Kind: protocol.WriteDeletePrefix, Offset: 0}},
+	} {
+		if err := s.Apply(ws); err != nil {
+			t.Fatalf("Apply(%v): %v", ws, err)
+		}
+		if d := snap(t, s).diff(before); d != "" {
+			t.Fatalf("Apply(%v) changed the store: %s", ws, d)
+		}
 	}
 }
