@@ -14,18 +14,21 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// failingStore fails every Append after the first okAppends.
+// failingStore fails every Apply that holds an append after the first
+// okAppends (applying nothing of it).
 type failingStore struct {
 	storage.Store
 	okAppends int32
 	appends   atomic.Int32
 }
 
-func (s *failingStore) Append(es []protocol.Entry) error {
-	if s.appends.Add(1) > s.okAppends {
-		return errors.New("EIO: disk on fire")
+func (s *failingStore) Apply(ws []protocol.Write) error {
+	for _, w := range ws {
+		if w.Kind == protocol.WriteAppend && s.appends.Add(1) > s.okAppends {
+			return errors.New("EIO: disk on fire")
+		}
 	}
-	return s.Store.Append(es)
+	return s.Store.Apply(ws)
 }
 
 // A failed disk write stops the node loudly: the append in flight gets

@@ -10,10 +10,30 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// writer applies the core's writes to the store on its own goroutine, in
-// order, so the event loop never waits for an fsync. It drains everything
-// queued since its last pass and merges consecutive appends into one store
-// call: one transaction, one fsync, for all appends waiting (group commit).
+// writer makes the core's writes durable on its own goroutine, in Seq
+// order, so that the event loop never waits for an fsync. Each pass hands
+// the store everything queued since the last pass in one Store.Apply: one
+// transaction and one fsync pair (bbolt's) for all of it, whatever mix of
+// appends, truncations, quorum states and HW checkpoints it holds. That is
+// the group commit: while one Apply is in flight the loop keeps queueing,
+// and the next pass takes it all at once.
+//
+// The batching left on the write path, and why each layer exists:
+//
+//   - The core merges the proposals of one step into one WriteAppend
+//     (replica.appendEntries). That is representation only: one Write and
+//     one Seq per step instead of one per proposal, so Ready, Persisted and
+//     the core's bookkeeping handle one write, not hundreds; the store would
+//     put those entries in the same transaction either way.
+//   - The loop drains up to maxEventsPerRound queued events into the core
+//     before it asks for Ready (loop.go). That batches the core's work (one
+//     Ready, one status publication, one reader wake-up per round), not the
+//     disk's.
+//   - The writer's drain of its queue (here) is the group commit: the one
+//     place where writes are batched for the disk.
+//
+// The store merges nothing itself (storage.Bolt runs each Apply as its own
+// transaction on the caller's goroutine).
 type writer struct {
 	store  storage.Store
 	logger hclog.Logger
@@ -73,7 +93,6 @@ func (w *writer) stop() {
 
 func (w *writer) run() {
 	defer close(w.done)
-	var merged []protocol.Entry
 	for range w.wake {
 		w.mu.Lock()
 		batch, closed := w.queue, w.closed
@@ -82,48 +101,22 @@ func (w *writer) run() {
 		if closed {
 			return
 		}
-		for i := 0; i < len(batch); {
-			wr := batch[i]
-			var err error
-			last := wr.Seq
-			switch wr.Kind {
-			case protocol.WriteAppend:
-				// Merge the run of appends that follows into one call.
-				j := i
-				merged = merged[:0]
-				for j < len(batch) && batch[j].Kind == protocol.WriteAppend {
-					merged = append(merged, batch[j].Entries...)
-					last = batch[j].Seq
-					j++
-				}
-				err = w.store.Append(merged)
-				i = j
-			case protocol.WriteTruncate:
-				err = w.store.TruncateSuffix(wr.Offset)
-				i++
-			case protocol.WriteQuorumState:
-				err = w.store.SetQuorumState(wr.Quorum)
-				i++
-			case protocol.WriteHWCheckpoint:
-				err = w.store.SetHWCheckpoint(wr.Offset)
-				i++
-			default:
-				err = fmt.Errorf("replog: unknown write kind %d", wr.Kind)
-				i++
-			}
-			if err != nil {
-				// A failed write leaves the core's view ahead of the disk:
-				// nothing after it may be applied or acknowledged.
-				w.logger.Error("storage write failed; the node stops serving", "seq", wr.Seq, "kind", wr.Kind, "error", err)
-				w.fail(fmt.Errorf("replog: storage write %d failed: %w", wr.Seq, err))
-				w.mu.Lock()
-				w.closed = true
-				w.queue = nil
-				w.mu.Unlock()
-				return
-			}
-			w.persist(last)
+		if len(batch) == 0 {
+			continue
 		}
-		clear(merged) // do not keep the core's payloads alive
+		first, last := batch[0].Seq, batch[len(batch)-1].Seq
+		if err := w.store.Apply(batch); err != nil {
+			// Nothing of the batch was applied, and the core's view is now
+			// ahead of the disk: nothing after it may be applied or
+			// acknowledged.
+			w.logger.Error("storage write failed; the node stops serving", "first_seq", first, "last_seq", last, "writes", len(batch), "error", err)
+			w.fail(fmt.Errorf("replog: storage writes %d..%d failed: %w", first, last, err))
+			w.mu.Lock()
+			w.closed = true
+			w.queue = nil
+			w.mu.Unlock()
+			return
+		}
+		w.persist(last)
 	}
 }
