@@ -5,14 +5,13 @@ import (
 	"log"
 	"time"
 
-	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
 
 // A single-voter replica, driven by the smallest possible shell: it applies
-// each Ready's writes to the store in order, reports them persisted, and
-// delivers the acks. (A real shell also sends rd.Messages and calls Tick;
+// each Ready's writes to the store in one Apply, reports them persisted,
+// and delivers the acks. (A real shell also sends rd.Messages and calls Tick;
 // a single voter has nobody to talk to.)
 func Example() {
 	store := storage.NewMemory()
@@ -24,23 +23,13 @@ func Example() {
 
 	// handle does one round of the shell's loop.
 	handle := func(rd replica.Ready) {
-		for _, w := range rd.Writes {
-			var err error
-			switch w.Kind {
-			case protocol.WriteAppend:
-				err = store.Append(w.Entries)
-			case protocol.WriteTruncate:
-				err = store.TruncateSuffix(w.Offset)
-			case protocol.WriteQuorumState:
-				err = store.SetQuorumState(w.Quorum)
-			case protocol.WriteHWCheckpoint:
-				err = store.SetHWCheckpoint(w.Offset)
-			}
-			if err != nil {
-				// A lost write is fatal for this Replica: stop it.
-				log.Fatal(err)
-			}
-			r.Persisted(w.Seq)
+		// All of the round's writes in one transaction (group commit).
+		if err := store.Apply(rd.Writes); err != nil {
+			// A lost write is fatal for this Replica: stop it.
+			log.Fatal(err)
+		}
+		if n := len(rd.Writes); n > 0 {
+			r.Persisted(rd.Writes[n-1].Seq)
 		}
 		for _, a := range rd.Acks {
 			if a.Err != nil {

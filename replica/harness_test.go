@@ -146,36 +146,25 @@ func (h *harness) persist(n *hnode, verbose bool) bool {
 	if !n.up || len(n.pending) == 0 {
 		return false
 	}
-	var last uint64
-	for _, w := range n.pending {
-		var err error
-		switch w.Kind {
-		case protocol.WriteAppend:
-			err = n.store.Append(w.Entries)
-			if verbose {
+	if verbose {
+		for _, w := range n.pending {
+			switch w.Kind {
+			case protocol.WriteAppend:
 				h.printf("%s: persist append %s\n", n.id, fmtEntries(w.Entries))
-			}
-		case protocol.WriteTruncate:
-			err = n.store.TruncateSuffix(w.Offset)
-			if verbose {
+			case protocol.WriteTruncate:
 				h.printf("%s: persist truncate to %d\n", n.id, w.Offset)
-			}
-		case protocol.WriteQuorumState:
-			err = n.store.SetQuorumState(w.Quorum)
-			if verbose {
+			case protocol.WriteQuorumState:
 				h.printf("%s: persist quorum epoch=%d voted=%s leader=%s\n", n.id, w.Quorum.Epoch, w.Quorum.VotedFor, w.Quorum.LeaderID)
-			}
-		case protocol.WriteHWCheckpoint:
-			err = n.store.SetHWCheckpoint(w.Offset)
-			if verbose {
+			case protocol.WriteHWCheckpoint:
 				h.printf("%s: persist hw-checkpoint %d\n", n.id, w.Offset)
 			}
 		}
-		if err != nil {
-			h.t.Fatalf("%s: write %+v: %v", n.id, w, err)
-		}
-		last = w.Seq
 	}
+	// One Apply for everything pending, as the shell's writer does.
+	if err := n.store.Apply(n.pending); err != nil {
+		h.t.Fatalf("%s: writes %+v: %v", n.id, n.pending, err)
+	}
+	last := n.pending[len(n.pending)-1].Seq
 	n.pending = nil
 	n.r.Persisted(last)
 	h.ready(n)

@@ -17,10 +17,12 @@ type Ack struct {
 // Ready is what the core asks the shell to do. The slices are owned by the
 // shell after Ready returns.
 type Ready struct {
-	// Writes are the store changes to make durable, in Seq order; report
-	// the last Seq made durable with Persisted. Entries' Data is owned by
-	// the core until Persisted covers its write: the shell must not modify
-	// it.
+	// Writes are the store changes to make durable, in Seq order: a shell
+	// hands them (or any run of consecutive writes, across Readys) to one
+	// storage.Store.Apply, which applies them atomically in one
+	// transaction, then reports the last Seq made durable with Persisted.
+	// Entries' Data is owned by the core until Persisted covers its write:
+	// the shell must not modify it.
 	Writes   []protocol.Write
 	Messages []protocol.Message
 	Acks     []Ack

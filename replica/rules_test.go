@@ -22,12 +22,10 @@ func newStore(t testing.TB, epochs []uint64, qs storage.QuorumState) *storage.Me
 	for i, e := range epochs {
 		es = append(es, storage.Entry{Offset: uint64(i), Epoch: e, Type: storage.EntryData, Data: []byte{byte(i)}})
 	}
-	if err := s.Append(es); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetQuorumState(qs); err != nil {
-		t.Fatal(err)
-	}
+	applyWrites(t, s, []protocol.Write{
+		{Kind: protocol.WriteAppend, Entries: es},
+		{Kind: protocol.WriteQuorumState, Quorum: qs},
+	})
 	return s
 }
 
@@ -68,23 +66,11 @@ func settle(t testing.TB, r *Replica, store storage.Store) ([]transport.Message,
 	return nil, nil
 }
 
+// applyWrites applies ws to s in one Apply, as the shell's writer does.
 func applyWrites(t testing.TB, s storage.Store, ws []protocol.Write) {
 	t.Helper()
-	for _, w := range ws {
-		var err error
-		switch w.Kind {
-		case protocol.WriteAppend:
-			err = s.Append(w.Entries)
-		case protocol.WriteTruncate:
-			err = s.TruncateSuffix(w.Offset)
-		case protocol.WriteQuorumState:
-			err = s.SetQuorumState(w.Quorum)
-		case protocol.WriteHWCheckpoint:
-			err = s.SetHWCheckpoint(w.Offset)
-		}
-		if err != nil {
-			t.Fatalf("write %+v: %v", w, err)
-		}
+	if err := s.Apply(ws); err != nil {
+		t.Fatalf("writes %+v: %v", ws, err)
 	}
 }
 

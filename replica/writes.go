@@ -28,8 +28,10 @@ func (r *Replica) emit(w protocol.Write) uint64 {
 }
 
 // appendEntries issues an append of entries (starting at the LEO), merged
-// into the previous write if that is an append not yet handed out (group
-// commit of one step's proposals).
+// into the previous write if that is an append not yet handed out. That is
+// representation only (one Write, one Seq, for a step's proposals instead
+// of one each); batching for the disk is the shell's, which applies any run
+// of writes in one transaction.
 func (r *Replica) appendEntries(entries []protocol.Entry) {
 	if n := len(r.writes); n > 0 && r.writes[n-1].Kind == protocol.WriteAppend {
 		w := &r.writes[n-1]
