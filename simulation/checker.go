@@ -116,6 +116,9 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		if _, ok := s.epochSeen[st.Epoch]; !ok {
 			s.epochSeen[st.Epoch] = s.now
 			s.epochBy[st.Epoch] = nd.idx
+			if nd.role == replica.RoleProspective {
+				s.epochRound[st.Epoch] = nd.prospectiveAt
+			}
 		}
 		if st.Role == replica.RoleProspective && nd.role != replica.RoleProspective {
 			nd.prospectiveAt = s.now

@@ -355,8 +355,12 @@ func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.R
 		if seen, ok := s.epochSeen[newEpoch]; ok && seen < t {
 			t = seen
 			// Grants count only in the candidate's current pre-vote
-			// round, which began at or after it last turned prospective.
-			from = max(t-s.electionRound(), s.nodes[s.epochBy[newEpoch]].prospectiveAt)
+			// round, which began at or after it last turned prospective
+			// before it became a candidate.
+			from = t - s.electionRound()
+			if r, ok := s.epochRound[newEpoch]; ok {
+				from = max(from, r)
+			}
 		}
 		cand := -1
 		if by, ok := s.epochBy[newEpoch]; ok {

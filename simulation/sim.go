@@ -472,6 +472,9 @@ type sim struct {
 	followUntil time.Duration
 	epochSeen   map[uint64]time.Duration
 	epochBy     map[uint64]int // the node first seen in each epoch
+	// epochRound: when the candidate that began each epoch had turned
+	// prospective (its pre-vote round began then or later).
+	epochRound map[uint64]time.Duration
 	// tainted: a NoSync node's loss explains whatever follows; the run
 	// stops (disk.go).
 	tainted bool
@@ -546,6 +549,7 @@ func newSim(opts Options) *sim {
 		epochSeen:     map[uint64]time.Duration{},
 		committedData: map[string]uint64{},
 		epochBy:       map[uint64]int{},
+		epochRound:    map[uint64]time.Duration{},
 	}
 	s.p = chooseParams(s.rng)
 	if !opts.Classic {
