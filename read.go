@@ -19,9 +19,10 @@ const (
 )
 
 // Read returns an iterator over committed entries from offset from upward,
-// in offset order, without gaps. It shows only entries below this node's
-// high watermark, on leaders, followers and observers alike; protocol
-// control entries are skipped (their offsets are not shown). At the
+// in offset order. It shows only entries below this node's high
+// watermark, on leaders, followers and observers alike; protocol control
+// entries are skipped, so the offsets it yields increase but may have
+// gaps: resume from the last offset seen + 1, never from a count. At the
 // watermark it waits for more until ctx ends.
 //
 // The iterator yields a non-nil error once and then stops:
