@@ -1,29 +1,3 @@
-// Package membership is replog's discovery layer: it wraps
-// hashicorp/memberlist so that nodes find each other by gossip, learn each
-// other's replication (RPC) addresses, and pass on liveness and leader
-// hints (Hint, in this package's own vocabulary) for the node's shell to
-// hand to the protocol core. It imports neither the core nor the
-// transport: the shell turns a Hint into the core's input.
-//
-// Everything this package says about other nodes is advisory (DESIGN.md
-// 2.2): gossip liveness may only make an election start sooner, never
-// decide one, and a gossiped leader claim is verified by fetching from it
-// (epoch fencing), never trusted. In particular:
-//
-//   - Resolve returns the last RPC address a node advertised, even when
-//     gossip thinks the node is dead: gossip may be wrong, the transport
-//     finds out for itself.
-//   - Hints may be late, duplicated, dropped (the channel is bounded) or
-//     wrong (a live but slow node may be declared dead and then refute).
-//
-// Each node advertises, in memberlist's node metadata (at most 512 bytes,
-// see MaxMetaSize): its node ID (also its memberlist name), the cluster ID,
-// its RPC address, whether it is a voter, and the leader and epoch it knows.
-// Members with undecodable metadata or another cluster ID are ignored and
-// logged.
-//
-// The package starts no goroutines of its own: memberlist's event
-// callbacks update the member table and enqueue hints without blocking.
 package membership
 
 import (
