@@ -1,6 +1,3 @@
-// Package testpki makes throwaway certificate authorities and node
-// certificates for TLS tests (ECDSA P-256, valid for 127.0.0.1 and
-// localhost, as server and as client). Test code only.
 package testpki
 
 import (
