@@ -1,17 +1,3 @@
-// Command example is a small service that embeds replog the way an
-// application would: each node opens a replog.Log and serves an HTTP API
-// (append, read, status) and a live dashboard of the replication state.
-//
-// Without -id it runs a demo: three nodes as child processes on loopback,
-// with a control API the dashboard's kill/restart buttons use.
-//
-//	go run ./example                 # demo: prints three dashboard URLs
-//	go run ./example -id n1 -dir D   # one node (see -help)
-//
-// Nodes of a cluster authenticate each other with a shared secret
-// (-secret-file) or mutual TLS (-tls-cert, -tls-key, -tls-ca); -insecure
-// opts out. The flags and the HTTP API are described in README.md beside
-// this file.
 package main
 
 import (

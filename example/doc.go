@@ -1,0 +1,57 @@
+// Command example is a small service that embeds replog the way an
+// application would: each node opens a replog.Log and serves an HTTP API
+// (append, read, status) and a live dashboard of the replication state.
+//
+// Without -id it runs a demo: three nodes as child processes on loopback,
+// with a control API the dashboard's kill/restart buttons use.
+//
+// Usage:
+//
+//	go run ./example                 # demo: prints three dashboard URLs
+//	go run ./example -dir demo       # demo, data kept in ./demo for the next run
+//	go run ./example -id n1 -dir D   # one node (see -help)
+//
+// A node of a three-node cluster:
+//
+//	example -id n1 -dir /var/lib/n1 -http 127.0.0.1:8081 -rpc 10.0.0.1:9001 \
+//	    -voters n1,n2,n3 -peers n2=10.0.0.2:9001,n3=10.0.0.3:9001 \
+//	    -secret-file /etc/replog/secret
+//
+// The flags, in groups (-help lists each with its default):
+//
+//	-id, -dir, -cluster          node ID (none: the demo), data directory, cluster ID
+//	-voters, -peers, -rpc,       the cluster: voter IDs; static ID=address of the
+//	-rpc-advertise               others; this node's replication address (bound, dialled)
+//	-gossip, -join               memberlist discovery instead of (or besides) -peers
+//	-http, -http-peers           this node's HTTP address; the other dashboards' URLs
+//	-secret-file                 the cluster secret (authenticates, keys gossip)
+//	-tls-cert, -tls-key, -tls-ca mutual TLS, the alternative to a secret
+//	-insecure                    no peer authentication: explicit opt-out
+//	-fetch-timeout,              replog's timing Options (0: replog's defaults)
+//	-election-timeout,
+//	-fetch-max-wait
+//	-nosync                      no fsync: tests only, a machine crash loses appends
+//	-append-timeout              how long POST /append waits for the commit
+//	-sample-interval             status sampling for the dashboard's replay
+//	-log-level                   trace, debug, info, warn, error, off
+//	-control                     set by the demo for its children
+//
+// Nodes of a cluster authenticate each other with a shared secret
+// (-secret-file) or mutual TLS (-tls-cert, -tls-key, -tls-ca); -insecure
+// opts out, and a cluster node refuses to start with none of them. The
+// demo makes a secret for each run. The HTTP API itself has no
+// authentication: bind it to loopback or a private network. The flags and
+// the HTTP API are described in README.md beside this file.
+//
+// A node prints its HTTP address as http=ADDR and writes it to
+// DIR/http.addr; it stops on SIGINT or SIGTERM (HTTP first, ending
+// streaming reads, then the Log). Exit status: 0 after a clean stop or
+// -help, 2 for bad flags, 1 for any other failure.
+//
+// The package is a program, not a library: nothing imports it. The fault
+// tests (package faults) build it and run it as their node process, and
+// the demo reads its children's http=ADDR lines, so its flags, its HTTP
+// API and that line are their interface too: change them together. It uses replog only through the root package's
+// public API, and internal/nodeproc to supervise the demo's children.
+// docs/design.md section 5.1 places it among the packages.
+package main
