@@ -1,10 +1,3 @@
-// Command replog-bench measures replog's append throughput and commit
-// latency: it starts a cluster of N nodes in this process, talking over
-// loopback TCP with fsync on, runs C concurrent appenders of S-byte records
-// against the leader for D, and prints ops/s, MB/s, commit latency
-// percentiles and the process's peak RSS.
-//
-//	go run ./cmd/replog-bench -nodes 3 -clients 64 -size 128 -duration 10s
 package main
 
 import (
