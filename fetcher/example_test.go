@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/fetcher"
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // memLog is a follower's log view for the example: the entries' epochs,
@@ -41,8 +40,8 @@ func Example() {
 
 	req := f.Build("n1", 2, log, now)
 	fmt.Printf("fetch %d: offset %d, last epoch %d\n", req.FetchID, req.FetchOffset, req.LastFetchedEpoch)
-	d := f.Handle("n1", &transport.FetchResponse{
-		FetchID: req.FetchID, LeaderID: "n1", Epoch: 2, Error: transport.FetchDivergingEpoch,
+	d := f.Handle("n1", &protocol.FetchResponse{
+		FetchID: req.FetchID, LeaderID: "n1", Epoch: 2, Error: protocol.FetchDivergingEpoch,
 		DivergingEpoch: 1, DivergingEndOffset: 1,
 	}, 2, "n1", log)
 	fmt.Println(d.Action, "to", d.TruncateTo)
@@ -50,9 +49,9 @@ func Example() {
 
 	req = f.Build("n1", 2, log, now)
 	fmt.Printf("fetch %d: offset %d, last epoch %d\n", req.FetchID, req.FetchOffset, req.LastFetchedEpoch)
-	resp := &transport.FetchResponse{
-		FetchID: req.FetchID, LeaderID: "n1", Epoch: 2, Error: transport.FetchOK, HighWatermark: 2,
-		Entries: []storage.Entry{{Offset: 1, Epoch: 2, Type: storage.EntryData, Data: []byte("x")}},
+	resp := &protocol.FetchResponse{
+		FetchID: req.FetchID, LeaderID: "n1", Epoch: 2, Error: protocol.FetchOK, HighWatermark: 2,
+		Entries: []protocol.Entry{{Offset: 1, Epoch: 2, Type: protocol.EntryData, Data: []byte("x")}},
 	}
 	// A copy with another FetchID (late, repeated or forged) decides
 	// nothing.

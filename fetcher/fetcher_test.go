@@ -5,15 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
+	"github.com/replog-io/replog/protocol"
 )
 
 // testLog is a follower log described by its epoch map and LEO.
 type testLog struct {
 	leo    uint64
 	start  uint64
-	epochs []storage.EpochStart
+	epochs []protocol.EpochStart
 }
 
 func (l testLog) LEO() uint64 { return l.leo }
@@ -44,10 +43,10 @@ func (l testLog) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
 	return 0, l.start
 }
 
-func rows(pairs ...uint64) []storage.EpochStart {
-	var out []storage.EpochStart
+func rows(pairs ...uint64) []protocol.EpochStart {
+	var out []protocol.EpochStart
 	for i := 0; i+1 < len(pairs); i += 2 {
-		out = append(out, storage.EpochStart{Epoch: pairs[i], StartOffset: pairs[i+1]})
+		out = append(out, protocol.EpochStart{Epoch: pairs[i], StartOffset: pairs[i+1]})
 	}
 	return out
 }
@@ -58,7 +57,7 @@ func TestBuild(t *testing.T) {
 	f := New("f", 1000, 500*time.Millisecond, 7)
 	log := testLog{leo: 5, epochs: rows(1, 0, 3, 2)}
 	req := f.Build("L", 4, log, now)
-	want := transport.FetchRequest{FetchID: 7, ReplicaID: "f", CurrentEpoch: 4, FetchOffset: 5, LastFetchedEpoch: 3, MaxBytes: 1000, MaxWaitMs: 500}
+	want := protocol.FetchRequest{FetchID: 7, ReplicaID: "f", CurrentEpoch: 4, FetchOffset: 5, LastFetchedEpoch: 3, MaxBytes: 1000, MaxWaitMs: 500}
 	if *req != want {
 		t.Fatalf("Build = %+v, want %+v", *req, want)
 	}
@@ -91,14 +90,14 @@ func TestRoundRobin(t *testing.T) {
 func TestHandle(t *testing.T) {
 	// The follower's log: epoch 1 at 0, epoch 3 at 2, LEO 5.
 	followerLog := testLog{leo: 5, epochs: rows(1, 0, 3, 2)}
-	entries := []storage.Entry{
-		{Offset: 5, Epoch: 3, Type: storage.EntryData, Data: []byte("x")},
-		{Offset: 6, Epoch: 4, Type: storage.EntryControl},
+	entries := []protocol.Entry{
+		{Offset: 5, Epoch: 3, Type: protocol.EntryData, Data: []byte("x")},
+		{Offset: 6, Epoch: 4, Type: protocol.EntryControl},
 	}
 	type tc struct {
 		name   string
 		from   string // default "L"
-		resp   transport.FetchResponse
+		resp   protocol.FetchResponse
 		epoch  uint64 // follower's current epoch; default 4
 		leader string // follower's known leader; default "L"
 		log    *testLog
@@ -107,121 +106,121 @@ func TestHandle(t *testing.T) {
 	cases := []tc{
 		{
 			name: "ok with entries",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 3, LogStartOffset: 0, Entries: entries},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 3, LogStartOffset: 0, Entries: entries},
 			want: Decision{Action: Append, Entries: entries, HighWatermark: 3},
 		},
 		{
 			name: "ok without entries carries the HW",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 5},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 5},
 			want: Decision{Action: Append, HighWatermark: 5},
 		},
 		{
 			name: "stale fetch ID",
-			resp: transport.FetchResponse{FetchID: 99, LeaderID: "L", Epoch: 4},
+			resp: protocol.FetchResponse{FetchID: 99, LeaderID: "L", Epoch: 4},
 			want: Decision{Action: Drop},
 		},
 		{
 			name: "response from another node than the target",
 			from: "X",
-			resp: transport.FetchResponse{LeaderID: "X", Epoch: 4},
+			resp: protocol.FetchResponse{LeaderID: "X", Epoch: 4},
 			want: Decision{Action: Drop},
 		},
 		{
 			name:   "leader answer from a node that is not our leader",
 			leader: "M",
-			resp:   transport.FetchResponse{LeaderID: "L", Epoch: 4},
+			resp:   protocol.FetchResponse{LeaderID: "L", Epoch: 4},
 			want:   Decision{Action: Drop},
 		},
 		{
 			name: "OK claiming another leader than the sender",
-			resp: transport.FetchResponse{LeaderID: "M", Epoch: 4},
+			resp: protocol.FetchResponse{LeaderID: "M", Epoch: 4},
 			want: Decision{Action: Drop},
 		},
 		{
 			name: "older epoch answer",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 3},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 3},
 			want: Decision{Action: Drop},
 		},
 		{
 			name: "fenced: a newer epoch and its leader",
-			resp: transport.FetchResponse{LeaderID: "N", Epoch: 6, Error: transport.FetchFencedEpoch},
+			resp: protocol.FetchResponse{LeaderID: "N", Epoch: 6, Error: protocol.FetchFencedEpoch},
 			want: Decision{Action: NewEpoch, Epoch: 6, LeaderID: "N"},
 		},
 		{
 			name: "fenced at our own epoch is inconsistent",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchFencedEpoch},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Error: protocol.FetchFencedEpoch},
 			want: Decision{Action: Drop},
 		},
 		{
 			name: "newer epoch naming us as leader: adopt without a leader",
-			resp: transport.FetchResponse{LeaderID: "f", Epoch: 5, Error: transport.FetchNotLeader},
+			resp: protocol.FetchResponse{LeaderID: "f", Epoch: 5, Error: protocol.FetchNotLeader},
 			want: Decision{Action: NewEpoch, Epoch: 5},
 		},
 		{
 			name:   "not-leader names the leader of our epoch",
 			leader: "-",
-			resp:   transport.FetchResponse{LeaderID: "M", Epoch: 4, Error: transport.FetchNotLeader},
+			resp:   protocol.FetchResponse{LeaderID: "M", Epoch: 4, Error: protocol.FetchNotLeader},
 			want:   Decision{Action: NewLeader, Epoch: 4, LeaderID: "M"},
 		},
 		{
 			name:   "not-leader knows none: retry elsewhere",
 			leader: "-",
-			resp:   transport.FetchResponse{Epoch: 4, Error: transport.FetchNotLeader},
+			resp:   protocol.FetchResponse{Epoch: 4, Error: protocol.FetchNotLeader},
 			want:   Decision{Action: Retry},
 		},
 		{
 			name:   "not-leader from a lagging node: retry elsewhere",
 			leader: "-",
-			resp:   transport.FetchResponse{Epoch: 2, Error: transport.FetchNotLeader},
+			resp:   protocol.FetchResponse{Epoch: 2, Error: protocol.FetchNotLeader},
 			want:   Decision{Action: Retry},
 		},
 		{
 			name: "our leader says it is not the leader",
-			resp: transport.FetchResponse{Epoch: 4, Error: transport.FetchNotLeader},
+			resp: protocol.FetchResponse{Epoch: 4, Error: protocol.FetchNotLeader},
 			want: Decision{Action: LeaderGone},
 		},
 		{
 			name:   "leaderless follower: an OK answer reveals the leader",
 			leader: "-",
-			resp:   transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries},
+			resp:   protocol.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries},
 			want:   Decision{Action: NewLeader, Epoch: 4, LeaderID: "L"},
 		},
 		{
 			// Leader has epoch 3 ending at 4: truncate to min(4, own end of 3 = 5).
 			name: "diverging: leader's end is smaller",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 3, DivergingEndOffset: 4},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Error: protocol.FetchDivergingEpoch, DivergingEpoch: 3, DivergingEndOffset: 4},
 			want: Decision{Action: Truncate, TruncateTo: 4, Epoch: 3},
 		},
 		{
 			// KIP-279: the leader's largest epoch ≤ 3 is 2, ending at 4; our
 			// largest ≤ 2 is 1, ending at 2: truncate to 2, not 4.
 			name: "diverging: own end is smaller (KIP-279)",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 2, DivergingEndOffset: 4},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Error: protocol.FetchDivergingEpoch, DivergingEpoch: 2, DivergingEndOffset: 4},
 			want: Decision{Action: Truncate, TruncateTo: 2, Epoch: 2},
 		},
 		{
 			name: "diverging below every epoch: truncate to the log start",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 0},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 0},
 			want: Decision{Action: Truncate, TruncateTo: 0, Epoch: 0},
 		},
 		{
 			name: "diverging that would not truncate is dropped",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchDivergingEpoch, DivergingEpoch: 3, DivergingEndOffset: 9},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Error: protocol.FetchDivergingEpoch, DivergingEpoch: 3, DivergingEndOffset: 9},
 			want: Decision{Action: Drop},
 		},
 		{
 			name: "out of range",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Error: transport.FetchOffsetOutOfRange, LogStartOffset: 10},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Error: protocol.FetchOffsetOutOfRange, LogStartOffset: 10},
 			want: Decision{Action: OutOfRange, LogStart: 10},
 		},
 		{
 			name: "entries not at the fetch offset",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries[1:]},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Entries: entries[1:]},
 			want: Decision{Action: Drop},
 		},
 		{
 			name: "entries whose epoch goes below our last epoch",
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: []storage.Entry{{Offset: 5, Epoch: 2, Type: storage.EntryData}}},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Entries: []protocol.Entry{{Offset: 5, Epoch: 2, Type: protocol.EntryData}}},
 			want: Decision{Action: Drop},
 		},
 		{
@@ -229,13 +228,13 @@ func TestHandle(t *testing.T) {
 			// was built at 5: only the fetch-offset check catches it.
 			name: "log changed since the fetch was built",
 			log:  &testLog{leo: 4, epochs: rows(1, 0, 3, 2)},
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, Entries: []storage.Entry{{Offset: 4, Epoch: 3, Type: storage.EntryData}}},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, Entries: []protocol.Entry{{Offset: 4, Epoch: 3, Type: protocol.EntryData}}},
 			want: Decision{Action: Drop},
 		},
 		{
 			name: "log changed since the fetch was built, no entries",
 			log:  &testLog{leo: 4, epochs: rows(1, 0, 3, 2)},
-			resp: transport.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 9},
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 9},
 			want: Decision{Action: Drop},
 		},
 	}
@@ -283,7 +282,7 @@ func TestFetchFromAnotherEpoch(t *testing.T) {
 	f := New("f", 1, time.Second, 1)
 	log := testLog{}
 	req := f.Build("L", 3, log, now)
-	d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 4}, 4, "L", log)
+	d := f.Handle("L", &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 4}, 4, "L", log)
 	if d.Action != Drop {
 		t.Fatalf("fetch of epoch 3 answered in epoch 4: %v, want drop", d.Action)
 	}
@@ -296,7 +295,7 @@ func TestCancel(t *testing.T) {
 	log := testLog{}
 	req := f.Build("L", 1, log, now)
 	f.Cancel()
-	d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log)
+	d := f.Handle("L", &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log)
 	if d.Action != Drop {
 		t.Fatalf("after Cancel: %v, want drop", d.Action)
 	}
@@ -319,8 +318,8 @@ func TestDivergingRoundsTerminate(t *testing.T) {
 			}
 			return
 		}
-		d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 4,
-			Error: transport.FetchDivergingEpoch, DivergingEpoch: e, DivergingEndOffset: end}, 4, "L", follower)
+		d := f.Handle("L", &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 4,
+			Error: protocol.FetchDivergingEpoch, DivergingEpoch: e, DivergingEndOffset: end}, 4, "L", follower)
 		if d.Action != Truncate || d.TruncateTo >= follower.leo {
 			t.Fatalf("round %d: %+v", round, d)
 		}
@@ -342,7 +341,7 @@ func TestLateAnswerToTheReplacedFetch(t *testing.T) {
 	first := f.Build("l", 1, lg, now)
 	f.Cancel() // the retry timer fired
 	second := f.Build("l", 1, lg, now.Add(time.Second))
-	late := &transport.FetchResponse{FetchID: first.FetchID, LeaderID: "l", Epoch: 1, HighWatermark: 0}
+	late := &protocol.FetchResponse{FetchID: first.FetchID, LeaderID: "l", Epoch: 1, HighWatermark: 0}
 	if d := f.Handle("l", late, 1, "l", lg); d.Action != Append {
 		t.Fatalf("late answer to the replaced fetch: %+v, want Append", d)
 	}
@@ -350,7 +349,7 @@ func TestLateAnswerToTheReplacedFetch(t *testing.T) {
 		t.Fatal("the late answer did not consume the outstanding fetch")
 	}
 	// Its own answer now comes too late and is dropped.
-	own := &transport.FetchResponse{FetchID: second.FetchID, LeaderID: "l", Epoch: 1}
+	own := &protocol.FetchResponse{FetchID: second.FetchID, LeaderID: "l", Epoch: 1}
 	if d := f.Handle("l", own, 1, "l", lg); d.Action != Drop {
 		t.Fatalf("answer to a consumed fetch: %+v, want Drop", d)
 	}
@@ -359,7 +358,7 @@ func TestLateAnswerToTheReplacedFetch(t *testing.T) {
 	third := f.Build("l", 1, lg, now)
 	f.Cancel()
 	f.Build("m", 1, lg, now)
-	if d := f.Handle("l", &transport.FetchResponse{FetchID: third.FetchID, LeaderID: "l", Epoch: 1}, 1, "l", lg); d.Action != Drop {
+	if d := f.Handle("l", &protocol.FetchResponse{FetchID: third.FetchID, LeaderID: "l", Epoch: 1}, 1, "l", lg); d.Action != Drop {
 		t.Fatalf("late answer from the node the retry left: %+v, want Drop", d)
 	}
 }
@@ -375,19 +374,19 @@ func TestTimeOutKeepsTheFetchMatchable(t *testing.T) {
 	if f.Outstanding() {
 		t.Fatal("a timed-out fetch still reports outstanding: no retry would be built")
 	}
-	d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 2}, 1, "L", log)
+	d := f.Handle("L", &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 2}, 1, "L", log)
 	if d.Action != Append || d.HighWatermark != 2 {
 		t.Fatalf("answer to the timed-out fetch: %+v, want append", d)
 	}
 	// Answered: nothing is outstanding, and a second copy is dropped.
-	if d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log); d.Action != Drop {
+	if d := f.Handle("L", &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log); d.Action != Drop {
 		t.Fatalf("duplicate answer: %+v, want drop", d)
 	}
 	// Cancel, unlike TimeOut, forgets the fetch.
 	req = f.Build("L", 1, log, now)
 	f.TimeOut()
 	f.Cancel()
-	if d := f.Handle("L", &transport.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log); d.Action != Drop {
+	if d := f.Handle("L", &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 1}, 1, "L", log); d.Action != Drop {
 		t.Fatalf("answer to a cancelled fetch: %+v, want drop", d)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
 )
 
 // benchCluster drives a few replicas in memory: every write is persisted
@@ -15,7 +15,7 @@ import (
 type benchCluster struct {
 	nodes  map[string]*benchNode
 	order  []string
-	queue  []transport.Message
+	queue  []protocol.Message
 	acked  int
 	failed int
 }

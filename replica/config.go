@@ -2,12 +2,13 @@ package replica
 
 import (
 	"fmt"
-	"github.com/replog-io/replog/protocol"
 	"hash/fnv"
 	"math"
 	"math/rand"
 	"slices"
 	"time"
+
+	"github.com/replog-io/replog/protocol"
 
 	"github.com/hashicorp/go-hclog"
 )

@@ -13,7 +13,6 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
 )
 
 // The scenario harness: N replicas with in-memory stores, a manual network
@@ -51,8 +50,8 @@ type harness struct {
 	t        testing.TB
 	nodes    map[string]*hnode
 	order    []string
-	queue    []transport.Message
-	held     []transport.Message
+	queue    []protocol.Message
+	held     []protocol.Message
 	cut      map[[2]string]bool
 	nextProp uint64
 	voters   []string
@@ -180,7 +179,7 @@ func (h *harness) linkOK(from, to string) bool {
 // any), in queue order; count < 0: those queued now. Messages to a down
 // node or across a cut link are dropped.
 func (h *harness) deliver(from, to string, count int, verbose bool, among map[string]bool) int {
-	match := func(m transport.Message) bool {
+	match := func(m protocol.Message) bool {
 		return (from == "" || m.From == from) && (to == "" || m.To == to) &&
 			(among == nil || among[m.From] && among[m.To])
 	}
@@ -328,14 +327,14 @@ func (h *harness) checkInvariants() {
 	}
 }
 
-func fmtEntries(es []storage.Entry) string {
+func fmtEntries(es []protocol.Entry) string {
 	if len(es) == 0 {
 		return "(empty)"
 	}
 	var parts []string
 	for _, e := range es {
 		d := string(e.Data)
-		if e.Type == storage.EntryControl {
+		if e.Type == protocol.EntryControl {
 			d = "ctrl"
 		}
 		parts = append(parts, fmt.Sprintf("%d@e%d:%s", e.Offset, e.Epoch, d))
@@ -343,39 +342,39 @@ func fmtEntries(es []storage.Entry) string {
 	return strings.Join(parts, " ")
 }
 
-func fmtMsg(m transport.Message) string {
+func fmtMsg(m protocol.Message) string {
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		return fmt.Sprintf("%s->%s Fetch epoch=%d offset=%d lastEpoch=%d", m.From, m.To, b.CurrentEpoch, b.FetchOffset, b.LastFetchedEpoch)
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		s := fmt.Sprintf("%s->%s FetchResp epoch=%d %s hw=%d", m.From, m.To, b.Epoch, b.Error, b.HighWatermark)
 		switch b.Error {
-		case transport.FetchDivergingEpoch:
+		case protocol.FetchDivergingEpoch:
 			s += fmt.Sprintf(" diverging=(epoch %d, end %d)", b.DivergingEpoch, b.DivergingEndOffset)
-		case transport.FetchNotLeader, transport.FetchFencedEpoch:
+		case protocol.FetchNotLeader, protocol.FetchFencedEpoch:
 			s += " leader=" + b.LeaderID
 		}
 		if len(b.Entries) > 0 {
 			s += " entries=" + fmtEntries(b.Entries)
 		}
 		return s
-	case *transport.VoteRequest:
+	case *protocol.VoteRequest:
 		kind := "Vote"
 		if b.PreVote {
 			kind = "PreVote"
 		}
 		return fmt.Sprintf("%s->%s %s epoch=%d last=(%d,%d)", m.From, m.To, kind, b.Epoch, b.LastEpoch, b.LEO)
-	case *transport.VoteResponse:
+	case *protocol.VoteResponse:
 		kind := "VoteResp"
 		if b.PreVote {
 			kind = "PreVoteResp"
 		}
 		return fmt.Sprintf("%s->%s %s epoch=%d granted=%t leader=%s", m.From, m.To, kind, b.Epoch, b.Granted, b.LeaderID)
-	case *transport.BeginEpoch:
+	case *protocol.BeginEpoch:
 		return fmt.Sprintf("%s->%s BeginEpoch epoch=%d", m.From, m.To, b.Epoch)
-	case *transport.AppendRequest:
+	case *protocol.AppendRequest:
 		return fmt.Sprintf("%s->%s Append records=%d", m.From, m.To, len(b.Records))
-	case *transport.AppendResponse:
+	case *protocol.AppendResponse:
 		return fmt.Sprintf("%s->%s AppendResp %s first=%d", m.From, m.To, b.Error, b.FirstOffset)
 	}
 	return m.String()
@@ -469,7 +468,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		}
 	case "hold", "release":
 		from, to, _ := strings.Cut(args[0], "->")
-		link := func(m transport.Message) bool { return m.From == from && m.To == to }
+		link := func(m protocol.Message) bool { return m.From == from && m.To == to }
 		if d.Cmd == "hold" {
 			for _, m := range h.queue {
 				if link(m) {
@@ -499,7 +498,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 			}
 		}
 		if d.Cmd == "drop" {
-			h.queue = slices.DeleteFunc(h.queue, func(m transport.Message) bool {
+			h.queue = slices.DeleteFunc(h.queue, func(m protocol.Message) bool {
 				return (from == "" || m.From == from) && (to == "" || m.To == to)
 			})
 			break
@@ -568,7 +567,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 			n := h.node(id)
 			n.up = false
 			n.pending = nil
-			h.queue = slices.DeleteFunc(h.queue, func(m transport.Message) bool { return m.To == id })
+			h.queue = slices.DeleteFunc(h.queue, func(m protocol.Message) bool { return m.To == id })
 		}
 	case "restart":
 		for _, id := range args {
@@ -594,7 +593,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 				}
 			}
 		}
-		h.queue = slices.DeleteFunc(h.queue, func(m transport.Message) bool { return h.cut[[2]string{m.From, m.To}] })
+		h.queue = slices.DeleteFunc(h.queue, func(m protocol.Message) bool { return h.cut[[2]string{m.From, m.To}] })
 	case "heal":
 		clear(h.cut)
 	case "hint":

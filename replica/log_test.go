@@ -3,13 +3,14 @@ package replica
 import (
 	"testing"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 )
 
-func ents(first uint64, epochs ...uint64) []storage.Entry {
-	var out []storage.Entry
+func ents(first uint64, epochs ...uint64) []protocol.Entry {
+	var out []protocol.Entry
 	for i, e := range epochs {
-		out = append(out, storage.Entry{Offset: first + uint64(i), Epoch: e, Type: storage.EntryData, Data: []byte{byte(first) + byte(i)}})
+		out = append(out, protocol.Entry{Offset: first + uint64(i), Epoch: e, Type: protocol.EntryData, Data: []byte{byte(first) + byte(i)}})
 	}
 	return out
 }
@@ -19,7 +20,7 @@ func ents(first uint64, epochs ...uint64) []storage.Entry {
 // the writes carrying entries are persisted, and the view matches the store
 // whatever prefix of the writes has been applied.
 func TestLogViewPendingTruncation(t *testing.T) {
-	store := newStore(t, []uint64{1, 1, 1}, storage.QuorumState{})
+	store := newStore(t, []uint64{1, 1, 1}, protocol.QuorumState{})
 	l := newLogView(store)
 	// seq 1: append 3,4 (epoch 2); seq 2: truncate to 1 (below the durable
 	// end); seq 3: append 1,2 (epoch 3).
@@ -61,7 +62,7 @@ func TestLogViewPendingTruncation(t *testing.T) {
 // TestLogViewTruncateInTail: truncating inside the unpersisted tail clips
 // the write marks, and later appends never overwrite entries a reader got.
 func TestLogViewTruncateInTail(t *testing.T) {
-	store := newStore(t, []uint64{1}, storage.QuorumState{})
+	store := newStore(t, []uint64{1}, protocol.QuorumState{})
 	l := newLogView(store)
 	l.append(ents(1, 1, 1, 1), 1)
 	held, err := l.read(1, 1<<20)
@@ -91,10 +92,10 @@ func TestLogViewTruncateInTail(t *testing.T) {
 // returns at most maxReadEntries.
 func TestLogViewReadBounds(t *testing.T) {
 	store := storage.NewMemory()
-	empty := func(first uint64, n int) []storage.Entry {
-		es := make([]storage.Entry, n)
+	empty := func(first uint64, n int) []protocol.Entry {
+		es := make([]protocol.Entry, n)
 		for i := range es {
-			es[i] = storage.Entry{Offset: first + uint64(i), Epoch: 1, Type: storage.EntryControl}
+			es[i] = protocol.Entry{Offset: first + uint64(i), Epoch: 1, Type: protocol.EntryControl}
 		}
 		return es
 	}
@@ -111,9 +112,9 @@ func TestLogViewReadBounds(t *testing.T) {
 		{0, 1 << 20, maxReadEntries},    // store part, count cap
 		{5000, 1 << 20, maxReadEntries}, // tail part, count cap
 		{4990, 1 << 20, maxReadEntries}, // across both
-		{0, 1024, 1024 / storage.EntryOverhead},
-		{5000, 1024, 1024 / storage.EntryOverhead},
-		{4990, 1024, 1024 / storage.EntryOverhead},
+		{0, 1024, 1024 / protocol.EntryOverhead},
+		{5000, 1024, 1024 / protocol.EntryOverhead},
+		{4990, 1024, 1024 / protocol.EntryOverhead},
 		{5000, 1, 1}, // the first entry always comes
 	} {
 		es, err := l.read(c.from, c.maxBytes)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
 )
 
 // A small randomized check of the core inside its own package (the full
@@ -42,9 +41,9 @@ type rcluster struct {
 	nodes     []*rnode
 	byID      map[string]*rnode
 	now       time.Time
-	queue     []transport.Message
+	queue     []protocol.Message
 	cut       map[[2]string]bool
-	committed map[uint64]storage.Entry
+	committed map[uint64]protocol.Entry
 	acked     map[uint64]uint64 // proposal ID → offset
 	data      map[uint64][]byte
 	nextID    uint64
@@ -264,7 +263,7 @@ func (c *rcluster) converged() bool {
 func runRandomized(t *testing.T, seed int64, voters []string, observers []string, steps int) {
 	c := &rcluster{
 		t: t, rng: rand.New(rand.NewSource(seed)), byID: map[string]*rnode{}, now: t0,
-		cut: map[[2]string]bool{}, committed: map[uint64]storage.Entry{},
+		cut: map[[2]string]bool{}, committed: map[uint64]protocol.Entry{},
 		acked: map[uint64]uint64{}, data: map[uint64][]byte{},
 	}
 	for _, id := range append(slices.Clone(voters), observers...) {

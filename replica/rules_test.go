@@ -10,17 +10,16 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
 )
 
 // newStore returns a memory store holding one entry per element of epochs
 // (the entry's epoch) and quorum state qs.
-func newStore(t testing.TB, epochs []uint64, qs storage.QuorumState) *storage.Memory {
+func newStore(t testing.TB, epochs []uint64, qs protocol.QuorumState) *storage.Memory {
 	t.Helper()
 	s := storage.NewMemory()
-	var es []storage.Entry
+	var es []protocol.Entry
 	for i, e := range epochs {
-		es = append(es, storage.Entry{Offset: uint64(i), Epoch: e, Type: storage.EntryData, Data: []byte{byte(i)}})
+		es = append(es, protocol.Entry{Offset: uint64(i), Epoch: e, Type: protocol.EntryData, Data: []byte{byte(i)}})
 	}
 	applyWrites(t, s, []protocol.Write{
 		{Kind: protocol.WriteAppend, Entries: es},
@@ -48,9 +47,9 @@ func newTestReplica(t testing.TB, cfg Config, store storage.Store) *Replica {
 
 // settle persists everything r asked for and returns the messages and acks
 // that come out.
-func settle(t testing.TB, r *Replica, store storage.Store) ([]transport.Message, []Ack) {
+func settle(t testing.TB, r *Replica, store storage.Store) ([]protocol.Message, []Ack) {
 	t.Helper()
-	var msgs []transport.Message
+	var msgs []protocol.Message
 	var acks []Ack
 	for range 10 {
 		rd := r.Ready()
@@ -74,7 +73,7 @@ func applyWrites(t testing.TB, s storage.Store, ws []protocol.Write) {
 	}
 }
 
-func bodiesTo[T transport.Body](msgs []transport.Message, to string) []T {
+func bodiesTo[T protocol.Body](msgs []protocol.Message, to string) []T {
 	var out []T
 	for _, m := range msgs {
 		if b, ok := m.Body.(T); ok && (to == "" || m.To == to) {
@@ -89,8 +88,8 @@ func TestVoteRules(t *testing.T) {
 	type tc struct {
 		name      string
 		log       []uint64 // own entries' epochs
-		qs        storage.QuorumState
-		req       transport.VoteRequest
+		qs        protocol.QuorumState
+		req       protocol.VoteRequest
 		contact   bool // heard from the leader just now
 		leader    bool // the voter leads its epoch
 		wantGrant bool
@@ -98,44 +97,44 @@ func TestVoteRules(t *testing.T) {
 		wantEpoch uint64 // voter's epoch afterwards
 	}
 	cases := []tc{
-		{name: "vote: fresh voter, equal logs", qs: storage.QuorumState{Epoch: 1},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
-		{name: "vote: candidate log longer", log: []uint64{1, 1}, qs: storage.QuorumState{Epoch: 1},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 3}, wantGrant: true, wantEpoch: 2},
-		{name: "vote: candidate log shorter, same last epoch", log: []uint64{1, 1}, qs: storage.QuorumState{Epoch: 1},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 1}, wantEpoch: 2},
-		{name: "vote: candidate last epoch lower, longer log", log: []uint64{1, 3}, qs: storage.QuorumState{Epoch: 3},
-			req: transport.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 9}, wantEpoch: 4},
-		{name: "vote: candidate last epoch higher, shorter log", log: []uint64{1, 1, 1}, qs: storage.QuorumState{Epoch: 3},
-			req: transport.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 1}, wantGrant: true, wantEpoch: 4},
-		{name: "vote: already voted for another in that epoch", qs: storage.QuorumState{Epoch: 2, VotedFor: "d"},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
-		{name: "vote: repeated for the same candidate", qs: storage.QuorumState{Epoch: 2, VotedFor: "c"},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
-		{name: "vote: the leader of that epoch is known", qs: storage.QuorumState{Epoch: 2, LeaderID: "d"},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
-		{name: "vote: stale epoch", qs: storage.QuorumState{Epoch: 5},
-			req: transport.VoteRequest{Epoch: 4, CandidateID: "c"}, wantEpoch: 5},
+		{name: "vote: fresh voter, equal logs", qs: protocol.QuorumState{Epoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+		{name: "vote: candidate log longer", log: []uint64{1, 1}, qs: protocol.QuorumState{Epoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 3}, wantGrant: true, wantEpoch: 2},
+		{name: "vote: candidate log shorter, same last epoch", log: []uint64{1, 1}, qs: protocol.QuorumState{Epoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 1}, wantEpoch: 2},
+		{name: "vote: candidate last epoch lower, longer log", log: []uint64{1, 3}, qs: protocol.QuorumState{Epoch: 3},
+			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 9}, wantEpoch: 4},
+		{name: "vote: candidate last epoch higher, shorter log", log: []uint64{1, 1, 1}, qs: protocol.QuorumState{Epoch: 3},
+			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 1}, wantGrant: true, wantEpoch: 4},
+		{name: "vote: already voted for another in that epoch", qs: protocol.QuorumState{Epoch: 2, VotedFor: "d"},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
+		{name: "vote: repeated for the same candidate", qs: protocol.QuorumState{Epoch: 2, VotedFor: "c"},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+		{name: "vote: the leader of that epoch is known", qs: protocol.QuorumState{Epoch: 2, LeaderID: "d"},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
+		{name: "vote: stale epoch", qs: protocol.QuorumState{Epoch: 5},
+			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c"}, wantEpoch: 5},
 		{name: "vote: granted if the voter knows a leader but has not heard from it",
-			qs:  storage.QuorumState{Epoch: 1, LeaderID: "d"},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+			qs:  protocol.QuorumState{Epoch: 1, LeaderID: "d"},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
 		// Issue 16.4 (Raft §6, KIP-996): one message must not depose a
 		// healthy leader.
 		{name: "vote: disregarded while the voter hears from its leader",
-			qs: storage.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c"}, ignored: true, wantEpoch: 1},
+			qs: protocol.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, ignored: true, wantEpoch: 1},
 		{name: "vote: disregarded by the leader", leader: true,
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 9, LEO: 9}, ignored: true, wantEpoch: 1},
-		{name: "pre-vote: no leader heard, log ok", qs: storage.QuorumState{Epoch: 1},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantGrant: true, wantEpoch: 1},
-		{name: "pre-vote: heard from the leader within FetchTimeout", qs: storage.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantEpoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 9, LEO: 9}, ignored: true, wantEpoch: 1},
+		{name: "pre-vote: no leader heard, log ok", qs: protocol.QuorumState{Epoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantGrant: true, wantEpoch: 1},
+		{name: "pre-vote: heard from the leader within FetchTimeout", qs: protocol.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantEpoch: 1},
 		{name: "pre-vote: the leader never grants", leader: true,
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 9, LEO: 9}, wantEpoch: 1},
-		{name: "pre-vote: candidate log behind", log: []uint64{1, 1}, qs: storage.QuorumState{Epoch: 1},
-			req: transport.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 1, LEO: 1}, wantEpoch: 1},
-		{name: "pre-vote: epoch not above ours", qs: storage.QuorumState{Epoch: 3},
-			req: transport.VoteRequest{Epoch: 3, CandidateID: "c", PreVote: true}, wantEpoch: 3},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 9, LEO: 9}, wantEpoch: 1},
+		{name: "pre-vote: candidate log behind", log: []uint64{1, 1}, qs: protocol.QuorumState{Epoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 1, LEO: 1}, wantEpoch: 1},
+		{name: "pre-vote: epoch not above ours", qs: protocol.QuorumState{Epoch: 3},
+			req: protocol.VoteRequest{Epoch: 3, CandidateID: "c", PreVote: true}, wantEpoch: 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,7 +142,7 @@ func TestVoteRules(t *testing.T) {
 			r := newTestReplica(t, testConfig("v", "v", "c", "d"), store)
 			if c.leader {
 				r.becomeCandidate()
-				r.Step(transport.Message{From: "d", To: "v", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "d", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+				r.Step(protocol.Message{From: "d", To: "v", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "d", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 				if r.role != RoleLeader {
 					t.Fatal("setup: not leader")
 				}
@@ -154,9 +153,9 @@ func TestVoteRules(t *testing.T) {
 			} else {
 				r.lastLeaderContact = time.Time{}
 			}
-			r.Step(transport.Message{From: "c", To: "v", Body: &c.req})
+			r.Step(protocol.Message{From: "c", To: "v", Body: &c.req})
 			rd := r.Ready()
-			grantedEarly := bodiesTo[*transport.VoteResponse](rd.Messages, "c")
+			grantedEarly := bodiesTo[*protocol.VoteResponse](rd.Messages, "c")
 			if !c.req.PreVote && c.wantGrant && len(rd.Writes) > 0 && len(grantedEarly) > 0 {
 				t.Fatal("vote response sent before the vote was persisted")
 			}
@@ -167,7 +166,7 @@ func TestVoteRules(t *testing.T) {
 			if c.req.PreVote && len(rd.Writes) > 0 {
 				t.Fatalf("a pre-vote wrote %+v; it must persist nothing", rd.Writes)
 			}
-			msgs := append(grantedEarly, bodiesTo[*transport.VoteResponse](r.Ready().Messages, "c")...)
+			msgs := append(grantedEarly, bodiesTo[*protocol.VoteResponse](r.Ready().Messages, "c")...)
 			if c.ignored {
 				if len(msgs) != 0 || r.epoch != c.wantEpoch || c.leader && r.role != RoleLeader {
 					t.Fatalf("answers %v epoch %d role %v: want the request disregarded", msgs, r.epoch, r.role)
@@ -194,14 +193,14 @@ func TestVoteRules(t *testing.T) {
 
 // leaderWith makes a leader "l" of voters with log (epochs) whose epoch
 // starts at the current LEO, all persisted.
-func leaderWith(t *testing.T, voters []string, log []uint64, qs storage.QuorumState) (*Replica, *storage.Memory) {
+func leaderWith(t *testing.T, voters []string, log []uint64, qs protocol.QuorumState) (*Replica, *storage.Memory) {
 	t.Helper()
 	store := newStore(t, log, qs)
 	r := newTestReplica(t, testConfig("l", voters...), store)
 	r.becomeCandidate()
 	for _, v := range voters {
 		if v != "l" {
-			r.Step(transport.Message{From: v, To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: v, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+			r.Step(protocol.Message{From: v, To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: v, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 		}
 	}
 	if r.role != RoleLeader {
@@ -212,7 +211,7 @@ func leaderWith(t *testing.T, voters []string, log []uint64, qs storage.QuorumSt
 }
 
 func fetch(r *Replica, from string, id, epoch, offset, lastEpoch uint64) {
-	r.Step(transport.Message{From: from, To: r.id, Body: &transport.FetchRequest{
+	r.Step(protocol.Message{From: from, To: r.id, Body: &protocol.FetchRequest{
 		FetchID: id, ReplicaID: from, CurrentEpoch: epoch, FetchOffset: offset, LastFetchedEpoch: lastEpoch,
 		MaxBytes: 1 << 20, MaxWaitMs: 500,
 	}})
@@ -229,30 +228,30 @@ func TestLeaderFetchRules(t *testing.T) {
 		epoch      uint64
 		offset     uint64
 		lastEpoch  uint64
-		wantErr    transport.FetchError
+		wantErr    protocol.FetchError
 		wantDiv    [2]uint64 // epoch, end
 		wantRemote int64     // -1: absent
 		wantParked bool
 		wantRole   Role
 	}
 	cases := []tc{
-		{name: "valid, behind", from: "f", epoch: 3, offset: 2, lastEpoch: 1, wantErr: transport.FetchOK, wantRemote: 2},
+		{name: "valid, behind", from: "f", epoch: 3, offset: 2, lastEpoch: 1, wantErr: protocol.FetchOK, wantRemote: 2},
 		{name: "valid, caught up: parked", from: "f", epoch: 3, offset: 5, lastEpoch: 3, wantRemote: 5, wantParked: true},
-		{name: "lower epoch: fenced", from: "f", epoch: 2, offset: 2, lastEpoch: 1, wantErr: transport.FetchFencedEpoch, wantRemote: -1},
+		{name: "lower epoch: fenced", from: "f", epoch: 2, offset: 2, lastEpoch: 1, wantErr: protocol.FetchFencedEpoch, wantRemote: -1},
 		{name: "higher epoch: the leader steps down", from: "f", epoch: 4, offset: 2, lastEpoch: 1,
-			wantErr: transport.FetchNotLeader, wantRemote: -1, wantRole: RoleFollower},
-		{name: "valid, inside an earlier epoch", from: "f", epoch: 3, offset: 3, lastEpoch: 2, wantErr: transport.FetchOK, wantRemote: 3},
+			wantErr: protocol.FetchNotLeader, wantRemote: -1, wantRole: RoleFollower},
+		{name: "valid, inside an earlier epoch", from: "f", epoch: 3, offset: 3, lastEpoch: 2, wantErr: protocol.FetchOK, wantRemote: 3},
 		{name: "epoch ends before the fetch offset: diverging", from: "f", epoch: 3, offset: 3, lastEpoch: 1,
-			wantErr: transport.FetchDivergingEpoch, wantDiv: [2]uint64{1, 2}, wantRemote: -1},
+			wantErr: protocol.FetchDivergingEpoch, wantDiv: [2]uint64{1, 2}, wantRemote: -1},
 		{name: "epoch the leader never had: diverging to the largest below", from: "f", epoch: 3, offset: 6, lastEpoch: 2,
-			wantErr: transport.FetchDivergingEpoch, wantDiv: [2]uint64{2, 4}, wantRemote: -1},
+			wantErr: protocol.FetchDivergingEpoch, wantDiv: [2]uint64{2, 4}, wantRemote: -1},
 		{name: "fetch offset past the leader's LEO: diverging", from: "f", epoch: 3, offset: 9, lastEpoch: 3,
-			wantErr: transport.FetchDivergingEpoch, wantDiv: [2]uint64{3, 5}, wantRemote: -1},
-		{name: "observer: served, no remote LEO", from: "o", epoch: 3, offset: 2, lastEpoch: 1, wantErr: transport.FetchOK, wantRemote: -1},
+			wantErr: protocol.FetchDivergingEpoch, wantDiv: [2]uint64{3, 5}, wantRemote: -1},
+		{name: "observer: served, no remote LEO", from: "o", epoch: 3, offset: 2, lastEpoch: 1, wantErr: protocol.FetchOK, wantRemote: -1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2}, storage.QuorumState{Epoch: 2})
+			r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2}, protocol.QuorumState{Epoch: 2})
 			if r.epoch != 3 || r.log.LEO() != 5 {
 				t.Fatalf("setup: epoch %d leo %d", r.epoch, r.log.LEO())
 			}
@@ -264,7 +263,7 @@ func TestLeaderFetchRules(t *testing.T) {
 			}
 			fetch(r, c.from, 42, c.epoch, c.offset, c.lastEpoch)
 			msgs, _ := settle(t, r, store)
-			resps := bodiesTo[*transport.FetchResponse](msgs, c.from)
+			resps := bodiesTo[*protocol.FetchResponse](msgs, c.from)
 			if c.wantParked {
 				if len(resps) != 0 || len(r.leader.parked) != 1 {
 					t.Fatalf("want parked, got responses %v parked %d", resps, len(r.leader.parked))
@@ -277,13 +276,13 @@ func TestLeaderFetchRules(t *testing.T) {
 				if resp.FetchID != 42 || resp.Error != c.wantErr {
 					t.Fatalf("response %v, want %v", resp, c.wantErr)
 				}
-				if c.wantErr == transport.FetchDivergingEpoch && (resp.DivergingEpoch != c.wantDiv[0] || resp.DivergingEndOffset != c.wantDiv[1]) {
+				if c.wantErr == protocol.FetchDivergingEpoch && (resp.DivergingEpoch != c.wantDiv[0] || resp.DivergingEndOffset != c.wantDiv[1]) {
 					t.Fatalf("diverging (%d,%d), want %v", resp.DivergingEpoch, resp.DivergingEndOffset, c.wantDiv)
 				}
-				if c.wantErr == transport.FetchFencedEpoch && (resp.LeaderID != "l" || resp.Epoch != 3) {
+				if c.wantErr == protocol.FetchFencedEpoch && (resp.LeaderID != "l" || resp.Epoch != 3) {
 					t.Fatalf("fenced response must name the leader and epoch: %v", resp)
 				}
-				if c.wantErr == transport.FetchOK && (len(resp.Entries) == 0 || resp.Entries[0].Offset != c.offset) {
+				if c.wantErr == protocol.FetchOK && (len(resp.Entries) == 0 || resp.Entries[0].Offset != c.offset) {
 					t.Fatalf("entries %v, want from %d", resp.Entries, c.offset)
 				}
 			}
@@ -311,7 +310,7 @@ func TestLeaderFetchRules(t *testing.T) {
 func primeFetch(t *testing.T, r *Replica, from string, offset, lastEpoch uint64) {
 	t.Helper()
 	fetch(r, from, 0, r.epoch, offset, lastEpoch)
-	if n := len(bodiesTo[*transport.FetchResponse](r.Ready().Messages, from)); n != 1 {
+	if n := len(bodiesTo[*protocol.FetchResponse](r.Ready().Messages, from)); n != 1 {
 		t.Fatalf("first fetch: %d answers, want 1 at once", n)
 	}
 }
@@ -321,7 +320,7 @@ func primeFetch(t *testing.T, r *Replica, from string, offset, lastEpoch uint64)
 // does not follow the replica's previous one is answered at once.
 func TestParkedFetch(t *testing.T) {
 	t.Run("woken by an append before the leader's own write is durable", func(t *testing.T) {
-		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, protocol.QuorumState{})
 		primeFetch(t, r, "f", 0, 0)
 		fetch(r, "f", 1, r.epoch, 0, 0)
 		if len(r.Ready().Messages) != 0 {
@@ -329,13 +328,13 @@ func TestParkedFetch(t *testing.T) {
 		}
 		r.Propose(1, [][]byte{[]byte("x")})
 		rd := r.Ready()
-		resps := bodiesTo[*transport.FetchResponse](rd.Messages, "f")
+		resps := bodiesTo[*protocol.FetchResponse](rd.Messages, "f")
 		if len(resps) != 1 || len(resps[0].Entries) != 1 || len(rd.Writes) != 1 {
 			t.Fatalf("want the entry sent with its write pending; got %v writes %d", resps, len(rd.Writes))
 		}
 	})
 	t.Run("woken by the HW", func(t *testing.T) {
-		r, store := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		r, store := leaderWith(t, []string{"l", "f"}, nil, protocol.QuorumState{})
 		primeFetch(t, r, "f", 0, 0)
 		r.Propose(1, [][]byte{[]byte("x")})
 		rd := r.Ready()
@@ -346,13 +345,13 @@ func TestParkedFetch(t *testing.T) {
 		applyWrites(t, store, rd.Writes)
 		r.Persisted(rd.Writes[0].Seq) // HW 1 now
 		rd = r.Ready()
-		resps := bodiesTo[*transport.FetchResponse](rd.Messages, "f")
+		resps := bodiesTo[*protocol.FetchResponse](rd.Messages, "f")
 		if len(resps) != 1 || resps[0].HighWatermark != 1 || len(rd.Acks) != 1 {
 			t.Fatalf("want HW 1 sent at once and an ack; got %v acks %v", resps, rd.Acks)
 		}
 	})
 	t.Run("MaxWait", func(t *testing.T) {
-		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, protocol.QuorumState{})
 		primeFetch(t, r, "f", 0, 0)
 		fetch(r, "f", 1, r.epoch, 0, 0)
 		r.Tick(t0.Add(499 * time.Millisecond))
@@ -360,17 +359,17 @@ func TestParkedFetch(t *testing.T) {
 			t.Fatal("answered before MaxWait")
 		}
 		r.Tick(t0.Add(500 * time.Millisecond))
-		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 1 {
+		if resps := bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 1 {
 			t.Fatalf("want the parked fetch answered at MaxWait, got %v", resps)
 		}
 	})
 	t.Run("a newer fetch replaces the parked one", func(t *testing.T) {
-		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, protocol.QuorumState{})
 		primeFetch(t, r, "f", 0, 0)
 		fetch(r, "f", 1, r.epoch, 0, 0)
 		fetch(r, "f", 2, r.epoch, 0, 0)
 		r.Propose(1, [][]byte{[]byte("x")})
-		resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f")
+		resps := bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "f")
 		if len(resps) != 1 || resps[0].FetchID != 2 {
 			t.Fatalf("want one answer, to fetch 2; got %v", resps)
 		}
@@ -381,7 +380,7 @@ func TestParkedFetch(t *testing.T) {
 		// follower waits for fetch 1 only (fetch 0 asked another question,
 		// so it drops that answer): fetch 1 must stay parked and be
 		// answered.
-		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, protocol.QuorumState{})
 		primeFetch(t, r, "f", 0, 0)
 		r.Propose(1, [][]byte{[]byte("x")})
 		r.Ready()
@@ -390,23 +389,23 @@ func TestParkedFetch(t *testing.T) {
 			t.Fatal("fetch 1 not parked")
 		}
 		fetch(r, "f", 0, r.epoch, 0, 0)
-		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 0 {
+		if resps := bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 0 {
 			t.Fatalf("got %v, want the old copy answered at once", resps)
 		}
 		r.Propose(2, [][]byte{[]byte("y")})
-		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 1 {
+		if resps := bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 1 {
 			t.Fatalf("got %v, want the parked fetch 1 answered with the new entry", resps)
 		}
 	})
 	t.Run("a restarted replica's fetch is answered at once", func(t *testing.T) {
-		r, _ := leaderWith(t, []string{"l", "f"}, nil, storage.QuorumState{})
+		r, _ := leaderWith(t, []string{"l", "f"}, nil, protocol.QuorumState{})
 		primeFetch(t, r, "f", 0, 0)
 		fetch(r, "f", 1, r.epoch, 0, 0)
 		if len(r.Ready().Messages) != 0 {
 			t.Fatal("consecutive empty fetch not parked")
 		}
 		fetch(r, "f", 777, r.epoch, 0, 0) // new fetch IDs: a new life
-		if resps := bodiesTo[*transport.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 777 {
+		if resps := bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "f"); len(resps) != 1 || resps[0].FetchID != 777 {
 			t.Fatalf("got %v, want fetch 777 answered at once", resps)
 		}
 	})
@@ -453,7 +452,7 @@ func TestLeaderHW(t *testing.T) {
 // back; a diverging truncation to the HW is fine; one below the HW is a
 // counted violation, refused.
 func TestFollowerHWAndTruncation(t *testing.T) {
-	store := newStore(t, []uint64{1, 1, 1, 1}, storage.QuorumState{Epoch: 2, LeaderID: "L"})
+	store := newStore(t, []uint64{1, 1, 1, 1}, protocol.QuorumState{Epoch: 2, LeaderID: "L"})
 	if err := store.SetHWCheckpoint(1); err != nil {
 		t.Fatal(err)
 	}
@@ -461,41 +460,41 @@ func TestFollowerHWAndTruncation(t *testing.T) {
 	if r.hw != 1 || r.log.LEO() != 4 {
 		t.Fatalf("restart: hw %d leo %d, want 1 and 4 (HW from the checkpoint, no truncation)", r.hw, r.log.LEO())
 	}
-	req := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")
+	req := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
 	if len(req) != 1 || req[0].FetchOffset != 4 || req[0].LastFetchedEpoch != 1 || req[0].CurrentEpoch != 2 {
 		t.Fatalf("first fetch %v", req)
 	}
 	last := req[0]
-	respond := func(resp transport.FetchResponse) {
+	respond := func(resp protocol.FetchResponse) {
 		resp.FetchID, resp.LeaderID, resp.Epoch = last.FetchID, "L", 2
-		r.Step(transport.Message{From: "L", To: "f", Body: &resp})
+		r.Step(protocol.Message{From: "L", To: "f", Body: &resp})
 		msgs, _ := settle(t, r, store)
-		reqs := bodiesTo[*transport.FetchRequest](msgs, "L")
+		reqs := bodiesTo[*protocol.FetchRequest](msgs, "L")
 		if len(reqs) != 1 {
 			t.Fatalf("%d fetches after a response, want 1", len(reqs))
 		}
 		last = reqs[0]
 	}
 	// Leader HW 3 < LEO 4: HW = 3.
-	respond(transport.FetchResponse{HighWatermark: 3})
+	respond(protocol.FetchResponse{HighWatermark: 3})
 	if r.hw != 3 {
 		t.Fatalf("hw %d, want min(4, 3) = 3", r.hw)
 	}
 	// A lower leader HW (a new leader lagging a round) never moves it back.
 	r.leaderHW = 0
-	respond(transport.FetchResponse{HighWatermark: 2})
+	respond(protocol.FetchResponse{HighWatermark: 2})
 	if r.hw != 3 {
 		t.Fatalf("hw moved back to %d", r.hw)
 	}
 	// Diverging at (1, 3): truncate to 3, which is the HW: fine.
-	respond(transport.FetchResponse{Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3})
+	respond(protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3})
 	if r.log.LEO() != 3 || store.LEO() != 3 || r.violations != 0 {
 		t.Fatalf("after truncation: leo %d store %d violations %d", r.log.LEO(), store.LEO(), r.violations)
 	}
 	// Diverging at (1, 2): below the HW: refused (the replica halts),
 	// counted, never hidden (TestRefusesCommittedTruncation has the rest).
-	r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: last.FetchID, LeaderID: "L", Epoch: 2,
-		Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 2}})
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: last.FetchID, LeaderID: "L", Epoch: 2,
+		Error: protocol.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 2}})
 	settle(t, r, store)
 	if r.Status().Violations != 1 || r.log.LEO() != 3 || store.LEO() != 3 || !errors.Is(r.Err(), ErrCommittedTruncation) {
 		t.Fatalf("violations %d leo %d store %d err %v, want 1, 3, 3, ErrCommittedTruncation",
@@ -505,7 +504,7 @@ func TestFollowerHWAndTruncation(t *testing.T) {
 
 // TestHWCheckpointOnRestart: the checkpoint is used only if ≤ LEO.
 func TestHWCheckpointOnRestart(t *testing.T) {
-	store := newStore(t, []uint64{1, 1, 1}, storage.QuorumState{Epoch: 1})
+	store := newStore(t, []uint64{1, 1, 1}, protocol.QuorumState{Epoch: 1})
 	if err := store.SetHWCheckpoint(2); err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +512,7 @@ func TestHWCheckpointOnRestart(t *testing.T) {
 		t.Fatalf("hw %d, want checkpoint 2", r.hw)
 	}
 	// A checkpoint above the LEO (a store that lost its tail) is ignored.
-	bad := badCheckpointStore{newStore(t, []uint64{1}, storage.QuorumState{Epoch: 1})}
+	bad := badCheckpointStore{newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1})}
 	if r := newTestReplica(t, testConfig("f", "f", "g", "h"), bad); r.hw != 0 || r.log.LEO() != 1 {
 		t.Fatalf("hw %d leo %d, want the log start (0) and no truncation", r.hw, r.log.LEO())
 	}
@@ -527,35 +526,35 @@ func (badCheckpointStore) HWCheckpoint() (uint64, bool, error) { return 5, true,
 // it is persisted.
 func TestMessagesWaitForWrites(t *testing.T) {
 	t.Run("candidate's vote requests wait for its self-vote", func(t *testing.T) {
-		store := newStore(t, nil, storage.QuorumState{})
+		store := newStore(t, nil, protocol.QuorumState{})
 		r := newTestReplica(t, testConfig("c", "c", "a", "b"), store)
 		settle(t, r, store)
 		r.becomeCandidate()
 		rd := r.Ready()
-		if len(bodiesTo[*transport.VoteRequest](rd.Messages, "")) != 0 {
+		if len(bodiesTo[*protocol.VoteRequest](rd.Messages, "")) != 0 {
 			t.Fatal("vote requests sent before the self-vote is durable")
 		}
 		applyWrites(t, store, rd.Writes)
 		r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
-		if n := len(bodiesTo[*transport.VoteRequest](r.Ready().Messages, "")); n != 2 {
+		if n := len(bodiesTo[*protocol.VoteRequest](r.Ready().Messages, "")); n != 2 {
 			t.Fatalf("%d vote requests after persisting, want 2", n)
 		}
 	})
 	t.Run("follower's next fetch waits for the fetched entries", func(t *testing.T) {
-		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		store := newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
 		r := newTestReplica(t, testConfig("f", "f", "L"), store)
-		req := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")[0]
-		r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{
+		req := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")[0]
+		r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 0,
-			Entries: []storage.Entry{{Offset: 0, Epoch: 1, Type: storage.EntryData, Data: []byte("x")}},
+			Entries: []protocol.Entry{{Offset: 0, Epoch: 1, Type: protocol.EntryData, Data: []byte("x")}},
 		}})
 		rd := r.Ready()
-		if len(bodiesTo[*transport.FetchRequest](rd.Messages, "")) != 0 || len(rd.Writes) != 1 {
+		if len(bodiesTo[*protocol.FetchRequest](rd.Messages, "")) != 0 || len(rd.Writes) != 1 {
 			t.Fatalf("fetch sent before the append is durable (writes %d)", len(rd.Writes))
 		}
 		applyWrites(t, store, rd.Writes)
 		r.Persisted(rd.Writes[0].Seq)
-		next := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")
+		next := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
 		if len(next) != 1 || next[0].FetchOffset != 1 {
 			t.Fatalf("next fetch %v, want offset 1", next)
 		}
@@ -566,7 +565,7 @@ func TestMessagesWaitForWrites(t *testing.T) {
 // leadership, expiry of forwarded proposals.
 func TestProposeOutcomes(t *testing.T) {
 	t.Run("too large", func(t *testing.T) {
-		r, _ := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
+		r, _ := leaderWith(t, []string{"l", "a"}, nil, protocol.QuorumState{})
 		r.cfg.MaxRecordSize = 3
 		r.Propose(7, [][]byte{[]byte("ok"), []byte("toolong")})
 		acks := r.Ready().Acks
@@ -575,7 +574,7 @@ func TestProposeOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("no leader known", func(t *testing.T) {
-		store := newStore(t, nil, storage.QuorumState{Epoch: 1})
+		store := newStore(t, nil, protocol.QuorumState{Epoch: 1})
 		r := newTestReplica(t, testConfig("f", "f", "a", "b"), store)
 		r.Propose(7, [][]byte{[]byte("x")})
 		acks := r.Ready().Acks
@@ -585,25 +584,25 @@ func TestProposeOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("leadership lost: unknown outcome, local and forwarded", func(t *testing.T) {
-		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
+		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{})
 		r.Propose(7, [][]byte{[]byte("x")})
-		r.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 9, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}})
+		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.AppendRequest{RequestID: 9, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}})
 		settle(t, r, store)
-		r.Step(transport.Message{From: "b", To: "l", Body: &transport.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
+		r.Step(protocol.Message{From: "b", To: "l", Body: &protocol.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
 		msgs, acks := settle(t, r, store)
 		if len(acks) != 1 || acks[0].ID != 7 || !errors.Is(acks[0].Err, ErrUnknownOutcome) {
 			t.Fatalf("acks %v", acks)
 		}
-		resps := bodiesTo[*transport.AppendResponse](msgs, "a")
-		if len(resps) != 1 || resps[0].Error != transport.AppendUnknown || resps[0].RequestID != 9 {
+		resps := bodiesTo[*protocol.AppendResponse](msgs, "a")
+		if len(resps) != 1 || resps[0].Error != protocol.AppendUnknown || resps[0].RequestID != 9 {
 			t.Fatalf("forwarded answer %v", resps)
 		}
 	})
 	t.Run("forwarded proposal expires", func(t *testing.T) {
-		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		store := newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
 		r := newTestReplica(t, testConfig("f", "f", "L"), store)
 		r.Propose(7, [][]byte{[]byte("x")})
-		if n := len(bodiesTo[*transport.AppendRequest](r.Ready().Messages, "L")); n != 1 {
+		if n := len(bodiesTo[*protocol.AppendRequest](r.Ready().Messages, "L")); n != 1 {
 			t.Fatalf("%d forwarded, want 1", n)
 		}
 		r.Tick(t0.Add(4*time.Second - time.Millisecond))
@@ -617,55 +616,55 @@ func TestProposeOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("forwarded proposals fail at once when the leader changes", func(t *testing.T) {
-		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		store := newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
 		r := newTestReplica(t, testConfig("f", "f", "L", "M"), store)
 		r.Propose(7, [][]byte{[]byte("x")})
 		settle(t, r, store)
-		r.Step(transport.Message{From: "M", To: "f", Body: &transport.BeginEpoch{Epoch: 2, LeaderID: "M"}})
+		r.Step(protocol.Message{From: "M", To: "f", Body: &protocol.BeginEpoch{Epoch: 2, LeaderID: "M"}})
 		_, acks := settle(t, r, store)
 		if len(acks) != 1 || acks[0].ID != 7 || !errors.Is(acks[0].Err, ErrUnknownOutcome) {
 			t.Fatalf("acks %v, want 7 unknown at once", acks)
 		}
 		// A late answer from the old leader is ignored.
-		r.Step(transport.Message{From: "L", To: "f", Body: &transport.AppendResponse{RequestID: r.nextRequestID - 1, Error: transport.AppendOK}})
+		r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.AppendResponse{RequestID: r.nextRequestID - 1, Error: protocol.AppendOK}})
 		if _, acks := settle(t, r, store); len(acks) != 0 {
 			t.Fatalf("late answer acked again: %v", acks)
 		}
 	})
 	t.Run("a request refused as not-leader is never appended later", func(t *testing.T) {
-		store := newStore(t, nil, storage.QuorumState{})
+		store := newStore(t, nil, protocol.QuorumState{})
 		r := newTestReplica(t, testConfig("l", "l", "a"), store)
-		req := &transport.AppendRequest{RequestID: 5, Epoch: 0, Records: [][]byte{[]byte("y")}}
-		r.Step(transport.Message{From: "a", To: "l", Body: req})
+		req := &protocol.AppendRequest{RequestID: 5, Epoch: 0, Records: [][]byte{[]byte("y")}}
+		r.Step(protocol.Message{From: "a", To: "l", Body: req})
 		msgs, _ := settle(t, r, store)
-		if resps := bodiesTo[*transport.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != transport.AppendNotLeader {
+		if resps := bodiesTo[*protocol.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != protocol.AppendNotLeader {
 			t.Fatalf("answers %v", resps)
 		}
 		r.becomeCandidate()
-		r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 		settle(t, r, store)
-		r.Step(transport.Message{From: "a", To: "l", Body: req}) // the network's duplicate
+		r.Step(protocol.Message{From: "a", To: "l", Body: req}) // the network's duplicate
 		msgs, _ = settle(t, r, store)
-		if r.log.LEO() != 0 || len(bodiesTo[*transport.AppendResponse](msgs, "a")) != 1 {
+		if r.log.LEO() != 0 || len(bodiesTo[*protocol.AppendResponse](msgs, "a")) != 1 {
 			t.Fatalf("leo %d: a refused request was appended", r.log.LEO())
 		}
 	})
 	t.Run("a duplicate of a request appended before a step-down is unknown, not refused", func(t *testing.T) {
-		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
-		req := &transport.AppendRequest{RequestID: 5, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}
-		r.Step(transport.Message{From: "a", To: "l", Body: req})
+		r, store := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{})
+		req := &protocol.AppendRequest{RequestID: 5, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}
+		r.Step(protocol.Message{From: "a", To: "l", Body: req})
 		settle(t, r, store)
-		r.Step(transport.Message{From: "b", To: "l", Body: &transport.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
+		r.Step(protocol.Message{From: "b", To: "l", Body: &protocol.BeginEpoch{Epoch: r.epoch + 1, LeaderID: "b"}})
 		settle(t, r, store)
-		r.Step(transport.Message{From: "a", To: "l", Body: req}) // the network's duplicate
+		r.Step(protocol.Message{From: "a", To: "l", Body: req}) // the network's duplicate
 		msgs, _ := settle(t, r, store)
-		resps := bodiesTo[*transport.AppendResponse](msgs, "a")
-		if len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+		resps := bodiesTo[*protocol.AppendResponse](msgs, "a")
+		if len(resps) != 1 || resps[0].Error != protocol.AppendUnknown {
 			t.Fatalf("answers %v, want unknown", resps)
 		}
 	})
 	t.Run("forwarded batches stay within a frame", func(t *testing.T) {
-		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		store := newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
 		r := newTestReplica(t, testConfig("f", "f", "L"), store)
 		big := make([][]byte, 9)
 		for i := range big {
@@ -673,13 +672,13 @@ func TestProposeOutcomes(t *testing.T) {
 		}
 		r.Propose(7, big) // 9 MiB
 		rd := r.Ready()
-		if len(rd.Acks) != 1 || !errors.Is(rd.Acks[0].Err, ErrTooLarge) || len(bodiesTo[*transport.AppendRequest](rd.Messages, "")) != 0 {
+		if len(rd.Acks) != 1 || !errors.Is(rd.Acks[0].Err, ErrTooLarge) || len(bodiesTo[*protocol.AppendRequest](rd.Messages, "")) != 0 {
 			t.Fatalf("acks %v", rd.Acks)
 		}
-		l, lstore := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
-		l.Step(transport.Message{From: "a", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: l.epoch, Records: big}})
+		l, lstore := leaderWith(t, []string{"l", "a"}, nil, protocol.QuorumState{})
+		l.Step(protocol.Message{From: "a", To: "l", Body: &protocol.AppendRequest{RequestID: 1, Epoch: l.epoch, Records: big}})
 		msgs, _ := settle(t, l, lstore)
-		if resps := bodiesTo[*transport.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != transport.AppendTooLarge || l.log.LEO() != 0 {
+		if resps := bodiesTo[*protocol.AppendResponse](msgs, "a"); len(resps) != 1 || resps[0].Error != protocol.AppendTooLarge || l.log.LEO() != 0 {
 			t.Fatalf("answers %v leo %d", resps, l.log.LEO())
 		}
 	})
@@ -687,7 +686,7 @@ func TestProposeOutcomes(t *testing.T) {
 		// Positive control for the case above: a shell whose transport
 		// carries larger frames sets MaxForwardBytes, and the same 9 MiB
 		// batch is forwarded (one definition of the limit, no hidden 8 MiB).
-		store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+		store := newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
 		cfg := testConfig("f", "f", "L")
 		cfg.MaxForwardBytes = 16 << 20
 		r := newTestReplica(t, cfg, store)
@@ -697,24 +696,24 @@ func TestProposeOutcomes(t *testing.T) {
 		}
 		r.Propose(7, big)
 		rd := r.Ready()
-		if len(rd.Acks) != 0 || len(bodiesTo[*transport.AppendRequest](rd.Messages, "L")) != 1 {
+		if len(rd.Acks) != 0 || len(bodiesTo[*protocol.AppendRequest](rd.Messages, "L")) != 1 {
 			t.Fatalf("acks %v, messages %v: want the batch forwarded", rd.Acks, rd.Messages)
 		}
 	})
 	t.Run("duplicate forwarded request appends once", func(t *testing.T) {
-		r, store := leaderWith(t, []string{"l", "a"}, nil, storage.QuorumState{})
-		req := &transport.AppendRequest{RequestID: 9, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}
-		r.Step(transport.Message{From: "a", To: "l", Body: req})
-		r.Step(transport.Message{From: "a", To: "l", Body: req})
+		r, store := leaderWith(t, []string{"l", "a"}, nil, protocol.QuorumState{})
+		req := &protocol.AppendRequest{RequestID: 9, Epoch: r.epoch, Records: [][]byte{[]byte("y")}}
+		r.Step(protocol.Message{From: "a", To: "l", Body: req})
+		r.Step(protocol.Message{From: "a", To: "l", Body: req})
 		settle(t, r, store)
 		if r.log.LEO() != 1 {
 			t.Fatalf("leo %d, want 1", r.log.LEO())
 		}
 		fetch(r, "a", 1, r.epoch, 1, r.epoch)
-		r.Step(transport.Message{From: "a", To: "l", Body: req}) // after the ack
+		r.Step(protocol.Message{From: "a", To: "l", Body: req}) // after the ack
 		msgs, _ := settle(t, r, store)
-		if r.log.LEO() != 1 || len(bodiesTo[*transport.AppendResponse](msgs, "a")) != 2 {
-			t.Fatalf("leo %d answers %v", r.log.LEO(), bodiesTo[*transport.AppendResponse](msgs, "a"))
+		if r.log.LEO() != 1 || len(bodiesTo[*protocol.AppendResponse](msgs, "a")) != 2 {
+			t.Fatalf("leo %d answers %v", r.log.LEO(), bodiesTo[*protocol.AppendResponse](msgs, "a"))
 		}
 	})
 }
@@ -722,7 +721,7 @@ func TestProposeOutcomes(t *testing.T) {
 // TestCheckQuorum: a leader without fetches from a majority within
 // FetchTimeout resigns; fetches from a majority keep it.
 func TestCheckQuorum(t *testing.T) {
-	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
+	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{})
 	r.Tick(t0.Add(1500 * time.Millisecond))
 	fetch(r, "a", 1, r.epoch, 0, 0)
 	r.Tick(t0.Add(3 * time.Second))
@@ -738,7 +737,7 @@ func TestCheckQuorum(t *testing.T) {
 // TestHints: HintNodeFailed shortens the wait only; HintLeader redirects a
 // leaderless fetcher.
 func TestHints(t *testing.T) {
-	store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
 	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
 	before := r.electionDeadline
 	r.Hint(Hint{Kind: HintNodeFailed, Node: "x"})
@@ -756,17 +755,17 @@ func TestHints(t *testing.T) {
 		t.Fatal("a gossip report voided leader contact")
 	}
 
-	obsStore := newStore(t, nil, storage.QuorumState{})
+	obsStore := newStore(t, nil, protocol.QuorumState{})
 	obs := newTestReplica(t, testConfig("o", "L", "x"), obsStore)
 	obs.Ready()
 	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 3})
-	reqs := bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")
+	reqs := bodiesTo[*protocol.FetchRequest](obs.Ready().Messages, "x")
 	if obs.role != RoleObserver || len(reqs) != 1 {
 		t.Fatalf("role %v, fetches to the hinted node %v", obs.role, reqs)
 	}
 	// The hint is verified by fencing: the node names the real leader.
-	obs.Step(transport.Message{From: "x", To: "o", Body: &transport.FetchResponse{
-		FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 3, Error: transport.FetchFencedEpoch}})
+	obs.Step(protocol.Message{From: "x", To: "o", Body: &protocol.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 3, Error: protocol.FetchFencedEpoch}})
 	if obs.epoch != 3 || obs.leaderID != "L" {
 		t.Fatalf("epoch %d leader %q, want 3 and L", obs.epoch, obs.leaderID)
 	}
@@ -774,21 +773,21 @@ func TestHints(t *testing.T) {
 	// once (fencing will tell), without dropping L.
 	settled, _ := settle(t, obs, obsStore)
 	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 3})
-	if n := len(bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")); n != 0 {
+	if n := len(bodiesTo[*protocol.FetchRequest](obs.Ready().Messages, "x")); n != 0 {
 		t.Fatal("a hint for our own epoch redirected a follower that has a leader")
 	}
 	// The fetch to L outstanding at the hint is left to be answered (a
 	// false claim must not cost leader contact); the next one goes to x.
-	toL := bodiesTo[*transport.FetchRequest](settled, "L")
+	toL := bodiesTo[*protocol.FetchRequest](settled, "L")
 	obs.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 4})
-	if reqs := bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x"); len(reqs) != 0 {
+	if reqs := bodiesTo[*protocol.FetchRequest](obs.Ready().Messages, "x"); len(reqs) != 0 {
 		t.Fatalf("a hint cancelled the fetch to our leader: fetches to x %v", reqs)
 	}
 	if len(toL) != 1 {
 		t.Fatalf("setup: fetches to L %v", toL)
 	}
-	obs.Step(transport.Message{From: "L", To: "o", Body: &transport.FetchResponse{FetchID: toL[0].FetchID, LeaderID: "L", Epoch: 3}})
-	reqs = bodiesTo[*transport.FetchRequest](obs.Ready().Messages, "x")
+	obs.Step(protocol.Message{From: "L", To: "o", Body: &protocol.FetchResponse{FetchID: toL[0].FetchID, LeaderID: "L", Epoch: 3}})
+	reqs = bodiesTo[*protocol.FetchRequest](obs.Ready().Messages, "x")
 	if len(reqs) != 1 || obs.leaderID != "L" {
 		t.Fatalf("fetches to x %v, leader %q", reqs, obs.leaderID)
 	}
@@ -799,12 +798,12 @@ func TestHints(t *testing.T) {
 // message from a non-voter, changes nothing (neither leader nor epoch).
 // Positive control: the same with a voter is acted on.
 func TestOnlyVotersLead(t *testing.T) {
-	store := newStore(t, []uint64{1, 1}, storage.QuorumState{Epoch: 1})
+	store := newStore(t, []uint64{1, 1}, protocol.QuorumState{Epoch: 1})
 	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
 	settle(t, r, store)
 	r.Ready()
 	r.Hint(Hint{Kind: HintLeader, Node: "z", Epoch: 1000})
-	if reqs := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "z"); len(reqs) != 0 {
+	if reqs := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "z"); len(reqs) != 0 {
 		t.Fatalf("fetched from a non-voter named by gossip: %v", reqs)
 	}
 	unchanged := func(what string) {
@@ -813,25 +812,25 @@ func TestOnlyVotersLead(t *testing.T) {
 			t.Fatalf("%s: epoch %d leader %q, want 1 and none", what, r.epoch, r.leaderID)
 		}
 	}
-	r.Step(transport.Message{From: "z", To: "f", Body: &transport.BeginEpoch{Epoch: 1000, LeaderID: "z"}})
+	r.Step(protocol.Message{From: "z", To: "f", Body: &protocol.BeginEpoch{Epoch: 1000, LeaderID: "z"}})
 	unchanged("BeginEpoch from a non-voter")
-	r.Step(transport.Message{From: "z", To: "f", Body: &transport.FetchResponse{FetchID: 1, LeaderID: "z", Epoch: 1000}})
+	r.Step(protocol.Message{From: "z", To: "f", Body: &protocol.FetchResponse{FetchID: 1, LeaderID: "z", Epoch: 1000}})
 	unchanged("fetch response from a non-voter")
 	// A voter's answer naming a non-voter leader (to the fetch we sent it).
 	r.Hint(Hint{Kind: HintLeader, Node: "x", Epoch: 2})
-	reqs := bodiesTo[*transport.FetchRequest](r.Ready().Messages, "x")
+	reqs := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "x")
 	if len(reqs) != 1 {
 		t.Fatalf("positive control: a hint naming voter x sent fetches %v", reqs)
 	}
-	r.Step(transport.Message{From: "x", To: "f", Body: &transport.FetchResponse{
-		FetchID: reqs[0].FetchID, LeaderID: "z", Epoch: 1000, Error: transport.FetchFencedEpoch}})
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "z", Epoch: 1000, Error: protocol.FetchFencedEpoch}})
 	unchanged("fenced answer naming a non-voter")
-	r.Step(transport.Message{From: "x", To: "f", Body: &transport.FetchResponse{
-		FetchID: reqs[0].FetchID, LeaderID: "z", Epoch: 1, Error: transport.FetchNotLeader}})
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "z", Epoch: 1, Error: protocol.FetchNotLeader}})
 	unchanged("not-leader answer naming a non-voter")
 	// Positive control: the voter's own answer proves its epoch.
-	r.Step(transport.Message{From: "x", To: "f", Body: &transport.FetchResponse{
-		FetchID: reqs[0].FetchID, LeaderID: "x", Epoch: 2, Error: transport.FetchFencedEpoch}})
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "x", Epoch: 2, Error: protocol.FetchFencedEpoch}})
 	if r.epoch != 2 || r.leaderID != "x" {
 		t.Fatalf("positive control: epoch %d leader %q, want 2 and x", r.epoch, r.leaderID)
 	}
@@ -839,7 +838,7 @@ func TestOnlyVotersLead(t *testing.T) {
 
 // TestSingleVoter: a lone voter leads at once, with no peers.
 func TestSingleVoter(t *testing.T) {
-	store := newStore(t, []uint64{1, 1}, storage.QuorumState{Epoch: 1, VotedFor: "s", LeaderID: "s"})
+	store := newStore(t, []uint64{1, 1}, protocol.QuorumState{Epoch: 1, VotedFor: "s", LeaderID: "s"})
 	r := newTestReplica(t, testConfig("s", "s"), store)
 	if r.role != RoleLeader || r.epoch != 2 {
 		t.Fatalf("role %v epoch %d", r.role, r.epoch)
@@ -855,7 +854,7 @@ func TestSingleVoter(t *testing.T) {
 // TestReadableHW: with three voters the leader's HW can pass its own durable
 // LEO (followers fetched from its in-memory tail); ReadableHW does not.
 func TestReadableHW(t *testing.T) {
-	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{})
+	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{})
 	r.Propose(1, [][]byte{[]byte("x")})
 	r.Ready() // the write stays pending
 	fetch(r, "a", 1, r.epoch, 1, r.epoch)
@@ -896,13 +895,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // TestEpochRowAtElection: KAFKA-7415 — a new leader's epoch is in its epoch
 // map view from the moment it is elected, before any entry of the epoch.
 func TestEpochRowAtElection(t *testing.T) {
-	store := newStore(t, []uint64{1, 1}, storage.QuorumState{Epoch: 1})
+	store := newStore(t, []uint64{1, 1}, protocol.QuorumState{Epoch: 1})
 	if err := store.SetHWCheckpoint(2); err != nil {
 		t.Fatal(err)
 	}
 	r := newTestReplica(t, testConfig("l", "l", "a"), store)
 	r.becomeCandidate()
-	r.Step(transport.Message{From: "a", To: "l", Body: &transport.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+	r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 	if r.role != RoleLeader || r.log.LEO() != 2 || len(r.writes) == 0 {
 		t.Fatalf("setup: role %v leo %d", r.role, r.log.LEO())
 	}
@@ -925,12 +924,12 @@ func TestEpochRowAtElection(t *testing.T) {
 // prospective back to following (issue 9.3). The first news of an epoch's
 // leader does count (positive control).
 func TestLateBeginEpochIsNoContact(t *testing.T) {
-	store := newStore(t, nil, storage.QuorumState{Epoch: 1, LeaderID: "L"})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
 	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
 	settle(t, r, store)
 	late := t0.Add(r.cfg.FetchTimeout + time.Millisecond)
 	r.Tick(late.Add(-2 * time.Millisecond))
-	r.Step(transport.Message{From: "L", To: "f", Body: &transport.BeginEpoch{Epoch: 1, LeaderID: "L"}})
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "L"}})
 	r.Tick(late)
 	if r.heardFromLeaderRecently() {
 		t.Fatal("a late BeginEpoch for the known leader of our epoch counted as leader contact")
@@ -939,12 +938,12 @@ func TestLateBeginEpochIsNoContact(t *testing.T) {
 	if r.role != RoleProspective {
 		t.Fatalf("role %v: want prospective (the leader has been silent for FetchTimeout)", r.role)
 	}
-	r.Step(transport.Message{From: "L", To: "f", Body: &transport.BeginEpoch{Epoch: 1, LeaderID: "L"}})
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "L"}})
 	if r.role != RoleProspective {
 		t.Fatalf("a late BeginEpoch sent a prospective back to following (role %v)", r.role)
 	}
 	// Positive control: the first BeginEpoch of an epoch counts.
-	r.Step(transport.Message{From: "x", To: "f", Body: &transport.BeginEpoch{Epoch: 2, LeaderID: "x"}})
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.BeginEpoch{Epoch: 2, LeaderID: "x"}})
 	if r.role != RoleFollower || r.leaderID != "x" || r.epoch != 2 || !r.heardFromLeaderRecently() {
 		t.Fatalf("role %v leader %q epoch %d contact %v: want a follower of x in epoch 2 with fresh contact",
 			r.role, r.leaderID, r.epoch, r.heardFromLeaderRecently())
@@ -959,40 +958,40 @@ func TestLateBeginEpochIsNoContact(t *testing.T) {
 // learned its leader from its fetch answer took the BeginEpoch that
 // followed for a duplicate and granted the next pre-vote.
 func TestFirstNewsFromTheLeaderIsContact(t *testing.T) {
-	store := newStore(t, nil, storage.QuorumState{Epoch: 3})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: 3})
 	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
 	r.lastLeaderContact = time.Time{}
 	msgs, _ := settle(t, r, store)
-	reqs := bodiesTo[*transport.FetchRequest](msgs, "")
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "")
 	if len(reqs) != 1 {
 		t.Fatalf("setup: fetches %v", msgs)
 	}
 	to := msgs[len(msgs)-1].To
 	other := map[string]string{"L": "x", "x": "L"}[to]
 	// A third party names the leader: no contact yet.
-	r.Step(transport.Message{From: to, To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: other, Epoch: 3, Error: transport.FetchNotLeader}})
+	r.Step(protocol.Message{From: to, To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: other, Epoch: 3, Error: protocol.FetchNotLeader}})
 	if r.leaderID != other || r.heardFromLeaderRecently() {
 		t.Fatalf("leader %q contact %v: want %s learned without contact", r.leaderID, r.heardFromLeaderRecently(), other)
 	}
 	// The leader's first BeginEpoch is contact, though its name was known.
-	r.Step(transport.Message{From: other, To: "f", Body: &transport.BeginEpoch{Epoch: 3, LeaderID: other}})
+	r.Step(protocol.Message{From: other, To: "f", Body: &protocol.BeginEpoch{Epoch: 3, LeaderID: other}})
 	if !r.heardFromLeaderRecently() {
 		t.Fatal("the leader's first BeginEpoch was not taken as contact")
 	}
 
 	// The leader's own fetch answer names it: contact.
-	store2 := newStore(t, nil, storage.QuorumState{Epoch: 3})
+	store2 := newStore(t, nil, protocol.QuorumState{Epoch: 3})
 	r2 := newTestReplica(t, testConfig("f", "f", "L", "x"), store2)
 	msgs, _ = settle(t, r2, store2)
-	reqs = bodiesTo[*transport.FetchRequest](msgs, "")
+	reqs = bodiesTo[*protocol.FetchRequest](msgs, "")
 	to = msgs[len(msgs)-1].To
-	r2.Step(transport.Message{From: to, To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: to, Epoch: 3}})
+	r2.Step(protocol.Message{From: to, To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: to, Epoch: 3}})
 	if r2.leaderID != to || !r2.heardFromLeaderRecently() {
 		t.Fatalf("leader %q contact %v: want %s with contact", r2.leaderID, r2.heardFromLeaderRecently(), to)
 	}
-	r2.Step(transport.Message{From: "x", To: "f", Body: &transport.VoteRequest{Epoch: 4, CandidateID: "x", LastEpoch: 9, LEO: 9, PreVote: true, Round: 1}})
+	r2.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 4, CandidateID: "x", LastEpoch: 9, LEO: 9, PreVote: true, Round: 1}})
 	msgs, _ = settle(t, r2, store2)
-	if resps := bodiesTo[*transport.VoteResponse](msgs, "x"); len(resps) != 1 || resps[0].Granted {
+	if resps := bodiesTo[*protocol.VoteResponse](msgs, "x"); len(resps) != 1 || resps[0].Granted {
 		t.Fatalf("pre-vote answers %v: want a refusal", resps)
 	}
 }
@@ -1004,31 +1003,31 @@ func TestFirstNewsFromTheLeaderIsContact(t *testing.T) {
 // does nothing more. Positive control: a truncation above the HW is carried
 // out.
 func TestRefusesCommittedTruncation(t *testing.T) {
-	store := newStore(t, []uint64{1, 1, 1, 1}, storage.QuorumState{Epoch: 2, LeaderID: "L"})
+	store := newStore(t, []uint64{1, 1, 1, 1}, protocol.QuorumState{Epoch: 2, LeaderID: "L"})
 	if err := store.SetHWCheckpoint(2); err != nil {
 		t.Fatal(err)
 	}
 	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
 	msgs, _ := settle(t, r, store)
-	reqs := bodiesTo[*transport.FetchRequest](msgs, "L")
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "L")
 	if len(reqs) != 1 || r.hw != 2 {
 		t.Fatalf("setup: fetches %v hw %d", reqs, r.hw)
 	}
 	// Positive control: truncating to 3 (above the HW 2) is fine.
-	r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 2,
-		Error: transport.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3, HighWatermark: 2}})
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 2,
+		Error: protocol.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3, HighWatermark: 2}})
 	rd := r.Ready()
 	if len(rd.Writes) != 1 || rd.Writes[0].Kind != protocol.WriteTruncate || rd.Writes[0].Offset != 3 || r.Err() != nil {
 		t.Fatalf("positive control: writes %+v err %v", rd.Writes, r.Err())
 	}
 	applyWrites(t, store, rd.Writes)
 	r.Persisted(rd.Writes[0].Seq)
-	reqs = bodiesTo[*transport.FetchRequest](r.Ready().Messages, "L")
+	reqs = bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
 	if len(reqs) != 1 {
 		t.Fatalf("no fetch after the truncation: %v", reqs)
 	}
-	r.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 2,
-		Error: transport.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 0, HighWatermark: 2}})
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 2,
+		Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 0, HighWatermark: 2}})
 	rd = r.Ready()
 	if len(rd.Writes) != 0 || len(rd.Messages) != 0 {
 		t.Fatalf("a refused truncation still wrote %+v / sent %v", rd.Writes, rd.Messages)
@@ -1042,7 +1041,7 @@ func TestRefusesCommittedTruncation(t *testing.T) {
 	}
 	// Halted: time passes, messages arrive, nothing happens.
 	r.Tick(t0.Add(time.Hour))
-	r.Step(transport.Message{From: "x", To: "f", Body: &transport.VoteRequest{Epoch: 3, CandidateID: "x", LastEpoch: 9, LEO: 9}})
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "x", LastEpoch: 9, LEO: 9}})
 	r.Propose(7, [][]byte{[]byte("p")})
 	rd = r.Ready()
 	if len(rd.Writes) != 0 || len(rd.Messages) != 0 || len(rd.Acks) != 1 || !errors.Is(rd.Acks[0].Err, ErrCommittedTruncation) {
@@ -1058,19 +1057,19 @@ func TestRefusesCommittedTruncation(t *testing.T) {
 // nothing, whatever its kind; an election that would reach MaxEpoch halts
 // the replica instead. Positive control: a plausible newer epoch is adopted.
 func TestEpochBounds(t *testing.T) {
-	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{Epoch: 4})
+	r, _ := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{Epoch: 4})
 	epoch := r.epoch
 	for _, e := range []uint64{math.MaxUint64, MaxEpoch, epoch + MaxEpochJump + 1} {
-		for _, body := range []transport.Body{
-			&transport.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99},
-			&transport.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99, PreVote: true},
-			&transport.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: e},
-			&transport.BeginEpoch{Epoch: e, LeaderID: "a"},
-			&transport.FetchResponse{FetchID: 5, LeaderID: "a", Epoch: e},
-			&transport.VoteResponse{Epoch: e, VoterID: "a", RequestEpoch: e},
-			&transport.AppendRequest{RequestID: 1, Epoch: e},
+		for _, body := range []protocol.Body{
+			&protocol.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99},
+			&protocol.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99, PreVote: true},
+			&protocol.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: e},
+			&protocol.BeginEpoch{Epoch: e, LeaderID: "a"},
+			&protocol.FetchResponse{FetchID: 5, LeaderID: "a", Epoch: e},
+			&protocol.VoteResponse{Epoch: e, VoterID: "a", RequestEpoch: e},
+			&protocol.AppendRequest{RequestID: 1, Epoch: e},
 		} {
-			r.Step(transport.Message{From: "a", To: "l", Body: body})
+			r.Step(protocol.Message{From: "a", To: "l", Body: body})
 			rd := r.Ready()
 			if r.epoch != epoch || r.role != RoleLeader || len(rd.Writes) != 0 || len(rd.Messages) != 0 {
 				t.Fatalf("%v changed something: epoch %d role %v writes %v msgs %v", body, r.epoch, r.role, rd.Writes, rd.Messages)
@@ -1078,13 +1077,13 @@ func TestEpochBounds(t *testing.T) {
 		}
 	}
 	// Positive control: a plausible newer epoch is adopted.
-	r.Step(transport.Message{From: "a", To: "l", Body: &transport.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: epoch + 2}})
+	r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: epoch + 2}})
 	if r.epoch != epoch+2 || r.role != RoleFollower {
 		t.Fatalf("positive control: epoch %d role %v, want %d and follower", r.epoch, r.role, epoch+2)
 	}
 
 	// An election that would reach MaxEpoch halts the replica.
-	store := newStore(t, nil, storage.QuorumState{Epoch: MaxEpoch - 1})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: MaxEpoch - 1})
 	c := newTestReplica(t, testConfig("c", "c", "a", "b"), store)
 	c.becomeProspective()
 	c.becomeCandidate()
@@ -1092,7 +1091,7 @@ func TestEpochBounds(t *testing.T) {
 		t.Fatalf("epoch %d role %v err %v: want a halted replica still at MaxEpoch-1", c.epoch, c.role, c.Err())
 	}
 	// A store already past the bound is refused at New.
-	if _, err := New(testConfig("c", "c", "a", "b"), newStore(t, nil, storage.QuorumState{Epoch: math.MaxUint64}), t0); !errors.Is(err, ErrEpochExhausted) {
+	if _, err := New(testConfig("c", "c", "a", "b"), newStore(t, nil, protocol.QuorumState{Epoch: math.MaxUint64}), t0); !errors.Is(err, ErrEpochExhausted) {
 		t.Fatalf("New with stored epoch 2^64-1: %v, want ErrEpochExhausted", err)
 	}
 }
@@ -1102,26 +1101,26 @@ func TestEpochBounds(t *testing.T) {
 // response to a leader) is dropped whole: its epoch is never adopted.
 // Positive control: the answer to the outstanding fetch is.
 func TestUnmatchedFetchResponseIsDropped(t *testing.T) {
-	l, _ := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{Epoch: 1})
-	l.Step(transport.Message{From: "a", To: "l", Body: &transport.FetchResponse{FetchID: 1, LeaderID: "a", Epoch: l.epoch + 1, Error: transport.FetchFencedEpoch}})
+	l, _ := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{Epoch: 1})
+	l.Step(protocol.Message{From: "a", To: "l", Body: &protocol.FetchResponse{FetchID: 1, LeaderID: "a", Epoch: l.epoch + 1, Error: protocol.FetchFencedEpoch}})
 	if l.role != RoleLeader || l.epoch != 2 {
 		t.Fatalf("leader deposed by a fetch response: role %v epoch %d", l.role, l.epoch)
 	}
 
-	store := newStore(t, nil, storage.QuorumState{Epoch: 2, LeaderID: "L"})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: 2, LeaderID: "L"})
 	f := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
 	msgs, _ := settle(t, f, store)
-	reqs := bodiesTo[*transport.FetchRequest](msgs, "L")
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "L")
 	if len(reqs) != 1 {
 		t.Fatalf("setup: fetches %v", reqs)
 	}
 	for _, id := range []uint64{reqs[0].FetchID + 1, reqs[0].FetchID - 1, 0} {
-		f.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: id, LeaderID: "x", Epoch: 3, Error: transport.FetchFencedEpoch}})
+		f.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: id, LeaderID: "x", Epoch: 3, Error: protocol.FetchFencedEpoch}})
 		if f.epoch != 2 || f.leaderID != "L" {
 			t.Fatalf("FetchID %d (outstanding %d): epoch %d leader %q, want 2 and L", id, reqs[0].FetchID, f.epoch, f.leaderID)
 		}
 	}
-	f.Step(transport.Message{From: "L", To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "x", Epoch: 3, Error: transport.FetchFencedEpoch}})
+	f.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "x", Epoch: 3, Error: protocol.FetchFencedEpoch}})
 	if f.epoch != 3 || f.leaderID != "x" {
 		t.Fatalf("positive control: epoch %d leader %q, want 3 and x", f.epoch, f.leaderID)
 	}
@@ -1134,7 +1133,7 @@ func TestUnmatchedFetchResponseIsDropped(t *testing.T) {
 // leader. Positive controls: the same from a voter, and from an observer
 // once it fetches.
 func TestOnlyMembersCount(t *testing.T) {
-	r, store := leaderWith(t, []string{"l", "a", "b"}, nil, storage.QuorumState{Epoch: 1})
+	r, store := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{Epoch: 1})
 	epoch := r.epoch
 	r.Propose(1, [][]byte{[]byte("x")})
 	settle(t, r, store) // durable here: HW needs one more voter
@@ -1144,15 +1143,15 @@ func TestOnlyMembersCount(t *testing.T) {
 		t.Fatalf("a non-voter's fetch moved the HW to %d", r.hw)
 	}
 	fetch(r, "o", 2, epoch+1, r.log.LEO(), epoch)
-	r.Step(transport.Message{From: "o", To: "l", Body: &transport.VoteRequest{Epoch: epoch + 1, CandidateID: "o", LastEpoch: 9, LEO: 9}})
+	r.Step(protocol.Message{From: "o", To: "l", Body: &protocol.VoteRequest{Epoch: epoch + 1, CandidateID: "o", LastEpoch: 9, LEO: 9}})
 	rd := r.Ready()
-	if r.role != RoleLeader || r.epoch != epoch || len(bodiesTo[*transport.VoteResponse](rd.Messages, "o")) != 0 {
+	if r.role != RoleLeader || r.epoch != epoch || len(bodiesTo[*protocol.VoteResponse](rd.Messages, "o")) != 0 {
 		t.Fatalf("a non-voter moved the leader: role %v epoch %d msgs %v", r.role, r.epoch, rd.Messages)
 	}
 	leo := r.log.LEO()
-	r.Step(transport.Message{From: "zz", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("forged")}}})
-	resps := bodiesTo[*transport.AppendResponse](r.Ready().Messages, "zz")
-	if r.log.LEO() != leo || len(resps) != 1 || resps[0].Error != transport.AppendNotLeader {
+	r.Step(protocol.Message{From: "zz", To: "l", Body: &protocol.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("forged")}}})
+	resps := bodiesTo[*protocol.AppendResponse](r.Ready().Messages, "zz")
+	if r.log.LEO() != leo || len(resps) != 1 || resps[0].Error != protocol.AppendNotLeader {
 		t.Fatalf("append from an unknown node: leo %d (was %d), answers %v", r.log.LEO(), leo, resps)
 	}
 	// Positive controls: a voter's fetch commits; an observer with a fetch
@@ -1161,8 +1160,8 @@ func TestOnlyMembersCount(t *testing.T) {
 	if r.hw != leo {
 		t.Fatalf("positive control: hw %d, want %d", r.hw, leo)
 	}
-	r.Step(transport.Message{From: "o", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("obs")}}})
-	r.Step(transport.Message{From: "b", To: "l", Body: &transport.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("voter")}}})
+	r.Step(protocol.Message{From: "o", To: "l", Body: &protocol.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("obs")}}})
+	r.Step(protocol.Message{From: "b", To: "l", Body: &protocol.AppendRequest{RequestID: 1, Epoch: epoch, Records: [][]byte{[]byte("voter")}}})
 	if r.log.LEO() != leo+2 {
 		t.Fatalf("positive control: leo %d, want %d", r.log.LEO(), leo+2)
 	}
@@ -1171,7 +1170,7 @@ func TestOnlyMembersCount(t *testing.T) {
 	fetch(r, "a", 2, epoch, leo, epoch)
 	fetch(r, "b", 1, epoch, leo, epoch)
 	r.Tick(t0.Add(r.cfg.FetchTimeout))
-	r.Step(transport.Message{From: "o", To: "l", Body: &transport.AppendRequest{RequestID: 2, Epoch: epoch, Records: [][]byte{[]byte("late")}}})
+	r.Step(protocol.Message{From: "o", To: "l", Body: &protocol.AppendRequest{RequestID: 2, Epoch: epoch, Records: [][]byte{[]byte("late")}}})
 	if r.role != RoleLeader || r.log.LEO() != leo+2 {
 		t.Fatalf("an observer without a fetch session appended: role %v leo %d", r.role, r.log.LEO())
 	}
@@ -1186,21 +1185,21 @@ func TestOnlyMembersCount(t *testing.T) {
 // is appended.
 func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 	voters := []string{"l", "a", "b"}
-	r, store := leaderWith(t, voters, nil, storage.QuorumState{Epoch: 1})
+	r, store := leaderWith(t, voters, nil, protocol.QuorumState{Epoch: 1})
 	epoch := r.epoch
-	req := &transport.AppendRequest{RequestID: 7, Epoch: epoch, Records: [][]byte{[]byte("once")}}
-	r.Step(transport.Message{From: "a", To: "l", Body: req})
+	req := &protocol.AppendRequest{RequestID: 7, Epoch: epoch, Records: [][]byte{[]byte("once")}}
+	r.Step(protocol.Message{From: "a", To: "l", Body: req})
 	fetch(r, "o", 1, epoch, 0, 0) // an observer with a fetch session
-	obsReq := &transport.AppendRequest{RequestID: 3, Epoch: epoch, Records: [][]byte{[]byte("obs")}}
-	r.Step(transport.Message{From: "o", To: "l", Body: obsReq})
+	obsReq := &protocol.AppendRequest{RequestID: 3, Epoch: epoch, Records: [][]byte{[]byte("obs")}}
+	r.Step(protocol.Message{From: "o", To: "l", Body: obsReq})
 	settle(t, r, store)
 	if r.log.LEO() != 2 {
 		t.Fatalf("positive control: leo %d, want 2", r.log.LEO())
 	}
 	for _, e := range []uint64{epoch - 1, epoch + 1} {
-		r.Step(transport.Message{From: "b", To: "l", Body: &transport.AppendRequest{RequestID: 9, Epoch: e, Records: [][]byte{[]byte("x")}}})
-		resps := bodiesTo[*transport.AppendResponse](r.Ready().Messages, "b")
-		if r.log.LEO() != 2 || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+		r.Step(protocol.Message{From: "b", To: "l", Body: &protocol.AppendRequest{RequestID: 9, Epoch: e, Records: [][]byte{[]byte("x")}}})
+		resps := bodiesTo[*protocol.AppendResponse](r.Ready().Messages, "b")
+		if r.log.LEO() != 2 || len(resps) != 1 || resps[0].Error != protocol.AppendUnknown {
 			t.Fatalf("request for epoch %d at the leader of %d: leo %d answers %v, want unknown and nothing appended", e, epoch, r.log.LEO(), resps)
 		}
 	}
@@ -1210,35 +1209,35 @@ func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 	r2 := newTestReplica(t, testConfig("l", voters...), store)
 	r2.becomeCandidate()
 	for _, v := range []string{"a", "b"} {
-		r2.Step(transport.Message{From: v, To: "l", Body: &transport.VoteResponse{Epoch: r2.epoch, VoterID: v, Granted: true, RequestEpoch: r2.epoch, Round: r2.round}})
+		r2.Step(protocol.Message{From: v, To: "l", Body: &protocol.VoteResponse{Epoch: r2.epoch, VoterID: v, Granted: true, RequestEpoch: r2.epoch, Round: r2.round}})
 	}
 	settle(t, r2, store)
 	leo := r2.log.LEO()
 	if r2.role != RoleLeader || r2.epoch != epoch+1 {
 		t.Fatalf("setup: role %v epoch %d", r2.role, r2.epoch)
 	}
-	r2.Step(transport.Message{From: "a", To: "l", Body: req})
+	r2.Step(protocol.Message{From: "a", To: "l", Body: req})
 	msgs, _ := settle(t, r2, store)
-	resps := bodiesTo[*transport.AppendResponse](msgs, "a")
-	if r2.log.LEO() != leo || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+	resps := bodiesTo[*protocol.AppendResponse](msgs, "a")
+	if r2.log.LEO() != leo || len(resps) != 1 || resps[0].Error != protocol.AppendUnknown {
 		t.Fatalf("old copy after a restart: leo %d (was %d) answers %v, want unknown and nothing appended", r2.log.LEO(), leo, resps)
 	}
 	// The same from the observer, which has no fetch session with the new
 	// life yet: still unknown (it was appended in the named epoch), never
 	// a not-leader refusal for want of membership (sim seed 6012260).
-	r2.Step(transport.Message{From: "o", To: "l", Body: obsReq})
+	r2.Step(protocol.Message{From: "o", To: "l", Body: obsReq})
 	msgs, _ = settle(t, r2, store)
-	resps = bodiesTo[*transport.AppendResponse](msgs, "o")
-	if r2.log.LEO() != leo || len(resps) != 1 || resps[0].Error != transport.AppendUnknown {
+	resps = bodiesTo[*protocol.AppendResponse](msgs, "o")
+	if r2.log.LEO() != leo || len(resps) != 1 || resps[0].Error != protocol.AppendUnknown {
 		t.Fatalf("observer's old copy after a restart: leo %d (was %d) answers %v, want unknown", r2.log.LEO(), leo, resps)
 	}
 
 	// A follower that never led its epoch: a final not-leader.
-	fs := newStore(t, nil, storage.QuorumState{Epoch: 3, LeaderID: "a"})
+	fs := newStore(t, nil, protocol.QuorumState{Epoch: 3, LeaderID: "a"})
 	f := newTestReplica(t, testConfig("b", voters...), fs)
 	settle(t, f, fs)
-	f.Step(transport.Message{From: "l", To: "b", Body: &transport.AppendRequest{RequestID: 1, Epoch: 3, Records: [][]byte{[]byte("x")}}})
-	if resps := bodiesTo[*transport.AppendResponse](f.Ready().Messages, "l"); len(resps) != 1 || resps[0].Error != transport.AppendNotLeader || resps[0].LeaderID != "a" {
+	f.Step(protocol.Message{From: "l", To: "b", Body: &protocol.AppendRequest{RequestID: 1, Epoch: 3, Records: [][]byte{[]byte("x")}}})
+	if resps := bodiesTo[*protocol.AppendResponse](f.Ready().Messages, "l"); len(resps) != 1 || resps[0].Error != protocol.AppendNotLeader || resps[0].LeaderID != "a" {
 		t.Fatalf("follower: answers %v, want not-leader naming a", resps)
 	}
 }
@@ -1249,18 +1248,18 @@ func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 // the conditions of that earlier moment. Positive control: the grant for
 // the current round elects.
 func TestVoteAnswerNamesItsRound(t *testing.T) {
-	store := newStore(t, nil, storage.QuorumState{Epoch: 1})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: 1})
 	r := newTestReplica(t, testConfig("p", "p", "a", "b"), store)
 	settle(t, r, store)
 	r.becomeProspective()
-	first := bodiesTo[*transport.VoteRequest](r.Ready().Messages, "a")
+	first := bodiesTo[*protocol.VoteRequest](r.Ready().Messages, "a")
 	r.Tick(r.electionDeadline) // no answer in time: a new round, same epoch
-	second := bodiesTo[*transport.VoteRequest](r.Ready().Messages, "a")
+	second := bodiesTo[*protocol.VoteRequest](r.Ready().Messages, "a")
 	if len(first) != 1 || len(second) != 1 || r.role != RoleProspective || first[0].Epoch != second[0].Epoch || first[0].Round == second[0].Round {
 		t.Fatalf("setup: role %v requests %v then %v", r.role, first, second)
 	}
-	grant := func(req *transport.VoteRequest) {
-		r.Step(transport.Message{From: "a", To: "p", Body: &transport.VoteResponse{
+	grant := func(req *protocol.VoteRequest) {
+		r.Step(protocol.Message{From: "a", To: "p", Body: &protocol.VoteResponse{
 			Epoch: 1, VoterID: "a", Granted: true, PreVote: true, RequestEpoch: req.Epoch, Round: req.Round}})
 	}
 	grant(first[0])
@@ -1277,13 +1276,13 @@ func TestVoteAnswerNamesItsRound(t *testing.T) {
 // is not a voter (written before only voters could lead) is not followed
 // after a restart: the replica looks for the leader among the voters.
 func TestStoredNonVoterLeaderIsNotFollowed(t *testing.T) {
-	store := newStore(t, nil, storage.QuorumState{Epoch: 5, LeaderID: "x"})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: 5, LeaderID: "x"})
 	r := newTestReplica(t, testConfig("f", "f", "a", "b"), store)
 	msgs, _ := settle(t, r, store)
-	if r.leaderID != "" || len(bodiesTo[*transport.FetchRequest](msgs, "x")) != 0 {
+	if r.leaderID != "" || len(bodiesTo[*protocol.FetchRequest](msgs, "x")) != 0 {
 		t.Fatalf("leader %q, fetches %v: followed a non-voter", r.leaderID, msgs)
 	}
-	if reqs := bodiesTo[*transport.FetchRequest](msgs, ""); len(reqs) != 1 {
+	if reqs := bodiesTo[*protocol.FetchRequest](msgs, ""); len(reqs) != 1 {
 		t.Fatalf("positive control: fetches %v, want one to a voter", msgs)
 	}
 }
@@ -1295,11 +1294,11 @@ func TestStoredNonVoterLeaderIsNotFollowed(t *testing.T) {
 // answer was dropped and the follower left a healthy leader). A fetch
 // outstanding to another node is still cancelled (control).
 func TestFetchToTheLeaderJustLearnedStays(t *testing.T) {
-	store := newStore(t, nil, storage.QuorumState{Epoch: 1})
+	store := newStore(t, nil, protocol.QuorumState{Epoch: 1})
 	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
 	r.lastLeaderContact = time.Time{}
 	msgs, _ := settle(t, r, store)
-	reqs := bodiesTo[*transport.FetchRequest](msgs, "")
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "")
 	if len(reqs) != 1 {
 		t.Fatalf("setup: fetches %v", msgs)
 	}
@@ -1307,12 +1306,12 @@ func TestFetchToTheLeaderJustLearnedStays(t *testing.T) {
 	other := map[string]string{"L": "x", "x": "L"}[target]
 	r.becomeProspective()
 	r.Ready()
-	r.Step(transport.Message{From: other, To: "f", Body: &transport.VoteResponse{
+	r.Step(protocol.Message{From: other, To: "f", Body: &protocol.VoteResponse{
 		Epoch: 1, VoterID: other, PreVote: true, RequestEpoch: 2, Round: r.round, LeaderID: target}})
 	if r.role != RoleFollower || r.leaderID != target {
 		t.Fatalf("setup: role %v leader %q", r.role, r.leaderID)
 	}
-	r.Step(transport.Message{From: target, To: "f", Body: &transport.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: target, Epoch: 1, HighWatermark: 0}})
+	r.Step(protocol.Message{From: target, To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: target, Epoch: 1, HighWatermark: 0}})
 	if !r.heardFromLeaderRecently() {
 		t.Fatal("the leader's answer to the fetch outstanding when it was learned was dropped")
 	}

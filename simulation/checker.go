@@ -4,9 +4,8 @@ import (
 	"errors"
 	"math"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
 )
 
 // The checker. Every check is incremental (no per-step scan of a log);
@@ -169,7 +168,7 @@ func (s *sim) extend(nd *node, hw uint64) {
 			continue
 		}
 		s.checkMajority(nd, o, k)
-		if k.typ == storage.EntryData {
+		if k.typ == protocol.EntryData {
 			// Exactly once: a record is committed at one offset only (a
 			// duplicated forwarded append must never be appended twice).
 			if at, dup := s.committedData[k.data]; dup {
@@ -232,7 +231,7 @@ func (s *sim) becameLeader(nd *node) {
 		}
 		for i, rec := range p.records {
 			o := uint64(p.committedAt) + uint64(i)
-			if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != storage.EntryData {
+			if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != protocol.EntryData {
 				s.fail("%s: leader of epoch %d lacks acknowledged record %q at offset %d", nd.id, nd.epoch, rec, o)
 				return
 			}
@@ -256,13 +255,13 @@ func (s *sim) becameLeader(nd *node) {
 }
 
 // checkSend checks what a message claims before it leaves its node.
-func (s *sim) checkSend(nd *node, m transport.Message) {
+func (s *sim) checkSend(nd *node, m protocol.Message) {
 	switch b := m.Body.(type) {
-	case *transport.VoteRequest:
+	case *protocol.VoteRequest:
 		if !nd.voter {
 			s.fail("observer %s asks for votes: %s", nd.id, m)
 		}
-	case *transport.VoteResponse:
+	case *protocol.VoteResponse:
 		if !nd.voter {
 			s.fail("observer %s answers a vote: %s", nd.id, m)
 			return
@@ -286,11 +285,11 @@ func (s *sim) checkSend(nd *node, m transport.Message) {
 			return
 		}
 		g[nd.idx] = c
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		// FetchMaxBytes bounds a response, counting each entry as its
-		// data plus storage.EntryOverhead (the first entry always goes
+		// data plus protocol.EntryOverhead (the first entry always goes
 		// whole, so that a follower can progress).
-		overhead := storage.EntryOverhead
+		overhead := protocol.EntryOverhead
 		total := 0
 		for _, e := range b.Entries {
 			total += len(e.Data) + overhead
@@ -299,14 +298,14 @@ func (s *sim) checkSend(nd *node, m transport.Message) {
 			s.fail("%s: fetch response with %d entries costs %d bytes (%d per entry), FetchMaxBytes is %d",
 				nd.id, len(b.Entries), total, overhead, s.p.fetchMaxBytes)
 		}
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		nd.lastFetchID = b.FetchID
 		if nd.voter && b.FetchOffset > nd.store.LEO() {
 			s.fail("%s fetches with offset %d above its durable log end %d: the leader would count entries that a crash loses",
 				nd.id, b.FetchOffset, nd.store.LEO())
 		}
-	case *transport.AppendResponse:
-		if b.Error != transport.AppendOK {
+	case *protocol.AppendResponse:
+		if b.Error != protocol.AppendOK {
 			return
 		}
 		o := b.FirstOffset
@@ -315,7 +314,7 @@ func (s *sim) checkSend(nd *node, m transport.Message) {
 			return
 		}
 		ref, ok := s.payloadOf[nd.shadow[o].data]
-		if !ok || ref.i != 0 || nd.shadow[o].typ != storage.EntryData {
+		if !ok || ref.i != 0 || nd.shadow[o].typ != protocol.EntryData {
 			s.fail("%s answers append %d OK at offset %d, which holds %v, not a proposal's first record", nd.id, b.RequestID, o, nd.shadow[o])
 			return
 		}
@@ -395,7 +394,7 @@ func (s *sim) declareCommitted(nd *node, p *proposal, first uint64, how string) 
 	}
 	for i, rec := range p.records {
 		o := first + uint64(i)
-		if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != storage.EntryData {
+		if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != protocol.EntryData {
 			s.fail("%s: %s declares proposal %d committed at %d, but offset %d does not hold %q", nd.id, how, p.id, first, o, rec)
 			return
 		}

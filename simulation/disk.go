@@ -3,8 +3,7 @@ package simulation
 import (
 	"fmt"
 
-	"github.com/replog-io/replog/replica"
-	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/protocol"
 )
 
 // The simulated disk: writes the core asks for wait in a queue until their
@@ -12,15 +11,15 @@ import (
 
 // issueWrite checks a write against the core's view of its log, applies it
 // to that view and queues it for the disk.
-func (s *sim) issueWrite(nd *node, w replica.Write) {
+func (s *sim) issueWrite(nd *node, w protocol.Write) {
 	if n := len(nd.pending); n > 0 && w.Seq <= nd.pending[n-1].Seq || w.Seq <= nd.durableSeq {
 		s.fail("%s: write seq %d not increasing", nd.id, w.Seq)
 		return
 	}
 	switch w.Kind {
-	case replica.WriteAppend:
+	case protocol.WriteAppend:
 		s.shadowAppend(nd, w.Entries)
-	case replica.WriteTruncate:
+	case protocol.WriteTruncate:
 		if w.Offset < nd.checked {
 			s.fail("%s: truncation to %d removes committed entries: the node held the committed log up to %d (its HW now %d)",
 				nd.id, w.Offset, nd.checked, nd.r.HighWatermark())
@@ -29,12 +28,12 @@ func (s *sim) issueWrite(nd *node, w replica.Write) {
 		if w.Offset < uint64(len(nd.shadow)) {
 			nd.shadow = nd.shadow[:w.Offset]
 		}
-	case replica.WriteHWCheckpoint:
+	case protocol.WriteHWCheckpoint:
 		if w.Offset > nd.r.HighWatermark() || w.Offset > uint64(len(s.committed)) {
 			s.fail("%s: HW checkpoint %d above its HW %d or the committed log end %d", nd.id, w.Offset, nd.r.HighWatermark(), len(s.committed))
 			return
 		}
-	case replica.WriteQuorumState:
+	case protocol.WriteQuorumState:
 	default:
 		s.fail("%s: unknown write kind %d", nd.id, w.Kind)
 		return
@@ -42,7 +41,7 @@ func (s *sim) issueWrite(nd *node, w replica.Write) {
 	if s.opts.LyingDisk {
 		// Sabotage: the write lands in the volatile cache at once and is
 		// reported durable; it becomes durable only at the next sync.
-		if err := s.apply(nd, w); err != nil {
+		if err := s.apply(nd, []protocol.Write{w}); err != nil {
 			s.fail("%s: store rejected %s: %v", nd.id, fmtWrite(w), err)
 			return
 		}
@@ -62,13 +61,13 @@ func (s *sim) issueWrite(nd *node, w replica.Write) {
 	s.schedule(d, event{kind: evDisk, node: nd.idx, inc: nd.inc, wseq: w.Seq})
 }
 
-func (s *sim) shadowAppend(nd *node, es []storage.Entry) {
+func (s *sim) shadowAppend(nd *node, es []protocol.Entry) {
 	for _, e := range es {
 		if e.Offset != uint64(len(nd.shadow)) {
 			s.fail("%s: append of offset %d, but its log ends at %d", nd.id, e.Offset, len(nd.shadow))
 			return
 		}
-		if e.Type == storage.EntryData {
+		if e.Type == protocol.EntryData {
 			ref, ok := s.payloadOf[string(e.Data)]
 			if !ok || ref.prop.tooLarge {
 				s.fail("%s: appends offset %d with a payload no proposal made (or a refused one): %q", nd.id, e.Offset, e.Data)
@@ -102,17 +101,18 @@ func (s *sim) diskDone(nd *node, seq uint64) {
 	}
 	n := 0
 	for n < len(nd.pending) && nd.pending[n].Seq <= seq {
-		w := nd.pending[n]
-		if err := s.apply(nd, w); err != nil {
-			s.fail("%s: store rejected %s: %v", nd.id, fmtWrite(w), err)
-			return
-		}
-		nd.durableSeq = w.Seq
 		n++
 	}
 	if n == 0 {
 		return // already done by an earlier completion (group commit)
 	}
+	// Everything completing here lands in one transaction, as the shell's
+	// writer hands its whole queue to one Apply.
+	if err := s.apply(nd, nd.pending[:n]); err != nil {
+		s.fail("%s: store rejected w%d..w%d: %v", nd.id, nd.pending[0].Seq, nd.pending[n-1].Seq, err)
+		return
+	}
+	nd.durableSeq = nd.pending[n-1].Seq
 	s.tracef("%s durable up to w%d", nd.id, nd.durableSeq)
 	nd.pending = nd.pending[n:]
 	if nd.reportPending {
@@ -138,15 +138,15 @@ func (s *sim) report(nd *node) {
 	s.afterInput(nd)
 }
 
-func (s *sim) apply(nd *node, w replica.Write) error {
-	st := nd.store
-	switch w.Kind {
-	case replica.WriteAppend:
-		return st.Append(w.Entries)
-	case replica.WriteTruncate:
-		return st.TruncateSuffix(w.Offset)
-	case replica.WriteQuorumState:
-		old, _ := st.QuorumState()
+// apply checks ws's quorum-state writes against the node's durable vote
+// (an epoch never goes back, a vote never changes within an epoch) and
+// applies ws to its store in one Apply: one transaction, all or nothing.
+func (s *sim) apply(nd *node, ws []protocol.Write) error {
+	old, _ := nd.store.QuorumState()
+	for _, w := range ws {
+		if w.Kind != protocol.WriteQuorumState {
+			continue
+		}
 		if w.Quorum.Epoch < old.Epoch {
 			s.fail("%s: durable epoch goes back from %d to %d", nd.id, old.Epoch, w.Quorum.Epoch)
 		} else if w.Quorum.Epoch == old.Epoch && old.VotedFor != "" && w.Quorum.VotedFor != old.VotedFor {
@@ -155,11 +155,9 @@ func (s *sim) apply(nd *node, w replica.Write) error {
 		if w.Quorum.VotedFor != "" {
 			nd.votes[w.Quorum.Epoch] = w.Quorum.VotedFor
 		}
-		return st.SetQuorumState(w.Quorum)
-	case replica.WriteHWCheckpoint:
-		return st.SetHWCheckpoint(w.Offset)
+		old = w.Quorum
 	}
-	return fmt.Errorf("unknown write kind %d", w.Kind)
+	return nd.store.Apply(ws)
 }
 
 // diskError: the writes completing up to seq fail (fsync or write returns
@@ -185,19 +183,17 @@ func (s *sim) diskError(nd *node, seq uint64) {
 // landPrefix makes a random prefix of ws durable, the write after it
 // possibly torn (an append cut short: the store then holds a prefix of its
 // entries). A store must come back as a prefix of what was written.
-func (s *sim) landPrefix(nd *node, ws []replica.Write) {
+func (s *sim) landPrefix(nd *node, ws []protocol.Write) {
 	k := s.xr.Intn(len(ws) + 1)
-	for _, w := range ws[:k] {
-		if err := s.apply(nd, w); err != nil {
-			s.fail("%s: store rejected %s: %v", nd.id, fmtWrite(w), err)
-			return
-		}
+	if err := s.apply(nd, ws[:k]); err != nil {
+		s.fail("%s: store rejected the first %d pending writes: %v", nd.id, k, err)
+		return
 	}
-	if k < len(ws) && ws[k].Kind == replica.WriteAppend && len(ws[k].Entries) > 1 {
+	if k < len(ws) && ws[k].Kind == protocol.WriteAppend && len(ws[k].Entries) > 1 {
 		w := ws[k]
 		j := 1 + s.xr.Intn(len(w.Entries)-1)
 		w.Entries = w.Entries[:j]
-		if err := s.apply(nd, w); err != nil {
+		if err := s.apply(nd, []protocol.Write{w}); err != nil {
 			s.fail("%s: store rejected torn %s: %v", nd.id, fmtWrite(w), err)
 			return
 		}

@@ -3,8 +3,8 @@ package simulation
 import (
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
-	"github.com/replog-io/replog/transport"
 )
 
 // Liveness while faults run. The checker keeps, for every node and every
@@ -231,9 +231,9 @@ type contact struct {
 // need: a clean successful fetch answer (leader contact, as the core
 // counts it) or a clean fetch request (a follower's sign of life, as a
 // leader counts it for check-quorum).
-func (s *sim) noteContact(nd *node, from int, m transport.Message, clean bool) {
+func (s *sim) noteContact(nd *node, from int, m protocol.Message, clean bool) {
 	switch b := m.Body.(type) {
-	case *transport.FetchResponse:
+	case *protocol.FetchResponse:
 		// Only the first answer to its latest fetch (an answer to an older
 		// fetch, or a second answer to a duplicated request, proves nothing
 		// about now), a successful one from a node that says it leads the
@@ -244,11 +244,11 @@ func (s *sim) noteContact(nd *node, from int, m transport.Message, clean bool) {
 		}
 		nd.answeredID = b.FetchID
 		known := nd.leader == s.nodes[from].id && nd.epoch == b.Epoch
-		if clean && b.Error == transport.FetchOK && b.LeaderID == s.nodes[from].id && b.Epoch >= nd.epoch && (known || !s.opts.CoreContact) {
+		if clean && b.Error == protocol.FetchOK && b.LeaderID == s.nodes[from].id && b.Epoch >= nd.epoch && (known || !s.opts.CoreContact) {
 			nd.contacts[nd.nContacts%contactRing] = contact{at: s.now, from: from, epoch: b.Epoch}
 			nd.nContacts++
 		}
-	case *transport.FetchRequest:
+	case *protocol.FetchRequest:
 		if !clean {
 			return
 		}

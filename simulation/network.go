@@ -1,8 +1,6 @@
 package simulation
 
-import (
-	"github.com/replog-io/replog/transport"
-)
+import "github.com/replog-io/replog/protocol"
 
 // The simulated network: delays, drops, duplicates, reordering and
 // partitions between the nodes' cores.
@@ -26,7 +24,7 @@ const anyInc = -1
 const laneRetries = 4
 
 // send puts a message on the simulated network.
-func (s *sim) send(nd *node, m transport.Message) {
+func (s *sim) send(nd *node, m protocol.Message) {
 	if s.tracing() {
 		s.tracef("%s send %s", nd.id, m)
 	}
@@ -46,7 +44,7 @@ func (s *sim) send(nd *node, m transport.Message) {
 	if faulting && s.rng.Float64() < s.p.dupProb {
 		copies = 2
 	}
-	if vr, ok := m.Body.(*transport.VoteResponse); ok && (s.opts.ForgeVotes || s.opts.ForgePreVotes && vr.PreVote) && !vr.Granted && s.rng.Intn(2) == 0 {
+	if vr, ok := m.Body.(*protocol.VoteResponse); ok && (s.opts.ForgeVotes || s.opts.ForgePreVotes && vr.PreVote) && !vr.Granted && s.rng.Intn(2) == 0 {
 		forged := *vr
 		forged.Granted = true
 		if s.opts.ForgePreVotes {
@@ -87,7 +85,7 @@ func (s *sim) send(nd *node, m transport.Message) {
 }
 
 // putMsg stores m for a delivery event and returns its index.
-func (s *sim) putMsg(m transport.Message) int32 {
+func (s *sim) putMsg(m protocol.Message) int32 {
 	if n := len(s.freeMsgs); n > 0 {
 		i := s.freeMsgs[n-1]
 		s.freeMsgs = s.freeMsgs[:n-1]
@@ -102,7 +100,7 @@ func (s *sim) deliver(ev event) {
 	m := s.msgs[ev.msg]
 	if !s.lanePending(ev) {
 		// The event is spent (delivered or dropped): free its slot.
-		s.msgs[ev.msg] = transport.Message{}
+		s.msgs[ev.msg] = protocol.Message{}
 		s.freeMsgs = append(s.freeMsgs, ev.msg)
 	}
 	s.deliverMsg(ev, m)
@@ -115,7 +113,7 @@ func (s *sim) lanePending(ev event) bool {
 	return ev.inc == anyInc && !nd.up && ev.id < laneRetries && s.blocked[s.byID[s.msgs[ev.msg].From]][nd.idx] == 0
 }
 
-func (s *sim) deliverMsg(ev event, m transport.Message) {
+func (s *sim) deliverMsg(ev event, m protocol.Message) {
 	nd := s.nodes[ev.node]
 	from := s.byID[m.From]
 	if s.blocked[from][nd.idx] > 0 {
@@ -144,7 +142,7 @@ func (s *sim) deliverMsg(ev event, m transport.Message) {
 	}
 	if nd.voter {
 		s.noteContact(nd, from, m, ev.clean)
-		if fr, ok := m.Body.(*transport.FetchResponse); ok && ev.clean && s.opts.DropAnswers && s.rng.Intn(3) == 0 {
+		if fr, ok := m.Body.(*protocol.FetchResponse); ok && ev.clean && s.opts.DropAnswers && s.rng.Intn(3) == 0 {
 			s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
 			return
 		}

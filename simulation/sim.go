@@ -57,9 +57,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
 )
 
 // Options configures one simulated run.
@@ -73,9 +73,6 @@ type Options struct {
 	Steps int
 	// Trace, if set, receives one line per event and per action.
 	Trace func(line string)
-	// Store picks the durable store: "memory" (storage.NewMemory, the
-	// default) or "sim" (the simulation's own small store).
-	Store string
 	// SafetyOnly turns off the checks of protocol rules (an ack only below
 	// the acking leader's HW; a leader's HW moves only onto an entry of
 	// its own epoch) and keeps only the checks of their consequences (no
@@ -312,11 +309,11 @@ const (
 // stops, to elect a leader and bring every replica to the same log and HW:
 // 10s, plus twice the time a replica that restarted empty needs to fetch
 // the whole log in rounds of the run's fetch size: entries counted at the
-// largest record plus storage.EntryOverhead (what a fetch response counts),
+// largest record plus protocol.EntryOverhead (what a fetch response counts),
 // a round being a fetch and its answer, the write and its report, and the
 // shell's loop rounds.
 func (s *sim) convergeBound() time.Duration {
-	perRound := max(1, s.p.fetchMaxBytes/(maxRecordSize+storage.EntryOverhead))
+	perRound := max(1, s.p.fetchMaxBytes/(maxRecordSize+protocol.EntryOverhead))
 	longest := len(s.committed)
 	for _, nd := range s.nodes {
 		longest = max(longest, len(nd.shadow))
@@ -332,11 +329,11 @@ var simBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // entryKey is what the checker compares: an entry without its offset.
 type entryKey struct {
 	epoch uint64
-	typ   storage.EntryType
+	typ   protocol.EntryType
 	data  string
 }
 
-func keyOf(e storage.Entry) entryKey {
+func keyOf(e protocol.Entry) entryKey {
 	return entryKey{epoch: e.Epoch, typ: e.Type, data: string(e.Data)}
 }
 
@@ -359,7 +356,7 @@ type node struct {
 	// Seq order. durableSeq is the last Seq applied to the store and
 	// reportedSeq the last one reported with Persisted, both in this
 	// incarnation; reportPending says an evReport is scheduled.
-	pending       []replica.Write
+	pending       []protocol.Write
 	durableSeq    uint64
 	reportedSeq   uint64
 	reportPending bool
@@ -481,7 +478,7 @@ type sim struct {
 	nsLost  []noSyncLoss // NoSync losses of the power loss being handled
 	// msgs holds the messages in flight (event.msg indexes it); freeMsgs
 	// lists its free slots.
-	msgs     []transport.Message
+	msgs     []protocol.Message
 	freeMsgs []int32
 	// nsHistory: every NoSync loss of the run.
 	nsHistory []noSyncLoss

@@ -25,7 +25,6 @@ var (
 	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
 	flagStable  = flag.Bool("sim.stable", true, "after convergence, false failure hints must not depose the healthy leader")
 	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
-	flagStore   = flag.String("sim.store", "memory", `durable store: "memory" (storage.NewMemory) or "sim" (the simulation's own)`)
 	flagClassic = flag.Bool("sim.classic", false, "only the faults of before issue 9 (a seed then names the same run as before)")
 	flagLive    = flag.Bool("sim.live", true, "check liveness while faults run (liveness.go)")
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
@@ -33,7 +32,7 @@ var (
 )
 
 func runOpts(seed int64, steps int) Options {
-	return Options{Seed: seed, Steps: steps, Store: *flagStore, SafetyOnly: *flagSafety, Stable: *flagStable,
+	return Options{Seed: seed, Steps: steps, SafetyOnly: *flagSafety, Stable: *flagStable,
 		Classic: *flagClassic, NoLiveness: !*flagLive, CoreContact: *flagCoreCt}
 }
 
@@ -48,9 +47,6 @@ func reproduce(seed int64, steps int) string {
 	}
 	if !*flagStable {
 		cmd += " -sim.stable=false"
-	}
-	if *flagStore != "memory" {
-		cmd += " -sim.store=" + *flagStore
 	}
 	if *flagClassic {
 		cmd += " -sim.classic"
@@ -239,18 +235,6 @@ func TestCheckerHasTeeth(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Fatal("100 seeds with forged votes and the checker found nothing")
-	}
-}
-
-// TestStoresAgree: the simulation's own store and storage.Memory follow
-// one contract, so a seed must give the same trace on either.
-func TestStoresAgree(t *testing.T) {
-	for seed := int64(1); seed <= 30; seed++ {
-		a := Run(Options{Seed: seed, Steps: 3000, Store: "memory"})
-		b := Run(Options{Seed: seed, Steps: 3000, Store: "sim"})
-		if a.Hash != b.Hash {
-			t.Fatalf("seed %d: storage.Memory and the sim store give different traces:\n  %s\n  %s", seed, a, b)
-		}
 	}
 }
 

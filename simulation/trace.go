@@ -5,9 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
-	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/transport"
 )
 
 // hasher is FNV-1a over the binary form of everything that happens in a
@@ -58,7 +57,7 @@ func (h *hasher) bytes(b []byte) {
 	}
 }
 
-func (h *hasher) entries(es []storage.Entry) {
+func (h *hasher) entries(es []protocol.Entry) {
 	h.u64(uint64(len(es)))
 	for _, e := range es {
 		h.u64(e.Offset)
@@ -68,12 +67,12 @@ func (h *hasher) entries(es []storage.Entry) {
 	}
 }
 
-func (h *hasher) msg(m transport.Message) {
+func (h *hasher) msg(m protocol.Message) {
 	h.str(m.From)
 	h.str(m.To)
 	switch b := m.Body.(type) {
-	case *transport.FetchRequest:
-		h.byte(byte(transport.KindFetchRequest))
+	case *protocol.FetchRequest:
+		h.byte(byte(protocol.KindFetchRequest))
 		h.u64(b.FetchID)
 		h.str(b.ReplicaID)
 		h.u64(b.CurrentEpoch)
@@ -81,8 +80,8 @@ func (h *hasher) msg(m transport.Message) {
 		h.u64(b.LastFetchedEpoch)
 		h.u64(uint64(b.MaxBytes))
 		h.u64(uint64(b.MaxWaitMs))
-	case *transport.FetchResponse:
-		h.byte(byte(transport.KindFetchResponse))
+	case *protocol.FetchResponse:
+		h.byte(byte(protocol.KindFetchResponse))
 		h.u64(b.FetchID)
 		h.str(b.LeaderID)
 		h.u64(b.Epoch)
@@ -92,16 +91,16 @@ func (h *hasher) msg(m transport.Message) {
 		h.u64(b.HighWatermark)
 		h.u64(b.LogStartOffset)
 		h.entries(b.Entries)
-	case *transport.VoteRequest:
-		h.byte(byte(transport.KindVoteRequest))
+	case *protocol.VoteRequest:
+		h.byte(byte(protocol.KindVoteRequest))
 		h.u64(b.Epoch)
 		h.str(b.CandidateID)
 		h.u64(b.LastEpoch)
 		h.u64(b.LEO)
 		h.bool(b.PreVote)
 		h.u64(b.Round)
-	case *transport.VoteResponse:
-		h.byte(byte(transport.KindVoteResponse))
+	case *protocol.VoteResponse:
+		h.byte(byte(protocol.KindVoteResponse))
 		h.u64(b.Epoch)
 		h.str(b.VoterID)
 		h.bool(b.Granted)
@@ -109,20 +108,20 @@ func (h *hasher) msg(m transport.Message) {
 		h.u64(b.RequestEpoch)
 		h.u64(b.Round)
 		h.str(b.LeaderID)
-	case *transport.BeginEpoch:
-		h.byte(byte(transport.KindBeginEpoch))
+	case *protocol.BeginEpoch:
+		h.byte(byte(protocol.KindBeginEpoch))
 		h.u64(b.Epoch)
 		h.str(b.LeaderID)
-	case *transport.AppendRequest:
-		h.byte(byte(transport.KindAppendRequest))
+	case *protocol.AppendRequest:
+		h.byte(byte(protocol.KindAppendRequest))
 		h.u64(b.RequestID)
 		h.u64(b.Epoch)
 		h.u64(uint64(len(b.Records)))
 		for _, r := range b.Records {
 			h.bytes(r)
 		}
-	case *transport.AppendResponse:
-		h.byte(byte(transport.KindAppendResponse))
+	case *protocol.AppendResponse:
+		h.byte(byte(protocol.KindAppendResponse))
 		h.u64(b.RequestID)
 		h.byte(byte(b.Error))
 		h.str(b.LeaderID)
@@ -132,7 +131,7 @@ func (h *hasher) msg(m transport.Message) {
 	}
 }
 
-func (h *hasher) write(w replica.Write) {
+func (h *hasher) write(w protocol.Write) {
 	h.u64(w.Seq)
 	h.byte(byte(w.Kind))
 	h.entries(w.Entries)
@@ -188,19 +187,19 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%9.3fms", float64(d)/float64(time.Millisecond))
 }
 
-func fmtWrite(w replica.Write) string {
+func fmtWrite(w protocol.Write) string {
 	switch w.Kind {
-	case replica.WriteAppend:
+	case protocol.WriteAppend:
 		if len(w.Entries) == 0 {
 			return fmt.Sprintf("w%d append[]", w.Seq)
 		}
 		return fmt.Sprintf("w%d append[%d..%d] epoch=%d..%d", w.Seq, w.Entries[0].Offset,
 			w.Entries[len(w.Entries)-1].Offset, w.Entries[0].Epoch, w.Entries[len(w.Entries)-1].Epoch)
-	case replica.WriteTruncate:
+	case protocol.WriteTruncate:
 		return fmt.Sprintf("w%d truncate(%d)", w.Seq, w.Offset)
-	case replica.WriteQuorumState:
+	case protocol.WriteQuorumState:
 		return fmt.Sprintf("w%d quorum{epoch=%d voted=%q leader=%q}", w.Seq, w.Quorum.Epoch, w.Quorum.VotedFor, w.Quorum.LeaderID)
-	case replica.WriteHWCheckpoint:
+	case protocol.WriteHWCheckpoint:
 		return fmt.Sprintf("w%d hw-checkpoint(%d)", w.Seq, w.Offset)
 	}
 	return fmt.Sprintf("w%d kind(%d)", w.Seq, w.Kind)

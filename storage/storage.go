@@ -94,26 +94,6 @@ type Store interface {
 	// ErrClosed.
 	Apply(ws []protocol.Write) error
 
-	// Append is Apply of one WriteAppend of entries.
-	//
-	// temporary: Append, TruncateSuffix, DeletePrefix, SetQuorumState and
-	// SetHWCheckpoint stay in the interface only until package simulation
-	// calls Apply (its stores implement Store). Bolt and Memory keep them
-	// as methods, one-line wrappers over Apply.
-	Append(entries []protocol.Entry) error
-	// TruncateSuffix is Apply of one WriteTruncate to from (temporary, see
-	// Append).
-	TruncateSuffix(from uint64) error
-	// DeletePrefix is Apply of one WriteDeletePrefix up to upTo (temporary,
-	// see Append).
-	DeletePrefix(upTo uint64) error
-	// SetQuorumState is Apply of one WriteQuorumState of s (temporary, see
-	// Append).
-	SetQuorumState(s protocol.QuorumState) error
-	// SetHWCheckpoint is Apply of one WriteHWCheckpoint of hw (temporary,
-	// see Append).
-	SetHWCheckpoint(hw uint64) error
-
 	// Entries returns entries from offset from upward, at most maxCount of
 	// them (maxCount ≤ 0: no limit on the count) and, after the first, at
 	// most maxBytes in total, counting each entry as len(Data) +
