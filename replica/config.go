@@ -8,9 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/replog-io/replog/protocol"
-
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // Config configures a Replica. Zero durations and sizes take the defaults
