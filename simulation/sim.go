@@ -27,10 +27,10 @@
 // -sim.maxfail (stop after this many failing seeds), -sim.workers,
 // -sim.safetyonly (check consequences only, not protocol rules),
 // -sim.stable=false (skip the final false-hint stability phase),
-// -sim.store=memory|sim, -sim.classic (only the faults of before issue 9:
-// a seed is then the run it was), -sim.live=false (no liveness rules),
-// -sim.stats (print the totals of issue 9's fault kinds; -v prints them
-// too).
+// -sim.classic (only the faults of before issue 9, drawn from the same
+// random stream), -sim.live=false (no liveness rules), -sim.corecontact
+// (liveness counts leader contact as the core did at a2e649b), -sim.stats
+// (print the totals of issue 9's fault kinds; -v prints them too).
 //
 // A run: 1–7 voters and 0–2 observers; faults (crashes that lose unsynced
 // writes, some leaving torn writes, power cuts, failing writes, NoSync
@@ -111,10 +111,12 @@ type Options struct {
 	// Classic runs only the faults the simulator had before issue 9: no
 	// lulls, clock jumps or stalls, disk errors, torn writes, NoSync
 	// nodes, cross-incarnation deliveries, false leader hints, or clusters
-	// of 6 or 7 voters. A seed then names the same run as before (its
-	// trace hash differs only by the new message fields). The new checks
-	// (liveness) still run. Sabotage runs (ForgeVotes, LyingDisk) are
-	// always classic.
+	// of 6 or 7 voters. The other faults draw from the random stream as
+	// before (issue 9's draw from their own), though runs differ where
+	// the simulator changed (FetchTimeout at least the core's minimum,
+	// convergence declared a fetch round after the last fault). The new
+	// checks (liveness) still run. Sabotage runs (ForgeVotes, LyingDisk)
+	// are always classic.
 	Classic bool
 	// NoLiveness turns off the liveness rules checked while faults run
 	// (liveness.go).

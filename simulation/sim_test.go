@@ -25,7 +25,7 @@ var (
 	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
 	flagStable  = flag.Bool("sim.stable", true, "after convergence, false failure hints must not depose the healthy leader")
 	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
-	flagClassic = flag.Bool("sim.classic", false, "only the faults of before issue 9 (a seed then names the same run as before)")
+	flagClassic = flag.Bool("sim.classic", false, "only the faults of before issue 9 (Options.Classic)")
 	flagLive    = flag.Bool("sim.live", true, "check liveness while faults run (liveness.go)")
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
