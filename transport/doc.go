@@ -27,10 +27,9 @@
 // replog's (not storage, not the core). It is imported by the node's shell
 // (the root replog package, which starts one TCP per node and pumps it
 // into the core's loop) and by tests (the hostile-peer suite uses the
-// exported codec as an attacker would). The core never imports it: it
-// speaks protocol.Message and leaves the sockets to the shell. The
-// aliases in vocabulary_aliases.go (transport.Message and friends) are
-// temporary and only for packages not yet switched to protocol.
+// exported codec as an attacker would). The core and the simulation never
+// import it: they speak protocol.Message and leave the sockets to the
+// shell.
 //
 // # Concurrency and ownership
 //
