@@ -39,4 +39,47 @@
 // bbolt file's structure before bbolt maps it, and return an error
 // wrapping [ErrCorrupt] naming the file and what is wrong; every entry read
 // verifies the entry's CRC.
+//
+// # Who may use it
+//
+// storage imports protocol (entries, epoch rows, quorum state, writes) and
+// bbolt, nothing else of replog's. The node's shell (the root replog
+// package) is its one production user: it opens the directory with
+// OpenDir, its writer is the only caller of Apply, and its readers call
+// Entries. The protocol core does not import it: it reads through its own
+// read-only interface (replica.LogReader, which every Store satisfies) and
+// says what to write as protocol.Writes, which the shell hands to Apply
+// exactly, in order. The simulation and the tests use Memory; storagetest
+// is the contract suite every Store must pass.
+//
+// # Concurrency and ownership
+//
+// Bolt and Memory are safe for concurrent use and start no goroutines.
+// Apply calls are serialized (a second waits for the first); on Bolt one
+// returns once its transaction is durable (a deferred Memory makes it
+// durable only at the next Sync). Readers run alongside and see each
+// Apply wholly or not at all. LEO, LogStart, LastEpoch, EpochMap,
+// EndOffsetForEpoch, QuorumState and HWCheckpoint answer from memory;
+// Entries runs a short read transaction and never waits for Apply. Every
+// slice a store returns, and the Data of every returned entry, is a copy
+// the caller owns. Apply does not keep the slices it is given, but the
+// caller must not modify them while Apply runs. Close waits for the Apply
+// in progress and releases the file and its lock; OpenBolt and OpenDir
+// block up to BoltOptions.Timeout for that lock.
+//
+// # Errors
+//
+// Errors wrap the sentinels of this package, with the offset, file, write
+// index or field they concern: test them with errors.Is. ErrInvalidAppend,
+// ErrOutOfRange and ErrInvalidWrite refuse an Apply whole (nothing is
+// written); a failed commit latches, and every later Apply returns it
+// until the store is reopened. ErrCorrupt names damaged data (an entry
+// whose CRC fails, a damaged or missing file), ErrIdentityMismatch a
+// directory of another cluster or node, ErrLocked a file another store
+// holds, ErrInvalidOptions a bad BoltOptions field, ErrClosed a closed
+// store. Each method's documentation (see Store) lists its own.
+//
+// See docs/design.md: section 4 (the bbolt layout, writes and reads),
+// 4.1 (the directory's identity and damaged files) and 5.3 (the writer's
+// group commit).
 package storage
