@@ -55,7 +55,7 @@ type Config struct {
 	// fits the shell's transport; larger batches fail with ErrTooLarge
 	// before anything is sent. The shell sets it from its transport's frame
 	// limit (the root package: transport.DefaultMaxPayload). Default 8 MiB.
-	// MaxRecordSize+protocol.EntryOverhead and FetchMaxBytes must fit in it.
+	// MaxRecordSize+protocol.EntryOverhead must fit in it (Validate).
 	MaxForwardBytes int
 	// Rand drives every random choice (timeouts). Required for determinism;
 	// if nil, a source seeded from ID is used.

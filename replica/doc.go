@@ -33,7 +33,8 @@
 //     follower's next fetch is built, inside Ready.
 //   - Apply Writes strictly in Seq order, never skip one, and call Persisted
 //     with the highest Seq that is durable (one call may cover many writes).
-//     Consecutive WriteAppends may be merged into one store call. A write
+//     Any run of writes may go to one storage Apply (one transaction: the
+//     shell's group commit). A write
 //     that fails is fatal for this replica: stop it and open a new one from
 //     the store (New), as after a crash. A Replica must never be reused
 //     after its writes were lost.

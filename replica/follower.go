@@ -79,7 +79,7 @@ func (r *Replica) maybeFetch() {
 	r.send(target, r.fetch.Build(target, r.epoch, &r.log, r.now))
 }
 
-// handleFetchResponse is DESIGN.md §2.1, follower side: the fetcher decides,
+// handleFetchResponse is docs/design.md §3.3 (follower side): the fetcher decides,
 // the replica carries it out.
 //
 // Only an answer to a fetch this replica is waiting for counts for

@@ -83,7 +83,7 @@ func bodiesTo[T protocol.Body](msgs []protocol.Message, to string) []T {
 	return out
 }
 
-// TestVoteRules covers DESIGN.md §2.2 votes and pre-votes.
+// TestVoteRules covers docs/design.md §3.4 votes and pre-votes.
 func TestVoteRules(t *testing.T) {
 	type tc struct {
 		name      string
@@ -217,7 +217,7 @@ func fetch(r *Replica, from string, id, epoch, offset, lastEpoch uint64) {
 	}})
 }
 
-// TestLeaderFetchRules covers DESIGN.md §2.1, leader side: fencing,
+// TestLeaderFetchRules covers docs/design.md §3.2 (leader side): fencing,
 // divergence, remote LEO, out of range, parking.
 func TestLeaderFetchRules(t *testing.T) {
 	// Leader log: epochs 1,1,2,2 (offsets 0-3); quorum epoch 2 → leads
@@ -411,7 +411,7 @@ func TestParkedFetch(t *testing.T) {
 	})
 }
 
-// TestLeaderHW covers DESIGN.md §2.3 on the leader.
+// TestLeaderHW covers docs/design.md §3.5 on the leader.
 func TestLeaderHW(t *testing.T) {
 	type tc struct {
 		name       string

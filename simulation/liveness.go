@@ -41,7 +41,7 @@ import (
 // late (beyond the normal network delay), duplicated or cross-incarnation
 // message (all touch the link they are on, until they are delivered).
 // Gossip hints, true, stale or false, are never faults: gossip must not
-// decide elections (DESIGN §2.2). Clock drift within ±5% is normal.
+// decide elections (docs/design.md §3.4). Clock drift within ±5% is normal.
 
 // forever: no end; never: a node no fault has touched yet.
 const (

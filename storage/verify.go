@@ -15,8 +15,10 @@ import (
 // with NoFreelistSync: it rebuilds its free-page list by walking every page
 // of the tree in a goroutine of its own, where an assertion or a fault on a
 // damaged page kills the process (no recover can reach it). So the walk is
-// repeated here first, through pread and bounds-checked slices (no mmap, no
-// unsafe: a damaged file cannot fault this code), with bbolt's own rules:
+// repeated here first, on the opening goroutine, over a read-only mapping
+// of the file read through bounds-checked slices under
+// debug.SetPanicOnFault (pread is the fallback where mapping fails), so a
+// damaged file cannot kill the process, with bbolt's own rules:
 //
 //   - both meta pages have bbolt's magic, version and checksum (bbolt falls
 //     back to the older one silently; see below why this store does not),
