@@ -39,13 +39,15 @@
 // message, and the sender must not modify its body or the bytes it points
 // to. A message taken from Receive belongs to the receiver, but its entry
 // Data and AppendRequest Records are read-only: TCP decodes each frame into
-// a buffer of its own, while a Network (and TCP for a message a node sends
-// itself) hands over the sender's bytes.
+// a buffer of its own, while TCP hands a message a node sends itself over
+// with the sender's bytes.
 // Close blocks until every goroutine the transport started has returned,
 // then closes the Receive channel; a consumer ranging over Receive ends
 // there. The TCP transport's goroutines (one accept loop, a writer per
 // outbound connection, a reader per inbound one) all end in Close, so a
-// closed transport leaks nothing. Network starts no goroutines.
+// closed transport leaks nothing. (The in-memory Network the contract
+// tests run against lives in the package's test files: no production code
+// uses it.)
 //
 // The codec functions hold no state. A message returned by DecodeFrame
 // aliases the frame it was decoded from (do not modify the frame while the

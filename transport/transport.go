@@ -1,10 +1,13 @@
 package transport
 
-import "github.com/replog-io/replog/protocol"
-import "errors"
+import (
+	"errors"
+
+	"github.com/replog-io/replog/protocol"
+)
 
 // Transport carries Messages between nodes. Implementations: TCP (this
-// package's NewTCP) and the in-memory Network for tests.
+// package's NewTCP) and, in this package's tests, an in-memory Network.
 //
 // Delivery is best effort: a message may be dropped (no connection, queue
 // full, peer down), but messages from one node to another that are
@@ -14,7 +17,7 @@ import "errors"
 // messages: fetch traffic (FetchRequest, FetchResponse) and the rest. They
 // travel on separate connections so a large fetch response never delays a
 // vote; a control message may overtake a fetch message sent before it.
-// The in-memory Network keeps one order per pair.
+// The test Network keeps one order per pair.
 type Transport interface {
 	// Send queues m for m.To and returns without blocking on the network.
 	// It returns ErrUnknownPeer if m.To cannot be resolved to an address and
