@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
@@ -239,7 +240,7 @@ func TestImpersonatedFollower(t *testing.T) {
 			appended.Store(off)
 			done <- err
 		}()
-		waitFor(t, "the leader alone to resign on check-quorum despite the impostor", 20*time.Second, func() bool {
+		testwait.WaitFor(t, "the leader alone to resign on check-quorum despite the impostor", 20*time.Second, func() bool {
 			return l.Status().Role != "leader"
 		})
 		if err := <-done; err == nil {

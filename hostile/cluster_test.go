@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/membership"
 )
 
@@ -150,26 +151,13 @@ func (c *cluster) ids() []string {
 	return ids
 }
 
-// waitFor polls cond until it holds or timeout passes (then fails the test
-// with what). Timeouts here bound waiting, they are not assertions on speed.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // leader waits until exactly one running node leads and every running
 // node agrees, and returns its ID and epoch.
 func (c *cluster) leader() (string, uint64) {
 	c.t.Helper()
 	var id string
 	var epoch uint64
-	waitFor(c.t, "a leader all nodes agree on", 20*time.Second, func() bool {
+	testwait.WaitFor(c.t, "a leader all nodes agree on", 20*time.Second, func() bool {
 		id, epoch = "", 0
 		for nid, l := range c.nodes {
 			if st := l.Status(); st.Role == "leader" {
@@ -229,7 +217,7 @@ func readAll(t *testing.T, l *replog.Log, what string) []replog.Entry {
 // at the same offsets).
 func (c *cluster) checkPrefix(id string, want []replog.Entry) {
 	c.t.Helper()
-	waitFor(c.t, id+" to have committed the expected entries", 20*time.Second, func() bool {
+	testwait.WaitFor(c.t, id+" to have committed the expected entries", 20*time.Second, func() bool {
 		return c.nodes[id].Status().ReadableHW >= want[len(want)-1].Offset+1
 	})
 	got := readAll(c.t, c.nodes[id], id)
@@ -257,7 +245,7 @@ func (c *cluster) keepsCommitting(tag string) {
 	}
 	for _, id := range c.ids() {
 		l := c.nodes[id]
-		waitFor(c.t, id+" to commit the append made after the attack", 20*time.Second, func() bool {
+		testwait.WaitFor(c.t, id+" to commit the append made after the attack", 20*time.Second, func() bool {
 			return l.Status().ReadableHW > off
 		})
 		for e, err := range l.ReadRange(ctx, off, off+1) {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/transport"
 )
@@ -339,7 +340,7 @@ func TestConnectionCaps(t *testing.T) {
 	}
 	conns = nil
 	// Positive control: with the flood gone a peer connects again.
-	waitFor(t, "a new connection to be accepted after the flood", 10*time.Second, func() bool {
+	testwait.WaitFor(t, "a new connection to be accepted after the flood", 10*time.Second, func() bool {
 		cn, err := dialFrom("127.0.0.2", addr)
 		if err != nil {
 			return false

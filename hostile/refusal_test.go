@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/transport"
 )
@@ -104,7 +105,7 @@ func TestHandshakeRefusalsRevealNothing(t *testing.T) {
 		// Positive control: the real transport with the secret connects.
 		good := impostorTransport(t, refusalVoters[1], refusalVoters[0], addr, secretMode.secret)
 		defer good.Close()
-		waitFor(t, "a transport with the secret to get a message through", 10*time.Second, func() bool {
+		testwait.WaitFor(t, "a transport with the secret to get a message through", 10*time.Second, func() bool {
 			_ = good.Send(protocol.Message{To: refusalVoters[0], Body: &protocol.VoteResponse{Epoch: 0, VoterID: refusalVoters[1]}})
 			return good.Stats().Sent > 0
 		})
@@ -235,7 +236,7 @@ func TestImpostorAcceptorNotBelieved(t *testing.T) {
 			lead, _ := c.leader()
 			c.appendN(lead, "committed", 5)
 			if sec.secret == nil {
-				waitFor(t, "the impostor of n3 to be sent frames without a secret", 10*time.Second, func() bool {
+				testwait.WaitFor(t, "the impostor of n3 to be sent frames without a secret", 10*time.Second, func() bool {
 					return fake.frames.Load() > 0
 				})
 				return
