@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -205,7 +206,7 @@ func (s *sim) landPrefix(nd *node, ws []protocol.Write) {
 // noSyncLoss is what a NoSync node lost at a power loss.
 type noSyncLoss struct {
 	node       int
-	from, to   uint64 // log offsets lost: [from, to)
+	from, to   uint64 // log offsets lost or changed: [from, to)
 	grantsLost bool   // a vote it had granted (or cast for itself)
 }
 
@@ -226,12 +227,22 @@ func (s *sim) crashDisk(nd *node, power bool) {
 		oldLEO := m.LEO()
 		unsynced := m.Unsynced()
 		keep := s.xr.Intn(unsynced + 1)
-		nd.store = memoryStore{m.CrashAfter(keep)}
 		if keep == unsynced {
+			nd.store = memoryStore{m.CrashAfter(keep)}
 			return // the OS had written everything back
 		}
+		// What the node held before: the lost writes may have truncated
+		// and rewritten entries, not only appended, so the loss starts
+		// where the logs before and after first differ.
+		from := m.LogStart()
+		before, _ := m.Entries(from, math.MaxInt, math.MaxInt)
+		nd.store = memoryStore{m.CrashAfter(keep)}
+		after, _ := nd.store.Entries(from, math.MaxInt, math.MaxInt)
+		for i := 0; i < len(before) && i < len(after) && keyOf(before[i]) == keyOf(after[i]); i++ {
+			from = before[i].Offset + 1
+		}
 		q, _ := nd.store.QuorumState()
-		loss := noSyncLoss{node: nd.idx, from: nd.store.LEO(), to: oldLEO}
+		loss := noSyncLoss{node: nd.idx, from: from, to: oldLEO}
 		for e, v := range nd.votes {
 			if e > q.Epoch || e == q.Epoch && q.VotedFor != v {
 				delete(nd.votes, e)
@@ -241,8 +252,8 @@ func (s *sim) crashDisk(nd *node, power bool) {
 			}
 		}
 		s.res.Faults.NoSyncLosses++
-		s.tracef("%s NOSYNC LOSS: %d of %d unsynced writes lost, log back from %d to %d, granted vote lost: %v",
-			nd.id, unsynced-keep, unsynced, loss.to, loss.from, loss.grantsLost)
+		s.tracef("%s NOSYNC LOSS: %d of %d unsynced writes lost: offsets [%d, %d) of its log (LEO now %d), granted vote lost: %v",
+			nd.id, unsynced-keep, unsynced, loss.from, loss.to, nd.store.LEO(), loss.grantsLost)
 		s.nsLost = append(s.nsLost, loss)
 		s.nsHistory = append(s.nsHistory, loss)
 		return
