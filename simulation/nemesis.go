@@ -64,7 +64,7 @@ func (s *sim) pause(nd *node, until time.Duration) {
 		s.res.Faults.PausesExtended++
 	}
 	nd.pausedUntil = until
-	s.touchNode(nd.idx, until, "a pause")
+	s.touchNode(nd.idx, until+s.linger(), "a pause")
 	s.hash.byte(0xA2)
 	s.hash.u64(uint64(nd.pausedUntil))
 	s.tracef("%s PAUSE until %s", nd.id, fmtDur(nd.pausedUntil))
@@ -268,7 +268,7 @@ func (s *sim) clockFault() {
 		nd.clockBase = now.Add(d)
 		nd.clockFrom = max(nd.clockFrom, s.now)
 		// The core sees the jump at its next tick or loop round.
-		s.touchNode(nd.idx, s.now+s.p.tickMax+s.p.batchWindow, "a clock jump")
+		s.touchNode(nd.idx, s.now+s.linger(), "a clock jump")
 		s.hash.byte(0xA4)
 		s.hash.u64(uint64(d))
 		s.tracef("%s CLOCK JUMP +%v", nd.id, d)
@@ -280,8 +280,16 @@ func (s *sim) clockFault() {
 	// by d for good).
 	nd.clockBase = now
 	nd.clockFrom = max(nd.clockFrom, s.now+d)
-	s.touchNode(nd.idx, nd.clockFrom+s.p.tickMax+s.p.batchWindow, "a clock stall")
+	s.touchNode(nd.idx, nd.clockFrom+s.linger(), "a clock stall")
 	s.hash.byte(0xA5)
 	s.hash.u64(uint64(d))
 	s.tracef("%s CLOCK STALL until %s", nd.id, fmtDur(nd.clockFrom))
+}
+
+// linger is how long a pause or a clock fault still acts after it ends: the
+// core sees the time it lost at its next tick, when its fetch may be due
+// for a retry (FetchMaxWait+ElectionTimeout) and the answer to the old one
+// no longer counts; its next fetch round sets it right.
+func (s *sim) linger() time.Duration {
+	return s.p.fetchMaxWait + s.p.electionTimeout + s.p.tickMax + s.p.batchWindow
 }
