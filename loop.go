@@ -1,11 +1,12 @@
 package replog
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
 )
 
 // maxEventsPerRound bounds how many queued events the loop feeds the core
@@ -13,10 +14,13 @@ import (
 // into one write, few enough to keep latency flat.
 const maxEventsPerRound = 256
 
-// loop is the only goroutine that touches the core. Each round it waits for
-// an event, drains what else is queued, then carries out the core's Ready:
-// writes to the writer goroutine, messages to the transport, acks to the
-// waiting Append calls.
+// loop is the only goroutine that touches the core. It pumps the channels
+// into the deterministic shell.Node, which runs the round (its order of
+// Tick, Step, Persisted and Ready is the Node's, and the simulation drives
+// the same Node): each round it waits for an event, drains what else is
+// queued, runs the round, then carries out the Output: writes to the writer
+// goroutine, messages to the transport, outcomes to the waiting Append
+// calls, a Status snapshot, a reader wake-up and the gossip leader claim.
 func (l *Log) loop() {
 	defer l.wg.Done()
 	defer close(l.loopDone)
@@ -33,53 +37,62 @@ func (l *Log) loop() {
 	}
 	pending := make(map[uint64]*proposal)
 	var nextID uint64
-	var lastPersisted uint64
-	var advertised leaderClaim
+	events := make([]shell.Event, 0, maxEventsPerRound+1)
 
-	handle := func(ev any) {
+	add := func(ev any) {
 		switch ev := ev.(type) {
 		case *proposal:
 			nextID++
 			pending[nextID] = ev
-			l.core.Propose(nextID, ev.records)
+			events = append(events, shell.Propose(nextID, ev.records))
 		case protocol.Message:
-			l.core.Step(ev)
+			events = append(events, shell.Message(ev))
 		case membership.Hint:
 			if h, ok := coreHint(ev); ok {
-				l.core.Hint(h)
+				events = append(events, shell.Hint(h))
 			}
+		}
+	}
+	resolve := func(rs []shell.Resolved) {
+		for _, r := range rs {
+			p, ok := pending[r.ID]
+			if !ok {
+				continue
+			}
+			delete(pending, r.ID)
+			p.result <- proposalResult{offset: r.Offset, err: r.Err}
 		}
 	}
 
 	for {
 		// Wait for one event.
-		var first any
 		select {
 		case <-l.closing:
-			l.failPending(pending)
+			resolve(l.node.Close(ErrClosed))
 			return
 		case p := <-l.proposals:
-			first = p
+			add(p)
 		case m, ok := <-recv:
 			if !ok {
 				recv = nil
 				continue
 			}
-			first = m
+			add(m)
 		case h, ok := <-hints:
 			if !ok {
 				hints = nil
 				continue
 			}
-			first = h
+			add(h)
 		case <-l.wakeLoop:
 		case <-ticker.C:
 		}
 		if err := l.failed(); err != nil {
 			// The disk refused a write, or the core halted: stop serving
 			// rather than acknowledge anything the disk may not hold.
-			l.failAll(pending, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
-			l.publish()
+			resolve(l.node.Close(err))
+			l.failProposals(events, pending, err)
+			l.publish(l.node.Replica().Status(), l.node.Replica().ReadableHW(), true)
 			for {
 				select {
 				case <-l.closing:
@@ -89,61 +102,62 @@ func (l *Log) loop() {
 				}
 			}
 		}
-		l.core.Tick(time.Now())
-		if first != nil {
-			handle(first)
-		}
 		// Drain what else is waiting, without blocking.
 	drain:
 		for i := 0; i < maxEventsPerRound; i++ {
 			select {
 			case p := <-l.proposals:
-				handle(p)
+				add(p)
 			case m, ok := <-recv:
 				if !ok {
 					recv = nil
 					break drain
 				}
-				handle(m)
+				add(m)
 			default:
 				break drain
 			}
 		}
-		if seq := l.persisted.Load(); seq > lastPersisted {
-			lastPersisted = seq
-			l.core.Persisted(seq)
-		}
-
-		rd := l.core.Ready()
-		if err := l.core.Err(); err != nil && l.failed() == nil {
+		l.node.Persisted(l.persisted.Load())
+		out := l.node.Round(time.Now(), events...)
+		clear(events)
+		events = events[:0]
+		if out.Halted != nil && l.failed() == nil {
 			// The core refused to go on (it was told to destroy committed
 			// entries, or ran out of epochs): stop serving, loudly, the way
 			// a failed disk write stops the node.
-			l.logger.Error("replica halted: this node stops serving; close it and investigate", "error", err)
+			l.logger.Error("replica halted: this node stops serving; close it and investigate", "error", out.Halted)
+			err := out.Halted
 			l.failErr.CompareAndSwap(nil, &err)
 			select {
 			case l.wakeLoop <- struct{}{}:
 			default:
 			}
 		}
-		l.writer.enqueue(rd.Writes)
-		for _, m := range rd.Messages {
+		l.writer.enqueue(out.Writes)
+		for _, m := range out.Messages {
 			if err := l.tr.Send(m); err != nil {
 				l.logger.Trace("send", "to", m.To, "error", err)
 			}
 		}
-		for _, a := range rd.Acks {
-			p, ok := pending[a.ID]
-			if !ok {
-				continue
-			}
-			delete(pending, a.ID)
-			p.result <- proposalResult{offset: a.FirstOffset, err: a.Err}
+		resolve(out.Resolved)
+		l.publish(out.Status, out.ReadableHW, out.ReadableMoved)
+		if l.ml != nil && out.ClaimChanged {
+			l.advertiseLeader(out.Claim.Leader, out.Claim.Epoch)
 		}
-		st := l.publish()
-		if c := (leaderClaim{st.LeaderID, st.Epoch}); l.ml != nil && c != advertised {
-			advertised = c
-			l.advertiseLeader(st.LeaderID, st.Epoch)
+	}
+}
+
+// failProposals answers the proposals of a round that never ran: they
+// never reached the core, so nothing was appended.
+func (l *Log) failProposals(events []shell.Event, pending map[uint64]*proposal, err error) {
+	for _, ev := range events {
+		if ev.Kind != shell.EventPropose {
+			continue
+		}
+		if p, ok := pending[ev.ID]; ok {
+			delete(pending, ev.ID)
+			p.result <- proposalResult{err: err}
 		}
 	}
 }
@@ -188,10 +202,10 @@ func (l *Log) advertiser() {
 	}
 }
 
-// publish stores a Status snapshot and wakes readers if the readable
-// high watermark moved.
-func (l *Log) publish() *Status {
-	cs := l.core.Status()
+// publish stores a Status snapshot of the core's state cs and, when wake
+// says the readable high watermark moved (or the node failed), wakes the
+// readers.
+func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 	st := &Status{
 		NodeID:        cs.ID,
 		Role:          cs.Role.String(),
@@ -201,7 +215,7 @@ func (l *Log) publish() *Status {
 		LEO:           cs.LEO,
 		DurableLEO:    cs.DurableLEO,
 		HighWatermark: cs.HighWatermark,
-		ReadableHW:    l.core.ReadableHW(),
+		ReadableHW:    readable,
 		LogStart:      cs.LogStart,
 		RemoteLEO:     cs.RemoteLEO,
 	}
@@ -224,24 +238,10 @@ func (l *Log) publish() *Status {
 	// alone: a leader can see an entry committed by two followers before
 	// its own write of it is done. A failure wakes them too, to end.
 	l.hwMu.Lock()
-	if (st.ReadableHW != l.hw || failed != nil) && l.hwChanged != nil {
-		l.hw = st.ReadableHW
+	if (wake || failed != nil) && l.hwChanged != nil {
+		l.hw = readable
 		close(l.hwChanged)
 		l.hwChanged = make(chan struct{})
 	}
 	l.hwMu.Unlock()
-	return st
-}
-
-// failPending answers every waiting proposal when the log closes: they were
-// handed to the core, so their outcome is unknown.
-func (l *Log) failPending(pending map[uint64]*proposal) {
-	l.failAll(pending, fmt.Errorf("%w: %w", ErrClosed, ErrUnknownOutcome))
-}
-
-func (l *Log) failAll(pending map[uint64]*proposal, err error) {
-	for id, p := range pending {
-		p.result <- proposalResult{err: err}
-		delete(pending, id)
-	}
 }

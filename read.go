@@ -7,7 +7,7 @@ import (
 	"iter"
 	"math"
 
-	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -66,36 +66,22 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 				return
 			}
 			if next < hw {
-				if start := l.store.LogStart(); next < start {
-					yield(Entry{}, fmt.Errorf("%w: offset %d is below the log start %d", ErrOutOfRange, next, start))
-					return
-				}
-				ents, err := l.store.Entries(next, readBatchCount, readBatchBytes)
+				// What a reader sees is the shell's reader view, the code
+				// the simulation checks readers with.
+				b, err := shell.ReadBatch(l.store, next, min(hw, to), readBatchCount, readBatchBytes)
 				if errors.Is(err, storage.ErrClosed) {
-					err = ErrClosed
+					err = fmt.Errorf("replog: read at offset %d: %w", next, ErrClosed)
 				}
 				if err != nil {
-					yield(Entry{}, fmt.Errorf("replog: read at offset %d: %w", next, err))
+					yield(Entry{}, err)
 					return
 				}
-				if len(ents) == 0 {
-					// The HW never passes the durable log; if it did, say so
-					// rather than spin.
-					yield(Entry{}, fmt.Errorf("replog: internal error: high watermark %d is above the stored log end %d", hw, l.store.LEO()))
-					return
-				}
-				for _, e := range ents {
-					if e.Offset >= hw || e.Offset >= to {
-						break
-					}
-					next = e.Offset + 1
-					if e.Type != protocol.EntryData {
-						continue
-					}
+				for _, e := range b.Entries {
 					if !yield(Entry{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}, nil) {
 						return
 					}
 				}
+				next = b.Next
 				continue
 			}
 			select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
@@ -78,7 +79,7 @@ type Log struct {
 	logger hclog.Logger
 
 	store  storage.Store
-	core   *replica.Replica // owned by the loop goroutine
+	node   *shell.Node // the round logic around the core; owned by the loop goroutine
 	tr     transport.Transport
 	tcp    *transport.TCP
 	ml     *membership.Membership
@@ -173,7 +174,7 @@ func Open(opts Options) (*Log, error) {
 		cleanup()
 		return nil, fmt.Errorf("replog: start replica: %w", err)
 	}
-	l.core = core
+	l.node = shell.New(core)
 
 	if o.needsTransport() {
 		if err := l.startNetwork(cfgs); err != nil {
@@ -182,7 +183,7 @@ func Open(opts Options) (*Log, error) {
 		}
 	}
 	l.writer = newWriter(store, logger.Named("writer"), l.onPersisted, l.onWriteFailed)
-	l.publish()
+	l.publish(core.Status(), core.ReadableHW(), true)
 	l.wg.Add(1)
 	go l.loop()
 	if l.ml != nil {

@@ -1,0 +1,220 @@
+package shell
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
+)
+
+// EventKind says what an Event carries.
+type EventKind uint8
+
+// The kinds of events a round feeds the core.
+const (
+	// EventPropose: a batch of records to append (Event.ID, Event.Records).
+	EventPropose EventKind = iota + 1
+	// EventMessage: a message from a peer (Event.Message).
+	EventMessage
+	// EventHint: a membership hint (Event.Hint).
+	EventHint
+)
+
+// Event is one input of a round, other than the clock and persistence.
+type Event struct {
+	Kind EventKind
+	// ID names a proposal; the caller chooses it, unique among the
+	// proposals this Node has not resolved yet. Its Resolved carries it.
+	ID      uint64
+	Records [][]byte
+	Message protocol.Message
+	Hint    replica.Hint
+}
+
+// Propose is the event of a proposal: records to append as one batch. The
+// core owns records from then on (the caller must not modify them).
+func Propose(id uint64, records [][]byte) Event {
+	return Event{Kind: EventPropose, ID: id, Records: records}
+}
+
+// Message is the event of a message received from a peer.
+func Message(m protocol.Message) Event { return Event{Kind: EventMessage, Message: m} }
+
+// Hint is the event of a membership hint.
+func Hint(h replica.Hint) Event { return Event{Kind: EventHint, Hint: h} }
+
+// Resolved is the outcome of one proposal.
+type Resolved struct {
+	ID uint64
+	// Offset is the offset of the proposal's first record when Err is nil.
+	Offset uint64
+	// Err is nil (committed at Offset), a *replica.NotLeaderError or
+	// replica.ErrTooLarge (nothing appended), the core's halt error for a
+	// proposal made after it halted (nothing appended), or an error
+	// wrapping replica.ErrUnknownOutcome (with the halt or close cause).
+	Err error
+}
+
+// Claim is the leader (and its epoch) this node believes in, which a node
+// advertises in gossip.
+type Claim struct {
+	Leader string
+	Epoch  uint64
+}
+
+// Output is what the caller must carry out after a round.
+type Output struct {
+	// Writes go to the writer, in order (any run of them may go to one
+	// Store.Apply); it reports the last durable Seq with Persisted.
+	Writes []protocol.Write
+	// Messages go to the network.
+	Messages []protocol.Message
+	// Resolved are the proposals decided this round, each once.
+	Resolved []Resolved
+	// Stray are acks of the core for IDs this Node was not waiting for
+	// (never in a correct core; the simulation asserts on it).
+	Stray []replica.Ack
+	// Status is the core's state at the end of the round.
+	Status replica.Status
+	// ReadableHW is min(HW, durable LEO): readers may read below it.
+	// ReadableMoved says it changed since the previous round's (or since
+	// New): readers waiting at the old one must be woken.
+	ReadableHW    uint64
+	ReadableMoved bool
+	// Claim is the leader claim of this round; ClaimChanged says it
+	// differs from the previous round's (the first round's counts as
+	// changed when it names a leader or an epoch).
+	Claim        Claim
+	ClaimChanged bool
+	// Halted is the core's halt error (replica.Replica.Err), from the
+	// round in which the core halted. The caller must stop serving:
+	// every proposal that was waiting is resolved with ErrUnknownOutcome
+	// in that round.
+	Halted error
+}
+
+// Node runs the rounds of one core. It has no goroutines, clock or I/O;
+// one caller drives it at a time.
+type Node struct {
+	r        *replica.Replica
+	pending  map[uint64]struct{}
+	durable  uint64 // highest Seq reported through Persisted
+	given    uint64 // highest Seq handed to the core
+	readable uint64
+	claim    Claim
+	halted   error
+	closed   bool
+}
+
+// New wraps r, which the Node drives from now on: the caller must not call
+// r's input methods (Tick, Step, Propose, Hint, Persisted, Ready) itself;
+// reading its state (Status, HighWatermark) between rounds is fine.
+func New(r *replica.Replica) *Node {
+	return &Node{r: r, pending: make(map[uint64]struct{}), readable: r.ReadableHW()}
+}
+
+// Replica returns the core, for reading its state between rounds.
+func (n *Node) Replica() *replica.Replica { return n.r }
+
+// Persisted records that every write up to seq is durable. The core hears
+// it in the next round, after that round's events and before its Ready,
+// whenever the caller reports it: a report never overtakes the events
+// of the round it lands in, and an answer stepped in the same round is
+// never judged against a stale durable log. Lower or equal seqs are
+// ignored.
+func (n *Node) Persisted(seq uint64) {
+	n.durable = max(n.durable, seq)
+}
+
+// Pending is the number of proposals waiting for an outcome.
+func (n *Node) Pending() int { return len(n.pending) }
+
+// Round runs one round: Tick(now), then events in order, then Persisted
+// with the highest durable Seq reported since the last round, then Ready.
+// The order is the Node's, not the caller's: a tick that crosses a fetch
+// timeout never comes after the answer it should have let in, and the
+// fetch that replaces a timed-out one is built only in Ready, after every
+// answer of the round was stepped (issue 9's late fetch answer).
+//
+// After Close, Round does nothing and returns an empty Output.
+func (n *Node) Round(now time.Time, events ...Event) Output {
+	if n.closed {
+		return Output{}
+	}
+	n.r.Tick(now)
+	for _, ev := range events {
+		switch ev.Kind {
+		case EventPropose:
+			if _, dup := n.pending[ev.ID]; dup {
+				panic(fmt.Sprintf("shell: proposal ID %d is already waiting", ev.ID))
+			}
+			n.pending[ev.ID] = struct{}{}
+			n.r.Propose(ev.ID, ev.Records)
+		case EventMessage:
+			n.r.Step(ev.Message)
+		case EventHint:
+			n.r.Hint(ev.Hint)
+		default:
+			panic(fmt.Sprintf("shell: unknown event kind %d", ev.Kind))
+		}
+	}
+	if n.durable > n.given {
+		n.given = n.durable
+		n.r.Persisted(n.durable)
+	}
+	rd := n.r.Ready()
+	out := Output{Writes: rd.Writes, Messages: rd.Messages}
+	for _, a := range rd.Acks {
+		if _, ok := n.pending[a.ID]; !ok {
+			out.Stray = append(out.Stray, a)
+			continue
+		}
+		delete(n.pending, a.ID)
+		out.Resolved = append(out.Resolved, Resolved{ID: a.ID, Offset: a.FirstOffset, Err: a.Err})
+	}
+	if err := n.r.Err(); err != nil {
+		n.halted = err
+		// The core will never answer what it took before it halted: those
+		// appends may or may not be committed.
+		out.Resolved = append(out.Resolved, n.resolveAll(fmt.Errorf("%w: %w", replica.ErrUnknownOutcome, err))...)
+	}
+	out.Halted = n.halted
+	out.Status = n.r.Status()
+	out.ReadableHW = n.r.ReadableHW()
+	out.ReadableMoved = out.ReadableHW != n.readable
+	n.readable = out.ReadableHW
+	out.Claim = Claim{Leader: out.Status.LeaderID, Epoch: out.Status.Epoch}
+	out.ClaimChanged = out.Claim != n.claim
+	n.claim = out.Claim
+	return out
+}
+
+// Close ends the Node: every proposal still waiting is resolved, in ID
+// order, with an error wrapping replica.ErrUnknownOutcome and cause (the
+// core took them; the Node will not learn their outcome). Later rounds do
+// nothing. Close is for a node that stops: closing, or a failed disk.
+func (n *Node) Close(cause error) []Resolved {
+	n.closed = true
+	return n.resolveAll(fmt.Errorf("%w: %w", replica.ErrUnknownOutcome, cause))
+}
+
+// resolveAll resolves every waiting proposal with err, in ID order (so that
+// a simulated run does not depend on map order).
+func (n *Node) resolveAll(err error) []Resolved {
+	if len(n.pending) == 0 {
+		return nil
+	}
+	ids := make([]uint64, 0, len(n.pending))
+	for id := range n.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	rs := make([]Resolved, len(ids))
+	for i, id := range ids {
+		rs[i] = Resolved{ID: id, Err: err}
+		delete(n.pending, id)
+	}
+	return rs
+}
