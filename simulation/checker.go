@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 )
@@ -41,6 +42,31 @@ import (
 //   - The core's own violation counter stays 0.
 //   - After the faults and the workload stop, the cluster converges within
 //     a bound, and every store then holds exactly the committed log.
+
+// checkOutput checks what a round of nd's shell publishes to its readers:
+// the readable HW is min(HW, durable LEO), never moves back within a
+// process, and the wake-up flag says exactly when it moved (a reader
+// waiting at the old value would otherwise sleep through new entries).
+func (s *sim) checkOutput(nd *node, out shell.Output) {
+	if out.Halted != nil {
+		s.fail("%s: the shell reports the core halted: %v", nd.id, out.Halted)
+		return
+	}
+	st := out.Status
+	if want := min(st.HighWatermark, st.DurableLEO); out.ReadableHW != want {
+		s.fail("%s: the shell publishes ReadableHW %d, but min(HW %d, durable LEO %d) is %d", nd.id, out.ReadableHW, st.HighWatermark, st.DurableLEO, want)
+		return
+	}
+	if out.ReadableHW < nd.published {
+		s.fail("%s: the shell's ReadableHW moved back from %d to %d", nd.id, nd.published, out.ReadableHW)
+		return
+	}
+	if out.ReadableMoved != (out.ReadableHW != nd.published) {
+		s.fail("%s: the shell's ReadableHW went from %d to %d, but it says moved=%v (readers woken wrongly)", nd.id, nd.published, out.ReadableHW, out.ReadableMoved)
+		return
+	}
+	nd.published = out.ReadableHW
+}
 
 // check runs the per-step invariants on the node an event touched, right
 // after its Ready was processed.
@@ -426,7 +452,7 @@ func (nd *node) epochNow() uint64 { return nd.r.Status().Epoch }
 func (s *sim) converged() bool {
 	var leader *node
 	for _, nd := range s.nodes {
-		if !nd.up || s.now < nd.pausedUntil || s.now < nd.clockFrom || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq || nd.readyPending {
+		if !nd.up || s.now < nd.pausedUntil || s.now < nd.clockFrom || len(nd.pending) > 0 || nd.reportedSeq < nd.durableSeq || nd.roundPending || len(nd.inbox) > 0 {
 			return false
 		}
 		if nd.role == replica.RoleLeader {

@@ -135,8 +135,8 @@ func (s *sim) report(nd *node) {
 	s.hash.byte(0xB3)
 	s.hash.u64(nd.reportedSeq)
 	s.tracef("%s persisted(w%d)", nd.id, nd.reportedSeq)
-	nd.r.Persisted(nd.reportedSeq)
-	s.afterInput(nd)
+	nd.sh.Persisted(nd.reportedSeq)
+	s.wantRound(nd)
 }
 
 // apply checks ws's quorum-state writes against the node's durable vote

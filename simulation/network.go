@@ -1,6 +1,9 @@
 package simulation
 
-import "github.com/replog-io/replog/protocol"
+import (
+	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/protocol"
+)
 
 // The simulated network: delays, drops, duplicates, reordering and
 // partitions between the nodes' cores.
@@ -147,6 +150,5 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 			return
 		}
 	}
-	nd.r.Step(m)
-	s.afterInput(nd)
+	s.input(nd, shell.Message(m))
 }

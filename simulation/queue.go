@@ -24,7 +24,7 @@ const (
 	evGossip                           // membership: gossip round for a node
 	evHint                             // a membership hint arrives
 	evFailHint                         // membership notices a crashed node
-	evReady                            // the shell's loop takes Ready (batched mode)
+	evRound                            // the node's shell runs a round (shell.Node.Round)
 	evSync                             // the lying disk really syncs (sabotage); a NoSync node's OS writes back
 	evLull                             // nemesis: a lull begins (params.lulls)
 	evClockTimer                       // nemesis: jump or stall a node's clock
@@ -34,7 +34,7 @@ var evNames = [...]string{
 	evTick: "tick", evDeliver: "deliver", evDisk: "disk", evReport: "report",
 	evPropose: "propose", evRead: "read", evCrash: "crash", evRestart: "restart",
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
-	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evReady: "ready", evSync: "sync",
+	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer",
 }
 

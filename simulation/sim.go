@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
@@ -295,16 +296,27 @@ func (k entryKey) String() string {
 	return fmt.Sprintf("{epoch=%d %s %q}", k.epoch, k.typ, k.data)
 }
 
-// node is one simulated process: the core, its durable store and the
-// shell's state around it.
+// node is one simulated process: the shell's round (shell.Node, the type
+// the real loop drives) around the core, its durable store, and the
+// events waiting for the next round.
 type node struct {
 	idx   int
 	id    string
 	voter bool
 	up    bool
 	inc   int // incarnation: bumped at every restart
+	// sh runs the process's rounds; r is its core, read (never driven)
+	// by the checker between rounds.
+	sh    *shell.Node
 	r     *replica.Replica
 	store durable
+	// inbox holds the inputs (proposals, messages, hints) that arrived
+	// since the last round; the next round feeds them to the core in
+	// arrival order, as the real loop drains its channels.
+	inbox []shell.Event
+	// published is the ReadableHW of the last round's Output: what the
+	// node's readers were last woken with and read below.
+	published uint64
 
 	// pending holds writes the core asked for that are not yet durable, in
 	// Seq order. durableSeq is the last Seq applied to the store and
@@ -321,8 +333,8 @@ type node struct {
 
 	// pausedUntil: the process is stalled until then (see crashTimer).
 	pausedUntil time.Duration
-	// readyPending: an evReady is scheduled (batched shell loop).
-	readyPending bool
+	// roundPending: an evRound is scheduled.
+	roundPending bool
 	// inflight counts this process's proposals not yet acked; readable is
 	// its last ReadableHW (it never moves back within a process).
 	inflight int
@@ -609,9 +621,11 @@ func (s *sim) start(nd *node) {
 	nd.inc++
 	nd.up = true
 	nd.pausedUntil = 0
-	nd.readyPending = false
+	nd.roundPending = false
+	nd.inbox = nil
 	nd.inflight = 0
 	nd.readable = 0
+	nd.published = 0
 	nd.pending = nil
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
@@ -661,15 +675,17 @@ func (s *sim) start(nd *node) {
 		return
 	}
 	nd.r = r
+	nd.sh = shell.New(r)
+	nd.published = r.ReadableHW()
 	st := r.Status()
 	nd.hw = st.HighWatermark
 	nd.role, nd.epoch, nd.leader = st.Role, st.Epoch, st.LeaderID
 	s.tracef("%s start inc=%d role=%s epoch=%d leo=%d hw=%d", nd.id, nd.inc, st.Role, st.Epoch, st.LEO, st.HighWatermark)
 	s.schedule(s.between(0, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
 	s.schedule(s.between(0, s.p.gossipEvery), event{kind: evGossip, node: nd.idx, inc: nd.inc})
-	// Writes New issued (a truncation, a single voter's self-vote) are
-	// checked like any other.
-	s.processReady(nd)
+	// The process's first round: writes New issued (a truncation, a
+	// single voter's self-vote) are checked like any other.
+	s.round(nd)
 	if st.DurableLEO > leo || st.HighWatermark > leo {
 		s.fail("%s: restarted with durable LEO %d and HW %d, but the store ends at %d", nd.id, st.DurableLEO, st.HighWatermark, leo)
 	}
@@ -695,6 +711,8 @@ func (s *sim) crashNode(nd *node, why string, power bool) {
 	s.followDirty = true
 	nd.up = false
 	nd.r = nil
+	nd.sh = nil
+	nd.inbox = nil
 	nd.pending = nil
 	// Let the others' gossip notice, as memberlist would.
 	if s.phase == phaseFaults {
@@ -738,7 +756,11 @@ func (s *sim) loop() {
 func (s *sim) step(faultSteps int) {
 	ev := s.q.pop()
 	s.now = ev.at
-	s.steps++
+	if ev.kind != evRound {
+		// Steps count what happens to the cluster; a node's round is
+		// its shell's answer to it.
+		s.steps++
+	}
 	if s.phase == phaseFaults && s.steps >= faultSteps {
 		s.calm()
 	}
@@ -835,7 +857,7 @@ const oneShot = 1
 
 // deferredWhilePaused: the kinds of events a paused process does not
 // handle until it resumes.
-var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evReady: true}
+var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evRound: true}
 
 func (s *sim) dispatch(ev event) {
 	if int(ev.kind) < len(deferredWhilePaused) && deferredWhilePaused[ev.kind] {
@@ -855,8 +877,8 @@ func (s *sim) dispatch(ev event) {
 		if !nd.up || nd.inc != ev.inc {
 			return
 		}
-		nd.r.Tick(nd.clock(s.now))
-		s.afterInput(nd)
+		// Every round ticks: a timer firing is a round without events.
+		s.wantRound(nd)
 		if ev.id != oneShot {
 			s.schedule(s.between(s.p.tickMin, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
 		}
@@ -864,14 +886,13 @@ func (s *sim) dispatch(ev event) {
 	case evDeliver:
 		s.deliver(ev)
 
-	case evReady:
+	case evRound:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
 			return
 		}
-		nd.readyPending = false
-		s.processReady(nd)
-		s.check(nd)
+		nd.roundPending = false
+		s.round(nd)
 
 	case evDisk:
 		nd := s.nodes[ev.node]
@@ -983,35 +1004,42 @@ func (s *sim) dispatch(ev event) {
 		if h.Kind == replica.HintNodeFailed {
 			nd.failHintAt = s.now
 		}
-		nd.r.Hint(h)
-		s.afterInput(nd)
+		s.input(nd, shell.Hint(h))
 	}
 }
 
-// afterInput runs after every input to a core. Like the real shell's
-// loop, which handles a batch of inputs and then takes one Ready, a run
-// with a batch window takes Ready a little later (other inputs to the node
-// may come first); otherwise at once. The invariants are checked either
-// way.
-func (s *sim) afterInput(nd *node) {
-	if s.p.batchWindow == 0 {
-		s.processReady(nd)
-		s.check(nd)
+// input queues an input for nd's next round.
+func (s *sim) input(nd *node, ev shell.Event) {
+	nd.inbox = append(nd.inbox, ev)
+	s.wantRound(nd)
+}
+
+// wantRound schedules nd's next round unless one is scheduled. Like the
+// real loop, which wakes on one event, drains what else is queued and runs
+// one round, the round runs after the inputs that arrive meanwhile: those
+// due at the same instant (scheduled before it) without a batch window,
+// those within the window with one.
+func (s *sim) wantRound(nd *node) {
+	if nd.roundPending {
 		return
 	}
-	s.checkState(nd, false)
-	if !nd.readyPending {
-		nd.readyPending = true
-		s.schedule(s.between(0, s.p.batchWindow), event{kind: evReady, node: nd.idx, inc: nd.inc})
-	}
+	nd.roundPending = true
+	s.schedule(s.between(0, s.p.batchWindow), event{kind: evRound, node: nd.idx, inc: nd.inc})
 }
 
-// processReady takes the core's Ready and does what it asks, as the real
-// shell does: writes go to the simulated disk, messages to the simulated
-// network, acks to the workload.
-func (s *sim) processReady(nd *node) {
-	rd := nd.r.Ready()
-	for _, w := range rd.Writes {
+// round runs one round of nd's shell (shell.Node, as the real loop does:
+// Tick at the node's clock, the inbox in arrival order, Persisted, Ready)
+// and carries out its Output as the real loop does: writes to the
+// simulated disk, messages to the simulated network, outcomes to the
+// workload; then it checks the round's Output and the invariants.
+func (s *sim) round(nd *node) {
+	evs := nd.inbox
+	nd.inbox = nil
+	if s.tracing() {
+		s.tracef("%s round: tick, %d inputs, persisted w%d, ready", nd.id, len(evs), nd.reportedSeq)
+	}
+	out := nd.sh.Round(nd.clock(s.now), evs...)
+	for _, w := range out.Writes {
 		s.hash.byte(0xB0)
 		s.hash.write(w)
 		if s.tracing() {
@@ -1019,16 +1047,22 @@ func (s *sim) processReady(nd *node) {
 		}
 		s.issueWrite(nd, w)
 	}
-	for _, m := range rd.Messages {
+	for _, m := range out.Messages {
 		s.hash.byte(0xB1)
 		s.hash.msg(m)
 		s.send(nd, m)
 	}
-	for _, a := range rd.Acks {
+	for _, r := range out.Resolved {
+		a := replica.Ack{ID: r.ID, FirstOffset: r.Offset, Err: r.Err}
 		s.hash.byte(0xB2)
 		s.hash.ack(a)
 		s.onAck(nd, a)
 	}
+	for _, a := range out.Stray {
+		s.fail("%s acks proposal %d, which its shell was not waiting for (unknown, or answered already)", nd.id, a.ID)
+	}
+	s.checkOutput(nd, out)
+	s.check(nd)
 }
 
 func (s *sim) dump() string {

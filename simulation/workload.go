@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 )
 
@@ -45,15 +47,16 @@ func (s *sim) propose() {
 	s.hash.u64(p.id)
 	s.hash.u64(uint64(k))
 	s.tracef("%s propose id=%d records=%d", nd.id, p.id, k)
-	nd.r.Propose(p.id, recs)
 	if s.faulting() && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
 		s.schedule(s.between(0, s.p.diskMax+s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
 	}
-	s.afterInput(nd)
+	s.input(nd, shell.Propose(p.id, recs))
 }
 
-// read reads committed entries from a random live node's store, as a
-// reader of the real Log does: only below the node's HW.
+// read reads from a random live node's store as a reader of the real Log
+// does: through shell.ReadBatch (the code Log.Read uses), below the
+// ReadableHW the node's shell last published. It must see exactly the
+// committed data entries there, in order.
 func (s *sim) read() {
 	nd := s.randomUp()
 	if nd == nil {
@@ -61,12 +64,13 @@ func (s *sim) read() {
 	}
 	// The leader's HW may run ahead of its own disk (a majority of the
 	// other voters has the entries durably): a reader waits for the disk,
-	// so it reads below ReadableHW = min(HW, durable LEO).
+	// so it reads below ReadableHW = min(HW, durable LEO), which every
+	// round's Output is checked to publish (checkOutput).
 	hw := nd.r.HighWatermark()
 	st := nd.r.Status()
-	limit := nd.r.ReadableHW()
-	if limit != min(hw, st.DurableLEO) {
-		s.fail("%s: ReadableHW %d, but min(HW %d, durable LEO %d) is %d", nd.id, limit, hw, st.DurableLEO, min(hw, st.DurableLEO))
+	limit := nd.published
+	if limit != nd.r.ReadableHW() {
+		s.fail("%s: readers were last woken with ReadableHW %d, but the core's is %d between rounds", nd.id, limit, nd.r.ReadableHW())
 		return
 	}
 	if hw > st.DurableLEO {
@@ -83,26 +87,44 @@ func (s *sim) read() {
 	if uint64(n) > limit-from {
 		n = int(limit - from)
 	}
-	es, err := nd.store.Entries(from, n, 1<<20)
+	b, err := shell.ReadBatch(nd.store, from, limit, n, 1<<20)
 	s.hash.byte(0xC1)
 	s.hash.u64(from)
-	s.hash.entries(es)
-	if err != nil || len(es) != n {
-		s.fail("%s: reader at [%d, %d) below HW %d and durable LEO %d got %d entries, err %v (store LEO %d): committed entries not readable",
-			nd.id, from, from+uint64(n), hw, st.DurableLEO, len(es), err, nd.store.LEO())
+	s.hash.u64(b.Next)
+	s.hash.entries(b.Entries)
+	if err != nil || b.Next != from+uint64(n) {
+		s.fail("%s: reader at [%d, %d) below HW %d and durable LEO %d passed up to %d, err %v (store LEO %d): committed entries not readable",
+			nd.id, from, from+uint64(n), hw, st.DurableLEO, b.Next, err, nd.store.LEO())
 		return
 	}
-	for _, e := range es {
+	if b.Next > uint64(len(s.committed)) {
+		s.fail("%s: reader passed offset %d below HW %d, beyond the committed log %d", nd.id, b.Next-1, hw, len(s.committed))
+		return
+	}
+	// Exactly the committed data entries of [from, Next), in order.
+	i := 0
+	for o := from; o < b.Next; o++ {
+		k := s.committed[o]
+		if k.typ != protocol.EntryData {
+			continue
+		}
+		if i >= len(b.Entries) || b.Entries[i].Offset != o {
+			s.fail("%s: reader at [%d, %d) missed committed offset %d (%v)", nd.id, from, b.Next, o, k)
+			return
+		}
+		i++
+	}
+	for _, e := range b.Entries[min(i, len(b.Entries)):] {
+		s.fail("%s: reader got offset %d, which is not a committed data entry of [%d, %d)", nd.id, e.Offset, from, b.Next)
+		return
+	}
+	for _, e := range b.Entries {
 		if e.Offset >= hw {
 			s.fail("%s: reader got offset %d at or above HW %d", nd.id, e.Offset, hw)
 			return
 		}
-		if e.Offset < uint64(len(s.committed)) && keyOf(e) != s.committed[e.Offset] {
+		if keyOf(e) != s.committed[e.Offset] {
 			s.fail("%s: reader got %v at offset %d, the committed entry is %v", nd.id, keyOf(e), e.Offset, s.committed[e.Offset])
-			return
-		}
-		if e.Offset >= uint64(len(s.committed)) {
-			s.fail("%s: reader got offset %d below HW %d, beyond the committed log %d", nd.id, e.Offset, hw, len(s.committed))
 			return
 		}
 	}
