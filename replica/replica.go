@@ -193,7 +193,8 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 
 // Tick advances the replica's clock to now (never backwards) and fires
 // what is due: fetch timeouts, election timeouts, parked fetches whose
-// MaxWait passed, check-quorum, forwarded-proposal expiry, HW checkpoints.
+// MaxWait passed, forwarded-proposal expiry, HW checkpoints. (A leader's
+// check-quorum is decided in Ready, after the round's messages.)
 func (r *Replica) Tick(now time.Time) {
 	if r.err != nil {
 		return
@@ -274,6 +275,9 @@ func (r *Replica) Ready() Ready {
 		rd := Ready{Acks: r.acks}
 		r.acks, r.writes, r.held = nil, nil, nil
 		return rd
+	}
+	if r.role == RoleLeader {
+		r.checkQuorum()
 	}
 	switch r.role {
 	case RoleLeader:

@@ -728,7 +728,17 @@ func TestCheckQuorum(t *testing.T) {
 	if r.role != RoleLeader {
 		t.Fatal("resigned although a majority (itself and a) fetched within FetchTimeout")
 	}
+	// The tick crosses the deadline (a's fetch at 1.5s + FetchTimeout 2s),
+	// and a's next fetch arrives in the same round, stepped after the tick:
+	// it counts, because check-quorum is decided in Ready.
 	r.Tick(t0.Add(3500 * time.Millisecond))
+	fetch(r, "a", 1, r.epoch, 0, 0)
+	r.Ready()
+	if r.role != RoleLeader {
+		t.Fatal("resigned although a's fetch arrived in the round whose tick crossed the deadline")
+	}
+	r.Tick(t0.Add(5500 * time.Millisecond))
+	r.Ready()
 	if r.role != RoleFollower || r.leaderID != "" {
 		t.Fatalf("role %v leader %q: want a resigned follower", r.role, r.leaderID)
 	}
