@@ -1,5 +1,9 @@
 // Package simulation holds replog's deterministic cluster simulator: whole
-// clusters of protocol cores (replica.Replica) driven single-threaded by a
+// clusters of nodes, each the protocol core (replica.Replica) in the real
+// shell's round (internal/shell.Node, the type the root's loop drives: the
+// same order of Tick, Step, Persisted and Ready, the same proposal
+// outcomes and reader wake-ups, readers reading through shell.ReadBatch),
+// driven single-threaded by a
 // discrete-event scheduler in simulated time, over a simulated network
 // (network.go: delays, drops, duplicates, reordering, partitions, delivery
 // across restarts) and simulated disks (disk.go: random write latency,

@@ -152,7 +152,7 @@ type params struct {
 	crashAfterCommitProb       float64       // the leader is crashed right after its HW moves
 	isolateNewLeaderProb       float64       // a new leader is cut off soon after its election
 	pauseProb                  float64       // a crash timer pauses its victim instead
-	batchWindow                time.Duration // 0: Ready after every input; else within this window
+	batchWindow                time.Duration // 0: a round after the inputs due at one instant; else within this window
 	massCrashProb              float64       // a crash timer takes down several nodes at once
 	gossipEvery                time.Duration
 
