@@ -22,7 +22,7 @@
 //
 // Running it:
 //
-//	go test -race ./simulation                      # CI: 500 seeds x 5000 steps
+//	go test -race ./simulation                      # CI: 250 seeds x 5000 steps
 //	go test ./simulation -run TestSimulation -sim.seed=N -v [-sim.trace]
 //	go test ./simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000 -sim.stats
 //	go test -tags replog_bug_vote_no_logcheck ./simulation -run TestSimulation -sim.seeds=3000
