@@ -1242,6 +1242,30 @@ func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 		t.Fatalf("observer's old copy after a restart: leo %d (was %d) answers %v, want unknown", r2.log.LEO(), leo, resps)
 	}
 
+	// A leader that stepped down within its epoch (check-quorum), then
+	// restarted, still knows it led that epoch: the network's late copy of
+	// a request it appended then gets "unknown", never a final not-leader
+	// (sim seed 21025480: its step-down wrote a quorum state naming no
+	// leader, and the restarted node refused the copy as never led).
+	s3, store3 := leaderWith(t, voters, nil, protocol.QuorumState{Epoch: 1})
+	req3 := &protocol.AppendRequest{RequestID: 11, Epoch: s3.epoch, Records: [][]byte{[]byte("led")}}
+	s3.Step(protocol.Message{From: "a", To: "l", Body: req3})
+	settle(t, s3, store3)
+	s3.Tick(s3.now.Add(10 * s3.cfg.FetchTimeout)) // no fetches: check-quorum resigns
+	settle(t, s3, store3)
+	if s3.role == RoleLeader || s3.log.LEO() == 0 {
+		t.Fatalf("setup: role %v leo %d, want a resigned leader that appended", s3.role, s3.log.LEO())
+	}
+	s4 := newTestReplica(t, testConfig("l", voters...), store3)
+	settle(t, s4, store3)
+	if s4.epoch != s3.epoch {
+		t.Fatalf("setup: restarted in epoch %d, want %d", s4.epoch, s3.epoch)
+	}
+	s4.Step(protocol.Message{From: "a", To: "l", Body: req3})
+	if resps := bodiesTo[*protocol.AppendResponse](s4.Ready().Messages, "a"); len(resps) != 1 || resps[0].Error != protocol.AppendUnknown {
+		t.Fatalf("late copy at a restarted former leader of its epoch: answers %v, want unknown", resps)
+	}
+
 	// A follower that never led its epoch: a final not-leader.
 	fs := newStore(t, nil, protocol.QuorumState{Epoch: 3, LeaderID: "a"})
 	f := newTestReplica(t, testConfig("b", voters...), fs)

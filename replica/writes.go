@@ -63,9 +63,20 @@ func (r *Replica) truncate(to uint64) {
 }
 
 // writeQuorumState issues a write of the current quorum state.
+//
+// A replica that led its epoch keeps naming itself as the epoch's leader
+// durably after it stepped down, until the epoch changes: after a restart
+// it must still know that a forwarded append naming this epoch may have
+// been appended by its earlier life, and answer a late copy "unknown",
+// never a final "not leader" (R47; sim seed 21025480). New never follows
+// itself, so the stored name only says who led.
 func (r *Replica) writeQuorumState() {
+	leader := r.leaderID
+	if r.epochLeader == r.id {
+		leader = r.id
+	}
 	r.emit(protocol.Write{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{
-		Epoch: r.epoch, VotedFor: r.votedFor, LeaderID: r.leaderID,
+		Epoch: r.epoch, VotedFor: r.votedFor, LeaderID: leader,
 	}})
 }
 
