@@ -219,7 +219,7 @@ func TestCodecAliasing(t *testing.T) {
 
 // TestEncodeAllocs: encoding into a reused buffer allocates nothing.
 func TestEncodeAllocs(t *testing.T) {
-	m := benchFetchResponse()
+	m := protocoltest.FetchResponse1024()
 	buf, _ := protocol.AppendMessage(nil, m)
 	allocs := testing.AllocsPerRun(20, func() {
 		buf, _ = protocol.AppendMessage(buf[:0], m)
@@ -239,22 +239,8 @@ func TestEncodeAllocs(t *testing.T) {
 	}
 }
 
-func benchFetchResponse() protocol.Message {
-	entries := make([]protocol.Entry, 1024)
-	for i := range entries {
-		data := make([]byte, 128)
-		for j := range data {
-			data[j] = byte(i + j)
-		}
-		entries[i] = protocol.Entry{Offset: uint64(1000 + i), Epoch: 3, Type: protocol.EntryData, Data: data}
-	}
-	return protocol.Message{From: "leader-1", To: "follower-2", Body: &protocol.FetchResponse{
-		FetchID: 77, LeaderID: "leader-1", Epoch: 3, HighWatermark: 1500, Entries: entries,
-	}}
-}
-
 func BenchmarkEncodeFetchResponse(b *testing.B) {
-	m := benchFetchResponse()
+	m := protocoltest.FetchResponse1024()
 	buf, _ := protocol.AppendMessage(nil, m)
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
@@ -264,7 +250,7 @@ func BenchmarkEncodeFetchResponse(b *testing.B) {
 }
 
 func BenchmarkDecodeFetchResponse(b *testing.B) {
-	buf, _ := protocol.AppendMessage(nil, benchFetchResponse())
+	buf, _ := protocol.AppendMessage(nil, protocoltest.FetchResponse1024())
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -300,23 +300,9 @@ func TestCodecEncodeErrors(t *testing.T) {
 	}
 }
 
-func benchFetchResponse() protocol.Message {
-	entries := make([]protocol.Entry, 1024)
-	for i := range entries {
-		data := make([]byte, 128)
-		for j := range data {
-			data[j] = byte(i + j)
-		}
-		entries[i] = protocol.Entry{Offset: uint64(1000 + i), Epoch: 3, Type: protocol.EntryData, Data: data}
-	}
-	return protocol.Message{From: "leader-1", To: "follower-2", Body: &protocol.FetchResponse{
-		FetchID: 77, LeaderID: "leader-1", Epoch: 3, HighWatermark: 1500, Entries: entries,
-	}}
-}
-
 // TestEncodeAllocs: framing into a reused buffer allocates nothing.
 func TestEncodeAllocs(t *testing.T) {
-	m := benchFetchResponse()
+	m := protocoltest.FetchResponse1024()
 	buf, _ := AppendFrame(nil, m)
 	allocs := testing.AllocsPerRun(20, func() {
 		buf, _ = AppendFrame(buf[:0], m)

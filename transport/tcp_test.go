@@ -18,6 +18,7 @@ import (
 	"github.com/replog-io/replog/internal/testpki"
 	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/protocol/protocoltest"
 )
 
 type hclogLogger = hclog.Logger
@@ -745,7 +746,7 @@ func BenchmarkTCPThroughputVote(b *testing.B) {
 }
 
 func BenchmarkTCPThroughputFetchResponse(b *testing.B) {
-	m := benchFetchResponse().Body.(*protocol.FetchResponse)
+	m := protocoltest.FetchResponse1024().Body.(*protocol.FetchResponse)
 	size, _ := AppendFrame(nil, protocol.Message{From: "a", To: "b", Body: m})
 	b.SetBytes(int64(len(size)))
 	runThroughput(b, func() protocol.Body { return m }, 64)

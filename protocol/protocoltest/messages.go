@@ -148,3 +148,19 @@ func Random(r *rand.Rand) protocol.Message {
 	}
 	return m
 }
+
+// FetchResponse1024 is a full fetch answer (1,024 entries of 128 bytes)
+// for benchmarks and allocation tests of encoding, decoding and framing.
+func FetchResponse1024() protocol.Message {
+	entries := make([]protocol.Entry, 1024)
+	for i := range entries {
+		data := make([]byte, 128)
+		for j := range data {
+			data[j] = byte(i + j)
+		}
+		entries[i] = protocol.Entry{Offset: uint64(1000 + i), Epoch: 3, Type: protocol.EntryData, Data: data}
+	}
+	return protocol.Message{From: "leader-1", To: "follower-2", Body: &protocol.FetchResponse{
+		FetchID: 77, LeaderID: "leader-1", Epoch: 3, HighWatermark: 1500, Entries: entries,
+	}}
+}
