@@ -109,12 +109,13 @@ type Fetcher struct {
 	fetchOffset uint64
 	sentAt      time.Time
 	rr          int
-	// prev is the fetch the outstanding one replaced (after a retry). Its
-	// late answer is taken for the outstanding fetch when both asked the
-	// same node the same question (epoch and offset): otherwise a leader
-	// whose parked answers always arrive just after the retry fires would
-	// never get through.
+	// prev is the fetch the outstanding one replaced (after a retry or a
+	// redirect by a hint). Its late OK answer is taken for the outstanding
+	// fetch (the late-answer rule in Handle).
 	prev sentFetch
+	// cancelled: the last fetch was cancelled, so the next Build records
+	// no prev.
+	cancelled bool
 }
 
 // sentFetch is what identifies a fetch's question.
@@ -150,9 +151,11 @@ func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *pr
 	if f.nextID == 0 {
 		f.nextID = 1
 	}
-	if last := id - 1; last != 0 && f.sentAt != (time.Time{}) {
+	f.prev = sentFetch{}
+	if last := id - 1; last != 0 && f.sentAt != (time.Time{}) && !f.cancelled {
 		f.prev = sentFetch{id: last, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset}
 	}
+	f.cancelled = false
 	f.outstanding = id
 	f.expired = false
 	f.target = target
@@ -174,11 +177,11 @@ func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *pr
 // for a retry: when it reports false, the caller builds the next fetch.
 func (f *Fetcher) Outstanding() bool { return f.outstanding != 0 && !f.expired }
 
-// TimeOut marks the outstanding fetch as due for a retry: Outstanding
-// reports false, but an answer to it is still taken until Build replaces
-// it (and afterwards through the late-answer rule, when the replacement
-// asks the same node the same question). Cancel, unlike TimeOut, forgets
-// the fetch.
+// TimeOut marks the outstanding fetch as due for a retry (or to be
+// redirected): Outstanding reports false, but an answer to it is still
+// taken until Build replaces it, and afterwards an OK answer through the
+// late-answer rule (see Handle), if the replacement is in the same epoch.
+// Cancel, unlike TimeOut, forgets the fetch.
 func (f *Fetcher) TimeOut() {
 	if f.outstanding != 0 {
 		f.expired = true
@@ -191,8 +194,9 @@ func (f *Fetcher) Target() string { return f.target }
 // SentAt is when the outstanding (or last) fetch was built.
 func (f *Fetcher) SentAt() time.Time { return f.sentAt }
 
-// Cancel forgets the outstanding fetch: its response will be dropped.
-func (f *Fetcher) Cancel() { f.outstanding, f.expired = 0, false }
+// Cancel forgets the outstanding fetch: its response will be dropped, even
+// after the next Build (no late-answer rule for it).
+func (f *Fetcher) Cancel() { f.outstanding, f.expired, f.cancelled = 0, false, true }
 
 // RoundRobin picks the next voter other than self, for a follower that
 // knows no leader. It returns "" if there is none.
@@ -214,11 +218,23 @@ func (f *Fetcher) RoundRobin(voters []string, self string) string {
 // caller fetches again once it has carried out the decision.
 func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64, leader string, log Log) Decision {
 	id := resp.FetchID
-	if f.outstanding != 0 && id == f.prev.id && id != f.outstanding &&
-		f.prev == (sentFetch{id: id, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset}) {
-		id = f.outstanding // the same question, answered late
+	target, fetchOffset := f.target, f.fetchOffset
+	// The late-answer rule: an OK answer to the fetch the outstanding one
+	// replaced, from the node that fetch went to, in the same epoch, is
+	// taken for the outstanding fetch. A leader whose parked answers always
+	// land just after the retry fires gets through, and a fetch redirected
+	// by a leader hint (which may be false) loses nothing if the replaced
+	// fetch had gone to the real leader. Only OK answers: an error (say
+	// "not leader" from a node that was still campaigning when it answered)
+	// may be older than what this replica has learned since, and taking it
+	// would undo that (a follower forgot the leader it had just learned and
+	// dropped that leader's answer to the retry). An OK answer is checked
+	// against the replaced fetch's own offset.
+	if f.outstanding != 0 && id == f.prev.id && id != f.outstanding && resp.Error == protocol.FetchOK &&
+		from == f.prev.target && f.prev.epoch == f.epoch {
+		id, target, fetchOffset = f.outstanding, f.prev.target, f.prev.fetchOffset
 	}
-	if f.outstanding == 0 || id != f.outstanding || from != f.target {
+	if f.outstanding == 0 || id != f.outstanding || from != target {
 		return Decision{Action: Drop, Reason: "not the outstanding fetch"}
 	}
 	f.outstanding, f.expired = 0, false
@@ -265,7 +281,7 @@ func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64
 	}
 	switch resp.Error {
 	case protocol.FetchOK:
-		return f.handleOK(resp, log)
+		return handleOK(resp, log, fetchOffset)
 	case protocol.FetchDivergingEpoch:
 		return handleDiverging(resp, log)
 	case protocol.FetchOffsetOutOfRange:
@@ -274,9 +290,10 @@ func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64
 	return Decision{Action: Drop, Reason: "unknown fetch error"}
 }
 
-func (f *Fetcher) handleOK(resp *protocol.FetchResponse, log Log) Decision {
+// handleOK checks an OK answer to a fetch from fetchOffset against the log.
+func handleOK(resp *protocol.FetchResponse, log Log, fetchOffset uint64) Decision {
 	leo := log.LEO()
-	if leo != f.fetchOffset {
+	if leo != fetchOffset {
 		return Decision{Action: Drop, Reason: "log changed since the fetch"}
 	}
 	last := log.LastEntryEpoch()

@@ -339,7 +339,7 @@ func TestLateAnswerToTheReplacedFetch(t *testing.T) {
 	f := New("f", 1<<20, 500*time.Millisecond, 10)
 	now := time.Unix(0, 0)
 	first := f.Build("l", 1, lg, now)
-	f.Cancel() // the retry timer fired
+	f.TimeOut() // the retry timer fired
 	second := f.Build("l", 1, lg, now.Add(time.Second))
 	late := &protocol.FetchResponse{FetchID: first.FetchID, LeaderID: "l", Epoch: 1, HighWatermark: 0}
 	if d := f.Handle("l", late, 1, "l", lg); d.Action != Append {
@@ -354,12 +354,58 @@ func TestLateAnswerToTheReplacedFetch(t *testing.T) {
 		t.Fatalf("answer to a consumed fetch: %+v, want Drop", d)
 	}
 
-	// A retry to another node: the first node's late answer is dropped.
+	// A fetch redirected to another node (a leader hint, perhaps false):
+	// the first node's late OK answer is still taken, in the same epoch,
+	// and checked against the first fetch's offset.
 	third := f.Build("l", 1, lg, now)
-	f.Cancel()
+	f.TimeOut()
 	f.Build("m", 1, lg, now)
-	if d := f.Handle("l", &protocol.FetchResponse{FetchID: third.FetchID, LeaderID: "l", Epoch: 1}, 1, "l", lg); d.Action != Drop {
-		t.Fatalf("late answer from the node the retry left: %+v, want Drop", d)
+	if d := f.Handle("l", &protocol.FetchResponse{FetchID: third.FetchID, LeaderID: "l", Epoch: 1}, 1, "", lg); d.Action != NewLeader || d.LeaderID != "l" {
+		t.Fatalf("late OK answer from the node the redirect left: %+v, want NewLeader l", d)
+	}
+	// Not from another node, and not across epochs.
+	fourth := f.Build("l", 1, lg, now)
+	f.TimeOut()
+	f.Build("m", 1, lg, now)
+	if d := f.Handle("m", &protocol.FetchResponse{FetchID: fourth.FetchID, LeaderID: "m", Epoch: 1}, 1, "", lg); d.Action != Drop {
+		t.Fatalf("answer to l's fetch from m: %+v, want Drop", d)
+	}
+	fifth := f.Build("l", 1, lg, now)
+	f.Cancel()
+	f.Build("m", 2, lg, now)
+	if d := f.Handle("l", &protocol.FetchResponse{FetchID: fifth.FetchID, LeaderID: "l", Epoch: 1}, 2, "", lg); d.Action != Drop {
+		t.Fatalf("late answer to a fetch of an earlier epoch: %+v, want Drop", d)
+	}
+}
+
+// TestLateErrorAnswerIsNotTakenForTheRetry: the late-answer rule takes only
+// OK answers. The story (sim seed 30003890 x 20000): f fetched from l while
+// l was still campaigning in epoch 1; the fetch timed out; f learned that l
+// won epoch 1 and retried the same question. l's "not leader" answer from
+// its campaign then arrives: taken for the retry it would make f forget
+// its new leader and drop l's OK answer to the retry.
+func TestLateErrorAnswerIsNotTakenForTheRetry(t *testing.T) {
+	lg := testLog{}
+	f := New("f", 1<<20, 500*time.Millisecond, 10)
+	first := f.Build("l", 1, lg, now)
+	f.TimeOut()
+	second := f.Build("l", 1, lg, now.Add(time.Second))
+	stale := &protocol.FetchResponse{FetchID: first.FetchID, Epoch: 1, Error: protocol.FetchNotLeader}
+	if d := f.Handle("l", stale, 1, "l", lg); d.Action != Drop {
+		t.Fatalf("late not-leader answer to the replaced fetch: %+v, want Drop", d)
+	}
+	if !f.Outstanding() {
+		t.Fatal("the dropped late answer consumed the retry")
+	}
+	// Positive control: the retry's own answer is taken.
+	own := &protocol.FetchResponse{FetchID: second.FetchID, LeaderID: "l", Epoch: 1}
+	if d := f.Handle("l", own, 1, "l", lg); d.Action != Append {
+		t.Fatalf("the retry's own answer: %+v, want Append", d)
+	}
+	// And an error answering the retry itself is taken as usual.
+	third := f.Build("l", 1, lg, now)
+	if d := f.Handle("l", &protocol.FetchResponse{FetchID: third.FetchID, Epoch: 1, Error: protocol.FetchNotLeader}, 1, "l", lg); d.Action != LeaderGone {
+		t.Fatalf("not-leader answer to the outstanding fetch: %+v, want LeaderGone", d)
 	}
 }
 

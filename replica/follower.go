@@ -51,7 +51,9 @@ func (r *Replica) retryFetch() {
 		// Due for a retry, but not forgotten: its answer may be stepped in
 		// this very round, before Ready builds the replacement.
 		r.fetch.TimeOut()
-		if r.leaderID == "" {
+		// A hint naming the node that did not answer has been tried; one
+		// that came while the fetch was out has not.
+		if r.leaderID == "" && r.fetch.Target() == r.fetchHint {
 			r.fetchHint = ""
 		}
 	}

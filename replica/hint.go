@@ -54,11 +54,14 @@ func (r *Replica) Hint(h Hint) {
 			(r.leaderID == "" && h.Epoch >= r.epoch || h.Epoch > r.epoch && h.Node != r.leaderID) {
 			r.fetchHint = h.Node
 			r.fetchBackoff = time.Time{}
-			// A fetch to the leader we follow is left to be answered (a
-			// false claim must not cost leader contact): the hinted node
-			// gets the next fetch.
+			// A false claim must cost nothing. A fetch to the leader we
+			// follow is left to be answered; the hinted node gets the next
+			// fetch. A leaderless replica redirects at once, but its
+			// outstanding fetch may have gone to the real leader, so that
+			// fetch's OK answer is still taken (TimeOut, not Cancel: the
+			// fetcher's late-answer rule).
 			if r.leaderID == "" && r.fetch.Outstanding() && r.fetch.Target() != h.Node {
-				r.fetch.Cancel()
+				r.fetch.TimeOut()
 			}
 		}
 	}

@@ -1350,3 +1350,39 @@ func TestFetchToTheLeaderJustLearnedStays(t *testing.T) {
 		t.Fatal("the leader's answer to the fetch outstanding when it was learned was dropped")
 	}
 }
+
+// TestFalseHintKeepsTheFetchOut: a leaderless follower's outstanding fetch
+// may have gone to the real leader (by round-robin), and a false leader
+// hint must not lose its answer (sim seed 10151320 x 1500: the hint
+// cancelled it, and the follower turned prospective although the leader
+// answered). The hint redirects the next fetch at once, and the replaced
+// fetch's OK answer is still taken; positive control: with no false hint
+// in between, the same answer is taken the ordinary way.
+func TestFalseHintKeepsTheFetchOut(t *testing.T) {
+	for _, hint := range []bool{true, false} {
+		store := newStore(t, nil, protocol.QuorumState{Epoch: 1})
+		r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+		r.lastLeaderContact = time.Time{}
+		msgs, _ := settle(t, r, store)
+		reqs := bodiesTo[*protocol.FetchRequest](msgs, "")
+		if len(reqs) != 1 {
+			t.Fatalf("setup: fetches %v", msgs)
+		}
+		leader := msgs[len(msgs)-1].To
+		other := map[string]string{"L": "x", "x": "L"}[leader]
+		if hint {
+			r.Hint(Hint{Kind: HintLeader, Node: other, Epoch: 1})
+			if got := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, other); len(got) != 1 {
+				t.Fatalf("a leaderless follower did not try the hinted %s: %v", other, got)
+			}
+		}
+		r.Step(protocol.Message{From: leader, To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: leader, Epoch: 1}})
+		if r.leaderID != leader || !r.heardFromLeaderRecently() {
+			t.Fatalf("hint %v: the leader's answer: leader %q, contact %v", hint, r.leaderID, r.heardFromLeaderRecently())
+		}
+		if next, _ := settle(t, r, store); len(bodiesTo[*protocol.FetchRequest](next, leader)) != 1 {
+			got := next
+			t.Fatalf("hint %v: next fetches to the leader %v", hint, got)
+		}
+	}
+}
