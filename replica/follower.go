@@ -129,6 +129,15 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 	case fetcher.LeaderGone:
 		r.becomeFollower(r.epoch, "")
 		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())
+		// The leader itself says it no longer leads our epoch (it resigned,
+		// or it restarted and lost its leader state): there is no leader of
+		// this epoch left to protect, so grant pre-votes and campaign soon
+		// instead of waiting out FetchTimeout (a whole cluster restarted
+		// at once then elects in about an ElectionTimeout: R18).
+		r.lastLeaderContact = time.Time{}
+		if d := r.now.Add(r.randDuration(r.cfg.ElectionTimeout)); r.role == RoleFollower && d.Before(r.electionDeadline) {
+			r.electionDeadline = d
+		}
 	case fetcher.Retry:
 		r.fetchHint = ""
 		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())
