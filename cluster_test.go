@@ -244,11 +244,16 @@ func TestClusterAppendsThroughEveryNodeReadInOneOrder(t *testing.T) {
 	}
 	want := 3 * perNode
 	var first []Entry
+	began := time.Now().Add(-time.Minute) // the leader's clock is this machine's
 	for id, l := range c.nodes {
 		got := readN(t, l, want, 20*time.Second)
 		for _, e := range got {
 			if a, ok := acked[e.Offset]; ok && a != string(e.Data) {
 				t.Fatalf("%s: offset %d holds %q, acked as %q", id, e.Offset, e.Data, a)
+			}
+			// Every entry carries the leader's append time, on every node.
+			if e.Time.Before(began) || e.Time.After(time.Now()) {
+				t.Fatalf("%s: offset %d has time %v, want the time of its append", id, e.Offset, e.Time)
 			}
 		}
 		if first == nil {
@@ -256,7 +261,7 @@ func TestClusterAppendsThroughEveryNodeReadInOneOrder(t *testing.T) {
 			continue
 		}
 		if !slices.EqualFunc(first, got, func(a, b Entry) bool {
-			return a.Offset == b.Offset && string(a.Data) == string(b.Data)
+			return a.Offset == b.Offset && string(a.Data) == string(b.Data) && a.Time.Equal(b.Time)
 		}) {
 			t.Fatalf("%s reads another order than the first node", id)
 		}

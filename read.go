@@ -77,7 +77,7 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 					return
 				}
 				for _, e := range b.Entries {
-					if !yield(Entry{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}, nil) {
+					if !yield(Entry{Offset: e.Offset, Epoch: e.Epoch, Time: entryTime(e.Time), Data: e.Data}, nil) {
 						return
 					}
 				}

@@ -24,8 +24,21 @@ type Entry struct {
 	Offset uint64
 	// Epoch is the leader epoch that appended it.
 	Epoch uint64
+	// Time is when the leader appended it, by the leader's clock, to the
+	// millisecond (zero for an entry stored before entries carried a
+	// time). Retention by age (Options.RetentionAge) reads it.
+	Time time.Time
 	// Data is the record; the caller owns it.
 	Data []byte
+}
+
+// entryTime turns a stored entry time (milliseconds since the Unix epoch,
+// 0 for unknown) into Entry.Time.
+func entryTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // Status is a snapshot of a node's replication state.

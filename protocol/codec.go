@@ -17,7 +17,8 @@ import (
 //
 // A string or byte slice is a uint32 length followed by its bytes; a slice of
 // entries or records is a uint32 count followed by its elements; a bool is
-// one byte, 0 or 1. An entry is offset u64, epoch u64, type u8, data bytes.
+// one byte, 0 or 1. An entry is offset u64, epoch u64, time u64 (int64
+// milliseconds), type u8, data bytes.
 //
 // The encoding carries no length of its own and no checksum: a transport
 // frames it (transport prefixes the length and appends a CRC-32C over both).
@@ -27,8 +28,8 @@ import (
 // Version is the first byte of every message this package encodes. A
 // message with another version is rejected with ErrMalformed. Version 2
 // added VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
-// AppendRequest.Epoch.
-const Version = 2
+// AppendRequest.Epoch; version 3 added Entry.Time.
+const Version = 3
 
 const (
 	// HeaderSize is the length of the header that starts every encoded
@@ -40,9 +41,9 @@ const (
 	MinSize = HeaderSize + 4 + 4
 )
 
-// minEntrySize is the smallest encoding of an Entry: offset, epoch, type
-// and an empty data length.
-const minEntrySize = 8 + 8 + 1 + 4
+// minEntrySize is the smallest encoding of an Entry: offset, epoch, time,
+// type and an empty data length.
+const minEntrySize = 8 + 8 + 8 + 1 + 4
 
 // Compile-time checks of EntryOverhead's claim: an entry's and a record's
 // encoding beyond its data (minEntrySize, and a record's length) is within
@@ -165,6 +166,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			e := &b.Entries[i]
 			dst = be.AppendUint64(dst, e.Offset)
 			dst = be.AppendUint64(dst, e.Epoch)
+			dst = be.AppendUint64(dst, uint64(e.Time))
 			dst = append(dst, byte(e.Type))
 			dst = be.AppendUint32(dst, uint32(len(e.Data)))
 			dst = append(dst, e.Data...)
@@ -226,7 +228,7 @@ func appendBool(dst []byte, v bool) []byte {
 // modify b while it uses the message (Kind.AliasesInput says which kinds
 // do). Strings are copied. Decoding allocates the strings, the body and one
 // entry or record slice, whose length is checked against the bytes left in
-// b before it is allocated (an entry takes at least 21 bytes, a record 4),
+// b before it is allocated (an entry takes at least 29 bytes, a record 4),
 // so a forged count cannot make it allocate beyond a small multiple of
 // len(b). It never panics.
 func DecodeMessage(b []byte) (Message, error) {
@@ -268,6 +270,7 @@ func DecodeMessage(b []byte) (Message, error) {
 				e := &x.Entries[i]
 				e.Offset = d.u64("entry offset")
 				e.Epoch = d.u64("entry epoch")
+				e.Time = int64(d.u64("entry time"))
 				e.Type = EntryType(d.u8("entry type"))
 				e.Data = d.bytes("entry data")
 			}

@@ -55,8 +55,8 @@ func TestCodecRoundTripSamples(t *testing.T) {
 	}
 }
 
-// TestCodecFieldLayout pins the wire position of the fields version 2
-// added: a decoder that read them in another order would still round-trip
+// TestCodecFieldLayout pins the wire position of the fields versions 2 and
+// 3 added: a decoder that read them in another order would still round-trip
 // its own messages, so the bytes are checked directly.
 func TestCodecFieldLayout(t *testing.T) {
 	be := binary.BigEndian
@@ -65,8 +65,8 @@ func TestCodecFieldLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b[0] != 2 {
-			t.Fatalf("version %d, want 2", b[0])
+		if b[0] != 3 {
+			t.Fatalf("version %d, want 3", b[0])
 		}
 		// Skip version, kind and the empty from and to strings.
 		return b[protocol.HeaderSize+8:]
@@ -83,6 +83,11 @@ func TestCodecFieldLayout(t *testing.T) {
 	areq := body(protocol.Message{Body: &protocol.AppendRequest{RequestID: 9, Epoch: 0xCC, Records: [][]byte{[]byte("r")}}})
 	if be.Uint64(areq[8:]) != 0xCC || be.Uint32(areq[16:]) != 1 {
 		t.Fatalf("AppendRequest.Epoch on the wire = %#x", be.Uint64(areq[8:]))
+	}
+	fresp := body(protocol.Message{Body: &protocol.FetchResponse{Entries: []protocol.Entry{{Offset: 1, Epoch: 2, Time: 0x0DD, Type: protocol.EntryData}}}})
+	// fetch id, empty leader id, epoch, error, 4×u64, count, offset, epoch.
+	if off := 8 + 4 + 8 + 1 + 32 + 4 + 8 + 8; be.Uint64(fresp[off:]) != 0x0DD {
+		t.Fatalf("Entry.Time on the wire = %#x", be.Uint64(fresp[off:]))
 	}
 }
 
@@ -119,8 +124,8 @@ func TestCodecErrors(t *testing.T) {
 		{"empty", nil, "below the minimum"},
 		{"below minimum", good[:protocol.MinSize-1], "below the minimum"},
 		{"truncated", good[:len(good)-1], "round"},
-		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), "version 3, want 2"},
-		{"old version", mutate(good, func(b []byte) []byte { b[0] = 1; return b }), "version 1, want 2"},
+		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), "version 4, want 3"},
+		{"old version", mutate(good, func(b []byte) []byte { b[0] = 1; return b }), "version 1, want 3"},
 		{"bad kind", mutate(good, func(b []byte) []byte { b[1] = 42; return b }), "unknown kind 42"},
 		{"kind zero", mutate(good, func(b []byte) []byte { b[1] = 0; return b }), "unknown kind 0"},
 		{"string past end", mutate(good, func(b []byte) []byte {
@@ -141,9 +146,9 @@ func TestCodecErrors(t *testing.T) {
 		{"entry count one too many", mutate(goodFetch, func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[entriesCount:], 2)
 			return b
-		}), "count 2 needs at least 42 bytes, 24 left"},
+		}), "count 2 needs at least 58 bytes, 32 left"},
 		{"entry data past end", mutate(goodFetch, func(b []byte) []byte {
-			binary.BigEndian.PutUint32(b[entriesCount+4+17:], 4)
+			binary.BigEndian.PutUint32(b[entriesCount+4+25:], 4)
 			return b
 		}), "entry data"},
 	}

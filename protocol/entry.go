@@ -34,6 +34,12 @@ type Entry struct {
 	Epoch uint64
 	// Type is EntryData or EntryControl.
 	Type EntryType
+	// Time is when the leader appended the entry, in milliseconds since
+	// the Unix epoch by the leader's clock (Kafka's record timestamp; 0:
+	// unknown, e.g. an entry stored before entries carried a time).
+	// Retention by age reads it; nothing in the protocol depends on clocks
+	// agreeing.
+	Time int64
 	// Data is the payload. Stores return copies the caller owns.
 	Data []byte
 }

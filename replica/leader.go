@@ -338,7 +338,7 @@ func (r *Replica) leaderPropose(p proposal, records [][]byte) {
 	}
 	entries := make([]protocol.Entry, len(records))
 	for i, rec := range records {
-		entries[i] = protocol.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Type: protocol.EntryData, Data: rec}
+		entries[i] = protocol.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Time: r.now.UnixMilli(), Type: protocol.EntryData, Data: rec}
 	}
 	p.first, p.end = leo, leo+uint64(len(records))
 	ls.pending = append(ls.pending, p)
@@ -347,5 +347,5 @@ func (r *Replica) leaderPropose(p proposal, records [][]byte) {
 
 func (r *Replica) appendControlEntry() {
 	leo := r.log.LEO()
-	r.appendEntries([]protocol.Entry{{Offset: leo, Epoch: r.epoch, Type: protocol.EntryControl}})
+	r.appendEntries([]protocol.Entry{{Offset: leo, Epoch: r.epoch, Time: r.now.UnixMilli(), Type: protocol.EntryControl}})
 }

@@ -354,12 +354,12 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 				if v == nil {
 					return fmt.Errorf("%w: entry at offset %d missing", ErrCorrupt, off)
 				}
-				epoch, _, _, err := decodeEntry(v)
+				e, err := decodeEntry(v)
 				if err != nil {
 					return fmt.Errorf("entry at offset %d: %w", off, err)
 				}
-				if want := epochAt(st.epochs, off); epoch != want {
-					return fmt.Errorf("%w: entry at offset %d has epoch %d, epoch map says %d", ErrCorrupt, off, epoch, want)
+				if want := epochAt(st.epochs, off); e.Epoch != want {
+					return fmt.Errorf("%w: entry at offset %d has epoch %d, epoch map says %d", ErrCorrupt, off, e.Epoch, want)
 				}
 			}
 		}
@@ -618,12 +618,8 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) (es []protocol.E
 	if from < logStart || from > leo {
 		return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, from, logStart, leo)
 	}
-	type raw struct {
-		epoch uint64
-		typ   protocol.EntryType
-		data  []byte // aliases the mmap until the transaction ends
-	}
-	var got []raw
+	// got's Data alias the mmap until the transaction ends.
+	var got []protocol.Entry
 	size := 0 // Data bytes, for the arena
 	budget := protocol.Budget{Max: maxBytes}
 	off := from
@@ -634,27 +630,27 @@ func (b *Bolt) Entries(from uint64, maxCount int, maxBytes int) (es []protocol.E
 		if len(k) != 8 || binary.BigEndian.Uint64(k) != off {
 			return nil, fmt.Errorf("replog: store %s: %w: entry at offset %d missing", b.path, ErrCorrupt, off)
 		}
-		epoch, typ, data, err := decodeEntry(v)
+		e, err := decodeEntry(v)
 		if err != nil {
 			return nil, fmt.Errorf("replog: store %s: entry at offset %d: %w", b.path, off, err)
 		}
-		if !budget.Take(len(data)) {
+		if !budget.Take(len(e.Data)) {
 			break
 		}
-		size += len(data)
-		got = append(got, raw{epoch, typ, data})
+		size += len(e.Data)
+		e.Offset = off
+		got = append(got, e)
 		off++
 	}
 	// One allocation for all payloads; each Data is capped so that an
 	// append by the caller cannot overwrite the next entry's.
 	arena := make([]byte, 0, size)
-	out := make([]protocol.Entry, len(got))
-	for i, r := range got {
+	for i := range got {
 		start := len(arena)
-		arena = append(arena, r.data...)
-		out[i] = protocol.Entry{Offset: from + uint64(i), Epoch: r.epoch, Type: r.typ, Data: arena[start:len(arena):len(arena)]}
+		arena = append(arena, got[i].Data...)
+		got[i].Data = arena[start:len(arena):len(arena)]
 	}
-	return out, nil
+	return got, nil
 }
 
 // LEO implements Store.

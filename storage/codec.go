@@ -8,32 +8,48 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// Stored entry value, format version 1 (the key is the 8-byte big-endian
+// Stored entry value, format version 2 (the key is the 8-byte big-endian
 // offset, so the value does not repeat it):
 //
-//	byte 0      format version (1)
+//	byte 0      format version (2)
 //	byte 1      entry type
 //	bytes 2..5  CRC-32C (Castagnoli), big-endian, over
-//	            epoch (8 bytes big-endian) | type (1 byte) | payload
+//	            epoch (8 bytes big-endian) | type (1 byte) |
+//	            time (8 bytes big-endian) | payload
 //	uvarint     epoch (minimal encoding)
+//	uvarint     time (milliseconds since the Unix epoch, minimal encoding)
 //	rest        payload
 //
-// The overhead is 7 bytes for epochs below 128: entries are small and bbolt
-// pages are written whole, so a compact value keeps write amplification low.
-// The CRC covers the canonical fields rather than the stored bytes, so the
-// epoch encoding may change in a later version without changing checksums.
+// Version 1 (written before entries carried a time) is the same without
+// the time, in the value and in the CRC; it is still read, with time 0.
+// The overhead is 13 bytes for epochs below 128 and times of this century:
+// entries are small and bbolt pages are written whole, so a compact value
+// keeps write amplification low. The CRC covers the canonical fields rather
+// than the stored bytes, so an encoding may change in a later version
+// without changing checksums.
 
 const (
 	entryFormatV1 = 1
+	entryFormatV2 = 2
 	// entryHeaderMin is the smallest valid stored value: version, type, CRC
-	// and a one-byte epoch.
+	// and a one-byte epoch (version 1; version 2 adds at least a byte).
 	entryHeaderMin = 1 + 1 + 4 + 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// entryCRC is the checksum stored with an entry.
-func entryCRC(epoch uint64, typ protocol.EntryType, payload []byte) uint32 {
+// entryCRC is the checksum stored with an entry of format version 2.
+func entryCRC(epoch uint64, typ protocol.EntryType, time uint64, payload []byte) uint32 {
+	var hdr [17]byte
+	binary.BigEndian.PutUint64(hdr[:8], epoch)
+	hdr[8] = byte(typ)
+	binary.BigEndian.PutUint64(hdr[9:], time)
+	c := crc32.Update(0, castagnoli, hdr[:])
+	return crc32.Update(c, castagnoli, payload)
+}
+
+// entryCRCV1 is the checksum stored with an entry of format version 1.
+func entryCRCV1(epoch uint64, typ protocol.EntryType, payload []byte) uint32 {
 	var hdr [9]byte
 	binary.BigEndian.PutUint64(hdr[:8], epoch)
 	hdr[8] = byte(typ)
@@ -41,44 +57,69 @@ func entryCRC(epoch uint64, typ protocol.EntryType, payload []byte) uint32 {
 	return crc32.Update(c, castagnoli, payload)
 }
 
-// encodedEntrySize is the length of appendEntry's output for e.
-func encodedEntrySize(e *protocol.Entry) int {
-	return 1 + 1 + 4 + uvarintLen(e.Epoch) + len(e.Data)
+// storedTime is e.Time as stored: a time before 1970 is stored as 0
+// (unknown).
+func storedTime(e *protocol.Entry) uint64 {
+	return uint64(max(e.Time, 0))
 }
 
-// appendEntry appends the stored value of e to dst.
+// encodedEntrySize is the length of appendEntry's output for e.
+func encodedEntrySize(e *protocol.Entry) int {
+	return 1 + 1 + 4 + uvarintLen(e.Epoch) + uvarintLen(storedTime(e)) + len(e.Data)
+}
+
+// appendEntry appends the stored value of e (format version 2) to dst.
 func appendEntry(dst []byte, e *protocol.Entry) []byte {
-	dst = append(dst, entryFormatV1, byte(e.Type))
-	dst = binary.BigEndian.AppendUint32(dst, entryCRC(e.Epoch, e.Type, e.Data))
+	t := storedTime(e)
+	dst = append(dst, entryFormatV2, byte(e.Type))
+	dst = binary.BigEndian.AppendUint32(dst, entryCRC(e.Epoch, e.Type, t, e.Data))
 	dst = binary.AppendUvarint(dst, e.Epoch)
+	dst = binary.AppendUvarint(dst, t)
 	return append(dst, e.Data...)
 }
 
-// decodeEntry decodes a stored value written by appendEntry. The returned
-// Data aliases val (copy it before val's memory goes away, e.g. when a bbolt
+// decodeEntry decodes a stored value written by appendEntry (or by format
+// version 1) into an entry without its offset. The returned Data aliases
+// val (copy it before val's memory goes away, e.g. when a bbolt
 // transaction closes). It never panics; any malformed or checksum-failing
 // input returns an error wrapping ErrCorrupt.
-func decodeEntry(val []byte) (epoch uint64, typ protocol.EntryType, data []byte, err error) {
+func decodeEntry(val []byte) (protocol.Entry, error) {
+	var e protocol.Entry
 	if len(val) < entryHeaderMin {
-		return 0, 0, nil, fmt.Errorf("%w: entry value of %d bytes is too short", ErrCorrupt, len(val))
+		return e, fmt.Errorf("%w: entry value of %d bytes is too short", ErrCorrupt, len(val))
 	}
-	if val[0] != entryFormatV1 {
-		return 0, 0, nil, fmt.Errorf("%w: unknown entry format version %d", ErrCorrupt, val[0])
+	version := val[0]
+	if version != entryFormatV1 && version != entryFormatV2 {
+		return e, fmt.Errorf("%w: unknown entry format version %d", ErrCorrupt, val[0])
 	}
-	typ = protocol.EntryType(val[1])
+	typ := protocol.EntryType(val[1])
 	sum := binary.BigEndian.Uint32(val[2:6])
-	epoch, n := binary.Uvarint(val[6:])
+	p := val[6:]
+	epoch, n := binary.Uvarint(p)
 	if n <= 0 || n != uvarintLen(epoch) {
-		return 0, 0, nil, fmt.Errorf("%w: bad epoch encoding", ErrCorrupt)
+		return e, fmt.Errorf("%w: bad epoch encoding", ErrCorrupt)
 	}
-	data = val[6+n:]
-	if got := entryCRC(epoch, typ, data); got != sum {
-		return 0, 0, nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, sum, got)
+	p = p[n:]
+	var t uint64
+	var got uint32
+	if version == entryFormatV2 {
+		t, n = binary.Uvarint(p)
+		if n <= 0 || n != uvarintLen(t) || t > 1<<63-1 {
+			return e, fmt.Errorf("%w: bad time encoding", ErrCorrupt)
+		}
+		p = p[n:]
+		got = entryCRC(epoch, typ, t, p)
+	} else {
+		got = entryCRCV1(epoch, typ, p)
+	}
+	if got != sum {
+		return e, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, sum, got)
 	}
 	if typ != protocol.EntryData && typ != protocol.EntryControl {
-		return 0, 0, nil, fmt.Errorf("%w: unknown entry type %d", ErrCorrupt, typ)
+		return e, fmt.Errorf("%w: unknown entry type %d", ErrCorrupt, typ)
 	}
-	return epoch, typ, data, nil
+	e.Epoch, e.Type, e.Time, e.Data = epoch, typ, int64(t), p
+	return e, nil
 }
 
 func uvarintLen(v uint64) int {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -14,28 +15,54 @@ func TestEntryCodecRoundTrip(t *testing.T) {
 		{Epoch: 127, Type: protocol.EntryData, Data: []byte("x")},
 		{Epoch: 128, Type: protocol.EntryControl, Data: []byte("hello")},
 		{Epoch: 1<<64 - 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{0xab}, 4096)},
+		{Epoch: 3, Time: 1_795_000_000_123, Type: protocol.EntryData, Data: []byte("timed")},
+		{Epoch: 3, Time: 1<<63 - 1, Type: protocol.EntryControl},
 	} {
 		v := appendEntry(nil, &e)
 		if len(v) != encodedEntrySize(&e) {
 			t.Fatalf("encoded %d bytes, encodedEntrySize says %d", len(v), encodedEntrySize(&e))
 		}
-		epoch, typ, data, err := decodeEntry(v)
-		if err != nil || epoch != e.Epoch || typ != e.Type || !bytes.Equal(data, e.Data) {
-			t.Fatalf("decode(encode(%+v)) = %d, %v, %q, %v", e, epoch, typ, data, err)
+		got, err := decodeEntry(v)
+		if err != nil || got.Epoch != e.Epoch || got.Type != e.Type || got.Time != e.Time || !bytes.Equal(got.Data, e.Data) {
+			t.Fatalf("decode(encode(%+v)) = %+v, %v", e, got, err)
 		}
 		// Every single-bit flip is detected.
 		for i := range v {
 			for bit := 0; bit < 8; bit++ {
 				w := bytes.Clone(v)
 				w[i] ^= 1 << bit
-				if _, _, _, err := decodeEntry(w); !errors.Is(err, ErrCorrupt) {
+				if _, err := decodeEntry(w); !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("flip of bit %d of byte %d of %+v not detected: %v", bit, i, e, err)
 				}
 			}
 		}
 	}
-	if got := len(appendEntry(nil, &protocol.Entry{Epoch: 5, Type: protocol.EntryData, Data: make([]byte, 128)})); got != 128+7 {
-		t.Fatalf("a 128-byte entry of epoch 5 takes %d bytes, want %d", got, 128+7)
+	if got := len(appendEntry(nil, &protocol.Entry{Epoch: 5, Time: 1_795_000_000_000, Type: protocol.EntryData, Data: make([]byte, 128)})); got != 128+13 {
+		t.Fatalf("a 128-byte entry of epoch 5 with a 2026 time takes %d bytes, want %d", got, 128+13)
+	}
+}
+
+// appendEntryV1 is format version 1's encoder (entries stored before they
+// carried a time), kept to test that such values are still read.
+func appendEntryV1(dst []byte, e *protocol.Entry) []byte {
+	dst = append(dst, entryFormatV1, byte(e.Type))
+	dst = binary.BigEndian.AppendUint32(dst, entryCRCV1(e.Epoch, e.Type, e.Data))
+	dst = binary.AppendUvarint(dst, e.Epoch)
+	return append(dst, e.Data...)
+}
+
+// TestEntryFormatV1StillRead: a value written before entries carried a
+// time decodes with time 0, and its checksum still protects it.
+func TestEntryFormatV1StillRead(t *testing.T) {
+	e := protocol.Entry{Epoch: 7, Type: protocol.EntryData, Data: []byte("old")}
+	v := appendEntryV1(nil, &e)
+	got, err := decodeEntry(v)
+	if err != nil || got.Epoch != 7 || got.Time != 0 || string(got.Data) != "old" {
+		t.Fatalf("decode(v1) = %+v, %v", got, err)
+	}
+	v[len(v)-1] ^= 1
+	if _, err := decodeEntry(v); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("damaged v1 value: %v, want ErrCorrupt", err)
 	}
 }
 
@@ -67,6 +94,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		{Epoch: 1<<64 - 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{7}, 128)},
 	} {
 		f.Add(appendEntry(nil, &e))
+		f.Add(appendEntryV1(nil, &e))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1})
@@ -74,15 +102,18 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add([]byte{2, 1, 0, 0, 0, 0, 1, 'x'})
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, v []byte) {
-		epoch, typ, data, err := decodeEntry(v)
+		e, err := decodeEntry(v)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}
-		e := protocol.Entry{Epoch: epoch, Type: typ, Data: data}
-		if w := appendEntry(nil, &e); !bytes.Equal(w, v) {
+		enc := appendEntry
+		if v[0] == entryFormatV1 {
+			enc = appendEntryV1
+		}
+		if w := enc(nil, &e); !bytes.Equal(w, v) {
 			t.Fatalf("accepted %x, re-encodes to %x", v, w)
 		}
 	})

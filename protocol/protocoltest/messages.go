@@ -124,7 +124,7 @@ func Random(r *rand.Rand) protocol.Message {
 		if n := r.IntN(20); n > 0 || r.IntN(2) == 0 {
 			b.Entries = make([]protocol.Entry, n)
 			for i := range b.Entries {
-				b.Entries[i] = protocol.Entry{Offset: u64(), Epoch: u64(), Type: protocol.EntryType(r.IntN(4)), Data: randBytes(r)}
+				b.Entries[i] = protocol.Entry{Offset: u64(), Epoch: u64(), Time: int64(u64()), Type: protocol.EntryType(r.IntN(4)), Data: randBytes(r)}
 			}
 		}
 		m.Body = b
