@@ -17,7 +17,8 @@ const (
 	// WriteHWCheckpoint stores Offset as the high-watermark checkpoint.
 	WriteHWCheckpoint
 	// WriteDeletePrefix removes every entry below Offset and makes Offset
-	// the log start (retention).
+	// the log start (retention). Above the LEO it empties the log and
+	// restarts it at Offset (a follower's reset to its leader's log start).
 	WriteDeletePrefix
 )
 

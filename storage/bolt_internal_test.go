@@ -129,7 +129,6 @@ func TestBoltInvalidBatchCommitsNothing(t *testing.T) {
 		"gap":              {protocol.Write{Kind: protocol.WriteAppend, Entries: ents(9, 1, 3)}, ErrInvalidAppend},
 		"epoch going down": {protocol.Write{Kind: protocol.WriteAppend, Entries: ents(5, 1, 2)}, ErrInvalidAppend},
 		"HW above LEO":     {protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: 6}, ErrOutOfRange},
-		"delete above LEO": {protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: 6}, ErrOutOfRange},
 		"unknown kind":     {protocol.Write{Kind: 99}, ErrInvalidWrite},
 	}
 	for name, c := range bad {

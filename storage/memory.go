@@ -70,7 +70,11 @@ func (s *memState) apply(w *protocol.Write) (changed bool, err error) {
 		k := w.Offset - s.st.logStart
 		s.entries = s.entries[:k:k]
 	case protocol.WriteDeletePrefix:
-		s.entries = append([]protocol.Entry(nil), s.entries[w.Offset-s.st.logStart:]...)
+		if w.Offset >= s.st.leo {
+			s.entries = nil // above the LEO: a reset
+		} else {
+			s.entries = append([]protocol.Entry(nil), s.entries[w.Offset-s.st.logStart:]...)
+		}
 	}
 	s.st = next
 	return true, nil

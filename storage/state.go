@@ -142,11 +142,9 @@ func (s *logState) afterTruncate(from uint64) *logState {
 }
 
 // checkDeletePrefix validates a prefix deletion up to upTo; noop reports
-// upTo ≤ log start.
+// upTo ≤ log start. Every upTo is valid: above the LEO it empties the log
+// (a follower's reset to its leader's log start).
 func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
-	if upTo > s.leo {
-		return false, fmt.Errorf("%w: delete prefix up to %d above LEO %d", ErrOutOfRange, upTo, s.leo)
-	}
 	return upTo <= s.logStart, nil
 }
 
@@ -158,6 +156,15 @@ func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
 func (s *logState) afterDeletePrefix(upTo uint64) *logState {
 	n := *s
 	n.logStart = upTo
+	if upTo > s.leo {
+		// Kafka's truncateFullyAndStartAt: nothing is left, and no row
+		// may stay (the entries that come next bring their own epochs,
+		// which may be below this log's last one: those entries were
+		// never committed here).
+		n.leo = upTo
+		n.epochs = nil
+		return &n
+	}
 	// i = index of the last row starting at or below upTo (the covering row).
 	i := sort.Search(len(s.epochs), func(i int) bool { return s.epochs[i].StartOffset > upTo }) - 1
 	if i < 0 {

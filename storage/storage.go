@@ -73,7 +73,10 @@ type Store interface {
 	//     above the LEO).
 	//   - WriteDeletePrefix removes every entry with offset < Offset and
 	//     makes Offset the log start (retention). Offset ≤ LogStart() is a
-	//     no-op; above the LEO ErrOutOfRange. The epoch map drops the rows
+	//     no-op. Offset above the LEO empties the log and restarts it at
+	//     Offset (LogStart = LEO = Offset, the epoch map emptied: Kafka's
+	//     truncateFullyAndStartAt, a follower's reset to its leader's log
+	//     start); the HW checkpoint is left as it is. Otherwise the epoch map drops the rows
 	//     wholly below Offset and keeps the row covering it with its
 	//     StartOffset moved up to Offset (Kafka's truncateFromStart), so
 	//     every row starts at or after the log start. The deleted entries

@@ -43,6 +43,7 @@ func Run(t *testing.T, h Harness) {
 		{"HWCheckpoint", testHWCheckpoint},
 		{"DeletePrefix", testDeletePrefix},
 		{"DeletePrefixAll", testDeletePrefixAll},
+		{"DeletePrefixAboveLEO", testDeletePrefixAboveLEO},
 		{"DeletePrefixBig", testDeletePrefixBig},
 		{"Reopen", testReopen},
 		{"Copies", testCopies},
@@ -580,7 +581,6 @@ func testDeletePrefix(t *testing.T, h Harness) {
 	mustAppend(t, s, Batch(0, 30, 1, 10))
 	mustAppend(t, s, Batch(30, 30, 2, 10))
 	mustAppend(t, s, Batch(60, 40, 4, 10))
-	expectErr(t, "DeletePrefix(101) with LEO 100", deletePrefix(s, 101), storage.ErrOutOfRange)
 	if err := deletePrefix(s, 45); err != nil {
 		t.Fatal(err)
 	}
@@ -662,6 +662,54 @@ func testDeletePrefixAll(t *testing.T, h Harness) {
 	mustAppend(t, s, Batch(13, 3, 4, 10))
 	if got := fmt.Sprint(s.EpochMap()); got != "[{3 10} {4 13}]" {
 		t.Fatalf("EpochMap = %s", got)
+	}
+	mustConsistent(t, s)
+}
+
+// testDeletePrefixAboveLEO: a prefix deletion above the LEO empties the
+// log and restarts it there, with no epoch row (a follower's reset to its
+// leader's log start): the next entries may carry an epoch below the old
+// last one, and everything survives a reopen.
+func testDeletePrefixAboveLEO(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	mustAppend(t, s, Batch(0, 5, 1, 10))
+	mustAppend(t, s, Batch(5, 5, 4, 10))
+	if err := s.Apply([]protocol.Write{{Kind: protocol.WriteHWCheckpoint, Offset: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := deletePrefix(s, 50); err != nil {
+		t.Fatalf("DeletePrefix(50) with LEO 10: %v", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if s.LogStart() != 50 || s.LEO() != 50 || s.LastEpoch() != 0 || len(s.EpochMap()) != 0 {
+			t.Fatalf("%s: start %d, LEO %d, last epoch %d, map %v; want 50, 50, 0, empty", when, s.LogStart(), s.LEO(), s.LastEpoch(), s.EpochMap())
+		}
+		if e, end := s.EndOffsetForEpoch(9); e != 0 || end != 50 {
+			t.Fatalf("%s: EndOffsetForEpoch(9) = (%d, %d), want (0, 50)", when, e, end)
+		}
+		if es, err := s.Entries(50, 10, 100); err != nil || len(es) != 0 {
+			t.Fatalf("%s: Entries(LEO) = %v, %v", when, es, err)
+		}
+		for _, off := range []uint64{0, 9, 10, 49} {
+			_, err := s.Entries(off, 10, 100)
+			expectErr(t, fmt.Sprintf("%s: Entries(%d)", when, off), err, storage.ErrOutOfRange)
+		}
+		if hw, ok, err := s.HWCheckpoint(); err != nil || !ok || hw != 3 {
+			t.Fatalf("%s: HW checkpoint %d, %v, %v; want 3 left as it was", when, hw, ok, err)
+		}
+	}
+	check("after DeletePrefix(50)")
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	check("after reopen")
+	mustAppend(t, s, Batch(50, 3, 2, 10)) // epoch 2 < the old last epoch 4
+	if got := fmt.Sprint(s.EpochMap()); got != "[{2 50}]" {
+		t.Fatalf("EpochMap = %s", got)
+	}
+	es, err := s.Entries(50, 10, 1000)
+	if err != nil || len(es) != 3 || es[0].Offset != 50 || es[0].Epoch != 2 {
+		t.Fatalf("Entries(50) = %v, %v", es, err)
 	}
 	mustConsistent(t, s)
 }
@@ -1022,7 +1070,6 @@ func testApplyAtomic(t *testing.T, h Harness) {
 		{"append epoch zero", protocol.Write{Kind: protocol.WriteAppend, Entries: []protocol.Entry{data(5, 0)}}, storage.ErrInvalidAppend},
 		{"HW above LEO", protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: 6}, storage.ErrOutOfRange},
 		{"truncate below log start", protocol.Write{Kind: protocol.WriteTruncate, Offset: 0}, storage.ErrOutOfRange},
-		{"delete above LEO", protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: 6}, storage.ErrOutOfRange},
 		{"unknown kind", protocol.Write{Kind: 0}, storage.ErrInvalidWrite},
 	}
 	for _, c := range bad {
