@@ -36,7 +36,8 @@ type Config struct {
 	Voter bool
 	// Join lists gossip addresses of existing members, joined at New. If
 	// none can be reached, New still succeeds (the first node of a cluster
-	// has nobody to join) and logs a warning; call Join later to retry.
+	// has nobody to join) and logs one line at Info; call Join later to
+	// retry.
 	Join []string
 	// SecretKey, if set, encrypts and authenticates gossip (AES, 16, 24 or
 	// 32 bytes). Members with another key cannot join. Default: none
@@ -51,8 +52,9 @@ type Config struct {
 	// HintBuffer is the capacity of the Hints channel. When it is full the
 	// oldest hint is dropped. Default DefaultHintBuffer (64).
 	HintBuffer int
-	// Logger receives this package's logs and memberlist's (through a
-	// standard-library adapter that infers levels). Default: a null logger.
+	// Logger receives this package's logs and memberlist's (at the levels
+	// memberlist names, less the expected ones: see the package doc).
+	// Default: a null logger.
 	Logger hclog.Logger
 }
 
@@ -85,9 +87,11 @@ type Tuning struct {
 	TCPTimeout time.Duration
 	// DeadNodeReclaimTime is how long a node must have been dead before a
 	// node with the same ID but another gossip address may take its place
-	// (a restart on a new port). Until then the newcomer is refused as a
-	// name conflict (logged by memberlist). A node that left gracefully
-	// may always be replaced at once.
+	// (a restart on a new port). Until then the others keep the old
+	// address (memberlist's name conflict, logged at Debug); the restarted
+	// node itself starts, since its old address no longer answers (see
+	// the package doc). A node that left gracefully may always be
+	// replaced at once.
 	DeadNodeReclaimTime time.Duration
 	// BroadcastTimeout bounds how long SetLeader and Leave wait for their
 	// broadcast to go out.

@@ -46,17 +46,41 @@
 // calls in progress. Resolve, Members, Hints and Dropped never block on the
 // network. The slice Members returns is the caller's.
 //
-// The package starts no goroutines of its own; memberlist starts its own
-// and stops them in Close. Its event callbacks update the member table and
+// The package starts no goroutines of its own but one per conflict check
+// (below); memberlist starts its own and stops them in Close, which waits
+// for the checks too. Its event callbacks update the member table and
 // enqueue hints without ever waiting for the reader: when the Hints
 // channel is full the oldest hint is dropped (counted by Dropped). Close
 // closes the Hints channel, so a reader ranging over it ends there.
+//
+// # Two processes with one node ID
+//
+// memberlist keeps the first address it learned for a name and only logs
+// "Conflicting address" for another, so a second process started with a
+// live node's ID would run beside it. This package checks every conflict
+// on this node's own name (conflict.go): a memberlist ping addressed to
+// the name at the other address is answered only by a live memberlist of
+// that name. Seen while New joins and answered, New fails with
+// ErrDuplicateNodeID; seen later and answered, the node logs it at Error
+// and counts it (Conflicts). Unanswered, it is this node's own earlier run
+// on another address, still listed until gossip declares it dead (a
+// restart on a new port or IP), and only logged at Debug.
+//
+// # Logging
+//
+// memberlist's lines go to the "memberlist" sub-logger at the level they
+// name, except two that are expected: errors about its own closed sockets
+// once Close has begun (a clean shutdown logs no error), and its
+// "Conflicting address" line (the check above says what it meant), both
+// at Debug. A node whose seeds are not up yet (the first node of a
+// cluster) says so in one line at Info.
 //
 // # Errors
 //
 // New and Validate return a *ConfigError naming the bad Config field,
 // wrapping ErrInvalidConfig (and ErrMetaTooLarge when the metadata would
-// not fit). Join wraps ErrJoin when no seed could be joined; SetLeader
+// not fit); New returns ErrDuplicateNodeID when another live process uses
+// the node ID. Join wraps ErrJoin when no seed could be joined; SetLeader
 // returns ErrMetaTooLarge (nothing changed) or ErrBroadcastTimeout (the
 // change spreads anyway); SetLeader, Join and Leave return ErrClosed after
 // Close (SetLeader and Join also after Leave). ErrBadMeta is what

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,6 +31,10 @@ var (
 	ErrBroadcastTimeout = errors.New("replog: membership broadcast timed out")
 	// ErrJoin: no seed could be joined.
 	ErrJoin = errors.New("replog: could not join any gossip seed")
+	// ErrDuplicateNodeID: New found another live member using this
+	// node's ID (at another gossip address): two processes claim one node
+	// ID, which would break replication. Nothing was started.
+	ErrDuplicateNodeID = errors.New("replog: another live process uses this node ID")
 )
 
 // HintKind says what a Hint reports.
@@ -117,6 +123,13 @@ type Membership struct {
 	hints   chan Hint
 	closed  bool
 	dropped uint64
+
+	// closing is set when Close begins: from then on memberlist's
+	// complaints about its own closed sockets are expected (conflict.go).
+	closing atomic.Bool
+	// conflicts: other gossip addresses claiming this node's ID
+	// (conflict.go).
+	conflicts conflictState
 }
 
 // New validates cfg, starts memberlist on cfg.BindAddr and joins cfg.Join.
@@ -164,7 +177,8 @@ func New(cfg Config) (*Membership, error) {
 	mc.SecretKey = cfg.SecretKey
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*delegate)(m)
-	mc.Logger = logger.Named("memberlist").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	mc.Conflict = (*delegate)(m)
+	mc.Logger = log.New(&memberlistLog{m: m, log: logger.Named("memberlist")}, "", 0)
 	mc.ProbeInterval = t.ProbeInterval
 	mc.ProbeTimeout = t.ProbeTimeout
 	mc.GossipInterval = t.GossipInterval
@@ -186,13 +200,22 @@ func New(cfg Config) (*Membership, error) {
 		n, err := list.Join(cfg.Join)
 		switch {
 		case n == 0:
-			logger.Warn("could not join any seed; running alone until another member joins this node or Join is called",
-				"seeds", strings.Join(cfg.Join, ","), "error", err)
+			// Normal for the first node of a cluster: the others join it.
+			// One line, at Info: nothing is wrong yet.
+			logger.Info("no gossip seed answered yet; running alone until a member joins this node",
+				"seeds", strings.Join(cfg.Join, ","), "error", oneLine(err))
 		case err != nil:
-			logger.Debug("joined some seeds", "joined", n, "error", err)
+			logger.Debug("joined some seeds", "joined", n, "error", oneLine(err))
 		default:
 			logger.Debug("joined", "seeds", n)
 		}
+	}
+	// A live member with this node's ID, seen while joining, refuses the
+	// node (a leftover of this node's own earlier run does not).
+	if err := m.checkConflictsAtStart(); err != nil {
+		m.closing.Store(true)
+		_ = list.Shutdown()
+		return nil, err
 	}
 	return m, nil
 }
@@ -356,8 +379,10 @@ func (m *Membership) Close() error {
 		return nil
 	}
 	m.stopped = true
+	m.closing.Store(true)
 	err := m.list.Shutdown()
 	m.lifeMu.Unlock()
+	m.conflicts.wg.Wait() // checks in flight end at their next ping
 
 	// memberlist goroutines may still deliver an event or two after
 	// Shutdown returns; push refuses them once closed is set.
@@ -458,8 +483,9 @@ func (m *Membership) observeLeave(n *memberlist.Node) {
 type delegate Membership
 
 var (
-	_ memberlist.Delegate      = (*delegate)(nil)
-	_ memberlist.EventDelegate = (*delegate)(nil)
+	_ memberlist.Delegate         = (*delegate)(nil)
+	_ memberlist.EventDelegate    = (*delegate)(nil)
+	_ memberlist.ConflictDelegate = (*delegate)(nil)
 )
 
 // NodeMeta returns the current encoded metadata (at most limit bytes: the
