@@ -330,5 +330,5 @@ func handleDiverging(resp *protocol.FetchResponse, log Log) Decision {
 	if to >= log.LEO() {
 		return Decision{Action: Drop, Reason: "diverging answer would not truncate"}
 	}
-	return Decision{Action: Truncate, TruncateTo: to, Epoch: resp.DivergingEpoch}
+	return Decision{Action: Truncate, TruncateTo: to, Epoch: resp.DivergingEpoch, LogStart: resp.LogStartOffset}
 }

@@ -143,8 +143,20 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())
 	case fetcher.Truncate:
 		r.leaderContact()
-		r.logger.Info("diverging log: truncating", "to", d.TruncateTo, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
-		r.truncate(d.TruncateTo)
+		to := d.TruncateTo
+		if d.Epoch == 0 && d.LogStart > 0 && to < r.hw {
+			// The leader has no epoch at or below our last one because its
+			// log starts (retention) after where it could tell us how far
+			// we agree. Everything below our HW is committed, so we agree
+			// up to there at least (Kafka falls back to HW truncation); a
+			// fetch from there finds out the rest, or is below the
+			// leader's log start and resets (R53). With no log start to
+			// explain it, the same answer is a violation: truncate below
+			// the HW, which halts (R43).
+			to = r.hw
+		}
+		r.logger.Info("diverging log: truncating", "to", to, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
+		r.truncate(to)
 	case fetcher.Append:
 		r.leaderContact()
 		if len(d.Entries) > 0 {
@@ -152,11 +164,10 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		}
 		r.leaderHW = max(r.leaderHW, d.HighWatermark)
 		r.updateFollowerHW()
+		r.followLogStart(d.LogStart)
 	case fetcher.OutOfRange:
 		r.leaderContact()
-		r.logger.Error("fetch offset below the leader's log start: cannot catch up without a snapshot",
-			"leo", r.log.LEO(), "leader_log_start", d.LogStart)
-		r.fetchBackoff = r.now.Add(r.cfg.FetchTimeout)
+		r.resetToLogStart(d.LogStart)
 	}
 }
 

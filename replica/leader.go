@@ -179,19 +179,18 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	} else {
 		ls.observerFetch[from] = r.now
 	}
+	if req.FetchOffset < r.log.logStart {
+		// Out of range before any divergence check: everything the
+		// follower holds is below our log start, and it resets (R53).
+		r.respondFetch(from, req)
+		return
+	}
 	e, end := r.log.EndOffsetForEpoch(req.LastFetchedEpoch)
 	if e != req.LastFetchedEpoch || end < req.FetchOffset {
 		// The remote LEO is not updated from a diverging fetch.
 		r.send(from, &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchDivergingEpoch,
 			DivergingEpoch: e, DivergingEndOffset: end, HighWatermark: r.hw, LogStartOffset: r.log.logStart,
-		})
-		return
-	}
-	if req.FetchOffset < r.log.logStart {
-		r.send(from, &protocol.FetchResponse{
-			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOffsetOutOfRange,
-			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
 		})
 		return
 	}
@@ -260,6 +259,15 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 	maxBytes := r.cfg.FetchMaxBytes
 	if req.MaxBytes > 0 && int(req.MaxBytes) < maxBytes {
 		maxBytes = int(req.MaxBytes)
+	}
+	if req.FetchOffset < r.log.logStart {
+		// Below the log start (also a delayed copy of an earlier fetch,
+		// answered here directly): the follower resets to it (R53).
+		r.send(from, &protocol.FetchResponse{
+			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOffsetOutOfRange,
+			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
+		})
+		return
 	}
 	var entries []protocol.Entry
 	if req.FetchOffset < r.log.LEO() {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -178,6 +179,30 @@ func (l *logView) truncate(to uint64) {
 	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].StartOffset >= to {
 		l.epochs = l.epochs[:len(l.epochs)-1]
 	}
+}
+
+// deletePrefix moves the log start up to upTo (logStart < upTo ≤
+// durableEnd): rows wholly below it go, and the row covering it starts at
+// it (as the store does).
+func (l *logView) deletePrefix(upTo uint64) {
+	l.logStart = upTo
+	i := 0
+	for i+1 < len(l.epochs) && l.epochs[i+1].StartOffset <= upTo {
+		i++
+	}
+	if len(l.epochs) == 0 {
+		return
+	}
+	rows := slices.Clone(l.epochs[i:])
+	rows[0].StartOffset = max(rows[0].StartOffset, upTo)
+	l.epochs = rows
+}
+
+// reset empties the view and restarts it at to (> LEO), as a prefix
+// deletion above the LEO does in the store: no entries, no epoch rows.
+func (l *logView) reset(to uint64) {
+	l.logStart, l.durableEnd = to, to
+	l.tail, l.marks, l.epochs = nil, nil, nil
 }
 
 // persisted moves the tail entries carried by writes up to seq into the

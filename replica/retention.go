@@ -1,0 +1,63 @@
+package replica
+
+import (
+	"github.com/replog-io/replog/protocol"
+)
+
+// Retention (docs/design.md R51–R53): the log start moves up, never down.
+// The leader moves its own (DeleteBefore, on the shell's word: an explicit
+// call or a retention policy), never to or above its HW; its log start
+// travels in every fetch response, and a follower or observer follows it,
+// never above its own HW; one whose fetch offset is below the leader's log
+// start resets to it (Kafka's OffsetOutOfRange handling).
+
+// DeleteBefore moves this leader's log start up to offset, bounded by its
+// HW and its durable LEO (nothing that may still be needed to commit or to
+// read is deleted), and returns the log start after the call. Followers
+// follow through fetch responses. On a replica that does not lead it
+// changes nothing and returns ErrNotLeader (the shell forwards the request
+// to the leader). A halted replica returns its error.
+func (r *Replica) DeleteBefore(offset uint64) (uint64, error) {
+	if r.err != nil {
+		return r.log.logStart, r.err
+	}
+	if r.role != RoleLeader {
+		return r.log.logStart, &NotLeaderError{LeaderID: r.leaderID}
+	}
+	r.deletePrefix(min(offset, r.hw, r.log.durableEnd))
+	return r.log.logStart, nil
+}
+
+// followLogStart moves a follower's log start up to the leader's, never
+// above its own HW (R52): it deletes only what it knows to be committed.
+func (r *Replica) followLogStart(leaderLogStart uint64) {
+	r.deletePrefix(min(leaderLogStart, r.hw, r.log.durableEnd))
+}
+
+// deletePrefix issues a deletion of the entries below upTo (≤ the durable
+// LEO) if that moves the log start.
+func (r *Replica) deletePrefix(upTo uint64) {
+	if upTo <= r.log.logStart {
+		return
+	}
+	r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: upTo})
+	r.log.deletePrefix(upTo)
+}
+
+// resetToLogStart empties a follower whose fetch offset (its LEO) is below
+// its leader's log start and restarts its log there (R53): what it holds is
+// all below the leader's log start, so it is either committed and deleted by
+// retention everywhere, or uncommitted and never needed. Its HW does not
+// move until the leader answers a fetch sent after the reset is durable:
+// until then a reader here must not be told that offsets the old store
+// still holds up to the new start are committed.
+func (r *Replica) resetToLogStart(leaderLogStart uint64) {
+	if leaderLogStart <= r.log.LEO() {
+		return // our next fetch is within the leader's log
+	}
+	r.logger.Info("fetch offset below the leader's log start: resetting the log to it",
+		"leo", r.log.LEO(), "log_start", r.log.logStart, "leader_log_start", leaderLogStart)
+	r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: leaderLogStart})
+	r.log.reset(leaderLogStart)
+	r.leaderHW = min(r.leaderHW, r.hw)
+}

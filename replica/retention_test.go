@@ -1,0 +1,164 @@
+package replica
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
+)
+
+// TestLeaderDeleteBefore (R51): the leader moves its log start, never to or
+// above its HW or its durable LEO; the log start travels in fetch answers,
+// and a fetch below it is answered out of range. A non-leader refuses.
+func TestLeaderDeleteBefore(t *testing.T) {
+	r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2, 2, 2}, protocol.QuorumState{Epoch: 2})
+	// f catches up fully: the HW moves past the epoch start (offset 6).
+	primeFetch(t, r, "f", 7, 3)
+	if r.hw != 7 {
+		t.Fatalf("setup: hw %d, want 7", r.hw)
+	}
+	if got, err := r.DeleteBefore(100); err != nil || got != 7 {
+		t.Fatalf("DeleteBefore(100) = %d, %v; want the HW 7", got, err)
+	}
+	settle(t, r, store)
+	if store.LogStart() != 7 || r.Status().LogStart != 7 {
+		t.Fatalf("store log start %d, status %d; want 7", store.LogStart(), r.Status().LogStart)
+	}
+	if rows := r.log.epochs; len(rows) != 1 || rows[0] != (protocol.EpochStart{Epoch: 3, StartOffset: 7}) {
+		t.Fatalf("epoch rows %v, want only epoch 3's, moved up to the log start", rows)
+	}
+	// Positive control first: a fetch at the log start is served and
+	// names it; then one below it is out of range.
+	fetch(r, "g", 0, r.epoch, 7, 3)
+	resp := bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "g")
+	if len(resp) != 1 || resp[0].Error != protocol.FetchOK || resp[0].LogStartOffset != 7 {
+		t.Fatalf("fetch at the log start: %+v", resp)
+	}
+	fetch(r, "g", 1, r.epoch, 2, 1)
+	resp = bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "g")
+	if len(resp) != 1 || resp[0].Error != protocol.FetchOffsetOutOfRange || resp[0].LogStartOffset != 7 {
+		t.Fatalf("fetch below the log start: %+v", resp)
+	}
+	// Never backwards.
+	if got, _ := r.DeleteBefore(3); got != 7 || len(r.Ready().Writes) != 0 {
+		t.Fatalf("DeleteBefore(3) after 7: log start %d", got)
+	}
+
+	fstore := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1, LeaderID: "l"})
+	f := newTestReplica(t, testConfig("f", "l", "f", "g"), fstore)
+	var nl *NotLeaderError
+	if _, err := f.DeleteBefore(1); !errors.As(err, &nl) || nl.LeaderID != "l" {
+		t.Fatalf("DeleteBefore on a follower: %v, want NotLeaderError naming l", err)
+	}
+}
+
+// followerAt returns a follower "f" of leader "L" in epoch 2 with a log of
+// epochs, its HW at hw, and its first fetch.
+func followerAt(t *testing.T, epochs []uint64, hw uint64) (*Replica, *storage.Memory, *protocol.FetchRequest) {
+	t.Helper()
+	store := newStore(t, epochs, protocol.QuorumState{Epoch: 2, LeaderID: "L"})
+	if err := store.SetHWCheckpoint(hw); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	reqs := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
+	if len(reqs) != 1 {
+		t.Fatalf("setup: fetches %v", reqs)
+	}
+	return r, store, reqs[0]
+}
+
+
+
+// LogReaderStore is what these tests need of a store.
+type LogReaderStore interface {
+	LogReader
+	Apply([]protocol.Write) error
+}
+
+// answer steps the leader's answer resp to req and settles; it returns the
+// next fetch.
+func answer(t *testing.T, r *Replica, store LogReaderStore, req *protocol.FetchRequest, resp protocol.FetchResponse) *protocol.FetchRequest {
+	t.Helper()
+	resp.FetchID, resp.LeaderID, resp.Epoch = req.FetchID, "L", 2
+	r.Step(protocol.Message{From: "L", To: "f", Body: &resp})
+	var msgs []protocol.Message
+	for range 10 {
+		rd := r.Ready()
+		msgs = append(msgs, rd.Messages...)
+		if len(rd.Writes) == 0 {
+			break
+		}
+		if err := store.Apply(rd.Writes); err != nil {
+			t.Fatal(err)
+		}
+		r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
+	}
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "L")
+	if len(reqs) != 1 {
+		t.Fatalf("%d fetches after an answer, want 1", len(reqs))
+	}
+	return reqs[0]
+}
+
+// TestFollowerFollowsLogStart (R52): a follower moves its log start to its
+// leader's, never above its own HW.
+func TestFollowerFollowsLogStart(t *testing.T) {
+	r, store, req := followerAt(t, []uint64{1, 1, 1, 1, 1, 1}, 2)
+	req = answer(t, r, store, req, protocol.FetchResponse{HighWatermark: 4, LogStartOffset: 5})
+	if r.hw != 4 || store.LogStart() != 4 || r.log.logStart != 4 {
+		t.Fatalf("hw %d, log start %d (store %d); want 4, 4: bounded by its HW", r.hw, r.log.logStart, store.LogStart())
+	}
+	answer(t, r, store, req, protocol.FetchResponse{HighWatermark: 6, LogStartOffset: 5})
+	if store.LogStart() != 5 || r.Status().LogStart != 5 {
+		t.Fatalf("log start %d, want the leader's 5", store.LogStart())
+	}
+}
+
+// TestFollowerResetsBelowLogStart (R53): a follower whose fetch offset is
+// below the leader's log start empties its log and restarts it there, then
+// fetches from there with no last epoch; its HW does not move until the
+// leader answers that fetch.
+func TestFollowerResetsBelowLogStart(t *testing.T) {
+	r, store, req := followerAt(t, []uint64{1, 1, 2}, 1)
+	req = answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchOffsetOutOfRange, HighWatermark: 40, LogStartOffset: 30})
+	if store.LogStart() != 30 || store.LEO() != 30 || len(store.EpochMap()) != 0 {
+		t.Fatalf("store after reset: start %d LEO %d map %v; want 30, 30, empty", store.LogStart(), store.LEO(), store.EpochMap())
+	}
+	if r.hw != 1 {
+		t.Fatalf("hw %d right after the reset, want 1 (unchanged until the leader answers)", r.hw)
+	}
+	if req.FetchOffset != 30 || req.LastFetchedEpoch != 0 {
+		t.Fatalf("next fetch offset %d last epoch %d; want 30, 0", req.FetchOffset, req.LastFetchedEpoch)
+	}
+	answer(t, r, store, req, protocol.FetchResponse{HighWatermark: 40, LogStartOffset: 30, Entries: []protocol.Entry{
+		{Offset: 30, Epoch: 1, Type: protocol.EntryData, Data: []byte("a")},
+	}})
+	if store.LEO() != 31 || r.hw != 31 {
+		t.Fatalf("after catching up from the log start: LEO %d hw %d; want 31, 31", store.LEO(), r.hw)
+	}
+	// Positive control: an out-of-range answer naming a log start at or
+	// below our LEO changes nothing.
+	r2, store2, req2 := followerAt(t, []uint64{1, 1, 2}, 1)
+	answer(t, r2, store2, req2, protocol.FetchResponse{Error: protocol.FetchOffsetOutOfRange, HighWatermark: 3, LogStartOffset: 3})
+	if store2.LEO() != 3 || store2.LogStart() != 0 {
+		t.Fatalf("out of range at our LEO: start %d LEO %d; want 0, 3", store2.LogStart(), store2.LEO())
+	}
+}
+
+// TestDivergingBelowLeaderLogStartTruncatesToHW: a leader whose log starts
+// after every epoch it could compare answers diverging epoch 0 at its log
+// start; the follower truncates to its HW (Kafka's fallback), never below
+// it (which would halt it), and fetches from there.
+func TestDivergingBelowLeaderLogStartTruncatesToHW(t *testing.T) {
+	r, store, req := followerAt(t, []uint64{1, 1, 1, 1, 1, 1}, 4)
+	// The plain rule would truncate to min(5, our end for epoch 0 = our log
+	// start 0), below the HW 4.
+	req = answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 5, HighWatermark: 4, LogStartOffset: 5})
+	if r.Err() != nil || store.LEO() != 4 || req.FetchOffset != 4 {
+		t.Fatalf("err %v, LEO %d, next fetch at %d; want no error, 4, 4", r.Err(), store.LEO(), req.FetchOffset)
+	}
+	// Without a leader log start to explain it, the same answer is a
+	// violation and halts (R43; TestRefusesCommittedTruncation).
+}
