@@ -20,6 +20,11 @@ const (
 	EventMessage
 	// EventHint: a membership hint (Event.Hint).
 	EventHint
+	// EventDeleteBefore: move the log start up to Event.Offset
+	// (replica.DeleteBefore: bounded by the HW and the durable LEO). On a
+	// node that does not lead the core refuses with ErrNotLeader and the
+	// event does nothing (forwarding it to the leader is a later change).
+	EventDeleteBefore
 )
 
 // Event is one input of a round, other than the clock and persistence.
@@ -31,6 +36,8 @@ type Event struct {
 	Records [][]byte
 	Message protocol.Message
 	Hint    replica.Hint
+	// Offset is EventDeleteBefore's offset.
+	Offset uint64
 }
 
 // Propose is the event of a proposal: records to append as one batch. The
@@ -38,6 +45,10 @@ type Event struct {
 func Propose(id uint64, records [][]byte) Event {
 	return Event{Kind: EventPropose, ID: id, Records: records}
 }
+
+// DeleteBefore is the event of a retention request: delete the entries
+// below offset (replica.DeleteBefore; only a leader acts on it).
+func DeleteBefore(offset uint64) Event { return Event{Kind: EventDeleteBefore, Offset: offset} }
 
 // Message is the event of a message received from a peer.
 func Message(m protocol.Message) Event { return Event{Kind: EventMessage, Message: m} }
@@ -156,6 +167,10 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 			n.r.Step(ev.Message)
 		case EventHint:
 			n.r.Hint(ev.Hint)
+		case EventDeleteBefore:
+			// A non-leader's ErrNotLeader leaves everything as it was; a
+			// halt is reported by the Output.
+			_, _ = n.r.DeleteBefore(ev.Offset)
 		default:
 			panic(fmt.Sprintf("shell: unknown event kind %d", ev.Kind))
 		}

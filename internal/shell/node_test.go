@@ -414,3 +414,54 @@ func TestReadBatch(t *testing.T) {
 		t.Fatal("a limit above the stored log was not reported")
 	}
 }
+
+// TestDeleteBeforeEvent: a retention request moves the leader's log start,
+// never above its HW (the reader view then answers out of range below it),
+// and the followers follow it; on a follower it does nothing (the core
+// refuses: not the leader).
+func TestDeleteBeforeEvent(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	leader, now := c.elect(t)
+	follower := "a"
+	if leader == follower {
+		follower = "b"
+	}
+	lp, fp := c.procs[leader], c.procs[follower]
+	lp.inbox = append(lp.inbox, Propose(1, [][]byte{[]byte("x"), []byte("y"), []byte("z")}))
+	rounds := func() {
+		for range 20 {
+			now = now.Add(5 * time.Millisecond)
+			for _, id := range c.ids {
+				c.send(c.procs[id].round(t, now).Messages)
+			}
+		}
+	}
+	rounds()
+	hw := lp.out.Status.HighWatermark
+	if hw < 3 || fp.out.Status.HighWatermark != hw {
+		t.Fatalf("setup: leader HW %d, follower HW %d; want the records committed everywhere", hw, fp.out.Status.HighWatermark)
+	}
+
+	// On a follower: nothing.
+	fp.inbox = append(fp.inbox, DeleteBefore(2))
+	if out := fp.round(t, now); len(out.Writes) != 0 || out.Status.LogStart != 0 || fp.store.LogStart() != 0 {
+		t.Fatalf("DeleteBefore on a follower: writes %v, log start %d (store %d); want nothing", out.Writes, out.Status.LogStart, fp.store.LogStart())
+	}
+
+	// On the leader: the log start moves, bounded by the HW.
+	lp.inbox = append(lp.inbox, DeleteBefore(hw+100))
+	out := lp.round(t, now)
+	if len(out.Writes) != 1 || out.Writes[0].Kind != protocol.WriteDeletePrefix || out.Writes[0].Offset != hw || out.Status.LogStart != hw {
+		t.Fatalf("DeleteBefore(%d) on the leader: writes %v, log start %d; want one prefix deletion to the HW %d", hw+100, out.Writes, out.Status.LogStart, hw)
+	}
+	if _, err := ReadBatch(lp.store, hw-1, hw, 10, 1<<20); !errors.Is(err, storage.ErrOutOfRange) {
+		t.Fatalf("reading below the leader's log start: %v, want ErrOutOfRange", err)
+	}
+	c.send(out.Messages)
+	rounds()
+	for _, id := range c.ids {
+		if ls := c.procs[id].store.LogStart(); ls != hw {
+			t.Fatalf("%s's store starts at %d after the rounds, want the leader's log start %d", id, ls, hw)
+		}
+	}
+}
