@@ -18,7 +18,11 @@ import (
 // A string or byte slice is a uint32 length followed by its bytes; a slice of
 // entries or records is a uint32 count followed by its elements; a bool is
 // one byte, 0 or 1. An entry is offset u64, epoch u64, time u64 (int64
-// milliseconds), type u8, data bytes.
+// milliseconds), type u8, data bytes. An AppendRequest ends with its Type
+// (u8) only when that is not data (EntryControl: the only other type it may
+// carry); a data request ends after its records, so that its bytes are
+// those it had before the field existed. The decoder takes exactly that
+// form: a type byte of data, or of an unknown type, is malformed.
 //
 // The encoding carries no length of its own and no checksum: a transport
 // frames it (transport prefixes the length and appends a CRC-32C over both).
@@ -28,7 +32,7 @@ import (
 // Version is the first byte of every message this package encodes. A
 // message with another version is rejected with ErrMalformed. Version 2
 // added VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
-// AppendRequest.Epoch; version 3 added Entry.Time.
+// AppendRequest.Epoch; version 3 added Entry.Time and AppendRequest.Type.
 const Version = 3
 
 const (
@@ -107,6 +111,9 @@ func EncodedSize(m Message) int {
 		n += 8 + 8 + 4 + 4*len(b.Records)
 		for _, r := range b.Records {
 			n += len(r)
+		}
+		if !b.dataType() {
+			n++
 		}
 	case *AppendResponse:
 		if b == nil {
@@ -196,6 +203,9 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		for _, r := range b.Records {
 			dst = be.AppendUint32(dst, uint32(len(r)))
 			dst = append(dst, r...)
+		}
+		if !b.dataType() {
+			dst = append(dst, byte(b.Type))
 		}
 	case *AppendResponse:
 		dst = be.AppendUint64(dst, b.RequestID)
@@ -308,6 +318,16 @@ func DecodeMessage(b []byte) (Message, error) {
 			x.Records = make([][]byte, cnt)
 			for i := range x.Records {
 				x.Records[i] = d.bytes("record")
+			}
+		}
+		if d.err == nil && d.off < len(b) {
+			// The type follows only when it is not data.
+			switch t := EntryType(d.u8("type")); t {
+			case EntryControl:
+				x.Type = t
+			default:
+				d.off--
+				d.fail("type", fmt.Errorf("is %s: only %s is encoded", t, EntryControl))
 			}
 		}
 		m.Body = x

@@ -325,3 +325,41 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendRequestType: a control request (a barrier) carries its type in
+// one byte after the records; a data request is encoded without it, byte
+// for byte as before the field existed (EntryData and zero alike), and the
+// decoder takes exactly those forms: a type byte saying data, or naming a
+// type it does not know, is malformed.
+func TestAppendRequestType(t *testing.T) {
+	data := protocol.Message{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 3, Epoch: 2, Records: [][]byte{[]byte("x")}}}
+	explicit := protocol.Message{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 3, Epoch: 2, Records: [][]byte{[]byte("x")}, Type: protocol.EntryData}}
+	control := protocol.Message{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 3, Epoch: 2, Records: [][]byte{nil}, Type: protocol.EntryControl}}
+	roundTrip(t, data)
+	roundTrip(t, explicit)
+	roundTrip(t, control)
+	bd, _ := protocol.AppendMessage(nil, data)
+	be, _ := protocol.AppendMessage(nil, explicit)
+	if !bytes.Equal(bd, be) {
+		t.Fatalf("Type EntryData encodes as %x, zero as %x: want the same bytes", be, bd)
+	}
+	// The data request's layout: header, from, to, request id, epoch,
+	// record count, one record; nothing after it.
+	if want := protocol.HeaderSize + 5 + 5 + 8 + 8 + 4 + 4 + 1; len(bd) != want {
+		t.Fatalf("data request is %d bytes, want %d (no type byte)", len(bd), want)
+	}
+	bc, _ := protocol.AppendMessage(nil, control)
+	if bc[len(bc)-1] != byte(protocol.EntryControl) {
+		t.Fatalf("control request ends with %#x, want the type %#x", bc[len(bc)-1], byte(protocol.EntryControl))
+	}
+	m, err := protocol.DecodeMessage(bc)
+	if err != nil || m.Body.(*protocol.AppendRequest).Type != protocol.EntryControl {
+		t.Fatalf("decoded %v, %v", m, err)
+	}
+	for _, typ := range []byte{0, byte(protocol.EntryData), 3, 0xFF} {
+		bad := append(append([]byte(nil), bc[:len(bc)-1]...), typ)
+		if _, err := protocol.DecodeMessage(bad); !errors.Is(err, protocol.ErrMalformed) || !strings.Contains(err.Error(), "type") {
+			t.Errorf("type byte %#x: err = %v, want ErrMalformed naming the type", typ, err)
+		}
+	}
+}

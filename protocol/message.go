@@ -151,6 +151,13 @@ type AppendRequest struct {
 	// lead the same epoch again) is never appended a second time.
 	Epoch   uint64
 	Records [][]byte
+	// Type is what the records become: data entries (EntryData, or the
+	// zero value, which means the same), or control entries
+	// (EntryControl: a barrier, whose one record is empty; docs/design.md
+	// R50). A leader appends control records only when they are empty.
+	// On the wire the type follows the records, and only when it is not
+	// data: a data request is encoded as it was before the field existed.
+	Type EntryType
 }
 
 // AppendError is the outcome carried by an AppendResponse.
@@ -169,7 +176,9 @@ const (
 	// an epoch other than the receiver's current one, which it may have led
 	// in a life it no longer remembers).
 	AppendUnknown AppendError = 2
-	// AppendTooLarge: a record exceeds the leader's limit; nothing appended.
+	// AppendTooLarge: a record exceeds the leader's limit (for a control
+	// request, whose records must be empty: any record with data);
+	// nothing appended.
 	AppendTooLarge AppendError = 3
 )
 
@@ -243,6 +252,9 @@ func (m *BeginEpoch) String() string {
 }
 
 func (m *AppendRequest) String() string {
+	if m.Type != 0 && m.Type != EntryData {
+		return fmt.Sprintf("Append{id=%d epoch=%d %s records=%d}", m.RequestID, m.Epoch, m.Type, len(m.Records))
+	}
 	return fmt.Sprintf("Append{id=%d epoch=%d records=%d}", m.RequestID, m.Epoch, len(m.Records))
 }
 
@@ -250,3 +262,7 @@ func (m *AppendResponse) String() string {
 	return fmt.Sprintf("AppendResp{id=%d %s leader=%s first=%d}",
 		m.RequestID, m.Error, m.LeaderID, m.FirstOffset)
 }
+
+// dataType reports whether the request's records are data (Type EntryData
+// or zero).
+func (m *AppendRequest) dataType() bool { return m.Type == 0 || m.Type == EntryData }

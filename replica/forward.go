@@ -65,8 +65,16 @@ func (r *Replica) leaderAppendRequest(from string, req *protocol.AppendRequest) 
 		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendTooLarge, LeaderID: r.id})
 		return
 	}
+	typ, ok := forwardedType(req)
+	if !ok {
+		// R50: a peer's control entries are empty barriers, never data
+		// (the control records' limit is 0 bytes): nothing is appended.
+		r.logger.Debug("refusing a forwarded control append with data", "from", from)
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendTooLarge, LeaderID: r.id})
+		return
+	}
 	r.memo.set(k, forwardMemo{state: forwardAppended, epoch: r.epoch})
-	r.leaderPropose(proposal{from: from, requestID: req.RequestID}, req.Records)
+	r.leaderPropose(proposal{from: from, requestID: req.RequestID}, typ, req.Records)
 }
 
 // refuseAppendRequest answers a forwarded proposal reaching a replica that
@@ -119,8 +127,27 @@ func (r *Replica) refuseForward(from string, req *protocol.AppendRequest) {
 	r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendUnknown, LeaderID: r.leaderID})
 }
 
+// forwardedType returns the type of entry a forwarded request's records
+// become, and whether the leader may append them: data, or control entries
+// without data (barriers, R50). Any other type is refused (the codec never
+// decodes one; an in-memory network could carry it).
+func forwardedType(req *protocol.AppendRequest) (protocol.EntryType, bool) {
+	switch req.Type {
+	case 0, protocol.EntryData:
+		return protocol.EntryData, true
+	case protocol.EntryControl:
+		for _, rec := range req.Records {
+			if len(rec) > 0 {
+				return 0, false
+			}
+		}
+		return protocol.EntryControl, true
+	}
+	return 0, false
+}
+
 // forward sends a follower's proposal to the leader it knows.
-func (r *Replica) forward(id uint64, records [][]byte) {
+func (r *Replica) forward(id uint64, typ protocol.EntryType, records [][]byte) {
 	if !fitsForward(records, r.cfg.MaxRecordSize, r.cfg.MaxForwardBytes) {
 		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a forwarded batch is limited to %d bytes", ErrTooLarge, r.cfg.MaxForwardBytes)})
 		return
@@ -130,7 +157,11 @@ func (r *Replica) forward(id uint64, records [][]byte) {
 	r.forwarded = append(r.forwarded, forwardedProposal{
 		requestID: reqID, id: id, to: r.leaderID, epoch: r.epoch, deadline: r.now.Add(2 * r.cfg.FetchTimeout),
 	})
-	r.send(r.leaderID, &protocol.AppendRequest{RequestID: reqID, Epoch: r.epoch, Records: records})
+	req := &protocol.AppendRequest{RequestID: reqID, Epoch: r.epoch, Records: records}
+	if typ != protocol.EntryData {
+		req.Type = typ
+	}
+	r.send(r.leaderID, req)
 }
 
 func (r *Replica) handleAppendResponse(from string, resp *protocol.AppendResponse) {

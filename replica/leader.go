@@ -332,9 +332,9 @@ func (r *Replica) ackUpTo(limit uint64) {
 	}
 }
 
-// leaderPropose appends records as one batch for p (the leader's part of
-// Propose and of forwarded appends).
-func (r *Replica) leaderPropose(p proposal, records [][]byte) {
+// leaderPropose appends records as one batch of entries of type typ for p
+// (the leader's part of Propose, ProposeBarrier and forwarded appends).
+func (r *Replica) leaderPropose(p proposal, typ protocol.EntryType, records [][]byte) {
 	ls := r.leader
 	leo := r.log.LEO()
 	if len(records) == 0 {
@@ -346,7 +346,7 @@ func (r *Replica) leaderPropose(p proposal, records [][]byte) {
 	}
 	entries := make([]protocol.Entry, len(records))
 	for i, rec := range records {
-		entries[i] = protocol.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Time: r.now.UnixMilli(), Type: protocol.EntryData, Data: rec}
+		entries[i] = protocol.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Time: r.now.UnixMilli(), Type: typ, Data: rec}
 	}
 	p.first, p.end = leo, leo+uint64(len(records))
 	ls.pending = append(ls.pending, p)

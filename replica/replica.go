@@ -223,6 +223,23 @@ func (r *Replica) Tick(now time.Time) {
 // once). On a follower the records are forwarded to the leader. The core
 // owns records after the call: the caller must not modify them.
 func (r *Replica) Propose(id uint64, records [][]byte) {
+	r.propose(id, protocol.EntryData, records)
+}
+
+// ProposeBarrier asks to append a barrier: one control entry with no data
+// (docs/design.md R50). It is decided as a one-record Propose is (the Ack
+// carries the entry's offset once it is committed; a follower forwards it;
+// the same errors), but readers never see the entry. Every append
+// acknowledged anywhere before the call is at a lower offset than a
+// barrier that commits, so a node whose readable HW has passed the
+// barrier's offset holds all of them (a read barrier, as hashicorp/raft's
+// Barrier and Raft's no-op entry).
+func (r *Replica) ProposeBarrier(id uint64) {
+	r.propose(id, protocol.EntryControl, [][]byte{nil})
+}
+
+// propose is Propose for records that become entries of type typ.
+func (r *Replica) propose(id uint64, typ protocol.EntryType, records [][]byte) {
 	if r.err != nil {
 		r.acks = append(r.acks, Ack{ID: id, Err: r.err})
 		return
@@ -235,9 +252,9 @@ func (r *Replica) Propose(id uint64, records [][]byte) {
 	}
 	switch {
 	case r.role == RoleLeader:
-		r.leaderPropose(proposal{id: id, local: true}, records)
+		r.leaderPropose(proposal{id: id, local: true}, typ, records)
 	case r.leaderID != "":
-		r.forward(id, records)
+		r.forward(id, typ, records)
 	default:
 		r.acks = append(r.acks, Ack{ID: id, Err: &NotLeaderError{}})
 	}

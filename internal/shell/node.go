@@ -20,6 +20,10 @@ const (
 	EventMessage
 	// EventHint: a membership hint (Event.Hint).
 	EventHint
+	// EventBarrier: a read barrier to append (Event.ID): one control entry
+	// without data (replica.ProposeBarrier); it is resolved as a proposal
+	// is, with the entry's offset.
+	EventBarrier
 	// EventDeleteBefore: move the log start up to Event.Offset
 	// (replica.DeleteBefore: bounded by the HW and the durable LEO). On a
 	// node that does not lead the core refuses with ErrNotLeader and the
@@ -46,6 +50,11 @@ func Propose(id uint64, records [][]byte) Event {
 	return Event{Kind: EventPropose, ID: id, Records: records}
 }
 
+// Barrier is the event of a read barrier (replica.ProposeBarrier): a
+// proposal without records, resolved with the offset of the control entry
+// it appends.
+func Barrier(id uint64) Event { return Event{Kind: EventBarrier, ID: id} }
+
 // DeleteBefore is the event of a retention request: delete the entries
 // below offset (replica.DeleteBefore; only a leader acts on it).
 func DeleteBefore(offset uint64) Event { return Event{Kind: EventDeleteBefore, Offset: offset} }
@@ -59,7 +68,8 @@ func Hint(h replica.Hint) Event { return Event{Kind: EventHint, Hint: h} }
 // Resolved is the outcome of one proposal.
 type Resolved struct {
 	ID uint64
-	// Offset is the offset of the proposal's first record when Err is nil.
+	// Offset is the offset of the proposal's first record (a barrier's
+	// control entry) when Err is nil.
 	Offset uint64
 	// Err is nil (committed at Offset), a *replica.NotLeaderError or
 	// replica.ErrTooLarge (nothing appended), the core's halt error for a
@@ -163,6 +173,12 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 			}
 			n.pending[ev.ID] = struct{}{}
 			n.r.Propose(ev.ID, ev.Records)
+		case EventBarrier:
+			if _, dup := n.pending[ev.ID]; dup {
+				panic(fmt.Sprintf("shell: proposal ID %d is already waiting", ev.ID))
+			}
+			n.pending[ev.ID] = struct{}{}
+			n.r.ProposeBarrier(ev.ID)
 		case EventMessage:
 			n.r.Step(ev.Message)
 		case EventHint:

@@ -415,6 +415,47 @@ func TestReadBatch(t *testing.T) {
 	}
 }
 
+// TestBarrierEvent: a barrier on a follower is forwarded, appended by the
+// leader as one control entry and resolved once, with that entry's offset,
+// after everything appended before it; the reader view passes over it.
+func TestBarrierEvent(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	leader, now := c.elect(t)
+	follower := "a"
+	if leader == follower {
+		follower = "b"
+	}
+	lp, fp := c.procs[leader], c.procs[follower]
+	lp.inbox = append(lp.inbox, Propose(1, [][]byte{[]byte("x")}))
+	fp.inbox = append(fp.inbox, Barrier(2))
+	var resolved []Resolved
+	for range 20 {
+		now = now.Add(5 * time.Millisecond)
+		for _, id := range c.ids {
+			out := c.procs[id].round(t, now)
+			c.send(out.Messages)
+			if id == follower {
+				resolved = append(resolved, out.Resolved...)
+			}
+		}
+	}
+	if len(resolved) != 1 || resolved[0].ID != 2 || resolved[0].Err != nil {
+		t.Fatalf("the follower resolved %+v, want barrier 2 once, committed", resolved)
+	}
+	b := resolved[0].Offset
+	es, err := fp.store.Entries(b, 1, 1<<20)
+	if err != nil || len(es) != 1 || es[0].Type != protocol.EntryControl || len(es[0].Data) != 0 {
+		t.Fatalf("the follower's entry at the barrier's offset %d: %+v, %v; want an empty control entry", b, es, err)
+	}
+	if fp.out.ReadableHW <= b {
+		t.Fatalf("the follower's readable HW %d has not passed the barrier at %d", fp.out.ReadableHW, b)
+	}
+	rb, err := ReadBatch(fp.store, 0, fp.out.ReadableHW, 100, 1<<20)
+	if err != nil || len(rb.Entries) != 1 || string(rb.Entries[0].Data) != "x" || rb.Entries[0].Offset >= b {
+		t.Fatalf("reader view %+v, %v: want only record x, below the barrier at %d", rb, err, b)
+	}
+}
+
 // TestDeleteBeforeEvent: a retention request moves the leader's log start,
 // never above its HW (the reader view then answers out of range below it),
 // and the followers follow it; on a follower it does nothing (the core

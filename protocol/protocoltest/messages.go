@@ -13,8 +13,9 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// Normalize maps empty slices to nil, which is how they decode: a decoded
-// message equals Normalize of the message that was encoded.
+// Normalize maps empty slices to nil, and an AppendRequest's Type
+// EntryData to zero, which is how they decode: a decoded message equals
+// Normalize of the message that was encoded.
 func Normalize(m protocol.Message) protocol.Message {
 	switch b := m.Body.(type) {
 	case *protocol.FetchResponse:
@@ -32,6 +33,9 @@ func Normalize(m protocol.Message) protocol.Message {
 		m.Body = &c
 	case *protocol.AppendRequest:
 		c := *b
+		if c.Type == protocol.EntryData {
+			c.Type = 0
+		}
 		if len(c.Records) == 0 {
 			c.Records = nil
 		} else {
