@@ -112,6 +112,7 @@ type Log struct {
 	hwChanged chan struct{}
 
 	status atomic.Pointer[Status]
+	stats  loopStats // counters for Stats (stats.go)
 
 	closing   chan struct{}
 	loopDone  chan struct{} // closed when the loop goroutine has ended
@@ -138,7 +139,8 @@ type proposalResult struct {
 // ErrLocked; a directory created for another cluster or node
 // ErrIdentityMismatch (nothing in it is changed); a damaged store, or a
 // directory whose data file is missing or empty although a node lived
-// there, ErrCorrupt naming the file.
+// there, ErrCorrupt naming the file; another live process with this
+// NodeID in the gossip cluster, ErrDuplicateNodeID.
 func Open(opts Options) (*Log, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package replog
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -45,6 +46,7 @@ type writer struct {
 	done    chan struct{} // closed when the goroutine ends
 	persist func(seq uint64)
 	fail    func(err error)
+	commits commitStats // Apply durations, for Log.Stats
 }
 
 func newWriter(store storage.Store, logger hclog.Logger, persist func(seq uint64), fail func(error)) *writer {
@@ -105,7 +107,10 @@ func (w *writer) run() {
 			continue
 		}
 		first, last := batch[0].Seq, batch[len(batch)-1].Seq
-		if err := w.store.Apply(batch); err != nil {
+		start := time.Now()
+		err := w.store.Apply(batch)
+		w.commits.observe(time.Since(start), err)
+		if err != nil {
 			// Nothing of the batch was applied, and the core's view is now
 			// ahead of the disk: nothing after it may be applied or
 			// acknowledged.

@@ -1,0 +1,521 @@
+package replog
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
+)
+
+// Stats is a snapshot of a node's counters and gauges, for metrics
+// exporters (package replogprom turns it into Prometheus metrics) and
+// dashboards. Counters count from Open and never go down; gauges are the
+// node's state as of the call. Stats reads no log entries: it copies
+// counters the node keeps as it works and adds up the sizes of the files
+// in the data directory.
+type Stats struct {
+	// NodeID, Role, Epoch and LeaderID are as in Status.
+	NodeID   string
+	Role     string
+	Epoch    uint64
+	LeaderID string
+	// LEO, DurableLEO, HighWatermark, ReadableHW and LogStart are the
+	// offsets of Status.
+	LEO           uint64
+	DurableLEO    uint64
+	HighWatermark uint64
+	ReadableHW    uint64
+	LogStart      uint64
+
+	// LeaderChanges counts the times this node learned of a new leader (a
+	// leader ID and epoch it had not followed before), itself included.
+	LeaderChanges uint64
+	// ElectionsStarted counts the vote rounds this node started as a
+	// candidate (each in a new epoch). Pre-vote rounds that failed do not
+	// count: they change nothing.
+	ElectionsStarted uint64
+
+	// Appends and AppendBytes count the records committed through this
+	// node's Append and AppendBatch calls (forwarded to the leader or
+	// not), and their bytes (the records' lengths).
+	Appends     uint64
+	AppendBytes uint64
+	// CommitLatency is the time from the moment the node's event loop took
+	// an append (one Append or AppendBatch call) to its commit: the
+	// replication and fsync part of Append's latency.
+	CommitLatency Histogram
+
+	// ForwardedAppendsSent counts the append requests this node forwarded
+	// to the leader (one per batch the core sent); ForwardedAppendsReceived
+	// those it received from followers (as the leader, or answered "not
+	// leader").
+	ForwardedAppendsSent     uint64
+	ForwardedAppendsReceived uint64
+
+	// FetchesServed counts the fetch responses this node sent (as leader,
+	// or a "not leader" answer). FetchWait is, for the fetches answered,
+	// how long each waited at this node, parked for new entries (up to
+	// Options.FetchMaxWait) or not.
+	FetchesServed uint64
+	FetchWait     Histogram
+
+	// StorageCommitLatency is the duration of each write the node made
+	// durable: one Store.Apply, a bbolt transaction with its fsyncs (no
+	// fsync with Options.NoSync).
+	StorageCommitLatency Histogram
+	// StorageBytes is the size of the files in the data directory.
+	StorageBytes uint64
+
+	// Followers is, on the leader, each other voter's replication lag,
+	// sorted by ID; nil on other nodes.
+	Followers []FollowerStats
+
+	// Errors counts errors by kind. Every kind is present, zero or not:
+	//   - "append_not_leader": an append found no leader to take it (Append
+	//     retries these until its context ends, so one call may count
+	//     many);
+	//   - "append_unknown_outcome": an append ended with ErrUnknownOutcome
+	//     (the leader changed, or the node halted) while the loop ran;
+	//   - "append_too_large": a forwarded append the leader refused as too
+	//     large;
+	//   - "append_failed": any other failed append (a halted node);
+	//   - "storage_write": a write to the disk failed (ErrStorageFailed);
+	//   - "replica_halt": the core halted (ErrCommittedTruncation or
+	//     exhausted epochs);
+	//   - "transport_send": a message could not be handed to the transport
+	//     (no address for the peer, or the transport closed);
+	//   - "gossip_advertise": the leader claim could not be broadcast by
+	//     gossip in time;
+	//   - "node_id_conflict": another live process was found using this
+	//     node's ID (see ErrDuplicateNodeID).
+	Errors map[string]uint64
+}
+
+// FollowerStats is the leader's view of one follower.
+type FollowerStats struct {
+	// ID is the follower's node ID.
+	ID string
+	// Known says whether the leader has heard from the follower in its
+	// epoch; RemoteLEO is the follower's LEO as its last fetch told the
+	// leader (the log start when not Known).
+	Known     bool
+	RemoteLEO uint64
+	// LagEntries is the leader's LEO minus RemoteLEO: offsets the follower
+	// still has to fetch (control entries included).
+	LagEntries uint64
+	// LagTime is how long the follower has not been caught up, Kafka's
+	// way (replica.lag.time.max.ms): 0 while its last fetch asked for
+	// the leader's LEO, otherwise the time since it last fetched up to
+	// the LEO the leader had when it fetched the time before. A healthy
+	// follower under load lags by about one fetch round trip; a dead one's
+	// LagTime grows without bound. Since the start of the leadership for a
+	// follower never caught up in it.
+	LagTime time.Duration
+}
+
+// Histogram is a fixed-bucket histogram of durations, as Prometheus
+// histograms count them.
+type Histogram struct {
+	// Bounds are the buckets' upper bounds, ascending.
+	Bounds []time.Duration
+	// Counts has len(Bounds)+1 entries: Counts[i] counts observations in
+	// (Bounds[i-1], Bounds[i]]; the last counts those above every bound.
+	// Counts are per bucket, not cumulative.
+	Counts []uint64
+	// Count is the number of observations; Sum their total.
+	Count uint64
+	Sum   time.Duration
+}
+
+// Error kinds of Stats.Errors.
+const (
+	errKindAppendNotLeader = iota
+	errKindAppendUnknown
+	errKindAppendTooLarge
+	errKindAppendFailed
+	errKindStorageWrite
+	errKindHalt
+	errKindSend
+	errKindGossipAdvertise
+	numErrKinds
+)
+
+var errKindNames = [numErrKinds]string{
+	errKindAppendNotLeader: "append_not_leader",
+	errKindAppendUnknown:   "append_unknown_outcome",
+	errKindAppendTooLarge:  "append_too_large",
+	errKindAppendFailed:    "append_failed",
+	errKindStorageWrite:    "storage_write",
+	errKindHalt:            "replica_halt",
+	errKindSend:            "transport_send",
+	errKindGossipAdvertise: "gossip_advertise",
+}
+
+// errKindConflict is counted by membership, not here.
+const errKindConflict = "node_id_conflict"
+
+// Bucket bounds. Commits take a fetch round trip and a follower's fsync
+// (about a millisecond on a LAN with a fast disk, tens on a slow one); a
+// storage commit is one or two fsyncs; a fetch waits up to FetchMaxWait
+// (500ms by default) when there is nothing to send.
+var (
+	commitBounds = []time.Duration{
+		250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond,
+		5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+		100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+	}
+	storageBounds = []time.Duration{
+		50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+		time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+		25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+		500 * time.Millisecond, time.Second,
+	}
+	fetchWaitBounds = []time.Duration{
+		time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+		50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2500 * time.Millisecond, 5 * time.Second,
+	}
+)
+
+// histogram is the mutable side of Histogram; its owner locks it.
+type histogram struct {
+	bounds []time.Duration
+	counts []uint64
+	count  uint64
+	sum    time.Duration
+}
+
+func (h *histogram) observe(d time.Duration) {
+	if h.counts == nil {
+		h.counts = make([]uint64, len(h.bounds)+1)
+	}
+	// The first bound >= d: buckets include their upper bound.
+	h.counts[sort.Search(len(h.bounds), func(i int) bool { return h.bounds[i] >= d })]++
+	h.count++
+	h.sum += d
+}
+
+func (h *histogram) snapshot() Histogram {
+	counts := slices.Clone(h.counts)
+	if counts == nil {
+		counts = make([]uint64, len(h.bounds)+1)
+	}
+	return Histogram{Bounds: slices.Clone(h.bounds), Counts: counts, Count: h.count, Sum: h.sum}
+}
+
+// maxTrackedPeers bounds the loop's per-peer bookkeeping (fetches waiting
+// for an answer): the transport authenticates the cluster, not each node
+// ID, so a member could send under many names.
+const maxTrackedPeers = 256
+
+// loopStats is what the event loop counts. The loop goroutine alone
+// writes it; mu guards what Stats reads.
+type loopStats struct {
+	mu            sync.Mutex
+	leaderChanges uint64
+	elections     uint64
+	appends       uint64
+	appendBytes   uint64
+	fwdSent       uint64
+	fwdReceived   uint64
+	fetchesServed uint64
+	commit        histogram
+	fetchWait     histogram
+	// followers: the leader's view of each other voter (nil unless leader).
+	followers map[string]*followerTrack
+	// leaderLEO is the leader's LEO as of the previous round.
+	leaderLEO uint64
+
+	// The loop's own: never read by Stats.
+	inited    bool
+	proposals map[uint64]proposalMark // by shell proposal ID
+	fetches   map[string]fetchMark    // the latest fetch from each peer
+	role      replica.Role
+	epoch     uint64
+	leader    shell.Claim // the last known leader and its epoch
+	halted    bool
+
+	errs [numErrKinds]atomic.Uint64
+}
+
+// proposalMark remembers a proposal until it resolves.
+type proposalMark struct {
+	at      time.Time
+	records int
+	bytes   int
+}
+
+// fetchMark remembers the latest fetch from a peer until it is answered.
+type fetchMark struct {
+	id uint64
+	at time.Time
+}
+
+// followerTrack is the leader's record of one follower's progress.
+type followerTrack struct {
+	known          bool
+	remoteLEO      uint64
+	lastCaughtUp   time.Time
+	lastFetch      time.Time
+	leoAtLastFetch uint64
+}
+
+func (s *loopStats) count(kind int) { s.errs[kind].Add(1) }
+
+// initBounds sets the histograms' buckets; s.mu must be held.
+func (s *loopStats) initBounds() {
+	if s.commit.bounds == nil {
+		s.commit.bounds, s.fetchWait.bounds = commitBounds, fetchWaitBounds
+	}
+}
+
+// round records one round of the loop: the events it fed the node at now
+// and the node's Output.
+func (s *loopStats) round(now time.Time, voters []string, events []shell.Event, out *shell.Output) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.inited {
+		s.inited = true
+		s.proposals = make(map[uint64]proposalMark)
+		s.fetches = make(map[string]fetchMark)
+		s.initBounds()
+	}
+	for i := range events {
+		ev := &events[i]
+		switch ev.Kind {
+		case shell.EventPropose:
+			n := 0
+			for _, r := range ev.Records {
+				n += len(r)
+			}
+			s.proposals[ev.ID] = proposalMark{at: now, records: len(ev.Records), bytes: n}
+		case shell.EventMessage:
+			switch b := ev.Message.Body.(type) {
+			case *protocol.FetchRequest:
+				s.fetchArrived(now, ev.Message.From, b)
+			case *protocol.AppendRequest:
+				s.fwdReceived++
+			}
+		}
+	}
+	for _, r := range out.Resolved {
+		m, ok := s.proposals[r.ID]
+		if !ok {
+			continue
+		}
+		delete(s.proposals, r.ID)
+		s.resolved(now, m, r.Err)
+	}
+	for _, m := range out.Messages {
+		switch b := m.Body.(type) {
+		case *protocol.FetchResponse:
+			s.fetchesServed++
+			if f, ok := s.fetches[m.To]; ok && f.id == b.FetchID {
+				s.fetchWait.observe(now.Sub(f.at))
+				delete(s.fetches, m.To)
+			}
+		case *protocol.AppendRequest:
+			s.fwdSent++
+		}
+	}
+	if out.Halted != nil && !s.halted {
+		s.halted = true
+		s.count(errKindHalt)
+	}
+
+	st := &out.Status
+	if st.Role == replica.RoleCandidate && (s.role != replica.RoleCandidate || st.Epoch != s.epoch) {
+		s.elections++
+	}
+	if st.LeaderID != "" && (shell.Claim{Leader: st.LeaderID, Epoch: st.Epoch}) != s.leader {
+		s.leader = shell.Claim{Leader: st.LeaderID, Epoch: st.Epoch}
+		s.leaderChanges++
+	}
+	switch {
+	case st.Role != replica.RoleLeader:
+		s.followers = nil
+	case s.role != replica.RoleLeader || s.followers == nil:
+		// A new leadership: every follower starts as caught up now (as
+		// Kafka starts the ISR's), and has this long to show it.
+		s.followers = make(map[string]*followerTrack, len(voters))
+		for _, v := range voters {
+			if v != st.ID {
+				s.followers[v] = &followerTrack{lastCaughtUp: now, lastFetch: now}
+			}
+		}
+		fallthrough
+	default:
+		for v, f := range s.followers {
+			f.remoteLEO, f.known = st.RemoteLEO[v]
+		}
+		s.leaderLEO = st.LEO
+	}
+	s.role, s.epoch = st.Role, st.Epoch
+}
+
+// fetchArrived records a fetch from peer: when it came (for FetchWait)
+// and, on the leader, what it says of the follower's progress.
+func (s *loopStats) fetchArrived(now time.Time, peer string, b *protocol.FetchRequest) {
+	if _, ok := s.fetches[peer]; ok || len(s.fetches) < maxTrackedPeers {
+		s.fetches[peer] = fetchMark{id: b.FetchID, at: now}
+	}
+	f := s.followers[peer]
+	if f == nil {
+		return
+	}
+	// Kafka's Replica.updateFetchState: caught up now if the fetch asks
+	// for the leader's LEO, or caught up as of the previous fetch if it
+	// asks for at least the LEO the leader had then.
+	switch {
+	case b.FetchOffset >= s.leaderLEO:
+		f.lastCaughtUp = now
+	case b.FetchOffset >= f.leoAtLastFetch && f.lastFetch.After(f.lastCaughtUp):
+		f.lastCaughtUp = f.lastFetch
+	}
+	f.lastFetch, f.leoAtLastFetch = now, s.leaderLEO
+}
+
+// resolved records the outcome of one proposal.
+func (s *loopStats) resolved(now time.Time, m proposalMark, err error) {
+	var nl *NotLeaderError
+	switch {
+	case err == nil:
+		s.appends += uint64(m.records)
+		s.appendBytes += uint64(m.bytes)
+		s.commit.observe(now.Sub(m.at))
+	case errors.Is(err, ErrUnknownOutcome):
+		s.count(errKindAppendUnknown)
+	case errors.As(err, &nl):
+		s.count(errKindAppendNotLeader)
+	case errors.Is(err, ErrTooLarge):
+		s.count(errKindAppendTooLarge)
+	default:
+		s.count(errKindAppendFailed)
+	}
+}
+
+// fill copies what the loop counted into out, with the followers' lag
+// as of now; logStart stands for the remote LEO of a follower not heard
+// from.
+func (s *loopStats) fill(out *Stats, now time.Time, logStart uint64) {
+	s.mu.Lock()
+	s.initBounds()
+	out.LeaderChanges = s.leaderChanges
+	out.ElectionsStarted = s.elections
+	out.Appends, out.AppendBytes = s.appends, s.appendBytes
+	out.ForwardedAppendsSent, out.ForwardedAppendsReceived = s.fwdSent, s.fwdReceived
+	out.FetchesServed = s.fetchesServed
+	out.CommitLatency = s.commit.snapshot()
+	out.FetchWait = s.fetchWait.snapshot()
+	for id, f := range s.followers {
+		fs := FollowerStats{ID: id, Known: f.known, RemoteLEO: f.remoteLEO}
+		if !f.known {
+			fs.RemoteLEO = logStart
+		}
+		if s.leaderLEO > fs.RemoteLEO {
+			fs.LagEntries = s.leaderLEO - fs.RemoteLEO
+		}
+		if fs.LagEntries > 0 || !f.known {
+			fs.LagTime = max(0, now.Sub(f.lastCaughtUp))
+		}
+		out.Followers = append(out.Followers, fs)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out.Followers, func(a, b FollowerStats) int { return strings.Compare(a.ID, b.ID) })
+	if out.Errors == nil {
+		out.Errors = make(map[string]uint64, numErrKinds+1)
+	}
+	for k := range numErrKinds {
+		out.Errors[errKindNames[k]] = s.errs[k].Load()
+	}
+}
+
+// commitStats times the writer's Store.Apply calls; the writer goroutine
+// writes it, Stats reads it.
+type commitStats struct {
+	mu     sync.Mutex
+	hist   histogram
+	failed uint64
+}
+
+func (c *commitStats) observe(d time.Duration, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hist.bounds == nil {
+		c.hist.bounds = storageBounds
+	}
+	if err != nil {
+		c.failed++
+		return
+	}
+	c.hist.observe(d)
+}
+
+func (c *commitStats) snapshot() (Histogram, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hist.bounds == nil {
+		c.hist.bounds = storageBounds
+	}
+	return c.hist.snapshot(), c.failed
+}
+
+// Stats returns a snapshot of the node's counters and gauges (see Stats).
+// It never blocks on the node's work: it takes a lock the event loop holds
+// for a few microseconds per round, and sizes the data directory's files.
+// It works after Close too (the counters then stay as they were).
+func (l *Log) Stats() Stats {
+	st := l.Status()
+	out := Stats{
+		NodeID:        st.NodeID,
+		Role:          string(st.Role),
+		Epoch:         st.Epoch,
+		LeaderID:      st.LeaderID,
+		LEO:           st.LEO,
+		DurableLEO:    st.DurableLEO,
+		HighWatermark: st.HighWatermark,
+		ReadableHW:    st.ReadableHW,
+		LogStart:      st.LogStart,
+		StorageBytes:  dirSize(l.opts.Dir),
+		Errors:        make(map[string]uint64, numErrKinds+1),
+	}
+	l.stats.fill(&out, time.Now(), st.LogStart)
+	var writeFailures uint64
+	if l.writer != nil {
+		out.StorageCommitLatency, writeFailures = l.writer.commits.snapshot()
+	} else {
+		out.StorageCommitLatency = (&histogram{bounds: storageBounds}).snapshot()
+	}
+	out.Errors[errKindNames[errKindStorageWrite]] += writeFailures
+	out.Errors[errKindConflict] = 0
+	if l.ml != nil {
+		out.Errors[errKindConflict] = l.ml.Conflicts()
+	}
+	return out
+}
+
+// dirSize adds up the sizes of the regular files under dir (0 if it
+// cannot be read).
+func dirSize(dir string) uint64 {
+	var n uint64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			n += uint64(fi.Size())
+		}
+		return nil
+	})
+	return n
+}
