@@ -3,7 +3,6 @@ package replog
 import (
 	"errors"
 
-	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
@@ -54,6 +53,14 @@ var (
 	// ErrUnknownOutcome.
 	ErrStorageFailed = errors.New("replog: storage failed")
 
+	// ErrNoLeader: this node has known no leader for longer than the caller
+	// allowed (a reader given a context from WithRequireLeader), or the
+	// caller's context ended while it knew none (WaitReady, Barrier). The
+	// node may be cut off from a majority of its voters, or an election
+	// may be under way; what it reads may be stale. A reader's error names
+	// how long the node has known no leader.
+	ErrNoLeader = errors.New("replog: no leader")
+
 	// ErrLocked: another process holds the log's directory.
 	ErrLocked = storage.ErrLocked
 
@@ -72,14 +79,6 @@ var (
 	// created). The message names the field and both values; nothing in
 	// the directory was changed. Point Dir at this node's own directory.
 	ErrIdentityMismatch = storage.ErrIdentityMismatch
-
-	// ErrDuplicateNodeID: Open found, while joining gossip, another live
-	// process using this node's ID (at another gossip address). Two nodes
-	// with one ID would break replication, so the node did not start; the
-	// message names both addresses. (A running node that later sees such a
-	// process logs it at Error and counts it in Stats.Errors.) Give each
-	// node its own ID, or stop the other process.
-	ErrDuplicateNodeID = membership.ErrDuplicateNodeID
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

@@ -119,9 +119,7 @@ func (l *Log) loop() {
 			}
 		}
 		l.node.Persisted(l.persisted.Load())
-		now := time.Now()
-		out := l.node.Round(now, events...)
-		l.stats.round(now, l.opts.Voters, events, &out)
+		out := l.node.Round(time.Now(), events...)
 		clear(events)
 		events = events[:0]
 		if out.Halted != nil && l.failed() == nil {
@@ -139,7 +137,6 @@ func (l *Log) loop() {
 		l.writer.enqueue(out.Writes)
 		for _, m := range out.Messages {
 			if err := l.tr.Send(m); err != nil {
-				l.stats.count(errKindSend)
 				l.logger.Trace("send", "to", m.To, "error", err)
 			}
 		}
@@ -199,7 +196,6 @@ func (l *Log) advertiser() {
 			return
 		case c := <-l.claims:
 			if err := l.ml.SetLeader(c.id, c.epoch); err != nil {
-				l.stats.count(errKindGossipAdvertise)
 				l.logger.Debug("gossip leader update", "error", err)
 			}
 		}
@@ -212,9 +208,9 @@ func (l *Log) advertiser() {
 func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 	st := &Status{
 		NodeID:        cs.ID,
-		Role:          cs.Role.String(),
+		Role:          roleOf(cs.Role),
 		Epoch:         cs.Epoch,
-		LeaderID:      cs.LeaderID,
+		LeaderID:      believedLeader(cs),
 		Voters:        l.opts.Voters,
 		LEO:           cs.LEO,
 		DurableLEO:    cs.DurableLEO,
@@ -237,6 +233,7 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 		st.Error = failed.Error()
 	}
 	l.status.Store(st)
+	l.watch.update(Event{Role: st.Role, LeaderID: st.LeaderID, Epoch: st.Epoch, Voters: st.Voters}, failed != nil)
 
 	// Readers are bounded by what this node holds durably, not by the HW
 	// alone: a leader can see an entry committed by two followers before

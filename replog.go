@@ -44,10 +44,15 @@ func entryTime(ms int64) time.Time {
 // Status is a snapshot of a node's replication state.
 type Status struct {
 	NodeID string `json:"node_id"`
-	// Role is "leader", "follower", "prospective", "candidate" or
-	// "observer".
-	Role     string `json:"role"`
-	Epoch    uint64 `json:"epoch"`
+	// Role is RoleLeader, RoleFollower, RoleProspective, RoleCandidate or
+	// RoleObserver ("leader", ... in JSON); RoleClosed once the Log is
+	// closed (the other fields then keep their last values).
+	Role  Role   `json:"role"`
+	Epoch uint64 `json:"epoch"`
+	// LeaderID is the leader this node believes in: itself when it leads,
+	// "" while it knows none. A node stops naming its leader as soon as it
+	// stops following it (a prospective or candidate names none), and
+	// after Close.
 	LeaderID string `json:"leader_id"`
 	// Voters is the configured voter list.
 	Voters []string `json:"voters"`
@@ -112,7 +117,10 @@ type Log struct {
 	hwChanged chan struct{}
 
 	status atomic.Pointer[Status]
-	stats  loopStats // counters for Stats (stats.go)
+
+	// watch is the view Watch and WithRequireLeader readers wait on
+	// (watch.go).
+	watch watchState
 
 	closing   chan struct{}
 	loopDone  chan struct{} // closed when the loop goroutine has ended
@@ -139,8 +147,7 @@ type proposalResult struct {
 // ErrLocked; a directory created for another cluster or node
 // ErrIdentityMismatch (nothing in it is changed); a damaged store, or a
 // directory whose data file is missing or empty although a node lived
-// there, ErrCorrupt naming the file; another live process with this
-// NodeID in the gossip cluster, ErrDuplicateNodeID.
+// there, ErrCorrupt naming the file.
 func Open(opts Options) (*Log, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -276,6 +283,7 @@ func (l *Log) shutdown(graceful bool) {
 	l.closeOnce.Do(func() {
 		close(l.closing)
 		l.wg.Wait() // the loop fails every waiting proposal on its way out
+		l.publishClosed()
 		// Readers learn of the close before the store goes away, so they
 		// end with ErrClosed rather than the store's error.
 		l.hwMu.Lock()
