@@ -3,6 +3,7 @@ package replog
 import (
 	"errors"
 
+	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
@@ -79,6 +80,14 @@ var (
 	// created). The message names the field and both values; nothing in
 	// the directory was changed. Point Dir at this node's own directory.
 	ErrIdentityMismatch = storage.ErrIdentityMismatch
+
+	// ErrDuplicateNodeID: Open found, while joining gossip, another live
+	// process using this node's ID (at another gossip address). Two nodes
+	// with one ID would break replication, so the node did not start; the
+	// message names both addresses. (A running node that later sees such a
+	// process logs it at Error and counts it in Stats.Errors.) Give each
+	// node its own ID, or stop the other process.
+	ErrDuplicateNodeID = membership.ErrDuplicateNodeID
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

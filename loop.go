@@ -119,7 +119,9 @@ func (l *Log) loop() {
 			}
 		}
 		l.node.Persisted(l.persisted.Load())
-		out := l.node.Round(time.Now(), events...)
+		now := time.Now()
+		out := l.node.Round(now, events...)
+		l.stats.round(now, l.opts.Voters, events, &out)
 		clear(events)
 		events = events[:0]
 		if out.Halted != nil && l.failed() == nil {
@@ -137,6 +139,7 @@ func (l *Log) loop() {
 		l.writer.enqueue(out.Writes)
 		for _, m := range out.Messages {
 			if err := l.tr.Send(m); err != nil {
+				l.stats.count(errKindSend)
 				l.logger.Trace("send", "to", m.To, "error", err)
 			}
 		}
@@ -196,6 +199,7 @@ func (l *Log) advertiser() {
 			return
 		case c := <-l.claims:
 			if err := l.ml.SetLeader(c.id, c.epoch); err != nil {
+				l.stats.count(errKindGossipAdvertise)
 				l.logger.Debug("gossip leader update", "error", err)
 			}
 		}

@@ -117,6 +117,7 @@ type Log struct {
 	hwChanged chan struct{}
 
 	status atomic.Pointer[Status]
+	stats  loopStats // counters for Stats (stats.go)
 
 	// watch is the view Watch and WithRequireLeader readers wait on
 	// (watch.go).
@@ -147,7 +148,8 @@ type proposalResult struct {
 // ErrLocked; a directory created for another cluster or node
 // ErrIdentityMismatch (nothing in it is changed); a damaged store, or a
 // directory whose data file is missing or empty although a node lived
-// there, ErrCorrupt naming the file.
+// there, ErrCorrupt naming the file; another live process with this
+// NodeID in the gossip cluster, ErrDuplicateNodeID.
 func Open(opts Options) (*Log, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
