@@ -32,7 +32,8 @@ import (
 // Version is the first byte of every message this package encodes. A
 // message with another version is rejected with ErrMalformed. Version 2
 // added VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
-// AppendRequest.Epoch; version 3 added Entry.Time and AppendRequest.Type.
+// AppendRequest.Epoch; version 3 added Entry.Time, AppendRequest.Type and
+// DeleteRecords.
 const Version = 3
 
 const (
@@ -120,6 +121,11 @@ func EncodedSize(m Message) int {
 			return -1
 		}
 		n += 8 + 1 + 4 + len(b.LeaderID) + 8
+	case *DeleteRecords:
+		if b == nil {
+			return -1
+		}
+		n += 8 + 8
 	default:
 		return -1
 	}
@@ -212,6 +218,9 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		dst = append(dst, byte(b.Error))
 		dst = appendString(dst, b.LeaderID)
 		dst = be.AppendUint64(dst, b.FirstOffset)
+	case *DeleteRecords:
+		dst = be.AppendUint64(dst, b.Epoch)
+		dst = be.AppendUint64(dst, b.Offset)
 	}
 	return dst, nil
 }
@@ -337,6 +346,11 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.Error = AppendError(d.u8("error"))
 		x.LeaderID = d.string("leader id")
 		x.FirstOffset = d.u64("first offset")
+		m.Body = x
+	case KindDeleteRecords:
+		x := &DeleteRecords{}
+		x.Epoch = d.u64("epoch")
+		x.Offset = d.u64("offset")
 		m.Body = x
 	default:
 		return Message{}, fmt.Errorf("%w: unknown kind %d", ErrMalformed, uint8(kind))
@@ -509,6 +523,8 @@ func (k Kind) String() string {
 		return "AppendRequest"
 	case KindAppendResponse:
 		return "AppendResponse"
+	case KindDeleteRecords:
+		return "DeleteRecords"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -50,8 +50,8 @@ func TestCodecRoundTripSamples(t *testing.T) {
 		roundTrip(t, m)
 		kinds[m.Body.Kind()] = true
 	}
-	if len(kinds) != 7 {
-		t.Fatalf("samples cover %d kinds, want 7", len(kinds))
+	if len(kinds) != 8 {
+		t.Fatalf("samples cover %d kinds, want 8", len(kinds))
 	}
 }
 

@@ -37,6 +37,7 @@ const (
 	KindBeginEpoch     Kind = 5
 	KindAppendRequest  Kind = 6
 	KindAppendResponse Kind = 7
+	KindDeleteRecords  Kind = 8
 )
 
 // FetchRequest is sent by a follower (voter or observer) to the leader it
@@ -206,6 +207,16 @@ type AppendResponse struct {
 	FirstOffset uint64
 }
 
+// DeleteRecords asks the leader of Epoch to move its log start up to
+// Offset (Kafka's DeleteRecords; docs/design.md R54). It is one-way: the
+// sender learns the outcome from its own log start, which follows the
+// leader's through fetch answers (R52). The leader bounds Offset by its HW
+// (R51), so a request can never delete anything uncommitted.
+type DeleteRecords struct {
+	Epoch  uint64
+	Offset uint64
+}
+
 // Kind implements Body.
 func (*FetchRequest) Kind() Kind   { return KindFetchRequest }
 func (*FetchResponse) Kind() Kind  { return KindFetchResponse }
@@ -214,6 +225,7 @@ func (*VoteResponse) Kind() Kind   { return KindVoteResponse }
 func (*BeginEpoch) Kind() Kind     { return KindBeginEpoch }
 func (*AppendRequest) Kind() Kind  { return KindAppendRequest }
 func (*AppendResponse) Kind() Kind { return KindAppendResponse }
+func (*DeleteRecords) Kind() Kind  { return KindDeleteRecords }
 
 func (*FetchRequest) isBody()   {}
 func (*FetchResponse) isBody()  {}
@@ -222,6 +234,7 @@ func (*VoteResponse) isBody()   {}
 func (*BeginEpoch) isBody()     {}
 func (*AppendRequest) isBody()  {}
 func (*AppendResponse) isBody() {}
+func (*DeleteRecords) isBody()  {}
 
 func (m *FetchRequest) String() string {
 	return fmt.Sprintf("Fetch{id=%d replica=%s epoch=%d offset=%d lastEpoch=%d}",
@@ -261,6 +274,10 @@ func (m *AppendRequest) String() string {
 func (m *AppendResponse) String() string {
 	return fmt.Sprintf("AppendResp{id=%d %s leader=%s first=%d}",
 		m.RequestID, m.Error, m.LeaderID, m.FirstOffset)
+}
+
+func (m *DeleteRecords) String() string {
+	return fmt.Sprintf("DeleteRecords{epoch=%d before=%d}", m.Epoch, m.Offset)
 }
 
 // dataType reports whether the request's records are data (Type EntryData

@@ -28,6 +28,44 @@ func (r *Replica) DeleteBefore(offset uint64) (uint64, error) {
 	return r.log.logStart, nil
 }
 
+// RequestDeleteBefore is DeleteBefore from any replica (R54): a leader
+// moves its log start at once; a follower or observer that knows its
+// leader asks it with a DeleteRecords message (one-way, never retried
+// here: the caller watches its own log start, which follows the leader's,
+// and asks again if it must). With no leader known it returns a
+// *NotLeaderError; a halted replica returns its error.
+func (r *Replica) RequestDeleteBefore(offset uint64) error {
+	if r.err != nil {
+		return r.err
+	}
+	switch {
+	case r.role == RoleLeader:
+		_, err := r.DeleteBefore(offset)
+		return err
+	case r.leaderID != "" && (r.role == RoleFollower || r.role == RoleObserver):
+		if offset > r.log.logStart {
+			r.send(r.leaderID, &protocol.DeleteRecords{Epoch: r.epoch, Offset: offset})
+		}
+		return nil
+	}
+	return &NotLeaderError{}
+}
+
+// handleDeleteRecords is the leader's side of R54: a member's request in
+// this leader's epoch moves its log start (bounded as DeleteBefore bounds
+// it); any other is dropped (the sender asks again after learning the
+// leader).
+func (r *Replica) handleDeleteRecords(from string, req *protocol.DeleteRecords) {
+	if req.Epoch != r.epoch || !r.isVoter(from) && !r.fetchSession(from) {
+		r.logger.Debug("dropping a DeleteRecords request", "from", from, "epoch", req.Epoch)
+		return
+	}
+	before := r.log.logStart
+	if after, _ := r.DeleteBefore(req.Offset); after != before {
+		r.logger.Info("log start moved on request", "from", from, "log_start", after)
+	}
+}
+
 // followLogStart moves a follower's log start up to the leader's, never
 // above its own HW (R52): it deletes only what it knows to be committed.
 func (r *Replica) followLogStart(leaderLogStart uint64) {

@@ -162,3 +162,47 @@ func TestDivergingBelowLeaderLogStartTruncatesToHW(t *testing.T) {
 	// Without a leader log start to explain it, the same answer is a
 	// violation and halts (R43; TestRefusesCommittedTruncation).
 }
+
+// TestDeleteRecords (R54): any replica may ask. A follower sends its leader
+// one DeleteRecords naming the epoch; a replica with no leader refuses. The
+// leader takes a member's request in its own epoch (bounded by its HW, as
+// DeleteBefore) and drops one of another epoch or from a non-member.
+func TestDeleteRecords(t *testing.T) {
+	r, _, _ := followerAt(t, []uint64{1, 1, 1}, 2)
+	r.Ready()
+	if err := r.RequestDeleteBefore(2); err != nil {
+		t.Fatalf("RequestDeleteBefore on a follower: %v", err)
+	}
+	asks := bodiesTo[*protocol.DeleteRecords](r.Ready().Messages, "L")
+	if len(asks) != 1 || asks[0].Offset != 2 || asks[0].Epoch != 2 {
+		t.Fatalf("follower sent %v, want one DeleteRecords{epoch 2, before 2} to L", asks)
+	}
+	lone := newTestReplica(t, testConfig("f", "f", "L", "x"), newStore(t, nil, protocol.QuorumState{Epoch: 1}))
+	var nl *NotLeaderError
+	if err := lone.RequestDeleteBefore(1); !errors.As(err, &nl) {
+		t.Fatalf("RequestDeleteBefore with no leader: %v, want NotLeaderError", err)
+	}
+
+	l, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 1, 1}, protocol.QuorumState{Epoch: 1})
+	primeFetch(t, l, "f", 5, 2)
+	if l.hw != 5 {
+		t.Fatalf("setup: hw %d", l.hw)
+	}
+	ask := func(from string, epoch, offset uint64) uint64 {
+		l.Step(protocol.Message{From: from, To: "l", Body: &protocol.DeleteRecords{Epoch: epoch, Offset: offset}})
+		settle(t, l, store)
+		return l.Status().LogStart
+	}
+	if got := ask("z", l.epoch, 3); got != 0 {
+		t.Fatalf("a non-member's request moved the log start to %d", got)
+	}
+	if got := ask("f", l.epoch-1, 3); got != 0 {
+		t.Fatalf("a request of an earlier epoch moved the log start to %d", got)
+	}
+	if got := ask("f", l.epoch, 3); got != 3 || store.LogStart() != 3 {
+		t.Fatalf("a member's request: log start %d (store %d), want 3", got, store.LogStart())
+	}
+	if got := ask("g", l.epoch, 99); got != 5 {
+		t.Fatalf("a request past the HW: log start %d, want the HW 5", got)
+	}
+}

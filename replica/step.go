@@ -50,7 +50,7 @@ func (r *Replica) stepCommon(m protocol.Message) bool {
 	switch b := m.Body.(type) {
 	case *protocol.FetchRequest:
 		return r.fenceFetchRequest(m.From, b)
-	case *protocol.FetchResponse, *protocol.VoteResponse, *protocol.AppendRequest:
+	case *protocol.FetchResponse, *protocol.VoteResponse, *protocol.AppendRequest, *protocol.DeleteRecords:
 		return true
 	case *protocol.VoteRequest:
 		r.handleVoteRequest(m.From, b)
@@ -76,6 +76,8 @@ func (r *Replica) stepLeader(m protocol.Message) {
 		r.dropVoteResponse(m.From, b)
 	case *protocol.AppendRequest:
 		r.leaderAppendRequest(m.From, b)
+	case *protocol.DeleteRecords:
+		r.handleDeleteRecords(m.From, b)
 	}
 }
 
@@ -138,6 +140,8 @@ func (r *Replica) admissible(m protocol.Message) bool {
 	case *protocol.VoteRequest:
 		epoch = b.Epoch
 	case *protocol.AppendRequest:
+		epoch = b.Epoch
+	case *protocol.DeleteRecords:
 		epoch = b.Epoch
 	case *protocol.FetchResponse:
 		epoch = b.Epoch

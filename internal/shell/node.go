@@ -25,9 +25,11 @@ const (
 	// is, with the entry's offset.
 	EventBarrier
 	// EventDeleteBefore: move the log start up to Event.Offset
-	// (replica.DeleteBefore: bounded by the HW and the durable LEO). On a
-	// node that does not lead the core refuses with ErrNotLeader and the
-	// event does nothing (forwarding it to the leader is a later change).
+	// (replica.RequestDeleteBefore, R51/R54: a leader moves its own,
+	// bounded by its HW and durable LEO; a follower or observer asks its
+	// leader with a DeleteRecords message and follows the leader's log
+	// start, R52; with no leader known the event does nothing, and the
+	// caller asks again later).
 	EventDeleteBefore
 )
 
@@ -184,9 +186,9 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		case EventHint:
 			n.r.Hint(ev.Hint)
 		case EventDeleteBefore:
-			// A non-leader's ErrNotLeader leaves everything as it was; a
-			// halt is reported by the Output.
-			_, _ = n.r.DeleteBefore(ev.Offset)
+			// With no leader known (ErrNotLeader) nothing happens; a halt
+			// is reported by the Output.
+			_ = n.r.RequestDeleteBefore(ev.Offset)
 		default:
 			panic(fmt.Sprintf("shell: unknown event kind %d", ev.Kind))
 		}

@@ -483,10 +483,28 @@ func TestDeleteBeforeEvent(t *testing.T) {
 		t.Fatalf("setup: leader HW %d, follower HW %d; want the records committed everywhere", hw, fp.out.Status.HighWatermark)
 	}
 
-	// On a follower: nothing.
+	// On a follower: it asks the leader (R54) and changes nothing itself
+	// until the leader's log start comes back in a fetch answer.
 	fp.inbox = append(fp.inbox, DeleteBefore(2))
-	if out := fp.round(t, now); len(out.Writes) != 0 || out.Status.LogStart != 0 || fp.store.LogStart() != 0 {
-		t.Fatalf("DeleteBefore on a follower: writes %v, log start %d (store %d); want nothing", out.Writes, out.Status.LogStart, fp.store.LogStart())
+	fout := fp.round(t, now)
+	if len(fout.Writes) != 0 || fout.Status.LogStart != 0 || fp.store.LogStart() != 0 {
+		t.Fatalf("DeleteBefore on a follower: writes %v, log start %d (store %d); want nothing yet", fout.Writes, fout.Status.LogStart, fp.store.LogStart())
+	}
+	var asks []*protocol.DeleteRecords
+	for _, m := range fout.Messages {
+		if b, ok := m.Body.(*protocol.DeleteRecords); ok && m.To == leader {
+			asks = append(asks, b)
+		}
+	}
+	if len(asks) != 1 || asks[0].Offset != 2 {
+		t.Fatalf("DeleteBefore on a follower sent %v to the leader, want one DeleteRecords before 2", fout.Messages)
+	}
+	c.send(fout.Messages)
+	rounds()
+	for _, id := range c.ids {
+		if ls := c.procs[id].store.LogStart(); ls != 2 {
+			t.Fatalf("%s's store starts at %d after a follower's request, want 2 everywhere", id, ls)
+		}
 	}
 
 	// On the leader: the log start moves, bounded by the HW.

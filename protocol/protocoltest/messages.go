@@ -84,6 +84,8 @@ func Samples() []protocol.Message {
 		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 6, Records: [][]byte{}}},
 		{From: "l", To: "f", Body: &protocol.AppendResponse{RequestID: 5, Error: protocol.AppendNotLeader, LeaderID: "q", FirstOffset: 12}},
 		{Body: &protocol.AppendResponse{}},
+		{From: "f", To: "l", Body: &protocol.DeleteRecords{Epoch: 3, Offset: 1 << 40}},
+		{Body: &protocol.DeleteRecords{}},
 		{From: strings.Repeat("é", 100), To: "\x00", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "\xff\xfe"}},
 	}
 }
@@ -120,7 +122,7 @@ func Random(r *rand.Rand) protocol.Message {
 		}
 		return r.Uint64() >> uint(r.IntN(64))
 	}
-	switch r.IntN(7) + 1 {
+	switch r.IntN(8) + 1 {
 	case 1:
 		m.Body = &protocol.FetchRequest{FetchID: u64(), ReplicaID: randString(r), CurrentEpoch: u64(), FetchOffset: u64(), LastFetchedEpoch: u64(), MaxBytes: r.Uint32(), MaxWaitMs: r.Uint32()}
 	case 2:
@@ -149,6 +151,8 @@ func Random(r *rand.Rand) protocol.Message {
 		m.Body = b
 	case 7:
 		m.Body = &protocol.AppendResponse{RequestID: u64(), Error: protocol.AppendError(r.IntN(5)), LeaderID: randString(r), FirstOffset: u64()}
+	case 8:
+		m.Body = &protocol.DeleteRecords{Epoch: u64(), Offset: u64()}
 	}
 	return m
 }
