@@ -1,0 +1,158 @@
+package replogprom
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replog-io/replog"
+)
+
+// roles are the values of replog_role's role label: every role a node can
+// be in, so that a role's series exists (at 0) before the node takes it.
+var roles = []string{"leader", "follower", "prospective", "candidate", "observer", "closed"}
+
+// Collector is a prometheus.Collector for one replog.Log. It reads
+// Log.Stats once per scrape; it keeps no state of its own. Safe for
+// concurrent use.
+type Collector struct {
+	stats func() replog.Stats
+
+	leo, durableLEO, hw, readableHW, logStart, epoch, role, hasLeader, storageBytes *prometheus.Desc
+
+	leaderChanges, elections, appends, appendBytes, fwdSent, fwdReceived, fetchesServed, errors *prometheus.Desc
+
+	commit, fetchWait, storageCommit *prometheus.Desc
+
+	lagEntries, lagSeconds *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a Collector of l's metrics (see the package doc),
+// labelled with l's node ID. Register it once per Log.
+func NewCollector(l *replog.Log) *Collector {
+	return newCollector(l.Status().NodeID, l.Stats)
+}
+
+// newCollector is NewCollector for any source of Stats.
+func newCollector(nodeID string, stats func() replog.Stats) *Collector {
+	labels := prometheus.Labels{"node": nodeID}
+	d := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc("replog_"+name, help, variable, labels)
+	}
+	return &Collector{
+		stats: stats,
+
+		leo:          d("log_end_offset", "Log end offset (LEO): the offset the next entry appended here will take."),
+		durableLEO:   d("durable_log_end_offset", "End of the log this node holds durably (fsynced)."),
+		hw:           d("high_watermark", "High watermark: offsets below it are committed."),
+		readableHW:   d("readable_high_watermark", "Offsets below it are committed and stored here: readers on this node see up to it."),
+		logStart:     d("log_start_offset", "First offset still in the log."),
+		epoch:        d("epoch", "Leader epoch this node is in."),
+		role:         d("role", "1 for the node's current role, 0 for the others.", "role"),
+		hasLeader:    d("has_leader", "1 while this node knows a leader (itself included), else 0."),
+		storageBytes: d("storage_size_bytes", "Size of the files in the node's data directory."),
+
+		leaderChanges: d("leader_changes_total", "Times this node learned of a new leader (a leader and epoch it had not followed before)."),
+		elections:     d("elections_started_total", "Vote rounds this node started as a candidate."),
+		appends:       d("appends_total", "Records committed through this node's Append and AppendBatch calls."),
+		appendBytes:   d("append_bytes_total", "Bytes of the records counted by replog_appends_total."),
+		fwdSent:       d("forwarded_appends_sent_total", "Append requests this node forwarded to the leader."),
+		fwdReceived:   d("forwarded_appends_received_total", "Append requests this node received from followers."),
+		fetchesServed: d("fetches_served_total", "Fetch responses this node sent."),
+		errors:        d("errors_total", "Errors by kind (see replog.Stats.Errors).", "kind"),
+
+		commit:        d("commit_duration_seconds", "Time from the node's event loop taking an append to its commit."),
+		fetchWait:     d("fetch_wait_seconds", "Time a fetch waited at this node before its answer (parked fetches wait up to FetchMaxWait)."),
+		storageCommit: d("storage_commit_duration_seconds", "Time to make one batch of writes durable: a bbolt transaction and its fsyncs."),
+
+		lagEntries: d("follower_lag_entries", "On the leader: its LEO minus the follower's, in offsets.", "follower"),
+		lagSeconds: d("follower_lag_seconds", "On the leader: how long the follower has not been caught up (0 while it is).", "follower"),
+	}
+}
+
+// Describe sends the descriptors of every metric the Collector may emit.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.leo, c.durableLEO, c.hw, c.readableHW, c.logStart, c.epoch, c.role, c.hasLeader, c.storageBytes,
+		c.leaderChanges, c.elections, c.appends, c.appendBytes, c.fwdSent, c.fwdReceived, c.fetchesServed, c.errors,
+		c.commit, c.fetchWait, c.storageCommit, c.lagEntries, c.lagSeconds,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads the node's Stats and sends its metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(c.leo, float64(s.LEO))
+	gauge(c.durableLEO, float64(s.DurableLEO))
+	gauge(c.hw, float64(s.HighWatermark))
+	gauge(c.readableHW, float64(s.ReadableHW))
+	gauge(c.logStart, float64(s.LogStart))
+	gauge(c.epoch, float64(s.Epoch))
+	known := false
+	for _, r := range roles {
+		v := 0.0
+		if string(s.Role) == r {
+			v, known = 1, true
+		}
+		gauge(c.role, v, r)
+	}
+	if !known && s.Role != "" {
+		gauge(c.role, 1, string(s.Role))
+	}
+	gauge(c.hasLeader, boolValue(s.LeaderID != ""))
+	gauge(c.storageBytes, float64(s.StorageBytes))
+
+	counter(c.leaderChanges, s.LeaderChanges)
+	counter(c.elections, s.ElectionsStarted)
+	counter(c.appends, s.Appends)
+	counter(c.appendBytes, s.AppendBytes)
+	counter(c.fwdSent, s.ForwardedAppendsSent)
+	counter(c.fwdReceived, s.ForwardedAppendsReceived)
+	counter(c.fetchesServed, s.FetchesServed)
+	for kind, n := range s.Errors {
+		counter(c.errors, n, kind)
+	}
+
+	ch <- histogram(c.commit, s.CommitLatency)
+	ch <- histogram(c.fetchWait, s.FetchWait)
+	ch <- histogram(c.storageCommit, s.StorageCommitLatency)
+
+	for _, f := range s.Followers {
+		gauge(c.lagEntries, float64(f.LagEntries), f.ID)
+		gauge(c.lagSeconds, f.LagTime.Seconds(), f.ID)
+	}
+}
+
+// histogram turns a replog.Histogram (per-bucket counts) into a constant
+// Prometheus histogram (cumulative counts; the last, above every bound,
+// is the +Inf bucket, which Count stands for).
+func histogram(d *prometheus.Desc, h replog.Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, b := range h.Bounds {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
+		}
+		buckets[seconds(b)] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count, seconds(h.Sum), buckets)
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

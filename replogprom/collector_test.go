@@ -1,0 +1,156 @@
+package replogprom
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replog-io/replog"
+)
+
+// fakeStats is a leader's Stats with one of each kind of value.
+func fakeStats() replog.Stats {
+	return replog.Stats{
+		NodeID: "n1", Role: "leader", Epoch: 3, LeaderID: "n1",
+		LEO: 12, DurableLEO: 11, HighWatermark: 10, ReadableHW: 10, LogStart: 0,
+		LeaderChanges: 2, ElectionsStarted: 1, Appends: 5, AppendBytes: 40,
+		CommitLatency: replog.Histogram{
+			Bounds: []time.Duration{time.Millisecond, 10 * time.Millisecond},
+			Counts: []uint64{1, 2, 1}, Count: 4, Sum: 1500 * time.Millisecond,
+		},
+		ForwardedAppendsSent: 0, ForwardedAppendsReceived: 3, FetchesServed: 7,
+		FetchWait:            replog.Histogram{Bounds: []time.Duration{time.Second}, Counts: []uint64{2, 0}, Count: 2, Sum: time.Second},
+		StorageCommitLatency: replog.Histogram{Bounds: []time.Duration{time.Millisecond}, Counts: []uint64{0, 0}},
+		StorageBytes:         32768,
+		Followers: []replog.FollowerStats{
+			{ID: "n2", Known: true, RemoteLEO: 12},
+			{ID: "n3", Known: true, RemoteLEO: 9, LagEntries: 3, LagTime: 1500 * time.Millisecond},
+		},
+		Errors: map[string]uint64{"append_not_leader": 4, "transport_send": 0},
+	}
+}
+
+func TestCollectorMetrics(t *testing.T) {
+	c := newCollector("n1", fakeStats)
+	want := `
+# HELP replog_append_bytes_total Bytes of the records counted by replog_appends_total.
+# TYPE replog_append_bytes_total counter
+replog_append_bytes_total{node="n1"} 40
+# HELP replog_appends_total Records committed through this node's Append and AppendBatch calls.
+# TYPE replog_appends_total counter
+replog_appends_total{node="n1"} 5
+# HELP replog_commit_duration_seconds Time from the node's event loop taking an append to its commit.
+# TYPE replog_commit_duration_seconds histogram
+replog_commit_duration_seconds_bucket{node="n1",le="0.001"} 1
+replog_commit_duration_seconds_bucket{node="n1",le="0.01"} 3
+replog_commit_duration_seconds_bucket{node="n1",le="+Inf"} 4
+replog_commit_duration_seconds_sum{node="n1"} 1.5
+replog_commit_duration_seconds_count{node="n1"} 4
+# HELP replog_errors_total Errors by kind (see replog.Stats.Errors).
+# TYPE replog_errors_total counter
+replog_errors_total{kind="append_not_leader",node="n1"} 4
+replog_errors_total{kind="transport_send",node="n1"} 0
+# HELP replog_follower_lag_entries On the leader: its LEO minus the follower's, in offsets.
+# TYPE replog_follower_lag_entries gauge
+replog_follower_lag_entries{follower="n2",node="n1"} 0
+replog_follower_lag_entries{follower="n3",node="n1"} 3
+# HELP replog_follower_lag_seconds On the leader: how long the follower has not been caught up (0 while it is).
+# TYPE replog_follower_lag_seconds gauge
+replog_follower_lag_seconds{follower="n2",node="n1"} 0
+replog_follower_lag_seconds{follower="n3",node="n1"} 1.5
+# HELP replog_has_leader 1 while this node knows a leader (itself included), else 0.
+# TYPE replog_has_leader gauge
+replog_has_leader{node="n1"} 1
+# HELP replog_role 1 for the node's current role, 0 for the others.
+# TYPE replog_role gauge
+replog_role{node="n1",role="candidate"} 0
+replog_role{node="n1",role="closed"} 0
+replog_role{node="n1",role="follower"} 0
+replog_role{node="n1",role="leader"} 1
+replog_role{node="n1",role="observer"} 0
+replog_role{node="n1",role="prospective"} 0
+# HELP replog_storage_size_bytes Size of the files in the node's data directory.
+# TYPE replog_storage_size_bytes gauge
+replog_storage_size_bytes{node="n1"} 32768
+`
+	names := []string{"replog_append_bytes_total", "replog_appends_total", "replog_commit_duration_seconds", "replog_errors_total",
+		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	// Every descriptor is used, and nothing is emitted that Describe does
+	// not announce (the pedantic registry checks both).
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 22 {
+		t.Errorf("gathered %d metric families, want 22 (every descriptor)", len(mfs))
+	}
+}
+
+// TestCollectorNames: the names pass Prometheus' own lint (units, _total
+// on counters, no camel case).
+func TestCollectorNames(t *testing.T) {
+	problems, err := testutil.CollectAndLint(newCollector("n1", fakeStats))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestCollectorFollowersVanish: a node that is not the leader exports no
+// follower lag, and an unknown role gets a series of its own.
+func TestCollectorFollowersVanish(t *testing.T) {
+	s := fakeStats()
+	s.Role, s.LeaderID, s.Followers = "somethingnew", "", nil
+	c := newCollector("n1", func() replog.Stats { return s })
+	if n := testutil.CollectAndCount(c, "replog_follower_lag_entries", "replog_follower_lag_seconds"); n != 0 {
+		t.Errorf("%d follower series on a node that does not lead", n)
+	}
+	if v := values(t, c)[`replog_has_leader{node="n1"}`]; v != 0 {
+		t.Errorf("replog_has_leader = %v with no leader, want 0", v)
+	}
+	if n := testutil.CollectAndCount(c, "replog_role"); n != len(roles)+1 {
+		t.Errorf("%d replog_role series, want %d (the known roles and the new one)", n, len(roles)+1)
+	}
+}
+
+// values gathers c's gauges and counters as "name{label="value",...}" →
+// value (labels sorted by name, as Prometheus sorts them).
+func values(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+strconv.Quote(l.GetValue()))
+			}
+			key := mf.GetName() + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}

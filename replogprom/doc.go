@@ -1,0 +1,52 @@
+// Package replogprom exports a replog node's metrics to Prometheus: a
+// prometheus.Collector that reads replog.Log.Stats at every scrape.
+//
+// It is a package of its own so that a program that does not import it
+// does not link the Prometheus client: replog itself keeps its counters
+// without it (see replog.Stats), and any other exporter can read them the
+// same way.
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(replogprom.NewCollector(log))
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// # Metrics
+//
+// Every metric carries the constant label node (the node's ID), so that
+// several nodes in one process (tests, the benchmark) can share a
+// registry. Names follow Prometheus' conventions: the replog_ prefix,
+// base units (seconds, bytes), _total on counters.
+//
+// Gauges of the node's state: replog_log_end_offset,
+// replog_durable_log_end_offset, replog_high_watermark,
+// replog_readable_high_watermark, replog_log_start_offset, replog_epoch,
+// replog_role{role} (1 for the node's role, 0 for the others),
+// replog_has_leader (1 while the node knows a leader), and
+// replog_storage_size_bytes (the data directory's files).
+//
+// Counters since the node opened: replog_leader_changes_total,
+// replog_elections_started_total, replog_appends_total and
+// replog_append_bytes_total (records committed through this node's
+// Append calls), replog_forwarded_appends_sent_total and
+// replog_forwarded_appends_received_total, replog_fetches_served_total,
+// and replog_errors_total{kind} (every kind of replog.Stats.Errors, zero
+// or not, so that rate() works from the first scrape).
+//
+// Histograms: replog_commit_duration_seconds (an append from the node's
+// event loop to its commit), replog_fetch_wait_seconds (how long a fetch
+// waited at this node before its answer; parked fetches wait up to
+// FetchMaxWait), replog_storage_commit_duration_seconds (one write made
+// durable: a bbolt transaction and its fsyncs).
+//
+// On the leader only, per other voter: replog_follower_lag_entries{follower}
+// (the leader's LEO minus the follower's) and
+// replog_follower_lag_seconds{follower} (how long the follower has not
+// been caught up; see replog.FollowerStats). They vanish when the node
+// stops leading.
+//
+// Alerts one might start from: no leader for a while
+// (max_over_time(replog_has_leader[1m]) == 0 on a majority of nodes), a
+// follower behind (replog_follower_lag_seconds > 10), slow disks
+// (histogram_quantile(0.99, rate(replog_storage_commit_duration_seconds_bucket[5m]))),
+// errors (rate(replog_errors_total[5m]) > 0, by kind).
+package replogprom
