@@ -49,29 +49,10 @@ func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 // or an error before anything is appended. The records
 // are copied: the caller may reuse them once AppendBatch returns.
 func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error) {
-	if len(records) == 0 {
-		return 0, errors.New("replog: AppendBatch: no records")
+	own, err := l.ownRecords(records)
+	if err != nil {
+		return 0, err
 	}
-	var total int
-	for i, r := range records {
-		if len(r) > l.opts.MaxRecordSize {
-			return 0, fmt.Errorf("%w: record %d is %d bytes (MaxRecordSize %d)", ErrTooLarge, i, len(r), l.opts.MaxRecordSize)
-		}
-		total += len(r)
-		if total+(i+1)*protocol.EntryOverhead > maxBatchBytes {
-			return 0, fmt.Errorf("%w: the batch exceeds %d bytes at record %d", ErrTooLarge, maxBatchBytes, i)
-		}
-	}
-	// One copy for the whole batch: the core keeps the records until they
-	// are durable, and the caller may reuse its buffers after we return.
-	buf := make([]byte, 0, total)
-	own := make([][]byte, len(records))
-	for i, r := range records {
-		start := len(buf)
-		buf = append(buf, r...)
-		own[i] = buf[start:len(buf):len(buf)]
-	}
-
 	backoff := 5 * time.Millisecond
 	for {
 		offset, err := l.propose(ctx, own)
@@ -95,12 +76,45 @@ func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error)
 	}
 }
 
+// ownRecords checks a batch against the size limits and returns a copy of
+// it: the core keeps the records until they are durable, and the caller
+// may reuse its buffers once the append call returns.
+func (l *Log) ownRecords(records [][]byte) ([][]byte, error) {
+	if len(records) == 0 {
+		return nil, errors.New("replog: AppendBatch: no records")
+	}
+	var total int
+	for i, r := range records {
+		if len(r) > l.opts.MaxRecordSize {
+			return nil, fmt.Errorf("%w: record %d is %d bytes (MaxRecordSize %d)", ErrTooLarge, i, len(r), l.opts.MaxRecordSize)
+		}
+		total += len(r)
+		if total+(i+1)*protocol.EntryOverhead > maxBatchBytes {
+			return nil, fmt.Errorf("%w: the batch exceeds %d bytes at record %d", ErrTooLarge, maxBatchBytes, i)
+		}
+	}
+	// One copy for the whole batch.
+	buf := make([]byte, 0, total)
+	own := make([][]byte, len(records))
+	for i, r := range records {
+		start := len(buf)
+		buf = append(buf, r...)
+		own[i] = buf[start:len(buf):len(buf)]
+	}
+	return own, nil
+}
+
 // propose hands one batch to the loop and waits for its outcome.
 func (l *Log) propose(ctx context.Context, records [][]byte) (uint64, error) {
+	return l.submit(ctx, &proposal{records: records})
+}
+
+// submit hands p to the loop and waits for its outcome.
+func (l *Log) submit(ctx context.Context, p *proposal) (uint64, error) {
 	if err := l.failed(); err != nil {
 		return 0, err
 	}
-	p := &proposal{records: records, result: make(chan proposalResult, 1)}
+	p.result = make(chan proposalResult, 1)
 	select {
 	case <-l.closing:
 		return 0, ErrClosed

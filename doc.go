@@ -63,11 +63,49 @@
 //		fmt.Println(e.Offset, string(e.Data))
 //	}
 //
+// Offsets increase but have gaps: the log also holds control entries (a
+// new leader's epoch start, barriers) that readers never see. Resume from
+// the last offset you got + 1; never count entries to compute one.
+//
 // Readers see only entries below the high watermark (HW): entries a
 // majority holds. That is the seed of this project: Kafka's rule for when
 // the log end offset (LEO) and the HW move. A follower learns the HW one
 // fetch round after the leader; an entry below a node's HW is never taken
 // back.
+//
+// # Which reads are linearizable
+//
+// A plain Read is committed (it never shows an entry that could be taken
+// back) and monotonic (an entry seen stays, at its offset), but it may be
+// stale: a follower learns of commits a fetch round after its leader, and
+// a node cut off from its leader keeps serving what it had. Barrier closes
+// the gap: a Read that starts after Barrier returned on a node sees every
+// append acknowledged, on any node, before Barrier was called
+// (read-your-writes across nodes; etcd's ReadIndex, hashicorp/raft's
+// Barrier). Barrier costs one append of a control entry.
+//
+//	if err := l.Barrier(ctx); err != nil { ... }
+//	for e, err := range l.Read(ctx, from) { ... }
+//
+// A reader that must not wait silently on a node cut off from its leader
+// reads with a context from WithRequireLeader: it then fails with an error
+// wrapping ErrNoLeader after a bounded time without a leader.
+//
+// # Readiness and events
+//
+// WaitReady returns once the node knows a leader and has caught up with
+// it: call it after Open instead of polling Status. Watch yields the
+// node's role, leader, epoch and voters whenever they change. Status
+// reports the role as a Role (RoleLeader, RoleFollower, ...), names no
+// leader while the node knows none, and says RoleClosed after Close.
+//
+// # Asynchronous appends
+//
+// Append waits for its commit, so throughput needs many goroutines.
+// AppendAsync returns at once with an *AppendResult whose outcome (the
+// offset, or what Append would have returned) arrives later: one
+// goroutine can keep thousands of appends in flight, and the node commits
+// what is in flight together.
 //
 // # How it works
 //

@@ -93,3 +93,165 @@ func ExampleOptions_Validate() {
 	// true
 	// <nil>
 }
+
+// WaitReady is the call to make after Open, before serving reads: it
+// returns once the node knows a leader and has caught up with it.
+func ExampleLog_WaitReady() {
+	dir, err := os.MkdirTemp("", "replog-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := replog.Open(replog.Options{Dir: dir, NodeID: "n1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.WaitReady(ctx); err != nil {
+		if errors.Is(err, replog.ErrNoLeader) {
+			log.Fatal("no leader within 10s: is a majority of the voters up?")
+		}
+		log.Fatal(err)
+	}
+	st := l.Status()
+	fmt.Println(st.Role, st.LeaderID)
+	// Output:
+	// leader n1
+}
+
+// Watch follows the node's view of its cluster (role, leader, epoch,
+// voters) without polling Status; it ends with ErrClosed when the Log
+// closes.
+func ExampleLog_Watch() {
+	dir, err := os.MkdirTemp("", "replog-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := replog.Open(replog.Options{Dir: dir, NodeID: "n1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	seen := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range l.Watch(context.Background()) {
+			if err != nil {
+				fmt.Println("watch ended:", err)
+				return
+			}
+			fmt.Printf("%s, leader %s, epoch %d, voters %v\n", ev.Role, ev.LeaderID, ev.Epoch, ev.Voters)
+			if ev.Role == replog.RoleLeader {
+				close(seen)
+			}
+		}
+	}()
+	<-seen
+	l.Close()
+	<-done
+	fmt.Println(l.Status().Role)
+	// Output:
+	// leader, leader n1, epoch 1, voters [n1]
+	// watch ended: replog: log closed
+	// closed
+}
+
+// Barrier makes a read on this node see every append acknowledged before
+// it, on any node (read-your-writes across nodes). The barrier takes an
+// offset of its own, which readers never see: offsets have gaps.
+func ExampleLog_Barrier() {
+	dir, err := os.MkdirTemp("", "replog-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := replog.Open(replog.Options{Dir: dir})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := l.Append(ctx, []byte("a")); err != nil {
+		log.Fatal(err)
+	}
+	// On a follower, this is what makes the next read see "a".
+	if err := l.Barrier(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := l.Append(ctx, []byte("b")); err != nil {
+		log.Fatal(err)
+	}
+	for e, err := range l.ReadRange(ctx, 0, l.Status().ReadableHW) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d: %s\n", e.Offset, e.Data)
+	}
+	// Output:
+	// 0: a
+	// 2: b
+}
+
+// AppendAsync lets one goroutine keep many appends in flight; a window of
+// handles bounds them.
+func ExampleLog_AppendAsync() {
+	dir, err := os.MkdirTemp("", "replog-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := replog.Open(replog.Options{Dir: dir})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const window = 64
+	var inFlight []*replog.AppendResult
+	committed := 0
+	wait := func(r *replog.AppendResult) {
+		if _, err := r.Wait(ctx); err != nil {
+			log.Fatal(err) // what Append would have returned
+		}
+		committed++
+	}
+	for i := range 1000 {
+		if len(inFlight) == window {
+			wait(inFlight[0])
+			inFlight = inFlight[1:]
+		}
+		inFlight = append(inFlight, l.AppendAsync(ctx, fmt.Appendf(nil, "record %d", i)))
+	}
+	for _, r := range inFlight {
+		wait(r)
+	}
+	fmt.Println(committed, "appends committed")
+	// Output:
+	// 1000 appends committed
+}
+
+// A consumer that must not wait silently on a node cut off from its
+// leader reads with WithRequireLeader. (Not run: it needs a cluster.)
+func ExampleWithRequireLeader() {
+	var l *replog.Log // a node of a cluster
+	ctx := replog.WithRequireLeader(context.Background(), 2*time.Second)
+	for e, err := range l.Read(ctx, 0) {
+		if errors.Is(err, replog.ErrNoLeader) {
+			log.Printf("cut off from the leader: %v; reading elsewhere", err)
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d: %s\n", e.Offset, e.Data)
+	}
+}

@@ -44,7 +44,11 @@ func (l *Log) loop() {
 		case *proposal:
 			nextID++
 			pending[nextID] = ev
-			events = append(events, shell.Propose(nextID, ev.records))
+			if ev.barrier {
+				events = append(events, shell.Barrier(nextID))
+			} else {
+				events = append(events, shell.Propose(nextID, ev.records))
+			}
 		case protocol.Message:
 			events = append(events, shell.Message(ev))
 		case membership.Hint:
@@ -60,7 +64,7 @@ func (l *Log) loop() {
 				continue
 			}
 			delete(pending, r.ID)
-			p.result <- proposalResult{offset: r.Offset, err: r.Err}
+			l.deliver(p, proposalResult{offset: r.Offset, err: r.Err})
 		}
 	}
 
@@ -69,6 +73,7 @@ func (l *Log) loop() {
 		select {
 		case <-l.closing:
 			resolve(l.node.Close(ErrClosed))
+			l.failRetries(ErrClosed)
 			return
 		case p := <-l.proposals:
 			add(p)
@@ -92,13 +97,14 @@ func (l *Log) loop() {
 			// rather than acknowledge anything the disk may not hold.
 			resolve(l.node.Close(err))
 			l.failProposals(events, pending, err)
+			l.failRetries(err)
 			l.publish(l.node.Replica().Status(), l.node.Replica().ReadableHW(), true)
 			for {
 				select {
 				case <-l.closing:
 					return
 				case p := <-l.proposals:
-					p.result <- proposalResult{err: err}
+					l.deliver(p, proposalResult{err: err})
 				}
 			}
 		}
@@ -118,6 +124,7 @@ func (l *Log) loop() {
 				break drain
 			}
 		}
+		l.retryDue(add)
 		l.node.Persisted(l.persisted.Load())
 		now := time.Now()
 		out := l.node.Round(now, events...)
@@ -160,7 +167,7 @@ func (l *Log) failProposals(events []shell.Event, pending map[uint64]*proposal, 
 		}
 		if p, ok := pending[ev.ID]; ok {
 			delete(pending, ev.ID)
-			p.result <- proposalResult{err: err}
+			l.deliver(p, proposalResult{err: err})
 		}
 	}
 }

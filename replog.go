@@ -119,9 +119,11 @@ type Log struct {
 	status atomic.Pointer[Status]
 	stats  loopStats // counters for Stats (stats.go)
 
-	// watch is the view Watch and WithRequireLeader readers wait on
-	// (watch.go).
-	watch watchState
+	// watch is the view Watch, WaitReady and WithRequireLeader readers
+	// wait on (watch.go); retries are the asynchronous appends waiting to
+	// be proposed again after ErrNotLeader, the loop's own (async.go).
+	watch   watchState
+	retries []asyncRetryItem
 
 	closing   chan struct{}
 	loopDone  chan struct{} // closed when the loop goroutine has ended
@@ -130,10 +132,13 @@ type Log struct {
 	wg        sync.WaitGroup
 }
 
-// proposal is one Append or AppendBatch waiting in the loop.
+// proposal is one Append, AppendBatch, AppendAsync or Barrier waiting in
+// the loop.
 type proposal struct {
 	records [][]byte
-	result  chan proposalResult // cap 1: the loop never blocks on it
+	barrier bool                // a read barrier (no records)
+	result  chan proposalResult // cap 1: the loop never blocks on it (nil for async)
+	async   *AppendResult       // AppendAsync's handle, completed by the loop (async.go)
 }
 
 type proposalResult struct {
@@ -285,6 +290,7 @@ func (l *Log) shutdown(graceful bool) {
 	l.closeOnce.Do(func() {
 		close(l.closing)
 		l.wg.Wait() // the loop fails every waiting proposal on its way out
+		l.failStranded()
 		l.publishClosed()
 		// Readers learn of the close before the store goes away, so they
 		// end with ErrClosed rather than the store's error.
