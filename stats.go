@@ -25,7 +25,7 @@ import (
 type Stats struct {
 	// NodeID, Role, Epoch and LeaderID are as in Status.
 	NodeID   string
-	Role     string
+	Role     Role
 	Epoch    uint64
 	LeaderID string
 	// LEO, DurableLEO, HighWatermark, ReadableHW and LogStart are the
@@ -478,7 +478,7 @@ func (l *Log) Stats() Stats {
 	st := l.Status()
 	out := Stats{
 		NodeID:        st.NodeID,
-		Role:          string(st.Role),
+		Role:          st.Role,
 		Epoch:         st.Epoch,
 		LeaderID:      st.LeaderID,
 		LEO:           st.LEO,

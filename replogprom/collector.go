@@ -10,7 +10,8 @@ import (
 
 // roles are the values of replog_role's role label: every role a node can
 // be in, so that a role's series exists (at 0) before the node takes it.
-var roles = []string{"leader", "follower", "prospective", "candidate", "observer", "closed"}
+var roles = []replog.Role{replog.RoleLeader, replog.RoleFollower, replog.RoleProspective,
+	replog.RoleCandidate, replog.RoleObserver, replog.RoleClosed}
 
 // Collector is a prometheus.Collector for one replog.Log. It reads
 // Log.Stats once per scrape; it keeps no state of its own. Safe for
@@ -101,10 +102,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	known := false
 	for _, r := range roles {
 		v := 0.0
-		if string(s.Role) == r {
+		if s.Role == r {
 			v, known = 1, true
 		}
-		gauge(c.role, v, r)
+		gauge(c.role, v, string(r))
 	}
 	if !known && s.Role != "" {
 		gauge(c.role, 1, string(s.Role))
