@@ -107,6 +107,13 @@ func (s *logState) afterAppend(entries []protocol.Entry) *logState {
 			if !copied { // published slices are never mutated
 				n.epochs, copied = cloneEpochs(s.epochs), true
 			}
+			if k := len(n.epochs) - 1; k >= 0 && n.epochs[k].StartOffset == e.Offset {
+				// The last row starts at the LEO and covers no entry (a
+				// prefix deletion up to the LEO kept it): the new epoch
+				// replaces it, as Kafka's epoch cache does, so that start
+				// offsets stay strictly increasing.
+				n.epochs = n.epochs[:k]
+			}
 			n.epochs = append(n.epochs, protocol.EpochStart{Epoch: e.Epoch, StartOffset: e.Offset})
 			last = e.Epoch
 		}

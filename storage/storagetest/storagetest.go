@@ -44,6 +44,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeletePrefix", testDeletePrefix},
 		{"DeletePrefixAll", testDeletePrefixAll},
 		{"DeletePrefixAboveLEO", testDeletePrefixAboveLEO},
+		{"NewEpochAfterDeletePrefixAll", testNewEpochAfterDeletePrefixAll},
 		{"DeletePrefixBig", testDeletePrefixBig},
 		{"Reopen", testReopen},
 		{"Copies", testCopies},
@@ -662,6 +663,33 @@ func testDeletePrefixAll(t *testing.T, h Harness) {
 	mustAppend(t, s, Batch(13, 3, 4, 10))
 	if got := fmt.Sprint(s.EpochMap()); got != "[{3 10} {4 13}]" {
 		t.Fatalf("EpochMap = %s", got)
+	}
+	mustConsistent(t, s)
+}
+
+// testNewEpochAfterDeletePrefixAll: after a prefix deletion up to the LEO
+// the map keeps the last epoch's row at the LEO, covering no entry; an
+// append of a new epoch there replaces that row (start offsets stay
+// strictly increasing, so the store reopens), as Kafka's epoch cache does.
+func testNewEpochAfterDeletePrefixAll(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	mustAppend(t, s, Batch(0, 5, 1, 10))
+	mustAppend(t, s, Batch(5, 5, 3, 10))
+	if err := deletePrefix(s, 10); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, Batch(10, 3, 4, 10))
+	if got := fmt.Sprint(s.EpochMap()); got != "[{4 10}]" {
+		t.Fatalf("EpochMap = %s, want [{4 10}]", got)
+	}
+	if e, end := s.EndOffsetForEpoch(3); e != 0 || end != 10 {
+		t.Fatalf("EndOffsetForEpoch(3) = (%d, %d), want (0, 10)", e, end)
+	}
+	mustConsistent(t, s)
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	if got := fmt.Sprint(s.EpochMap()); got != "[{4 10}]" {
+		t.Fatalf("EpochMap after reopen = %s, want [{4 10}]", got)
 	}
 	mustConsistent(t, s)
 }
