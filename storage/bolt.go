@@ -32,10 +32,22 @@ type BoltOptions struct {
 	// Logger receives the store's log lines. Default: a null logger. It is
 	// used as given: name it (Named("storage")) before passing it.
 	Logger hclog.Logger
+	// SegmentBytes is the size at which OpenDir's store rolls its active
+	// segment file: the first Apply that appends once the active file
+	// holds SegmentBytes or more (bbolt's pages in use) seals it and starts
+	// a new one, so a segment may exceed it by one Apply. Retention deletes
+	// whole segments, so it is also the granularity of deletion. Default
+	// DefaultSegmentBytes (64 MiB); negative is invalid; values of a few
+	// KiB roll at almost every append (tests). OpenBolt's single file
+	// ignores it. See docs/design.md section 4.
+	SegmentBytes int64
 }
 
 // DefaultLockTimeout is BoltOptions.Timeout's default.
 const DefaultLockTimeout = time.Second
+
+// DefaultSegmentBytes is BoltOptions.SegmentBytes's default.
+const DefaultSegmentBytes = 64 << 20
 
 // ErrInvalidOptions wraps every BoltOptions.Validate error.
 var ErrInvalidOptions = errors.New("replog: invalid storage options")
@@ -49,6 +61,9 @@ func (o *BoltOptions) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
 }
 
 // Validate reports the first invalid field of o, as an error wrapping
@@ -57,6 +72,9 @@ func (o *BoltOptions) EnsureDefaults() {
 func (o BoltOptions) Validate() error {
 	if o.Timeout < 0 {
 		return fmt.Errorf("%w: BoltOptions.Timeout is negative (%v)", ErrInvalidOptions, o.Timeout)
+	}
+	if o.SegmentBytes < 0 {
+		return fmt.Errorf("%w: BoltOptions.SegmentBytes is negative (%d)", ErrInvalidOptions, o.SegmentBytes)
 	}
 	return nil
 }
@@ -126,7 +144,7 @@ type Bolt struct {
 	log   hclog.Logger
 	state atomic.Pointer[logState]
 	// identity is the identity recorded in the file (nil if none), set by
-	// load and storeIdentity before the store is handed out.
+	// load before the store is handed out.
 	identity *Identity
 
 	closed atomic.Bool
@@ -290,7 +308,9 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 		if eb == nil || epb == nil || qb == nil {
 			return fmt.Errorf("%w: bucket missing", ErrCorrupt)
 		}
-		if f := meta.Get(keyFormat); len(f) != 1 || f[0] != boltFormat {
+		if f := meta.Get(keyFormat); len(f) == 1 && f[0] == boltFormatSegmented {
+			return fmt.Errorf("%w: the active segment of a segmented data directory (format %d), not a whole log: open its directory with OpenDir", ErrCorrupt, f[0])
+		} else if len(f) != 1 || f[0] != boltFormat {
 			return fmt.Errorf("%w: unknown store format %x", ErrCorrupt, f)
 		}
 		v := meta.Get(keyLogStart)
@@ -370,21 +390,6 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 		err = b.db.Update(load)
 	}
 	return st, cleanup, err
-}
-
-// storeIdentity records id in the file (durably unless NoSync), so that
-// the data file names its directory's identity even if the identity file
-// is lost. Called by OpenDir before the store is handed out; Apply never
-// touches this key.
-func (b *Bolt) storeIdentity(id Identity) error {
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(keyIdentity, encodeIdentity(identityRecord{Identity: id, ready: true}))
-	})
-	if err != nil {
-		return fmt.Errorf("replog: store %s: record identity: %w", b.path, err)
-	}
-	b.identity = &id
-	return nil
 }
 
 // Apply implements Store: one bbolt transaction for all of ws, on the

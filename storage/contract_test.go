@@ -60,3 +60,40 @@ func TestMemoryDeferredContract(t *testing.T) {
 		},
 	})
 }
+
+// dirHarness runs the contract on OpenDir's segmented store; segmentBytes
+// of a few KiB make it roll at almost every append, so that reads,
+// truncations and prefix deletions cross segment boundaries all the time.
+func dirHarness(segmentBytes int64, noSync bool) storagetest.Harness {
+	open := func(t *testing.T, dir string) storage.Store {
+		t.Helper()
+		s, _, err := storage.OpenDir(filepath.Join(dir, "data"), storage.Identity{ClusterID: "c", NodeID: "n"},
+			storage.BoltOptions{SegmentBytes: segmentBytes, NoSync: noSync})
+		if err != nil {
+			t.Fatalf("OpenDir: %v", err)
+		}
+		return s
+	}
+	return storagetest.Harness{
+		Open: open,
+		Reopen: func(t *testing.T, s storage.Store, dir string) storage.Store {
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return open(t, dir)
+		},
+		BigLog: 6000,
+	}
+}
+
+func TestDirContract(t *testing.T) {
+	storagetest.Run(t, dirHarness(0, false))
+}
+
+func TestDirContractTinySegments(t *testing.T) {
+	storagetest.Run(t, dirHarness(1, true))
+}
+
+func TestDirContractSmallSegments(t *testing.T) {
+	storagetest.Run(t, dirHarness(48<<10, true))
+}

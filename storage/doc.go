@@ -2,9 +2,11 @@
 // entries a replica keeps, its leader-epoch map (Kafka's leader-epoch
 // checkpoint) and its durable quorum state (the vote).
 //
-// Two implementations share one contract (see the tests): [Bolt], backed by
-// a single bbolt file, and [Memory], an in-memory store for tests and the
-// deterministic simulation, which can also simulate a crash.
+// Three implementations share one contract (see the tests): [DirStore],
+// a node's data directory of bbolt segment files ([OpenDir]), [Bolt], a
+// single bbolt file holding a whole log ([OpenBolt]: tests, benchmarks,
+// tools), and [Memory], an in-memory store for tests and the deterministic
+// simulation, which can also simulate a crash.
 //
 // Every change is a protocol.Write, and a store's one write method,
 // [Store.Apply], takes a batch of them and applies it in order as one
@@ -28,15 +30,24 @@
 //     node refuse a directory of another node or cluster, and lets the
 //     cluster tell a node whose disk was wiped (a new directory ID) from
 //     its old self.
-//   - replog.db ([DataFileName]): the bbolt file of [Bolt]: buckets
-//     "entries" (8-byte big-endian offset → entry record with its CRC),
-//     "epochs" (epoch → start offset), "quorum" (the vote), "meta" (format,
-//     log start, HW checkpoint). bbolt's lock on it excludes a second
-//     process for as long as the store is open.
+//   - replog.db ([DataFileName]): the active segment, the only file
+//     written: a bbolt file with buckets "entries" (8-byte big-endian
+//     offset → entry record with its CRC), "epochs" (epoch → start
+//     offset), "quorum" (the vote), "meta" (format, log start, HW
+//     checkpoint, identity, the segment's base offset) and "segments"
+//     (the sealed segments' ranges).
+//   - replog-<base>.seg: the sealed segments, entries from offset base (20
+//     digits), rolled at BoltOptions.SegmentBytes, read-only, opened when
+//     a read first needs them, unlinked whole by retention.
+//   - replog.db.next, only during a roll (or after a crash, then removed).
 //   - replog.identity.tmp, only briefly (or after a crash, then ignored).
 //
+// A store holds a lock on the directory for as long as it is open: a
+// second OpenDir, or OpenDirReadOnly, fails with ErrLocked.
+//
 // Damage never takes the process down: [OpenBolt] and [OpenDir] verify the
-// bbolt file's structure before bbolt maps it, and return an error
+// bbolt file's structure before bbolt maps it (for a directory: the active
+// segment at open, a sealed one when first read), and return an error
 // wrapping [ErrCorrupt] naming the file and what is wrong; every entry read
 // verifies the entry's CRC.
 //
@@ -54,7 +65,8 @@
 //
 // # Concurrency and ownership
 //
-// Bolt and Memory are safe for concurrent use and start no goroutines.
+// DirStore, Bolt and Memory are safe for concurrent use and start no
+// goroutines.
 // Apply calls are serialized (a second waits for the first); on Bolt one
 // returns once its transaction is durable (a deferred Memory makes it
 // durable only at the next Sync). Readers run alongside and see each

@@ -54,7 +54,7 @@ func ExampleOpenDir() {
 	})
 	fmt.Println("gap refused:", errors.Is(err, storage.ErrInvalidAppend))
 
-	show := func(s *storage.Bolt) {
+	show := func(s storage.Store) {
 		es, err := s.Entries(0, 0, 1<<20) // from offset 0, any count, up to 1 MiB
 		if err != nil {
 			log.Fatal(err)

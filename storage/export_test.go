@@ -3,3 +3,17 @@ package storage
 // SetOpenDirHook lets the external tests kill the process at a stage of a
 // directory's creation.
 func SetOpenDirHook(f func(stage string)) { openDirHook = f }
+
+// SetRollHook lets the external tests stop or kill the process at a stage
+// of a roll or a deletion (see rollHook).
+func SetRollHook(f func(stage string)) { rollHook = f }
+
+// SetSealedOpenHook lets the external tests hold a reader before it opens
+// a sealed segment.
+func SetSealedOpenHook(f func(path string)) { sealedOpenHook = f }
+
+// MaxOpenSealed is maxOpenSealed, for the tests.
+const MaxOpenSealed = maxOpenSealed
+
+// SegmentFileName is segmentFileName, for the tests.
+var SegmentFileName = segmentFileName

@@ -256,7 +256,7 @@ var openDirHook func(stage string)
 // file's lock as OpenBolt does. A leftover IdentityFileName+".tmp" from a
 // crash is ignored and replaced. Invalid opts return an error wrapping
 // ErrInvalidOptions (see BoltOptions.Validate).
-func OpenDir(dir string, id Identity, opts BoltOptions) (*Bolt, Identity, error) {
+func OpenDir(dir string, id Identity, opts BoltOptions) (*DirStore, Identity, error) {
 	if id.ClusterID == "" || id.NodeID == "" {
 		return nil, Identity{}, fmt.Errorf("replog: OpenDir %s: ClusterID and NodeID are required (got %q, %q)", dir, id.ClusterID, id.NodeID)
 	}
@@ -271,15 +271,26 @@ func OpenDir(dir string, id Identity, opts BoltOptions) (*Bolt, Identity, error)
 	if err != nil {
 		return nil, Identity{}, fmt.Errorf("replog: OpenDir: %w", err)
 	}
-	defer d.Close()
 	if err := lockFile(d, opts.Timeout); err != nil {
+		_ = d.Close()
 		if errors.Is(err, errLockTimeout) {
-			return nil, Identity{}, fmt.Errorf("%w: directory %s is being opened by another process (waited %v)", ErrLocked, dir, opts.Timeout)
+			return nil, Identity{}, fmt.Errorf("%w: directory %s is in use by another store (waited %v)", ErrLocked, dir, opts.Timeout)
 		}
 		return nil, Identity{}, fmt.Errorf("replog: OpenDir %s: lock: %w", dir, err)
 	}
-	defer func() { _ = unlockFile(d) }()
+	// The store keeps the directory locked for its lifetime.
+	b, got, err := openDirLocked(dir, id, opts)
+	if err != nil {
+		_ = unlockFile(d)
+		_ = d.Close()
+		return nil, Identity{}, err
+	}
+	b.dirLock = d
+	return b, got, nil
+}
 
+// openDirLocked is OpenDir with the directory locked.
+func openDirLocked(dir string, id Identity, opts BoltOptions) (*DirStore, Identity, error) {
 	idPath, dataPath := filepath.Join(dir, IdentityFileName), filepath.Join(dir, DataFileName)
 	rec, haveID, err := readIdentity(idPath)
 	if err != nil {
@@ -306,7 +317,7 @@ func OpenDir(dir string, id Identity, opts BoltOptions) (*Bolt, Identity, error)
 				return nil, Identity{}, fmt.Errorf("replog: data file %s: %w: the directory held node %q of cluster %q (directory %s); its data file %s (its vote and log are gone): restore it, or wipe the directory to rejoin as a new node",
 					dataPath, ErrCorrupt, rec.NodeID, rec.ClusterID, rec.DirectoryID, what)
 			}
-			b, err := OpenBolt(dataPath, opts)
+			b, err := openDirStore(dir, nil, opts, false)
 			if err != nil {
 				return nil, Identity{}, err
 			}
@@ -348,7 +359,7 @@ func OpenDir(dir string, id Identity, opts BoltOptions) (*Bolt, Identity, error)
 		return nil, Identity{}, fmt.Errorf("replog: data file %s: %w: it is empty and there is no identity file, so nothing says whether a node lived here: wipe the directory to start a new node",
 			dataPath, ErrCorrupt)
 	case dataSize > 0:
-		b, err := OpenBolt(dataPath, opts)
+		b, err := openDirStore(dir, nil, opts, false)
 		if err != nil {
 			return nil, Identity{}, err
 		}
@@ -387,8 +398,8 @@ func OpenDir(dir string, id Identity, opts BoltOptions) (*Bolt, Identity, error)
 
 // createData creates the data file for the not yet ready identity rec and
 // marks it ready.
-func createData(dir, dataPath string, rec identityRecord, opts BoltOptions) (*Bolt, Identity, error) {
-	b, err := OpenBolt(dataPath, opts)
+func createData(dir, dataPath string, rec identityRecord, opts BoltOptions) (*DirStore, Identity, error) {
+	b, err := openDirStore(dir, nil, opts, false)
 	if err != nil {
 		return nil, Identity{}, err
 	}

@@ -21,7 +21,7 @@ var (
 	idC2 = storage.Identity{ClusterID: "c2", NodeID: "n1"}
 )
 
-func mustOpenDir(t *testing.T, dir string, id storage.Identity) (*storage.Bolt, storage.Identity) {
+func mustOpenDir(t *testing.T, dir string, id storage.Identity) (*storage.DirStore, storage.Identity) {
 	t.Helper()
 	b, got, err := storage.OpenDir(dir, id, storage.BoltOptions{})
 	if err != nil {
@@ -74,7 +74,7 @@ func sameSnapshot(t *testing.T, before, after map[string][]byte) {
 	}
 }
 
-func readAll(t *testing.T, b *storage.Bolt) []protocol.Entry {
+func readAll(t *testing.T, b storage.Store) []protocol.Entry {
 	t.Helper()
 	es, err := b.Entries(b.LogStart(), 0, 1<<30)
 	if err != nil {
@@ -99,13 +99,13 @@ func TestOpenDirCreateAndReopen(t *testing.T) {
 		t.Fatalf("identity file:\n%s", text)
 	}
 	b, again := mustOpenDir(t, dir, idN1)
-	defer b.Close()
 	if again != got {
 		t.Fatalf("reopened as %+v, created as %+v", again, got)
 	}
 	if es := readAll(t, b); len(es) != 20 {
 		t.Fatalf("%d entries after reopen", len(es))
 	}
+	b.Close()
 	// A second directory gets another directory ID.
 	other := newDir(t, t.TempDir())
 	if other.DirectoryID == got.DirectoryID {
@@ -225,16 +225,16 @@ func TestOpenDirAdoptsLegacy(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	b, got := mustOpenDir(t, dir, idN2)
-	if len(readAll(t, b)) != 7 || got.NodeID != "n2" || got.DirectoryID == "" {
+	d, got := mustOpenDir(t, dir, idN2)
+	if len(readAll(t, d)) != 7 || got.NodeID != "n2" || got.DirectoryID == "" {
 		t.Fatalf("adopted as %+v", got)
 	}
-	b.Close()
+	d.Close()
 	if _, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{}); !errors.Is(err, storage.ErrIdentityMismatch) {
 		t.Fatalf("adopted directory opened as another node: %v", err)
 	}
-	b, again := mustOpenDir(t, dir, idN2)
-	b.Close()
+	d, again := mustOpenDir(t, dir, idN2)
+	d.Close()
 	if again != got {
 		t.Fatalf("reopened as %+v, adopted as %+v", again, got)
 	}

@@ -1,0 +1,1040 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// ErrReadOnly: Apply on a store opened with OpenDirReadOnly.
+var ErrReadOnly = errors.New("replog: store is read-only")
+
+// DirStore is the Store of a data directory (OpenDir): the log is a
+// sequence of bbolt segment files, each a contiguous offset range. The
+// last one, the active segment (DataFileName), is the only file written:
+// it holds the newest entries and the whole of the log's small state — the
+// log start, the epoch map, the quorum state, the HW checkpoint, the
+// directory's identity, and the table of sealed segments before it — so
+// that every Apply is one bbolt transaction of one file, as for Bolt.
+//
+// When the active file holds BoltOptions.SegmentBytes, the next Apply that
+// appends first rolls it: a new active file is written whole (that state,
+// no entries) under a temporary name, the old one gets its sealed name
+// (a hard link), and a rename of the new file over DataFileName commits
+// the roll. Sealed segments are never written again; a truncation into
+// one lowers its end in the table, and a prefix deletion drops the
+// segments wholly below the new log start from the table and unlinks their
+// files: work per deletion independent of the entries it drops.
+//
+// Open reads only the active file (verified as OpenBolt verifies its file)
+// and lists the directory; a sealed segment is opened read-only, and
+// verified, when a read first needs it, and at most maxOpenSealed unused
+// ones stay open. Reads take no lock that Apply takes (only a short one
+// around the open-file cache), so reads of old segments never hold up
+// appends. See docs/design.md section 4.
+type DirStore struct {
+	dir      string
+	opts     BoltOptions // defaults applied
+	log      hclog.Logger
+	readOnly bool
+	dirLock  *os.File // the directory, flocked for the store's lifetime
+	state    atomic.Pointer[dirState]
+	identity *Identity // recorded in the active file; set before the store is handed out
+	closed   atomic.Bool
+
+	// mu serializes Apply and Close, and guards failed and putter.
+	mu     sync.Mutex
+	failed error
+	putter *Bolt // the writes of one Apply, shared with Bolt (put)
+
+	// cacheMu guards the segFiles' handles, refs and flags, openFiles and
+	// useClock; it is never held across a read or an open of a file.
+	cacheMu   sync.Mutex
+	openFiles map[*segFile]struct{} // sealed segments with an open handle
+	useClock  uint64
+
+	applies, writes, commits, rolls, segsDeleted atomic.Uint64
+}
+
+// dirState is one published version of a DirStore's state; never mutated.
+type dirState struct {
+	log    *logState
+	base   uint64      // the active segment's first offset
+	sealed []sealedSeg // in offset order: sealed[i].end == sealed[i+1].base, the last end == base
+	active *segFile
+	format byte // of the active file
+}
+
+// DirStats are a DirStore's counters, for tests and benchmarks.
+type DirStats struct {
+	// Applies, Writes and Commits count as BoltStats' do.
+	Applies, Writes, Commits uint64
+	// Rolls is the number of segments sealed since the store was opened.
+	Rolls uint64
+	// SegmentsDeleted is the number of sealed segment files unlinked since
+	// the store was opened.
+	SegmentsDeleted uint64
+	// Sealed is the number of sealed segments in the log now, and Open how
+	// many of them have an open handle.
+	Sealed, Open int
+}
+
+// activeMeta is what an active file says about the log.
+type activeMeta struct {
+	st       *logState
+	base     uint64
+	table    [][2]uint64 // sealed segments: base, end
+	identity *Identity
+	format   byte
+}
+
+// openDirStore opens the store of data directory dir, whose flocked
+// directory handle lock it takes over on success. A missing or empty
+// active file becomes a new empty store (OpenDir decides before whether
+// that is allowed), except read-only.
+func openDirStore(dir string, lock *os.File, opts BoltOptions, readOnly bool) (*DirStore, error) {
+	d := &DirStore{dir: dir, opts: opts, log: opts.Logger, readOnly: readOnly, openFiles: map[*segFile]struct{}{}}
+	activePath := filepath.Join(dir, DataFileName)
+	d.putter = &Bolt{path: activePath, log: opts.Logger}
+	kind := kindActive
+	if readOnly {
+		kind = kindReadOnly
+	} else if err := os.Remove(filepath.Join(dir, nextActiveName)); err == nil {
+		d.log.Info("removed the new active file of a roll that did not complete", "path", filepath.Join(dir, nextActiveName))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("replog: open store %s: %w", dir, err)
+	}
+	db, err := openSegment(activePath, kind, &d.opts)
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadActiveProtected(db, !readOnly)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("replog: open store %s: %w", activePath, err)
+	}
+	d.identity = m.identity
+	active := &segFile{path: activePath, db: db, active: true}
+	st := &dirState{log: m.st, base: m.base, active: active, format: m.format}
+	if err := d.attachSealed(st, m.table); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	d.state.Store(st)
+	d.dirLock = lock
+	d.log.Debug("store opened", "dir", dir, "log_start", m.st.logStart, "leo", m.st.leo, "last_epoch", m.st.lastEpoch(),
+		"sealed_segments", len(st.sealed), "active_base", m.base, "read_only", readOnly, "no_sync", opts.NoSync)
+	return d, nil
+}
+
+// attachSealed checks the table of sealed segments against the directory
+// (every file present) and fills st.sealed; unless read-only it removes
+// orphans: sealed files no longer in the table (a crash between a
+// deletion's commit and its unlink, or a roll's link and its rename).
+func (d *DirStore) attachSealed(st *dirState, table [][2]uint64) error {
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return fmt.Errorf("replog: open store %s: %w", d.dir, err)
+	}
+	present := map[uint64]bool{}
+	for _, e := range ents {
+		if base, ok := parseSegmentFileName(e.Name()); ok {
+			present[base] = true
+		}
+	}
+	for _, r := range table {
+		p := filepath.Join(d.dir, segmentFileName(r[0]))
+		if !present[r[0]] {
+			return fmt.Errorf("replog: segment %s: %w: the file of offsets [%d, %d) is missing (restore it, or wipe the directory so the node rejoins as a new incarnation)",
+				p, ErrCorrupt, r[0], r[1])
+		}
+		delete(present, r[0])
+		st.sealed = append(st.sealed, sealedSeg{f: &segFile{path: p}, base: r[0], end: r[1]})
+	}
+	for base := range present {
+		p := filepath.Join(d.dir, segmentFileName(base))
+		if d.readOnly {
+			d.log.Info("segment file not in the log (left by a crash; the next read-write open removes it)", "path", p)
+			continue
+		}
+		d.log.Info("removing a segment file no longer in the log (left by a crash)", "path", p)
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("replog: open store %s: remove orphan segment: %w", d.dir, err)
+		}
+	}
+	return nil
+}
+
+// loadActiveProtected is loadActive with faults and bbolt's assertions
+// turned into ErrCorrupt.
+func loadActiveProtected(db *bolt.DB, create bool) (m *activeMeta, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("%w: reading the store's records: %v", ErrCorrupt, r)
+		}
+	}()
+	return loadActive(db, create)
+}
+
+// loadActive reads and checks the state an active file records; a fresh
+// file (no buckets) gets format 1's buckets when create is set. Only the
+// active file is read: the sealed segments' ranges come from its table,
+// their files are checked when first read.
+func loadActive(db *bolt.DB, create bool) (*activeMeta, error) {
+	m := &activeMeta{st: &logState{}}
+	fresh := false
+	load := func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil && !tx.Writable() {
+			fresh = true
+			return nil
+		}
+		if meta == nil {
+			if tx.Bucket(bucketEntries) != nil || tx.Bucket(bucketEpochs) != nil {
+				return fmt.Errorf("%w: metadata bucket missing", ErrCorrupt)
+			}
+			for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta} {
+				if _, err := tx.CreateBucket(name); err != nil {
+					return err
+				}
+			}
+			meta = tx.Bucket(bucketMeta)
+			m.format = boltFormat
+			if err := meta.Put(keyFormat, []byte{boltFormat}); err != nil {
+				return err
+			}
+			return meta.Put(keyLogStart, u64key(0))
+		}
+		return readActive(tx, m)
+	}
+	if err := db.View(load); err != nil {
+		return nil, err
+	}
+	if fresh {
+		if !create {
+			return nil, fmt.Errorf("%w: the active file holds no store", ErrCorrupt)
+		}
+		if err := db.Update(load); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// readActive fills m from an existing active file's transaction.
+func readActive(tx *bolt.Tx, m *activeMeta) error {
+	st := m.st
+	meta := tx.Bucket(bucketMeta)
+	eb, epb, qb := tx.Bucket(bucketEntries), tx.Bucket(bucketEpochs), tx.Bucket(bucketQuorum)
+	if eb == nil || epb == nil || qb == nil {
+		return fmt.Errorf("%w: bucket missing", ErrCorrupt)
+	}
+	f := meta.Get(keyFormat)
+	if len(f) != 1 || (f[0] != boltFormat && f[0] != boltFormatSegmented) {
+		return fmt.Errorf("%w: unknown store format %x", ErrCorrupt, f)
+	}
+	m.format = f[0]
+	v := meta.Get(keyLogStart)
+	if len(v) != 8 {
+		return fmt.Errorf("%w: log start record of %d bytes", ErrCorrupt, len(v))
+	}
+	st.logStart = binary.BigEndian.Uint64(v)
+	if v := meta.Get(keyHW); v != nil {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: HW checkpoint record of %d bytes", ErrCorrupt, len(v))
+		}
+		st.hw, st.hwOK = binary.BigEndian.Uint64(v), true
+	}
+	if v := meta.Get(keyIdentity); v != nil {
+		r, err := decodeIdentity(v)
+		if err != nil {
+			return fmt.Errorf("%w: identity record: %v", ErrCorrupt, err)
+		}
+		m.identity = &r.Identity
+	}
+	if v := qb.Get(keyQuorum); v != nil {
+		qs, err := decodeQuorumState(v)
+		if err != nil {
+			return err
+		}
+		st.quorum = qs
+	}
+	if m.format == boltFormatSegmented {
+		v := meta.Get(keyBase)
+		if len(v) != 8 {
+			return fmt.Errorf("%w: segment base record of %d bytes", ErrCorrupt, len(v))
+		}
+		m.base = binary.BigEndian.Uint64(v)
+		sb := tx.Bucket(bucketSegments)
+		if sb == nil {
+			return fmt.Errorf("%w: segments bucket missing", ErrCorrupt)
+		}
+		err := sb.ForEach(func(k, v []byte) error {
+			if len(k) != 8 || len(v) != 8 {
+				return fmt.Errorf("%w: segment table row of bad length", ErrCorrupt)
+			}
+			m.table = append(m.table, [2]uint64{binary.BigEndian.Uint64(k), binary.BigEndian.Uint64(v)})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := checkTable(m.table, m.base, st.logStart); err != nil {
+		return err
+	}
+	c := eb.Cursor()
+	st.leo = max(m.base, st.logStart)
+	first, _ := c.First()
+	last, _ := c.Last()
+	if (first != nil && len(first) != 8) || (last != nil && len(last) != 8) {
+		return fmt.Errorf("%w: entry key of bad length", ErrCorrupt)
+	}
+	if first != nil && binary.BigEndian.Uint64(first) < m.base {
+		return fmt.Errorf("%w: entry at offset %d below the segment's base %d", ErrCorrupt, binary.BigEndian.Uint64(first), m.base)
+	}
+	if last != nil && binary.BigEndian.Uint64(last)+1 > st.leo {
+		st.leo = binary.BigEndian.Uint64(last) + 1
+	}
+	err := epb.ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) != 8 {
+			return fmt.Errorf("%w: epoch map row of bad length", ErrCorrupt)
+		}
+		st.epochs = append(st.epochs, protocol.EpochStart{Epoch: binary.BigEndian.Uint64(k), StartOffset: binary.BigEndian.Uint64(v)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := checkEpochs(st.epochs, st.logStart, st.leo); err != nil {
+		return err
+	}
+	if st.hwOK && st.hw > st.leo {
+		return fmt.Errorf("%w: HW checkpoint %d above LEO %d", ErrCorrupt, st.hw, st.leo)
+	}
+	// The active segment's first and last live entries decode and carry
+	// the epoch the map gives them (the sealed segments' are checked when
+	// first read).
+	if lo := max(m.base, st.logStart); st.leo > lo {
+		for _, off := range []uint64{lo, st.leo - 1} {
+			if err := checkEntryAt(eb, st.epochs, off); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkEntryAt checks that the entry at off exists, decodes, and has the
+// epoch epochs gives it.
+func checkEntryAt(eb *bolt.Bucket, epochs []protocol.EpochStart, off uint64) error {
+	v := eb.Get(u64key(off))
+	if v == nil {
+		return fmt.Errorf("%w: entry at offset %d missing", ErrCorrupt, off)
+	}
+	e, err := decodeEntry(v)
+	if err != nil {
+		return fmt.Errorf("entry at offset %d: %w", off, err)
+	}
+	if want := epochAt(epochs, off); e.Epoch != want {
+		return fmt.Errorf("%w: entry at offset %d has epoch %d, epoch map says %d", ErrCorrupt, off, e.Epoch, want)
+	}
+	return nil
+}
+
+// checkTable checks the sealed segments' ranges: non-empty, contiguous,
+// ending at the active base, the first covering the log start (a table
+// without rows: the log start at or above the base).
+func checkTable(table [][2]uint64, base, logStart uint64) error {
+	if len(table) == 0 {
+		if logStart < base {
+			return fmt.Errorf("%w: log start %d below the active segment's base %d and no sealed segment", ErrCorrupt, logStart, base)
+		}
+		return nil
+	}
+	for i, r := range table {
+		if r[0] >= r[1] || (i > 0 && r[0] != table[i-1][1]) {
+			return fmt.Errorf("%w: segment table row [%d, %d) out of order", ErrCorrupt, r[0], r[1])
+		}
+	}
+	if table[len(table)-1][1] != base {
+		return fmt.Errorf("%w: the last sealed segment ends at %d, the active segment starts at %d", ErrCorrupt, table[len(table)-1][1], base)
+	}
+	if logStart < table[0][0] || logStart >= table[0][1] {
+		return fmt.Errorf("%w: log start %d outside the first segment [%d, %d)", ErrCorrupt, logStart, table[0][0], table[0][1])
+	}
+	return nil
+}
+
+// openSealed opens the sealed segment at path, of offsets [base, end),
+// verified, and checks that its first and last live entries decode and
+// carry the epochs st's map gives them. Errors name the file and the
+// offsets.
+func (d *DirStore) openSealed(path string, base, end uint64, st *dirState) (*bolt.DB, error) {
+	if sealedOpenHook != nil {
+		sealedOpenHook(path)
+	}
+	db, err := openSegment(path, kindSealed, &d.opts)
+	if err != nil {
+		return nil, fmt.Errorf("segment of offsets [%d, %d): %w", base, end, err)
+	}
+	err = func() (err error) {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: %v", ErrCorrupt, r)
+			}
+		}()
+		return db.View(func(tx *bolt.Tx) error {
+			eb := tx.Bucket(bucketEntries)
+			if eb == nil {
+				return fmt.Errorf("%w: entries bucket missing", ErrCorrupt)
+			}
+			if lo := max(base, st.log.logStart); lo < end {
+				for _, off := range []uint64{lo, end - 1} {
+					if err := checkEntryAt(eb, st.log.epochs, off); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("replog: segment %s of offsets [%d, %d): %w", path, base, end, err)
+	}
+	return db, nil
+}
+
+// storeIdentity records id in the active file (durably unless NoSync), so
+// that the data names its directory's identity even if the identity file
+// is lost; rolls copy it into each new active file. Called by OpenDir
+// before the store is handed out; Apply never touches this key.
+func (d *DirStore) storeIdentity(id Identity) error {
+	db := d.state.Load().active.db
+	err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyIdentity, encodeIdentity(identityRecord{Identity: id, ready: true}))
+	})
+	if err != nil {
+		return fmt.Errorf("replog: store %s: record identity: %w", db.Path(), err)
+	}
+	d.identity = &id
+	return nil
+}
+
+// Apply implements Store: one bbolt transaction of the active file for all
+// of ws, on the caller's goroutine, preceded by a roll when the active file
+// is full and ws appends. Sealed segments that ws drops (a prefix deletion
+// past them, a truncation below them) are unlinked after the commit.
+// On a read-only store: ErrReadOnly.
+func (d *DirStore) Apply(ws []protocol.Write) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if d.readOnly {
+		return ErrReadOnly
+	}
+	if d.failed != nil {
+		return d.failed
+	}
+	d.applies.Add(1)
+	d.writes.Add(uint64(len(ws)))
+	cur := d.state.Load()
+	tx, err := cur.active.db.Begin(true)
+	if err != nil {
+		return d.fail(err, len(ws))
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	if tx.Size() >= d.opts.SegmentBytes && cur.log.leo > cur.base && appends(ws) {
+		_ = tx.Rollback()
+		if cur, err = d.roll(cur); err != nil {
+			return d.fail(err, len(ws))
+		}
+		if tx, err = cur.active.db.Begin(true); err != nil {
+			return d.fail(err, len(ws))
+		}
+	}
+	eb := tx.Bucket(bucketEntries)
+	eb.FillPercent = 1.0 // entries are only appended at the end: pack pages full
+	st, base, sealed := cur.log, cur.base, cur.sealed
+	var dropped []*segFile
+	changed := false
+	for i := range ws {
+		w := &ws[i]
+		next, err := st.after(w)
+		if err != nil {
+			return writeErr(ws, i, err) // rolled back: nothing applied
+		}
+		if next == st {
+			continue
+		}
+		if err := d.putter.put(tx, eb, st, next, w); err != nil {
+			return d.fail(err, len(ws))
+		}
+		switch w.Kind {
+		case protocol.WriteTruncate:
+			if w.Offset < base {
+				var gone []*segFile
+				sealed, gone = truncateSealed(sealed, w.Offset)
+				dropped, base = append(dropped, gone...), w.Offset
+			}
+		case protocol.WriteDeletePrefix:
+			var gone []*segFile
+			sealed, gone = pruneSealed(sealed, next.logStart)
+			dropped = append(dropped, gone...)
+		}
+		st, changed = next, true
+	}
+	if !changed {
+		return nil // nothing to write: no fsync
+	}
+	if base != cur.base || len(dropped) > 0 || !sameEnds(sealed, cur.sealed) {
+		if err := writeTable(tx, cur, base, sealed); err != nil {
+			return d.fail(err, len(ws))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return d.fail(err, len(ws))
+	}
+	d.state.Store(&dirState{log: st, base: base, sealed: sealed, active: cur.active, format: cur.format})
+	d.commits.Add(1)
+	d.drop(dropped)
+	return nil
+}
+
+func appends(ws []protocol.Write) bool {
+	for i := range ws {
+		if ws[i].Kind == protocol.WriteAppend && len(ws[i].Entries) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// truncateSealed returns the sealed segments left by a truncation to t
+// below the active base (t is at or above the log start, so inside one of
+// them), and those it drops.
+func truncateSealed(sealed []sealedSeg, t uint64) (kept []sealedSeg, dropped []*segFile) {
+	i := sort.Search(len(sealed), func(i int) bool { return sealed[i].base > t }) - 1
+	if i < 0 {
+		i = 0 // not reached: the log start is in the first segment
+	}
+	keep := i + 1
+	if sealed[i].base == t {
+		keep = i
+	}
+	kept = append([]sealedSeg(nil), sealed[:keep]...)
+	if keep > i {
+		kept[i].end = t
+	}
+	for _, s := range sealed[keep:] {
+		dropped = append(dropped, s.f)
+	}
+	return kept, dropped
+}
+
+// pruneSealed returns the sealed segments left when the log starts at
+// logStart (those ending after it), and those it drops.
+func pruneSealed(sealed []sealedSeg, logStart uint64) (kept []sealedSeg, dropped []*segFile) {
+	i := 0
+	for i < len(sealed) && sealed[i].end <= logStart {
+		dropped = append(dropped, sealed[i].f)
+		i++
+	}
+	return sealed[i:len(sealed):len(sealed)], dropped
+}
+
+func sameEnds(a, b []sealedSeg) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// writeTable writes the active base and the segment table in tx, turning
+// cur's into (base, sealed). Only a format 2 file has sealed segments to
+// change.
+func writeTable(tx *bolt.Tx, cur *dirState, base uint64, sealed []sealedSeg) error {
+	sb := tx.Bucket(bucketSegments)
+	if cur.format != boltFormatSegmented || sb == nil {
+		return fmt.Errorf("storage: segment table change in a format %d file", cur.format) // not reached
+	}
+	if base != cur.base {
+		if err := tx.Bucket(bucketMeta).Put(keyBase, u64key(base)); err != nil {
+			return err
+		}
+	}
+	now := make(map[uint64]uint64, len(sealed))
+	for _, s := range sealed {
+		now[s.base] = s.end
+	}
+	for _, s := range cur.sealed {
+		end, ok := now[s.base]
+		switch {
+		case !ok:
+			if err := sb.Delete(u64key(s.base)); err != nil {
+				return err
+			}
+		case end != s.end:
+			if err := sb.Put(u64key(s.base), u64key(end)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// roll seals the active segment and starts a new one at the LEO (the
+// caller holds mu; no write transaction is open). The new active file is
+// written whole under nextActiveName and synced; the old one is linked to
+// its sealed name; renaming the new file over DataFileName commits the
+// roll (docs/design.md section 4 lists what a crash between the steps
+// leaves). It returns the new state, published.
+func (d *DirStore) roll(cur *dirState) (*dirState, error) {
+	st := cur.log
+	activePath := filepath.Join(d.dir, DataFileName)
+	nextPath := filepath.Join(d.dir, nextActiveName)
+	sealedPath := filepath.Join(d.dir, segmentFileName(cur.base))
+	keep := st.leo > st.logStart // the old active holds live entries
+	sealed := append([]sealedSeg(nil), cur.sealed...)
+	if keep {
+		sealed = append(sealed, sealedSeg{f: cur.active, base: cur.base, end: st.leo})
+	}
+	var hwm int64
+	if err := cur.active.db.View(func(tx *bolt.Tx) error { hwm = tx.Size(); return nil }); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(nextPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	db, err := openSegment(nextPath, kindNew, &d.opts)
+	if err != nil {
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return writeNewActive(tx, st, st.leo, sealed, d.identity) })
+	if err == nil && rollHook != nil {
+		rollHook("next")
+	}
+	if err == nil && keep {
+		if err = os.Remove(sealedPath); errors.Is(err, fs.ErrNotExist) { // an orphan not in the table
+			err = nil
+		}
+		if err == nil {
+			err = os.Link(activePath, sealedPath)
+		}
+		if err == nil && !d.opts.NoSync {
+			err = syncDir(d.dir)
+		}
+		if err == nil && rollHook != nil {
+			rollHook("linked")
+		}
+	}
+	if err == nil {
+		err = os.Rename(nextPath, activePath)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("roll to a new segment at offset %d: %w", st.leo, err)
+	}
+	// Committed: DataFileName is the new file.
+	next := &dirState{log: st, base: st.leo, sealed: sealed, format: boltFormatSegmented,
+		active: &segFile{path: activePath, db: db, active: true}}
+	d.state.Store(next)
+	d.rolls.Add(1)
+	old := cur.active
+	d.cacheMu.Lock()
+	old.active = false
+	if keep {
+		old.path = sealedPath
+		d.openFiles[old] = struct{}{}
+	} else {
+		// Nothing live in it: the file has no name left, and is freed when
+		// its last reader closes it.
+		old.dropped = true
+		if old.refs == 0 {
+			defer closeDBs(d, []*bolt.DB{old.db})
+			old.db = nil
+		}
+	}
+	victims := d.evictLocked()
+	d.cacheMu.Unlock()
+	closeDBs(d, victims)
+	if keep {
+		if err := os.Truncate(sealedPath, hwm); err != nil {
+			// bbolt grows its file ahead of its pages: the sealed file keeps
+			// only its pages (never read beyond them).
+			d.log.Warn("could not trim a sealed segment", "path", sealedPath, "error", err)
+		}
+	}
+	var syncErr error
+	if !d.opts.NoSync {
+		syncErr = syncDir(d.dir)
+	}
+	if rollHook != nil {
+		rollHook("renamed")
+	}
+	d.log.Debug("rolled to a new segment", "base", st.leo, "sealed", sealedPath, "sealed_bytes", hwm)
+	if syncErr != nil {
+		return next, fmt.Errorf("roll to a new segment at offset %d: sync directory: %w", st.leo, syncErr)
+	}
+	return next, nil
+}
+
+// writeNewActive writes a roll's new active file: format 2, the log's
+// state st, base, the sealed segments' table, the identity; no entries.
+func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, id *Identity) error {
+	bs := map[string]*bolt.Bucket{}
+	for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta, bucketSegments} {
+		b, err := tx.CreateBucket(name)
+		if err != nil {
+			return err
+		}
+		bs[string(name)] = b
+	}
+	meta := bs[string(bucketMeta)]
+	puts := [][2][]byte{{keyFormat, {boltFormatSegmented}}, {keyLogStart, u64key(st.logStart)}, {keyBase, u64key(base)}}
+	if st.hwOK {
+		puts = append(puts, [2][]byte{keyHW, u64key(st.hw)})
+	}
+	if id != nil {
+		puts = append(puts, [2][]byte{keyIdentity, encodeIdentity(identityRecord{Identity: *id, ready: true})})
+	}
+	for _, kv := range puts {
+		if err := meta.Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	if st.quorum != (protocol.QuorumState{}) {
+		if err := bs[string(bucketQuorum)].Put(keyQuorum, encodeQuorumState(st.quorum)); err != nil {
+			return err
+		}
+	}
+	for _, r := range st.epochs {
+		if err := bs[string(bucketEpochs)].Put(u64key(r.Epoch), u64key(r.StartOffset)); err != nil {
+			return err
+		}
+	}
+	for _, s := range sealed {
+		if err := bs[string(bucketSegments)].Put(u64key(s.base), u64key(s.end)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail latches err (see Bolt.fail).
+func (d *DirStore) fail(err error, n int) error {
+	d.log.Error("commit failed", "dir", d.dir, "writes", n, "error", err)
+	err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
+	d.failed = fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err)
+	return err
+}
+
+// Entries implements Store. A read that spans segments reads each in turn
+// (copying its entries out before moving on); a sealed segment's file is
+// opened, and verified, at its first read. A damaged segment returns an
+// error wrapping ErrCorrupt naming its file and the offset.
+func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []protocol.Entry, err error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	where, off := d.dir, from
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("replog: store %s: %w: reading entries from offset %d: %v", where, ErrCorrupt, off, r)
+		}
+	}()
+	budget := protocol.Budget{Max: maxBytes}
+	st := d.state.Load()
+	for retries := 0; ; {
+		if maxCount > 0 && len(out) >= maxCount {
+			return out, nil
+		}
+		cont := len(out) > 0 // continuing at the end of a segment just read
+		f, base, end, isActive := st.active, uint64(0), uint64(0), off >= st.base
+		if !isActive {
+			if !cont && off < st.log.logStart {
+				return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, off, st.log.logStart, st.log.leo)
+			}
+			i := sort.Search(len(st.sealed), func(i int) bool { return st.sealed[i].base > off }) - 1
+			if i < 0 {
+				return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, off, st.log.logStart, st.log.leo)
+			}
+			f, base, end = st.sealed[i].f, st.sealed[i].base, st.sealed[i].end
+		}
+		db, path, err := d.acquire(f, st, base, end)
+		if errors.Is(err, errSegmentGone) {
+			if d.closed.Load() {
+				return nil, ErrClosed
+			}
+			if cont {
+				return out, nil
+			}
+			if retries++; retries > 1000 {
+				return nil, fmt.Errorf("replog: store %s: the log changed under the read of offset %d 1000 times", d.dir, off)
+			}
+			st = d.state.Load()
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("replog: store %s: reading offset %d: %w", d.dir, off, err)
+		}
+		where = path
+		var next uint64
+		if isActive {
+			out, err = readActiveRange(db, path, off, cont, st.base, maxCount, &budget, out)
+		} else {
+			out, next, err = readSealedRange(db, path, off, end, maxCount, &budget, out)
+		}
+		d.release(f)
+		if err != nil {
+			return nil, err
+		}
+		if isActive || next < end {
+			return out, nil // the active segment is the last
+		}
+		off = next
+	}
+}
+
+// readActiveRange appends to out the entries of the active file db from
+// off, within the bounds its own transaction sees (a write committed since
+// the caller's state was published is seen whole). cont: off is where a
+// sealed segment just read ended, expected to be this file's base; if the
+// file says otherwise (a truncation below it since), out is returned as
+// it is.
+func readActiveRange(db *bolt.DB, path string, off uint64, cont bool, wantBase uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) ([]protocol.Entry, error) {
+	tx, err := db.Begin(false)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return nil, ErrClosed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replog: store %s: %w", path, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	meta := tx.Bucket(bucketMeta)
+	logStart := binary.BigEndian.Uint64(meta.Get(keyLogStart))
+	base := uint64(0)
+	if v := meta.Get(keyBase); len(v) == 8 {
+		base = binary.BigEndian.Uint64(v)
+	}
+	c := tx.Bucket(bucketEntries).Cursor()
+	leo := max(base, logStart)
+	if k, _ := c.Last(); k != nil && binary.BigEndian.Uint64(k)+1 > leo {
+		leo = binary.BigEndian.Uint64(k) + 1
+	}
+	if cont {
+		if base != wantBase || off < logStart || off >= leo {
+			return out, nil
+		}
+	} else {
+		if off == leo {
+			return nil, nil
+		}
+		if off < logStart || off > leo || off < base {
+			return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, off, logStart, leo)
+		}
+	}
+	out, _, err = readRange(c, path, off, leo, maxCount, budget, out)
+	return out, err
+}
+
+// readSealedRange appends to out the entries of sealed segment db in [off,
+// end), and returns the offset after the last one read.
+func readSealedRange(db *bolt.DB, path string, off, end uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) ([]protocol.Entry, uint64, error) {
+	tx, err := db.Begin(false)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return nil, off, ErrClosed
+	}
+	if err != nil {
+		return nil, off, fmt.Errorf("replog: segment %s: %w", path, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	eb := tx.Bucket(bucketEntries)
+	if eb == nil {
+		return nil, off, fmt.Errorf("replog: segment %s: %w: entries bucket missing", path, ErrCorrupt)
+	}
+	return readRange(eb.Cursor(), path, off, end, maxCount, budget, out)
+}
+
+// readRange appends the entries of [off, end) that fit maxCount and budget
+// to out, copied out of the transaction's pages, and returns the offset
+// after the last one.
+func readRange(c *bolt.Cursor, path string, off, end uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) ([]protocol.Entry, uint64, error) {
+	n, size := len(out), 0
+	for k, v := c.Seek(u64key(off)); off < end; k, v = c.Next() {
+		if maxCount > 0 && len(out) >= maxCount {
+			break
+		}
+		if len(k) != 8 || binary.BigEndian.Uint64(k) != off {
+			return nil, off, fmt.Errorf("replog: segment %s: %w: entry at offset %d missing", path, ErrCorrupt, off)
+		}
+		e, err := decodeEntry(v) // e.Data aliases the mapping until the transaction ends
+		if err != nil {
+			return nil, off, fmt.Errorf("replog: segment %s: entry at offset %d: %w", path, off, err)
+		}
+		if !budget.Take(len(e.Data)) {
+			break
+		}
+		size += len(e.Data)
+		e.Offset = off
+		out = append(out, e)
+		off++
+	}
+	// One allocation for this segment's payloads; each Data is capped so
+	// that an append by the caller cannot overwrite the next entry's.
+	arena := make([]byte, 0, size)
+	for i := n; i < len(out); i++ {
+		start := len(arena)
+		arena = append(arena, out[i].Data...)
+		out[i].Data = arena[start:len(arena):len(arena)]
+	}
+	return out, off, nil
+}
+
+// Append implements Store (Apply of one write).
+func (d *DirStore) Append(entries []protocol.Entry) error {
+	return d.Apply([]protocol.Write{{Kind: protocol.WriteAppend, Entries: entries}})
+}
+
+// TruncateSuffix is Apply of one WriteTruncate.
+func (d *DirStore) TruncateSuffix(from uint64) error {
+	return d.Apply([]protocol.Write{{Kind: protocol.WriteTruncate, Offset: from}})
+}
+
+// DeletePrefix is Apply of one WriteDeletePrefix.
+func (d *DirStore) DeletePrefix(upTo uint64) error {
+	return d.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: upTo}})
+}
+
+// SetQuorumState is Apply of one WriteQuorumState.
+func (d *DirStore) SetQuorumState(s protocol.QuorumState) error {
+	return d.Apply([]protocol.Write{{Kind: protocol.WriteQuorumState, Quorum: s}})
+}
+
+// SetHWCheckpoint is Apply of one WriteHWCheckpoint.
+func (d *DirStore) SetHWCheckpoint(hw uint64) error {
+	return d.Apply([]protocol.Write{{Kind: protocol.WriteHWCheckpoint, Offset: hw}})
+}
+
+// LEO implements Store.
+func (d *DirStore) LEO() uint64 { return d.state.Load().log.leo }
+
+// LogStart implements Store.
+func (d *DirStore) LogStart() uint64 { return d.state.Load().log.logStart }
+
+// LastEpoch implements Store.
+func (d *DirStore) LastEpoch() uint64 { return d.state.Load().log.lastEpoch() }
+
+// EndOffsetForEpoch implements Store.
+func (d *DirStore) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
+	return d.state.Load().log.endOffsetForEpoch(epoch)
+}
+
+// EpochMap implements Store.
+func (d *DirStore) EpochMap() []protocol.EpochStart { return cloneEpochs(d.state.Load().log.epochs) }
+
+// QuorumState implements Store.
+func (d *DirStore) QuorumState() (protocol.QuorumState, error) {
+	if d.closed.Load() {
+		return protocol.QuorumState{}, ErrClosed
+	}
+	return d.state.Load().log.quorum, nil
+}
+
+// HWCheckpoint implements Store.
+func (d *DirStore) HWCheckpoint() (uint64, bool, error) {
+	if d.closed.Load() {
+		return 0, false, ErrClosed
+	}
+	st := d.state.Load().log
+	return st.hw, st.hwOK, nil
+}
+
+// Dir returns the data directory.
+func (d *DirStore) Dir() string { return d.dir }
+
+// Stats returns the store's counters.
+func (d *DirStore) Stats() DirStats {
+	st := d.state.Load()
+	d.cacheMu.Lock()
+	open := len(d.openFiles)
+	d.cacheMu.Unlock()
+	return DirStats{
+		Applies:         d.applies.Load(),
+		Writes:          d.writes.Load(),
+		Commits:         d.commits.Load(),
+		Rolls:           d.rolls.Load(),
+		SegmentsDeleted: d.segsDeleted.Load(),
+		Sealed:          len(st.sealed),
+		Open:            open,
+	}
+}
+
+// Close waits for the Apply in progress, if any, closes every segment file
+// (waiting for the reads in progress) and releases the directory. Apply
+// calls waiting or made later return ErrClosed; closing twice returns
+// ErrClosed.
+func (d *DirStore) Close() error {
+	if !d.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := d.state.Load()
+	var dbs []*bolt.DB
+	d.cacheMu.Lock()
+	for _, f := range append([]*segFile{st.active}, keys(d.openFiles)...) {
+		if f.db != nil {
+			dbs = append(dbs, f.db)
+			f.db = nil
+		}
+		f.dropped = true
+	}
+	clear(d.openFiles)
+	d.cacheMu.Unlock()
+	var err error
+	for _, db := range dbs {
+		if cerr := db.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("replog: close store %s: %w", db.Path(), cerr)
+		}
+	}
+	if d.dirLock != nil {
+		_ = unlockFile(d.dirLock)
+		_ = d.dirLock.Close()
+	}
+	return err
+}
+
+func keys(m map[*segFile]struct{}) []*segFile {
+	out := make([]*segFile, 0, len(m))
+	for f := range m {
+		out = append(out, f)
+	}
+	return out
+}
+
+var _ Store = (*DirStore)(nil)

@@ -1,0 +1,342 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// The files of a segmented data directory (docs/design.md section 4):
+//
+//	replog.db                     the active segment (DataFileName): the only file written
+//	replog-<20-digit base>.seg    a sealed segment, entries from offset base
+//	replog.db.next                a roll in progress (removed at open: a roll commits
+//	                              by renaming it over replog.db)
+const (
+	segmentPrefix  = "replog-"
+	segmentSuffix  = ".seg"
+	nextActiveName = DataFileName + ".next"
+
+	// boltFormatSegmented is the format of an active segment made by a roll:
+	// its segments bucket names the sealed segments before it. A format 1
+	// file (boltFormat) is a whole log on its own: no sealed segments, base
+	// 0 (OpenBolt's files, and a data directory until its first roll).
+	boltFormatSegmented = 2
+
+	// maxOpenSealed bounds the sealed segments kept open (mapped) beyond
+	// those a read is using: a reader walking the log opens each in turn.
+	maxOpenSealed = 8
+
+	// maxActiveMmap caps the mapping reserved for the active segment.
+	maxActiveMmap = 1 << 30
+	// minAllocSize is the smallest step the active file grows by.
+	minAllocSize = 64 << 10
+	// maxAllocSize is bbolt's own step (its DefaultAllocSize).
+	maxAllocSize = 16 << 20
+)
+
+var (
+	// bucketSegments, in a format 2 active segment: 8-byte BE base of a
+	// sealed segment → 8-byte BE end (the first offset after its range).
+	bucketSegments = []byte("segments")
+	// keyBase, in meta of a format 2 active segment: the first offset this
+	// file holds (entries at or above it are the segment's).
+	keyBase = []byte("base")
+)
+
+// segmentFileName is the name of the sealed segment whose range starts at
+// base.
+func segmentFileName(base uint64) string {
+	return fmt.Sprintf("%s%020d%s", segmentPrefix, base, segmentSuffix)
+}
+
+// parseSegmentFileName returns the base of a sealed segment's file name.
+func parseSegmentFileName(name string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, segmentPrefix)
+	if !ok {
+		return 0, false
+	}
+	if s, ok = strings.CutSuffix(s, segmentSuffix); !ok || len(s) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil
+}
+
+// errSegmentGone: a segment was dropped from the log (deleted, truncated
+// away) or the store closed between a reader's look at the state and its
+// use of the file; the reader looks again.
+var errSegmentGone = errors.New("segment gone")
+
+// segFile is one segment file of a DirStore: the active one or a sealed
+// one. Its bbolt handle is opened lazily for a sealed segment and shared by
+// the readers using it; refs counts them, so that eviction and deletion
+// close it only when nobody reads it.
+type segFile struct {
+	openMu sync.Mutex // serializes the lazy open of this file
+
+	// Guarded by DirStore.cacheMu.
+	path    string // changes once, when a roll seals the active file
+	db      *bolt.DB
+	refs    int
+	dropped bool // no longer part of the log, or the store closed: never opened again
+	active  bool // the active segment: never evicted
+	lastUse uint64
+}
+
+// sealedSeg is a sealed segment in a DirStore's state: its file and the
+// end of its range (a truncation into it lowers the end; the file keeps
+// the entries above it, which are never read).
+type sealedSeg struct {
+	f         *segFile
+	base, end uint64
+}
+
+// acquire returns f's bbolt handle, opening a sealed segment's file (of
+// offsets [base, end)) if it
+// is not open, and holds it (release gives it back). It takes cacheMu only
+// briefly: opening a file (its verification) runs under f.openMu alone, so
+// appends and reads of other segments never wait for it. errSegmentGone if
+// f was dropped or the store closed; an error wrapping ErrCorrupt if the
+// file is damaged.
+func (d *DirStore) acquire(f *segFile, st *dirState, base, end uint64) (*bolt.DB, string, error) {
+	d.cacheMu.Lock()
+	if f.dropped || d.closed.Load() {
+		d.cacheMu.Unlock()
+		return nil, "", errSegmentGone
+	}
+	f.refs++
+	d.useClock++
+	f.lastUse = d.useClock
+	db, path := f.db, f.path
+	d.cacheMu.Unlock()
+	if db != nil {
+		return db, path, nil
+	}
+	f.openMu.Lock()
+	defer f.openMu.Unlock()
+	d.cacheMu.Lock()
+	db = f.db
+	d.cacheMu.Unlock()
+	if db != nil {
+		return db, path, nil // another reader opened it meanwhile
+	}
+	db, err := d.openSealed(path, base, end, st)
+	if err != nil {
+		d.release(f)
+		if errors.Is(err, os.ErrNotExist) {
+			// Unlinked after the reader looked (a deletion or a truncation
+			// dropped it): the reader looks again.
+			d.cacheMu.Lock()
+			gone := f.dropped || d.closed.Load()
+			d.cacheMu.Unlock()
+			if gone {
+				return nil, "", errSegmentGone
+			}
+		}
+		return nil, path, err
+	}
+	d.cacheMu.Lock()
+	if f.dropped || d.closed.Load() {
+		d.cacheMu.Unlock()
+		_ = db.Close()
+		d.release(f)
+		return nil, "", errSegmentGone
+	}
+	f.db = db
+	d.openFiles[f] = struct{}{}
+	victims := d.evictLocked()
+	d.cacheMu.Unlock()
+	closeDBs(d, victims)
+	return db, path, nil
+}
+
+// release gives back a handle acquire returned; the last user of a dropped
+// segment closes it.
+func (d *DirStore) release(f *segFile) {
+	d.cacheMu.Lock()
+	f.refs--
+	var victims []*bolt.DB
+	if f.refs == 0 && f.dropped && f.db != nil {
+		victims = append(victims, f.db)
+		f.db = nil
+		delete(d.openFiles, f)
+	}
+	victims = append(victims, d.evictLocked()...)
+	d.cacheMu.Unlock()
+	closeDBs(d, victims)
+}
+
+// evictLocked takes the least recently used unused sealed files out of the
+// cache while more than maxOpenSealed are open, and returns their handles
+// for the caller to close after unlocking cacheMu.
+func (d *DirStore) evictLocked() []*bolt.DB {
+	var victims []*bolt.DB
+	for len(d.openFiles) > maxOpenSealed {
+		var lru *segFile
+		for f := range d.openFiles {
+			if f.refs == 0 && !f.active && (lru == nil || f.lastUse < lru.lastUse) {
+				lru = f
+			}
+		}
+		if lru == nil {
+			break // all in use: the last release evicts
+		}
+		victims = append(victims, lru.db)
+		lru.db = nil
+		delete(d.openFiles, lru)
+	}
+	return victims
+}
+
+// drop takes sealed segments out of the log: each is closed once unused,
+// and its file unlinked (a crash before that leaves an orphan, which the
+// next open removes).
+func (d *DirStore) drop(fs []*segFile) {
+	if len(fs) == 0 {
+		return
+	}
+	var victims []*bolt.DB
+	paths := make([]string, 0, len(fs))
+	d.cacheMu.Lock()
+	for _, f := range fs {
+		f.dropped = true
+		paths = append(paths, f.path)
+		if f.refs == 0 && f.db != nil {
+			victims = append(victims, f.db)
+			f.db = nil
+			delete(d.openFiles, f)
+		}
+	}
+	d.cacheMu.Unlock()
+	closeDBs(d, victims)
+	if rollHook != nil {
+		rollHook("dropped")
+	}
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("could not remove a deleted segment (it is removed at the next open)", "path", p, "error", err)
+			continue
+		}
+		d.segsDeleted.Add(1)
+	}
+}
+
+func closeDBs(d *DirStore, dbs []*bolt.DB) {
+	for _, db := range dbs {
+		if err := db.Close(); err != nil {
+			d.log.Warn("closing a segment", "path", db.Path(), "error", err)
+		}
+	}
+}
+
+// segmentKind says how a segment file is opened.
+type segmentKind int
+
+const (
+	kindActive   segmentKind = iota // read-write, verified
+	kindSealed                      // read-only, verified (at first use)
+	kindReadOnly                    // the active file of a read-only open
+	kindNew                         // read-write, created by a roll (not verified)
+)
+
+// boltOptions returns the bbolt options of a segment of kind k (the
+// choices and their measurements: docs/design.md section 4).
+func (o *BoltOptions) boltOptions(k segmentKind) *bolt.Options {
+	bo := &bolt.Options{Timeout: o.Timeout, NoSync: o.NoSync}
+	switch k {
+	case kindActive, kindNew:
+		// The active file is small (≤ SegmentBytes and one Apply): its
+		// free-list rebuild at open walks it, bounded, and commits write
+		// no free-list pages. Its mapping is reserved for a full segment,
+		// so that it never remaps as it grows (a remap waits for every
+		// read transaction of the file).
+		bo.FreelistType = bolt.FreelistMapType
+		bo.NoFreelistSync = true
+		bo.InitialMmapSize = int(min(o.SegmentBytes+o.SegmentBytes/4, maxActiveMmap))
+	case kindSealed, kindReadOnly:
+		// Never written: no free list at all (bbolt loads none read-only),
+		// a shared lock, and the file mapped as large as it is.
+		bo.ReadOnly = true
+	}
+	return bo
+}
+
+// openSegment opens the segment file at path as kind k: verified first
+// (verifyBoltFile) unless it is new, then handed to bbolt. It returns
+// bbolt's handle. A damaged file returns an error wrapping ErrCorrupt
+// naming it; a missing sealed file an error wrapping os.ErrNotExist.
+func openSegment(path string, k segmentKind, opts *BoltOptions) (db *bolt.DB, err error) {
+	flag := os.O_RDONLY
+	if k == kindActive || k == kindNew {
+		flag = os.O_RDWR | os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flag, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+	}
+	handed := false // once bbolt has f, bbolt closes it
+	defer func() {
+		if !handed {
+			_ = f.Close()
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+	}
+	if k != kindNew && fi.Size() > 0 {
+		if err := verifyBoltFile(f, fi.Size()); err != nil {
+			return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+		}
+	}
+	if (k == kindSealed || k == kindReadOnly) && fi.Size() == 0 {
+		return nil, fmt.Errorf("replog: open segment %s: %w: the file is empty", path, ErrCorrupt)
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			handed = false
+			db, err = nil, fmt.Errorf("replog: open segment %s: %w (bbolt: %v)", path, ErrCorrupt, r)
+		}
+	}()
+	bo := opts.boltOptions(k)
+	bo.OpenFile = func(string, int, os.FileMode) (*os.File, error) { return f, nil }
+	handed = true
+	db, err = bolt.Open(path, 0o600, bo)
+	if err == nil && !bo.ReadOnly {
+		// With the mapping reserved, bbolt would grow the file in steps of
+		// AllocSize (16 MiB) however small it is: a step of a sixteenth of
+		// a segment keeps the active file near its pages (a roll trims
+		// the sealed one to them).
+		db.AllocSize = int(min(max(opts.SegmentBytes/16, minAllocSize), maxAllocSize))
+	}
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
+	case errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, fmt.Errorf("replog: open segment %s: %w (bbolt: %v)", path, ErrCorrupt, err)
+	case err != nil:
+		return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// rollHook, when set by a test, is called at the stages of a roll
+// ("next": the new active file is written; "linked": the sealed name is
+// linked; "renamed": the roll is committed) and of a deletion ("dropped":
+// committed, files not yet unlinked), so a crash test can kill the
+// process there.
+var rollHook func(stage string)
+
+// sealedOpenHook, when set by a test, is called before a sealed segment's
+// file is opened (on the reader's goroutine), so a test can hold a reader
+// there.
+var sealedOpenHook func(path string)
