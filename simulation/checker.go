@@ -339,6 +339,13 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 			s.fail("%s answers append %d OK at offset %d beyond its log end %d", nd.id, b.RequestID, o, len(nd.shadow))
 			return
 		}
+		if k := nd.shadow[o]; k.typ == protocol.EntryControl {
+			// A forwarded barrier (R50): an empty control entry, committed.
+			if k.data != "" || o >= nd.r.HighWatermark() {
+				s.fail("%s answers append %d OK at offset %d, which holds %v (HW %d): not a committed barrier", nd.id, b.RequestID, o, k, nd.r.HighWatermark())
+			}
+			return
+		}
 		ref, ok := s.payloadOf[nd.shadow[o].data]
 		if !ok || ref.i != 0 || nd.shadow[o].typ != protocol.EntryData {
 			s.fail("%s answers append %d OK at offset %d, which holds %v, not a proposal's first record", nd.id, b.RequestID, o, nd.shadow[o])
@@ -368,6 +375,10 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 		return
 	}
 	p.acked = true
+	if p.barrier {
+		s.barrierAcked(nd, p, a)
+		return
+	}
 	nd.inflight--
 	if p.tooLarge {
 		if !errors.Is(a.Err, replica.ErrTooLarge) {
@@ -486,6 +497,7 @@ func (s *sim) converged() bool {
 // log, so every acknowledged append is readable on every node.
 func (s *sim) finalCheck() {
 	s.tracef("CONVERGED")
+	s.finalBarriers()
 	for _, nd := range s.nodes {
 		if nd.store.LEO() != uint64(len(s.committed)) {
 			s.fail("%s: converged with store LEO %d, committed log has %d entries", nd.id, nd.store.LEO(), len(s.committed))

@@ -28,6 +28,7 @@ const (
 	evSync                             // the lying disk really syncs (sabotage); a NoSync node's OS writes back
 	evLull                             // nemesis: a lull begins (params.lulls)
 	evClockTimer                       // nemesis: jump or stall a node's clock
+	evBarrier                          // workload: a read barrier (barrier.go)
 )
 
 var evNames = [...]string{
@@ -35,7 +36,7 @@ var evNames = [...]string{
 	evPropose: "propose", evRead: "read", evCrash: "crash", evRestart: "restart",
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
-	evLull: "lull", evClockTimer: "clock-timer",
+	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier",
 }
 
 func (k evKind) String() string { return evNames[k] }

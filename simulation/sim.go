@@ -113,6 +113,8 @@ type Result struct {
 	// ConvergeTime is the simulated time from the end of the workload to
 	// convergence.
 	ConvergeTime time.Duration
+	// Barriers counts the read barriers that completed (barrier.go).
+	Barriers int
 }
 
 // String summarises a result on one line.
@@ -393,6 +395,8 @@ type proposal struct {
 	// the proposing node) has declared it committed; -1 before.
 	committedAt int64
 	commitEpoch uint64 // epoch of the node that declared it committed
+	// barrier: a read barrier (barrier.go), not an append: no records.
+	barrier bool
 }
 
 type sim struct {
@@ -448,6 +452,9 @@ type sim struct {
 	freeMsgs []int32
 	// nsHistory: every NoSync loss of the run.
 	nsHistory []noSyncLoss
+
+	// bar is the read-barrier workload (barrier.go).
+	bar barrierState
 
 	// The stable phase: when it began, and the leader it must keep.
 	stableAt     time.Duration
@@ -515,6 +522,10 @@ func newSim(opts Options) *sim {
 		epochRound:    map[uint64]time.Duration{},
 	}
 	s.p = chooseParams(s.rng)
+	s.bar.rng = rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0014))
+	if !opts.Classic {
+		chooseBarriers(&s.bar, s.bar.rng)
+	}
 	if !opts.Classic {
 		chooseExtended(&s.p, s.xr)
 	}
@@ -602,6 +613,7 @@ func (s *sim) setup() {
 		s.start(nd)
 	}
 	s.setupExtended()
+	s.setupBarriers()
 	s.schedule(s.between(0, s.p.proposeEvery), event{kind: evPropose})
 	s.schedule(s.between(0, s.p.readEvery), event{kind: evRead})
 	s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
@@ -991,6 +1003,9 @@ func (s *sim) dispatch(ev event) {
 	case evFailHint:
 		s.gossipFailed(s.nodes[ev.node])
 
+	case evBarrier:
+		s.barrierTimer()
+
 	case evHint:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
@@ -1063,6 +1078,7 @@ func (s *sim) round(nd *node) {
 	}
 	s.checkOutput(nd, out)
 	s.check(nd)
+	s.checkBarriers(nd)
 }
 
 func (s *sim) dump() string {

@@ -137,6 +137,7 @@ func TestSimulation(t *testing.T) {
 				total.Faults.Add(res.Faults)
 				total.Recoveries += res.Recoveries
 				total.Depositions += res.Depositions
+				total.Barriers += res.Barriers
 				if res.MaxRecoveryRatio > total.MaxRecoveryRatio {
 					total.MaxRecoveryRatio, total.MaxRecovery = res.MaxRecoveryRatio, res.MaxRecovery
 					ratioSeed = res.Seed
@@ -172,11 +173,14 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min; slowest convergence %v (seed %d)",
 		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
 		el.Round(time.Millisecond), float64(done)/el.Minutes(), total.ConvergeTime, total.Seed)
-	stats := fmt.Sprintf("faults (issue 9 kinds) over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d",
-		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions)
+	stats := fmt.Sprintf("faults (issue 9 kinds) over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d",
+		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers)
 	t.Log(stats)
 	if *flagStats {
 		fmt.Fprintln(os.Stderr, "simulation: "+stats)
+	}
+	if !*flagClassic && done >= 100 && steps >= 1500 && total.Barriers == 0 {
+		t.Errorf("%d seeds completed no read barrier (barrier.go's workload is wired to nothing)", done)
 	}
 	if !*flagClassic && done >= 500 && steps >= 1500 {
 		// Every kind of issue 9's faults must have been injected (a
