@@ -20,15 +20,20 @@ import (
 )
 
 // The crash test runs a child process (this test binary, re-executed with
-// TestCrashHelper selected) that opens a data directory with OpenDir and
-// applies batches of mixed writes (appends, truncations, prefix deletions,
-// quorum states, HW checkpoints; one to four per Apply) to its Bolt store
-// in a loop, and prints every batch it starts ("B seq ...") and every batch
-// acknowledged ("K seq ..."). The parent kills it with SIGKILL at random
-// moments, reopens the store and checks it against a model (a Memory store)
-// built from the acknowledged batches: the store must equal the model, or
-// the model plus the one batch in flight when the child died, applied
-// whole (never part of a batch).
+// TestCrashHelper selected) that opens a data directory with OpenDir
+// (segments of crashSegmentBytes, so that the active segment rolls every
+// few batches and prefix deletions unlink sealed segments) and applies
+// batches of mixed writes (appends, truncations, prefix deletions, quorum
+// states, HW checkpoints; one to four per Apply) in a loop, and prints
+// every batch it starts ("B seq ...") and every batch acknowledged ("K seq
+// ..."). The parent kills it with SIGKILL at random moments, or has it kill
+// itself at a stage of a roll or a deletion (the store's rollHook: the new
+// active file written, the sealed name linked, the rename done, a
+// deletion committed before its unlinks), reopens the store and checks it
+// against a model (a Memory store) built from the acknowledged batches:
+// the store must equal the model (entries, epoch map, vote, HW), or the
+// model plus the one batch in flight when the child died, applied whole
+// (never part of a batch); no stray file of a roll or deletion is left.
 
 const (
 	envCrashDir  = "REPLOG_CRASH_HELPER_DIR"
@@ -38,7 +43,17 @@ const (
 	// envCrashDieAt makes the child kill itself at a stage of OpenDir's
 	// creation of the directory ("identity" or "data").
 	envCrashDieAt = "REPLOG_CRASH_HELPER_DIE_AT"
+	// envCrashRollAt makes the child kill itself at the Nth time it
+	// reaches a stage of a roll or deletion ("stage N", see rollHook).
+	envCrashRollAt = "REPLOG_CRASH_HELPER_ROLL_AT"
+	// crashSegmentBytes: a roll every few batches.
+	crashSegmentBytes = 24 << 10
 )
+
+// crashStages are the rollHook stages the parent has the child die at.
+var crashStages = []string{"next", "linked", "renamed", "dropped"}
+
+var crashOpts = storage.BoltOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes}
 
 // crashID is the identity the crash test's directory is opened with.
 var crashID = storage.Identity{ClusterID: "crash", NodeID: "child"}
@@ -169,7 +184,23 @@ func TestCrashHelper(t *testing.T) {
 			}
 		})
 	}
-	s, id, err := storage.OpenDir(dir, crashID, storage.BoltOptions{Timeout: 30 * time.Second})
+	if at := os.Getenv(envCrashRollAt); at != "" {
+		var stage string
+		var n int
+		if _, err := fmt.Sscanf(at, "%s %d", &stage, &n); err != nil {
+			fmt.Printf("E %s=%q: %v\n", envCrashRollAt, at, err)
+			os.Exit(3)
+		}
+		storage.SetRollHook(func(s string) {
+			if s == stage {
+				if n--; n == 0 {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					select {} // the signal is on its way
+				}
+			}
+		})
+	}
+	s, id, err := storage.OpenDir(dir, crashID, crashOpts)
 	if err != nil {
 		fmt.Printf("E open: %v\n", err)
 		os.Exit(3)
@@ -191,7 +222,7 @@ func TestCrashHelper(t *testing.T) {
 					crashOp{kind: 'T', a: leo - 1 - rng.Uint64N(min(leo-start, 50))},
 					crashOp{kind: 'Q', epoch: maxEpoch})
 				size = 0
-			case r < 8 && leo > start:
+			case r < 10 && leo > start:
 				op := crashOp{kind: 'D', a: start + rng.Uint64N((leo-start)/2+1)}
 				batch, start = append(batch, op), op.a
 			case r < 12:
@@ -214,6 +245,8 @@ func TestCrashHelper(t *testing.T) {
 			os.Exit(3)
 		}
 		fmt.Printf("K %d %d\n", seq, batch.payloadSum())
+		st := s.Stats()
+		fmt.Printf("S rolls %d deleted %d\n", st.Rolls, st.SegmentsDeleted)
 	}
 }
 
@@ -233,12 +266,22 @@ func TestBoltCrashRecovery(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 	var acked []crashBatch // every acknowledged batch so far, in order
-	inFlightApplied, totalEntries, totalWrites := 0, 0, 0
+	inFlightApplied, totalEntries, totalWrites, rolls, deleted := 0, 0, 0, uint64(0), uint64(0)
+	staged := map[string]int{}
 	dirID := ""
+	// Every other run dies at a stage of a roll or a deletion, each stage
+	// in turn; the others are killed by the parent at a random moment.
 	for k := 0; k < kills; k++ {
-		lines, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond)
+		stage := ""
+		if k%2 == 1 {
+			stage = fmt.Sprintf("%s %d", crashStages[(k/2)%len(crashStages)], 1+rng.IntN(4))
+		}
+		lines, selfKilled, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond, stage)
 		if err != nil {
 			t.Fatalf("kill %d: %v", k, err)
+		}
+		if selfKilled {
+			staged[strings.Fields(stage)[0]]++
 		}
 		var inFlight crashBatch
 		begun := map[string]crashBatch{}
@@ -273,9 +316,17 @@ func TestBoltCrashRecovery(t *testing.T) {
 				inFlight = nil
 			}
 		}
-		s, id, err := storage.OpenDir(dir, crashID, storage.BoltOptions{Timeout: 30 * time.Second})
+		s, id, err := storage.OpenDir(dir, crashID, crashOpts)
 		if err != nil {
-			t.Fatalf("kill %d: reopen: %v", k, err)
+			t.Fatalf("kill %d (%q): reopen: %v", k, stage, err)
+		}
+		// The open removed what the crash left of a roll or a deletion:
+		// every sealed file on disk is in the log's table.
+		if segs, _ := filepath.Glob(filepath.Join(dir, "replog-*.seg")); len(segs) != s.Stats().Sealed {
+			t.Fatalf("kill %d (%q): %d sealed files on disk, %d in the log", k, stage, len(segs), s.Stats().Sealed)
+		}
+		if _, err := os.Stat(filepath.Join(dir, storage.DataFileName+".next")); !os.IsNotExist(err) {
+			t.Fatalf("kill %d (%q): a roll's new file is left: %v", k, stage, err)
 		}
 		// The identity survives every kill: the directory ID the child saw
 		// at its open is the one every later open sees.
@@ -306,15 +357,36 @@ func TestBoltCrashRecovery(t *testing.T) {
 		if err := storagetest.CheckConsistent(s); err != nil {
 			t.Fatalf("kill %d: %v", k, err)
 		}
+		rolls += parseCount(lines, "rolls")
+		deleted += parseCount(lines, "deleted")
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d kills, %d acknowledged batches (%d writes, %d entries appended), %d unacknowledged batches found applied",
-		kills, len(acked), totalWrites, totalEntries, inFlightApplied)
+	t.Logf("%d kills (%v at a stage of a roll or deletion), %d acknowledged batches (%d writes, %d entries appended), %d unacknowledged batches found applied; at least %d rolls and %d segments deleted",
+		kills, staged, len(acked), totalWrites, totalEntries, inFlightApplied, rolls, deleted)
 	if len(acked) < kills {
 		t.Fatalf("only %d batches acknowledged in %d runs: the child made no progress", len(acked), kills)
 	}
+	if kills >= 2*len(crashStages) && len(staged) < len(crashStages) {
+		t.Fatalf("the children died at stages %v: not every stage of a roll and a deletion was reached", staged)
+	}
+}
+
+// parseCount returns the largest count a child printed in "S rolls N
+// deleted M" lines (what its store had done by its last ack).
+func parseCount(lines []string, what string) uint64 {
+	var n uint64
+	for _, l := range lines {
+		f := strings.Fields(l)
+		for i := 0; i+1 < len(f); i++ {
+			if f[0] == "S" && f[i] == what {
+				v, _ := strconv.ParseUint(f[i+1], 10, 64)
+				n = max(n, v)
+			}
+		}
+	}
+	return n
 }
 
 func replay(t *testing.T, batches []crashBatch) *storage.Memory {
@@ -329,17 +401,24 @@ func replay(t *testing.T, batches []crashBatch) *storage.Memory {
 }
 
 // runAndKill starts the child, waits until it has opened the store, lets it
-// write for delay, kills it with SIGKILL and returns its output lines.
-func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration) ([]string, error) {
+// write for delay, kills it with SIGKILL and returns its output lines. With
+// a stage ("stage N"), the child kills itself there (selfKilled); if it
+// has not after 20 s, the parent kills it.
+func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration, stage string) (lines []string, selfKilled bool, err error) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envCrashDir+"="+dir, fmt.Sprintf("%s=%d", envCrashSeed, seed))
+	if stage != "" {
+		cmd.Env = append(cmd.Env, envCrashRollAt+"="+stage)
+		delay = 20 * time.Second
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	linec := make(chan string, 1024)
 	go func() {
@@ -349,10 +428,15 @@ func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration) ([]s
 			linec <- sc.Text()
 		}
 	}()
+	killedBy := func() error {
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			return fmt.Errorf("child did not die of SIGKILL (%v); output %q", cmd.ProcessState, lines)
+		}
+		return nil
+	}
 	// The kill comes delay after the child is ready, or at its first
 	// acknowledged write if that is later (so that every run makes
 	// progress even on a loaded machine).
-	var lines []string
 	ready := time.After(60 * time.Second)
 	kill := (<-chan time.Time)(nil)
 	acked, fired := false, false
@@ -361,7 +445,10 @@ func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration) ([]s
 		case l, ok := <-linec:
 			if !ok {
 				_ = cmd.Wait()
-				return lines, fmt.Errorf("child exited before it was killed; output %q", lines)
+				if stage != "" {
+					return lines, true, killedBy() // it died at its stage
+				}
+				return lines, false, fmt.Errorf("child exited before it was killed; output %q", lines)
 			}
 			lines = append(lines, l)
 			if strings.HasPrefix(l, "R ") && kill == nil {
@@ -372,23 +459,20 @@ func runAndKill(t *testing.T, dir string, seed uint64, delay time.Duration) ([]s
 			if !acked {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
-				return lines, fmt.Errorf("child made no write within 60s; output %q", lines)
+				return lines, false, fmt.Errorf("child made no write within 60s; output %q", lines)
 			}
 		case <-kill:
 			fired, kill = true, nil
 		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return lines, err
+		return lines, false, err
 	}
 	for l := range linec {
 		lines = append(lines, l)
 	}
-	err = cmd.Wait()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		return lines, fmt.Errorf("child did not die of SIGKILL: %v", err)
-	}
-	return lines, nil
+	_ = cmd.Wait()
+	return lines, false, killedBy()
 }
 
 // A process killed while OpenDir creates a directory — after the identity
