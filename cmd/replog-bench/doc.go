@@ -14,6 +14,10 @@
 //	                 without a transport)
 //	-clients C       concurrent appenders, each waiting for its commit
 //	                 before the next append (default 1)
+//	-async N         each appender keeps N appends in flight with
+//	                 AppendAsync instead of waiting for each (default 0:
+//	                 synchronous Append); latency is then from the call to
+//	                 when the appender took the outcome
 //	-size S          record size in bytes (default 128)
 //	-duration D      how long to append (default 10s)
 //	-via leader|all  where appenders send: the leader (default), or every
@@ -28,7 +32,7 @@
 // nodes would (the handshake is part of what a new connection costs), on
 // addresses picked on 127.0.0.1 up front. Output, four lines:
 //
-//	nodes=3 clients=64 size=128B fsync=true via=leader duration=…
+//	nodes=3 clients=64 async=0 size=128B fsync=true via=leader duration=…
 //	appends=… failed=… ops/s=… MB/s=…
 //	latency p50=… p99=… max=…
 //	peak RSS=…
@@ -41,7 +45,7 @@
 //
 // Numbers depend on the machine and its disk: compare runs made in one
 // sitting on one machine (issue 10 asks for -clients 64 and 256, before and
-// after a change). The command uses only replog's public API; nothing
+// after a change; issue 14 compares -clients 1 -async N with -clients 256). The command uses only replog's public API; nothing
 // imports it. docs/design.md section 5.4 describes the write path it
 // measures.
 package main

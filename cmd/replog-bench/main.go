@@ -27,6 +27,7 @@ func main() {
 		nosync   = flag.Bool("nosync", false, "disable fsync (not what production does)")
 		via      = flag.String("via", "leader", "where appenders send: leader or all (round robin, followers forward)")
 		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+		async    = flag.Int("async", 0, "appends each appender keeps in flight with AppendAsync (0: synchronous Append)")
 	)
 	flag.Parse()
 	if *cpuprof != "" {
@@ -41,16 +42,16 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*nodes, *clients, *size, *duration, *dir, *nosync, *via); err != nil {
+	if err := run(*nodes, *clients, *size, *duration, *dir, *nosync, *via, *async); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "replog-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, clients, size int, d time.Duration, dir string, nosync bool, via string) error {
-	if n < 1 || clients < 1 || size < 0 || d <= 0 {
-		return errors.New("nodes, clients and duration must be positive, size non-negative")
+func run(n, clients, size int, d time.Duration, dir string, nosync bool, via string, async int) error {
+	if n < 1 || clients < 1 || size < 0 || d <= 0 || async < 0 {
+		return errors.New("nodes, clients and duration must be positive, size and async non-negative")
 	}
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "replog-bench")
@@ -88,6 +89,10 @@ func run(n, clients, size int, d time.Duration, dir string, nosync bool, via str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if async > 0 {
+				lat[c], errs[c] = appendAsync(ctx, logs, leader, c, via, record, async)
+				return
+			}
 			target := leader
 			for i := 0; ctx.Err() == nil; i++ {
 				if via == "all" {
@@ -120,11 +125,54 @@ func run(n, clients, size int, d time.Duration, dir string, nosync bool, via str
 	slices.Sort(all)
 	pct := func(p float64) time.Duration { return all[min(len(all)-1, int(float64(len(all))*p))] }
 	ops := float64(len(all)) / elapsed.Seconds()
-	fmt.Printf("nodes=%d clients=%d size=%dB fsync=%t via=%s duration=%v\n", n, clients, size, !nosync, via, elapsed.Round(time.Millisecond))
+	fmt.Printf("nodes=%d clients=%d async=%d size=%dB fsync=%t via=%s duration=%v\n", n, clients, async, size, !nosync, via, elapsed.Round(time.Millisecond))
 	fmt.Printf("appends=%d failed=%d ops/s=%.0f MB/s=%.2f\n", len(all), failed, ops, ops*float64(size)/1e6)
 	fmt.Printf("latency p50=%v p99=%v max=%v\n", pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), all[len(all)-1].Round(time.Microsecond))
 	fmt.Printf("peak RSS=%s\n", peakRSS())
 	return nil
+}
+
+// appendAsync is one appender of -async window: it keeps window appends
+// in flight with AppendAsync, taking the oldest outcome whenever the
+// window is full, until ctx ends. It returns the latencies (from the call
+// to when the appender took the outcome: for an append that completed
+// while an older one was awaited, an upper bound) and the number of
+// appends that failed before the end.
+func appendAsync(ctx context.Context, logs []*replog.Log, leader *replog.Log, c int, via string, record []byte, window int) ([]time.Duration, int) {
+	type pending struct {
+		r  *replog.AppendResult
+		t0 time.Time
+	}
+	var lat []time.Duration
+	failed := 0
+	ring := make([]pending, window) // ring[i%window] for i in [oldest, next)
+	oldest := 0
+	take := func(p pending) {
+		if _, err := p.r.Wait(context.Background()); err != nil {
+			if ctx.Err() == nil {
+				failed++
+			}
+			return
+		}
+		lat = append(lat, time.Since(p.t0))
+	}
+	target := leader
+	next := 0
+	for ; ctx.Err() == nil; next++ {
+		if via == "all" {
+			target = logs[(c+next)%len(logs)]
+		}
+		if next-oldest == window {
+			take(ring[oldest%window])
+			oldest++
+		}
+		t0 := time.Now()
+		ring[next%window] = pending{target.AppendAsync(ctx, record), t0}
+	}
+	for ; oldest < next; oldest++ {
+		take(ring[oldest%window])
+	}
+	return lat, failed
 }
 
 // startCluster opens n voters with static peers on ports picked up front,
@@ -184,7 +232,7 @@ func waitLeader(logs []*replog.Log, timeout time.Duration) (*replog.Log, error) 
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		for _, l := range logs {
-			if l.Status().Role == "leader" {
+			if l.Status().Role == replog.RoleLeader {
 				return l, nil
 			}
 		}
