@@ -88,9 +88,13 @@ type server struct {
 	// maxRecord bounds a request body; larger bodies get 413.
 	maxRecord int64
 	// hist records status changes for the dashboard's step-by-step view;
-	// nil disables /history.
-	hist   *history
-	logger hclog.Logger
+	// nil disables /history. sampler fills it while /history is read (nil:
+	// nothing to wake).
+	hist    *history
+	sampler *sampler
+	// metrics serves GET /metrics (Prometheus text); nil: 404.
+	metrics http.Handler
+	logger  hclog.Logger
 }
 
 // handler returns the node's HTTP handler. Web pages from the other
@@ -104,6 +108,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
 	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))
+	mux.HandleFunc("/metrics", s.only(http.MethodGet, s.handleMetrics))
 	mux.Handle("/{$}", s.only(http.MethodGet, serveIndex))
 	mux.Handle("/static/", s.only(http.MethodGet, staticHandler().ServeHTTP))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -396,6 +401,9 @@ func (s *server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "history disabled"})
 		return
 	}
+	if s.sampler != nil {
+		s.sampler.watch() // someone watches: sample (again)
+	}
 	var since uint64
 	if v := r.URL.Query().Get("since"); v != "" {
 		var err error
@@ -405,6 +413,16 @@ func (s *server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, s.hist.since(since))
+}
+
+// handleMetrics serves the node's metrics in Prometheus' text format
+// (replogprom's collector, plus the Go runtime's and the process's).
+func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.metrics == nil {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "metrics disabled"})
+		return
+	}
+	s.metrics.ServeHTTP(w, r)
 }
 
 // handleConfig tells the dashboard which nodes exist and where.

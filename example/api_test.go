@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/testwait"
 )
 
 // fakeNode is an in-memory stand-in for *replog.Log: a committed log where
@@ -276,6 +277,8 @@ func TestMethodsAndRoutes(t *testing.T) {
 		{"GET", "/entries?from=x", 400, "application/json", ""},
 		{"GET", "/entries?follow=maybe", 400, "application/json", ""},
 		{"GET", "/history?since=-1", 400, "application/json", ""},
+		{"GET", "/metrics", 404, "application/json", ""}, // the test server has no metrics
+		{"POST", "/metrics", 405, "application/json", "GET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
@@ -544,25 +547,59 @@ func TestHistory(t *testing.T) {
 	}
 }
 
+// lastLEO is the LEO of h's latest recorded status (0 if none).
+func lastLEO(h *history) uint64 {
+	got := h.since(0)
+	if n := len(got.Events); n > 0 {
+		return got.Events[n-1].Status.LEO
+	}
+	return 0
+}
+
 func TestSampler(t *testing.T) {
 	f := newFakeNode()
 	h := newHistory(100)
-	stop := sample(f, h, time.Millisecond)
-	defer stop()
+	s := startSampler(f, h, time.Millisecond, 0) // idle 0: always
+	defer s.stop()
 	f.commit("a")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := h.since(0)
-		if n := len(got.Events); n > 0 && got.Events[n-1].Status.LEO == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sampler never recorded LEO 1: %+v", got)
-		}
-		time.Sleep(5 * time.Millisecond)
+	testwait.WaitFor(t, "the sampler records LEO 1", 30*time.Second, func() bool { return lastLEO(h) == 1 })
+	s.stop()
+	s.stop() // idempotent
+}
+
+// TestSamplerSamplesOnlyWhileWatched: sampling stops once nobody has read
+// the history for the idle time, and a read resumes it.
+func TestSamplerSamplesOnlyWhileWatched(t *testing.T) {
+	f := newFakeNode()
+	h := newHistory(100)
+	s := startSampler(f, h, time.Millisecond, 100*time.Millisecond)
+	defer s.stop()
+	// Watched from the start, for the idle time: a commit shows.
+	f.commit("a")
+	testwait.WaitFor(t, "the sampler records LEO 1", 30*time.Second, func() bool { return lastLEO(h) == 1 })
+
+	// Nobody reads the history: it stops sampling (no sample in 300 ms,
+	// where a running sampler takes hundreds).
+	testwait.WaitFor(t, "the sampler to sleep", 30*time.Second, func() bool {
+		n := s.samples.Load()
+		time.Sleep(300 * time.Millisecond)
+		return s.samples.Load() == n
+	})
+	f.commit("b")
+	time.Sleep(300 * time.Millisecond)
+	if got := lastLEO(h); got != 1 {
+		t.Fatalf("an unwatched sampler recorded LEO %d", got)
 	}
-	stop()
-	stop() // idempotent
+
+	// The dashboard reads /history again: sampling resumes at once.
+	srv := httptest.NewServer((&server{node: f, hist: h, sampler: s, logger: hclog.NewNullLogger()}).handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testwait.WaitFor(t, "the woken sampler records LEO 2", 30*time.Second, func() bool { return lastLEO(h) == 2 })
 }
 
 func TestParseFlags(t *testing.T) {

@@ -1,6 +1,7 @@
 // Command example is a small service that embeds replog the way an
 // application would: each node opens a replog.Log and serves an HTTP API
-// (append, read, status) and a live dashboard of the replication state.
+// (append, read, status, Prometheus metrics) and a live dashboard of the
+// replication state.
 //
 // Without -id it runs a demo: three nodes as child processes on loopback,
 // with a control API the dashboard's kill/restart buttons use.
@@ -32,7 +33,8 @@
 //	-fetch-max-wait
 //	-nosync                      no fsync: tests only, a machine crash loses appends
 //	-append-timeout              how long POST /append waits for the commit
-//	-sample-interval             status sampling for the dashboard's replay
+//	-sample-interval,            status sampling for the dashboard's replay, only
+//	-sample-idle                 while a dashboard reads it (stops after -sample-idle)
 //	-log-level                   trace, debug, info, warn, error, off
 //	-control                     set by the demo for its children
 //

@@ -407,6 +407,71 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 	}
 }
 
+// TestDemoMetricsMoveAsTheClusterWorks: each node of the demo serves
+// /metrics; appends through a follower move its counters and the
+// leader's, every node's high watermark, and the leader alone exports
+// its two followers' lag.
+func TestDemoMetricsMoveAsTheClusterWorks(t *testing.T) {
+	d := startDemoProc(t, t.TempDir())
+	leader := leaderOf(t, d.urls["n1"])
+	via := "n1"
+	if leader == via {
+		via = "n2"
+	}
+	before := map[string]map[string]float64{}
+	for _, id := range demoIDs {
+		before[id] = scrape(t, d.urls[id])
+	}
+	const n = 3
+	var acked []entryJSON
+	for i := range n {
+		acked = append(acked, appendRecord(t, d.urls[via], fmt.Appendf(nil, "metrics-%d", i)))
+	}
+	waitEntries(t, d.urls, demoIDs, acked)
+	after := map[string]map[string]float64{}
+	for _, id := range demoIDs {
+		after[id] = scrape(t, d.urls[id])
+	}
+	m := func(id, name string) (float64, float64) {
+		key := strings.Replace(name, "{", `{node="`+id+`",`, 1)
+		if !strings.Contains(name, "{") {
+			key = name + `{node="` + id + `"}`
+		}
+		key = strings.Replace(key, ",}", "}", 1)
+		return before[id][key], after[id][key]
+	}
+	// appendRecord may retry an attempt of unknown outcome: at least n.
+	if b, a := m(via, "replog_appends_total"); a-b < n {
+		t.Errorf("%s: replog_appends_total %v -> %v, want +%d", via, b, a, n)
+	}
+	if b, a := m(via, "replog_forwarded_appends_sent_total"); a-b < n {
+		t.Errorf("%s: replog_forwarded_appends_sent_total %v -> %v, want +%d", via, b, a, n)
+	}
+	if b, a := m(leader, "replog_forwarded_appends_received_total"); a-b < n {
+		t.Errorf("%s (leader): replog_forwarded_appends_received_total %v -> %v, want +%d", leader, b, a, n)
+	}
+	if b, a := m(leader, "replog_fetches_served_total"); a <= b {
+		t.Errorf("%s (leader): replog_fetches_served_total %v -> %v, want more", leader, b, a)
+	}
+	for _, id := range demoIDs {
+		if b, a := m(id, "replog_high_watermark"); a <= b {
+			t.Errorf("%s: replog_high_watermark %v -> %v, want higher", id, b, a)
+		}
+		if _, a := m(id, `replog_role{role="leader"}`); (a == 1) != (id == leader) {
+			t.Errorf("%s: replog_role{role=leader} = %v, leader is %s", id, a, leader)
+		}
+		lag := 0
+		for k := range after[id] {
+			if strings.HasPrefix(k, "replog_follower_lag_entries{") {
+				lag++
+			}
+		}
+		if want := map[bool]int{true: 2, false: 0}[id == leader]; lag != want {
+			t.Errorf("%s: %d follower lag series, want %d", id, lag, want)
+		}
+	}
+}
+
 func TestDemoParentKilledTakesNodesAlong(t *testing.T) {
 	d := startDemoProc(t, t.TempDir())
 	var pids []int

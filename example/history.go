@@ -3,6 +3,7 @@ package main
 import (
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replog-io/replog"
@@ -84,28 +85,92 @@ func sameShape(a, b replog.Status) bool {
 
 func slicesClone(s []historyEvent) []historyEvent { return append([]historyEvent(nil), s...) }
 
-// sample records node's status every interval until stop is called; stop
-// waits for the sampling goroutine to end.
-func sample(node logNode, h *history, interval time.Duration) (stop func()) {
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		h.record(time.Now(), node.Status())
-		for {
+// sampler records a node's status into a history every interval, but only
+// while someone reads the history (the dashboard polls /history): sampling
+// every millisecond costs a few percent of a core per node, which an idle
+// cluster nobody looks at should not pay. After idle without a watch call
+// it sleeps until the next one, recording the status once as it wakes.
+// idle 0 samples always.
+type sampler struct {
+	node     logNode
+	hist     *history
+	interval time.Duration
+	idle     time.Duration
+
+	lastWatch atomic.Int64  // Unix nanoseconds of the latest watch call
+	wake      chan struct{} // cap 1: a watch call while asleep
+	done      chan struct{}
+	exited    chan struct{}
+	stopOnce  sync.Once
+	samples   atomic.Uint64 // statuses taken, for tests
+}
+
+// startSampler starts sampling node into h; a first sample is taken at
+// once, and sampling goes on for idle (or for ever, with idle 0) unless
+// watch is called.
+func startSampler(node logNode, h *history, interval, idle time.Duration) *sampler {
+	s := &sampler{node: node, hist: h, interval: interval, idle: idle,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{})}
+	s.lastWatch.Store(time.Now().UnixNano())
+	go s.run()
+	return s
+}
+
+// watch says that someone reads the history: sampling continues (or
+// resumes) for idle from now.
+func (s *sampler) watch() {
+	s.lastWatch.Store(time.Now().UnixNano())
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// unwatched reports whether nobody has called watch for idle.
+func (s *sampler) unwatched() bool {
+	return s.idle > 0 && time.Since(time.Unix(0, s.lastWatch.Load())) > s.idle
+}
+
+func (s *sampler) record() {
+	s.samples.Add(1)
+	s.hist.record(time.Now(), s.node.Status())
+}
+
+func (s *sampler) run() {
+	defer close(s.exited)
+	for {
+		s.record()
+		t := time.NewTicker(s.interval)
+		for !s.unwatched() {
 			select {
-			case <-done:
+			case <-s.done:
+				t.Stop()
 				return
 			case <-t.C:
-				h.record(time.Now(), node.Status())
+				s.record()
 			}
 		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		<-exited
+		t.Stop()
+		// Asleep: a token left by watch calls made while sampling does not
+		// count; only a call made from now on wakes us.
+		select {
+		case <-s.wake:
+		default:
+		}
+		if !s.unwatched() {
+			continue
+		}
+		select {
+		case <-s.done:
+			return
+		case <-s.wake:
+		}
 	}
+}
+
+// stop ends the sampling and waits for its goroutine. Safe to call more
+// than once.
+func (s *sampler) stop() {
+	s.stopOnce.Do(func() { close(s.done) })
+	<-s.exited
 }

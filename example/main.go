@@ -43,6 +43,7 @@ type config struct {
 	logLevel       string
 	appendTimeout  time.Duration
 	sampleInterval time.Duration
+	sampleIdle     time.Duration
 }
 
 // listFlag is a comma-separated list flag.
@@ -127,7 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.control, "control", "", "demo parent's control URL (set by the demo)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error, off")
 	fs.DurationVar(&c.appendTimeout, "append-timeout", 10*time.Second, "how long POST /append waits for a commit")
-	fs.DurationVar(&c.sampleInterval, "sample-interval", time.Millisecond, "how often the node records its status for the dashboard's step-by-step view (0: off)")
+	fs.DurationVar(&c.sampleInterval, "sample-interval", time.Millisecond, "how often the node records its status for the dashboard's step-by-step view, while a dashboard reads it (0: off)")
+	fs.DurationVar(&c.sampleIdle, "sample-idle", 10*time.Second, "stop sampling once no dashboard has read the history (GET /history) for this long; the next read resumes it (0: sample always)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -12,7 +12,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/replogprom"
 )
 
 // historySize bounds the status changes a node keeps for the dashboard.
@@ -84,9 +89,10 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}()
 
 	hist := newHistory(historySize)
+	var smp *sampler
 	if cfg.sampleInterval > 0 {
-		stopSampling := sample(log, hist, cfg.sampleInterval)
-		defer stopSampling()
+		smp = startSampler(log, hist, cfg.sampleInterval, cfg.sampleIdle)
+		defer smp.stop()
 	} else {
 		hist = nil
 	}
@@ -101,6 +107,8 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		appendTimeout: cfg.appendTimeout,
 		maxRecord:     maxRecordSize,
 		hist:          hist,
+		sampler:       smp,
+		metrics:       metricsHandler(log, logger.Named("metrics")),
 		logger:        logger.Named("http"),
 	}
 	// Streaming reads (follow=true) never end on their own: cancelling the
@@ -137,6 +145,20 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return serveErr
 	}
 	return nil
+}
+
+// metricsHandler serves log's metrics (replogprom), the Go runtime's and
+// the process's, from a registry of its own.
+func metricsHandler(log *replog.Log, logger hclog.Logger) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		replogprom.NewCollector(log),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
+	})
 }
 
 // Limits of the HTTP servers (nodes and the demo's control API), so that

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog"
+)
+
+// scrape GETs base/metrics and returns each sample, keyed as the text
+// format prints it: `name{label="v",...}` (labels in Prometheus' order).
+func scrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("GET %s/metrics: %v", base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET %s/metrics: %d %s", base, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMetricsMoveWithTheLog: /metrics of a node on a real Log shows its
+// appends, offsets and disk commits move as it works.
+func TestMetricsMoveWithTheLog(t *testing.T) {
+	l, err := replog.Open(replog.Options{Dir: t.TempDir(), NodeID: "n1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := &server{node: l, self: "n1", appendTimeout: 10 * time.Second, maxRecord: maxRecordSize,
+		metrics: metricsHandler(l, hclog.NewNullLogger()), logger: hclog.NewNullLogger()}
+	srv := httptest.NewServer(s.handler())
+	defer srv.Close()
+
+	before := scrape(t, srv.URL)
+	for _, name := range []string{
+		`replog_appends_total{node="n1"}`, `replog_high_watermark{node="n1"}`, `replog_role{node="n1",role="leader"}`,
+		`replog_storage_commit_duration_seconds_count{node="n1"}`, `replog_errors_total{kind="transport_send",node="n1"}`,
+		`go_goroutines`, `process_open_fds`,
+	} {
+		if _, ok := before[name]; !ok {
+			t.Errorf("no %s in /metrics", name)
+		}
+	}
+	for _, rec := range []string{"hello", "world!"} {
+		resp, err := http.Post(srv.URL+"/append", "text/plain", strings.NewReader(rec))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("append: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	after := scrape(t, srv.URL)
+	moved := func(name string, by float64) {
+		t.Helper()
+		if got := after[name] - before[name]; by > 0 && got != by || by == 0 && got <= 0 {
+			t.Errorf("%s moved by %v (%v -> %v), want %v", name, got, before[name], after[name], map[bool]any{true: by, false: "> 0"}[by > 0])
+		}
+	}
+	moved(`replog_appends_total{node="n1"}`, 2)
+	moved(`replog_append_bytes_total{node="n1"}`, 11)
+	moved(`replog_commit_duration_seconds_count{node="n1"}`, 2)
+	moved(`replog_high_watermark{node="n1"}`, 0)
+	moved(`replog_storage_commit_duration_seconds_count{node="n1"}`, 0)
+	if after[`replog_role{node="n1",role="leader"}`] != 1 || after[`replog_has_leader{node="n1"}`] != 1 {
+		t.Errorf("a single node is not shown as its own leader: role %v, has_leader %v",
+			after[`replog_role{node="n1",role="leader"}`], after[`replog_has_leader{node="n1"}`])
+	}
+}
