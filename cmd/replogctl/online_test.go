@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog"
+)
+
+// fakeNode serves /status and /entries as the example's API does.
+type fakeNode struct {
+	status  replog.Status
+	entries []string // NDJSON lines, in offset order
+	trailer string   // a last line, e.g. an error
+	mu      sync.Mutex
+	queries []string // /entries queries received
+}
+
+func (f *fakeNode) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(f.status)
+	})
+	mux.HandleFunc("/entries", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.queries = append(f.queries, r.URL.RawQuery)
+		f.mu.Unlock()
+		if r.URL.Query().Get("from") == "1" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			fmt.Fprintln(w, `{"error":"offset 1 is below the log start 5"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for _, l := range f.entries {
+			fmt.Fprintln(w, l)
+		}
+		if f.trailer != "" {
+			fmt.Fprintln(w, f.trailer)
+		}
+	})
+	return mux
+}
+
+func startFake(t *testing.T, f *fakeNode) string {
+	t.Helper()
+	srv := httptest.NewServer(f.handler())
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func leaderStatus() replog.Status {
+	return replog.Status{NodeID: "n1", Role: replog.RoleLeader, Epoch: 4, LeaderID: "n1", Voters: []string{"n1", "n2", "n3"},
+		LEO: 12, DurableLEO: 12, HighWatermark: 10, ReadableHW: 10, RemoteLEO: map[string]uint64{"n2": 12, "n3": 9},
+		RPCAddr: "127.0.0.1:9001", GossipAddr: "127.0.0.1:9002"}
+}
+
+func TestStatus(t *testing.T) {
+	addr := startFake(t, &fakeNode{status: leaderStatus()})
+	code, out, errOut := runCmd(t, "status", "--addr", addr)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"role            leader", "epoch           4", "voters          n1,n2,n3",
+		"leo             12 (durable 12)", "high watermark  10 (readable here 10)",
+		"followers       n2 leo 12 (0 behind)", "n3 leo 9 (3 behind)", "gossip          127.0.0.1:9002"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// --json is the node's own answer; an http:// URL works as --addr.
+	code, out, _ = runCmd(t, "status", "--addr", "http://"+addr+"/", "--json")
+	var st replog.Status
+	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.Role != replog.RoleLeader || st.RemoteLEO["n3"] != 9 {
+		t.Errorf("--json: exit %d, %q", code, out)
+	}
+}
+
+func TestStatusFailures(t *testing.T) {
+	failed := leaderStatus()
+	failed.Role, failed.LeaderID, failed.RemoteLEO = replog.RoleFollower, "", nil
+	failed.Error = "replog: storage failed: disk full"
+	addr := startFake(t, &fakeNode{status: failed})
+	code, out, errOut := runCmd(t, "status", "--addr", addr)
+	if code != exitFailure || !strings.Contains(out, "leader          (none known)") || !strings.Contains(errOut, "disk full") {
+		t.Errorf("a failed node: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+
+	// Nothing listens there.
+	ln := httptest.NewServer(http.NotFoundHandler())
+	dead := strings.TrimPrefix(ln.URL, "http://")
+	ln.Close()
+	if code, _, errOut := runCmd(t, "status", "--addr", dead, "--timeout", "5s"); code != exitFailure || !strings.Contains(errOut, "connect") {
+		t.Errorf("unreachable node: exit %d, stderr %q", code, errOut)
+	}
+	// Something else listens there.
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	if code, _, errOut := runCmd(t, "status", "--addr", other.URL); code != exitFailure || !strings.Contains(errOut, "404") {
+		t.Errorf("not a node: exit %d, stderr %q", code, errOut)
+	}
+	for _, args := range [][]string{{"status"}, {"status", "--addr", "ftp://x"}, {"status", "--addr", addr, "extra"}} {
+		if code, _, _ := runCmd(t, args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+func TestTail(t *testing.T) {
+	f := &fakeNode{status: leaderStatus(), entries: []string{
+		`{"offset":2,"epoch":1,"data":"aGVsbG8gd29ybGQ="}`, // "hello world"
+		`{"offset":5,"epoch":2,"data":"AAEC/w=="}`,         // binary
+		`{"offset":6,"epoch":2,"data":""}`,
+	}}
+	addr := startFake(t, f)
+
+	code, out, errOut := runCmd(t, "tail", "--addr", addr, "--from", "0", "--follow=false")
+	want := "2\t1\thello world\n5\t2\tbase64:AAEC/w==\n6\t2\t\n"
+	if code != exitOK || out != want {
+		t.Fatalf("tail: exit %d, stderr %q, output\n%q\nwant\n%q", code, errOut, out, want)
+	}
+	// Without --from it starts at the high watermark (10), following.
+	if code, _, _ := runCmd(t, "tail", "--addr", addr, "--max", "2"); code != exitOK {
+		t.Fatalf("tail --max 2: exit %d", code)
+	}
+	code, out, _ = runCmd(t, "tail", "--addr", addr, "--from", "0", "--json", "--max", "1")
+	if code != exitOK || out != f.entries[0]+"\n" {
+		t.Errorf("tail --json --max 1: exit %d, %q", code, out)
+	}
+	f.mu.Lock()
+	queries := f.queries
+	f.mu.Unlock()
+	if want := []string{"from=0&follow=false", "from=10&follow=true", "from=0&follow=true"}; strings.Join(queries, " ") != strings.Join(want, " ") {
+		t.Errorf("queries %q, want %q", queries, want)
+	}
+
+	// The node's errors: before the first line (a status code) and after.
+	if code, _, errOut := runCmd(t, "tail", "--addr", addr, "--from", "1"); code != exitFailure || !strings.Contains(errOut, "below the log start 5") {
+		t.Errorf("from below the log start: exit %d, stderr %q", code, errOut)
+	}
+	f.trailer = `{"error":"replog: log closed"}`
+	code, out, errOut = runCmd(t, "tail", "--addr", addr, "--from", "0", "--follow=false")
+	if code != exitFailure || !strings.Contains(errOut, "log closed") || !strings.HasPrefix(out, "2\t1\thello world\n") {
+		t.Errorf("an error line: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, _ := runCmd(t, "tail", "--addr", addr, "--from", "x"); code != exitUsage {
+		t.Errorf("--from x: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestTailInterrupted(t *testing.T) {
+	// A node that sends the headers of a follow stream and then nothing.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		var out, errOut strings.Builder
+		done <- run(ctx, []string{"tail", "--addr", srv.URL, "--from", "0"}, &out, &errOut)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel() // Ctrl-C
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("interrupted tail: exit %d, want 0", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("tail did not end when interrupted")
+	}
+}
+
+// TestAgainstExampleNode runs both commands against a real node of the
+// example service.
+func TestAgainstExampleNode(t *testing.T) {
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "example")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../example").CombinedOutput(); err != nil {
+		t.Fatalf("building the example: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-id", "n1", "-dir", filepath.Join(tmp, "n1"), "-nosync", "-log-level", "warn")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addrCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "http="); ok {
+				addrCh <- a
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrCh:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the example node printed no http= line")
+	}
+	for _, rec := range []string{"first", "second"} {
+		resp, err := http.Post("http://"+addr+"/append", "text/plain", strings.NewReader(rec))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("append %q: %v %v", rec, err, resp)
+		}
+		resp.Body.Close()
+	}
+
+	code, out, errOut := runCmd(t, "status", "--addr", addr)
+	if code != exitOK || !strings.Contains(out, "node            n1") || !strings.Contains(out, "role            leader") {
+		t.Errorf("status: exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+	code, out, errOut = runCmd(t, "tail", "--addr", addr, "--from", "0", "--follow=false")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != 2 || !strings.HasSuffix(lines[0], "\tfirst") || !strings.HasSuffix(lines[1], "\tsecond") {
+		t.Fatalf("tail: exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+	// Following from the high watermark: the next entry shows up (from
+	// the HW read here, so that it does not matter whether the append
+	// lands before tail's request or while it waits).
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st replog.Status
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var tailOut strings.Builder
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"tail", "--addr", addr, "--from", fmt.Sprint(st.HighWatermark), "--max", "1"}, &syncWriter{w: &tailOut}, os.Stderr)
+	}()
+	resp, err = http.Post("http://"+addr+"/append", "text/plain", strings.NewReader("third"))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("append: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if code := <-done; code != exitOK || !strings.HasSuffix(strings.TrimSpace(tailOut.String()), "\tthird") {
+		t.Errorf("tail following: exit %d, output %q; want the entry appended after it started", code, tailOut.String())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
