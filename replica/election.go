@@ -38,7 +38,7 @@ func (r *Replica) logUpToDate(lastEpoch, leo uint64) bool {
 	if bugVoteNoLogCheck {
 		return true
 	}
-	own := r.log.LastEntryEpoch()
+	own := r.log.voteEpoch()
 	return lastEpoch > own || lastEpoch == own && leo >= r.log.LEO()
 }
 

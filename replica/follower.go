@@ -143,20 +143,17 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())
 	case fetcher.Truncate:
 		r.leaderContact()
-		to := d.TruncateTo
-		if d.Epoch == 0 && d.LogStart > 0 && to < r.hw {
+		if d.Epoch == 0 && d.LogStart > 0 {
 			// The leader has no epoch at or below our last one because its
 			// log starts (retention) after where it could tell us how far
-			// we agree. Everything below our HW is committed, so we agree
-			// up to there at least (Kafka falls back to HW truncation); a
-			// fetch from there finds out the rest, or is below the
-			// leader's log start and resets (R53). With no log start to
-			// explain it, the same answer is a violation: truncate below
+			// we agree (R53). With no log start to explain it, the same
+			// answer is a violation: the plain truncation below goes below
 			// the HW, which halts (R43).
-			to = r.hw
+			r.divergedBelowLogStart(d.LogStart)
+			break
 		}
-		r.logger.Info("diverging log: truncating", "to", to, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
-		r.truncate(to)
+		r.logger.Info("diverging log: truncating", "to", d.TruncateTo, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
+		r.truncate(d.TruncateTo)
 	case fetcher.Append:
 		r.leaderContact()
 		if len(d.Entries) > 0 {
@@ -168,6 +165,38 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 	case fetcher.OutOfRange:
 		r.leaderContact()
 		r.resetToLogStart(d.LogStart)
+	}
+}
+
+// divergedBelowLogStart answers a leader whose log starts at start, after
+// every epoch of ours (R53): what we hold from start on is of epochs it
+// does not have, so never committed; below start everything is committed
+// and deleted there, or never committed. We never truncate below start
+// (entries there may be committed: a truncation would leave our log start
+// below committed entries we no longer hold); we end with an empty log at
+// start, which the leader serves from there (last epoch 0). If our HW
+// covers start, we hold the committed log up to it and only follow its log
+// start; otherwise we reset to it, and our HW waits for the leader's
+// answer, as after an out-of-range answer. If our own log starts at or
+// after start, what we hold is not the leader's at all: it goes down to our
+// log start (a violation, halting, if our HW is above that).
+func (r *Replica) divergedBelowLogStart(start uint64) {
+	r.logger.Info("diverging below the leader's log start: emptying the log up to it",
+		"leo", r.log.LEO(), "log_start", r.log.logStart, "hw", r.hw, "leader_log_start", start)
+	switch {
+	case start <= r.log.logStart:
+		r.truncate(r.log.logStart)
+	case r.hw >= start:
+		r.truncate(start)
+		r.followLogStart(start)
+	default:
+		// The deletion goes first: a crash between the two writes leaves
+		// our log starting at start, never a log that lost entries above
+		// its start.
+		r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: start})
+		r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: start})
+		r.log.reset(start)
+		r.leaderHW = min(r.leaderHW, r.hw)
 	}
 }
 

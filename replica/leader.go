@@ -186,7 +186,11 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		return
 	}
 	e, end := r.log.EndOffsetForEpoch(req.LastFetchedEpoch)
-	if e != req.LastFetchedEpoch || end < req.FetchOffset {
+	// Last epoch 0: the follower's log is empty (a reset, or everything
+	// deleted by retention), and everything below its offset was committed:
+	// it agrees with us up to our LEO, also above our log start (R53).
+	empty := req.LastFetchedEpoch == 0 && req.FetchOffset <= r.log.LEO()
+	if !empty && (e != req.LastFetchedEpoch || end < req.FetchOffset) {
 		// The remote LEO is not updated from a diverging fetch.
 		r.send(from, &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchDivergingEpoch,

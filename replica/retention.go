@@ -99,3 +99,18 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64) {
 	r.log.reset(leaderLogStart)
 	r.leaderHW = min(r.leaderHW, r.hw)
 }
+
+// voteEpoch is the last epoch this log compares in elections (R21): the
+// epoch of its last entry or, when retention deleted every entry (LEO =
+// log start), of the row covering its log start, which the deletion keeps
+// (R52): a log emptied by retention is exactly as up to date as before.
+// Comparing 0 instead granted votes to candidates that lacked the deleted
+// committed entries. A reset log (R53) has no row left: 0. Fetches still
+// send the last entry's epoch, 0 for an empty log (the leader serves an
+// empty log from its offset).
+func (l *logView) voteEpoch() uint64 {
+	if l.LEO() == l.logStart && len(l.epochs) > 0 {
+		return l.epochs[0].Epoch
+	}
+	return l.LastEntryEpoch()
+}

@@ -69,8 +69,6 @@ func followerAt(t *testing.T, epochs []uint64, hw uint64) (*Replica, *storage.Me
 	return r, store, reqs[0]
 }
 
-
-
 // LogReaderStore is what these tests need of a store.
 type LogReaderStore interface {
 	LogReader
@@ -149,15 +147,28 @@ func TestFollowerResetsBelowLogStart(t *testing.T) {
 
 // TestDivergingBelowLeaderLogStartTruncatesToHW: a leader whose log starts
 // after every epoch it could compare answers diverging epoch 0 at its log
-// start; the follower truncates to its HW (Kafka's fallback), never below
-// it (which would halt it), and fetches from there.
+// start. The follower never truncates below that log start (it may hold
+// committed entries there; sim seeds 38 and 547 x1500 truncated them to
+// the HW): with its HW below it, it resets to it (R53: nothing left below,
+// nothing of its own epochs above), its HW waiting for the leader; with its
+// HW at it, it keeps the committed log up to it and drops what is above.
+// Either way it fetches from the leader's log start with an empty log.
 func TestDivergingBelowLeaderLogStartTruncatesToHW(t *testing.T) {
 	r, store, req := followerAt(t, []uint64{1, 1, 1, 1, 1, 1}, 4)
 	// The plain rule would truncate to min(5, our end for epoch 0 = our log
 	// start 0), below the HW 4.
 	req = answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 5, HighWatermark: 4, LogStartOffset: 5})
-	if r.Err() != nil || store.LEO() != 4 || req.FetchOffset != 4 {
-		t.Fatalf("err %v, LEO %d, next fetch at %d; want no error, 4, 4", r.Err(), store.LEO(), req.FetchOffset)
+	if r.Err() != nil || store.LogStart() != 5 || store.LEO() != 5 || r.hw != 4 || req.FetchOffset != 5 || req.LastFetchedEpoch != 0 {
+		t.Fatalf("err %v, store [%d, %d), hw %d, next fetch at %d last epoch %d; want no error, [5, 5), 4, 5, 0",
+			r.Err(), store.LogStart(), store.LEO(), r.hw, req.FetchOffset, req.LastFetchedEpoch)
+	}
+	// HW at the leader's log start: the committed log up to it stays
+	// until deleted as a follower deletes (its last epoch row kept).
+	r, store, req = followerAt(t, []uint64{1, 1, 1, 1, 1, 1, 1}, 5)
+	req = answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 5, HighWatermark: 5, LogStartOffset: 5})
+	if r.Err() != nil || store.LogStart() != 5 || store.LEO() != 5 || r.hw != 5 || len(store.EpochMap()) != 1 || req.FetchOffset != 5 || req.LastFetchedEpoch != 0 {
+		t.Fatalf("err %v, store [%d, %d) map %v, hw %d, next fetch at %d last epoch %d; want no error, [5, 5), one row, 5, 5, 0",
+			r.Err(), store.LogStart(), store.LEO(), store.EpochMap(), r.hw, req.FetchOffset, req.LastFetchedEpoch)
 	}
 	// Without a leader log start to explain it, the same answer is a
 	// violation and halts (R43; TestRefusesCommittedTruncation).

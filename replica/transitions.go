@@ -119,7 +119,7 @@ func (r *Replica) becomeProspective() {
 	}
 	req := &protocol.VoteRequest{
 		Epoch: r.epoch + 1, CandidateID: r.id,
-		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), PreVote: true, Round: r.round,
+		LastEpoch: r.log.voteEpoch(), LEO: r.log.LEO(), PreVote: true, Round: r.round,
 	}
 	for _, v := range r.voters {
 		if v != r.id {
@@ -155,7 +155,7 @@ func (r *Replica) becomeCandidate() {
 	}
 	req := &protocol.VoteRequest{
 		Epoch: r.epoch, CandidateID: r.id,
-		LastEpoch: r.log.LastEntryEpoch(), LEO: r.log.LEO(), Round: r.round,
+		LastEpoch: r.log.voteEpoch(), LEO: r.log.LEO(), Round: r.round,
 	}
 	for _, v := range r.voters {
 		if v != r.id {
