@@ -77,6 +77,8 @@ func (l *Log) loop() {
 			return
 		case p := <-l.proposals:
 			add(p)
+		case off := <-l.deletes:
+			events = append(events, shell.DeleteBefore(off))
 		case m, ok := <-recv:
 			if !ok {
 				recv = nil

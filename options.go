@@ -128,12 +128,30 @@ type Options struct {
 	// transport frame.
 	MaxRecordSize int
 
+	// RetentionBytes, when positive, keeps the log to about this many bytes
+	// on disk: while this node leads, the oldest whole segment files go
+	// while the segments together hold more (Kafka's retention.bytes). A
+	// node keeps up to one segment more than the bound, plus the active
+	// one. Default 0: keep everything (the only safe default for a
+	// library).
+	RetentionBytes int64
+	// RetentionAge, when positive, deletes whole segment files whose newest
+	// entry the leader appended longer ago than this (Kafka's
+	// retention.ms; Entry.Time). The active segment is never deleted: with
+	// a slow log, lower SegmentBytes. Default 0: off.
+	RetentionAge time.Duration
+	// SegmentBytes is the size at which the store seals its active segment
+	// file and starts a new one (storage.BoltOptions.SegmentBytes);
+	// retention frees disk in whole segments. Default
+	// storage.DefaultSegmentBytes (64 MiB).
+	SegmentBytes int64
+
 	// NoSync disables fsync (storage.BoltOptions.NoSync). Acknowledged
 	// appends can then be lost on a machine crash (not on a process
 	// crash). For tests only. Default false.
 	NoSync bool
 	// Logger receives logs; components get Named sub-loggers. Default: a
-	// null logger.
+	// null logger. SlogLogger adapts a *slog.Logger.
 	Logger hclog.Logger
 }
 
@@ -298,7 +316,7 @@ func (o Options) components(logger hclog.Logger) components {
 			Tuning:    o.GossipTuning,
 			Logger:    logger,
 		},
-		store:    storage.BoltOptions{NoSync: o.NoSync, Logger: logger.Named("storage")},
+		store:    storage.BoltOptions{NoSync: o.NoSync, SegmentBytes: o.SegmentBytes, Logger: logger.Named("storage")},
 		identity: storage.Identity{ClusterID: o.ClusterID, NodeID: o.NodeID},
 	}
 	c.transport.EnsureDefaults()
@@ -468,6 +486,15 @@ func (o Options) Validate() error {
 	}
 	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
 		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")
+	}
+	if d.RetentionBytes < 0 {
+		return bad("RetentionBytes", "is negative (%d); 0 keeps everything", d.RetentionBytes)
+	}
+	if d.RetentionAge < 0 {
+		return bad("RetentionAge", "is negative (%v); 0 keeps everything", d.RetentionAge)
+	}
+	if d.SegmentBytes < 0 {
+		return bad("SegmentBytes", "is negative (%d); 0 means the default", d.SegmentBytes)
 	}
 	// What the components own (the core's timings, addresses, Secret's
 	// length, GossipKey, GossipLabel, GossipTuning) their Validate checks.

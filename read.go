@@ -40,7 +40,10 @@ const (
 //   - ctx.Err() when ctx ends (the normal way to stop following the log,
 //     besides breaking out of the loop);
 //   - ErrClosed when the Log closes;
-//   - ErrOutOfRange when from is below the log start offset;
+//   - an *OutOfRangeError (ErrOutOfRange) when the next offset is below
+//     the log start: deleted by retention (DeleteBefore, RetentionBytes,
+//     RetentionAge) before the read reached it; it names the log start to
+//     resume from;
 //   - ErrCorrupt (naming the offset) when a stored entry fails its checksum;
 //   - ErrStorageFailed when the node's disk failed;
 //   - with a context from WithRequireLeader(ctx, d), an error wrapping
@@ -124,6 +127,10 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 				b, err := shell.ReadBatch(l.store, next, min(hw, to), readBatchCount, readBatchBytes)
 				if errors.Is(err, storage.ErrClosed) {
 					err = fmt.Errorf("replog: read at offset %d: %w", next, ErrClosed)
+				}
+				if errors.Is(err, storage.ErrOutOfRange) {
+					// Deleted by retention, before the read or under it.
+					err = &OutOfRangeError{Offset: next, LogStart: l.store.LogStart()}
 				}
 				if err != nil {
 					yield(Entry{}, err)

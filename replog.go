@@ -104,6 +104,9 @@ type Log struct {
 	writer *writer
 
 	proposals chan *proposal
+	// deletes carries DeleteBefore's and the retention policies' requests
+	// to move the log start (shell.DeleteBefore) into the loop.
+	deletes   chan uint64
 	claims    chan leaderClaim // cap 1: the newest leader claim for gossip
 	persisted atomic.Uint64    // highest Seq the writer has made durable
 	wakeLoop  chan struct{}    // cap 1: persisted moved or the writer failed
@@ -179,6 +182,7 @@ func Open(opts Options) (*Log, error) {
 		logger:    logger,
 		store:     store,
 		proposals: make(chan *proposal, 1024),
+		deletes:   make(chan uint64, 1),
 		claims:    make(chan leaderClaim, 1),
 		wakeLoop:  make(chan struct{}, 1),
 		hwChanged: make(chan struct{}),
@@ -215,6 +219,10 @@ func Open(opts Options) (*Log, error) {
 	l.publish(core.Status(), core.ReadableHW(), true)
 	l.wg.Add(1)
 	go l.loop()
+	if o.RetentionBytes > 0 || o.RetentionAge > 0 {
+		l.wg.Add(1)
+		go l.retainer()
+	}
 	if l.ml != nil {
 		l.wg.Add(1)
 		go l.advertiser()
