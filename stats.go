@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,8 +198,13 @@ func (h *histogram) observe(d time.Duration) {
 	if h.counts == nil {
 		h.counts = make([]uint64, len(h.bounds)+1)
 	}
-	// The first bound >= d: buckets include their upper bound.
-	h.counts[sort.Search(len(h.bounds), func(i int) bool { return h.bounds[i] >= d })]++
+	// The first bound >= d (buckets include their upper bound); a scan:
+	// there are at most 15.
+	i := 0
+	for i < len(h.bounds) && h.bounds[i] < d {
+		i++
+	}
+	h.counts[i]++
 	h.count++
 	h.sum += d
 }
@@ -387,12 +391,14 @@ func (s *loopStats) fetchArrived(now time.Time, peer string, b *protocol.FetchRe
 
 // resolved records the outcome of one proposal.
 func (s *loopStats) resolved(now time.Time, m proposalMark, err error) {
-	var nl *NotLeaderError
-	switch {
-	case err == nil:
+	if err == nil {
 		s.appends += uint64(m.records)
 		s.appendBytes += uint64(m.bytes)
 		s.commit.observe(now.Sub(m.at))
+		return
+	}
+	var nl *NotLeaderError // escapes (errors.As): only on failures
+	switch {
 	case errors.Is(err, ErrUnknownOutcome):
 		s.count(errKindAppendUnknown)
 	case errors.As(err, &nl):

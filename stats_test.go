@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -232,4 +233,46 @@ func TestStatsMoveAsTheClusterWorks(t *testing.T) {
 	waitFor(t, other+" lags", 30*time.Second, func() bool { f := lagOf(); return f.LagEntries > 0 && f.LagTime > 0 })
 	first := lagOf()
 	waitFor(t, other+"'s lag time grows", 30*time.Second, func() bool { return lagOf().LagTime > first.LagTime })
+}
+
+// BenchmarkLoopStatsRound is the counting a leader's loop does per round:
+// a proposal, two fetches and their answers, a follower update.
+func BenchmarkLoopStatsRound(b *testing.B) {
+	var s loopStats
+	voters := []string{"n1", "n2", "n3"}
+	st := replica.Status{ID: "n1", Role: replica.RoleLeader, Epoch: 2, LeaderID: "n1", LEO: 10, RemoteLEO: map[string]uint64{"n2": 10, "n3": 9}}
+	now := time.Unix(1000, 0)
+	// The same inputs every round (the proposal resolves in its round, the
+	// fetches are answered), so that only the counting is measured.
+	events := []shell.Event{
+		shell.Propose(1, [][]byte{[]byte("record")}),
+		shell.Message(protocol.Message{From: "n2", To: "n1", Body: &protocol.FetchRequest{FetchID: 1, FetchOffset: 10}}),
+		shell.Message(protocol.Message{From: "n3", To: "n1", Body: &protocol.FetchRequest{FetchID: 1, FetchOffset: 9}}),
+	}
+	out := shell.Output{Status: st, Resolved: []shell.Resolved{{ID: 1, Offset: 10}}, Messages: []protocol.Message{
+		{From: "n1", To: "n2", Body: &protocol.FetchResponse{FetchID: 1}},
+		{From: "n1", To: "n3", Body: &protocol.FetchResponse{FetchID: 1}},
+	}}
+	b.ReportAllocs()
+	for range b.N {
+		now = now.Add(time.Millisecond)
+		s.round(now, voters, events, &out)
+	}
+}
+
+// BenchmarkStats is one Log.Stats call on a single node (the data
+// directory's size included).
+func BenchmarkStats(b *testing.B) {
+	l, err := Open(Options{Dir: b.TempDir(), NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(context.Background(), []byte("x")); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for range b.N {
+		_ = l.Stats()
+	}
 }
