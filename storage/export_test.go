@@ -17,3 +17,11 @@ const MaxOpenSealed = maxOpenSealed
 
 // SegmentFileName is segmentFileName, for the tests.
 var SegmentFileName = segmentFileName
+
+// SetActiveNoFreelistSync sets the active segment's NoFreelistSync, for
+// the benchmarks that compare both choices; it returns the previous one.
+func SetActiveNoFreelistSync(on bool) bool {
+	old := activeNoFreelistSync
+	activeNoFreelistSync = on
+	return old
+}

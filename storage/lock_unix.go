@@ -38,12 +38,13 @@ func unlockFile(f *os.File) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 
-// mapFile maps size bytes of f read-only.
+// mapFile maps size bytes of f read-only, populated at once where the
+// platform allows (mapPopulate): its caller walks every page.
 func mapFile(f *os.File, size int64) (data []byte, unmap func(), err error) {
 	if size <= 0 || int64(int(size)) != size {
 		return nil, nil, errors.New("cannot map")
 	}
-	data, err = syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, err = syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED|mapPopulate)
 	if err != nil {
 		return nil, nil, err
 	}

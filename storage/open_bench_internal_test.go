@@ -62,6 +62,10 @@ func benchOpenFile(b *testing.B) string {
 
 func BenchmarkOpen100k(b *testing.B) {
 	path := benchOpenFile(b)
+	b.Cleanup(func() { // the file is shared by the sub-benchmarks only
+		_ = os.RemoveAll(filepath.Dir(path))
+		benchOpenOnce = sync.Once{}
+	})
 	opts := func(ro bool) *bolt.Options {
 		return &bolt.Options{ReadOnly: ro, FreelistType: bolt.FreelistMapType, NoFreelistSync: true}
 	}

@@ -1,0 +1,6 @@
+//go:build unix && !linux
+
+package storage
+
+// mapPopulate: no MAP_POPULATE here (see advise_linux.go).
+const mapPopulate = 0
