@@ -215,6 +215,7 @@ func New(cfg Config) (*Membership, error) {
 	if err := m.checkConflictsAtStart(); err != nil {
 		m.closing.Store(true)
 		_ = list.Shutdown()
+		m.conflicts.wg.Wait() // checks of conflicts seen meanwhile
 		return nil, err
 	}
 	return m, nil
