@@ -16,6 +16,13 @@
 //	replogctl tail --addr 127.0.0.1:8081            # new committed entries, as they come
 //	replogctl tail --addr 127.0.0.1:8081 --from 0 --follow=false   # everything committed so far
 //
+// Offline, on a stopped node's data directory (read-only; refused while a
+// node holds it):
+//
+//	replogctl inspect DIR                # identity, segments, offsets, epochs, vote, HW checkpoint
+//	replogctl verify DIR                 # every segment, every entry's checksum; exit 1 if damaged
+//	replogctl dump --from 100 --to 200 DIR   # entries as JSON lines
+//
 // Exit status: 0 success, 1 failure, 2 a bad command line; a command may
 // document others (its --help says).
 //

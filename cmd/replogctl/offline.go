@@ -1,0 +1,270 @@
+package main
+
+// The offline commands read a stopped node's data directory, read-only
+// (storage.OpenDirReadOnly): nothing in it is changed, and while a node
+// holds the directory they fail (the directory is locked) instead of
+// reading a log that moves under them.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
+)
+
+func init() {
+	register(&command{
+		Name:    "inspect",
+		Summary: "describe a stopped node's data directory: identity, segments, offsets, epochs, vote, HW",
+		Usage:   "[--json] [--timeout D] DIR",
+		Help: `Prints what the data directory DIR holds, read-only: its identity
+(cluster, node, directory ID), the log start and LEO, the epoch map
+(epoch and first offset), the HW checkpoint, the quorum state (epoch,
+vote, leader) and the segment files (offset range, size; the active one
+last). Only the active segment is read. --json prints the same as one
+JSON object.
+
+Exit status: 0 if the directory could be read; 1 if not (a node holds
+it, it is damaged, or there is no data file).`,
+		Setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+			asJSON := fs.Bool("json", false, "print one JSON object")
+			timeout := fs.Duration("timeout", time.Second, "wait this long for the directory's lock")
+			return func(ctx context.Context, e *env, args []string) error {
+				dir, err := dirArg(args)
+				if err != nil {
+					return err
+				}
+				return inspect(e, dir, *timeout, *asJSON)
+			}
+		},
+	})
+	register(&command{
+		Name:    "verify",
+		Summary: "check every segment of a stopped node's data directory, every entry's checksum",
+		Usage:   "[--timeout D] DIR",
+		Help: `Reads the whole log of the data directory DIR, read-only: the
+structure of every segment file, the state the active segment records,
+and every entry from the log start to the LEO (present, contiguous, its
+checksum, the epoch the epoch map gives it). Prints what it checked, or
+the first problem, naming the file and the offset.
+
+Exit status: 0 if everything checked out; 1 if something is damaged or
+the directory could not be read (a node holds it, no data file).`,
+		Setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+			timeout := fs.Duration("timeout", time.Second, "wait this long for the directory's lock")
+			return func(ctx context.Context, e *env, args []string) error {
+				dir, err := dirArg(args)
+				if err != nil {
+					return err
+				}
+				r, err := storage.VerifyDir(dir, storage.BoltOptions{Timeout: *timeout})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "ok: %d entries [%d, %d) in %d segment files, every checksum verified\n",
+					r.Entries, r.LogStart, r.LEO, r.Segments)
+				return nil
+			}
+		},
+	})
+	register(&command{
+		Name:    "dump",
+		Summary: "print entries of a stopped node's data directory as JSON lines",
+		Usage:   "[--from N] [--to M] [--timeout D] DIR",
+		Help: `Prints the entries of the data directory DIR with offsets in
+[--from, --to), read-only, one JSON object per line:
+{"offset","epoch","type","time","data"}: type "data" or "control", time
+the leader's append time in milliseconds since the Unix epoch (0:
+unknown), data the record in base64 (as tail --json prints it). Without
+--from it starts at the log start, without --to it ends at the LEO.
+Every entry's checksum is verified as it is read.
+
+Exit status: 0 if every entry asked for was printed; 1 if the range is
+outside the log (below its start or above its LEO), an entry is
+damaged, or the directory could not be read.`,
+		Setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+			from := fs.String("from", "", "first offset (default: the log start)")
+			to := fs.String("to", "", "offset after the last (default: the LEO)")
+			timeout := fs.Duration("timeout", time.Second, "wait this long for the directory's lock")
+			return func(ctx context.Context, e *env, args []string) error {
+				dir, err := dirArg(args)
+				if err != nil {
+					return err
+				}
+				fromN, toN := optOffset("--from", *from), optOffset("--to", *to)
+				for _, o := range []offsetArg{fromN, toN} {
+					if o.err != nil {
+						return o.err
+					}
+				}
+				return dump(ctx, e, dir, *timeout, fromN, toN)
+			}
+		},
+	})
+}
+
+// dirArg returns the one DIR argument.
+func dirArg(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", usageError("want one data directory, got %d arguments", len(args))
+	}
+	return args[0], nil
+}
+
+// offsetArg is an optional offset flag.
+type offsetArg struct {
+	v   uint64
+	set bool
+	err error
+}
+
+func optOffset(name, s string) offsetArg {
+	if s == "" {
+		return offsetArg{}
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return offsetArg{err: usageError("%s %q is not an offset", name, s)}
+	}
+	return offsetArg{v: v, set: true}
+}
+
+// inspectReport is inspect's output (--json as it is).
+type inspectReport struct {
+	Dir          string                `json:"dir"`
+	Identity     storage.Identity      `json:"identity"`
+	LogStart     uint64                `json:"log_start"`
+	LEO          uint64                `json:"leo"`
+	Epochs       []protocol.EpochStart `json:"epochs"`
+	HWCheckpoint *uint64               `json:"hw_checkpoint"` // null: none stored
+	Quorum       protocol.QuorumState  `json:"quorum_state"`
+	Segments     []storage.SegmentInfo `json:"segments"`
+}
+
+func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
+	s, id, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	r := inspectReport{Dir: dir, Identity: id, LogStart: s.LogStart(), LEO: s.LEO(), Epochs: s.EpochMap(), Segments: s.Segments()}
+	if r.Quorum, err = s.QuorumState(); err != nil {
+		return err
+	}
+	hw, ok, err := s.HWCheckpoint()
+	if err != nil {
+		return err
+	}
+	if ok {
+		r.HWCheckpoint = &hw
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(w, "directory\t%s\n", dir)
+	if id == (storage.Identity{}) {
+		fmt.Fprintf(w, "identity\tnone (a directory from before identities)\n")
+	} else {
+		fmt.Fprintf(w, "identity\tcluster %q, node %q, directory %s\n", id.ClusterID, id.NodeID, id.DirectoryID)
+	}
+	fmt.Fprintf(w, "log start\t%d\n", r.LogStart)
+	fmt.Fprintf(w, "LEO\t%d\n", r.LEO)
+	fmt.Fprintf(w, "entries\t%d\n", r.LEO-r.LogStart)
+	if r.HWCheckpoint != nil {
+		fmt.Fprintf(w, "HW checkpoint\t%d\n", *r.HWCheckpoint)
+	} else {
+		fmt.Fprintf(w, "HW checkpoint\tnone\n")
+	}
+	fmt.Fprintf(w, "quorum state\tepoch %d, voted for %q, leader %q\n", r.Quorum.Epoch, r.Quorum.VotedFor, r.Quorum.LeaderID)
+	fmt.Fprintf(w, "epochs\t%d (epoch: first offset)\n", len(r.Epochs))
+	fmt.Fprintf(w, "segments\t%d (file, offsets, bytes)\n", len(r.Segments))
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// The tables after the fields, each aligned on its own.
+	fmt.Fprintf(e.stdout, "\nepochs:\n")
+	w = tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+	for _, ep := range r.Epochs {
+		fmt.Fprintf(w, "  %d\t%d\n", ep.Epoch, ep.StartOffset)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "\nsegments:\n")
+	w = tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+	for _, seg := range r.Segments {
+		name := filepath.Base(seg.Path)
+		if seg.Active {
+			name += " (active)"
+		}
+		fmt.Fprintf(w, "  %s\t[%d, %d)\t%d\n", name, seg.Base, seg.End, seg.Bytes)
+	}
+	return w.Flush()
+}
+
+// dumpLine is one line of dump's output.
+type dumpLine struct {
+	Offset uint64 `json:"offset"`
+	Epoch  uint64 `json:"epoch"`
+	Type   string `json:"type"`
+	Time   int64  `json:"time"`
+	Data   string `json:"data"`
+}
+
+func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, to offsetArg) error {
+	s, _, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	start, end := s.LogStart(), s.LEO()
+	if from.set {
+		start = from.v
+	}
+	if to.set {
+		end = to.v
+	}
+	switch {
+	case end < start:
+		return usageError("--to %d is below --from %d", end, start)
+	case start < s.LogStart() || end > s.LEO():
+		return fmt.Errorf("%w: [%d, %d) is not inside the log [%d, %d)", storage.ErrOutOfRange, start, end, s.LogStart(), s.LEO())
+	}
+	enc := json.NewEncoder(e.stdout)
+	for off := start; off < end; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		es, err := s.Entries(off, int(min(end-off, 10_000)), 16<<20)
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			return errors.New("the store returned no entry below its LEO") // not reached
+		}
+		for _, en := range es {
+			typ := "data"
+			if en.Type == protocol.EntryControl {
+				typ = "control"
+			}
+			line := dumpLine{Offset: en.Offset, Epoch: en.Epoch, Type: typ, Time: en.Time, Data: base64.StdEncoding.EncodeToString(en.Data)}
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+		}
+		off += uint64(len(es))
+	}
+	return nil
+}
