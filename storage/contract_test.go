@@ -1,6 +1,8 @@
 package storage_test
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -32,7 +34,33 @@ func boltHarness(noSync bool) storagetest.Harness {
 			}
 			return openBolt(t, dir, noSync)
 		},
+		Damage: func(t *testing.T, dir string, offset uint64) string {
+			return damageEntry(t, []string{filepath.Join(dir, "log.db")}, offset)
+		},
 	}
+}
+
+// damageEntry flips a byte of the payload the contract suite wrote at
+// offset (epoch 1, 100 bytes) in whichever of files holds it, and returns
+// that file.
+func damageEntry(t *testing.T, files []string, offset uint64) string {
+	t.Helper()
+	payload := storagetest.Payload(offset, 1, 100)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(b, payload); i >= 0 {
+			b[i+40] ^= 0x08
+			if err := os.WriteFile(f, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("the payload of offset %d is in none of %v", offset, files)
+	return ""
 }
 
 func TestBoltContract(t *testing.T) {
@@ -83,6 +111,13 @@ func dirHarness(segmentBytes int64, noSync bool) storagetest.Harness {
 			return open(t, dir)
 		},
 		BigLog: 6000,
+		Damage: func(t *testing.T, dir string, offset uint64) string {
+			files, err := filepath.Glob(filepath.Join(dir, "data", "replog*"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return damageEntry(t, files, offset)
+		},
 	}
 }
 

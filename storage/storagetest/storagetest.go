@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -23,6 +25,13 @@ type Harness struct {
 	// BigLog is the number of entries used by the large prefix-delete test
 	// (0: 25000).
 	BigLog int
+	// Damage, if set, damages the stored entry at offset of the closed
+	// store in dir so that its checksum fails, and returns the file it
+	// damaged; the suite then reopens the store and expects the read of
+	// that offset to fail with ErrCorrupt naming the file and the offset
+	// (and the entries before it to read on). Stores without files leave
+	// it nil.
+	Damage func(t *testing.T, dir string, offset uint64) (file string)
 }
 
 // Run runs the contract suite. The suite closes the stores it opens, except
@@ -54,6 +63,13 @@ func Run(t *testing.T, h Harness) {
 		{"ApplyOrder", testApplyOrder},
 		{"ApplyAtomic", testApplyAtomic},
 		{"ApplyNoops", testApplyNoops},
+		{"LongHistory", testLongHistory},
+	}
+	if h.Damage != nil {
+		tests = append(tests, struct {
+			name string
+			fn   func(t *testing.T, h Harness)
+		}{"DamagedEntry", testDamagedEntry})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -1143,3 +1159,98 @@ func testApplyNoops(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testLongHistory runs a long mixed history — appends of every size, new
+// epochs, truncations (some deep), prefix deletions (some to the LEO and
+// above it), votes and HW checkpoints — against a Memory model, with
+// reopens along the way; after every step the store equals the model and
+// reads from random offsets with random limits return what the model
+// returns. On a store of segment files with a small segment size this is
+// rolls, truncations into sealed segments and deletions of whole
+// segments, over and over.
+func testLongHistory(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	defer func() { closeStore(t, s) }()
+	model := storage.NewMemory()
+	rng := rand.New(rand.NewPCG(11, 12))
+	epoch := uint64(1)
+	apply := func(ws ...protocol.Write) {
+		t.Helper()
+		errS, errM := s.Apply(ws), model.Apply(ws)
+		if (errS == nil) != (errM == nil) {
+			t.Fatalf("Apply(%v): store %v, model %v", ws, errS, errM)
+		}
+	}
+	for step := range 300 {
+		leo, start := s.LEO(), s.LogStart()
+		switch r := rng.IntN(100); {
+		case r < 5 && leo > start:
+			epoch++
+			apply(protocol.Write{Kind: protocol.WriteTruncate, Offset: leo - rng.Uint64N(min(leo-start, 400)+1)},
+				protocol.Write{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: epoch, LeaderID: "x"}})
+		case r < 9:
+			up := start + rng.Uint64N(leo-start+1)
+			if rng.IntN(4) == 0 {
+				up = leo + rng.Uint64N(3) // to the LEO, or a reset above it
+			}
+			apply(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: up})
+		case r < 12:
+			apply(protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: start + rng.Uint64N(leo-start+1)})
+		case r < 15:
+			epoch++
+			apply(protocol.Write{Kind: protocol.WriteAppend, Entries: Batch(leo, 1+rng.IntN(5), epoch, 20)})
+		default:
+			apply(protocol.Write{Kind: protocol.WriteAppend, Entries: Batch(leo, 1+rng.IntN(60), epoch, rng.IntN(300))})
+		}
+		if step%50 == 49 {
+			s = h.Reopen(t, s, dir)
+		}
+		if err := Compare(s, model); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if start, leo := s.LogStart(), s.LEO(); leo > start {
+			from := start + rng.Uint64N(leo-start)
+			n, b := rng.IntN(50), rng.IntN(5000)
+			got, err := s.Entries(from, n, b)
+			want, werr := model.Entries(from, n, b)
+			if err != nil || werr != nil || len(got) != len(want) {
+				t.Fatalf("step %d: Entries(%d, %d, %d) = %d entries, %v; model %d, %v", step, from, n, b, len(got), err, len(want), werr)
+			}
+			for i := range got {
+				if got[i].Offset != want[i].Offset || got[i].Epoch != want[i].Epoch || !bytes.Equal(got[i].Data, want[i].Data) {
+					t.Fatalf("step %d: Entries(%d)[%d] = %+v, model %+v", step, from, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	mustConsistent(t, s)
+}
+
+// testDamagedEntry: an entry whose stored bytes were damaged fails its
+// read with ErrCorrupt naming the store's file and the offset, after a
+// reopen; the entries before it read on.
+func testDamagedEntry(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	for i := range 20 {
+		mustAppend(t, s, Batch(uint64(30*i), 30, 1, 100))
+	}
+	s = h.Reopen(t, s, dir) // a clean reopen writes everything out
+	closeStore(t, s)
+	const off = 437
+	file := h.Damage(t, dir, off)
+	s = h.Reopen(t, openClosed{}, dir)
+	defer closeStore(t, s)
+	_, err := s.Entries(400, 0, 1<<20)
+	if !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", off)) {
+		t.Fatalf("Entries(400) over the damaged entry %d: %v; want ErrCorrupt naming %s and the offset", off, err, file)
+	}
+	if es, err := s.Entries(400, off-400, 1<<20); err != nil || len(es) != off-400 {
+		t.Fatalf("Entries(400) up to the damaged entry: %d entries, %v", len(es), err)
+	}
+}
+
+// openClosed is what testDamagedEntry hands Reopen for a store it closed
+// itself: closing it again does nothing.
+type openClosed struct{ storage.Store }
+
+func (openClosed) Close() error { return nil }
