@@ -16,6 +16,10 @@ package replica
 //	replog_bug_ack_leader_write   bugAckLeaderWrite: the leader acknowledges a
 //	                              proposal once its own write is durable, without
 //	                              waiting for the HW.
+//	replog_bug_retention_above_hw bugRetentionAboveHW: the leader's DeleteBefore
+//	                              moves its log start up to its durable LEO,
+//	                              ignoring its HW (R51): it deletes entries not
+//	                              yet committed.
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

@@ -11,9 +11,10 @@ import (
 // never above its own HW; one whose fetch offset is below the leader's log
 // start resets to it (Kafka's OffsetOutOfRange handling).
 
-// DeleteBefore moves this leader's log start up to offset, bounded by its
-// HW and its durable LEO (nothing that may still be needed to commit or to
-// read is deleted), and returns the log start after the call. Followers
+// DeleteBefore moves this leader's log start up to offset, bounded as
+// deletePrefix bounds it (below its HW and its durable LEO: nothing that may
+// still be needed to commit or to read is deleted), and returns the log
+// start after the call. Followers
 // follow through fetch responses. On a replica that does not lead it
 // changes nothing and returns ErrNotLeader (the shell forwards the request
 // to the leader). A halted replica returns its error.
@@ -24,7 +25,7 @@ func (r *Replica) DeleteBefore(offset uint64) (uint64, error) {
 	if r.role != RoleLeader {
 		return r.log.logStart, &NotLeaderError{LeaderID: r.leaderID}
 	}
-	r.deletePrefix(min(offset, r.hw, r.log.durableEnd))
+	r.deletePrefix(offset)
 	return r.log.logStart, nil
 }
 
@@ -67,14 +68,33 @@ func (r *Replica) handleDeleteRecords(from string, req *protocol.DeleteRecords) 
 }
 
 // followLogStart moves a follower's log start up to the leader's, never
-// above its own HW (R52): it deletes only what it knows to be committed.
+// to its own HW (R52): it deletes only what it knows to be committed.
 func (r *Replica) followLogStart(leaderLogStart uint64) {
-	r.deletePrefix(min(leaderLogStart, r.hw, r.log.durableEnd))
+	r.deletePrefix(leaderLogStart)
 }
 
-// deletePrefix issues a deletion of the entries below upTo (≤ the durable
-// LEO) if that moves the log start.
+// deletePrefix issues a deletion of the entries below upTo if that moves the
+// log start, keeping two things (R51, R52). The last committed, durable
+// entry: the log start stays below the HW and the durable LEO, so no
+// deletion empties the log and no truncation (never below the HW) reaches
+// the log start. And the epoch of the entry below the log start: it is
+// never the first offset of an epoch (then lower), so the row covering it
+// also covers the offset before. Without the first, a follower that deleted
+// up to its HW and then truncated what it held above it had no entry and
+// no epoch row left, and granted votes as an empty log to candidates that
+// lacked the committed entries it had deleted (sim seed 95102495 x5000);
+// without the second, a follower caught up to exactly the log start fetched
+// with an epoch the leader no longer had, and was answered diverging for
+// ever.
 func (r *Replica) deletePrefix(upTo uint64) {
+	limit := min(r.hw, r.log.durableEnd)
+	if bugRetentionAboveHW && r.role == RoleLeader {
+		limit = r.log.durableEnd // deliberately ignores the HW (bugs.go)
+	}
+	if limit == 0 {
+		return
+	}
+	upTo = r.log.epochInside(min(upTo, limit-1))
 	if upTo <= r.log.logStart {
 		return
 	}
@@ -98,6 +118,20 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64) {
 	r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: leaderLogStart})
 	r.log.reset(leaderLogStart)
 	r.leaderHW = min(r.leaderHW, r.hw)
+}
+
+// epochInside lowers p (> the log start) until it is not the first offset
+// of an epoch: the row covering p then starts before p.
+func (l *logView) epochInside(p uint64) uint64 {
+	for i := len(l.epochs) - 1; i >= 0 && p > l.logStart; i-- {
+		switch start := l.epochs[i].StartOffset; {
+		case start < p:
+			return p
+		case start == p:
+			p--
+		}
+	}
+	return p
 }
 
 // voteEpoch is the last epoch this log compares in elections (R21): the

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"testing"
+	"time"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -85,5 +86,50 @@ func TestEmptiedLogKeepsItsLastEpochForVotes(t *testing.T) {
 	r = voter(t, 9)
 	if !ask(t, r, 1, 3) {
 		t.Fatal("a reset voter (no epoch row) refused a candidate with entries")
+	}
+}
+
+// TestRetentionKeepsTheLastCommittedEntry (R51, R52): a deletion keeps the
+// last committed, durable entry and never starts the log at the first
+// offset of an epoch. A follower that had deleted up to its HW and then
+// truncated what it held above it (entries a new leader did not have) was
+// left with no entry and no epoch row: its elections compared last epoch
+// 0 and it granted a candidate that lacked committed entries above that
+// candidate's log start (simulation seed 95102495 x5000: "leader of epoch 6
+// has {epoch=6 control} at offset 16, the entry committed there in epoch 3
+// is {epoch=3 control}"). And a follower caught up exactly to a leader's
+// log start at an epoch's first offset fetched with the previous epoch,
+// which that leader no longer had: diverging answers, forever.
+func TestRetentionKeepsTheLastCommittedEntry(t *testing.T) {
+	// Entries 6 and 7 (epoch 2) are above the HW 6.
+	r, store, req := followerAt(t, []uint64{1, 1, 1, 1, 1, 1, 2, 2}, 6)
+	req = answer(t, r, store, req, protocol.FetchResponse{HighWatermark: 6, LogStartOffset: 6})
+	if store.LogStart() != 5 || r.Status().LogStart != 5 {
+		t.Errorf("log start %d (core %d) after following 6 with HW 6; want 5: the last committed entry stays", store.LogStart(), r.Status().LogStart)
+	}
+	// The leader has no epoch 2 at 6: truncate to 6.
+	answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 6, HighWatermark: 6, LogStartOffset: 6})
+	if store.LEO() != 6 || store.LogStart() != 5 || len(store.EpochMap()) != 1 {
+		t.Errorf("after the truncation: store [%d, %d) map %v; want [5, 6) and epoch 1's row", store.LogStart(), store.LEO(), store.EpochMap())
+	}
+	r.lastLeaderContact = time.Time{} // it has not heard from its leader for long
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "x", PreVote: true, LastEpoch: 1, LEO: 3}})
+	for _, v := range bodiesTo[*protocol.VoteResponse](r.Ready().Messages, "x") {
+		if v.Granted {
+			t.Fatal("it granted a candidate (epoch 1, LEO 3) that lacks the committed entries 3..5")
+		}
+	}
+
+	// A leader whose HW is the first offset of its epoch keeps the entry
+	// before it: a follower caught up to there is served.
+	l, lstore := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 1, 2, 2, 2}, protocol.QuorumState{Epoch: 2})
+	primeFetch(t, l, "f", 7, 3) // HW 7; epoch 3 starts at 6
+	if got, _ := l.DeleteBefore(6); got != 5 {
+		t.Fatalf("DeleteBefore(6) with epoch 3 starting at 6: log start %d, want 5", got)
+	}
+	settle(t, l, lstore)
+	fetch(l, "g", 1, l.epoch, 6, 2)
+	if resp := bodiesTo[*protocol.FetchResponse](l.Ready().Messages, "g"); len(resp) != 1 || resp[0].Error != protocol.FetchOK {
+		t.Fatalf("a follower at 6 with last epoch 2: %+v; want OK", resp)
 	}
 }

@@ -9,8 +9,10 @@ import (
 )
 
 // TestLeaderDeleteBefore (R51): the leader moves its log start, never to or
-// above its HW or its durable LEO; the log start travels in fetch answers,
-// and a fetch below it is answered out of range. A non-leader refuses.
+// above its HW or its durable LEO, and never to the first offset of an
+// epoch (it keeps the entry before, and so the epoch a follower caught up to
+// there fetches with); the log start travels in fetch answers, and a fetch
+// below it is answered out of range. A non-leader refuses.
 func TestLeaderDeleteBefore(t *testing.T) {
 	r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2, 2, 2}, protocol.QuorumState{Epoch: 2})
 	// f catches up fully: the HW moves past the epoch start (offset 6).
@@ -18,31 +20,32 @@ func TestLeaderDeleteBefore(t *testing.T) {
 	if r.hw != 7 {
 		t.Fatalf("setup: hw %d, want 7", r.hw)
 	}
-	if got, err := r.DeleteBefore(100); err != nil || got != 7 {
-		t.Fatalf("DeleteBefore(100) = %d, %v; want the HW 7", got, err)
+	// Below the HW 7 is 6, epoch 3's first offset: 5.
+	if got, err := r.DeleteBefore(100); err != nil || got != 5 {
+		t.Fatalf("DeleteBefore(100) = %d, %v; want 5", got, err)
 	}
 	settle(t, r, store)
-	if store.LogStart() != 7 || r.Status().LogStart != 7 {
-		t.Fatalf("store log start %d, status %d; want 7", store.LogStart(), r.Status().LogStart)
+	if store.LogStart() != 5 || r.Status().LogStart != 5 {
+		t.Fatalf("store log start %d, status %d; want 5", store.LogStart(), r.Status().LogStart)
 	}
-	if rows := r.log.epochs; len(rows) != 1 || rows[0] != (protocol.EpochStart{Epoch: 3, StartOffset: 7}) {
-		t.Fatalf("epoch rows %v, want only epoch 3's, moved up to the log start", rows)
+	if rows := r.log.epochs; len(rows) != 2 || rows[0] != (protocol.EpochStart{Epoch: 2, StartOffset: 5}) {
+		t.Fatalf("epoch rows %v, want epoch 2's moved up to the log start, then epoch 3's", rows)
 	}
 	// Positive control first: a fetch at the log start is served and
 	// names it; then one below it is out of range.
-	fetch(r, "g", 0, r.epoch, 7, 3)
+	fetch(r, "g", 0, r.epoch, 5, 2)
 	resp := bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "g")
-	if len(resp) != 1 || resp[0].Error != protocol.FetchOK || resp[0].LogStartOffset != 7 {
+	if len(resp) != 1 || resp[0].Error != protocol.FetchOK || resp[0].LogStartOffset != 5 {
 		t.Fatalf("fetch at the log start: %+v", resp)
 	}
 	fetch(r, "g", 1, r.epoch, 2, 1)
 	resp = bodiesTo[*protocol.FetchResponse](r.Ready().Messages, "g")
-	if len(resp) != 1 || resp[0].Error != protocol.FetchOffsetOutOfRange || resp[0].LogStartOffset != 7 {
+	if len(resp) != 1 || resp[0].Error != protocol.FetchOffsetOutOfRange || resp[0].LogStartOffset != 5 {
 		t.Fatalf("fetch below the log start: %+v", resp)
 	}
 	// Never backwards.
-	if got, _ := r.DeleteBefore(3); got != 7 || len(r.Ready().Writes) != 0 {
-		t.Fatalf("DeleteBefore(3) after 7: log start %d", got)
+	if got, _ := r.DeleteBefore(3); got != 5 || len(r.Ready().Writes) != 0 {
+		t.Fatalf("DeleteBefore(3) after 5: log start %d", got)
 	}
 
 	fstore := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1, LeaderID: "l"})
@@ -101,12 +104,12 @@ func answer(t *testing.T, r *Replica, store LogReaderStore, req *protocol.FetchR
 }
 
 // TestFollowerFollowsLogStart (R52): a follower moves its log start to its
-// leader's, never above its own HW.
+// leader's, never to its own HW.
 func TestFollowerFollowsLogStart(t *testing.T) {
 	r, store, req := followerAt(t, []uint64{1, 1, 1, 1, 1, 1}, 2)
 	req = answer(t, r, store, req, protocol.FetchResponse{HighWatermark: 4, LogStartOffset: 5})
-	if r.hw != 4 || store.LogStart() != 4 || r.log.logStart != 4 {
-		t.Fatalf("hw %d, log start %d (store %d); want 4, 4: bounded by its HW", r.hw, r.log.logStart, store.LogStart())
+	if r.hw != 4 || store.LogStart() != 3 || r.log.logStart != 3 {
+		t.Fatalf("hw %d, log start %d (store %d); want 4, 3: below its HW", r.hw, r.log.logStart, store.LogStart())
 	}
 	answer(t, r, store, req, protocol.FetchResponse{HighWatermark: 6, LogStartOffset: 5})
 	if store.LogStart() != 5 || r.Status().LogStart != 5 {
@@ -162,13 +165,15 @@ func TestDivergingBelowLeaderLogStartTruncatesToHW(t *testing.T) {
 		t.Fatalf("err %v, store [%d, %d), hw %d, next fetch at %d last epoch %d; want no error, [5, 5), 4, 5, 0",
 			r.Err(), store.LogStart(), store.LEO(), r.hw, req.FetchOffset, req.LastFetchedEpoch)
 	}
-	// HW at the leader's log start: the committed log up to it stays
-	// until deleted as a follower deletes (its last epoch row kept).
+	// HW at the leader's log start (which R51 never puts at an epoch's
+	// first offset, so this answer comes only from a leader that does):
+	// what is above it goes, the committed log below stays, and the log
+	// start follows the leader's as a follower's does (below its HW).
 	r, store, req = followerAt(t, []uint64{1, 1, 1, 1, 1, 1, 1}, 5)
-	req = answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 5, HighWatermark: 5, LogStartOffset: 5})
-	if r.Err() != nil || store.LogStart() != 5 || store.LEO() != 5 || r.hw != 5 || len(store.EpochMap()) != 1 || req.FetchOffset != 5 || req.LastFetchedEpoch != 0 {
-		t.Fatalf("err %v, store [%d, %d) map %v, hw %d, next fetch at %d last epoch %d; want no error, [5, 5), one row, 5, 5, 0",
-			r.Err(), store.LogStart(), store.LEO(), store.EpochMap(), r.hw, req.FetchOffset, req.LastFetchedEpoch)
+	answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 5, HighWatermark: 5, LogStartOffset: 5})
+	if r.Err() != nil || store.LogStart() != 4 || store.LEO() != 5 || r.hw != 5 {
+		t.Fatalf("err %v, store [%d, %d) map %v, hw %d; want no error, [4, 5), 5",
+			r.Err(), store.LogStart(), store.LEO(), store.EpochMap(), r.hw)
 	}
 	// Without a leader log start to explain it, the same answer is a
 	// violation and halts (R43; TestRefusesCommittedTruncation).
@@ -213,7 +218,8 @@ func TestDeleteRecords(t *testing.T) {
 	if got := ask("f", l.epoch, 3); got != 3 || store.LogStart() != 3 {
 		t.Fatalf("a member's request: log start %d (store %d), want 3", got, store.LogStart())
 	}
-	if got := ask("g", l.epoch, 99); got != 5 {
-		t.Fatalf("a request past the HW: log start %d, want the HW 5", got)
+	// Past the HW 5: below it is 4, epoch 2's first offset; 3 it is.
+	if got := ask("g", l.epoch, 99); got != 3 {
+		t.Fatalf("a request past the HW: log start %d, want 3", got)
 	}
 }

@@ -457,9 +457,9 @@ func TestBarrierEvent(t *testing.T) {
 }
 
 // TestDeleteBeforeEvent: a retention request moves the leader's log start,
-// never above its HW (the reader view then answers out of range below it),
-// and the followers follow it; on a follower it does nothing (the core
-// refuses: not the leader).
+// never to its HW (the reader view then answers out of range below it),
+// and the followers follow it; on a follower it asks the leader (R54) and
+// changes nothing itself until the leader's log start comes back.
 func TestDeleteBeforeEvent(t *testing.T) {
 	c := newCluster(t, "a", "b", "c")
 	leader, now := c.elect(t)
@@ -468,7 +468,7 @@ func TestDeleteBeforeEvent(t *testing.T) {
 		follower = "b"
 	}
 	lp, fp := c.procs[leader], c.procs[follower]
-	lp.inbox = append(lp.inbox, Propose(1, [][]byte{[]byte("x"), []byte("y"), []byte("z")}))
+	lp.inbox = append(lp.inbox, Propose(1, [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e")}))
 	rounds := func() {
 		for range 20 {
 			now = now.Add(5 * time.Millisecond)
@@ -479,7 +479,7 @@ func TestDeleteBeforeEvent(t *testing.T) {
 	}
 	rounds()
 	hw := lp.out.Status.HighWatermark
-	if hw < 3 || fp.out.Status.HighWatermark != hw {
+	if hw < 5 || fp.out.Status.HighWatermark != hw {
 		t.Fatalf("setup: leader HW %d, follower HW %d; want the records committed everywhere", hw, fp.out.Status.HighWatermark)
 	}
 
@@ -507,20 +507,21 @@ func TestDeleteBeforeEvent(t *testing.T) {
 		}
 	}
 
-	// On the leader: the log start moves, bounded by the HW.
+	// On the leader: the log start moves, bounded below the HW (R51 keeps
+	// the last committed entry).
 	lp.inbox = append(lp.inbox, DeleteBefore(hw+100))
 	out := lp.round(t, now)
-	if len(out.Writes) != 1 || out.Writes[0].Kind != protocol.WriteDeletePrefix || out.Writes[0].Offset != hw || out.Status.LogStart != hw {
-		t.Fatalf("DeleteBefore(%d) on the leader: writes %v, log start %d; want one prefix deletion to the HW %d", hw+100, out.Writes, out.Status.LogStart, hw)
+	if len(out.Writes) != 1 || out.Writes[0].Kind != protocol.WriteDeletePrefix || out.Writes[0].Offset != hw-1 || out.Status.LogStart != hw-1 {
+		t.Fatalf("DeleteBefore(%d) on the leader: writes %v, log start %d; want one prefix deletion to %d, below the HW", hw+100, out.Writes, out.Status.LogStart, hw-1)
 	}
-	if _, err := ReadBatch(lp.store, hw-1, hw, 10, 1<<20); !errors.Is(err, storage.ErrOutOfRange) {
+	if _, err := ReadBatch(lp.store, hw-2, hw, 10, 1<<20); !errors.Is(err, storage.ErrOutOfRange) {
 		t.Fatalf("reading below the leader's log start: %v, want ErrOutOfRange", err)
 	}
 	c.send(out.Messages)
 	rounds()
 	for _, id := range c.ids {
-		if ls := c.procs[id].store.LogStart(); ls != hw {
-			t.Fatalf("%s's store starts at %d after the rounds, want the leader's log start %d", id, ls, hw)
+		if ls := c.procs[id].store.LogStart(); ls != hw-1 {
+			t.Fatalf("%s's store starts at %d after the rounds, want the leader's log start %d", id, ls, hw-1)
 		}
 	}
 }
