@@ -7,6 +7,7 @@ import (
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
 )
 
 // The checker. Every check is incremental (no per-step scan of a log);
@@ -106,7 +107,7 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		s.fail("%s: core says LEO %d, its writes make the log end at %d", nd.id, st.LEO, len(nd.shadow))
 		return
 	}
-	if st.DurableLEO > st.LEO || st.DurableLEO > nd.store.LEO() {
+	if st.DurableLEO > st.LEO || st.DurableLEO > s.durableEnd(nd) {
 		s.fail("%s: durable LEO %d above LEO %d or store LEO %d", nd.id, st.DurableLEO, st.LEO, nd.store.LEO())
 		return
 	}
@@ -119,7 +120,7 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		s.fail("%s: HW %d above LEO %d or above the writes it issued (%d)", nd.id, hw, st.LEO, len(nd.shadow))
 		return
 	}
-	if hw > nd.hw && st.Role == replica.RoleLeader && !s.opts.SafetyOnly && nd.shadow[hw-1].epoch != st.Epoch {
+	if hw > nd.hw && st.Role == replica.RoleLeader && !s.opts.SafetyOnly && hw > nd.unknown && nd.shadow[hw-1].epoch != st.Epoch {
 		s.fail("%s: leader of epoch %d moved its HW from %d to %d onto an entry of epoch %d: an entry of its own epoch must commit first (Raft §5.4.2)",
 			nd.id, st.Epoch, nd.hw, hw, nd.shadow[hw-1].epoch)
 		return
@@ -137,6 +138,9 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 	}
 	nd.readable = rh
 	s.extend(nd, hw)
+	if !s.checkLogStart(nd, st, afterReady) {
+		return
+	}
 	if nd.voter && (st.Role != nd.role || st.Epoch != nd.epoch) {
 		if _, ok := s.epochSeen[st.Epoch]; !ok {
 			s.epochSeen[st.Epoch] = s.now
@@ -185,6 +189,17 @@ func (s *sim) extend(nd *node, hw uint64) {
 			s.fail("%s: HW %d above its log end %d", nd.id, hw, len(nd.shadow))
 			return
 		}
+		if o < nd.unknown {
+			// Deleted here before the checker saw it (a reset, or a
+			// restart on a store that starts later): nothing to compare,
+			// and it must have been committed.
+			if o >= uint64(len(s.committed)) {
+				s.fail("%s: HW %d covers offset %d below its log start %d, which no replica has shown committed (committed log ends at %d)",
+					nd.id, hw, o, nd.start, len(s.committed))
+				return
+			}
+			continue
+		}
 		k := nd.shadow[o]
 		if o < uint64(len(s.committed)) {
 			if k != s.committed[o] {
@@ -216,7 +231,7 @@ func (s *sim) extend(nd *node, hw uint64) {
 func (s *sim) checkMajority(by *node, o uint64, k entryKey) {
 	n := 0
 	for _, nd := range s.nodes[:s.p.voters] {
-		if got, ok := entryAt(nd.store, o); ok && got == k {
+		if s.holds(nd, o, k) {
 			n++
 		}
 	}
@@ -237,9 +252,11 @@ func (s *sim) becameLeader(nd *node) {
 	// T) is in the log of every leader of an epoch above T. A leader of a
 	// lower epoch can still be elected late (its votes were delayed) and
 	// need not hold it.
-	s.tracef("%s LEADER of epoch %d (leo=%d)", nd.id, nd.epoch, len(nd.shadow))
+	// Entries below its log start it need not hold: retention deleted
+	// them (checkLogStart checks that only committed ones went).
+	s.tracef("%s LEADER of epoch %d (logstart=%d leo=%d)", nd.id, nd.epoch, nd.start, len(nd.shadow))
 	for o, k := range s.committed {
-		if s.commitEpoch[o] >= nd.epoch {
+		if s.commitEpoch[o] >= nd.epoch || uint64(o) < nd.start {
 			continue
 		}
 		if o >= len(nd.shadow) {
@@ -257,12 +274,16 @@ func (s *sim) becameLeader(nd *node) {
 		}
 		for i, rec := range p.records {
 			o := uint64(p.committedAt) + uint64(i)
+			if o < nd.start {
+				continue
+			}
 			if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != protocol.EntryData {
 				s.fail("%s: leader of epoch %d lacks acknowledged record %q at offset %d", nd.id, nd.epoch, rec, o)
 				return
 			}
 		}
 	}
+	s.electedDelete(nd)
 	if !s.faulting() {
 		return
 	}
@@ -312,6 +333,9 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 		}
 		g[nd.idx] = c
 	case *protocol.FetchResponse:
+		if b.LeaderID == nd.id && b.Error != protocol.FetchNotLeader && !s.checkLeaderLogStart(nd, b) {
+			return
+		}
 		// FetchMaxBytes bounds a response, counting each entry as its
 		// data plus protocol.EntryOverhead (the first entry always goes
 		// whole, so that a follower can progress).
@@ -514,10 +538,25 @@ func (s *sim) finalCheck() {
 				return
 			}
 		}
+		// Retention: below the log start, and only there, entries are
+		// gone (a reader gets ErrOutOfRange); the log start is within
+		// the committed log.
+		ls := nd.store.LogStart()
+		if ls > nd.store.LEO() || ls != nd.r.Status().LogStart {
+			s.fail("%s: converged with store log start %d (core's %d) above its LEO %d, or the two differ", nd.id, ls, nd.r.Status().LogStart, nd.store.LEO())
+			return
+		}
 		for _, p := range s.ackedProps {
 			for i, rec := range p.records {
 				o := uint64(p.committedAt) + uint64(i)
 				es, err := nd.store.Entries(o, 1, 1<<20)
+				if o < ls {
+					if !errors.Is(err, storage.ErrOutOfRange) {
+						s.fail("%s: acknowledged record %q at offset %d, below the log start %d: read gave %v %v, want ErrOutOfRange", nd.id, rec, o, ls, es, err)
+						return
+					}
+					continue
+				}
 				if err != nil || len(es) != 1 || string(es[0].Data) != rec {
 					s.fail("%s: acknowledged record %q at offset %d not readable: %v %v", nd.id, rec, o, es, err)
 					return

@@ -26,8 +26,16 @@ func (s *sim) issueWrite(nd *node, w protocol.Write) {
 				nd.id, w.Offset, nd.checked, nd.r.HighWatermark())
 			return
 		}
+		if w.Offset < nd.start {
+			s.fail("%s: truncation to %d, below its log start %d", nd.id, w.Offset, nd.start)
+			return
+		}
 		if w.Offset < uint64(len(nd.shadow)) {
 			nd.shadow = nd.shadow[:w.Offset]
+		}
+	case protocol.WriteDeletePrefix:
+		if !s.issueDeletePrefix(nd, w) {
+			return
 		}
 	case protocol.WriteHWCheckpoint:
 		if w.Offset > nd.r.HighWatermark() || w.Offset > uint64(len(s.committed)) {
@@ -158,7 +166,12 @@ func (s *sim) apply(nd *node, ws []protocol.Write) error {
 		}
 		old = w.Quorum
 	}
-	return nd.store.Apply(ws)
+	retired := s.retiredAfter(nd, ws)
+	if err := nd.store.Apply(ws); err != nil {
+		return err
+	}
+	s.appliedLogStart(nd, retired)
+	return nil
 }
 
 // diskError: the writes completing up to seq fail (fsync or write returns
@@ -237,9 +250,19 @@ func (s *sim) crashDisk(nd *node, power bool) {
 		from := m.LogStart()
 		before, _ := m.Entries(from, math.MaxInt, math.MaxInt)
 		nd.store = memoryStore{m.CrashAfter(keep)}
+		// A prefix deletion the OS had not written back is lost too: the
+		// log start may come back lower (the entries it had deleted were
+		// committed, and are back as they were).
+		nd.storeStart = min(nd.storeStart, nd.store.LogStart())
 		after, _ := nd.store.Entries(from, math.MaxInt, math.MaxInt)
 		for i := 0; i < len(before) && i < len(after) && keyOf(before[i]) == keyOf(after[i]); i++ {
 			from = before[i].Offset + 1
+		}
+		if leo := nd.store.LEO(); leo < from {
+			// Its log now ends below where it started: entries it had
+			// deleted as committed copies are back only up to here, and
+			// what it held from here on is lost.
+			from = leo
 		}
 		q, _ := nd.store.QuorumState()
 		loss := noSyncLoss{node: nd.idx, from: from, to: oldLEO}
@@ -305,7 +328,7 @@ func (s *sim) settleNoSyncLoss() {
 		for o := l.from; why == "" && o < l.to && o < uint64(len(s.committed)); o++ {
 			n := 0
 			for _, v := range s.nodes[:s.p.voters] {
-				if k, ok := entryAt(v.store, o); ok && k == s.committed[o] {
+				if s.holds(v, o, s.committed[o]) {
 					n++
 				}
 			}

@@ -8,9 +8,12 @@
 // (network.go: delays, drops, duplicates, reordering, partitions, delivery
 // across restarts) and simulated disks (disk.go: random write latency,
 // crashes that lose what was not yet durable, failing writes, torn writes,
-// nodes without fsync), with a workload of appends and reads (workload.go),
-// a nemesis (nemesis.go: crashes, pauses, partitions, clock jumps and
-// stalls, lulls), gossip hints true, stale and false (gossip.go), and an
+// nodes without fsync), with a workload of appends and reads (workload.go)
+// and of retention requests (retention.go: deletions below offsets around
+// a node's HW, on any node), a nemesis (nemesis.go: crashes, pauses,
+// partitions, clock jumps and stalls, lulls; retention.go: nodes lagging
+// while their leader deletes, observers restarted on an empty store),
+// gossip hints true, stale and false (gossip.go), and an
 // invariant checker run after every event (checker.go for safety,
 // liveness.go for liveness while faults run).
 //
@@ -34,7 +37,8 @@
 // -sim.classic (only the faults of before issue 9, drawn from the same
 // random stream), -sim.live=false (no liveness rules), -sim.corecontact
 // (liveness counts leader contact as the core did at a2e649b), -sim.stats
-// (print the totals of issue 9's fault kinds; -v prints them too).
+// (print the totals of issues 9's and 11's fault kinds; -v prints them
+// too).
 //
 // A run: 1–7 voters and 0–2 observers; faults (crashes that lose unsynced
 // writes, some leaving torn writes, power cuts, failing writes, NoSync

@@ -29,6 +29,9 @@ const (
 	evLull                             // nemesis: a lull begins (params.lulls)
 	evClockTimer                       // nemesis: jump or stall a node's clock
 	evBarrier                          // workload: a read barrier (barrier.go)
+	evDelete                           // workload: a retention request (retention.go)
+	evLag                              // nemesis: a node lags while its leader deletes
+	evWipe                             // nemesis: an observer restarts on an empty store
 )
 
 var evNames = [...]string{
@@ -36,7 +39,7 @@ var evNames = [...]string{
 	evPropose: "propose", evRead: "read", evCrash: "crash", evRestart: "restart",
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
-	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier",
+	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -180,6 +180,10 @@ type params struct {
 	noSyncFlush time.Duration
 	// falseHintProb: a gossip round also brings a false leader hint.
 	falseHintProb float64
+
+	// Retention (issue 11; retention.go), drawn from its own random
+	// stream: ret turns it on.
+	ret retParams
 }
 
 func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
@@ -350,6 +354,16 @@ type node struct {
 	clockRate float64
 	// noSync: this node's store does not fsync (disk.go).
 	noSync bool
+	// Retention (retention.go): the node's log start as its core's writes
+	// give it (its shadow is compared only from there), the core's as last
+	// seen in this process, the store's (never back across restarts unless
+	// wiped or lost by a NoSync power loss), retired (below it the store
+	// deleted entries it held as committed copies: they count as durable
+	// there), and resetTo (the log start of a reset while the HW is still
+	// below it). Below unknown the shadow holds nothing (a restart or a
+	// reset emptied it); between unknown and start it holds what the
+	// node deleted by retention.
+	start, coreStart, storeStart, retired, resetTo, unknown uint64
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;
@@ -405,7 +419,9 @@ type sim struct {
 	rng  *rand.Rand
 	// xr drives the choices of issue 9's faults, so that a classic run
 	// draws from rng exactly as before.
-	xr    *rand.Rand
+	xr *rand.Rand
+	// rr drives retention's choices (retention.go), for the same reason.
+	rr    *rand.Rand
 	now   time.Duration
 	q     eventQueue
 	seq   uint64
@@ -452,6 +468,10 @@ type sim struct {
 	freeMsgs []int32
 	// nsHistory: every NoSync loss of the run.
 	nsHistory []noSyncLoss
+
+	// leaderStart: the highest log start each epoch's leader had (a reset
+	// may go no higher: retention.go).
+	leaderStart map[uint64]uint64
 
 	// bar is the read-barrier workload (barrier.go).
 	bar barrierState
@@ -509,6 +529,8 @@ func newSim(opts Options) *sim {
 		opts:          opts,
 		rng:           rand.New(rand.NewSource(opts.Seed)),
 		xr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0009)),
+		rr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0011)),
+		leaderStart:   map[uint64]uint64{},
 		hash:          newHasher(),
 		trace:         opts.Trace,
 		byID:          map[string]int{},
@@ -528,6 +550,7 @@ func newSim(opts Options) *sim {
 	}
 	if !opts.Classic {
 		chooseExtended(&s.p, s.xr)
+		chooseRetention(&s.p, s.rr)
 	}
 	s.setup()
 	return s
@@ -614,6 +637,7 @@ func (s *sim) setup() {
 	}
 	s.setupExtended()
 	s.setupBarriers()
+	s.setupRetention()
 	s.schedule(s.between(0, s.p.proposeEvery), event{kind: evPropose})
 	s.schedule(s.between(0, s.p.readEvery), event{kind: evRead})
 	s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
@@ -647,11 +671,13 @@ func (s *sim) start(nd *node) {
 	}
 	s.followDirty = true
 	// The core's view restarts from the durable log, and only the part of
-	// it that still equals the committed log counts as checked.
-	leo := nd.store.LEO()
-	nd.shadow = nd.shadow[:0]
-	if leo > 0 {
-		es, err := nd.store.Entries(nd.store.LogStart(), math.MaxInt, math.MaxInt)
+	// it that still equals the committed log counts as checked. Nothing
+	// is known below the log start (retention).
+	leo, ls := nd.store.LEO(), nd.store.LogStart()
+	s.restartLogStart(nd, ls)
+	nd.shadow = append(nd.shadow[:0], make([]entryKey, ls)...)
+	if leo > ls {
+		es, err := nd.store.Entries(ls, math.MaxInt, math.MaxInt)
 		if err != nil {
 			s.fail("%s: reading the durable log at restart: %v", nd.id, err)
 			return
@@ -661,7 +687,7 @@ func (s *sim) start(nd *node) {
 		}
 	}
 	checked := min(nd.checked, leo)
-	for o := uint64(0); o < checked; o++ {
+	for o := ls; o < checked; o++ {
 		if nd.shadow[o] != s.committed[o] {
 			checked = o
 		}
@@ -692,7 +718,12 @@ func (s *sim) start(nd *node) {
 	st := r.Status()
 	nd.hw = st.HighWatermark
 	nd.role, nd.epoch, nd.leader = st.Role, st.Epoch, st.LeaderID
-	s.tracef("%s start inc=%d role=%s epoch=%d leo=%d hw=%d", nd.id, nd.inc, st.Role, st.Epoch, st.LEO, st.HighWatermark)
+	if st.LogStart != ls {
+		s.fail("%s: restarted with log start %d, but its store starts at %d", nd.id, st.LogStart, ls)
+		return
+	}
+	nd.coreStart = st.LogStart
+	s.tracef("%s start inc=%d role=%s epoch=%d logstart=%d leo=%d hw=%d", nd.id, nd.inc, st.Role, st.Epoch, st.LogStart, st.LEO, st.HighWatermark)
 	s.schedule(s.between(0, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
 	s.schedule(s.between(0, s.p.gossipEvery), event{kind: evGossip, node: nd.idx, inc: nd.inc})
 	// The process's first round: writes New issued (a truncation, a
@@ -1005,6 +1036,9 @@ func (s *sim) dispatch(ev event) {
 
 	case evBarrier:
 		s.barrierTimer()
+
+	case evDelete, evLag, evWipe:
+		s.retentionEvent(ev)
 
 	case evHint:
 		nd := s.nodes[ev.node]

@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// FaultCounts counts the faults of the kinds issue 9 added, per run (or
-// summed over runs by the tests' -sim.stats).
+// FaultCounts counts the faults of the kinds issues 9 and 11 added, per run
+// (or summed over runs by the tests' -sim.stats).
 type FaultCounts struct {
 	// Lulls: fault-free stretches of about liveBound inside the fault
 	// phase (liveness rule 1 is checked in each).
@@ -33,6 +33,16 @@ type FaultCounts struct {
 	// BigClusters: runs with 6 or 7 voters. PausesExtended: pauses of an
 	// already paused node (the later resume time is kept).
 	BigClusters, PausesExtended int
+	// Retention (issue 11; retention.go). DeletesRequested: DeleteBefore
+	// events, on any node; DeletesMoved: prefix deletions of leaders (a
+	// request that moved the log start); FollowDeletes: prefix deletions
+	// of followers and observers following their leader's log start;
+	// Resets: replicas that emptied their log and restarted it at the
+	// leader's log start; LagFaults: a node paused or cut off while its
+	// leader deletes; ObserverWipes: observers restarted on an empty
+	// store; ReadsOutOfRange: reads below a log start, answered
+	// ErrOutOfRange.
+	DeletesRequested, DeletesMoved, FollowDeletes, Resets, LagFaults, ObserverWipes, ReadsOutOfRange int
 }
 
 // Add adds o's counts to f.

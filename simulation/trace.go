@@ -126,6 +126,10 @@ func (h *hasher) msg(m protocol.Message) {
 		h.byte(byte(b.Error))
 		h.str(b.LeaderID)
 		h.u64(b.FirstOffset)
+	case *protocol.DeleteRecords:
+		h.byte(byte(protocol.KindDeleteRecords))
+		h.u64(b.Epoch)
+		h.u64(b.Offset)
 	default:
 		h.byte(0xff)
 	}
@@ -201,6 +205,8 @@ func fmtWrite(w protocol.Write) string {
 		return fmt.Sprintf("w%d quorum{epoch=%d voted=%q leader=%q}", w.Seq, w.Quorum.Epoch, w.Quorum.VotedFor, w.Quorum.LeaderID)
 	case protocol.WriteHWCheckpoint:
 		return fmt.Sprintf("w%d hw-checkpoint(%d)", w.Seq, w.Offset)
+	case protocol.WriteDeletePrefix:
+		return fmt.Sprintf("w%d delete-prefix(%d)", w.Seq, w.Offset)
 	}
 	return fmt.Sprintf("w%d kind(%d)", w.Seq, w.Kind)
 }

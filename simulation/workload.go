@@ -78,6 +78,11 @@ func (s *sim) read() {
 		s.tracef("%s read: HW %d is above the durable LEO %d (role %s)", nd.id, hw, st.DurableLEO, st.Role)
 	}
 	start := nd.store.LogStart()
+	if s.p.ret.on && start > 0 && limit > 0 && s.rr.Intn(4) == 0 {
+		// A reader below the log start (retention.go).
+		s.readBelowStart(nd, start, limit)
+		return
+	}
 	if limit <= start {
 		return
 	}
