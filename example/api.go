@@ -31,6 +31,10 @@ type logNode interface {
 	ReadRange(ctx context.Context, from, to uint64) iter.Seq2[replog.Entry, error]
 	// Status is a snapshot of the node's state.
 	Status() replog.Status
+	// DeleteBefore deletes the committed entries below offset and returns
+	// the node's log start once it covers them (see
+	// replog.Log.DeleteBefore).
+	DeleteBefore(ctx context.Context, offset uint64) (uint64, error)
 }
 
 // Outcomes of a failed append, as the API reports them.
@@ -49,6 +53,23 @@ type apiError struct {
 	// Leader and LeaderURL point at the leader when the node knows it.
 	Leader    string `json:"leader,omitempty"`
 	LeaderURL string `json:"leader_url,omitempty"`
+	// LogStart is set on errors of reads below the log start (the offset
+	// to resume from) and of /delete-before (where the node's log start
+	// stands now).
+	LogStart *uint64 `json:"log_start,omitempty"`
+}
+
+// deleteJSON is /delete-before's answer.
+type deleteJSON struct {
+	// LogStart is the node's log start once it covered the deletion: the
+	// requested offset, or less where the entries are not yet committed
+	// (only committed entries go, and the last of them stays: replog
+	// keeps the log start below the HW).
+	LogStart uint64 `json:"log_start"`
+	// Requested is the offset asked for.
+	Requested uint64 `json:"requested"`
+	// HighWatermark is the node's HW as it answered.
+	HighWatermark uint64 `json:"hw"`
 }
 
 // entryJSON is one line of /entries. Data is base64 (encoding/json's []byte).
@@ -85,6 +106,8 @@ type server struct {
 	control string
 	// appendTimeout bounds one /append request.
 	appendTimeout time.Duration
+	// deleteTimeout bounds one /delete-before request.
+	deleteTimeout time.Duration
 	// maxRecord bounds a request body; larger bodies get 413.
 	maxRecord int64
 	// hist records status changes for the dashboard's step-by-step view;
@@ -105,6 +128,7 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/append", s.only(http.MethodPost, s.handleAppend))
 	mux.HandleFunc("/entries", s.only(http.MethodGet, s.handleEntries))
+	mux.HandleFunc("/delete-before", s.only(http.MethodPost, s.handleDeleteBefore))
 	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
 	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))
@@ -286,16 +310,20 @@ func (s *server) urlOf(id string) string {
 
 // handleEntries streams committed entries as newline-delimited JSON.
 //
-//	from=N        first offset (default 0)
+//	from=N        first offset (default: the node's log start)
 //	follow=false  end at the node's HW as of the request; default true:
 //	              stream new entries until the client goes away.
 //
 // An error before the first line is a JSON error with a status code; an
 // error after it is a last line {"error": "..."}. With follow=true the
-// headers (200) go out at once, so every later error is such a line.
+// headers (200) go out at once, so every later error is such a line. A
+// read from below the log start (entries deleted by retention, also while
+// the stream runs) fails with 416, or such a last line, carrying
+// "log_start": the offset to resume from.
 func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	from, follow := uint64(0), true
+	st := s.node.Status()
+	from, follow := st.LogStart, true
 	var err error
 	if v := q.Get("from"); v != "" {
 		if from, err = strconv.ParseUint(v, 10, 64); err != nil {
@@ -309,11 +337,8 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st := s.node.Status()
 	if from < st.LogStart {
-		writeJSON(w, http.StatusRequestedRangeNotSatisfiable, apiError{
-			Error: "offset " + strconv.FormatUint(from, 10) + " is below the log start " + strconv.FormatUint(st.LogStart, 10),
-		})
+		writeJSON(w, http.StatusRequestedRangeNotSatisfiable, readError(&replog.OutOfRangeError{Offset: from, LogStart: st.LogStart}))
 		return
 	}
 	hw := st.HighWatermark
@@ -359,13 +384,13 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 				} else if errors.Is(err, replog.ErrClosed) {
 					code = http.StatusServiceUnavailable
 				}
-				writeJSON(w, code, apiError{Error: err.Error()})
+				writeJSON(w, code, readError(err))
 				return
 			}
 			if follow {
 				extend(rc)
 			}
-			_ = enc.Encode(apiError{Error: err.Error()})
+			_ = enc.Encode(readError(err))
 			break
 		}
 		wrote = true
@@ -381,6 +406,70 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 	}
 	if !wrote {
 		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// readError is the API's body for a failed read: an *OutOfRangeError
+// (entries deleted by retention) names the log start to resume from.
+func readError(err error) apiError {
+	body := apiError{Error: err.Error()}
+	var oor *replog.OutOfRangeError
+	if errors.As(err, &oor) {
+		body.LogStart = &oor.LogStart
+	}
+	return body
+}
+
+// handleDeleteBefore deletes the entries below ?offset=N (Log.DeleteBefore:
+// on any node; the leader moves the log start, the others follow) and
+// answers the node's log start once it covers them, as far as they are
+// committed (it stays below the HW). It waits at most deleteTimeout; every
+// error names where the log start stands.
+func (s *server) handleDeleteBefore(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query().Get("offset")
+	if v == "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "missing offset: POST /delete-before?offset=N deletes the entries below N"})
+		return
+	}
+	offset, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "bad offset: " + err.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.deleteTimeout)
+	defer cancel()
+	start, err := s.node.DeleteBefore(ctx, offset)
+	// -delete-timeout may exceed the server's WriteTimeout.
+	extend(http.NewResponseController(w))
+	if err != nil {
+		code, body := s.deleteError(err)
+		body.LogStart = &start
+		s.logger.Debug("delete-before failed", "offset", offset, "status", code, "error", err)
+		writeJSON(w, code, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, deleteJSON{LogStart: start, Requested: offset, HighWatermark: s.node.Status().HighWatermark})
+}
+
+// deleteError maps a DeleteBefore error to a status code and body.
+func (s *server) deleteError(err error) (int, apiError) {
+	body := apiError{Error: err.Error()}
+	var notLeader *replog.NotLeaderError
+	switch {
+	case errors.As(err, &notLeader):
+		// No leader known until the deadline: maybe nothing was deleted.
+		body.Leader = notLeader.LeaderID
+		body.LeaderURL = s.urlOf(notLeader.LeaderID)
+		return http.StatusServiceUnavailable, body
+	case errors.Is(err, replog.ErrClosed):
+		return http.StatusServiceUnavailable, body
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// The leader may have deleted already; this node will follow.
+		body.Error += " (the log start had not covered the offset yet; the leader may have deleted, this node will follow)"
+		return http.StatusGatewayTimeout, body
+	default:
+		// ErrStorageFailed or anything unforeseen.
+		return http.StatusInternalServerError, body
 	}
 }
 

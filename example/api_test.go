@@ -40,6 +40,10 @@ type fakeNode struct {
 	appendOff   uint64
 	appendGot   [][]byte
 	appendCtxs  []context.Context
+
+	deleteErr  error // DeleteBefore fails with it (log start unchanged)
+	deleteGot  []uint64
+	deleteCtxs []context.Context
 }
 
 func newFakeNode() *fakeNode {
@@ -97,14 +101,18 @@ func (f *fakeNode) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[rep
 			}
 			changed, readErr := f.changed, f.readErr
 			var batch []replog.Entry
-			for ; next < hw; next++ {
-				if d, ok := f.data[next]; ok {
-					batch = append(batch, replog.Entry{Offset: next, Epoch: f.status.Epoch, Data: slices.Clone(d)})
+			if next >= start {
+				for ; next < hw; next++ {
+					if d, ok := f.data[next]; ok {
+						batch = append(batch, replog.Entry{Offset: next, Epoch: f.status.Epoch, Data: slices.Clone(d)})
+					}
 				}
 			}
 			f.mu.Unlock()
-			if from < start {
-				yield(replog.Entry{}, fmt.Errorf("%w: below %d", replog.ErrOutOfRange, start))
+			if next < start {
+				// As replog's reader: also when the entries under a
+				// running reader went.
+				yield(replog.Entry{}, &replog.OutOfRangeError{Offset: next, LogStart: start})
 				return
 			}
 			for _, e := range batch {
@@ -129,6 +137,31 @@ func (f *fakeNode) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[rep
 	}
 }
 
+// DeleteBefore moves the log start to min(offset, HW), as the real one
+// does on a leader, unless deleteErr is set.
+func (f *fakeNode) DeleteBefore(ctx context.Context, offset uint64) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleteGot = append(f.deleteGot, offset)
+	f.deleteCtxs = append(f.deleteCtxs, ctx)
+	if f.deleteErr != nil {
+		return f.status.LogStart, f.deleteErr
+	}
+	if t := min(offset, f.status.HighWatermark); t > f.status.LogStart {
+		f.status.LogStart = t
+		for o := range f.data {
+			if o < t {
+				delete(f.data, o)
+			}
+		}
+		if f.changed != nil {
+			close(f.changed)
+			f.changed = nil
+		}
+	}
+	return f.status.LogStart, nil
+}
+
 func (f *fakeNode) Status() replog.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -146,6 +179,7 @@ func newTestServer(node logNode) *server {
 		voters:        []string{"n1", "n2", "n3"},
 		control:       "http://control.test",
 		appendTimeout: 5 * time.Second,
+		deleteTimeout: 5 * time.Second,
 		maxRecord:     64,
 		hist:          newHistory(8),
 		logger:        hclog.NewNullLogger(),
@@ -279,6 +313,8 @@ func TestMethodsAndRoutes(t *testing.T) {
 		{"GET", "/history?since=-1", 400, "application/json", ""},
 		{"GET", "/metrics", 404, "application/json", ""}, // the test server has no metrics
 		{"POST", "/metrics", 405, "application/json", "GET"},
+		{"GET", "/delete-before?offset=1", 405, "application/json", "POST"},
+		{"POST", "/delete-before", 400, "application/json", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
@@ -621,6 +657,38 @@ func TestParseFlags(t *testing.T) {
 	if c, err := parseFlags(nil, io.Discard); err != nil || c.id != "" {
 		t.Errorf("no flags (demo mode): %+v, %v", c, err)
 	}
+
+	// Retention: sizes with binary suffixes, an age, a delete timeout.
+	c, err = parseFlags([]string{"-id", "n1", "-dir", "/d", "-retention-bytes", "256MiB", "-retention-age", "168h",
+		"-segment-bytes", "16384", "-delete-timeout", "2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.retentionBytes != 256<<20 || c.retentionAge != 168*time.Hour || c.segmentBytes != 16384 || c.deleteTimeout != 2*time.Second {
+		t.Errorf("retention flags parsed as bytes %d, age %v, segment %d, delete timeout %v", c.retentionBytes, c.retentionAge, c.segmentBytes, c.deleteTimeout)
+	}
+	if c, _ := parseFlags([]string{"-id", "n1", "-dir", "/d"}, io.Discard); c.retentionBytes != 0 || c.retentionAge != 0 || c.segmentBytes != 0 {
+		t.Errorf("retention is on by default: %+v", c)
+	}
+	for _, bad := range [][]string{{"-retention-bytes", "-1"}, {"-segment-bytes", "16XB"}, {"-retention-bytes", "9999999999G"}, {"-retention-age", "forever"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "4096": 4096, "16KiB": 16 << 10, "64MiB": 64 << 20, "1GiB": 1 << 30,
+		"2K": 2 << 10, "3M": 3 << 20, " 5 MiB ": 5 << 20, "8G": 8 << 30} {
+		if got, err := parseByteSize(in); err != nil || got != want {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1", "1.5MiB", "1 TiB", "1e6", "9223372036854775807K"} {
+		if got, err := parseByteSize(in); err == nil {
+			t.Errorf("parseByteSize(%q) = %d, want an error", in, got)
+		}
+	}
 }
 
 // A web page of another origin cannot append through a node (403, nothing
@@ -813,5 +881,219 @@ func TestSlowAppendAnswerOutlivesWriteTimeout(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"offset":7`) {
 		t.Fatalf("slow append: %d %s, want 200 offset 7", resp.StatusCode, body)
+	}
+}
+
+// /delete-before calls DeleteBefore with the offset and a bounded context
+// and answers the node's log start; the log start it reaches is at most
+// the HW.
+func TestDeleteBefore(t *testing.T) {
+	f := newFakeNode()
+	for i := range 10 {
+		f.commit(fmt.Sprint("e", i)) // offsets 0..9, HW 10
+	}
+	s := newTestServer(f)
+	h := s.handler()
+
+	rec := do(t, h, "POST", "/delete-before?offset=4", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("delete before 4: status %d (%s)", rec.Code, rec.Body)
+	}
+	if m := decodeJSON(t, rec); m["log_start"] != 4.0 || m["requested"] != 4.0 || m["hw"] != 10.0 {
+		t.Errorf("delete before 4 answered %s, want log_start 4, requested 4, hw 10", rec.Body)
+	}
+	if len(f.deleteCtxs) != 1 {
+		t.Fatalf("DeleteBefore called %d times, want 1", len(f.deleteCtxs))
+	}
+	if d, ok := f.deleteCtxs[0].Deadline(); !ok || time.Until(d) > s.deleteTimeout {
+		t.Errorf("DeleteBefore's context has deadline %v (set: %v), want one within -delete-timeout %v", d, ok, s.deleteTimeout)
+	}
+	if m := decodeJSON(t, do(t, h, "GET", "/status", "")); m["log_start"] != 4.0 {
+		t.Errorf("status log_start %v after the deletion, want 4", m["log_start"])
+	}
+
+	// Above the HW: only the committed entries go.
+	rec = do(t, h, "POST", "/delete-before?offset=50", "")
+	if m := decodeJSON(t, rec); rec.Code != http.StatusOK || m["log_start"] != 10.0 || m["requested"] != 50.0 {
+		t.Errorf("delete before 50 with HW 10: %d %s, want 200 log_start 10 requested 50", rec.Code, rec.Body)
+	}
+
+	// Bad requests never reach the node.
+	for _, target := range []string{"/delete-before", "/delete-before?offset=", "/delete-before?offset=x", "/delete-before?offset=-1", "/delete-before?offset=1.5"} {
+		rec := do(t, h, "POST", target, "")
+		if m := decodeJSON(t, rec); rec.Code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m["error"]), "offset") {
+			t.Errorf("POST %s: %d %s, want 400 naming the offset", target, rec.Code, rec.Body)
+		}
+	}
+	if !slices.Equal(f.deleteGot, []uint64{4, 50}) {
+		t.Errorf("DeleteBefore got %v, want [4 50]", f.deleteGot)
+	}
+}
+
+// DeleteBefore's errors map to clear status codes, and every error names
+// where the node's log start stands.
+func TestDeleteBeforeErrors(t *testing.T) {
+	deadline := context.DeadlineExceeded
+	tests := []struct {
+		name    string
+		err     error
+		code    int
+		leader  string
+		wantMsg string
+	}{
+		{"no leader until the deadline", fmt.Errorf("%w (%w)", &replog.NotLeaderError{}, deadline), 503, "", "no leader"},
+		{"not leader, leader known", &replog.NotLeaderError{LeaderID: "n2"}, 503, "n2", "not the leader"},
+		{"closed", replog.ErrClosed, 503, "", "closed"},
+		{"timeout", deadline, 504, "", "will follow"},
+		{"disk failure", fmt.Errorf("%w: bolt: disk on fire", replog.ErrStorageFailed), 500, "", "disk on fire"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNode()
+			f.status.LogStart, f.status.HighWatermark = 3, 9
+			f.deleteErr = tt.err
+			rec := do(t, newTestServer(f).handler(), "POST", "/delete-before?offset=7", "")
+			if rec.Code != tt.code {
+				t.Fatalf("status %d, want %d (%s)", rec.Code, tt.code, rec.Body)
+			}
+			m := decodeJSON(t, rec)
+			if !strings.Contains(fmt.Sprint(m["error"]), tt.wantMsg) {
+				t.Errorf("error %q, want it to say %q", m["error"], tt.wantMsg)
+			}
+			if m["log_start"] != 3.0 {
+				t.Errorf("log_start %v, want 3 (where the node's log start stands)", m["log_start"])
+			}
+			if tt.leader != "" && (m["leader"] != tt.leader || m["leader_url"] != "http://"+tt.leader+".test") {
+				t.Errorf("leader %v at %v, want %s", m["leader"], m["leader_url"], tt.leader)
+			}
+		})
+	}
+}
+
+// A read from below the log start answers 416 naming the log start (the
+// offset to resume from), also when the entries go while a stream runs;
+// without from, a read starts at the log start.
+func TestEntriesBelowLogStart(t *testing.T) {
+	f := newFakeNode()
+	for i := range 10 {
+		f.commit(fmt.Sprint("e", i))
+	}
+	if _, err := f.DeleteBefore(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(newTestServer(f).handler())
+	defer srv.Close()
+	h := srv.Config.Handler
+
+	for _, target := range []string{"/entries?from=2&follow=false", "/entries?from=0", "/entries?from=3&follow=true"} {
+		rec := do(t, h, "GET", target, "")
+		m := decodeJSON(t, rec)
+		if rec.Code != http.StatusRequestedRangeNotSatisfiable || m["log_start"] != 4.0 ||
+			!strings.Contains(fmt.Sprint(m["error"]), "below the log start 4") {
+			t.Errorf("GET %s: %d %s, want 416 naming log start 4", target, rec.Code, rec.Body)
+		}
+	}
+	rec := do(t, h, "GET", "/entries?follow=false", "")
+	if got := offsets(readLines(t, rec.Body.String())); rec.Code != 200 || !slices.Equal(got, []uint64{4, 5, 6, 7, 8, 9}) {
+		t.Errorf("GET /entries without from: %d offsets %v, want 4..9 (from the log start)", rec.Code, got)
+	}
+
+	// A stream waiting at offset 10 while entries 10..14 come and the log
+	// start passes them: its last line is the error, naming log start 12.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/entries?from=8", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for _, want := range []uint64{8, 9} {
+		line, err := br.ReadBytes('\n')
+		var e entryJSON
+		if err != nil || json.Unmarshal(line, &e) != nil || e.Offset != want {
+			t.Fatalf("streamed line %q (%v), want offset %d", line, err, want)
+		}
+	}
+	f.mu.Lock()
+	for i := range 5 {
+		f.data[f.status.LEO] = []byte(fmt.Sprint("late", i))
+		f.status.LEO++
+	}
+	f.status.HighWatermark, f.status.DurableLEO, f.status.LogStart = f.status.LEO, f.status.LEO, 12
+	close(f.changed)
+	f.changed = nil
+	f.mu.Unlock()
+	line, err := br.ReadBytes('\n')
+	var last apiError
+	if err != nil || json.Unmarshal(line, &last) != nil || last.LogStart == nil || *last.LogStart != 12 || !strings.Contains(last.Error, "offset 10 is below the log start 12") {
+		t.Fatalf("last line %q (%v), want an error naming offset 10 and log start 12", line, err)
+	}
+	if rest, _ := io.ReadAll(br); len(rest) != 0 {
+		t.Errorf("the stream went on after its error: %q", rest)
+	}
+}
+
+// On a real Log: /delete-before moves the log start (bounded by the HW),
+// /status reports it, and reads below it get 416 with replog's
+// OutOfRangeError, not a 500.
+func TestDeleteBeforeWithARealLog(t *testing.T) {
+	l, err := replog.Open(replog.Options{Dir: t.TempDir(), NodeID: "n1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := &server{node: l, self: "n1", appendTimeout: 10 * time.Second, deleteTimeout: 10 * time.Second,
+		maxRecord: maxRecordSize, logger: hclog.NewNullLogger()}
+	srv := httptest.NewServer(s.handler())
+	defer srv.Close()
+	post := func(path, body string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatalf("POST %s: answer is not JSON: %v", path, err)
+		}
+		return resp.StatusCode, m
+	}
+	var offs []uint64
+	for i := range 6 {
+		code, m := post("/append", fmt.Sprint("record ", i))
+		if code != http.StatusOK {
+			t.Fatalf("append: %d %v", code, m)
+		}
+		offs = append(offs, uint64(m["offset"].(float64)))
+	}
+	cut := offs[3]
+	if code, m := post(fmt.Sprintf("/delete-before?offset=%d", cut), ""); code != http.StatusOK || m["log_start"] != float64(cut) {
+		t.Fatalf("delete before %d: %d %v, want 200 log_start %d", cut, code, m, cut)
+	}
+	if st := l.Status(); st.LogStart != cut {
+		t.Errorf("the Log's log start is %d, want %d", st.LogStart, cut)
+	}
+	get := func(target string) *http.Response {
+		t.Helper()
+		resp, err := http.Get(srv.URL + target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := get(fmt.Sprintf("/entries?from=%d&follow=false", offs[1]))
+	var e apiError
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusRequestedRangeNotSatisfiable ||
+		e.LogStart == nil || *e.LogStart != cut || !strings.Contains(e.Error, fmt.Sprintf("below the log start %d", cut)) {
+		t.Errorf("read below the log start: %d %+v (%v), want 416 naming log start %d", resp.StatusCode, e, err, cut)
+	}
+	resp = get("/entries?follow=false")
+	body, _ := io.ReadAll(resp.Body)
+	if got := offsets(readLines(t, string(body))); !slices.Equal(got, offs[3:]) {
+		t.Errorf("entries from the log start: %v, want %v", got, offs[3:])
 	}
 }

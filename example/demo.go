@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -179,6 +180,17 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		}{{"-fetch-timeout", cfg.fetchTimeout}, {"-election-timeout", cfg.electionTimeout}, {"-fetch-max-wait", cfg.fetchMaxWait}} {
 			if f.v > 0 {
 				args = append(args, f.name, f.v.String())
+			}
+		}
+		if cfg.retentionAge > 0 {
+			args = append(args, "-retention-age", cfg.retentionAge.String())
+		}
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"-retention-bytes", cfg.retentionBytes}, {"-segment-bytes", cfg.segmentBytes}} {
+			if f.v > 0 {
+				args = append(args, f.name, strconv.FormatInt(f.v, 10))
 			}
 		}
 		d.children[id] = d.newChild(id, "http://"+na[id].http, exe, args)

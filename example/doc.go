@@ -1,7 +1,7 @@
 // Command example is a small service that embeds replog the way an
 // application would: each node opens a replog.Log and serves an HTTP API
-// (append, read, status, Prometheus metrics) and a live dashboard of the
-// replication state.
+// (append, read, delete before an offset, status, Prometheus metrics) and
+// a live dashboard of the replication state.
 //
 // Without -id it runs a demo: three nodes as child processes on loopback,
 // with a control API the dashboard's kill/restart buttons use.
@@ -31,8 +31,12 @@
 //	-fetch-timeout,              replog's timing Options (0: replog's defaults)
 //	-election-timeout,
 //	-fetch-max-wait
+//	-retention-bytes,            retention: replog's RetentionBytes, RetentionAge and
+//	-retention-age,              SegmentBytes (sizes take KiB, MiB, GiB); off by default
+//	-segment-bytes
 //	-nosync                      no fsync: tests only, a machine crash loses appends
 //	-append-timeout              how long POST /append waits for the commit
+//	-delete-timeout              how long POST /delete-before waits for the log start
 //	-sample-interval,            status sampling for the dashboard's replay, only
 //	-sample-idle                 while a dashboard reads it (stops after -sample-idle)
 //	-log-level                   trace, debug, info, warn, error, off

@@ -792,3 +792,72 @@ func secretFileOf(t *testing.T, pid int) string {
 	t.Fatalf("node %d has no -secret-file: %q", pid, args)
 	return ""
 }
+
+// The retention flags reach replog's Options: a node with small segments
+// and -retention-bytes (which counts the files' bytes on disk) drops its
+// oldest segment files as it is written
+// (the log start moves without any explicit deletion), a read from
+// offset 0 then answers 416 naming the log start, and a read without
+// from starts there.
+func TestNodeModeRetentionFlags(t *testing.T) {
+	dir := t.TempDir()
+	base := startNode(t, "-id", "solo", "-dir", dir, "-nosync", "-log-level", "off",
+		"-segment-bytes", "64KiB", "-retention-bytes", "256KiB")
+	status := func() (logStart, hw uint64) {
+		t.Helper()
+		resp, err := client.Get(base + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st struct {
+			LogStart uint64 `json:"log_start"`
+			HW       uint64 `json:"hw"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st.LogStart, st.HW
+	}
+	segments := func() []string {
+		t.Helper()
+		files, err := filepath.Glob(filepath.Join(dir, "replog-*.seg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	// 1 MiB in 4 KiB records: 16 segments' worth, 4 times the bound.
+	record := bytes.Repeat([]byte("r"), 4<<10)
+	for i := range 256 {
+		appendRecord(t, base, fmt.Appendf(bytes.Clone(record), "%d", i))
+	}
+	// The leader applies its policies every second; the files of the
+	// segments wholly below the new log start go once the deletion is on
+	// disk. Each sealed file here is 64 KiB (bbolt's smallest growth
+	// step): 256 KiB keep at most 4 besides the active one (one more than
+	// the bound, replog's Options say).
+	testwait.WaitFor(t, "-retention-bytes to move the log start and leave a few segment files", 30*time.Second, func() bool {
+		ls, _ := status()
+		return ls > 0 && len(segments()) <= 5
+	})
+	logStart, hw := status()
+	if logStart >= hw {
+		t.Errorf("log start %d, HW %d: the last committed entry went too", logStart, hw)
+	}
+	resp, err := client.Get(base + "/entries?from=0&follow=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e apiError
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusRequestedRangeNotSatisfiable || e.LogStart == nil || *e.LogStart < logStart {
+		t.Errorf("read from 0 below log start %d: %d %+v (%v), want 416 naming the log start", logStart, resp.StatusCode, e, err)
+	}
+	got := readAll(t, base)
+	if len(got) == 0 || got[0].Offset < logStart || got[len(got)-1].Offset >= hw || got[len(got)-1].Offset+1 < hw-1 {
+		t.Errorf("read without from: %d entries from %v, want them from the log start %d to the HW %d", len(got), got[:min(1, len(got))], logStart, hw)
+	}
+	t.Logf("log start %d, HW %d, %d sealed segment files", logStart, hw, len(segments()))
+}

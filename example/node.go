@@ -62,6 +62,9 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		FetchMaxWait:     cfg.fetchMaxWait,
 		FetchTimeout:     cfg.fetchTimeout,
 		ElectionTimeout:  cfg.electionTimeout,
+		RetentionBytes:   cfg.retentionBytes,
+		RetentionAge:     cfg.retentionAge,
+		SegmentBytes:     cfg.segmentBytes,
 		NoSync:           cfg.nosync,
 		Logger:           logger.Named("replog"),
 	}
@@ -105,6 +108,7 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		voters:        cfg.voters,
 		control:       cfg.control,
 		appendTimeout: cfg.appendTimeout,
+		deleteTimeout: cfg.deleteTimeout,
 		maxRecord:     maxRecordSize,
 		hist:          hist,
 		sampler:       smp,
