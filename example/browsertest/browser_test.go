@@ -240,6 +240,56 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 	waitJS("the record in the committed-entries table", fmt.Sprintf(`document.getElementById('entries').textContent.includes(%q)`, record))
 	waitJS(fmt.Sprintf("HW > %d on all three nodes (live)", offset), hwPast)
 
+	// "Delete before offset N": a second record, then a deletion before
+	// it. Every replica's log start moves there (the leader's first, the
+	// followers' with their next fetch), the boxes below it turn grey, and
+	// the second record stays.
+	const second = "kept after the deletion"
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#append-input`), second),
+		chromedp.Click(chromedp.CSS(`#append-button`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the second append's result", fmt.Sprintf(`Number(document.getElementById('append-result').dataset.offset) > %d ||
+		document.getElementById('append-result').classList.contains('err')`, offset))
+	offsetText, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('append-result').dataset.offset || ''`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept uint64
+	if _, err := fmt.Sscan(offsetText, &kept); err != nil || kept <= offset {
+		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#append-result`)))
+		t.Fatalf("second append through the page: %s (offset %q)", msg, offsetText)
+	}
+	waitJS(fmt.Sprintf("HW > %d on all three nodes", kept), fmt.Sprintf(`['n1','n2','n3'].every(n => Number(document.querySelector('.row[data-node="' + n + '"] [data-field="hw"]').textContent) > %d)`, kept))
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#delete-offset`), fmt.Sprint(kept)),
+		chromedp.Click(chromedp.CSS(`#delete-button`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the deletion's result", `document.getElementById('delete-result').dataset.logStart !== undefined ||
+		document.getElementById('delete-result').classList.contains('err')`)
+	startText, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('delete-result').dataset.logStart || ''`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if startText != fmt.Sprint(kept) {
+		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#delete-result`)))
+		t.Fatalf("delete before %d through the page answered log start %q: %s", kept, startText, msg)
+	}
+	startAt := func(node string) string {
+		return fmt.Sprintf(`Number(document.querySelector('.row[data-node="%s"] [data-field="log_start"]').textContent) >= %d`, node, kept)
+	}
+	// Live mode: a replay of the second append shows older frames.
+	waitJS(fmt.Sprintf("log start %d and grey boxes on all three nodes", kept), fmt.Sprintf(`document.body.dataset.mode === 'live' && ['n1','n2','n3'].every(n =>
+		(%s) && document.querySelectorAll('.row[data-node="' + n + '"] .cell.deleted').length > 0)`, startAt("' + n + '")))
+	waitJS("the second record in the committed-entries table and not the first", fmt.Sprintf(`(() => {
+		const t = document.getElementById('entries').textContent;
+		return t.includes(%q) && !t.includes(%q);
+	})()`, second, record))
+
 	shot := screenshot("dashboard.png")
 
 	// The kill and restart buttons reach the demo's control API.
@@ -256,6 +306,8 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(follower+" back after Restart", fmt.Sprintf(`document.querySelector('%s').dataset.up === 'true'`, row))
+	// Its log start survived the restart (the deletion is on its disk).
+	waitJS(follower+"'s log start after the restart", startAt(follower))
 	t.Logf("screenshots: %s, %s", shot, replayShot)
 
 	stopConsole()

@@ -207,9 +207,11 @@ function buildBoard() {
       return [s, b];
     };
     const [ep, epB] = mk('epoch', 'epoch');
+    const [ls, lsB] = mk('start', 'log_start', 'start');
+    ls.title = 'log start: entries below it were deleted by retention';
     const [le, leB] = mk('LEO', 'leo', 'leo');
     const [hw, hwB] = mk('HW', 'hw', 'hw');
-    nums.append(ep, ' · ', le, ' · ', hw);
+    nums.append(ep, ' · ', ls, ' · ', le, ' · ', hw);
     const note = el('div', 'note');
     who.append(name, role, nums, note);
 
@@ -236,14 +238,15 @@ function buildBoard() {
     }
     row.append(who, track, actions);
     rows.append(row);
-    S.rows[id] = { row, role, epB, leB, hwB, note, track, cells, hwMark, leoMark, remotes, cellKey: '' };
+    S.rows[id] = { row, role, epB, lsB, leB, hwB, note, track, cells, hwMark, leoMark, remotes, cellKey: '' };
   }
-  const via = $('append-via');
-  for (const id of S.ids) {
-    const o = el('option', '', id);
-    o.value = id;
-    if (id === S.cfg.self) o.selected = true;
-    via.append(o);
+  for (const via of [$('append-via'), $('delete-via')]) {
+    for (const id of S.ids) {
+      const o = el('option', '', id);
+      o.value = id;
+      if (id === S.cfg.self) o.selected = true;
+      via.append(o);
+    }
   }
 }
 
@@ -256,6 +259,8 @@ function windowFor(view) {
     minStart = Math.min(minStart, s.log_start);
   }
   if (minStart === Infinity) minStart = 0;
+  // Two deleted boxes stay in view, when there are any.
+  if (minStart > 0) minStart = Math.max(0, minStart - 2);
   const end = maxLEO + 3;
   let size = Math.max(MIN_CELLS, end - minStart);
   size = Math.min(size, MAX_CELLS);
@@ -296,6 +301,7 @@ function render(view, replayFrame) {
     r.role.className = 'role ' + role;
     r.row.dataset.role = role;
     r.epB.textContent = s ? s.epoch : '–';
+    r.lsB.textContent = s ? s.log_start : '–';
     r.leB.textContent = s ? s.leo : '–';
     r.hwB.textContent = s ? s.hw : '–';
     let note = '';
@@ -328,10 +334,14 @@ function render(view, replayFrame) {
     for (let i = 0; i < w.size; i++) {
       const o = w.start + i;
       let cls = 'cell';
-      if (s && o >= s.log_start && o < s.hw) cls += ' committed';
+      let title = `offset ${o}`;
+      if (s && o < s.log_start) {
+        cls += ' deleted';
+        title += `: deleted (below ${id}'s log start ${s.log_start})`;
+      } else if (s && o < s.hw) cls += ' committed';
       else if (s && o >= s.hw && o < s.leo) cls += ' pending';
       if (cells[i].className !== cls) cells[i].className = cls;
-      cells[i].title = `offset ${o}`;
+      cells[i].title = title;
     }
 
     // Markers.
@@ -381,7 +391,8 @@ function render(view, replayFrame) {
   const sum = $('summary');
   if (leader) {
     const ls = view[leader].status;
-    sum.replaceChildren('leader ', el('b', '', leader), ` · epoch ${ls.epoch} · HW ${ls.hw} (committed entries: offsets below ${ls.hw}) · ${upCount} of ${S.ids.length} nodes up · this page is served by ${S.cfg.self}`);
+    const start = ls.log_start > 0 ? ` · log start ${ls.log_start} (offsets below it deleted)` : '';
+    sum.replaceChildren('leader ', el('b', '', leader), ` · epoch ${ls.epoch} · HW ${ls.hw} (committed entries: offsets below ${ls.hw})${start} · ${upCount} of ${S.ids.length} nodes up · this page is served by ${S.cfg.self}`);
   } else {
     sum.textContent = `no leader right now (election under way or no majority) · ${upCount} of ${S.ids.length} nodes up · this page is served by ${S.cfg.self}`;
   }
@@ -475,6 +486,11 @@ function describe(id, prev, cur, frame, leader) {
     }
   } else if (cur.leo < prev.leo) {
     parts.push(`${id} truncates its log to the leader's history: LEO ${prev.leo} → ${cur.leo}`);
+  }
+  if (cur.log_start > prev.log_start) {
+    parts.push(isLeader
+      ? `leader ${id} deletes the entries below offset ${cur.log_start}: log start ${prev.log_start} → ${cur.log_start}`
+      : `${id} follows the leader's log start: log start ${prev.log_start} → ${cur.log_start}`);
   }
   if (isLeader && cur.remote_leo) {
     for (const f of Object.keys(cur.remote_leo).sort()) {
@@ -736,6 +752,46 @@ async function append(ev) {
   }
 }
 
+// deleteBefore asks a node to delete the entries below an offset (any node
+// may: a follower asks its leader) and shows the log start it answers.
+async function deleteBefore(ev) {
+  ev.preventDefault();
+  const input = $('delete-offset');
+  const via = $('delete-via').value;
+  const out = $('delete-result');
+  const btn = $('delete-button');
+  const offset = input.value.trim();
+  if (!/^[0-9]+$/.test(offset)) {
+    out.className = 'result err';
+    out.textContent = 'enter an offset (a whole number)';
+    return;
+  }
+  btn.disabled = true;
+  out.className = 'result';
+  out.textContent = `deleting before ${offset} via ${via}…`;
+  try {
+    const r = await request(`${S.nodes[via].url}/delete-before?offset=${offset}`, { method: 'POST' }, 15000);
+    const b = r.body || {};
+    if (r.ok) {
+      out.className = 'result ok';
+      out.textContent = b.log_start < b.requested
+        ? `log start ${b.log_start} on ${via}: only committed entries go, and the last one stays (HW ${b.hw})`
+        : `log start ${b.log_start} on ${via}`;
+      out.dataset.logStart = b.log_start;
+    } else {
+      out.className = 'result err';
+      let msg = `${r.status}: ${b.error || r.body}`;
+      if (b.log_start !== undefined) msg += ` (log start ${b.log_start})`;
+      out.textContent = msg;
+    }
+  } catch (e) {
+    out.className = 'result err';
+    out.textContent = `${via} did not answer: ${e.name === 'AbortError' ? 'timeout' : e.message}`;
+  } finally {
+    btn.disabled = false;
+  }
+}
+
 async function control(id, action) {
   const r = S.rows[id];
   r.flash = { text: action === 'kill' ? 'killing…' : 'restarting…', until: Date.now() + 30000 };
@@ -768,6 +824,7 @@ async function init() {
   }
   buildBoard();
   $('append-form').addEventListener('submit', append);
+  $('delete-form').addEventListener('submit', deleteBefore);
   $('replay-button').addEventListener('click', () => S.lastReplay && playReplay(S.lastReplay));
   $('live-button').addEventListener('click', stopReplay);
   window.addEventListener('resize', () => !S.replay && render(liveView()));
