@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -41,7 +42,9 @@ const deletePoll = 10 * time.Millisecond
 // DeleteBefore deletes the entries below offset (Kafka's DeleteRecords,
 // etcd's Compact) and returns this node's log start once it covers them,
 // as far as they are committed: the leader never deletes at or above its
-// high watermark, so the log start it reaches is min(offset, the HW). It
+// high watermark, and keeps the last committed entry (and the first
+// entry of an epoch's, R51), so the log start it reaches is a little
+// below min(offset, the HW): replica.DeletionReach. It
 // works on any node: the leader moves its log start, a follower or
 // observer asks the leader, and every node follows the leader's log start
 // through replication (never above its own HW). Entries below the log
@@ -63,8 +66,10 @@ func (l *Log) DeleteBefore(ctx context.Context, offset uint64) (uint64, error) {
 		return st.LogStart, nil
 	}
 	// What this node can be sure gets deleted: the leader's HW is at
-	// least ours now.
-	target := min(offset, st.HighWatermark)
+	// least ours now, and a deletion keeps the last committed entry and
+	// the epoch of the entry below the log start (R51, R52); below our HW
+	// the epoch map is the leader's.
+	target := replica.DeletionReach(l.store.EpochMap(), st.LogStart, offset, st.HighWatermark)
 	poll := time.NewTicker(deletePoll)
 	defer poll.Stop()
 	var asked time.Time

@@ -104,13 +104,14 @@ func TestDeleteBeforeAndOutOfRange(t *testing.T) {
 			t.Fatalf("running reader got %q at %d, want %q", e.Data, e.Offset, want)
 		}
 	}
-	// Beyond the HW it stops at the HW; below the log start it is a no-op.
+	// Beyond the HW it stops below the HW, keeping the last committed
+	// entry (R51); below the log start it is a no-op.
 	hw := l.Status().HighWatermark
-	if got, err := l.DeleteBefore(ctx, hw+1000); err != nil || got != hw {
-		t.Fatalf("DeleteBefore past the HW = %d, %v; want the HW %d", got, err, hw)
+	if got, err := l.DeleteBefore(ctx, hw+1000); err != nil || got != hw-1 {
+		t.Fatalf("DeleteBefore past the HW = %d, %v; want %d, below the HW", got, err, hw-1)
 	}
-	if got, err := l.DeleteBefore(ctx, 1); err != nil || got != hw {
-		t.Fatalf("DeleteBefore below the log start = %d, %v; want %d, nil", got, err, hw)
+	if got, err := l.DeleteBefore(ctx, 1); err != nil || got != hw-1 {
+		t.Fatalf("DeleteBefore below the log start = %d, %v; want %d, nil", got, err, hw-1)
 	}
 }
 

@@ -91,10 +91,7 @@ func (r *Replica) deletePrefix(upTo uint64) {
 	if bugRetentionAboveHW && r.role == RoleLeader {
 		limit = r.log.durableEnd // deliberately ignores the HW (bugs.go)
 	}
-	if limit == 0 {
-		return
-	}
-	upTo = r.log.epochInside(min(upTo, limit-1))
+	upTo = DeletionReach(r.log.epochs, r.log.logStart, upTo, limit)
 	if upTo <= r.log.logStart {
 		return
 	}
@@ -120,18 +117,26 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64) {
 	r.leaderHW = min(r.leaderHW, r.hw)
 }
 
-// epochInside lowers p (> the log start) until it is not the first offset
-// of an epoch: the row covering p then starts before p.
-func (l *logView) epochInside(p uint64) uint64 {
-	for i := len(l.epochs) - 1; i >= 0 && p > l.logStart; i-- {
-		switch start := l.epochs[i].StartOffset; {
+// DeletionReach is where a deletion below offset leaves the log start of a
+// log with this epoch map and log start, whose HW and durable LEO are at
+// least limit (R51, R52): below min(offset, limit), lowered while it is the
+// first offset of an epoch (the row covering it then starts before it). At
+// or below logStart it moves nothing. Log.DeleteBefore uses it to know
+// how far a request takes this node's log start.
+func DeletionReach(epochs []protocol.EpochStart, logStart, offset, limit uint64) uint64 {
+	if limit == 0 {
+		return logStart
+	}
+	p := min(offset, limit-1)
+	for i := len(epochs) - 1; i >= 0 && p > logStart; i-- {
+		switch start := epochs[i].StartOffset; {
 		case start < p:
 			return p
 		case start == p:
 			p--
 		}
 	}
-	return p
+	return max(p, logStart)
 }
 
 // voteEpoch is the last epoch this log compares in elections (R21): the
