@@ -8,9 +8,16 @@ import (
 )
 
 // Anomaly kinds the checker reports.
+//
+// Retention: entries below a node's log start are gone from it by design
+// (deleted once committed), so an acknowledged append or a read below a
+// node's final log start is not looked for there, and a reader may skip
+// the offsets below the log start a node named to it (a Reset read).
+// Nothing else may be missing.
 const (
 	// LostWrite: an append acknowledged at offset o is missing at o, or
-	// something else is there, on some node's final log.
+	// something else is there, on some node's final log that starts at or
+	// below o.
 	LostWrite = "lost-write"
 	// InconsistentOffset: two nodes showed different entries at one
 	// committed offset (in their final logs or to readers).
@@ -46,14 +53,20 @@ const (
 	// a node showed HW > LEO.
 	HWRegression = "hw-regression"
 	// NotConverged: after healing, a node's final log or HW differs from
-	// the others'.
+	// the others' (on the offsets both still hold).
 	NotConverged = "not-converged"
+	// LogStartViolation: a node's log start went down (it is durable:
+	// only a wiped data directory starts over), or above its LEO; a
+	// leader's log start above its HW (it deletes only committed
+	// entries); or a reader was reset to a log start not above the offset
+	// it asked for, or above every final HW.
+	LogStartViolation = "log-start"
 )
 
 // AnomalyKinds lists every kind, in report order.
 var AnomalyKinds = []string{LostWrite, InconsistentOffset, NonMonotonicRead, UncommittedRead,
 	Duplicate, DuplicateRetried, FailedPresent, Phantom, RealTimeOrder,
-	TwoLeaders, EpochRegression, HWRegression, NotConverged}
+	TwoLeaders, EpochRegression, HWRegression, NotConverged, LogStartViolation}
 
 // Anomaly is one violation found by Check, with the operations involved.
 type Anomaly struct {
@@ -151,16 +164,18 @@ func (r Result) Print(w io.Writer, perKind int) {
 }
 
 type nodeLog struct {
-	node string
-	hw   uint64
-	at   map[uint64]LogEntry
+	node  string
+	hw    uint64
+	start uint64 // log start: nothing below it is looked for
+	at    map[uint64]LogEntry
 }
 
 // Check looks for anomalies in a run: the client ops, the readers' reads
 // (in the order each reader saw them) and the final logs of every node
 // taken after the cluster was healed and quiet. Unknown-outcome appends
 // may be present once or absent; acknowledged ones must be at their offset
-// on every node; failed ones must be absent.
+// on every node whose log starts at or below it; failed ones must be
+// absent.
 func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 	res := Result{Counts: map[string]int{}}
 	add := func(a Anomaly) {
@@ -169,13 +184,22 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 	}
 
 	byPayload := map[string][]Op{}
+	ackedAt := map[uint64]Op{} // the acknowledged append at each offset
 	for _, o := range ops {
 		byPayload[o.Payload] = append(byPayload[o.Payload], o)
+		if o.Outcome == OK {
+			ackedAt[o.Offset] = o
+		}
 	}
 	logs := make([]nodeLog, len(finals))
 	dataAt := map[uint64]bool{} // offsets holding a data entry on some node
+	var maxHW uint64
+	for off := range ackedAt {
+		dataAt[off] = true // committed, wherever it went since
+	}
 	for i, f := range finals {
-		l := nodeLog{node: f.Node, hw: f.HW, at: map[uint64]LogEntry{}}
+		maxHW = max(maxHW, f.HW)
+		l := nodeLog{node: f.Node, hw: f.HW, start: f.LogStart, at: map[uint64]LogEntry{}}
 		for _, e := range f.Entries {
 			l.at[e.Offset] = e
 			dataAt[e.Offset] = true
@@ -185,6 +209,9 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 	describe := func(l nodeLog, off uint64) string {
 		if e, ok := l.at[off]; ok {
 			return fmt.Sprintf("%s has %q", l.node, e.Payload)
+		}
+		if l.start > 0 {
+			return fmt.Sprintf("%s has no data entry (log start %d, hw=%d)", l.node, l.start, l.hw)
 		}
 		if off >= l.hw {
 			return fmt.Sprintf("%s has nothing (hw=%d)", l.node, l.hw)
@@ -200,13 +227,17 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 		}
 	}
 
-	// Lost writes: each acknowledged append at its offset on every node.
+	// Lost writes: each acknowledged append at its offset on every node
+	// that still holds that offset.
 	for _, o := range ops {
 		if o.Outcome != OK {
 			continue
 		}
 		var bad []string
 		for _, l := range logs {
+			if o.Offset < l.start {
+				continue // deleted by retention
+			}
 			if e, ok := l.at[o.Offset]; !ok || e.Payload != o.Payload {
 				bad = append(bad, describe(l, o.Offset))
 			}
@@ -245,7 +276,9 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 		}
 	}
 	for i := range reads {
-		see(reads[i].Offset, reads[i].Payload, reads[i].Node, &reads[i])
+		if !reads[i].Reset {
+			see(reads[i].Offset, reads[i].Payload, reads[i].Node, &reads[i])
+		}
 	}
 	for _, off := range sortedKeys(at) {
 		m := at[off]
@@ -277,6 +310,21 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 		var next uint64
 		var prev *Read
 		for i, r := range byReader[id] {
+			if r.Reset {
+				// The node said next is below its log start r.Offset:
+				// the reader may skip to it, and only to it.
+				switch {
+				case r.From != next || r.Offset <= r.From:
+					add(Anomaly{Kind: LogStartViolation, Offset: r.Offset, Reads: []Read{r},
+						Detail: fmt.Sprintf("reader at %d was reset from %d to log start %d", next, r.From, r.Offset)})
+				case r.Offset > maxHW:
+					add(Anomaly{Kind: LogStartViolation, Offset: r.Offset, Reads: []Read{r},
+						Detail: fmt.Sprintf("%s named log start %d, above every final HW (max %d): it deleted uncommitted offsets", r.Node, r.Offset, maxHW)})
+				}
+				next = max(next, r.Offset)
+				prev = &byReader[id][i]
+				continue
+			}
 			switch {
 			case r.Offset < next:
 				a := Anomaly{Kind: NonMonotonicRead, Offset: r.Offset, Payload: r.Payload,
@@ -310,8 +358,18 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 			next = max(next, r.Offset+1)
 			prev = &byReader[id][i]
 
+			// What a reader saw at an acknowledged offset is that append,
+			// also where retention deleted it from every final log since.
+			if o, ok := ackedAt[r.Offset]; ok && o.Payload != r.Payload {
+				add(Anomaly{Kind: LostWrite, Offset: r.Offset, Payload: o.Payload, Ops: byPayload[o.Payload], Reads: []Read{r},
+					Detail: fmt.Sprintf("acked here, but r%d read %q from %s", r.Reader, r.Payload, r.Node)})
+			}
+
 			var bad []string
 			for _, l := range logs {
+				if r.Offset < l.start {
+					continue // deleted since
+				}
 				if e, ok := l.at[r.Offset]; !ok || e.Payload != r.Payload {
 					bad = append(bad, describe(l, r.Offset))
 				}
@@ -420,17 +478,27 @@ func kindRank(k string) int {
 	return len(AnomalyKinds)
 }
 
-// diffLogs describes the first difference between two final logs, "" if
-// they are equal.
+// diffLogs describes the first difference between two final logs on the
+// offsets both hold (from the higher log start up: retention deletes a
+// prefix, and log starts may differ), "" if they are equal there.
 func diffLogs(a, b nodeLog) string {
 	if a.hw != b.hw {
 		return fmt.Sprintf("hw %d vs %d", a.hw, b.hw)
 	}
-	if len(a.at) != len(b.at) {
-		return fmt.Sprintf("%d vs %d entries", len(a.at), len(b.at))
+	from := max(a.start, b.start)
+	if from > a.hw {
+		return fmt.Sprintf("log start %d above hw %d", from, a.hw)
 	}
 	for _, off := range sortedKeys(a.at) {
+		if off < from {
+			continue
+		}
 		if e, ok := b.at[off]; !ok || e != a.at[off] {
+			return fmt.Sprintf("first difference at offset %d", off)
+		}
+	}
+	for _, off := range sortedKeys(b.at) {
+		if _, ok := a.at[off]; !ok && off >= from {
 			return fmt.Sprintf("first difference at offset %d", off)
 		}
 	}
@@ -466,9 +534,11 @@ func sortedKeys[K interface{ ~string | ~uint64 }, V any](m map[K]V) []K {
 }
 
 // CheckStatuses looks at the polled statuses: at most one leader per
-// epoch, epochs never going down on a node, HW never going down within a
-// process lifetime and never above the LEO. Samples must be in the order
-// they were taken.
+// epoch, epochs and log starts never going down on a node (unless its
+// data directory was wiped in between), HW never going down within a
+// process lifetime and never above the LEO, log start never above the
+// LEO, nor above the HW on a leader. Samples must be in the order they
+// were taken.
 func CheckStatuses(samples []StatusSample) []Anomaly {
 	var out []Anomaly
 	leaderOf := map[uint64]StatusSample{}
@@ -487,7 +557,17 @@ func CheckStatuses(samples []StatusSample) []Anomaly {
 		if s.HW > s.LEO {
 			out = append(out, Anomaly{Kind: HWRegression, Offset: s.HW, Detail: fmt.Sprintf("hw above leo: %v", s)})
 		}
-		if p, ok := last[s.Node]; ok {
+		if s.LogStart > s.LEO {
+			out = append(out, Anomaly{Kind: LogStartViolation, Offset: s.LogStart, Detail: fmt.Sprintf("log start above leo: %v", s)})
+		}
+		if s.Role == "leader" && s.LogStart > s.HW {
+			out = append(out, Anomaly{Kind: LogStartViolation, Offset: s.LogStart, Detail: fmt.Sprintf("a leader's log start above its hw: %v", s)})
+		}
+		if p, ok := last[s.Node]; ok && p.Wipes == s.Wipes {
+			if s.LogStart < p.LogStart {
+				out = append(out, Anomaly{Kind: LogStartViolation, Offset: s.LogStart,
+					Detail: fmt.Sprintf("%s: log start %d -> %d: %v; %v", s.Node, p.LogStart, s.LogStart, p, s)})
+			}
 			if s.Epoch < p.Epoch {
 				out = append(out, Anomaly{Kind: EpochRegression, Offset: s.Epoch,
 					Detail: fmt.Sprintf("%s: epoch %d -> %d: %v; %v", s.Node, p.Epoch, s.Epoch, p, s)})

@@ -254,3 +254,127 @@ func TestPayloadRoundTripAndCorruption(t *testing.T) {
 		t.Fatalf("decoded %q", got)
 	}
 }
+
+// retainedRun is cleanRun after retention: every node's log starts above
+// offset 2 ("a" and "c" deleted), n3's above 3 too ("e" deleted there).
+func retainedRun() ([]Op, []Read, []FinalLog) {
+	ops, reads, finals := cleanRun()
+	for i := range finals {
+		finals[i].LogStart = 3
+		finals[i].Entries = finals[i].Entries[2:]
+	}
+	finals[2].LogStart = 4
+	finals[2].Entries = finals[2].Entries[1:]
+	return ops, reads, finals
+}
+
+// Retention: entries below a node's log start may be missing there
+// (acknowledged, read or not), and nothing else.
+func TestCheckerAcceptsDeletionsBelowTheLogStart(t *testing.T) {
+	ops, reads, finals := retainedRun()
+	res := Check(ops, reads, finals)
+	if !res.OK() {
+		var b strings.Builder
+		res.Print(&b, 10)
+		t.Fatalf("a run with prefixes deleted by retention flagged:\n%s", b.String())
+	}
+
+	// Positive control: "f"@4, acked, at n3's log start, missing there.
+	ops, reads, finals = retainedRun()
+	finals[2].Entries = nil
+	res = Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{LostWrite: 1, UncommittedRead: 1, NotConverged: 1})
+	for _, a := range res.Anomalies {
+		if a.Kind == LostWrite && (a.Offset != 4 || !strings.Contains(a.Detail, "n3 has no data entry (log start 4")) {
+			t.Errorf("lost write does not name offset 4 and n3's log start: %v", a)
+		}
+	}
+
+	// Below every log start the readers still count: one saw another
+	// record where "a" was acked, one skipped "a" without being reset.
+	ops, _, finals = retainedRun()
+	res = Check(ops, []Read{
+		{Reader: 0, Node: "n1", Offset: 0, Payload: "b"},
+		{Reader: 1, Node: "n2", Offset: 3, Payload: "e"},
+	}, finals)
+	checkKinds(t, res, map[string]int{LostWrite: 1, NonMonotonicRead: 1, UncommittedRead: 0})
+
+	// Another entry above the log starts, on one node: not converged, and
+	// the acked "e" replaced there.
+	ops, reads, finals = retainedRun()
+	finals[1].Entries[0] = LogEntry{3, 2, "b"}
+	checkKinds(t, Check(ops, reads, finals), map[string]int{NotConverged: 1, LostWrite: 1, InconsistentOffset: 1})
+}
+
+// A reader sent below a node's log start may skip to that log start (a
+// Reset read), never further, and only from where it stood.
+func TestCheckerReaderResets(t *testing.T) {
+	ops, _, finals := retainedRun()
+	reset := func(from, to uint64) Read {
+		return Read{Reader: 0, Session: 1, Node: "n2", Reset: true, From: from, Offset: to}
+	}
+	ok := []Read{
+		{Reader: 0, Session: 0, Node: "n1", Offset: 0, Payload: "a"},
+		reset(1, 3),
+		{Reader: 0, Session: 1, Node: "n2", Offset: 3, Payload: "e"},
+		{Reader: 0, Session: 1, Node: "n2", Offset: 4, Payload: "f"},
+	}
+	if res := Check(ops, ok, finals); !res.OK() {
+		var b strings.Builder
+		res.Print(&b, 10)
+		t.Fatalf("a reset to the log start flagged:\n%s", b.String())
+	}
+	// Positive control: without the reset the reader skips "c"@2, which
+	// the final logs of a run without retention hold: caught.
+	_, _, full := cleanRun()
+	checkKinds(t, Check(ops, []Read{ok[0], ok[2], ok[3]}, full), map[string]int{NonMonotonicRead: 1})
+
+	tests := []struct {
+		name  string
+		reads []Read
+		kind  string
+	}{
+		{"skip past the log start named", []Read{ok[0], reset(1, 3), ok[3]}, NonMonotonicRead},
+		{"reset from another offset than the reader's", []Read{ok[0], reset(2, 3), ok[2]}, LogStartViolation},
+		{"reset to a log start not above the offset asked for", []Read{ok[0], reset(1, 1)}, LogStartViolation},
+		{"reset above every final HW", []Read{ok[0], reset(1, 9)}, LogStartViolation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			finals := finals
+			if tt.kind == NonMonotonicRead {
+				_, _, finals = cleanRun() // "e"@3 is held: a skip over it shows
+				for i := range finals {
+					finals[i].LogStart = 3
+					finals[i].Entries = finals[i].Entries[2:]
+				}
+			}
+			checkKinds(t, Check(ops, tt.reads, finals), map[string]int{tt.kind: 1})
+		})
+	}
+}
+
+func TestCheckStatusesLogStart(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	clean := []StatusSample{
+		{Time: ms(0), Node: "n1", Incarnation: 1, Role: "leader", Epoch: 3, LEO: 9, HW: 9, LogStart: 4},
+		// o1 reset to the leader's log start: above its HW until its next
+		// fetch (R53), allowed for a non-leader.
+		{Time: ms(0), Node: "o1", Incarnation: 1, Role: "observer", Epoch: 3, LEO: 4, HW: 0, LogStart: 4},
+		// n1 restarted: its log start is durable.
+		{Time: ms(100), Node: "n1", Incarnation: 2, Role: "follower", Epoch: 3, LEO: 9, HW: 5, LogStart: 4},
+		// o1 wiped and restarted empty: epoch and log start start over.
+		{Time: ms(200), Node: "o1", Incarnation: 2, Wipes: 1, Role: "observer", Epoch: 0, LEO: 0, HW: 0, LogStart: 0},
+	}
+	if as := CheckStatuses(clean); len(as) != 0 {
+		t.Fatalf("clean statuses flagged: %v", as)
+	}
+	bad := append(append([]StatusSample(nil), clean...),
+		StatusSample{Time: ms(300), Node: "n1", Incarnation: 3, Role: "follower", Epoch: 3, LEO: 9, HW: 5, LogStart: 2}, // down across a restart
+		StatusSample{Time: ms(300), Node: "n2", Incarnation: 1, Role: "follower", Epoch: 3, LEO: 5, HW: 5, LogStart: 6}, // above its LEO
+		StatusSample{Time: ms(300), Node: "n3", Incarnation: 1, Role: "leader", Epoch: 4, LEO: 9, HW: 5, LogStart: 6},   // a leader above its HW
+	)
+	var res Result
+	res.Merge(CheckStatuses(bad))
+	checkKinds(t, res, map[string]int{LogStartViolation: 3, EpochRegression: 0})
+}

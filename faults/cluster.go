@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replog-io/replog/internal/nodeproc"
@@ -109,6 +110,7 @@ type Status struct {
 	LeaderID string `json:"leader_id"`
 	LEO      uint64 `json:"leo"`
 	HW       uint64 `json:"hw"`
+	LogStart uint64 `json:"log_start"`
 }
 
 // Node is one example-node process, restartable on the same directory and
@@ -123,6 +125,13 @@ type Node struct {
 	args     []string
 	logPath  string
 	proc     *nodeproc.Process
+	// wipes counts the deletions of Dir; wiping is set while one is under
+	// way (the nemesis restarts nothing then: the wipe does). startMu
+	// orders Start and Wipe: no process starts on a directory being
+	// deleted.
+	wipes   atomic.Int32
+	wiping  atomic.Bool
+	startMu sync.Mutex
 }
 
 // Cluster runs Nodes voter processes on loopback. Every node reaches every
@@ -293,8 +302,11 @@ func (c *Cluster) Voters() []*Node {
 	return vs
 }
 
-// Start starts n's process (it must not be running).
+// Start starts n's process (it must not be running). It waits for a Wipe
+// of n under way, which starts n itself.
 func (c *Cluster) Start(n *Node) error {
+	n.startMu.Lock()
+	defer n.startMu.Unlock()
 	if err := n.proc.Start(); err != nil {
 		return fmt.Errorf("%s: %w", n.ID, err)
 	}
@@ -323,6 +335,65 @@ func (n *Node) Incarnation() int { return n.proc.Incarnation() }
 
 // Paused reports whether n is stopped with SIGSTOP.
 func (n *Node) Paused() bool { return n.proc.Paused() }
+
+// Wipes counts the times n's data directory was deleted (Cluster.Wipe).
+func (n *Node) Wipes() int { return int(n.wipes.Load()) }
+
+// Wiping reports whether a Cluster.Wipe of n is under way.
+func (n *Node) Wiping() bool { return n.wiping.Load() }
+
+// ErrWipeVoter is Cluster.Wipe's refusal of a voter.
+var ErrWipeVoter = errors.New("faults: refusing to wipe a voter (issue 12: a wiped voter votes as its old self and a committed entry can be lost)")
+
+// Wipe SIGKILLs observer n (if it runs), deletes its data directory and
+// starts it again empty on the same ID and ports: it must catch up from
+// the leader's log start (R53). It refuses voters: today a voter whose
+// disk was wiped comes back and votes as its old self, although it lost
+// what it had acknowledged, so with 3 voters a committed entry can be
+// lost (issue 12, not fixed yet); wiping voters would only find that
+// known unsafety. WaitReady after Wipe sees the new process.
+func (c *Cluster) Wipe(n *Node) error {
+	if !n.Observer {
+		return fmt.Errorf("%s: %w", n.ID, ErrWipeVoter)
+	}
+	if !n.wiping.CompareAndSwap(false, true) {
+		return fmt.Errorf("%s: a wipe is already under way", n.ID)
+	}
+	defer n.wiping.Store(false)
+	n.startMu.Lock()
+	defer n.startMu.Unlock()
+	c.Kill(n)
+	if err := os.RemoveAll(n.Dir); err != nil {
+		return fmt.Errorf("%s: wiping %s: %w", n.ID, n.Dir, err)
+	}
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return err
+	}
+	n.wipes.Add(1)
+	if err := n.proc.Start(); err != nil {
+		return fmt.Errorf("%s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// DiskUsage returns the number of segment files (sealed and active) in
+// n's data directory and the bytes of all its files.
+func (n *Node) DiskUsage() (segments int, bytes int64) {
+	ents, err := os.ReadDir(n.Dir)
+	if err != nil {
+		return 0, 0
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if name == "replog.db" || strings.HasPrefix(name, "replog-") && strings.HasSuffix(name, ".seg") {
+			segments++
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			bytes += fi.Size()
+		}
+	}
+	return segments, bytes
+}
 
 // Kill SIGKILLs the process groups of nodes (all signals first, so they
 // die together), waits for each process to exit and returns the nodes it
@@ -473,11 +544,25 @@ func (c *Cluster) Append(ctx context.Context, n *Node, payload string) (Outcome,
 	return Unknown, 0, msg
 }
 
-// entryJSON is one line of /entries.
+// entryJSON is one line of /entries (an entry, or a last error line).
 type entryJSON struct {
-	Offset *uint64 `json:"offset"`
-	Epoch  uint64  `json:"epoch"`
-	Data   []byte  `json:"data"`
+	Offset   *uint64 `json:"offset"`
+	Epoch    uint64  `json:"epoch"`
+	Data     []byte  `json:"data"`
+	Error    string  `json:"error"`
+	LogStart *uint64 `json:"log_start"`
+}
+
+// OutOfRangeError is Entries' error when the node answered that the
+// offset asked for (or reached) is below its log start: deleted by
+// retention. LogStart is where to resume.
+type OutOfRangeError struct {
+	LogStart uint64
+	Msg      string
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("below the log start %d: %s", e.LogStart, e.Msg)
 }
 
 // Entries reads n's /entries from offset from, calling fn for each entry
@@ -497,6 +582,10 @@ func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		var e entryJSON
+		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && json.Unmarshal(b, &e) == nil && e.LogStart != nil {
+			return &OutOfRangeError{LogStart: *e.LogStart, Msg: e.Error}
+		}
 		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -509,6 +598,12 @@ func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool
 		var e entryJSON
 		if err := json.Unmarshal(line, &e); err != nil {
 			return fmt.Errorf("bad entry line %q: %w", truncate(string(line), 100), err)
+		}
+		if e.Offset == nil && e.Error != "" {
+			if e.LogStart != nil {
+				return &OutOfRangeError{LogStart: *e.LogStart, Msg: e.Error}
+			}
+			return fmt.Errorf("error line: %s", e.Error)
 		}
 		if e.Offset == nil {
 			return fmt.Errorf("entry line without offset: %q", truncate(string(line), 100))
@@ -523,21 +618,69 @@ func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool
 	return io.EOF
 }
 
-// FinalLog reads n's whole committed log (follow=false) and its HW.
+// FinalLog reads n's whole committed log from its log start
+// (follow=false), its HW and its log start. If the log start passes the
+// reader meanwhile (retention), it reads again from the new one.
 func (c *Cluster) FinalLog(ctx context.Context, n *Node) (FinalLog, error) {
-	st, err := c.Status(ctx, n)
+	for try := 0; ; try++ {
+		st, err := c.Status(ctx, n)
+		if err != nil {
+			return FinalLog{}, err
+		}
+		f := FinalLog{Node: n.ID, HW: st.HW, LogStart: st.LogStart}
+		err = c.Entries(ctx, n, st.LogStart, false, func(e LogEntry) error {
+			f.Entries = append(f.Entries, e)
+			return nil
+		})
+		var oor *OutOfRangeError
+		if errors.As(err, &oor) && try < 10 {
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return f, err
+		}
+		return f, nil
+	}
+}
+
+// deleteJSON is /delete-before's answer (an error carries log_start too).
+type deleteJSON struct {
+	LogStart *uint64 `json:"log_start"`
+	HW       uint64  `json:"hw"`
+	Error    string  `json:"error"`
+}
+
+// DeleteBefore posts /delete-before?offset=offset to n and returns what it
+// answered (Node, Requested, Code, LogStart, HW, Err; times unset).
+func (c *Cluster) DeleteBefore(ctx context.Context, n *Node, offset uint64) DeleteOp {
+	d := DeleteOp{Node: n.ID, Requested: offset}
+	url := fmt.Sprintf("http://%s/delete-before?offset=%d", n.HTTPAddr, offset)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return FinalLog{}, err
+		d.Err = err.Error()
+		return d
 	}
-	f := FinalLog{Node: n.ID, HW: st.HW}
-	err = c.Entries(ctx, n, 0, false, func(e LogEntry) error {
-		f.Entries = append(f.Entries, e)
-		return nil
-	})
-	if err != nil && !errors.Is(err, io.EOF) {
-		return f, err
+	resp, err := c.client.Do(req)
+	if err != nil {
+		d.Err = shortErr(err)
+		return d
 	}
-	return f, nil
+	defer resp.Body.Close()
+	d.Code = resp.StatusCode
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	var dj deleteJSON
+	if err := json.Unmarshal(body, &dj); err != nil {
+		d.Err = fmt.Sprintf("bad JSON %q", truncate(string(body), 100))
+		return d
+	}
+	if dj.LogStart != nil {
+		d.LogStart = *dj.LogStart
+	}
+	d.HW, d.Err = dj.HW, truncate(dj.Error, 160)
+	if d.Code == http.StatusOK && dj.LogStart == nil {
+		d.Err = "HTTP 200 without log_start"
+	}
+	return d
 }
 
 func shortErr(err error) string { return truncate(err.Error(), 160) }

@@ -60,6 +60,12 @@ func (o Op) String() string {
 // Read is one entry a tailing reader saw. A reader's reads are recorded in
 // the order it saw them; each of its sessions starts right after the last
 // offset it saw (0 at first), so its offsets must only grow.
+//
+// A Reset read is no entry: the node answered that the reader's next
+// offset (From) is below its log start (deleted by retention), and the
+// reader resumes from that log start (Offset), as a consumer with Kafka's
+// auto.offset.reset=earliest does. The offsets in between are the only
+// ones a reader may skip.
 type Read struct {
 	// Reader is the reader's number; Session counts its connections.
 	Reader, Session int
@@ -67,12 +73,40 @@ type Read struct {
 	Node    string
 	Offset  uint64
 	Payload string
+	// Reset marks a jump to the log start Offset from From.
+	Reset bool
+	From  uint64
 	// Time is monotonic time since the run started.
 	Time time.Duration
 }
 
 func (r Read) String() string {
+	if r.Reset {
+		return fmt.Sprintf("read r%d.s%d %s reset @%d: below the log start %d at %.3fs", r.Reader, r.Session, r.Node, r.From, r.Offset, r.Time.Seconds())
+	}
 	return fmt.Sprintf("read r%d.s%d %s @%d=%q at %.3fs", r.Reader, r.Session, r.Node, r.Offset, r.Payload, r.Time.Seconds())
+}
+
+// DeleteOp is one POST /delete-before a deleter made.
+type DeleteOp struct {
+	Node string
+	// Requested is the offset asked for; LogStart and HW are the node's
+	// answer (LogStart also on errors, when the node said it).
+	Requested, LogStart, HW uint64
+	// Code is the HTTP status (0: no answer); Err the error text.
+	Code int
+	Err  string
+	// Invoke and Complete are monotonic times since the run started.
+	Invoke, Complete time.Duration
+}
+
+func (d DeleteOp) String() string {
+	s := fmt.Sprintf("delete-before %s %d [%.3fs..%.3fs] %d log_start=%d hw=%d", d.Node, d.Requested,
+		d.Invoke.Seconds(), d.Complete.Seconds(), d.Code, d.LogStart, d.HW)
+	if d.Err != "" {
+		s += " (" + d.Err + ")"
+	}
+	return s
 }
 
 // Event is a nemesis action.
@@ -105,15 +139,18 @@ type StatusSample struct {
 	// Incarnation counts the node's process starts: HW may restart lower
 	// after a restart (from its checkpoint), never within one process.
 	Incarnation int
-	Role        string
-	Epoch       uint64
-	LeaderID    string
-	LEO, HW     uint64
+	// Wipes counts the times the node's data directory was deleted before
+	// the sample: a wiped node starts over (epoch, log start, HW).
+	Wipes             int
+	Role              string
+	Epoch             uint64
+	LeaderID          string
+	LEO, HW, LogStart uint64
 }
 
 func (s StatusSample) String() string {
-	return fmt.Sprintf("status %s#%d at %.3fs: %s epoch=%d leader=%q leo=%d hw=%d",
-		s.Node, s.Incarnation, s.Time.Seconds(), s.Role, s.Epoch, s.LeaderID, s.LEO, s.HW)
+	return fmt.Sprintf("status %s#%d.w%d at %.3fs: %s epoch=%d leader=%q log_start=%d leo=%d hw=%d",
+		s.Node, s.Incarnation, s.Wipes, s.Time.Seconds(), s.Role, s.Epoch, s.LeaderID, s.LogStart, s.LEO, s.HW)
 }
 
 // LogEntry is one committed entry in a node's final log.
@@ -124,11 +161,13 @@ type LogEntry struct {
 }
 
 // FinalLog is what a node serves once the cluster is healed and quiet:
-// every committed entry (/entries?follow=false) and its HW.
+// every committed entry from its log start (/entries?follow=false), its
+// HW and its log start (0 unless retention deleted a prefix).
 type FinalLog struct {
-	Node    string
-	HW      uint64
-	Entries []LogEntry
+	Node     string
+	HW       uint64
+	LogStart uint64
+	Entries  []LogEntry
 }
 
 // History records a run. Its methods are safe for concurrent use; the
@@ -141,6 +180,7 @@ type History struct {
 	Reads    []Read
 	Events   []Event
 	Statuses []StatusSample
+	Deletes  []DeleteOp
 }
 
 // NewHistory starts a history whose clock reads 0 now.
@@ -181,6 +221,14 @@ func (h *History) AddStatus(s StatusSample) {
 	defer h.mu.Unlock()
 	s.Time = h.Now()
 	h.Statuses = append(h.Statuses, s)
+}
+
+// AddDelete records a finished /delete-before (Invoke set by the caller).
+func (h *History) AddDelete(d DeleteOp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d.Complete = h.Now()
+	h.Deletes = append(h.Deletes, d)
 }
 
 // AddEvent records a nemesis action.

@@ -53,12 +53,18 @@ const (
 	// FaultOneWay blocks one direction only: a node's outgoing or incoming
 	// links, or a single link.
 	FaultOneWay = "one-way"
+	// FaultWipeObserver SIGKILLs an observer, deletes its data directory
+	// and starts it again empty: it must catch up from the leader's log
+	// start (R53). Only observers: a wiped voter votes as its old self
+	// and can lose a committed entry (issue 12, a known unsafety).
+	FaultWipeObserver = "wipe-observer"
 )
 
 // AllFaults lists every fault with its weight in the random schedule.
 var AllFaults = map[string]int{
 	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1, FaultIsolateKillLeader: 1, FaultCrashAll: 1, FaultFlap: 1,
 	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2, FaultSlow: 1,
+	FaultWipeObserver: 1,
 }
 
 // ProcessFaults are the faults that do not partition the network (for runs
@@ -68,6 +74,8 @@ var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, Faul
 // NemesisStats counts what the nemesis did.
 type NemesisStats struct {
 	Kills, Pauses, Partitions, Slows int
+	// Wipes counts observers wiped and restarted empty.
+	Wipes int
 	// Elections are the times from each kill of the leader to a node
 	// reporting itself leader of a later epoch (polled every 50ms).
 	Elections []time.Duration
@@ -92,6 +100,10 @@ type Nemesis struct {
 	// Concurrency is how many fault workers run at once (default 1);
 	// with more, faults overlap (a heal by one heals all partitions).
 	Concurrency int
+	// WipeEvery, if positive, wipes a random observer every WipeEvery
+	// besides the random faults (FaultWipeObserver), so that a run has
+	// wipes whatever its schedule draws.
+	WipeEvery time.Duration
 
 	rngMu sync.Mutex
 	mu    sync.Mutex // guards stats and leaderEpoch
@@ -120,7 +132,7 @@ func NewNemesis(c *Cluster, h *History, seed int64, faults []string, acked <-cha
 		if !ok {
 			return nil, fmt.Errorf("unknown fault %q", f)
 		}
-		if f == FaultBridge && len(c.Nodes) < 5 {
+		if f == FaultBridge && len(c.Nodes) < 5 || f == FaultWipeObserver && len(c.Voters()) == len(c.Nodes) {
 			continue
 		}
 		nm.faults = append(nm.faults, f)
@@ -151,6 +163,18 @@ func (nm *Nemesis) Run(ctx context.Context) {
 	defer stopWatchers()
 	defer nm.HealAll()
 	var wg sync.WaitGroup
+	if nm.WipeEvery > 0 && len(nm.c.Voters()) < len(nm.c.Nodes) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for nm.sleep(ctx, nm.WipeEvery); ctx.Err() == nil; nm.sleep(ctx, nm.WipeEvery) {
+				nm.mu.Lock()
+				nm.stats.PerFault[FaultWipeObserver]++
+				nm.mu.Unlock()
+				nm.do(ctx, FaultWipeObserver)
+			}
+		}()
+	}
 	for i := 0; i < max(1, nm.Concurrency); i++ {
 		wg.Add(1)
 		go func() {
@@ -299,11 +323,11 @@ func (nm *Nemesis) kill(n *Node, leader *Node, detail string) {
 // restart starts n again on its directory and waits (bounded) until it
 // serves HTTP.
 func (nm *Nemesis) restart(ctx context.Context, n *Node) {
-	if n.Running() {
-		return
+	if n.Running() || n.Wiping() {
+		return // a wipe restarts its node itself
 	}
 	for try := 0; try < 3; try++ {
-		if n.Running() {
+		if n.Running() || n.Wiping() {
 			return // restarted by another fault worker
 		}
 		if err := nm.c.Start(n); err != nil {
@@ -321,6 +345,28 @@ func (nm *Nemesis) restart(ctx context.Context, n *Node) {
 		nm.c.Kill(n)
 	}
 	nm.event("restart-failed", false, "", n)
+}
+
+// wipe wipes observer n (Cluster.Wipe: SIGKILL, data directory deleted,
+// started again empty) and waits (bounded) until it serves HTTP. Never a
+// voter: Cluster.Wipe refuses them (issue 12).
+func (nm *Nemesis) wipe(ctx context.Context, n *Node) {
+	if err := nm.c.Wipe(n); err != nil {
+		nm.logf("nemesis: wipe %s: %v", n.ID, err)
+		if !n.Running() && !n.Wiping() {
+			nm.restart(ctx, n)
+		}
+		return
+	}
+	nm.count(&nm.stats.Wipes)
+	nm.event("wipe", false, "data directory deleted, restarted empty", n)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := nm.c.WaitReady(rctx, n); err != nil {
+		nm.logf("nemesis: %s after its wipe: %v", n.ID, err)
+		nm.c.Kill(n)
+		nm.restart(ctx, n)
+	}
 }
 
 func (nm *Nemesis) do(ctx context.Context, f string) {
@@ -418,6 +464,19 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 			nm.restart(ctx, target)
 			nm.sleep(ctx, nm.between(0, 500*time.Millisecond))
 		}
+
+	case FaultWipeObserver:
+		var observers []*Node
+		for _, n := range nm.c.Nodes {
+			if n.Observer {
+				observers = append(observers, n)
+			}
+		}
+		if len(observers) == 0 {
+			return
+		}
+		target := observers[nm.intn(len(observers))]
+		nm.wipe(ctx, target)
 
 	case FaultPause:
 		target := nm.randomNode()

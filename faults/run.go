@@ -34,6 +34,19 @@ type RunConfig struct {
 	// ConvergeTimeout bounds the wait, after the final heal, for the
 	// cluster to accept appends again and for all nodes to agree.
 	ConvergeTimeout time.Duration
+
+	// Retention runs (the nodes started with small -segment-bytes and
+	// -retention-bytes): DeleteEvery, if positive, makes a deleter POST
+	// /delete-before to a random node about that often (0.5x to 1.5x),
+	// at random offsets below, around and above its HW; WipeEvery, if
+	// positive, has the nemesis wipe an observer that often
+	// (Nemesis.WipeEvery). DiskEvery, if positive, samples every node's
+	// data directory (segment files, bytes) that often.
+	DeleteEvery, WipeEvery, DiskEvery time.Duration
+	// ReaderLag, if positive, makes a reader pause up to ReaderLag before
+	// one session in three: a lagging consumer, which retention overtakes
+	// (it is then sent on to the log start).
+	ReaderLag time.Duration
 }
 
 // Report is what a run produced.
@@ -59,6 +72,27 @@ type Report struct {
 	Statuses  int
 	// Crashes are node exits the harness did not cause.
 	Crashes []string
+	// Retention figures (zero without retention).
+	Retention RetentionStats
+}
+
+// RetentionStats are a run's retention figures.
+type RetentionStats struct {
+	// Deletes counts /delete-before calls by HTTP status (0: no answer).
+	Deletes map[int]int
+	// Resets counts readers sent on to a log start.
+	Resets int
+	// AckedDeleted counts acknowledged appends below every node's final
+	// log start (gone everywhere, as retention allows), AckedDeletedRead
+	// those of them a reader read (the checker compared those reads);
+	// AckedChecked those at or above some node's, looked for there.
+	AckedDeleted, AckedDeletedRead, AckedChecked int
+	// LogStarts are the final log starts by node.
+	LogStarts map[string]uint64
+	// MaxSegments and MaxBytes are the most segment files and bytes seen
+	// in a node's data directory, by node; FinalSegments at the end.
+	MaxSegments, FinalSegments map[string]int
+	MaxBytes                   map[string]int64
 }
 
 // Run drives appenders and tailing readers against c while a nemesis
@@ -72,6 +106,7 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		return nil, err
 	}
 	nm.Concurrency = cfg.NemesisConcurrency
+	nm.WipeEvery = cfg.WipeEvery
 	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Voters()), Observers: len(c.Nodes) - len(c.Voters()), Concurrency: max(1, cfg.NemesisConcurrency), History: h}
 
 	stop := make(chan struct{}) // clients: no new operations
@@ -90,7 +125,15 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		rwg.Add(1)
 		go func() {
 			defer rwg.Done()
-			reader(readCtx, c, h, cfg.Seed, i)
+			reader(readCtx, c, h, cfg.Seed, i, cfg.ReaderLag)
+		}()
+	}
+
+	if cfg.DeleteEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deleter(ctx, c, h, cfg, stop)
 		}()
 	}
 
@@ -102,6 +145,14 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		defer pwg.Done()
 		pollStatuses(pollCtx, c, h)
 	}()
+	disk := newDiskStats()
+	if cfg.DiskEvery > 0 {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			disk.poll(pollCtx, c, cfg.DiskEvery)
+		}()
+	}
 
 	nctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	nm.Run(nctx) // returns after the final heal
@@ -127,7 +178,84 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	rep.Failovers = Failovers(h.Ops, h.Events)
 	rep.Reads = len(h.Reads)
 	rep.Crashes = c.Crashes()
+	if cfg.DeleteEvery > 0 || cfg.WipeEvery > 0 || cfg.DiskEvery > 0 {
+		disk.sample(c)
+		rep.Retention = retentionStats(h, rep.Finals, disk, c)
+	}
 	return rep, nil
+}
+
+// diskStats records the largest data directories seen.
+type diskStats struct {
+	mu                   sync.Mutex
+	maxSegments, segment map[string]int
+	maxBytes             map[string]int64
+}
+
+func newDiskStats() *diskStats {
+	return &diskStats{maxSegments: map[string]int{}, segment: map[string]int{}, maxBytes: map[string]int64{}}
+}
+
+func (d *diskStats) sample(c *Cluster) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range c.Nodes {
+		segs, bytes := n.DiskUsage()
+		d.segment[n.ID] = segs
+		d.maxSegments[n.ID] = max(d.maxSegments[n.ID], segs)
+		d.maxBytes[n.ID] = max(d.maxBytes[n.ID], bytes)
+	}
+}
+
+func (d *diskStats) poll(ctx context.Context, c *Cluster, every time.Duration) {
+	for ctx.Err() == nil {
+		d.sample(c)
+		select {
+		case <-ctx.Done():
+		case <-time.After(every):
+		}
+	}
+}
+
+// retentionStats sums up a retention run.
+func retentionStats(h *History, finals []FinalLog, disk *diskStats, c *Cluster) RetentionStats {
+	rs := RetentionStats{Deletes: map[int]int{}, LogStarts: map[string]uint64{}}
+	for _, d := range h.Deletes {
+		rs.Deletes[d.Code]++
+	}
+	read := map[uint64]bool{}
+	for _, r := range h.Reads {
+		if r.Reset {
+			rs.Resets++
+		} else {
+			read[r.Offset] = true
+		}
+	}
+	minStart, maxStart := uint64(0), uint64(0)
+	for i, f := range finals {
+		rs.LogStarts[f.Node] = f.LogStart
+		if i == 0 || f.LogStart < minStart {
+			minStart = f.LogStart
+		}
+		maxStart = max(maxStart, f.LogStart)
+	}
+	for _, o := range h.Ops {
+		if o.Outcome != OK {
+			continue
+		}
+		if len(finals) > 0 && o.Offset < minStart {
+			rs.AckedDeleted++
+			if read[o.Offset] {
+				rs.AckedDeletedRead++
+			}
+		} else {
+			rs.AckedChecked++
+		}
+	}
+	disk.mu.Lock()
+	defer disk.mu.Unlock()
+	rs.MaxSegments, rs.MaxBytes, rs.FinalSegments = disk.maxSegments, disk.maxBytes, disk.segment
+	return rs
 }
 
 // appender appends unique payloads through random nodes until stop, each
@@ -180,13 +308,59 @@ func payloadSize(rng *rand.Rand) int {
 	}
 }
 
+// deleter asks random nodes to delete before random offsets until stop:
+// mostly inside the node's retained log (up to half of it), sometimes
+// above its HW (the node must stop at the HW), sometimes at or below its
+// log start (nothing to do).
+func deleter(ctx context.Context, c *Cluster, h *History, cfg RunConfig, stop <-chan struct{}) {
+	rng := rand.New(rand.NewSource(cfg.Seed*1000 + 900))
+	for {
+		wait := cfg.DeleteEvery/2 + time.Duration(rng.Int63n(int64(cfg.DeleteEvery)))
+		select {
+		case <-stop:
+			return
+		case <-time.After(wait):
+		}
+		n := c.Nodes[rng.Intn(len(c.Nodes))]
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.Status(sctx, n)
+		cancel()
+		if err != nil {
+			continue // down or paused
+		}
+		var offset uint64
+		switch x := rng.Intn(10); {
+		case x < 6 && st.HW > st.LogStart:
+			offset = st.LogStart + 1 + uint64(rng.Int63n(int64(st.HW-st.LogStart+1)/2+1))
+		case x < 8:
+			offset = st.HW + 1 + uint64(rng.Intn(1000))
+		default:
+			offset = uint64(rng.Int63n(int64(st.LogStart) + 1))
+		}
+		invoke := h.Now()
+		dctx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
+		d := c.DeleteBefore(dctx, n, offset)
+		cancel()
+		d.Invoke = invoke
+		h.AddDelete(d)
+	}
+}
+
 // reader tails random nodes' /entries (follow=true) in sessions of a few
 // seconds, each resuming right after the last offset it saw, until ctx
-// ends.
-func reader(ctx context.Context, c *Cluster, h *History, seed int64, id int) {
+// ends. Sent below a node's log start, it resumes from that log start
+// (recorded as a Reset read).
+func reader(ctx context.Context, c *Cluster, h *History, seed int64, id int, lag time.Duration) {
 	rng := rand.New(rand.NewSource(seed*1000 + 500 + int64(id)))
 	var next uint64
 	for session := 0; ctx.Err() == nil; session++ {
+		if lag > 0 && rng.Intn(3) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(rng.Int63n(int64(lag)))):
+			}
+		}
 		n := c.Nodes[rng.Intn(len(c.Nodes))]
 		sctx, cancel := context.WithTimeout(ctx, time.Duration(500+rng.Intn(4500))*time.Millisecond)
 		err := c.Entries(sctx, n, next, true, func(e LogEntry) error {
@@ -195,6 +369,12 @@ func reader(ctx context.Context, c *Cluster, h *History, seed int64, id int) {
 			return nil
 		})
 		cancel()
+		var oor *OutOfRangeError
+		if errors.As(err, &oor) {
+			h.AddRead(Read{Reader: id, Session: session, Node: n.ID, Reset: true, From: next, Offset: oor.LogStart})
+			next = max(next, oor.LogStart)
+			continue
+		}
 		if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil && sctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond) // node down or paused: try another
 		}
@@ -211,15 +391,15 @@ func pollStatuses(ctx context.Context, c *Cluster, h *History) {
 			if !n.Running() || n.Paused() {
 				continue
 			}
-			inc := n.Incarnation()
+			inc, wipes := n.Incarnation(), n.Wipes()
 			sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			st, err := c.Status(sctx, n)
 			cancel()
-			if err != nil || n.Incarnation() != inc {
+			if err != nil || n.Incarnation() != inc || n.Wipes() != wipes {
 				continue
 			}
-			h.AddStatus(StatusSample{Node: n.ID, Incarnation: inc, Role: st.Role, Epoch: st.Epoch,
-				LeaderID: st.LeaderID, LEO: st.LEO, HW: st.HW})
+			h.AddStatus(StatusSample{Node: n.ID, Incarnation: inc, Wipes: wipes, Role: st.Role, Epoch: st.Epoch,
+				LeaderID: st.LeaderID, LEO: st.LEO, HW: st.HW, LogStart: st.LogStart})
 		}
 		select {
 		case <-ctx.Done():
@@ -296,8 +476,8 @@ func snapshot(ctx context.Context, c *Cluster) ([]FinalLog, error) {
 		finals = append(finals, f)
 	}
 	for _, f := range finals[1:] {
-		a := nodeLog{node: finals[0].Node, hw: finals[0].HW, at: index(finals[0])}
-		b := nodeLog{node: f.Node, hw: f.HW, at: index(f)}
+		a := nodeLog{node: finals[0].Node, hw: finals[0].HW, start: finals[0].LogStart, at: index(finals[0])}
+		b := nodeLog{node: f.Node, hw: f.HW, start: f.LogStart, at: index(f)}
 		if d := diffLogs(a, b); d != "" {
 			return finals, fmt.Errorf("%s vs %s: %s", a.node, b.node, d)
 		}
@@ -334,8 +514,8 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "seed=%d voters=%d observers=%d nemesis+heal=%v concurrency=%d\n", r.Seed, r.Nodes, r.Observers, r.Duration.Round(time.Millisecond), r.Concurrency)
 	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d, status samples: %d\n",
 		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads, r.Statuses)
-	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d slow-links=%d per-fault=%v\n",
-		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.Slows, r.Nemesis.PerFault)
+	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d slow-links=%d wipes=%d per-fault=%v\n",
+		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.Slows, r.Nemesis.Wipes, r.Nemesis.PerFault)
 	el := r.Nemesis.Elections
 	fmt.Fprintf(w, "failover: leader kill -> new leader n=%d median=%v max=%v; -> next ack of an append invoked after the kill n=%d median=%v max=%v\n",
 		len(el), Percentile(el, 0.5).Round(time.Millisecond), Percentile(el, 1).Round(time.Millisecond),
@@ -348,6 +528,11 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, " final hw=%d entries=%d", r.Finals[0].HW, len(r.Finals[0].Entries))
 	}
 	fmt.Fprintln(w)
+	if rs := r.Retention; rs.LogStarts != nil {
+		fmt.Fprintf(w, "retention: delete-before calls by HTTP status %v, reader resets %d, acked entries deleted everywhere %d (%d of them read), checked in the final logs %d, final log starts %v\n",
+			rs.Deletes, rs.Resets, rs.AckedDeleted, rs.AckedDeletedRead, rs.AckedChecked, rs.LogStarts)
+		fmt.Fprintf(w, "retention: segment files max %v final %v, data directory max bytes %v\n", rs.MaxSegments, rs.FinalSegments, rs.MaxBytes)
+	}
 	fmt.Fprintf(w, "node crashes (exits not caused by the nemesis): %d\n", len(r.Crashes))
 	for _, c := range r.Crashes {
 		fmt.Fprintf(w, "  %s\n", c)
@@ -376,6 +561,10 @@ func (r *Report) Dump(path string) error {
 	for _, o := range r.History.Ops {
 		fmt.Fprintln(w, o)
 	}
+	fmt.Fprintln(w, "\n== delete-before calls")
+	for _, d := range r.History.Deletes {
+		fmt.Fprintln(w, d)
+	}
 	fmt.Fprintln(w, "\n== status samples")
 	for _, st := range r.History.Statuses {
 		fmt.Fprintln(w, st)
@@ -385,7 +574,7 @@ func (r *Report) Dump(path string) error {
 		fmt.Fprintln(w, rd)
 	}
 	for _, fl := range r.Finals {
-		fmt.Fprintf(w, "\n== final log of %s (hw=%d, %d entries)\n", fl.Node, fl.HW, len(fl.Entries))
+		fmt.Fprintf(w, "\n== final log of %s (log start %d, hw=%d, %d entries)\n", fl.Node, fl.LogStart, fl.HW, len(fl.Entries))
 		for _, e := range fl.Entries {
 			fmt.Fprintf(w, "%d e%d %q\n", e.Offset, e.Epoch, e.Payload)
 		}
@@ -427,6 +616,12 @@ type Summary struct {
 	ElectionMaxMS    int64 `json:"election_max_ms"`
 	AckMedianMS      int64 `json:"ack_median_ms"`
 	AckMaxMS         int64 `json:"ack_max_ms"`
+	// Retention runs: observers wiped, delete-before calls answered 200,
+	// reader resets, acknowledged appends deleted everywhere by the end.
+	Wipes        int `json:"wipes,omitempty"`
+	DeletesOK    int `json:"deletes_ok,omitempty"`
+	Resets       int `json:"resets,omitempty"`
+	AckedDeleted int `json:"acked_deleted,omitempty"`
 }
 
 // Summarize returns the run's figures.
@@ -437,7 +632,8 @@ func (r *Report) Summarize(tags string) Summary {
 		Time: time.Now().UTC().Format(time.RFC3339), Seed: r.Seed, Nodes: r.Nodes, Observers: r.Observers, Concurrency: r.Concurrency,
 		Tags: tags, Seconds: r.Duration.Seconds(), OK: c[OK], Failed: c[Failed], Unknown: c[Unknown],
 		Reads: r.Reads, Kills: r.Nemesis.Kills, Pauses: r.Nemesis.Pauses, Partitions: r.Nemesis.Partitions,
-		Slows: r.Nemesis.Slows, Anomalies: r.Result.Counts, Violations: r.Result.Violations(),
+		Slows: r.Nemesis.Slows, Wipes: r.Nemesis.Wipes, DeletesOK: r.Retention.Deletes[200], Resets: r.Retention.Resets,
+		AckedDeleted: r.Retention.AckedDeleted, Anomalies: r.Result.Counts, Violations: r.Result.Violations(),
 		Converged: r.Converged, Crashes: len(r.Crashes),
 		ElectionMedianMS: Percentile(el, 0.5).Milliseconds(), ElectionMaxMS: Percentile(el, 1).Milliseconds(),
 		AckMedianMS: Percentile(r.Failovers, 0.5).Milliseconds(), AckMaxMS: Percentile(r.Failovers, 1).Milliseconds(),
