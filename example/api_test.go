@@ -1096,4 +1096,11 @@ func TestDeleteBeforeWithARealLog(t *testing.T) {
 	if got := offsets(readLines(t, string(body))); !slices.Equal(got, offs[3:]) {
 		t.Errorf("entries from the log start: %v, want %v", got, offs[3:])
 	}
+	// Above the HW: the committed entries go, never the last of them
+	// (R51: the log start stays below the HW).
+	hw := l.Status().HighWatermark
+	code, m := post(fmt.Sprintf("/delete-before?offset=%d", hw+100), "")
+	if ls, _ := m["log_start"].(float64); code != http.StatusOK || ls < float64(cut) || ls >= float64(hw) {
+		t.Errorf("delete before HW+100: %d %v, want 200 with a log start in [%d, HW %d)", code, m, cut, hw)
+	}
 }
