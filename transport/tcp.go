@@ -125,6 +125,7 @@ type TCP struct {
 	cfg     TCPConfig
 	log     hclog.Logger
 	ln      net.Listener
+	addr    string // ln's address, formatted once: the loop asks every round
 	recv    chan protocol.Message
 	authKey []byte
 	rand    io.Reader
@@ -183,6 +184,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.Named("transport"),
 		ln:      ln,
+		addr:    ln.Addr().String(),
 		recv:    make(chan protocol.Message, cfg.ReceiveQueueSize),
 		authKey: key,
 		rand:    cryptorand.Reader,
@@ -204,7 +206,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 
 // Addr returns the address the transport listens on ("host:port"), with
 // the actual port when ListenAddr asked for port 0.
-func (t *TCP) Addr() string { return t.ln.Addr().String() }
+func (t *TCP) Addr() string { return t.addr }
 
 // Stats returns the transport's counters.
 func (t *TCP) Stats() TCPStats {
