@@ -381,14 +381,25 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 		}
 	}
 
-	// Duplicates, failed-but-present and phantom payloads.
+	// Duplicates, failed-but-present and phantom payloads (in a final log
+	// or read).
+	// Where each payload was seen: in the final logs and by the readers
+	// (committed entries too, which retention may have deleted since).
 	offsetsOf := map[string]map[uint64]bool{}
+	seenAt := func(payload string, off uint64) {
+		if offsetsOf[payload] == nil {
+			offsetsOf[payload] = map[uint64]bool{}
+		}
+		offsetsOf[payload][off] = true
+	}
 	for _, l := range logs {
 		for off, e := range l.at {
-			if offsetsOf[e.Payload] == nil {
-				offsetsOf[e.Payload] = map[uint64]bool{}
-			}
-			offsetsOf[e.Payload][off] = true
+			seenAt(e.Payload, off)
+		}
+	}
+	for _, r := range reads {
+		if !r.Reset {
+			seenAt(r.Payload, r.Offset)
 		}
 	}
 	for _, p := range sortedKeys(offsetsOf) {

@@ -299,6 +299,19 @@ func TestCheckerAcceptsDeletionsBelowTheLogStart(t *testing.T) {
 	}, finals)
 	checkKinds(t, res, map[string]int{LostWrite: 1, NonMonotonicRead: 1, UncommittedRead: 0})
 
+	// Duplicates, phantoms and failed writes show in reads of entries
+	// deleted everywhere since: "a" read again at 1, a phantom "zz" at 2,
+	// the failed "d" at 1 by another reader.
+	ops, _, finals = retainedRun()
+	ops[3].Outcome = Failed
+	res = Check(ops, []Read{
+		{Reader: 0, Node: "n1", Offset: 0, Payload: "a"},
+		{Reader: 0, Node: "n1", Offset: 1, Payload: "a"},
+		{Reader: 0, Node: "n1", Offset: 2, Payload: "zz"},
+		{Reader: 1, Node: "n2", Offset: 1, Payload: "d"},
+	}, finals)
+	checkKinds(t, res, map[string]int{Duplicate: 1, Phantom: 1, FailedPresent: 1})
+
 	// Another entry above the log starts, on one node: not converged, and
 	// the acked "e" replaced there.
 	ops, reads, finals = retainedRun()

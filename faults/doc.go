@@ -38,7 +38,8 @@
 // it. Everything else still holds: an acknowledged entry at or above a
 // node's log start is there with the same bytes, what any reader saw at
 // an acknowledged offset is that append (also where it was deleted
-// since), nodes agree on every offset they both still hold, and log
+// since), no payload is read or held at two offsets (but after a retried
+// unknown outcome), never appended or failed, nodes agree on every offset they both still hold, and log
 // starts never go down (but for a wiped node) nor above the LEO, nor a
 // leader's above its HW.
 //
