@@ -36,12 +36,12 @@
 // acknowledged entry or a read below a node's final log start need not be
 // on that node, and a reader may skip to the log start a node named to
 // it. Everything else still holds: an acknowledged entry at or above a
-// node's log start is there with the same bytes, what any reader saw at
+// node's log start is there with the same bytes; what any reader saw at
 // an acknowledged offset is that append (also where it was deleted
-// since), no payload is read or held at two offsets (but after a retried
-// unknown outcome), never appended or failed, nodes agree on every offset they both still hold, and log
-// starts never go down (but for a wiped node) nor above the LEO, nor a
-// leader's above its HW.
+// since); no payload read or held is at two offsets (but after a retried
+// unknown outcome), never appended, or failed; nodes agree on every
+// offset they both still hold; and log starts never go down (but for a
+// wiped node) nor above the LEO, nor a leader's above its HW.
 //
 // Every record is self-checking (EncodePayload: id, size, filler derived
 // from the id; sizes from a few bytes to ~384 KiB so fetch responses get
