@@ -46,6 +46,11 @@ const (
 	// OutOfRange: the fetch offset is below the leader's log start
 	// (LogStart).
 	OutOfRange
+	// Contact: the leader's OK answer to the fetch a late answer already
+	// stood in for (the late-answer rule): nothing to apply, but it proves
+	// the leader alive after that fetch was sent, so it counts as leader
+	// contact. A fetch is outstanding still (the one built after).
+	Contact
 )
 
 // String names the action.
@@ -53,6 +58,8 @@ func (a Action) String() string {
 	switch a {
 	case Drop:
 		return "drop"
+	case Contact:
+		return "contact"
 	case Append:
 		return "append"
 	case Truncate:
@@ -116,6 +123,10 @@ type Fetcher struct {
 	// cancelled: the last fetch was cancelled, so the next Build records
 	// no prev.
 	cancelled bool
+	// consumed is the fetch the late-answer rule last answered with its
+	// predecessor's answer: its own OK answer, when it comes, is leader
+	// contact (Contact) and nothing more.
+	consumed sentFetch
 }
 
 // sentFetch is what identifies a fetch's question.
@@ -232,7 +243,15 @@ func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64
 	// against the replaced fetch's own offset.
 	if f.outstanding != 0 && id == f.prev.id && id != f.outstanding && resp.Error == protocol.FetchOK &&
 		from == f.prev.target && f.prev.epoch == f.epoch {
+		f.consumed = sentFetch{id: f.outstanding, target: f.target, epoch: f.epoch}
 		id, target, fetchOffset = f.outstanding, f.prev.target, f.prev.fetchOffset
+	} else if c := f.consumed; id == c.id && id != 0 && from == c.target && c.epoch == epoch &&
+		resp.Error == protocol.FetchOK && resp.Epoch == epoch && resp.LeaderID == from && leader == from {
+		// The consumed fetch's own answer, from the leader we follow in
+		// our epoch: the leader is alive (the liveness rule the simulation
+		// checks counts exactly this answer), its data came already.
+		f.consumed = sentFetch{}
+		return Decision{Action: Contact}
 	}
 	if f.outstanding == 0 || id != f.outstanding || from != target {
 		return Decision{Action: Drop, Reason: "not the outstanding fetch"}

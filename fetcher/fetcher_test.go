@@ -348,10 +348,22 @@ func TestLateAnswerToTheReplacedFetch(t *testing.T) {
 	if f.Outstanding() {
 		t.Fatal("the late answer did not consume the outstanding fetch")
 	}
-	// Its own answer now comes too late and is dropped.
+	// Its own answer comes after: nothing to apply, but it proves the
+	// leader alive after the retry was sent (Contact), once; a second copy
+	// is dropped, and so is the same answer from another node or naming
+	// another leader.
 	own := &protocol.FetchResponse{FetchID: second.FetchID, LeaderID: "l", Epoch: 1}
+	if d := f.Handle("m", own, 1, "l", lg); d.Action != Drop {
+		t.Fatalf("a consumed fetch's answer from another node: %+v, want Drop", d)
+	}
+	if d := f.Handle("l", own, 1, "", lg); d.Action != Drop {
+		t.Fatalf("a consumed fetch's answer while following no leader: %+v, want Drop", d)
+	}
+	if d := f.Handle("l", own, 1, "l", lg); d.Action != Contact {
+		t.Fatalf("answer to a consumed fetch: %+v, want Contact", d)
+	}
 	if d := f.Handle("l", own, 1, "l", lg); d.Action != Drop {
-		t.Fatalf("answer to a consumed fetch: %+v, want Drop", d)
+		t.Fatalf("a second copy of the consumed fetch's answer: %+v, want Drop", d)
 	}
 
 	// A fetch redirected to another node (a leader hint, perhaps false):

@@ -98,7 +98,7 @@ func (r *Replica) handleFetchResponse(from string, resp *protocol.FetchResponse)
 func (r *Replica) prospectiveFetchResponse(from string, resp *protocol.FetchResponse) {
 	d := r.fetch.Handle(from, resp, r.epoch, r.leaderID, &r.log)
 	switch d.Action {
-	case fetcher.Append, fetcher.Truncate, fetcher.OutOfRange:
+	case fetcher.Append, fetcher.Truncate, fetcher.OutOfRange, fetcher.Contact:
 		// Our leader answered a fetch sent before we turned
 		// prospective: it is alive, follow it again.
 		r.becomeFollower(r.epoch, r.leaderID)
@@ -118,6 +118,8 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 	switch d.Action {
 	case fetcher.Drop:
 		r.logger.Trace("dropping fetch response", "from", from, "reason", d.Reason, "resp", resp)
+	case fetcher.Contact:
+		r.leaderContact()
 	case fetcher.NewEpoch:
 		r.becomeFollower(d.Epoch, d.LeaderID)
 	case fetcher.NewLeader:

@@ -1386,3 +1386,39 @@ func TestFalseHintKeepsTheFetchOut(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumedFetchAnswerIsContact: the late-answer rule lets the answer to
+// a replaced fetch stand in for its retry; when the retry's own OK answer
+// from the leader comes after, it is leader contact (it proves the leader
+// alive after the retry was sent), though it brings nothing to apply. Sim
+// seed 41075906 x 5000: the follower dropped it, went a FetchTimeout
+// without counted contact while its next fetches were lost, and left a
+// healthy leader.
+func TestConsumedFetchAnswerIsContact(t *testing.T) {
+	store := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	first := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
+	if len(first) != 1 {
+		t.Fatalf("setup: fetches %v", first)
+	}
+	r.Tick(t0.Add(r.fetchRetryTimeout()))
+	retry := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
+	if len(retry) != 1 || retry[0].FetchOffset != first[0].FetchOffset {
+		t.Fatalf("setup: retry %v", retry)
+	}
+	t1 := t0.Add(r.fetchRetryTimeout() + 10*time.Millisecond)
+	r.Tick(t1)
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: first[0].FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 1}})
+	if !r.lastLeaderContact.Equal(t1) {
+		t.Fatalf("setup: the late answer to the first fetch: contact at %v, want %v", r.lastLeaderContact.Sub(t0), t1.Sub(t0))
+	}
+	t2 := t1.Add(30 * time.Millisecond)
+	r.Tick(t2)
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: retry[0].FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 1}})
+	if !r.lastLeaderContact.Equal(t2) {
+		t.Fatalf("the retry's own answer: contact at %v, want %v", r.lastLeaderContact.Sub(t0), t2.Sub(t0))
+	}
+	if r.log.LEO() != 1 {
+		t.Fatalf("the answer applied something: LEO %d", r.log.LEO())
+	}
+}
