@@ -1,6 +1,11 @@
-//go:build unix && !linux
+//go:build !linux
 
 package storage
 
+import "os"
+
 // mapPopulate: no MAP_POPULATE here (see advise_linux.go).
 const mapPopulate = 0
+
+// willNeed: no read-ahead hint here (see advise_linux.go).
+func willNeed(*os.File, int64, int64) {}

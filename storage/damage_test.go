@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,20 +31,33 @@ const (
 	envDamageDir     = "REPLOG_DAMAGE_DIR"
 	envDamageCluster = "REPLOG_DAMAGE_CLUSTER"
 	envDamageNode    = "REPLOG_DAMAGE_NODE"
+	envDamageReadAt  = "REPLOG_DAMAGE_READ_AT"
 	damageEntries    = 3000
 	damageLogStart   = 500 // DeletePrefix: leaves free pages
 )
 
 // damageResult is what the child reports.
 type damageResult struct {
-	Err        string
-	Corrupt    bool // errors.Is(err, ErrCorrupt)
-	Mismatch   bool // errors.Is(err, ErrIdentityMismatch)
-	Entries    int  // entries read back after a successful open
-	ReadErr    string
-	Identity   storage.Identity
-	LogStart   uint64
-	QuorumLead string
+	Err         string
+	Corrupt     bool // errors.Is(err, ErrCorrupt)
+	Mismatch    bool // errors.Is(err, ErrIdentityMismatch)
+	Entries     int  // entries read back after a successful open
+	ReadErr     string
+	ReadCorrupt bool
+	Identity    storage.Identity
+	LogStart    uint64
+	QuorumLead  string
+	// After a successful open: the result of the verification Open leaves
+	// to the background (WaitVerified), and, if it failed, of an append.
+	VerifyErr     string
+	VerifyCorrupt bool
+	ApplyErr      string
+	ApplyCorrupt  bool
+	// With envDamageReadAt set: reading the entry at that offset, and
+	// whether the last entry reads back.
+	AtErr     string
+	AtCorrupt bool
+	TailOK    bool
 }
 
 // TestDamageChild is the child's body: it opens the directory and prints a
@@ -60,9 +74,28 @@ func TestDamageChild(t *testing.T) {
 		res.Err, res.Corrupt, res.Mismatch = err.Error(), errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrIdentityMismatch)
 	} else {
 		res.Identity, res.LogStart = id, b.LogStart()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := b.WaitVerified(ctx); err != nil {
+			res.VerifyErr, res.VerifyCorrupt = err.Error(), errors.Is(err, storage.ErrCorrupt)
+			// Refused (so nothing is written to the damaged file).
+			if err := b.Append(storagetest.Batch(b.LEO(), 1, b.LastEpoch(), 100)); err != nil {
+				res.ApplyErr, res.ApplyCorrupt = err.Error(), errors.Is(err, storage.ErrCorrupt)
+			}
+		}
+		cancel()
+		if at := os.Getenv(envDamageReadAt); at != "" {
+			// One entry inside the damage, and the last one.
+			var off uint64
+			fmt.Sscan(at, &off)
+			if _, err := b.Entries(off, 1, 1<<30); err != nil {
+				res.AtErr, res.AtCorrupt = err.Error(), errors.Is(err, storage.ErrCorrupt)
+			}
+			es, err := b.Entries(b.LEO()-1, 1, 1<<30)
+			res.TailOK = err == nil && len(es) == 1 && bytes.Equal(es[0].Data, storagetest.Payload(es[0].Offset, es[0].Epoch, 100))
+		}
 		es, err := b.Entries(b.LogStart(), 0, 1<<30)
 		if err != nil {
-			res.ReadErr = err.Error()
+			res.ReadErr, res.ReadCorrupt = err.Error(), errors.Is(err, storage.ErrCorrupt)
 		}
 		for _, e := range es {
 			if !bytes.Equal(e.Data, storagetest.Payload(e.Offset, e.Epoch, 100)) {
@@ -225,8 +258,14 @@ func tail(b []byte, n int) []byte {
 // TestDamagedDirectory opens damaged copies of a data directory: each
 // damage returns an error wrapping ErrCorrupt (or ErrIdentityMismatch)
 // naming the damaged file, in a child that neither panics nor faults, and
-// leaves every file as it was. Damage that loses nothing (a free page)
-// opens and reads back everything, as does the undamaged directory.
+// leaves every file as it was. Damage in a page Open checks itself fails
+// the open; damage in a leaf of the entries that Open does not read (it
+// reads the paths to the first and last entries and to the log start,
+// docs/design.md section 4.1) is found by the verification that follows
+// Open: WaitVerified returns it, an append is refused with it, and a read
+// of the damaged entries fails with ErrCorrupt. Damage that loses nothing
+// (a free page) opens and reads back everything, as does the undamaged
+// directory.
 func TestDamagedDirectory(t *testing.T) {
 	tp, err := buildTemplate(t.TempDir())
 	if err != nil {
@@ -248,15 +287,27 @@ func TestDamagedDirectory(t *testing.T) {
 		}
 	}
 	const (
-		corrupt  = "corrupt"
-		mismatch = "mismatch"
+		corrupt  = "corrupt"  // Open fails
+		later    = "later"    // found after Open
+		mismatch = "mismatch" // Open fails
 		opens    = "opens"
 	)
+	layout := readLayout(t, filepath.Join(tp.dir, data))
+	atOpen := layout.openPages(t, damageLogStart)
+	// pageWant is what damage to in-use page id gives: found at open
+	// unless it is a leaf of the entries off Open's paths.
+	pageWant := func(id int) string {
+		if p, ok := layout.page(id); ok && p.leaf && !atOpen[id] {
+			return later
+		}
+		return corrupt
+	}
 	type tc struct {
 		name   string
 		damage func(t *testing.T, dir string)
 		id     storage.Identity // default idN1
-		want   string           // corrupt, mismatch, opens
+		want   string           // corrupt, later, mismatch, opens
+		page   int              // the page damaged, if one
 		file   string           // named in the error
 		says   string           // also in the error
 	}
@@ -269,19 +320,19 @@ func TestDamagedDirectory(t *testing.T) {
 			writeAt(t, filepath.Join(dir, data), make([]byte, 4096), 0)
 		}, want: corrupt, file: data, says: "meta page 0"},
 		{name: "bucket list page garbage", damage: overwritePage(tp, tp.rootPage, 1), want: corrupt, file: data},
-		{name: "branch page garbage", damage: overwritePage(tp, tp.branches[0], 1), want: corrupt, file: data},
-		{name: "first leaf garbage", damage: overwritePage(tp, tp.leaves[0], 1), want: corrupt, file: data},
-		{name: "middle leaf garbage", damage: overwritePage(tp, mid, 1), want: corrupt, file: data},
-		{name: "last leaf garbage", damage: overwritePage(tp, tp.leaves[len(tp.leaves)-1], 1), want: corrupt, file: data},
+		{name: "branch page garbage", damage: overwritePage(tp, tp.branches[0], 1), want: pageWant(tp.branches[0]), page: tp.branches[0], file: data},
+		{name: "first leaf garbage", damage: overwritePage(tp, tp.leaves[0], 1), want: pageWant(tp.leaves[0]), page: tp.leaves[0], file: data},
+		{name: "middle leaf garbage", damage: overwritePage(tp, mid, 1), want: pageWant(mid), page: mid, file: data},
+		{name: "last leaf garbage", damage: overwritePage(tp, tp.leaves[len(tp.leaves)-1], 1), want: pageWant(tp.leaves[len(tp.leaves)-1]), page: tp.leaves[len(tp.leaves)-1], file: data},
 		{name: "leaf element count inflated", damage: func(t *testing.T, dir string) {
 			writeAt(t, filepath.Join(dir, data), []byte{0xff, 0x0f}, int64(mid*tp.pageSize+10))
-		}, want: corrupt, file: data, says: fmt.Sprintf("page %d", mid)},
+		}, want: pageWant(mid), page: mid, file: data, says: fmt.Sprintf("page %d", mid)},
 		{name: "leaf key position out of the page", damage: func(t *testing.T, dir string) {
 			writeAt(t, filepath.Join(dir, data), []byte{0xff, 0xff, 0, 0}, int64(mid*tp.pageSize+16+4))
-		}, want: corrupt, file: data, says: fmt.Sprintf("leaf page %d", mid)},
+		}, want: pageWant(mid), page: mid, file: data, says: fmt.Sprintf("leaf page %d", mid)},
 		{name: "leaf page id changed", damage: func(t *testing.T, dir string) {
 			writeAt(t, filepath.Join(dir, data), []byte{byte(mid + 1)}, int64(mid*tp.pageSize))
-		}, want: corrupt, file: data, says: "names itself"},
+		}, want: pageWant(mid), page: mid, file: data, says: "names itself"},
 		{name: "free page garbage (nothing lost)", damage: overwritePage(tp, tp.free[0], 1), want: opens},
 		{name: "truncated to half its pages", damage: truncate(func(int64) int64 { return int64(tp.hwm / 2 * tp.pageSize) }),
 			want: corrupt, file: data, says: "truncated"},
@@ -321,7 +372,16 @@ func TestDamagedDirectory(t *testing.T) {
 		inUse := append(append(append([]int{tp.rootPage}, tp.branches...), tp.leaves...), tp.metaPages...)
 		p := inUse[rng.IntN(len(inUse))]
 		cases = append(cases, tc{name: fmt.Sprintf("random in-use page %d garbage", p), damage: overwritePage(tp, p, uint64(i)),
-			want: corrupt, file: data})
+			want: pageWant(p), page: p, file: data})
+	}
+	kinds := map[string]int{}
+	for _, c := range cases {
+		kinds[c.want]++
+	}
+	// Both kinds of page damage are exercised (positive controls of each
+	// other): a layout change that left one out would weaken the test.
+	if kinds[later] < 3 || kinds[corrupt] < 8 {
+		t.Fatalf("cases by outcome %v: the template no longer exercises damage both at and after Open", kinds)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -342,9 +402,33 @@ func TestDamagedDirectory(t *testing.T) {
 					t.Fatalf("open: %s; read: %s", res.Err, res.ReadErr)
 				}
 				if res.Entries != damageEntries-damageLogStart || res.LogStart != damageLogStart || res.QuorumLead != "n1" ||
-					res.Identity.DirectoryID != tp.id.DirectoryID {
-					t.Fatalf("read back %+v; want %d entries from %d, the vote and directory ID %s",
+					res.Identity.DirectoryID != tp.id.DirectoryID || res.VerifyErr != "" {
+					t.Fatalf("read back %+v; want %d entries from %d, the vote and directory ID %s, verified",
 						res, damageEntries-damageLogStart, damageLogStart, tp.id.DirectoryID)
+				}
+				return
+			case later:
+				// Opens; the verification after Open finds the damage,
+				// names the file and the page; appends are refused with
+				// it; the damaged entries do not read.
+				if res.Err != "" || !res.VerifyCorrupt || !res.ApplyCorrupt {
+					t.Fatalf("open %q, verification %q, append %q: want the open to succeed and the verification and append to fail with ErrCorrupt",
+						res.Err, res.VerifyErr, res.ApplyErr)
+				}
+				for _, e := range []string{res.VerifyErr, res.ApplyErr} {
+					if !strings.Contains(e, filepath.Join(dir, c.file)) || !strings.Contains(e, c.says) {
+						t.Fatalf("error %q: want it to name %s and say %q", e, filepath.Join(dir, c.file), c.says)
+					}
+				}
+				if res.ReadErr == "" && res.Entries != damageEntries-damageLogStart {
+					t.Fatalf("read %d entries without an error", res.Entries)
+				}
+				if p, _ := layout.page(c.page); p.last >= damageLogStart && (!res.ReadCorrupt || !strings.Contains(res.ReadErr, filepath.Join(dir, c.file))) {
+					t.Fatalf("read of the log, whose entries %d-%d are damaged: %q, want ErrCorrupt naming %s", p.first, p.last, res.ReadErr, c.file)
+				}
+				sameSnapshot(t, before, snapshot(t, dir))
+				if testing.Verbose() {
+					t.Logf("verification: %s; read: %s", res.VerifyErr, res.ReadErr)
 				}
 				return
 			case corrupt:

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,8 +40,10 @@ var ErrReadOnly = errors.New("replog: store is read-only")
 // segments wholly below the new log start from the table and unlinks their
 // files: work per deletion independent of the entries it drops.
 //
-// Open reads only the active file (verified as OpenBolt verifies its file)
-// and lists the directory; a sealed segment is opened read-only, and
+// Open reads only the active file, and of it only the pages it needs
+// (verified first; the rest of the file is verified by a goroutine of the
+// store's from Open until its end or Close, see activeCheck), and lists
+// the directory; a sealed segment is opened read-only, and
 // verified, when a read first needs it, and at most maxOpenSealed unused
 // ones stay open. Reads take no lock that Apply takes (only a short one
 // around the open-file cache), so reads of old segments never hold up
@@ -54,6 +57,10 @@ type DirStore struct {
 	state    atomic.Pointer[dirState]
 	identity *Identity // recorded in the active file; set before the store is handed out
 	closed   atomic.Bool
+
+	// check verifies in the background the pages of the active file that
+	// Open did not (nil: Open verified it all); see activeCheck.
+	check *activeCheck
 
 	// mu serializes Apply and Close, and guards failed and putter.
 	mu     sync.Mutex
@@ -117,24 +124,50 @@ func openDirStore(dir string, lock *os.File, opts BoltOptions, readOnly bool) (*
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("replog: open store %s: %w", dir, err)
 	}
-	db, err := openSegment(activePath, kind, &d.opts)
+	db, check, err := openSegment(activePath, kind, &d.opts)
 	if err != nil {
 		return nil, err
 	}
-	m, err := loadActiveProtected(db, !readOnly)
-	if err != nil {
+	fail := func(err error) (*DirStore, error) {
+		if check != nil {
+			check.abort()
+		}
 		_ = db.Close()
-		return nil, fmt.Errorf("replog: open store %s: %w", activePath, err)
+		return nil, err
+	}
+	var paths func(lo uint64) error
+	if check != nil {
+		paths = check.paths
+	}
+	m, err := loadActiveProtected(db, !readOnly, paths)
+	if errors.Is(err, errFullWalk) {
+		// A read of Open's would leave the pages checked so far: verify
+		// the whole file now, as a sealed segment is.
+		check.abort()
+		check = nil
+		if err = verifyFile(activePath); err == nil {
+			m, err = loadActiveProtected(db, !readOnly, nil)
+		}
+	}
+	if err != nil {
+		return fail(fmt.Errorf("replog: open store %s: %w", activePath, err))
 	}
 	d.identity = m.identity
-	active := &segFile{path: activePath, db: db, active: true}
+	active := &segFile{path: activePath, db: db, active: true, check: check}
 	st := &dirState{log: m.st, base: m.base, active: active, format: m.format}
 	if err := d.attachSealed(st, m.table); err != nil {
-		_ = db.Close()
-		return nil, err
+		return fail(err)
 	}
 	d.state.Store(st)
 	d.dirLock = lock
+	if check != nil {
+		// The walk holds the file (through a roll, which makes it a
+		// sealed segment, until its end).
+		check.seg = active
+		active.refs++
+		d.check = check
+		go check.run(d)
+	}
 	d.log.Debug("store opened", "dir", dir, "log_start", m.st.logStart, "leo", m.st.leo, "last_epoch", m.st.lastEpoch(),
 		"sealed_segments", len(st.sealed), "active_base", m.base, "read_only", readOnly, "no_sync", opts.NoSync)
 	return d, nil
@@ -180,21 +213,23 @@ func (d *DirStore) attachSealed(st *dirState, table [][2]uint64) error {
 
 // loadActiveProtected is loadActive with faults and bbolt's assertions
 // turned into ErrCorrupt.
-func loadActiveProtected(db *bolt.DB, create bool) (m *activeMeta, err error) {
+func loadActiveProtected(db *bolt.DB, create bool, paths func(lo uint64) error) (m *activeMeta, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			m, err = nil, fmt.Errorf("%w: reading the store's records: %v", ErrCorrupt, r)
 		}
 	}()
-	return loadActive(db, create)
+	return loadActive(db, create, paths)
 }
 
 // loadActive reads and checks the state an active file records; a fresh
 // file (no buckets) gets format 1's buckets when create is set. Only the
 // active file is read: the sealed segments' ranges come from its table,
-// their files are checked when first read.
-func loadActive(db *bolt.DB, create bool) (*activeMeta, error) {
+// their files are checked when first read. paths, if set, checks the
+// entries tree's pages the reads of entries will touch, given the lowest
+// live offset of the file (see activeCheck).
+func loadActive(db *bolt.DB, create bool, paths func(lo uint64) error) (*activeMeta, error) {
 	m := &activeMeta{st: &logState{}}
 	fresh := false
 	load := func(tx *bolt.Tx) error {
@@ -219,7 +254,7 @@ func loadActive(db *bolt.DB, create bool) (*activeMeta, error) {
 			}
 			return meta.Put(keyLogStart, u64key(0))
 		}
-		return readActive(tx, m)
+		return readActive(tx, m, paths)
 	}
 	if err := db.View(load); err != nil {
 		return nil, err
@@ -235,8 +270,9 @@ func loadActive(db *bolt.DB, create bool) (*activeMeta, error) {
 	return m, nil
 }
 
-// readActive fills m from an existing active file's transaction.
-func readActive(tx *bolt.Tx, m *activeMeta) error {
+// readActive fills m from an existing active file's transaction (paths: as
+// for loadActive).
+func readActive(tx *bolt.Tx, m *activeMeta, paths func(lo uint64) error) error {
 	st := m.st
 	meta := tx.Bucket(bucketMeta)
 	eb, epb, qb := tx.Bucket(bucketEntries), tx.Bucket(bucketEpochs), tx.Bucket(bucketQuorum)
@@ -296,6 +332,11 @@ func readActive(tx *bolt.Tx, m *activeMeta) error {
 	}
 	if err := checkTable(m.table, m.base, st.logStart); err != nil {
 		return err
+	}
+	if paths != nil {
+		if err := paths(max(m.base, st.logStart)); err != nil {
+			return err
+		}
 	}
 	c := eb.Cursor()
 	st.leo = max(m.base, st.logStart)
@@ -388,7 +429,7 @@ func (d *DirStore) openSealed(path string, base, end uint64, st *dirState) (*bol
 	if sealedOpenHook != nil {
 		sealedOpenHook(path)
 	}
-	db, err := openSegment(path, kindSealed, &d.opts)
+	db, _, err := openSegment(path, kindSealed, &d.opts)
 	if err != nil {
 		return nil, fmt.Errorf("segment of offsets [%d, %d): %w", base, end, err)
 	}
@@ -427,6 +468,11 @@ func (d *DirStore) openSealed(path string, base, end uint64, st *dirState) (*bol
 // before the store is handed out; Apply never touches this key.
 func (d *DirStore) storeIdentity(id Identity) error {
 	db := d.state.Load().active.db
+	if d.check != nil {
+		if err := d.check.awaitWrite(false); err != nil {
+			return fmt.Errorf("replog: store %s: record identity: %w", db.Path(), err)
+		}
+	}
 	err := db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyIdentity, encodeIdentity(identityRecord{Identity: id, ready: true}))
 	})
@@ -441,7 +487,10 @@ func (d *DirStore) storeIdentity(id Identity) error {
 // of ws, on the caller's goroutine, preceded by a roll when the active file
 // is full and ws appends. Sealed segments that ws drops (a prefix deletion
 // past them, a truncation below them) are unlinked after the commit.
-// On a read-only store: ErrReadOnly.
+// On a read-only store: ErrReadOnly. Right after Open it may wait for the
+// verification that follows Open (until it has checked the free list, or,
+// with a truncation, all of the file; see WaitVerified); once that found
+// damage, every Apply returns it (wrapping ErrCorrupt, naming the file).
 func (d *DirStore) Apply(ws []protocol.Write) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -453,6 +502,17 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 	}
 	if d.failed != nil {
 		return d.failed
+	}
+	if d.check != nil {
+		// Until the walk of the active file as Open found it has passed
+		// the free list (a page both free and in use would be handed out
+		// and overwritten), and for a truncation every leaf, wait.
+		if err := d.check.awaitWrite(truncates(ws)); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return ErrClosed
+			}
+			return fmt.Errorf("replog: store %s: %w (the store refuses writes once its files are found damaged; close it, then restore the directory or wipe it)", d.dir, err)
+		}
 	}
 	d.applies.Add(1)
 	d.writes.Add(uint64(len(ws)))
@@ -517,6 +577,16 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 	d.commits.Add(1)
 	d.drop(dropped)
 	return nil
+}
+
+// truncates reports whether ws holds a truncation.
+func truncates(ws []protocol.Write) bool {
+	for i := range ws {
+		if ws[i].Kind == protocol.WriteTruncate {
+			return true
+		}
+	}
+	return false
 }
 
 func appends(ws []protocol.Write) bool {
@@ -629,7 +699,7 @@ func (d *DirStore) roll(cur *dirState) (*dirState, error) {
 	if err := os.Remove(nextPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	db, err := openSegment(nextPath, kindNew, &d.opts)
+	db, _, err := openSegment(nextPath, kindNew, &d.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -754,8 +824,10 @@ func (d *DirStore) fail(err error, n int) error {
 
 // Entries implements Store. A read that spans segments reads each in turn
 // (copying its entries out before moving on); a sealed segment's file is
-// opened, and verified, at its first read. A damaged segment returns an
-// error wrapping ErrCorrupt naming its file and the offset.
+// opened, and verified, at its first read; a read of entries of the active
+// file (as Open found it) waits until the verification that follows Open
+// has passed their pages. A damaged segment returns an error wrapping
+// ErrCorrupt naming its file and the offset.
 func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []protocol.Entry, err error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
@@ -784,6 +856,18 @@ func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []proto
 				return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, off, st.log.logStart, st.log.leo)
 			}
 			f, base, end = st.sealed[i].f, st.sealed[i].base, st.sealed[i].end
+		}
+		if f.check != nil {
+			// The file's pages below off's may not be verified yet.
+			if err := f.check.awaitRead(off); err != nil {
+				if errors.Is(err, ErrClosed) {
+					return nil, ErrClosed
+				}
+				if cont {
+					return out, nil // the next read, from off, gets the error
+				}
+				return nil, fmt.Errorf("replog: store %s: reading offset %d: %w", d.dir, off, err)
+			}
 		}
 		db, path, err := d.acquire(f, st, base, end)
 		if errors.Is(err, errSegmentGone) {
@@ -1002,6 +1086,12 @@ func (d *DirStore) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	if c := d.check; c != nil {
+		// Stopped first: it holds a read transaction, which bbolt's close
+		// would wait for, and an Apply may be waiting for it under mu.
+		c.stop.Store(true)
+		<-c.exited
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := d.state.Load()
@@ -1027,6 +1117,29 @@ func (d *DirStore) Close() error {
 		_ = d.dirLock.Close()
 	}
 	return err
+}
+
+// WaitVerified waits until the verification that Open leaves to the
+// background (of the pages of the active file that Open itself does not
+// read; see docs/design.md section 4.1) has ended, and returns its result:
+// nil if the file was sound (or Open verified all of it), an error
+// wrapping ErrCorrupt naming the file and the damaged page, ErrClosed if
+// the store was closed before the end, or ctx's error. Once damage is
+// found every Apply returns it, and reads of the entries it may touch
+// fail with it; reads of the rest go on.
+func (d *DirStore) WaitVerified(ctx context.Context) error {
+	c := d.check
+	if c == nil {
+		return nil
+	}
+	select {
+	case <-c.finished:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 func keys(m map[*segFile]struct{}) []*segFile {

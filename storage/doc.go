@@ -46,10 +46,14 @@
 // second OpenDir, or OpenDirReadOnly, fails with ErrLocked.
 //
 // Damage never takes the process down: [OpenBolt] and [OpenDir] verify the
-// bbolt file's structure before bbolt maps it (for a directory: the active
-// segment at open, a sealed one when first read), and return an error
-// wrapping [ErrCorrupt] naming the file and what is wrong; every entry read
-// verifies the entry's CRC.
+// bbolt file's structure before bbolt touches it (for a directory: a
+// sealed segment when first read; the active segment's pages that opening
+// reads at open, and the rest in a goroutine the store runs from Open
+// until the walk ends or Close, while writes and reads wait for the pages
+// they need: [DirStore.WaitVerified]), and return an error wrapping
+// [ErrCorrupt] naming the file and what is wrong (damage found after Open
+// fails every later Apply, and the reads of the damaged entries); every
+// entry read verifies the entry's CRC.
 //
 // # Who may use it
 //

@@ -25,3 +25,7 @@ func SetActiveNoFreelistSync(on bool) bool {
 	activeNoFreelistSync = on
 	return old
 }
+
+// SetVerifyHook lets the external tests hold the verification that
+// follows Open at a stage (see verifyHook).
+func SetVerifyHook(f func(stage string)) { verifyHook = f }

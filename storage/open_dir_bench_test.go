@@ -4,6 +4,7 @@ package storage_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -34,6 +35,12 @@ import (
 //	rss-MB        the child's VmRSS after the cold open (Go runtime and
 //	              test binary included); rss-open-MB its growth over the
 //	              open alone
+//	writable-ms   from the start of the cold open until the verification
+//	              that follows it has checked the free list (appends
+//	              wait for that; docs/design.md section 4.1)
+//	verified-ms   until that verification ended (reads of old entries
+//	              and truncations wait for it); rss-verified-MB the
+//	              VmRSS then
 //	active-MiB    the active segment's size; segments the sealed count
 //
 // N = 10,000 always; 400,000 (an active segment nearly full: Open's worst
@@ -55,18 +62,23 @@ func BenchmarkDirOpen(b *testing.B) {
 			}
 			defer os.RemoveAll(dir)
 			fillDir(b, dir, n)
-			var cold, warm, rss, rssOpen []float64
+			var cold, warm, rss, rssOpen, writable, verified, rssVerified []float64
 			var last openResult
 			for b.Loop() {
 				r := runOpenChild(b, dir)
 				cold, warm = append(cold, r.ColdMs), append(warm, r.WarmMs)
 				rss, rssOpen = append(rss, r.RSSMB), append(rssOpen, r.RSSOpenMB)
+				writable, verified = append(writable, r.WritableMs), append(verified, r.VerifiedMs)
+				rssVerified = append(rssVerified, r.RSSVerifiedMB)
 				last = r
 			}
 			b.ReportMetric(median(cold), "cold-open-ms")
 			b.ReportMetric(median(warm), "warm-open-ms")
 			b.ReportMetric(median(rss), "rss-MB")
 			b.ReportMetric(median(rssOpen), "rss-open-MB")
+			b.ReportMetric(median(writable), "writable-ms")
+			b.ReportMetric(median(verified), "verified-ms")
+			b.ReportMetric(median(rssVerified), "rss-verified-MB")
 			b.ReportMetric(last.ActiveMiB, "active-MiB")
 			b.ReportMetric(float64(last.Sealed), "segments")
 			b.ReportMetric(dirMiB(b, dir), "dir-MiB")
@@ -152,13 +164,15 @@ func fillDir(b *testing.B, dir string, n int) {
 
 // openResult is what TestOpenBenchChild prints.
 type openResult struct {
-	ColdMs, WarmMs   float64
-	RSSMB, RSSOpenMB float64
-	ActiveMiB        float64
-	Sealed           int
-	LEO              uint64
-	Cold             string
-	Err              string
+	ColdMs, WarmMs         float64
+	RSSMB, RSSOpenMB       float64
+	WritableMs, VerifiedMs float64
+	RSSVerifiedMB          float64
+	ActiveMiB              float64
+	Sealed                 int
+	LEO                    uint64
+	Cold                   string
+	Err                    string
 }
 
 const envOpenChild = "REPLOG_OPEN_BENCH_DIR"
@@ -206,6 +220,13 @@ func TestOpenBenchChild(t *testing.T) {
 	}
 	r.Cold = dropCache(dir)
 	rss0 := vmRSS()
+	writable := make(chan time.Time, 1)
+	storage.SetVerifyHook(func(stage string) {
+		if stage == "writable" {
+			writable <- time.Now()
+		}
+	})
+	defer storage.SetVerifyHook(nil)
 	start := time.Now()
 	s, _, err := storage.OpenDir(dir, benchID, storage.BoltOptions{})
 	r.ColdMs = float64(time.Since(start).Microseconds()) / 1000
@@ -215,6 +236,19 @@ func TestOpenBenchChild(t *testing.T) {
 	}
 	rss1 := vmRSS()
 	r.RSSMB, r.RSSOpenMB = rss1/1024, (rss1-rss0)/1024
+	if err := s.WaitVerified(context.Background()); err != nil {
+		r.Err = err.Error()
+		return
+	}
+	r.VerifiedMs = float64(time.Since(start).Microseconds()) / 1000
+	r.RSSVerifiedMB = vmRSS() / 1024
+	select {
+	case w := <-writable:
+		r.WritableMs = float64(w.Sub(start).Microseconds()) / 1000
+	default: // Open verified the whole file
+		r.WritableMs = r.ColdMs
+	}
+	storage.SetVerifyHook(nil)
 	r.LEO, r.Sealed = s.LEO(), s.Stats().Sealed
 	if fi, err := os.Stat(filepath.Join(dir, storage.DataFileName)); err == nil {
 		r.ActiveMiB = float64(fi.Size()) / (1 << 20)

@@ -89,6 +89,11 @@ type segFile struct {
 	dropped bool // no longer part of the log, or the store closed: never opened again
 	active  bool // the active segment: never evicted
 	lastUse uint64
+
+	// check is the background verification of this file when it was the
+	// active one at Open (nil otherwise, or once... never reset: it
+	// answers at once when it passed). Reads wait for it (awaitRead).
+	check *activeCheck
 }
 
 // sealedSeg is a sealed segment in a DirStore's state: its file and the
@@ -276,14 +281,19 @@ func (o *BoltOptions) boltOptions(k segmentKind) *bolt.Options {
 // (verifyBoltFile) unless it is new, then handed to bbolt. It returns
 // bbolt's handle. A damaged file returns an error wrapping ErrCorrupt
 // naming it; a missing sealed file an error wrapping os.ErrNotExist.
-func openSegment(path string, k segmentKind, opts *BoltOptions) (db *bolt.DB, err error) {
+//
+// The active file (kindActive) is verified in two parts (activeCheck):
+// what bbolt's open and OpenDir's reads need, before bbolt maps it, and
+// the rest by a walk the caller starts (check; nil if the whole file was
+// verified), whose version of the file a read transaction pins from here.
+func openSegment(path string, k segmentKind, opts *BoltOptions) (db *bolt.DB, check *activeCheck, err error) {
 	flag := os.O_RDONLY
 	if k == kindActive || k == kindNew {
 		flag = os.O_RDWR | os.O_CREATE
 	}
 	f, err := os.OpenFile(path, flag, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+		return nil, nil, fmt.Errorf("replog: open segment %s: %w", path, err)
 	}
 	handed := false // once bbolt has f, bbolt closes it
 	defer func() {
@@ -293,16 +303,26 @@ func openSegment(path string, k segmentKind, opts *BoltOptions) (db *bolt.DB, er
 	}()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+		return nil, nil, fmt.Errorf("replog: open segment %s: %w", path, err)
 	}
-	if k != kindNew && fi.Size() > 0 {
-		if err := verifyBoltFile(f, fi.Size()); err != nil {
-			return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+	switch {
+	case k == kindActive && fi.Size() > 0:
+		if check, err = checkActiveOpen(path, fi.Size()); err != nil {
+			return nil, nil, fmt.Errorf("replog: open segment %s: %w", path, err)
 		}
+	case k != kindNew && fi.Size() > 0:
+		if err := verifyBoltFile(f, fi.Size()); err != nil {
+			return nil, nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+		}
+	case k == kindSealed || k == kindReadOnly:
+		return nil, nil, fmt.Errorf("replog: open segment %s: %w: the file is empty", path, ErrCorrupt)
 	}
-	if (k == kindSealed || k == kindReadOnly) && fi.Size() == 0 {
-		return nil, fmt.Errorf("replog: open segment %s: %w: the file is empty", path, ErrCorrupt)
-	}
+	defer func() {
+		if err != nil && check != nil {
+			check.abort()
+			check = nil
+		}
+	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -323,13 +343,27 @@ func openSegment(path string, k segmentKind, opts *BoltOptions) (db *bolt.DB, er
 	}
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
+		return nil, nil, fmt.Errorf("%w: %s: file lock not obtained within %v", ErrLocked, path, opts.Timeout)
 	case errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch):
-		return nil, fmt.Errorf("replog: open segment %s: %w (bbolt: %v)", path, ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("replog: open segment %s: %w (bbolt: %v)", path, ErrCorrupt, err)
 	case err != nil:
-		return nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+		return nil, nil, fmt.Errorf("replog: open segment %s: %w", path, err)
 	}
-	return db, nil
+	if check != nil {
+		// Pin the version just checked: bbolt reuses no page of it while
+		// this transaction is open (the walk rolls it back at its end).
+		tx, err := db.Begin(false)
+		if err == nil && uint64(tx.ID()) != check.txid {
+			_ = tx.Rollback()
+			err = fmt.Errorf("%w: the file changed while it was opened (transaction %d, then %d)", ErrCorrupt, check.txid, tx.ID())
+		}
+		if err != nil {
+			_ = db.Close()
+			return nil, nil, fmt.Errorf("replog: open segment %s: %w", path, err)
+		}
+		check.pin = tx
+	}
+	return db, check, nil
 }
 
 // rollHook, when set by a test, is called at the stages of a roll

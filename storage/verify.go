@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 )
 
 // verifyBoltFile checks, before bbolt maps a file read-write, every
@@ -138,8 +139,50 @@ type verifier struct {
 
 	// data is the file mapped read-only, or nil: then pages are read
 	// with pread (one syscall per page: several times slower than bbolt's
-	// own walk, as the tree's pages are scattered over the file).
+	// own walk, as the tree's pages are scattered over the file), or from
+	// chunk when it has a capacity.
 	data []byte
+
+	// chunk, when it has a capacity, is a window of the file read with one
+	// pread of up to cap(chunk) bytes at chunkOff: the background walk's
+	// leaves, read in descending page order, come from a few large reads
+	// instead of one per page and no mapping. A slice of it is valid until
+	// the next read only (nothing of a leaf page is kept after its check).
+	chunk    []byte
+	chunkOff int64
+
+	// entries says how the top-level entries bucket's tree (a tree of
+	// pages, not inline) is walked: entriesFull like any other, or (for
+	// the active file, see activeCheck) entriesSkip (its root noted in
+	// entriesRoot, nothing read: Open verifies the paths it reads) or
+	// entriesDefer (its branch pages checked, its leaves appended to
+	// leaves in key order, for a later pass).
+	entries     int
+	entriesRoot uint64
+	leafDepth   int // entriesDefer: depth of the tree's leaves, -1 until the first is read
+	leaves      []leafRef
+
+	free []uint64     // the ids the free list holds, once checked
+	stop *atomic.Bool // set: stop at the next page read (errStopped)
+	// prefetch, if set, is told the pages about to be read one by one.
+	prefetch func(ids []uint64)
+}
+
+const (
+	entriesFull = iota
+	entriesSkip
+	entriesDefer
+)
+
+// leafRef is a leaf page of the entries tree recorded for a later check:
+// its keys must lie in [minKey, maxKey); lb is the lowest key bbolt routes
+// to it (nil: all keys below its own), which bounds the offsets whose
+// reads touch it or the leaves after it.
+type leafRef struct {
+	id             uint64
+	minKey, maxKey []byte
+	lb             []byte
+	done           bool // already checked (a leaf above the leaf level)
 }
 
 // bytesAt returns the file's n bytes at off.
@@ -150,11 +193,38 @@ func (v *verifier) bytesAt(off int64, n int) ([]byte, error) {
 	if v.data != nil {
 		return v.data[off : off+int64(n) : off+int64(n)], nil
 	}
+	if cap(v.chunk) >= n {
+		return v.chunkAt(off, n)
+	}
 	buf := make([]byte, n)
 	if _, err := v.r.ReadAt(buf, off); err != nil {
 		return nil, err
 	}
 	return buf, nil
+}
+
+// chunkAt returns the file's n bytes at off from the chunk, reading the
+// window that ends at off+n (the walk goes down the file) when they are
+// not in it.
+func (v *verifier) chunkAt(off int64, n int) ([]byte, error) {
+	end := off + int64(n)
+	if off >= v.chunkOff && end <= v.chunkOff+int64(len(v.chunk)) {
+		i := off - v.chunkOff
+		return v.chunk[i : i+int64(n) : i+int64(n)], nil
+	}
+	start := max(0, end-int64(cap(v.chunk)))
+	if v.pageSize > 0 {
+		start -= start % int64(v.pageSize)
+	}
+	stop := min(v.size, start+int64(cap(v.chunk)))
+	buf := v.chunk[:stop-start]
+	if _, err := v.r.ReadAt(buf, start); err != nil {
+		v.chunk = v.chunk[:0]
+		return nil, err
+	}
+	v.chunk, v.chunkOff = buf, start
+	i := off - start
+	return buf[i : i+int64(n) : i+int64(n)], nil
 }
 
 func (v *verifier) readMeta(page uint64, off int64) (*boltMeta, error) {
@@ -182,51 +252,11 @@ func (v *verifier) readMeta(page uint64, off int64) (*boltMeta, error) {
 }
 
 func (v *verifier) run() error {
-	if v.size < 2*minBoltPageSize {
-		return fmt.Errorf("%w: file of %d bytes is too short for a bbolt file", ErrCorrupt, v.size)
-	}
-	m0, err := v.readMeta(0, 0)
+	m, err := v.metas()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return err
 	}
-	if err := m0.validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	v.pageSize = int(m0.pageSize)
-	if int64(v.pageSize)*2 > v.size {
-		return fmt.Errorf("%w: file of %d bytes is shorter than its two meta pages of %d bytes", ErrCorrupt, v.size, v.pageSize)
-	}
-	m1, err := v.readMeta(1, int64(v.pageSize))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	if err := m1.validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	if m1.pageSize != m0.pageSize {
-		return fmt.Errorf("%w: meta pages disagree on the page size (%d, %d)", ErrCorrupt, m0.pageSize, m1.pageSize)
-	}
-	m := m0 // bbolt uses the newer one
-	if m1.txid > m0.txid {
-		m = m1
-	}
-	if v.size%int64(v.pageSize) != 0 {
-		return fmt.Errorf("%w: file size %d is not a multiple of the page size %d (truncated or extended by something other than the store)",
-			ErrCorrupt, v.size, v.pageSize)
-	}
-	pages := uint64(v.size / int64(v.pageSize))
-	switch {
-	case m.hwm > pages:
-		return fmt.Errorf("%w: file of %d bytes holds %d pages but meta page %d (txid %d) says %d are in use (truncated)",
-			ErrCorrupt, v.size, pages, m.page, m.txid, m.hwm)
-	case m.root < 2 || m.root >= m.hwm:
-		return fmt.Errorf("%w: meta page %d: root page %d outside [2, %d)", ErrCorrupt, m.page, m.root, m.hwm)
-	case m.freelist != noFreelist && (m.freelist < 2 || m.freelist >= m.hwm):
-		return fmt.Errorf("%w: meta page %d: free-list page %d outside [2, %d)", ErrCorrupt, m.page, m.freelist, m.hwm)
-	}
-	v.hwm = m.hwm
-	v.seen = make([]uint64, (m.hwm+63)/64)
-	if _, err := v.tree(m.root, nil, nil, 0, 0); err != nil {
+	if err := v.tree(m.root, nil, nil, 0, 0); err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if m.freelist != noFreelist {
@@ -237,8 +267,62 @@ func (v *verifier) run() error {
 	return nil
 }
 
+// metas checks both meta pages and the file's size against them, and sets
+// up the walk of the newer one's tree (page size, high-water mark, the
+// bitmap of pages reached), which it returns.
+func (v *verifier) metas() (*boltMeta, error) {
+	if v.size < 2*minBoltPageSize {
+		return nil, fmt.Errorf("%w: file of %d bytes is too short for a bbolt file", ErrCorrupt, v.size)
+	}
+	m0, err := v.readMeta(0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := m0.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	v.pageSize = int(m0.pageSize)
+	if int64(v.pageSize)*2 > v.size {
+		return nil, fmt.Errorf("%w: file of %d bytes is shorter than its two meta pages of %d bytes", ErrCorrupt, v.size, v.pageSize)
+	}
+	m1, err := v.readMeta(1, int64(v.pageSize))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := m1.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if m1.pageSize != m0.pageSize {
+		return nil, fmt.Errorf("%w: meta pages disagree on the page size (%d, %d)", ErrCorrupt, m0.pageSize, m1.pageSize)
+	}
+	m := m0 // bbolt uses the newer one
+	if m1.txid > m0.txid {
+		m = m1
+	}
+	if v.size%int64(v.pageSize) != 0 {
+		return nil, fmt.Errorf("%w: file size %d is not a multiple of the page size %d (truncated or extended by something other than the store)",
+			ErrCorrupt, v.size, v.pageSize)
+	}
+	pages := uint64(v.size / int64(v.pageSize))
+	switch {
+	case m.hwm > pages:
+		return nil, fmt.Errorf("%w: file of %d bytes holds %d pages but meta page %d (txid %d) says %d are in use (truncated)",
+			ErrCorrupt, v.size, pages, m.page, m.txid, m.hwm)
+	case m.root < 2 || m.root >= m.hwm:
+		return nil, fmt.Errorf("%w: meta page %d: root page %d outside [2, %d)", ErrCorrupt, m.page, m.root, m.hwm)
+	case m.freelist != noFreelist && (m.freelist < 2 || m.freelist >= m.hwm):
+		return nil, fmt.Errorf("%w: meta page %d: free-list page %d outside [2, %d)", ErrCorrupt, m.page, m.freelist, m.hwm)
+	}
+	v.hwm = m.hwm
+	v.seen = make([]uint64, (m.hwm+63)/64)
+	return m, nil
+}
+
 // readPage reads page id with its overflow pages.
 func (v *verifier) readPage(id uint64) ([]byte, error) {
+	if v.stop != nil && v.stop.Load() {
+		return nil, errStopped
+	}
 	if id < 2 || id >= v.hwm {
 		return nil, fmt.Errorf("page %d: outside [2, %d)", id, v.hwm)
 	}
@@ -302,56 +386,76 @@ func elemKV(p []byte, i int, leaf bool) (flags uint32, key, val []byte, child ui
 	return flags, p[start : start+ksize], p[start+ksize : end], child, nil
 }
 
-// tree checks the subtree at page id, whose keys must lie in
-// [minKey, maxKey) (nil: unbounded), and returns its largest key (bbolt's
-// recursivelyCheckPageKeyOrder rules).
-func (v *verifier) tree(id uint64, minKey, maxKey []byte, depth, bucketDepth int) ([]byte, error) {
+// tree checks the subtree at page id, whose keys must lie in [minKey,
+// maxKey) (nil: unbounded), with bbolt's recursivelyCheckPageKeyOrder
+// rules: a branch page's keys in order within its bounds, and each child's
+// keys in [its key, the next key).
+func (v *verifier) tree(id uint64, minKey, maxKey []byte, depth, bucketDepth int) error {
 	if depth > maxTreeDepth {
-		return nil, fmt.Errorf("page %d: tree deeper than %d", id, maxTreeDepth)
+		return fmt.Errorf("page %d: tree deeper than %d", id, maxTreeDepth)
 	}
 	p, err := v.readPage(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := v.reach(id, p); err != nil {
-		return nil, err
+		return err
 	}
 	flags := ne.Uint16(p[8:])
 	n, err := elements(p)
 	if err != nil {
-		return nil, fmt.Errorf("page %d: %v", id, err)
+		return fmt.Errorf("page %d: %v", id, err)
 	}
 	switch flags {
 	case flagBranch:
-		running := minKey
-		var maxInSubtree []byte
-		for i := 0; i < n; i++ {
-			_, key, _, child, err := elemKV(p, i, false)
-			if err != nil {
-				return nil, fmt.Errorf("branch page %d: %v", id, err)
-			}
-			if err := keyOrder(i, key, running, maxKey); err != nil {
-				return nil, fmt.Errorf("branch page %d: %v", id, err)
-			}
-			next := maxKey
-			if i < n-1 {
-				_, nk, _, _, err := elemKV(p, i+1, false)
-				if err != nil {
-					return nil, fmt.Errorf("branch page %d: %v", id, err)
-				}
-				next = nk
-			}
-			maxInSubtree, err = v.tree(child, key, next, depth+1, bucketDepth)
-			if err != nil {
-				return nil, err
-			}
-			running = maxInSubtree
+		keys, children, err := branch(id, p, n, minKey, maxKey)
+		if err != nil {
+			return err
 		}
-		return maxInSubtree, nil
+		for i, child := range children {
+			if err := v.tree(child, keys[i], nextKey(keys, i, maxKey), depth+1, bucketDepth); err != nil {
+				return err
+			}
+		}
+		return nil
 	case flagLeaf:
-		return v.leaf(id, "", p, n, minKey, maxKey, bucketDepth)
+		_, err := v.leaf(id, "", p, n, minKey, maxKey, bucketDepth)
+		return err
 	}
-	return nil, fmt.Errorf("page %d: type flags %#x where a branch or leaf page belongs", id, flags)
+	return fmt.Errorf("page %d: type flags %#x where a branch or leaf page belongs", id, flags)
+}
+
+// branch checks the n elements of branch page p (inside the page, keys in
+// order within [minKey, maxKey)) and returns their keys and children.
+// bbolt's own check compares each key with the largest key of the subtree
+// before it, which lies below the key whenever the subtrees are sound;
+// checking the keys among themselves first lets a walk check a branch page
+// whole before any of its children.
+func branch(id uint64, p []byte, n int, minKey, maxKey []byte) (keys [][]byte, children []uint64, err error) {
+	if n == 0 {
+		return nil, nil, fmt.Errorf("branch page %d: no elements", id)
+	}
+	keys, children = make([][]byte, n), make([]uint64, n)
+	prev := minKey
+	for i := 0; i < n; i++ {
+		_, key, _, child, err := elemKV(p, i, false)
+		if err != nil {
+			return nil, nil, fmt.Errorf("branch page %d: %v", id, err)
+		}
+		if err := keyOrder(i, key, prev, maxKey); err != nil {
+			return nil, nil, fmt.Errorf("branch page %d: %v", id, err)
+		}
+		keys[i], children[i], prev = key, child, key
+	}
+	return keys, children, nil
+}
+
+// nextKey is the upper bound of child i of a branch page with keys.
+func nextKey(keys [][]byte, i int, maxKey []byte) []byte {
+	if i+1 < len(keys) {
+		return keys[i+1]
+	}
+	return maxKey
 }
 
 // leaf checks the elements of a leaf page (or inline bucket page) p and
@@ -395,8 +499,18 @@ func (v *verifier) bucket(name, val []byte, depth int) error {
 	}
 	root := ne.Uint64(val)
 	if root != 0 {
-		_, err := v.tree(root, nil, nil, 0, depth)
-		return err
+		if depth == 1 && v.entries != entriesFull && bytes.Equal(name, bucketEntries) {
+			if v.entriesRoot != 0 {
+				return fmt.Errorf("bucket %q: listed twice", name)
+			}
+			v.entriesRoot = root
+			if v.entries == entriesSkip {
+				return nil
+			}
+			v.leafDepth = -1
+			return v.entryTree(root, nil, nil, nil, 0)
+		}
+		return v.tree(root, nil, nil, 0, depth)
 	}
 	p := val[bucketHeader:]
 	if len(p) < pageHeaderSize {
@@ -411,6 +525,101 @@ func (v *verifier) bucket(name, val []byte, depth int) error {
 	}
 	_, err = v.leaf(0, string(name), p, n, nil, nil, depth)
 	return err
+}
+
+// entryTree is tree for the entries bucket in mode entriesDefer: branch
+// pages are checked now, and leaves at the tree's leaf level (that of the
+// first leaf read: bbolt's trees are balanced) only recorded, in key
+// order, for entryLeaf later. A leaf above that level is checked at once.
+func (v *verifier) entryTree(id uint64, minKey, maxKey, lb []byte, depth int) error {
+	if depth > maxTreeDepth {
+		return fmt.Errorf("page %d: tree deeper than %d", id, maxTreeDepth)
+	}
+	if depth == v.leafDepth {
+		if id < 2 || id >= v.hwm {
+			return fmt.Errorf("page %d: outside [2, %d)", id, v.hwm)
+		}
+		if v.seen[id/64]&(1<<(id%64)) != 0 {
+			return fmt.Errorf("page %d: referenced twice", id)
+		}
+		v.seen[id/64] |= 1 << (id % 64) // its overflow when it is read
+		v.leaves = append(v.leaves, leafRef{id: id, minKey: minKey, maxKey: maxKey, lb: lb})
+		return nil
+	}
+	p, err := v.readPage(id)
+	if err != nil {
+		return err
+	}
+	if err := v.reach(id, p); err != nil {
+		return err
+	}
+	n, err := elements(p)
+	if err != nil {
+		return fmt.Errorf("page %d: %v", id, err)
+	}
+	switch flags := ne.Uint16(p[8:]); flags {
+	case flagBranch:
+		keys, children, err := branch(id, p, n, minKey, maxKey)
+		if err != nil {
+			return err
+		}
+		// The recorded leaves keep keys, which alias p: this pass reads
+		// with pread, a buffer per page, never reused.
+		for i, child := range children {
+			if i == 1 && v.prefetch != nil && v.leafDepth > depth+1 {
+				// The first child showed the leaf level: the others are
+				// branch pages, read next.
+				v.prefetch(children[1:])
+			}
+			clb := lb
+			if i > 0 {
+				clb = keys[i]
+			}
+			if err := v.entryTree(child, keys[i], nextKey(keys, i, maxKey), clb, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case flagLeaf:
+		if v.leafDepth < 0 {
+			v.leafDepth = depth
+		}
+		if err := entryLeaf(id, p, minKey, maxKey); err != nil {
+			return err
+		}
+		v.leaves = append(v.leaves, leafRef{id: id, minKey: minKey, maxKey: maxKey, lb: lb, done: true})
+		return nil
+	default:
+		return fmt.Errorf("page %d: type flags %#x where a branch or leaf page belongs", id, flags)
+	}
+}
+
+// entryLeaf checks leaf page p of the entries bucket, whose keys must lie
+// in [minKey, maxKey): a leaf, its elements inside the page, keys in
+// order, and no nested bucket (the entries bucket holds none).
+func entryLeaf(id uint64, p []byte, minKey, maxKey []byte) error {
+	if f := ne.Uint16(p[8:]); f != flagLeaf {
+		return fmt.Errorf("page %d: type flags %#x where a leaf page of the entries belongs", id, f)
+	}
+	n, err := elements(p)
+	if err != nil {
+		return fmt.Errorf("page %d: %v", id, err)
+	}
+	running := minKey
+	for i := 0; i < n; i++ {
+		flags, key, _, _, err := elemKV(p, i, true)
+		if err != nil {
+			return fmt.Errorf("leaf page %d: %v", id, err)
+		}
+		if err := keyOrder(i, key, running, maxKey); err != nil {
+			return fmt.Errorf("leaf page %d: %v", id, err)
+		}
+		if flags&flagBucketLeaf != 0 {
+			return fmt.Errorf("leaf page %d: element %d is a nested bucket (the entries bucket holds none)", id, i)
+		}
+		running = key
+	}
+	return nil
 }
 
 // keyOrder is bbolt's verifyKeyOrder: the first key is at least prev, later
@@ -470,6 +679,7 @@ func (v *verifier) freelist(id uint64) error {
 			return fmt.Errorf("free-list page %d: page %d is both free and in use (or listed twice)", id, f)
 		}
 		v.seen[f/64] |= 1 << (f % 64)
+		v.free = append(v.free, f)
 	}
 	return nil
 }
