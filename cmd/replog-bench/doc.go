@@ -2,24 +2,32 @@
 // latency: it starts a cluster of N nodes in this process, talking over
 // loopback TCP with fsync on, runs C concurrent appenders of S-byte records
 // against the leader for D, and prints ops/s, MB/s, commit latency
-// percentiles and the process's peak RSS.
+// percentiles, each node's data-directory size (sampled during the run)
+// and the process's peak RSS. Its catch-up mode times an empty replica
+// catching up with a filled log.
 //
 // Usage:
 //
 //	go run ./cmd/replog-bench -nodes 3 -clients 64 -size 128 -duration 10s
+//	go run ./cmd/replog-bench -nodes 3 -clients 64 -size 128 -duration 10m \
+//		-retention-bytes 256MiB -segment-bytes 16MiB
+//	go run ./cmd/replog-bench -nodes 3 -clients 64 -size 128 -duration 30s \
+//		-catchup 1000000
 //
 // Flags:
 //
 //	-nodes N         voters in the cluster (default 3; 1 runs a single node
-//	                 without a transport)
+//	                 without a transport, except with -catchup)
 //	-clients C       concurrent appenders, each waiting for its commit
-//	                 before the next append (default 1)
+//	                 before the next append (default 1; 0 only with
+//	                 -catchup: the catch-up without a load)
 //	-async N         each appender keeps N appends in flight with
 //	                 AppendAsync instead of waiting for each (default 0:
 //	                 synchronous Append); latency is then from the call to
 //	                 when the appender took the outcome
 //	-size S          record size in bytes (default 128)
-//	-duration D      how long to append (default 10s)
+//	-duration D      how long to append (default 10s); with -catchup, the
+//	                 load before the replica starts
 //	-via leader|all  where appenders send: the leader (default), or every
 //	                 node in turn, so followers forward
 //	-dir DIR         data directory, one subdirectory per node (default: a
@@ -27,25 +35,72 @@
 //	-nosync          no fsync: measures the code, not the disk (not what
 //	                 production does)
 //	-cpuprofile F    write a CPU profile of the run to F
+//	-retention-bytes B  Options.RetentionBytes of every node, e.g. 256MiB
+//	                 (KiB, MiB, GiB; default 0: keep everything)
+//	-retention-age D Options.RetentionAge of every node (default 0: off)
+//	-segment-bytes B Options.SegmentBytes of every node, e.g. 16MiB
+//	                 (default 0: the store's 64 MiB)
+//	-disk-every D    how often to measure each node's data directory
+//	                 (default 2s)
+//	-catchup N       catch-up mode: fill the log with N records, run the
+//	                 load for -duration, then start an empty observer under
+//	                 the same load and wait until its readable HW reaches
+//	                 the leader's readable HW at its start (default 0: off)
 //
 // The nodes authenticate each other with a random secret, as production
 // nodes would (the handshake is part of what a new connection costs), on
-// addresses picked on 127.0.0.1 up front. Output, four lines:
+// addresses picked on 127.0.0.1 up front. Output:
 //
 //	nodes=3 clients=64 async=0 size=128B fsync=true via=leader duration=…
-//	appends=… failed=… ops/s=… MB/s=…
+//	retention-bytes=… retention-age=… segment-bytes=… disk-every=…
+//	appends=… failed=… ops/s=… MB/s=… over …
 //	latency p50=… p99=… max=…
+//	disk samples=… bound=… (retention-bytes + 2 segments)
+//	disk n1 max=… final=… du-max=… du-final=… files-max=… log-start=… held=…
+//	…
+//	disk bound held=…
 //	peak RSS=…
 //
 // Latency is from Append's call to its return (the commit: a majority
-// fsynced); failed counts appends that returned an error before the end.
-// The exit status is 2 for an unknown flag, and 1 for a bad value or if
-// the cluster did not start, elected no leader within 30s or committed
-// nothing.
+// fsynced); max is the worst append of the run; failed counts appends that
+// returned an error before the end. The disk lines give, per node, the
+// largest and the final size of its data directory over the samples (one
+// at the start, one every -disk-every, one after the load): max and final
+// add up the files' sizes (as ls, and Log.Stats' StorageBytes), du-max and
+// du-final their allocated blocks (as du; bbolt grows a file by
+// truncating it, so its tail may be a hole). With -retention-bytes, held
+// says whether max stayed within retention-bytes + 2 segments, what
+// Options.RetentionBytes promises (one sealed segment more than the bound,
+// plus the active one). Samples are taken every -disk-every, so a peak
+// between two may be missed, and the leader applies retention once a
+// second: a node writing more than a segment a second can exceed the
+// bound between its checks.
+//
+// In the catch-up mode the load lines appear twice, prefixed "before
+// catch-up: " (the -duration load before the observer starts) and "during
+// catch-up: " (the same load from the observer's Open until it caught up),
+// around two lines of its own:
+//
+//	fill records=N in …: … records/s … MB/s
+//	catch-up obs: entries=… (offsets … to …) in …: … entries/s … MB/s of records; its directory … (… MB/s)
+//
+// The fill appends N records with AppendBatch (4 callers, about 1 MiB a
+// batch). The catch-up time runs from the observer's Open (an empty
+// directory, nothing wiped) to its readable HW reaching the leader's
+// readable HW at that moment; entries are the offsets it holds then
+// (from the leader's log start: with retention it resets to it), MB/s
+// counts the records' bytes. The disk lines include the observer.
+//
+// The exit status is 2 for an unknown flag or a bad value, and 1 if the
+// cluster did not start, elected no leader within 30s, committed nothing,
+// or the observer did not catch up within 10 minutes.
 //
 // Numbers depend on the machine and its disk: compare runs made in one
 // sitting on one machine (issue 10 asks for -clients 64 and 256, before and
-// after a change; issue 14 compares -clients 1 -async N with -clients 256). The command uses only replog's public API; nothing
-// imports it. docs/design.md section 5.4 describes the write path it
-// measures.
+// after a change; issue 14 compares -clients 1 -async N with -clients 256;
+// issue 11 compares 10-minute runs with and without -retention-bytes, and
+// the append p99 before and during a catch-up). The command uses only
+// replog's public API (and storage.DefaultSegmentBytes for the bound);
+// nothing imports it. docs/design.md section 5.4 describes the write path
+// it measures.
 package main

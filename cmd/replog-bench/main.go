@@ -6,8 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -18,20 +20,16 @@ import (
 )
 
 func main() {
-	var (
-		nodes    = flag.Int("nodes", 3, "number of voters")
-		clients  = flag.Int("clients", 1, "concurrent appenders")
-		size     = flag.Int("size", 128, "record size in bytes")
-		duration = flag.Duration("duration", 10*time.Second, "how long to append")
-		dir      = flag.String("dir", "", "data directory (default: a temporary one, removed at the end)")
-		nosync   = flag.Bool("nosync", false, "disable fsync (not what production does)")
-		via      = flag.String("via", "leader", "where appenders send: leader or all (round robin, followers forward)")
-		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
-		async    = flag.Int("async", 0, "appends each appender keeps in flight with AppendAsync (0: synchronous Append)")
-	)
-	flag.Parse()
-	if *cpuprof != "" {
-		f, err := os.Create(*cpuprof)
+	c, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "replog-bench:", err)
+		os.Exit(2)
+	}
+	if c.cpuprofile != "" {
+		f, err := os.Create(c.cpuprofile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "replog-bench:", err)
 			os.Exit(1)
@@ -42,94 +40,217 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*nodes, *clients, *size, *duration, *dir, *nosync, *via, *async); err != nil {
+	if _, err := run(c, os.Stdout); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "replog-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, clients, size int, d time.Duration, dir string, nosync bool, via string, async int) error {
-	if n < 1 || clients < 1 || size < 0 || d <= 0 || async < 0 {
-		return errors.New("nodes, clients and duration must be positive, size and async non-negative")
+// observerID names the catch-up mode's empty replica.
+const observerID = "obs"
+
+// report is what a run measured (run prints it too).
+type report struct {
+	// load is the run's load; in the catch-up mode, the load before the
+	// observer starts (none with -clients 0).
+	load loadResult
+	// catchup is the catch-up mode's figures; nil otherwise.
+	catchup *catchupResult
+	// names are the nodes the disk sampler measured (the voters, then the
+	// observer in the catch-up mode); diskMax and diskFinal their largest
+	// and last measurements, logStart their log starts at the end.
+	names     []string
+	samples   int
+	diskMax   []diskUsage
+	diskFinal []diskUsage
+	logStart  []uint64
+}
+
+func run(c config, w io.Writer) (report, error) {
+	if err := c.validate(); err != nil {
+		return report{}, err
 	}
+	dir := c.dir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "replog-bench")
 		if err != nil {
-			return err
+			return report{}, err
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	logs, err := startCluster(n, dir, nosync)
-	if err != nil {
-		return err
+	var extra []string
+	if c.catchup > 0 {
+		extra = []string{observerID}
 	}
-	defer func() {
-		for _, l := range logs {
-			l.Close()
-		}
-	}()
-	leader, err := waitLeader(logs, 30*time.Second)
+	cl, err := startCluster(c, dir, extra)
 	if err != nil {
-		return err
+		return report{}, err
+	}
+	defer cl.close()
+	leader, err := waitLeader(cl.logs, 30*time.Second)
+	if err != nil {
+		return report{}, err
 	}
 
-	record := make([]byte, size)
+	rep := report{names: append(cl.voters, extra...)}
+	dirs := make([]string, len(rep.names))
+	for i, id := range rep.names {
+		dirs[i] = cl.dir(id)
+	}
+	sampler := newDiskSampler(dirs)
+	stopSampler := sampler.start(c.diskEvery)
+	record := make([]byte, c.size)
 	for i := range record {
 		record[i] = byte('a' + i%26)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	lat := make([][]time.Duration, clients)
-	errs := make([]int, clients)
+
+	fmt.Fprintf(w, "nodes=%d clients=%d async=%d size=%dB fsync=%t via=%s duration=%v\n", c.nodes, c.clients, c.async, c.size, !c.nosync, c.via, c.duration)
+	fmt.Fprintf(w, "retention-bytes=%s retention-age=%v segment-bytes=%s disk-every=%v\n", orDefault(c.retentionBytes, "off"), c.retentionAge, orDefault(c.segmentBytes, "default"), c.diskEvery)
+	if c.catchup > 0 {
+		cu, err := runCatchup(c, cl, leader, record, w)
+		if err != nil {
+			stopSampler()
+			return report{}, err
+		}
+		rep.catchup, rep.load = cu, cu.before
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), c.duration)
+		rep.load = runLoad(ctx, c, cl.logs, leader, record)
+		cancel()
+		if len(rep.load.lat) == 0 {
+			stopSampler()
+			return report{}, fmt.Errorf("no append committed (%d failed)", rep.load.failed)
+		}
+		rep.load.print(w, "", c.size)
+	}
+	stopSampler()
+	rep.samples, rep.diskMax, rep.diskFinal = sampler.results()
+	for _, id := range rep.names {
+		rep.logStart = append(rep.logStart, cl.log(id).Status().LogStart)
+	}
+	rep.printDisk(w, c)
+	fmt.Fprintf(w, "peak RSS=%s\n", peakRSS())
+	return rep, nil
+}
+
+// printDisk prints the disk samples: per node the largest and the last
+// size (ls and du), the files and the final log start, and whether the
+// size stayed within -retention-bytes + 2 segments.
+func (r report) printDisk(w io.Writer, c config) {
+	bound := c.diskBound()
+	if bound > 0 {
+		fmt.Fprintf(w, "disk samples=%d bound=%s (retention-bytes + 2 segments)\n", r.samples, mib(bound))
+	} else {
+		fmt.Fprintf(w, "disk samples=%d bound=none (no -retention-bytes)\n", r.samples)
+	}
+	for i, id := range r.names {
+		m, f := r.diskMax[i], r.diskFinal[i]
+		line := fmt.Sprintf("disk %s max=%s final=%s du-max=%s du-final=%s files-max=%d log-start=%d", id, mib(m.Size), mib(f.Size), mib(m.Alloc), mib(f.Alloc), m.Files, r.logStart[i])
+		if bound > 0 {
+			line += fmt.Sprintf(" held=%t", m.Size <= bound)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if bound > 0 {
+		fmt.Fprintf(w, "disk bound held=%t\n", r.boundHeld(bound))
+	}
+}
+
+// boundHeld reports whether no sample of any node exceeded bound.
+func (r report) boundHeld(bound int64) bool {
+	for _, m := range r.diskMax {
+		if m.Size > bound {
+			return false
+		}
+	}
+	return true
+}
+
+// orDefault formats a byte flag, or names what 0 means.
+func orDefault(n int64, zero string) string {
+	if n == 0 {
+		return zero
+	}
+	return mib(n)
+}
+
+// loadResult is what a load measured.
+type loadResult struct {
+	lat     []time.Duration // committed appends' latencies, sorted
+	failed  int             // appends that failed before the load ended
+	elapsed time.Duration
+}
+
+func (r loadResult) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*p))]
+}
+
+func (r loadResult) max() time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[len(r.lat)-1]
+}
+
+func (r loadResult) opsPerSec() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(r.lat)) / r.elapsed.Seconds()
+}
+
+// print writes the load's two lines, each after prefix.
+func (r loadResult) print(w io.Writer, prefix string, size int) {
+	ops := r.opsPerSec()
+	fmt.Fprintf(w, "%sappends=%d failed=%d ops/s=%.0f MB/s=%.2f over %v\n", prefix, len(r.lat), r.failed, ops, ops*float64(size)/1e6, r.elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "%slatency p50=%v p99=%v max=%v\n", prefix, r.pct(0.50).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), r.max().Round(time.Microsecond))
+}
+
+// runLoad runs c.clients appenders (synchronous, or -async windows) until
+// ctx ends.
+func runLoad(ctx context.Context, c config, logs []*replog.Log, leader *replog.Log, record []byte) loadResult {
+	lat := make([][]time.Duration, c.clients)
+	errs := make([]int, c.clients)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for c := range clients {
+	for i := range c.clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if async > 0 {
-				lat[c], errs[c] = appendAsync(ctx, logs, leader, c, via, record, async)
+			if c.async > 0 {
+				lat[i], errs[i] = appendAsync(ctx, logs, leader, i, c.via, record, c.async)
 				return
 			}
 			target := leader
-			for i := 0; ctx.Err() == nil; i++ {
-				if via == "all" {
-					target = logs[(c+i)%len(logs)]
+			for j := 0; ctx.Err() == nil; j++ {
+				if c.via == "all" {
+					target = logs[(i+j)%len(logs)]
 				}
 				t0 := time.Now()
 				_, err := target.Append(ctx, record)
 				if err != nil {
 					if ctx.Err() == nil {
-						errs[c]++
+						errs[i]++
 					}
 					continue
 				}
-				lat[c] = append(lat[c], time.Since(t0))
+				lat[i] = append(lat[i], time.Since(t0))
 			}
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-
-	var all []time.Duration
-	failed := 0
-	for c := range clients {
-		all = append(all, lat[c]...)
-		failed += errs[c]
+	r := loadResult{elapsed: time.Since(start)}
+	for i := range c.clients {
+		r.lat = append(r.lat, lat[i]...)
+		r.failed += errs[i]
 	}
-	if len(all) == 0 {
-		return fmt.Errorf("no append committed (%d failed)", failed)
-	}
-	slices.Sort(all)
-	pct := func(p float64) time.Duration { return all[min(len(all)-1, int(float64(len(all))*p))] }
-	ops := float64(len(all)) / elapsed.Seconds()
-	fmt.Printf("nodes=%d clients=%d async=%d size=%dB fsync=%t via=%s duration=%v\n", n, clients, async, size, !nosync, via, elapsed.Round(time.Millisecond))
-	fmt.Printf("appends=%d failed=%d ops/s=%.0f MB/s=%.2f\n", len(all), failed, ops, ops*float64(size)/1e6)
-	fmt.Printf("latency p50=%v p99=%v max=%v\n", pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), all[len(all)-1].Round(time.Microsecond))
-	fmt.Printf("peak RSS=%s\n", peakRSS())
-	return nil
+	slices.Sort(r.lat)
+	return r
 }
 
 // appendAsync is one appender of -async window: it keeps window appends
@@ -175,48 +296,91 @@ func appendAsync(ctx context.Context, logs []*replog.Log, leader *replog.Log, c 
 	return lat, failed
 }
 
-// startCluster opens n voters with static peers on ports picked up front,
-// authenticated by a random secret (as production would be: the handshake
-// is part of what a new connection costs).
-func startCluster(n int, dir string, nosync bool) ([]*replog.Log, error) {
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
+// cluster is the running nodes: the voters, and the observers started
+// later (their addresses are reserved up front, so that every node knows
+// them).
+type cluster struct {
+	cfg    config
+	root   string
+	voters []string
+	peers  map[string]string
+	secret []byte
+
+	mu   sync.Mutex
+	logs []*replog.Log // voters, in voters' order
+	obs  map[string]*replog.Log
+}
+
+// startCluster opens c.nodes voters with static peers on ports picked up
+// front, authenticated by a random secret (as production would be: the
+// handshake is part of what a new connection costs). extra names nodes
+// that will be started later as observers (startObserver); a single voter
+// with none runs without a transport.
+func startCluster(c config, root string, extra []string) (*cluster, error) {
+	cl := &cluster{cfg: c, root: root, secret: make([]byte, 32), obs: map[string]*replog.Log{}}
+	if _, err := rand.Read(cl.secret); err != nil {
 		return nil, err
 	}
-	ids := make([]string, n)
-	peers := map[string]string{}
-	for i := range n {
-		ids[i] = fmt.Sprintf("n%d", i+1)
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		peers[ids[i]] = addr
+	if c.nodes > 1 || len(extra) > 0 {
+		cl.peers = map[string]string{}
 	}
-	var logs []*replog.Log
-	for _, id := range ids {
-		o := replog.Options{
-			Dir:     fmt.Sprintf("%s/%s", dir, id),
-			NodeID:  id,
-			Voters:  ids,
-			RPCAddr: peers[id],
-			Peers:   peers,
-			NoSync:  nosync,
-			Secret:  secret,
-		}
-		if n == 1 {
-			o.RPCAddr, o.Peers, o.Secret = "", nil, nil
-		}
-		l, err := replog.Open(o)
-		if err != nil {
-			for _, l := range logs {
-				l.Close()
+	for i := range c.nodes {
+		cl.voters = append(cl.voters, fmt.Sprintf("n%d", i+1))
+	}
+	if cl.peers != nil {
+		for _, id := range append(slices.Clone(cl.voters), extra...) {
+			addr, err := freeAddr()
+			if err != nil {
+				return nil, err
 			}
+			cl.peers[id] = addr
+		}
+	}
+	for _, id := range cl.voters {
+		l, err := replog.Open(c.options(cl.dir(id), id, cl.voters, cl.peers, cl.secret))
+		if err != nil {
+			cl.close()
 			return nil, fmt.Errorf("open %s: %w", id, err)
 		}
-		logs = append(logs, l)
+		cl.logs = append(cl.logs, l)
 	}
-	return logs, nil
+	return cl, nil
+}
+
+// dir is node id's data directory.
+func (cl *cluster) dir(id string) string { return filepath.Join(cl.root, id) }
+
+// startObserver opens observer id with an empty directory.
+func (cl *cluster) startObserver(id string) (*replog.Log, error) {
+	l, err := replog.Open(cl.cfg.options(cl.dir(id), id, cl.voters, cl.peers, cl.secret))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", id, err)
+	}
+	cl.mu.Lock()
+	cl.obs[id] = l
+	cl.mu.Unlock()
+	return l, nil
+}
+
+// log returns node id's Log.
+func (cl *cluster) log(id string) *replog.Log {
+	if i := slices.Index(cl.voters, id); i >= 0 {
+		return cl.logs[i]
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.obs[id]
+}
+
+func (cl *cluster) close() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, l := range cl.obs {
+		l.Close()
+	}
+	for _, l := range cl.logs {
+		l.Close()
+	}
 }
 
 func freeAddr() (string, error) {

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/storage"
+)
+
+// config is the command line, parsed.
+type config struct {
+	nodes      int
+	clients    int
+	async      int
+	size       int
+	duration   time.Duration
+	via        string
+	dir        string
+	nosync     bool
+	cpuprofile string
+
+	// Retention (issue 11), fed to every node's Options.
+	retentionBytes int64
+	retentionAge   time.Duration
+	segmentBytes   int64
+	// diskEvery is how often the disk sampler measures each node's data
+	// directory.
+	diskEvery time.Duration
+	// catchup, when positive, selects the catch-up mode: fill the log with
+	// this many records, then start an empty observer and time its
+	// catch-up.
+	catchup int
+}
+
+// parseFlags parses args (without the program name). Errors from the flag
+// package (flag.ErrHelp, an unknown flag) are returned as they are; a bad
+// value returns an error naming its flag.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("replog-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&c.nodes, "nodes", 3, "number of voters")
+	fs.IntVar(&c.clients, "clients", 1, "concurrent appenders (0 only with -catchup: the catch-up without a load)")
+	fs.IntVar(&c.size, "size", 128, "record size in bytes")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to append (with -catchup: the load before the observer starts)")
+	fs.StringVar(&c.dir, "dir", "", "data directory (default: a temporary one, removed at the end)")
+	fs.BoolVar(&c.nosync, "nosync", false, "disable fsync (not what production does)")
+	fs.StringVar(&c.via, "via", "leader", "where appenders send: leader or all (round robin, followers forward)")
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.IntVar(&c.async, "async", 0, "appends each appender keeps in flight with AppendAsync (0: synchronous Append)")
+	fs.Var(byteSize{&c.retentionBytes}, "retention-bytes", "Options.RetentionBytes: keep about this many bytes per node, e.g. 256MiB (0: keep everything)")
+	fs.DurationVar(&c.retentionAge, "retention-age", 0, "Options.RetentionAge: delete segments whose newest entry is older (0: off)")
+	fs.Var(byteSize{&c.segmentBytes}, "segment-bytes", "Options.SegmentBytes: roll segment files at this size, e.g. 16MiB (0: the default, 64MiB)")
+	fs.DurationVar(&c.diskEvery, "disk-every", 2*time.Second, "how often to sample each node's data-directory size")
+	fs.IntVar(&c.catchup, "catchup", 0, "catch-up mode: fill the log with N records, then time an empty observer's catch-up (0: off)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, c.validate()
+}
+
+// validate names the first bad flag.
+func (c config) validate() error {
+	minClients := 1
+	if c.catchup > 0 {
+		minClients = 0
+	}
+	switch {
+	case c.nodes < 1:
+		return fmt.Errorf("-nodes must be at least 1, got %d", c.nodes)
+	case c.clients < minClients:
+		return fmt.Errorf("-clients must be at least %d, got %d", minClients, c.clients)
+	case c.size < 0:
+		return fmt.Errorf("-size must not be negative, got %d", c.size)
+	case c.duration <= 0:
+		return fmt.Errorf("-duration must be positive, got %v", c.duration)
+	case c.async < 0:
+		return fmt.Errorf("-async must not be negative, got %d", c.async)
+	case c.via != "leader" && c.via != "all":
+		return fmt.Errorf("-via must be leader or all, got %q", c.via)
+	case c.retentionAge < 0:
+		return fmt.Errorf("-retention-age must not be negative, got %v", c.retentionAge)
+	case c.diskEvery <= 0:
+		return fmt.Errorf("-disk-every must be positive, got %v", c.diskEvery)
+	case c.catchup < 0:
+		return fmt.Errorf("-catchup must not be negative, got %d", c.catchup)
+	}
+	return nil
+}
+
+// options are node id's Options: the cluster's voters and static peers,
+// authenticated by secret, with the retention flags. A node alone (no
+// peers) runs without a transport.
+func (c config) options(dir, id string, voters []string, peers map[string]string, secret []byte) replog.Options {
+	o := replog.Options{
+		Dir:            dir,
+		NodeID:         id,
+		Voters:         voters,
+		RPCAddr:        peers[id],
+		Peers:          peers,
+		NoSync:         c.nosync,
+		Secret:         secret,
+		RetentionBytes: c.retentionBytes,
+		RetentionAge:   c.retentionAge,
+		SegmentBytes:   c.segmentBytes,
+	}
+	if len(peers) == 0 {
+		o.RPCAddr, o.Peers, o.Secret = "", nil, nil
+	}
+	return o
+}
+
+// diskBound is what a node may hold on disk with -retention-bytes: the
+// retention, one sealed segment more (the policy drops whole segments
+// only while the rest still exceed it) and the active one (Options'
+// RetentionBytes doc). 0 without -retention-bytes: no bound.
+func (c config) diskBound() int64 {
+	if c.retentionBytes <= 0 {
+		return 0
+	}
+	seg := c.segmentBytes
+	if seg <= 0 {
+		seg = storage.DefaultSegmentBytes
+	}
+	return c.retentionBytes + 2*seg
+}
+
+// byteSize is a flag.Value of bytes: "4096", "16KiB", "64MiB", "1GiB"
+// (or K, M, G).
+type byteSize struct{ p *int64 }
+
+func (f byteSize) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*f.p, 10)
+}
+
+func (f byteSize) Set(v string) error {
+	n, err := parseByteSize(v)
+	if err != nil {
+		return err
+	}
+	*f.p = n
+	return nil
+}
+
+var errByteSize = errors.New("want a number of bytes, optionally with KiB, MiB or GiB")
+
+func parseByteSize(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	shift := 0
+	for _, u := range []struct {
+		suffix string
+		shift  int
+	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"K", 10}, {"M", 20}, {"G", 30}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, shift = strings.TrimSpace(rest), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: got %q", errByteSize, v)
+	}
+	if n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q is too large", v)
+	}
+	return n << shift, nil
+}
+
+// mib formats bytes in MiB (KiB below one, exact where it divides);
+// a negative count is unknown.
+func mib(b int64) string {
+	switch {
+	case b < 0:
+		return "unknown"
+	case b > 0 && b%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", b>>20)
+	case b > 0 && b < 1<<20 && b%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", b>>10)
+	}
+	return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20))
+}
