@@ -195,10 +195,7 @@ func (r *Replica) divergedBelowLogStart(start uint64) {
 		// The deletion goes first: a crash between the two writes leaves
 		// our log starting at start, never a log that lost entries above
 		// its start.
-		r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: start})
-		r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: start})
-		r.log.reset(start)
-		r.leaderHW = min(r.leaderHW, r.hw)
+		r.resetLog(start, true)
 	}
 }
 

@@ -76,6 +76,9 @@ type Replica struct {
 	fetchHint         string
 	lastLeaderContact time.Time
 	leaderHW          uint64
+	// resetHW is the log start of a reset (resetLog) whose write, resetSeq,
+	// is not yet durable (0: none); the HW rises to it once it is.
+	resetHW, resetSeq uint64
 	electionDeadline  time.Time
 	forwarded         []forwardedProposal
 	nextRequestID     uint64
@@ -271,6 +274,7 @@ func (r *Replica) Persisted(seq uint64) {
 		return
 	}
 	r.persistedSeq = seq
+	r.resetPersisted(seq)
 	if !r.log.persisted(seq) {
 		return
 	}

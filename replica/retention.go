@@ -112,9 +112,36 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64) {
 	}
 	r.logger.Info("fetch offset below the leader's log start: resetting the log to it",
 		"leo", r.log.LEO(), "log_start", r.log.logStart, "leader_log_start", leaderLogStart)
-	r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: leaderLogStart})
-	r.log.reset(leaderLogStart)
+	r.resetLog(leaderLogStart, false)
+}
+
+// resetLog empties the log and restarts it at start, the leader's log start
+// (R53): a prefix deletion above the LEO and, with truncate, a truncation to
+// start of what the log held at or above it (a crash between the two leaves
+// a log starting at start, never one that lost entries above its start).
+// The HW does not move at once: until the reset is durable the store still
+// holds the old entries, and readers read the store below the HW. Once it
+// is (Persisted), the HW rises to start: everything below the leader's log
+// start was committed (R51), and a node that leads before any leader
+// answered it must not name a log start above its own HW (sim seed
+// 44001058 x5000).
+func (r *Replica) resetLog(start uint64, truncate bool) {
+	seq := r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: start})
+	if truncate {
+		seq = r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: start})
+	}
+	r.log.reset(start)
 	r.leaderHW = min(r.leaderHW, r.hw)
+	r.resetHW, r.resetSeq = start, seq
+}
+
+// resetPersisted raises the HW to the log start of a reset once it is
+// durable (resetLog).
+func (r *Replica) resetPersisted(seq uint64) {
+	if r.resetSeq != 0 && seq >= r.resetSeq {
+		r.hw = max(r.hw, r.resetHW)
+		r.resetSeq = 0
+	}
 }
 
 // DeletionReach is where a deletion below offset leaves the log start of a

@@ -123,13 +123,25 @@ func TestFollowerFollowsLogStart(t *testing.T) {
 // leader answers that fetch.
 func TestFollowerResetsBelowLogStart(t *testing.T) {
 	r, store, req := followerAt(t, []uint64{1, 1, 2}, 1)
-	req = answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchOffsetOutOfRange, HighWatermark: 40, LogStartOffset: 30})
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 2,
+		Error: protocol.FetchOffsetOutOfRange, HighWatermark: 40, LogStartOffset: 30}})
+	rd := r.Ready()
+	if r.hw != 1 || r.ReadableHW() > 1 {
+		t.Fatalf("hw %d (readable %d) before the reset is durable, want 1: the store still holds the old entries", r.hw, r.ReadableHW())
+	}
+	applyWrites(t, store, rd.Writes)
+	r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
+	if r.hw != 30 {
+		t.Fatalf("hw %d once the reset is durable, want the log start 30 (committed below it)", r.hw)
+	}
 	if store.LogStart() != 30 || store.LEO() != 30 || len(store.EpochMap()) != 0 {
 		t.Fatalf("store after reset: start %d LEO %d map %v; want 30, 30, empty", store.LogStart(), store.LEO(), store.EpochMap())
 	}
-	if r.hw != 1 {
-		t.Fatalf("hw %d right after the reset, want 1 (unchanged until the leader answers)", r.hw)
+	next := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
+	if len(next) != 1 {
+		t.Fatalf("fetches after the reset: %v", next)
 	}
+	req = next[0]
 	if req.FetchOffset != 30 || req.LastFetchedEpoch != 0 {
 		t.Fatalf("next fetch offset %d last epoch %d; want 30, 0", req.FetchOffset, req.LastFetchedEpoch)
 	}
@@ -153,7 +165,7 @@ func TestFollowerResetsBelowLogStart(t *testing.T) {
 // start. The follower never truncates below that log start (it may hold
 // committed entries there; sim seeds 38 and 547 x1500 truncated them to
 // the HW): with its HW below it, it resets to it (R53: nothing left below,
-// nothing of its own epochs above), its HW waiting for the leader; with its
+// nothing of its own epochs above), its HW rising to it once that is durable; with its
 // HW at it, it keeps the committed log up to it and drops what is above.
 // Either way it fetches from the leader's log start with an empty log.
 func TestDivergingBelowLeaderLogStartTruncatesToHW(t *testing.T) {
@@ -161,8 +173,10 @@ func TestDivergingBelowLeaderLogStartTruncatesToHW(t *testing.T) {
 	// The plain rule would truncate to min(5, our end for epoch 0 = our log
 	// start 0), below the HW 4.
 	req = answer(t, r, store, req, protocol.FetchResponse{Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 5, HighWatermark: 4, LogStartOffset: 5})
-	if r.Err() != nil || store.LogStart() != 5 || store.LEO() != 5 || r.hw != 4 || req.FetchOffset != 5 || req.LastFetchedEpoch != 0 {
-		t.Fatalf("err %v, store [%d, %d), hw %d, next fetch at %d last epoch %d; want no error, [5, 5), 4, 5, 0",
+	// Once the reset is durable its HW is the leader's log start (below it
+	// everything was committed).
+	if r.Err() != nil || store.LogStart() != 5 || store.LEO() != 5 || r.hw != 5 || req.FetchOffset != 5 || req.LastFetchedEpoch != 0 {
+		t.Fatalf("err %v, store [%d, %d), hw %d, next fetch at %d last epoch %d; want no error, [5, 5), 5, 5, 0",
 			r.Err(), store.LogStart(), store.LEO(), r.hw, req.FetchOffset, req.LastFetchedEpoch)
 	}
 	// HW at the leader's log start (which R51 never puts at an epoch's
