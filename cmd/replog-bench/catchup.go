@@ -10,17 +10,19 @@ import (
 	"time"
 
 	"github.com/replog-io/replog"
-	"github.com/replog-io/replog/protocol"
 )
 
 // catchupTimeout bounds the fill and the observer's catch-up.
 const catchupTimeout = 10 * time.Minute
 
 // The fill appends its records from fillers goroutines in AppendBatch
-// calls of about fillBatchBytes: it only has to be quick.
+// calls of about fillBatchBytes of records, at most fillBatchMax of them
+// (a batch must fit one transport frame, 16 MiB with each record's
+// overhead): it only has to be quick.
 const (
 	fillers        = 4
 	fillBatchBytes = 1 << 20
+	fillBatchMax   = 4096
 )
 
 // catchupResult is what the catch-up mode measured.
@@ -101,7 +103,7 @@ func fill(l *replog.Log, n int, record []byte) error {
 	if n == 0 {
 		return nil
 	}
-	per := max(1, min(n, fillBatchBytes/(len(record)+protocol.EntryOverhead)))
+	per := max(1, min(n, fillBatchMax, fillBatchBytes/max(1, len(record))))
 	batch := make([][]byte, per)
 	for i := range batch {
 		batch[i] = record // AppendBatch copies: sharing one is fine
