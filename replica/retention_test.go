@@ -237,3 +237,26 @@ func TestDeleteRecords(t *testing.T) {
 		t.Fatalf("a request past the HW: log start %d, want 3", got)
 	}
 }
+
+// TestTruncationBelowTheLogStartEmptiesTheLog: a diverging answer whose
+// truncation point is below the follower's log start means "everything it
+// holds diverges": the follower empties its log at its log start, which
+// is no truncation below its HW when the HW is that log start (a restart
+// between a reset's deletion and its truncation leaves exactly that: sim
+// seed 46000525 x20000 halted here). Entries above a higher HW still halt
+// (TestRefusesCommittedTruncation).
+func TestTruncationBelowTheLogStartEmptiesTheLog(t *testing.T) {
+	store := newStore(t, []uint64{1, 1, 1, 1, 1, 2, 2, 2}, protocol.QuorumState{Epoch: 3, LeaderID: "L"})
+	applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: 5}, {Kind: protocol.WriteHWCheckpoint, Offset: 5}})
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	if r.hw != 5 || r.log.logStart != 5 {
+		t.Fatalf("setup: hw %d log start %d", r.hw, r.log.logStart)
+	}
+	req := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")[0]
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 3,
+		Error: protocol.FetchDivergingEpoch, DivergingEpoch: 2, DivergingEndOffset: 3, HighWatermark: 6, LogStartOffset: 2}})
+	settle(t, r, store)
+	if r.Err() != nil || store.LEO() != 5 || store.LogStart() != 5 {
+		t.Fatalf("err %v, store [%d, %d); want no error and an empty log at 5", r.Err(), store.LogStart(), store.LEO())
+	}
+}

@@ -49,6 +49,12 @@ func (r *Replica) appendEntries(entries []protocol.Entry) {
 // wraps ErrCommittedTruncation): nothing committed is ever destroyed on
 // anyone's word.
 func (r *Replica) truncate(to uint64) {
+	// Nothing below the log start is held (retention, R51–R53): a point
+	// below it means "all we hold" (sim seed 46000525 x20000: a follower
+	// restarted between a reset's deletion and its truncation held
+	// divergent entries above a log start that was also its HW, and a
+	// leader's diverging answer below that log start halted it).
+	to = max(to, r.log.logStart)
 	if to >= r.log.LEO() {
 		return
 	}
