@@ -43,7 +43,10 @@ var (
 	// the node starts as a new one). Nothing is repaired automatically.
 	ErrCorrupt = storage.ErrCorrupt
 
-	// ErrOutOfRange: a read started below the log start offset.
+	// ErrOutOfRange: a read reached an offset below the log start (deleted
+	// by retention, before the read started or while it ran). Readers get
+	// it wrapped in an *OutOfRangeError naming the log start to resume
+	// from.
 	ErrOutOfRange = storage.ErrOutOfRange
 
 	// ErrStorageFailed: a write to this node's disk failed. The node stops

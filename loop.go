@@ -110,6 +110,8 @@ func (l *Log) loop() {
 					return
 				case p := <-l.proposals:
 					l.deliver(p, proposalResult{err: err})
+				case <-l.deletes:
+					// DeleteBefore sees the failure at its next check.
 				}
 			}
 		}
@@ -177,7 +179,7 @@ func (l *Log) loop() {
 // never reached the core, so nothing was appended.
 func (l *Log) failProposals(events []shell.Event, pending map[uint64]*proposal, err error) {
 	for _, ev := range events {
-		if ev.Kind != shell.EventPropose {
+		if ev.Kind != shell.EventPropose && ev.Kind != shell.EventBarrier {
 			continue
 		}
 		if p, ok := pending[ev.ID]; ok {

@@ -65,11 +65,14 @@ func (l *Log) DeleteBefore(ctx context.Context, offset uint64) (uint64, error) {
 	if offset <= st.LogStart {
 		return st.LogStart, nil
 	}
-	// What this node can be sure gets deleted: the leader's HW is at
-	// least ours now, and a deletion keeps the last committed entry and
+	// What this node can be sure gets deleted, with the core's own rule
+	// (DeletionReach, bounded as the core bounds it: by the HW and the
+	// durable LEO). A leader elected since may have a lower HW for a
+	// moment: then the wait lasts until it catches up, asking again every
+	// deleteResend. A deletion keeps the last committed entry and
 	// the epoch of the entry below the log start (R51, R52); below our HW
 	// the epoch map is the leader's.
-	target := replica.DeletionReach(l.store.EpochMap(), st.LogStart, offset, st.HighWatermark)
+	target := replica.DeletionReach(l.store.EpochMap(), st.LogStart, offset, min(st.HighWatermark, st.DurableLEO))
 	poll := time.NewTicker(deletePoll)
 	defer poll.Stop()
 	var asked time.Time

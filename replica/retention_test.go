@@ -260,3 +260,41 @@ func TestTruncationBelowTheLogStartEmptiesTheLog(t *testing.T) {
 		t.Fatalf("err %v, store [%d, %d); want no error and an empty log at 5", r.Err(), store.LogStart(), store.LEO())
 	}
 }
+
+// TestDeletionBounds (R51): a leader's deletion stops below its HW when
+// the HW is behind its durable LEO (followers lagging), and below its
+// durable LEO when the HW is ahead of it (followers hold entries the
+// leader's own write has not yet made durable). Each bound alone would
+// delete what the other protects.
+func TestDeletionBounds(t *testing.T) {
+	t.Run("HW behind the durable LEO", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2, 2, 2}, protocol.QuorumState{Epoch: 2})
+		primeFetch(t, r, "f", 7, 3) // HW 7: the epoch start committed
+		r.Propose(1, [][]byte{[]byte("a"), []byte("b"), []byte("c")})
+		settle(t, r, store) // durable LEO 10, HW still 7
+		if r.hw != 7 || r.log.durableEnd != 10 {
+			t.Fatalf("setup: hw %d durable %d", r.hw, r.log.durableEnd)
+		}
+		if got, _ := r.DeleteBefore(100); got >= 7 || got == 0 {
+			t.Fatalf("log start %d, want below the HW 7 (and moved)", got)
+		}
+	})
+	t.Run("durable LEO behind the HW", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2, 2, 2}, protocol.QuorumState{Epoch: 2})
+		primeFetch(t, r, "f", 7, 3)
+		primeFetch(t, r, "g", 7, 3)
+		r.Propose(1, [][]byte{[]byte("a"), []byte("b"), []byte("c")})
+		r.Ready() // the append is issued, not persisted: durable LEO 7
+		fetch(r, "f", 1, r.epoch, 10, 3)
+		fetch(r, "g", 1, r.epoch, 10, 3)
+		r.Ready()
+		// Two followers hold 10: a majority without the leader's own write.
+		if r.hw != 10 || r.log.durableEnd != 7 {
+			t.Fatalf("setup: hw %d durable %d, want 10 and 7", r.hw, r.log.durableEnd)
+		}
+		if got, _ := r.DeleteBefore(100); got >= 7 || got == 0 {
+			t.Fatalf("log start %d, want below the durable LEO 7 (and moved)", got)
+		}
+		_ = store
+	})
+}

@@ -58,7 +58,8 @@ func Propose(id uint64, records [][]byte) Event {
 func Barrier(id uint64) Event { return Event{Kind: EventBarrier, ID: id} }
 
 // DeleteBefore is the event of a retention request: delete the entries
-// below offset (replica.DeleteBefore; only a leader acts on it).
+// below offset (replica.RequestDeleteBefore: a leader moves its log start,
+// a follower or observer asks its leader, R54).
 func DeleteBefore(offset uint64) Event { return Event{Kind: EventDeleteBefore, Offset: offset} }
 
 // Message is the event of a message received from a peer.
