@@ -9,6 +9,15 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
+// The wait between tries while no leader is known (Append, Barrier,
+// AppendAsync's retries in the loop): it doubles from retryFirst up to
+// retryMax, so an election is noticed within a few ms and a long one costs
+// at most ten tries a second.
+const (
+	retryFirst = 5 * time.Millisecond
+	retryMax   = 100 * time.Millisecond
+)
+
 // maxBatchBytes bounds one AppendBatch (records plus per-entry overhead) so
 // that a batch forwarded by a follower fits one transport frame.
 const maxBatchBytes = maxConfiguredSize
@@ -53,7 +62,7 @@ func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
-	backoff := 5 * time.Millisecond
+	backoff := retryFirst
 	for {
 		offset, err := l.propose(ctx, own)
 		var nl *NotLeaderError
@@ -72,7 +81,7 @@ func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error)
 			return 0, ErrClosed
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 100*time.Millisecond)
+		backoff = min(2*backoff, retryMax)
 	}
 }
 

@@ -184,7 +184,7 @@ func (l *Log) deliver(p *proposal, res proposalResult) {
 	if errors.As(res.err, &nl) {
 		a.state = asyncRetry
 		a.notLeader = res.err
-		a.backoff = min(max(2*a.backoff, 5*time.Millisecond), 100*time.Millisecond)
+		a.backoff = min(max(2*a.backoff, retryFirst), retryMax)
 		l.retries = append(l.retries, asyncRetryItem{at: time.Now().Add(a.backoff), p: p})
 		return
 	}

@@ -43,7 +43,7 @@ func (l *Log) Barrier(ctx context.Context) error {
 // commitBarrier proposes barriers until one commits, and returns its
 // offset.
 func (l *Log) commitBarrier(ctx context.Context) (uint64, error) {
-	backoff := 5 * time.Millisecond
+	backoff := retryFirst
 	for {
 		off, err := l.submit(ctx, &proposal{barrier: true})
 		if err == nil {
@@ -82,7 +82,7 @@ func (l *Log) commitBarrier(ctx context.Context) (uint64, error) {
 			return 0, ErrClosed
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 100*time.Millisecond)
+		backoff = min(2*backoff, retryMax)
 	}
 }
 

@@ -677,20 +677,6 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "4096": 4096, "16KiB": 16 << 10, "64MiB": 64 << 20, "1GiB": 1 << 30,
-		"2K": 2 << 10, "3M": 3 << 20, " 5 MiB ": 5 << 20, "8G": 8 << 30} {
-		if got, err := parseByteSize(in); err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "MiB", "-1", "1.5MiB", "1 TiB", "1e6", "9223372036854775807K"} {
-		if got, err := parseByteSize(in); err == nil {
-			t.Errorf("parseByteSize(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
 // A web page of another origin cannot append through a node (403, nothing
 // appended) and cannot read its answers (no CORS header); the node's own
 // dashboard, a peer's dashboard (-http-peers) and non-browser clients can.

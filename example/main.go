@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/replog-io/replog/internal/bytesize"
 )
 
 // config holds the command line.
@@ -106,49 +106,6 @@ func (f mapFlag) Set(v string) error {
 	return nil
 }
 
-// byteSize is an int64 flag of bytes: a plain number, or one with a
-// binary suffix (KiB, MiB, GiB; K, M, G mean the same).
-type byteSize struct{ p *int64 }
-
-func (f byteSize) String() string {
-	if f.p == nil {
-		return "0"
-	}
-	return strconv.FormatInt(*f.p, 10)
-}
-
-func (f byteSize) Set(v string) error {
-	n, err := parseByteSize(v)
-	if err != nil {
-		return err
-	}
-	*f.p = n
-	return nil
-}
-
-// parseByteSize parses "4096", "16KiB", "64MiB", "1GiB" (or K, M, G).
-func parseByteSize(v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	shift := 0
-	for _, u := range []struct {
-		suffix string
-		shift  int
-	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"K", 10}, {"M", 20}, {"G", 30}} {
-		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, shift = strings.TrimSpace(rest), u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("want a number of bytes (optionally with KiB, MiB or GiB), got %q", v)
-	}
-	if n > math.MaxInt64>>shift {
-		return 0, fmt.Errorf("%q is too large", v)
-	}
-	return n << shift, nil
-}
-
 // parseFlags parses args (without the program name).
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
@@ -178,9 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.fetchTimeout, "fetch-timeout", 0, "replog FetchTimeout (0: replog's default)")
 	fs.DurationVar(&c.electionTimeout, "election-timeout", 0, "replog ElectionTimeout (0: replog's default)")
 	fs.DurationVar(&c.fetchMaxWait, "fetch-max-wait", 0, "replog FetchMaxWait (0: replog's default)")
-	fs.Var(byteSize{&c.retentionBytes}, "retention-bytes", "keep about this many bytes of log per node, deleting the oldest whole segments (replog RetentionBytes; e.g. 256MiB; 0: keep everything)")
+	fs.Var(bytesize.Flag{P: &c.retentionBytes}, "retention-bytes", "keep about this many bytes of log per node, deleting the oldest whole segments (replog RetentionBytes; e.g. 256MiB; 0: keep everything)")
 	fs.DurationVar(&c.retentionAge, "retention-age", 0, "delete whole segments whose newest entry is older than this (replog RetentionAge; e.g. 168h; 0: off)")
-	fs.Var(byteSize{&c.segmentBytes}, "segment-bytes", "roll the active segment file at this size; retention frees disk in whole segments (replog SegmentBytes; e.g. 16MiB; 0: replog's default, 64MiB)")
+	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "roll the active segment file at this size; retention frees disk in whole segments (replog SegmentBytes; e.g. 16MiB; 0: replog's default, 64MiB)")
 	fs.DurationVar(&c.deleteTimeout, "delete-timeout", 10*time.Second, "how long POST /delete-before waits for this node's log start to move")
 	fs.StringVar(&c.control, "control", "", "demo parent's control URL (set by the demo)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error, off")

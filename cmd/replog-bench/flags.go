@@ -1,16 +1,13 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/bytesize"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -55,9 +52,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.via, "via", "leader", "where appenders send: leader or all (round robin, followers forward)")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.IntVar(&c.async, "async", 0, "appends each appender keeps in flight with AppendAsync (0: synchronous Append)")
-	fs.Var(byteSize{&c.retentionBytes}, "retention-bytes", "Options.RetentionBytes: keep about this many bytes per node, e.g. 256MiB (0: keep everything)")
+	fs.Var(bytesize.Flag{P: &c.retentionBytes}, "retention-bytes", "Options.RetentionBytes: keep about this many bytes per node, e.g. 256MiB (0: keep everything)")
 	fs.DurationVar(&c.retentionAge, "retention-age", 0, "Options.RetentionAge: delete segments whose newest entry is older (0: off)")
-	fs.Var(byteSize{&c.segmentBytes}, "segment-bytes", "Options.SegmentBytes: roll segment files at this size, e.g. 16MiB (0: the default, 64MiB)")
+	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "Options.SegmentBytes: roll segment files at this size, e.g. 16MiB (0: the default, 64MiB)")
 	fs.DurationVar(&c.diskEvery, "disk-every", 2*time.Second, "how often to sample each node's data-directory size")
 	fs.IntVar(&c.catchup, "catchup", 0, "catch-up mode: fill the log with N records, then time an empty observer's catch-up (0: off)")
 	if err := fs.Parse(args); err != nil {
@@ -133,50 +130,6 @@ func (c config) diskBound() int64 {
 		seg = storage.DefaultSegmentBytes
 	}
 	return c.retentionBytes + 2*seg
-}
-
-// byteSize is a flag.Value of bytes: "4096", "16KiB", "64MiB", "1GiB"
-// (or K, M, G).
-type byteSize struct{ p *int64 }
-
-func (f byteSize) String() string {
-	if f.p == nil {
-		return "0"
-	}
-	return strconv.FormatInt(*f.p, 10)
-}
-
-func (f byteSize) Set(v string) error {
-	n, err := parseByteSize(v)
-	if err != nil {
-		return err
-	}
-	*f.p = n
-	return nil
-}
-
-var errByteSize = errors.New("want a number of bytes, optionally with KiB, MiB or GiB")
-
-func parseByteSize(v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	shift := 0
-	for _, u := range []struct {
-		suffix string
-		shift  int
-	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"K", 10}, {"M", 20}, {"G", 30}} {
-		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, shift = strings.TrimSpace(rest), u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%w: got %q", errByteSize, v)
-	}
-	if n > math.MaxInt64>>shift {
-		return 0, fmt.Errorf("%q is too large", v)
-	}
-	return n << shift, nil
 }
 
 // mib formats bytes in MiB (KiB below one, exact where it divides);

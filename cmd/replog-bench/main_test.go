@@ -65,20 +65,6 @@ func TestDiskBound(t *testing.T) {
 	}
 }
 
-func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "4096": 4096, "16KiB": 16 << 10, "256MiB": 256 << 20, "1GiB": 1 << 30, "4M": 4 << 20, " 2 KiB ": 2 << 10} {
-		got, err := parseByteSize(in)
-		if err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "-1", "1.5MiB", "MiB", "12TiB", "9000000000GiB"} {
-		if got, err := parseByteSize(in); err == nil {
-			t.Errorf("parseByteSize(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
 // Bad values are refused naming their flag; -clients 0 only with -catchup
 // (positive control: the same with -catchup parses).
 func TestParseFlagsRefuses(t *testing.T) {
