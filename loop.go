@@ -167,8 +167,11 @@ func (l *Log) loop() {
 				l.logger.Trace("send", "to", m.To, "error", err)
 			}
 		}
-		resolve(out.Resolved)
+		// The view first: a caller whose append this round answers then
+		// sees it in Status (and a single node's readers are woken) when
+		// Append returns.
 		l.publish(out.Status, out.ReadableHW, out.ReadableMoved)
+		resolve(out.Resolved)
 		if l.ml != nil && out.ClaimChanged {
 			l.advertiseLeader(out.Claim.Leader, out.Claim.Epoch)
 		}

@@ -40,6 +40,9 @@ type conflictState struct {
 	pending []string        // seen before started: New checks them
 	found   uint64          // live duplicates found
 	wg      sync.WaitGroup  // checks running after New
+	// closed: Close has begun; no check starts after it (set under mu
+	// before Close waits on wg, so no wg.Add can race that Wait).
+	closed bool
 }
 
 // Conflicts returns how many live duplicates of this node (other
@@ -67,7 +70,7 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 	c := &m.conflicts
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seen[addr] || m.closing.Load() {
+	if c.seen[addr] || c.closed || m.closing.Load() {
 		return
 	}
 	if c.seen == nil {

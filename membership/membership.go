@@ -383,6 +383,9 @@ func (m *Membership) Close() error {
 	m.closing.Store(true)
 	err := m.list.Shutdown()
 	m.lifeMu.Unlock()
+	m.conflicts.mu.Lock()
+	m.conflicts.closed = true // no check starts from here (see conflictState)
+	m.conflicts.mu.Unlock()
 	m.conflicts.wg.Wait() // checks in flight end at their next ping
 
 	// memberlist goroutines may still deliver an event or two after

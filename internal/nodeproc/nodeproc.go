@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -427,7 +428,7 @@ func FreeAddrs(n int) ([]string, error) {
 	}()
 	var addrs []string
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listenBelowEphemeral()
 		if err != nil {
 			return nil, err
 		}
@@ -435,4 +436,21 @@ func FreeAddrs(n int) ([]string, error) {
 		addrs = append(addrs, ln.Addr().String())
 	}
 	return addrs, nil
+}
+
+// listenBelowEphemeral listens on a free loopback port below Linux's
+// ephemeral range (32768–60999 by default): a port the kernel handed out
+// for :0 is in that range, and between FreeAddrs closing it and the node
+// binding it any outgoing connection on the machine may take it as its
+// source port (a fault test's node once failed to start with "address
+// already in use"). Random ports from 20000–32767 are tried; after 50
+// taken ones, the kernel's choice.
+func listenBelowEphemeral() (net.Listener, error) {
+	for range 50 {
+		port := 20000 + rand.IntN(32768-20000)
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			return ln, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
 }
