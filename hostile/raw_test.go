@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"syscall"
 	"time"
 
 	"github.com/replog-io/replog/protocol"
@@ -231,6 +232,12 @@ func (rc *rawConn) drain() error {
 	_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := io.Copy(io.Discard, rc.c)
 	rc.c.Close()
+	if errors.Is(err, syscall.ECONNRESET) {
+		// The node closed its end after taking the frames, before our FIN
+		// reached it: its kernel answered the FIN with a reset. The frames
+		// were read all the same (a CI run failed on this once).
+		return nil
+	}
 	return err
 }
 
