@@ -10,8 +10,8 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/replog-io/replog/protocol"
