@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -565,7 +567,7 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 	if !changed {
 		return nil // nothing to write: no fsync
 	}
-	if base != cur.base || len(dropped) > 0 || !sameEnds(sealed, cur.sealed) {
+	if base != cur.base || len(dropped) > 0 || !slices.Equal(sealed, cur.sealed) {
 		if err := writeTable(tx, cur, base, sealed); err != nil {
 			return d.fail(err, len(ws))
 		}
@@ -629,18 +631,6 @@ func pruneSealed(sealed []sealedSeg, logStart uint64) (kept []sealedSeg, dropped
 		i++
 	}
 	return sealed[i:len(sealed):len(sealed)], dropped
-}
-
-func sameEnds(a, b []sealedSeg) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // writeTable writes the active base and the segment table in tx, turning
@@ -1097,7 +1087,7 @@ func (d *DirStore) Close() error {
 	st := d.state.Load()
 	var dbs []*bolt.DB
 	d.cacheMu.Lock()
-	for _, f := range append([]*segFile{st.active}, keys(d.openFiles)...) {
+	for _, f := range append([]*segFile{st.active}, slices.Collect(maps.Keys(d.openFiles))...) {
 		if f.db != nil {
 			dbs = append(dbs, f.db)
 			f.db = nil
@@ -1140,14 +1130,6 @@ func (d *DirStore) WaitVerified(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
-}
-
-func keys(m map[*segFile]struct{}) []*segFile {
-	out := make([]*segFile, 0, len(m))
-	for f := range m {
-		out = append(out, f)
-	}
-	return out
 }
 
 var _ Store = (*DirStore)(nil)
