@@ -1421,4 +1421,22 @@ func TestConsumedFetchAnswerIsContact(t *testing.T) {
 	if r.log.LEO() != 1 {
 		t.Fatalf("the answer applied something: LEO %d", r.log.LEO())
 	}
+
+	// The same while prospective: the leader's answer proves it alive, so
+	// the replica follows it again (prospectiveFetchResponse).
+	store2 := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1, LeaderID: "L"})
+	p := newTestReplica(t, testConfig("f", "f", "L", "x"), store2)
+	first = bodiesTo[*protocol.FetchRequest](p.Ready().Messages, "L")
+	p.Tick(t0.Add(p.fetchRetryTimeout()))
+	retry = bodiesTo[*protocol.FetchRequest](p.Ready().Messages, "L")
+	p.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: first[0].FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 1}})
+	p.becomeProspective()
+	p.Ready()
+	if p.role != RoleProspective {
+		t.Fatalf("setup: role %v", p.role)
+	}
+	p.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: retry[0].FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 1}})
+	if p.role != RoleFollower || p.leaderID != "L" {
+		t.Fatalf("a prospective that got the consumed fetch's answer: role %v leader %q, want follower of L", p.role, p.leaderID)
+	}
 }
