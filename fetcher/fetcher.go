@@ -327,8 +327,15 @@ func handleOK(resp *protocol.FetchResponse, log Log, fetchOffset uint64) Decisio
 			// No leader holds entries of an epoch after its own.
 			return Decision{Action: Drop, Reason: "entry of a later epoch than the leader's"}
 		}
-		if e.Type != protocol.EntryData && e.Type != protocol.EntryControl {
+		if !e.Type.Known() {
 			return Decision{Action: Drop, Reason: "unknown entry type"}
+		}
+		if e.Type == protocol.EntryVoters {
+			// A voter set the core could not read would halt it when
+			// stored: never store one.
+			if _, err := protocol.DecodeVoters(e.Data); err != nil {
+				return Decision{Action: Drop, Reason: "malformed voter set"}
+			}
 		}
 		last = e.Epoch
 	}

@@ -110,6 +110,29 @@ func TestHandle(t *testing.T) {
 			want: Decision{Action: Append, Entries: entries, HighWatermark: 3},
 		},
 		{
+			name: "ok with a voter set",
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 3, Entries: []protocol.Entry{
+				{Offset: 5, Epoch: 4, Type: protocol.EntryVoters, Data: protocol.EncodeVoters([]protocol.Voter{{ID: "L", DirID: "d"}})},
+			}},
+			want: Decision{Action: Append, HighWatermark: 3, Entries: []protocol.Entry{
+				{Offset: 5, Epoch: 4, Type: protocol.EntryVoters, Data: protocol.EncodeVoters([]protocol.Voter{{ID: "L", DirID: "d"}})},
+			}},
+		},
+		{
+			name: "a malformed voter set is never stored",
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 3, Entries: []protocol.Entry{
+				{Offset: 5, Epoch: 4, Type: protocol.EntryVoters, Data: []byte{1, 1, 0}},
+			}},
+			want: Decision{Action: Drop},
+		},
+		{
+			name: "an unknown entry type is never stored",
+			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 3, Entries: []protocol.Entry{
+				{Offset: 5, Epoch: 4, Type: protocol.EntryType(9)},
+			}},
+			want: Decision{Action: Drop},
+		},
+		{
 			name: "ok without entries carries the HW",
 			resp: protocol.FetchResponse{LeaderID: "L", Epoch: 4, HighWatermark: 5},
 			want: Decision{Action: Append, HighWatermark: 5},

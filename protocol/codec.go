@@ -19,8 +19,8 @@ import (
 // entries or records is a uint32 count followed by its elements; a bool is
 // one byte, 0 or 1. An entry is offset u64, epoch u64, time u64 (int64
 // milliseconds), type u8, data bytes. An AppendRequest ends with its Type
-// (u8) only when that is not data (EntryControl: the only other type it may
-// carry); a data request ends after its records, so that its bytes are
+// (u8) only when that is not data (EntryControl or EntryVoters: the only
+// other types it may carry); a data request ends after its records, so that its bytes are
 // those it had before the field existed. The decoder takes exactly that
 // form: a type byte of data, or of an unknown type, is malformed.
 //
@@ -33,8 +33,10 @@ import (
 // message with another version is rejected with ErrMalformed. Version 2
 // added VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
 // AppendRequest.Epoch; version 3 added Entry.Time, AppendRequest.Type and
-// DeleteRecords.
-const Version = 3
+// DeleteRecords; version 4 added the directory IDs (FetchRequest.
+// ReplicaDirID, VoteRequest.CandidateDirID and VoterDirID,
+// VoteResponse.VoterDirID), EntryVoters and EndEpoch.
+const Version = 4
 
 const (
 	// HeaderSize is the length of the header that starts every encoded
@@ -80,7 +82,7 @@ func EncodedSize(m Message) int {
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + len(b.ReplicaID) + 8 + 8 + 8 + 4 + 4
+		n += 8 + 4 + len(b.ReplicaID) + 4 + len(b.ReplicaDirID) + 8 + 8 + 8 + 4 + 4
 	case *FetchResponse:
 		if b == nil {
 			return -1
@@ -94,12 +96,12 @@ func EncodedSize(m Message) int {
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + len(b.CandidateID) + 8 + 8 + 1 + 8
+		n += 8 + 4 + len(b.CandidateID) + 8 + 8 + 1 + 8 + 4 + len(b.CandidateDirID) + 4 + len(b.VoterDirID)
 	case *VoteResponse:
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + len(b.VoterID) + 1 + 1 + 8 + 8 + 4 + len(b.LeaderID)
+		n += 8 + 4 + len(b.VoterID) + 1 + 1 + 8 + 8 + 4 + len(b.LeaderID) + 4 + len(b.VoterDirID)
 	case *BeginEpoch:
 		if b == nil {
 			return -1
@@ -126,6 +128,11 @@ func EncodedSize(m Message) int {
 			return -1
 		}
 		n += 8 + 8
+	case *EndEpoch:
+		if b == nil {
+			return -1
+		}
+		n += 8 + 4 + len(b.LeaderID) + 4 + len(b.Successor)
 	default:
 		return -1
 	}
@@ -160,6 +167,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 	case *FetchRequest:
 		dst = be.AppendUint64(dst, b.FetchID)
 		dst = appendString(dst, b.ReplicaID)
+		dst = appendString(dst, b.ReplicaDirID)
 		dst = be.AppendUint64(dst, b.CurrentEpoch)
 		dst = be.AppendUint64(dst, b.FetchOffset)
 		dst = be.AppendUint64(dst, b.LastFetchedEpoch)
@@ -191,6 +199,8 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		dst = be.AppendUint64(dst, b.LEO)
 		dst = appendBool(dst, b.PreVote)
 		dst = be.AppendUint64(dst, b.Round)
+		dst = appendString(dst, b.CandidateDirID)
+		dst = appendString(dst, b.VoterDirID)
 	case *VoteResponse:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.VoterID)
@@ -199,6 +209,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		dst = be.AppendUint64(dst, b.RequestEpoch)
 		dst = be.AppendUint64(dst, b.Round)
 		dst = appendString(dst, b.LeaderID)
+		dst = appendString(dst, b.VoterDirID)
 	case *BeginEpoch:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.LeaderID)
@@ -221,6 +232,10 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 	case *DeleteRecords:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = be.AppendUint64(dst, b.Offset)
+	case *EndEpoch:
+		dst = be.AppendUint64(dst, b.Epoch)
+		dst = appendString(dst, b.LeaderID)
+		dst = appendString(dst, b.Successor)
 	}
 	return dst, nil
 }
@@ -267,6 +282,7 @@ func DecodeMessage(b []byte) (Message, error) {
 		x := &FetchRequest{}
 		x.FetchID = d.u64("fetch id")
 		x.ReplicaID = d.string("replica id")
+		x.ReplicaDirID = d.string("replica directory id")
 		x.CurrentEpoch = d.u64("current epoch")
 		x.FetchOffset = d.u64("fetch offset")
 		x.LastFetchedEpoch = d.u64("last fetched epoch")
@@ -303,6 +319,8 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.LEO = d.u64("leo")
 		x.PreVote = d.bool("pre-vote")
 		x.Round = d.u64("round")
+		x.CandidateDirID = d.string("candidate directory id")
+		x.VoterDirID = d.string("voter directory id")
 		m.Body = x
 	case KindVoteResponse:
 		x := &VoteResponse{}
@@ -313,6 +331,7 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.RequestEpoch = d.u64("request epoch")
 		x.Round = d.u64("round")
 		x.LeaderID = d.string("leader id")
+		x.VoterDirID = d.string("voter directory id")
 		m.Body = x
 	case KindBeginEpoch:
 		x := &BeginEpoch{}
@@ -332,11 +351,11 @@ func DecodeMessage(b []byte) (Message, error) {
 		if d.err == nil && d.off < len(b) {
 			// The type follows only when it is not data.
 			switch t := EntryType(d.u8("type")); t {
-			case EntryControl:
+			case EntryControl, EntryVoters:
 				x.Type = t
 			default:
 				d.off--
-				d.fail("type", fmt.Errorf("is %s: only %s is encoded", t, EntryControl))
+				d.fail("type", fmt.Errorf("is %s: only %s and %s are encoded", t, EntryControl, EntryVoters))
 			}
 		}
 		m.Body = x
@@ -351,6 +370,12 @@ func DecodeMessage(b []byte) (Message, error) {
 		x := &DeleteRecords{}
 		x.Epoch = d.u64("epoch")
 		x.Offset = d.u64("offset")
+		m.Body = x
+	case KindEndEpoch:
+		x := &EndEpoch{}
+		x.Epoch = d.u64("epoch")
+		x.LeaderID = d.string("leader id")
+		x.Successor = d.string("successor")
 		m.Body = x
 	default:
 		return Message{}, fmt.Errorf("%w: unknown kind %d", ErrMalformed, uint8(kind))
@@ -525,6 +550,8 @@ func (k Kind) String() string {
 		return "AppendResponse"
 	case KindDeleteRecords:
 		return "DeleteRecords"
+	case KindEndEpoch:
+		return "EndEpoch"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -50,8 +50,8 @@ func TestCodecRoundTripSamples(t *testing.T) {
 		roundTrip(t, m)
 		kinds[m.Body.Kind()] = true
 	}
-	if len(kinds) != 8 {
-		t.Fatalf("samples cover %d kinds, want 8", len(kinds))
+	if len(kinds) != 9 {
+		t.Fatalf("samples cover %d kinds, want 9", len(kinds))
 	}
 }
 
@@ -65,8 +65,8 @@ func TestCodecFieldLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b[0] != 3 {
-			t.Fatalf("version %d, want 3", b[0])
+		if b[0] != 4 {
+			t.Fatalf("version %d, want 4", b[0])
 		}
 		// Skip version, kind and the empty from and to strings.
 		return b[protocol.HeaderSize+8:]
@@ -123,9 +123,9 @@ func TestCodecErrors(t *testing.T) {
 	}{
 		{"empty", nil, "below the minimum"},
 		{"below minimum", good[:protocol.MinSize-1], "below the minimum"},
-		{"truncated", good[:len(good)-1], "round"},
-		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), "version 4, want 3"},
-		{"old version", mutate(good, func(b []byte) []byte { b[0] = 1; return b }), "version 1, want 3"},
+		{"truncated", good[:len(good)-1], "voter directory id"},
+		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), "version 5, want 4"},
+		{"old version", mutate(good, func(b []byte) []byte { b[0] = 3; return b }), "version 3, want 4"},
 		{"bad kind", mutate(good, func(b []byte) []byte { b[1] = 42; return b }), "unknown kind 42"},
 		{"kind zero", mutate(good, func(b []byte) []byte { b[1] = 0; return b }), "unknown kind 0"},
 		{"string past end", mutate(good, func(b []byte) []byte {
@@ -136,9 +136,10 @@ func TestCodecErrors(t *testing.T) {
 			binary.BigEndian.PutUint32(b[protocol.HeaderSize:], math.MaxUint32)
 			return b
 		}), "runs past the end"},
-		{"bad bool", mutate(good, func(b []byte) []byte { b[len(b)-8-1] = 2; return b }), "not a bool"},
+		// The request ends: pre-vote, round, two empty directory IDs.
+		{"bad bool", mutate(good, func(b []byte) []byte { b[len(b)-8-8-1] = 2; return b }), "not a bool"},
 		{"trailing bytes", append(append([]byte(nil), good...), 0, 0, 0, 0, 0), "5 trailing bytes"},
-		{"missing field", mutate(good, func(b []byte) []byte { return append(b[:len(b)-8], 0, 0, 0, 0) }), "round"},
+		{"missing field", mutate(good, func(b []byte) []byte { return append(b[:len(b)-16], 0, 0, 0, 0) }), "round"},
 		{"entry count forged", mutate(goodFetch, func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[entriesCount:], math.MaxUint32)
 			return b
@@ -356,7 +357,9 @@ func TestAppendRequestType(t *testing.T) {
 	if err != nil || m.Body.(*protocol.AppendRequest).Type != protocol.EntryControl {
 		t.Fatalf("decoded %v, %v", m, err)
 	}
-	for _, typ := range []byte{0, byte(protocol.EntryData), 3, 0xFF} {
+	voters := protocol.Message{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 4, Epoch: 2, Records: [][]byte{protocol.EncodeVoterChange(protocol.VoterChange{Add: true, NodeID: "n4"})}, Type: protocol.EntryVoters}}
+	roundTrip(t, voters)
+	for _, typ := range []byte{0, byte(protocol.EntryData), 4, 0xFF} {
 		bad := append(append([]byte(nil), bc[:len(bc)-1]...), typ)
 		if _, err := protocol.DecodeMessage(bad); !errors.Is(err, protocol.ErrMalformed) || !strings.Contains(err.Error(), "type") {
 			t.Errorf("type byte %#x: err = %v, want ErrMalformed naming the type", typ, err)

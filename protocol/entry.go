@@ -13,15 +13,28 @@ const (
 	// EntryControl is written by the protocol (the epoch-start entry a new
 	// leader appends); readers never see it, but it takes an offset.
 	EntryControl EntryType = 2
+	// EntryVoters is a control entry written by a leader whose Data is an
+	// encoded voter set (EncodeVoters): the voters in force from this
+	// offset on, until the next one (docs/design.md R55). Readers never
+	// see it. In an AppendRequest the type marks a voter-change request
+	// instead, whose one record is an encoded VoterChange.
+	EntryVoters EntryType = 3
 )
 
-// String returns "data", "control" or "type(N)".
+// Known reports whether t is one of the entry types above.
+func (t EntryType) Known() bool {
+	return t == EntryData || t == EntryControl || t == EntryVoters
+}
+
+// String returns "data", "control", "voters" or "type(N)".
 func (t EntryType) String() string {
 	switch t {
 	case EntryData:
 		return "data"
 	case EntryControl:
 		return "control"
+	case EntryVoters:
+		return "voters"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }

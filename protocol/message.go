@@ -38,6 +38,7 @@ const (
 	KindAppendRequest  Kind = 6
 	KindAppendResponse Kind = 7
 	KindDeleteRecords  Kind = 8
+	KindEndEpoch       Kind = 9
 )
 
 // FetchRequest is sent by a follower (voter or observer) to the leader it
@@ -46,8 +47,12 @@ const (
 type FetchRequest struct {
 	// FetchID ties the response to this request; followers drop responses
 	// whose FetchID is not their outstanding one.
-	FetchID          uint64
-	ReplicaID        string
+	FetchID   uint64
+	ReplicaID string
+	// ReplicaDirID is the directory ID of the fetching replica's store:
+	// the leader counts the fetch toward the HW and check-quorum only if
+	// (ReplicaID, ReplicaDirID) is a voter of the set in force (R55).
+	ReplicaDirID     string
 	CurrentEpoch     uint64
 	FetchOffset      uint64
 	LastFetchedEpoch uint64
@@ -118,6 +123,13 @@ type VoteRequest struct {
 	// vote round; a new round gets a new value). The answer echoes it, so
 	// the candidate counts only answers to the round it is in.
 	Round uint64
+	// CandidateDirID is the candidate's own directory ID.
+	CandidateDirID string
+	// VoterDirID is the directory ID the candidate's voter set records for
+	// the receiver, "" if the candidate's log holds no voter set yet (a
+	// cluster's first election). A receiver whose own directory ID differs
+	// refuses (R56): a wiped voter is not its old self.
+	VoterDirID string
 }
 
 // VoteResponse answers a VoteRequest.
@@ -134,6 +146,9 @@ type VoteResponse struct {
 	Round        uint64
 	// LeaderID is the responder's known leader of Epoch, if any.
 	LeaderID string
+	// VoterDirID is the responder's own directory ID: the first leader of
+	// a cluster records its voters' directories from its grants (R57).
+	VoterDirID string
 }
 
 // BeginEpoch is sent by a new leader to every voter.
@@ -181,6 +196,20 @@ const (
 	// request, whose records must be empty: any record with data);
 	// nothing appended.
 	AppendTooLarge AppendError = 3
+	// AppendVoterChangePending: a voter change was refused because another
+	// one is not yet committed, or the leader has not yet committed an
+	// entry of its epoch (R58); nothing appended. Retry later.
+	AppendVoterChangePending AppendError = 4
+	// AppendUnknownNode: a voter change names a node the leader cannot
+	// add (it has not fetched from the leader) or remove (not a voter);
+	// nothing appended.
+	AppendUnknownNode AppendError = 5
+	// AppendLastVoter: a voter change would remove the last voter; nothing
+	// appended.
+	AppendLastVoter AppendError = 6
+	// AppendNotCaughtUp: the node to add has not caught up with the
+	// leader's log yet; nothing appended. Retry later.
+	AppendNotCaughtUp AppendError = 7
 )
 
 // String names the outcome.
@@ -194,6 +223,14 @@ func (e AppendError) String() string {
 		return "unknown"
 	case AppendTooLarge:
 		return "too-large"
+	case AppendVoterChangePending:
+		return "voter-change-pending"
+	case AppendUnknownNode:
+		return "unknown-node"
+	case AppendLastVoter:
+		return "last-voter"
+	case AppendNotCaughtUp:
+		return "not-caught-up"
 	}
 	return fmt.Sprintf("append-error(%d)", uint8(e))
 }
@@ -217,6 +254,16 @@ type DeleteRecords struct {
 	Offset uint64
 }
 
+// EndEpoch is sent by a leader that hands over its leadership (KRaft's
+// EndQuorumEpoch with a preferred successor; R59): it no longer leads
+// Epoch. Successor, a voter the leader made sure has its whole log, starts
+// an election at once; the other voters stop counting the leader as alive.
+type EndEpoch struct {
+	Epoch     uint64
+	LeaderID  string
+	Successor string
+}
+
 // Kind implements Body.
 func (*FetchRequest) Kind() Kind   { return KindFetchRequest }
 func (*FetchResponse) Kind() Kind  { return KindFetchResponse }
@@ -226,6 +273,7 @@ func (*BeginEpoch) Kind() Kind     { return KindBeginEpoch }
 func (*AppendRequest) Kind() Kind  { return KindAppendRequest }
 func (*AppendResponse) Kind() Kind { return KindAppendResponse }
 func (*DeleteRecords) Kind() Kind  { return KindDeleteRecords }
+func (*EndEpoch) Kind() Kind       { return KindEndEpoch }
 
 func (*FetchRequest) isBody()   {}
 func (*FetchResponse) isBody()  {}
@@ -235,10 +283,11 @@ func (*BeginEpoch) isBody()     {}
 func (*AppendRequest) isBody()  {}
 func (*AppendResponse) isBody() {}
 func (*DeleteRecords) isBody()  {}
+func (*EndEpoch) isBody()       {}
 
 func (m *FetchRequest) String() string {
-	return fmt.Sprintf("Fetch{id=%d replica=%s epoch=%d offset=%d lastEpoch=%d}",
-		m.FetchID, m.ReplicaID, m.CurrentEpoch, m.FetchOffset, m.LastFetchedEpoch)
+	return fmt.Sprintf("Fetch{id=%d replica=%s%s epoch=%d offset=%d lastEpoch=%d}",
+		m.FetchID, m.ReplicaID, dirSuffix(m.ReplicaDirID), m.CurrentEpoch, m.FetchOffset, m.LastFetchedEpoch)
 }
 
 func (m *FetchResponse) String() string {
@@ -251,13 +300,17 @@ func (m *FetchResponse) String() string {
 }
 
 func (m *VoteRequest) String() string {
-	return fmt.Sprintf("Vote{epoch=%d cand=%s last=(%d,%d) pre=%t round=%d}",
-		m.Epoch, m.CandidateID, m.LastEpoch, m.LEO, m.PreVote, m.Round)
+	s := fmt.Sprintf("Vote{epoch=%d cand=%s%s last=(%d,%d) pre=%t round=%d",
+		m.Epoch, m.CandidateID, dirSuffix(m.CandidateDirID), m.LastEpoch, m.LEO, m.PreVote, m.Round)
+	if m.VoterDirID != "" {
+		s += " voterDir=" + shortDir(m.VoterDirID)
+	}
+	return s + "}"
 }
 
 func (m *VoteResponse) String() string {
-	return fmt.Sprintf("VoteResp{epoch=%d voter=%s granted=%t pre=%t req=(%d,%d) leader=%s}",
-		m.Epoch, m.VoterID, m.Granted, m.PreVote, m.RequestEpoch, m.Round, m.LeaderID)
+	return fmt.Sprintf("VoteResp{epoch=%d voter=%s%s granted=%t pre=%t req=(%d,%d) leader=%s}",
+		m.Epoch, m.VoterID, dirSuffix(m.VoterDirID), m.Granted, m.PreVote, m.RequestEpoch, m.Round, m.LeaderID)
 }
 
 func (m *BeginEpoch) String() string {
@@ -274,6 +327,26 @@ func (m *AppendRequest) String() string {
 func (m *AppendResponse) String() string {
 	return fmt.Sprintf("AppendResp{id=%d %s leader=%s first=%d}",
 		m.RequestID, m.Error, m.LeaderID, m.FirstOffset)
+}
+
+func (m *EndEpoch) String() string {
+	return fmt.Sprintf("EndEpoch{epoch=%d leader=%s successor=%s}", m.Epoch, m.LeaderID, m.Successor)
+}
+
+// dirSuffix is "/" and the abbreviated directory ID, or "" if id is.
+func dirSuffix(id string) string {
+	if id == "" {
+		return ""
+	}
+	return "/" + shortDir(id)
+}
+
+// shortDir abbreviates a directory ID for logs (its first 8 characters).
+func shortDir(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
 }
 
 func (m *DeleteRecords) String() string {

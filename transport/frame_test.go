@@ -68,8 +68,8 @@ func TestCodecRoundTripSamples(t *testing.T) {
 		roundTrip(t, m)
 		kinds[m.Body.Kind()] = true
 	}
-	if len(kinds) != 8 {
-		t.Fatalf("samples cover %d kinds, want 8", len(kinds))
+	if len(kinds) != 9 {
+		t.Fatalf("samples cover %d kinds, want 9", len(kinds))
 	}
 }
 
@@ -255,7 +255,7 @@ func TestCodecErrors(t *testing.T) {
 		{"bad crc", mutate(good, func(f []byte) []byte { f[len(f)-1] ^= 1; return f }), 0, ErrBadFrame, "checksum", false},
 		{"flipped body bit", mutate(good, func(f []byte) []byte { f[12] ^= 0x10; return f }), 0, ErrBadFrame, "checksum", false},
 		{"bad version", mutate(good, func(f []byte) []byte { f[4] = protocol.Version + 1; return reseal(f) }), 0, ErrBadFrame, "version", true},
-		{"old version", mutate(good, func(f []byte) []byte { f[4] = 1; return reseal(f) }), 0, ErrBadFrame, "version 1, want 3", true},
+		{"old version", mutate(good, func(f []byte) []byte { f[4] = 1; return reseal(f) }), 0, ErrBadFrame, "version 1, want 4", true},
 		{"bad kind", mutate(good, func(f []byte) []byte { f[5] = 42; return reseal(f) }), 0, ErrBadFrame, "unknown kind 42", true},
 		{"kind zero", mutate(good, func(f []byte) []byte { f[5] = 0; return reseal(f) }), 0, ErrBadFrame, "unknown kind 0", true},
 		{"oversize", good, len(good) - 1, ErrFrameTooLarge, "limit", false},
@@ -269,13 +269,13 @@ func TestCodecErrors(t *testing.T) {
 			binary.BigEndian.PutUint32(f[headerSize:], math.MaxUint32)
 			return reseal(f)
 		}), 0, ErrBadFrame, "runs past the end", true},
-		{"bad bool", mutate(good, func(f []byte) []byte { f[len(f)-crcSize-8-1] = 2; return reseal(f) }), 0, ErrBadFrame, "not a bool", true},
+		{"bad bool", mutate(good, func(f []byte) []byte { f[len(f)-crcSize-8-8-1] = 2; return reseal(f) }), 0, ErrBadFrame, "not a bool", true},
 		{"trailing bytes", mutate(good, func(f []byte) []byte {
 			f = append(f[:len(f)-crcSize], 0, 0, 0, 0, 0)
 			return reseal(f)
 		}), 0, ErrBadFrame, "trailing", true},
 		{"missing field", mutate(good, func(f []byte) []byte {
-			f = append(f[:len(f)-crcSize-8], 0, 0, 0, 0)
+			f = append(f[:len(f)-crcSize-16], 0, 0, 0, 0) // round cut short, directory IDs gone
 			return reseal(f)
 		}), 0, ErrBadFrame, "round", true},
 		{"entry count forged", mutate(goodFetch, func(f []byte) []byte {

@@ -87,6 +87,17 @@ func Samples() []protocol.Message {
 		{From: "f", To: "l", Body: &protocol.DeleteRecords{Epoch: 3, Offset: 1 << 40}},
 		{Body: &protocol.DeleteRecords{}},
 		{From: strings.Repeat("é", 100), To: "\x00", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "\xff\xfe"}},
+		{From: "a", To: "b", Body: &protocol.FetchRequest{FetchID: 2, ReplicaID: "a", ReplicaDirID: "0123456789abcdef0123456789abcdef", CurrentEpoch: 2}},
+		{From: "x", To: "y", Body: &protocol.VoteRequest{Epoch: 7, CandidateID: "x", CandidateDirID: "d-x", VoterDirID: "d-y", Round: 1}},
+		{From: "y", To: "x", Body: &protocol.VoteResponse{Epoch: 7, VoterID: "y", Granted: true, RequestEpoch: 7, Round: 1, VoterDirID: "d-y"}},
+		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 8, Epoch: 3, Records: [][]byte{protocol.EncodeVoterChange(protocol.VoterChange{NodeID: "n2"})}, Type: protocol.EntryVoters}},
+		{From: "l", To: "f", Body: &protocol.AppendResponse{RequestID: 8, Error: protocol.AppendNotCaughtUp}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 4, LeaderID: "b", Epoch: 4, HighWatermark: 1, Entries: []protocol.Entry{
+			{Offset: 0, Epoch: 4, Type: protocol.EntryVoters, Data: protocol.EncodeVoters([]protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}})},
+		}}},
+		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: 9, LeaderID: "l", Successor: "f"}},
+		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: math.MaxUint64}},
+		{Body: &protocol.EndEpoch{}},
 	}
 }
 
@@ -122,22 +133,22 @@ func Random(r *rand.Rand) protocol.Message {
 		}
 		return r.Uint64() >> uint(r.IntN(64))
 	}
-	switch r.IntN(8) + 1 {
+	switch r.IntN(9) + 1 {
 	case 1:
-		m.Body = &protocol.FetchRequest{FetchID: u64(), ReplicaID: randString(r), CurrentEpoch: u64(), FetchOffset: u64(), LastFetchedEpoch: u64(), MaxBytes: r.Uint32(), MaxWaitMs: r.Uint32()}
+		m.Body = &protocol.FetchRequest{FetchID: u64(), ReplicaID: randString(r), ReplicaDirID: randString(r), CurrentEpoch: u64(), FetchOffset: u64(), LastFetchedEpoch: u64(), MaxBytes: r.Uint32(), MaxWaitMs: r.Uint32()}
 	case 2:
 		b := &protocol.FetchResponse{FetchID: u64(), LeaderID: randString(r), Epoch: u64(), Error: protocol.FetchError(r.IntN(6)), DivergingEpoch: u64(), DivergingEndOffset: u64(), HighWatermark: u64(), LogStartOffset: u64()}
 		if n := r.IntN(20); n > 0 || r.IntN(2) == 0 {
 			b.Entries = make([]protocol.Entry, n)
 			for i := range b.Entries {
-				b.Entries[i] = protocol.Entry{Offset: u64(), Epoch: u64(), Time: int64(u64()), Type: protocol.EntryType(r.IntN(4)), Data: randBytes(r)}
+				b.Entries[i] = protocol.Entry{Offset: u64(), Epoch: u64(), Time: int64(u64()), Type: protocol.EntryType(r.IntN(5)), Data: randBytes(r)}
 			}
 		}
 		m.Body = b
 	case 3:
-		m.Body = &protocol.VoteRequest{Epoch: u64(), CandidateID: randString(r), LastEpoch: u64(), LEO: u64(), PreVote: r.IntN(2) == 0, Round: u64()}
+		m.Body = &protocol.VoteRequest{Epoch: u64(), CandidateID: randString(r), LastEpoch: u64(), LEO: u64(), PreVote: r.IntN(2) == 0, Round: u64(), CandidateDirID: randString(r), VoterDirID: randString(r)}
 	case 4:
-		m.Body = &protocol.VoteResponse{Epoch: u64(), VoterID: randString(r), Granted: r.IntN(2) == 0, PreVote: r.IntN(2) == 0, RequestEpoch: u64(), Round: u64(), LeaderID: randString(r)}
+		m.Body = &protocol.VoteResponse{Epoch: u64(), VoterID: randString(r), Granted: r.IntN(2) == 0, PreVote: r.IntN(2) == 0, RequestEpoch: u64(), Round: u64(), LeaderID: randString(r), VoterDirID: randString(r)}
 	case 5:
 		m.Body = &protocol.BeginEpoch{Epoch: u64(), LeaderID: randString(r)}
 	case 6:
@@ -148,11 +159,16 @@ func Random(r *rand.Rand) protocol.Message {
 				b.Records[i] = randBytes(r)
 			}
 		}
+		if r.IntN(4) == 0 {
+			b.Type = protocol.EntryControl + protocol.EntryType(r.IntN(2))
+		}
 		m.Body = b
 	case 7:
-		m.Body = &protocol.AppendResponse{RequestID: u64(), Error: protocol.AppendError(r.IntN(5)), LeaderID: randString(r), FirstOffset: u64()}
+		m.Body = &protocol.AppendResponse{RequestID: u64(), Error: protocol.AppendError(r.IntN(9)), LeaderID: randString(r), FirstOffset: u64()}
 	case 8:
 		m.Body = &protocol.DeleteRecords{Epoch: u64(), Offset: u64()}
+	case 9:
+		m.Body = &protocol.EndEpoch{Epoch: u64(), LeaderID: randString(r), Successor: randString(r)}
 	}
 	return m
 }

@@ -1,0 +1,122 @@
+package protocol
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Voter is one member of a voter set: a node, and the directory ID of the
+// one incarnation of it that votes (its store's identity, made when the
+// directory was created). A node whose directory was wiped comes back with
+// another DirID and is not this voter (docs/design.md R56).
+type Voter struct {
+	ID    string
+	DirID string
+}
+
+// MaxVoters bounds a voter set (an encoded set names at most this many).
+const MaxVoters = 255
+
+// votersFormat is the first byte of an encoded voter set.
+const votersFormat = 1
+
+// EncodeVoters encodes a voter set as the Data of an EntryVoters entry:
+// a format byte (1), a count (u8), then each voter's ID and DirID as
+// strings (u32 length and bytes), in the order given. The caller passes a
+// set that ValidateVoters accepts.
+func EncodeVoters(vs []Voter) []byte {
+	n := 2
+	for _, v := range vs {
+		n += 8 + len(v.ID) + len(v.DirID)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, votersFormat, byte(len(vs)))
+	for _, v := range vs {
+		b = appendString(b, v.ID)
+		b = appendString(b, v.DirID)
+	}
+	return b
+}
+
+// DecodeVoters decodes an EntryVoters entry's Data. Every problem (format,
+// lengths, trailing bytes, a set ValidateVoters refuses) is an error
+// wrapping ErrMalformed. The result does not alias b.
+func DecodeVoters(b []byte) ([]Voter, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: voter set of %d bytes", ErrMalformed, len(b))
+	}
+	if b[0] != votersFormat {
+		return nil, fmt.Errorf("%w: voter set format %d, want %d", ErrMalformed, b[0], votersFormat)
+	}
+	d := decoder{b: b, off: 2}
+	vs := make([]Voter, 0, min(int(b[1]), (len(b)-2)/8))
+	for i := 0; i < int(b[1]) && d.err == nil; i++ {
+		id := d.string("voter id")
+		dir := d.string("voter directory id")
+		vs = append(vs, Voter{ID: id, DirID: dir})
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: voter set: %w", ErrMalformed, d.err)
+	}
+	if d.off != len(b) {
+		return nil, fmt.Errorf("%w: voter set: %d trailing bytes", ErrMalformed, len(b)-d.off)
+	}
+	if err := ValidateVoters(vs); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return vs, nil
+}
+
+// ValidateVoters checks a voter set: 1 to MaxVoters voters, distinct
+// non-empty IDs, each with a non-empty DirID.
+func ValidateVoters(vs []Voter) error {
+	if len(vs) == 0 || len(vs) > MaxVoters {
+		return fmt.Errorf("voter set of %d voters (1 to %d)", len(vs), MaxVoters)
+	}
+	ids := make([]string, 0, len(vs))
+	for _, v := range vs {
+		if v.ID == "" || v.DirID == "" {
+			return fmt.Errorf("voter %q with directory %q: both must be non-empty", v.ID, v.DirID)
+		}
+		ids = append(ids, v.ID)
+	}
+	slices.Sort(ids)
+	if len(slices.Compact(ids)) != len(vs) {
+		return fmt.Errorf("voter set names a node twice")
+	}
+	return nil
+}
+
+// VoterChange is what a voter-change request carries (an AppendRequest of
+// Type EntryVoters, whose one record is EncodeVoterChange's): add NodeID
+// (at the directory it fetches from) or remove it. The leader computes the
+// new set from its own (R58).
+type VoterChange struct {
+	Add    bool
+	NodeID string
+}
+
+// EncodeVoterChange encodes c: one byte (1 add, 0 remove), then the ID.
+func EncodeVoterChange(c VoterChange) []byte {
+	b := make([]byte, 1, 1+len(c.NodeID))
+	if c.Add {
+		b[0] = 1
+	}
+	return append(b, c.NodeID...)
+}
+
+// DecodeVoterChange decodes a voter-change record; an error wraps
+// ErrMalformed.
+func DecodeVoterChange(b []byte) (VoterChange, error) {
+	if len(b) < 2 || b[0] > 1 {
+		return VoterChange{}, fmt.Errorf("%w: voter change of %d bytes", ErrMalformed, len(b))
+	}
+	return VoterChange{Add: b[0] == 1, NodeID: string(b[1:])}, nil
+}
+
+// VotersAt is a voter set and the offset of the EntryVoters entry that
+// holds it: the set is in force from Offset on.
+type VotersAt struct {
+	Offset uint64
+	Voters []Voter
+}
