@@ -195,8 +195,8 @@ func ExampleLog_Barrier() {
 		fmt.Printf("%d: %s\n", e.Offset, e.Data)
 	}
 	// Output:
-	// 0: a
-	// 2: b
+	// 1: a
+	// 3: b
 }
 
 // AppendAsync lets one goroutine keep many appends in flight; a window of

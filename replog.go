@@ -202,6 +202,8 @@ func Open(opts Options) (*Log, error) {
 	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32
 	rcfg := cfgs.replica
 	rcfg.Rand = rand.New(rand.NewSource(seed))
+	// A voter is this node at this directory (docs/design.md R56).
+	rcfg.DirID = ident.DirectoryID
 	core, err := replica.New(rcfg, store, time.Now())
 	if err != nil {
 		cleanup()

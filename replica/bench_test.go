@@ -31,7 +31,7 @@ func newBenchCluster(tb testing.TB, voters []string) *benchCluster {
 		cfg := testConfig(id, voters...)
 		cfg.Rand = rand.New(rand.NewSource(int64(i)))
 		store := storage.NewMemory()
-		r, err := New(cfg, store, t0)
+		r, err := New(cfg, bound(store, voters), t0)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -20,6 +20,11 @@ package replica
 //	                              moves its log start up to its durable LEO,
 //	                              ignoring its HW (R51): it deletes entries not
 //	                              yet committed.
+//	replog_bug_wiped_voter        bugIgnoreDirs: voters are judged by node ID
+//	                              alone, as before issue 12: a vote request's
+//	                              and a grant's directories are not checked,
+//	                              and any fetch from a voter's ID counts (a
+//	                              wiped voter votes as its old self, R56).
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

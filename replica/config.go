@@ -19,9 +19,20 @@ import (
 type Config struct {
 	// ID is this node's ID. Required.
 	ID string
-	// Voters is the fixed list of voter IDs. If ID is not in it, the replica
-	// is an observer. Required (non-empty).
+	// DirID is the directory ID of this node's store (storage.Identity's
+	// DirectoryID): a voter is a node ID and a directory ID, so a node whose
+	// directory was wiped, which comes back with another DirID, is not
+	// counted as its old self (docs/design.md R56). Default: ID (for tests
+	// and in-memory stores; a real shell always sets it).
+	DirID string
+	// Voters is the bootstrap voter set: the voters of a cluster whose log
+	// holds no voter set yet (a brand-new one). Afterwards the voter sets
+	// in the log are the truth (R55). Required (non-empty).
 	Voters []string
+	// ManualVoterChanges turns off the automatic replacement of a voter
+	// that came back with a new directory (R58): the new incarnation then
+	// stays an observer until an operator removes the old one and adds it.
+	ManualVoterChanges bool
 	// FetchTimeout: a voter that has had no successful fetch for this long
 	// becomes prospective; a leader that has not had fetches from a majority
 	// within it resigns (check-quorum). Default 2s.
@@ -104,6 +115,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxForwardBytes == 0 {
 		c.MaxForwardBytes = DefaultMaxForwardBytes
+	}
+	if c.DirID == "" {
+		c.DirID = c.ID
 	}
 	if c.Rand == nil {
 		h := fnv.New64a()

@@ -47,7 +47,7 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 		r.logger.Debug("dropping vote request from a non-voter", "from", from)
 		return
 	}
-	if !r.voter {
+	if !r.voter || !r.dirsMatch(from, req) {
 		r.send(from, r.voteResponse(req, false))
 		return
 	}
@@ -83,12 +83,49 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 	r.send(from, r.voteResponse(req, grant))
 }
 
+// dirsMatch is R56's check of a vote request: the candidate must take
+// this replica for the incarnation it is (the directory it records for us
+// is ours; "" only while neither log holds a voter set, R57), and the
+// candidate must be the incarnation our set records, if it records one. A
+// wiped voter therefore grants nothing as its old self, and its old self's
+// place in a majority is never taken by it.
+func (r *Replica) dirsMatch(from string, req *protocol.VoteRequest) bool {
+	if bugIgnoreDirs {
+		return true
+	}
+	if req.VoterDirID != r.dirID && (req.VoterDirID != "" || !r.bootstrap) {
+		r.logger.Debug("refusing a vote request for another incarnation of us", "from", from, "their_record", req.VoterDirID, "dir", r.dirID)
+		return false
+	}
+	if !r.bootstrap && r.voterDir(from) != req.CandidateDirID {
+		r.logger.Debug("refusing a vote request from another incarnation of a voter", "from", from, "dir", req.CandidateDirID, "recorded", r.voterDir(from))
+		return false
+	}
+	return true
+}
+
 // voteResponse answers req, naming the round it answers.
 func (r *Replica) voteResponse(req *protocol.VoteRequest, grant bool) *protocol.VoteResponse {
 	return &protocol.VoteResponse{
 		Epoch: r.epoch, VoterID: r.id, Granted: grant, LeaderID: r.leaderID,
-		PreVote: req.PreVote, RequestEpoch: req.Epoch, Round: req.Round,
+		PreVote: req.PreVote, RequestEpoch: req.Epoch, Round: req.Round, VoterDirID: r.dirID,
 	}
+}
+
+// countGrant counts a grant from voter from in this round, if it comes from
+// the incarnation the set in force records (R56); in the bootstrap set its
+// directory is kept for the binding (R57). It reports whether the round
+// now has its quorum.
+func (r *Replica) countGrant(from string, resp *protocol.VoteResponse) bool {
+	if !r.bootstrap && r.voterDir(from) != resp.VoterDirID && !bugIgnoreDirs {
+		r.logger.Debug("not counting a grant from another incarnation of a voter", "from", from, "dir", resp.VoterDirID)
+		return false
+	}
+	r.votes[from] = true
+	if r.bootstrap {
+		r.grantDirs[from] = resp.VoterDirID
+	}
+	return r.countVotes() >= r.electionQuorum()
 }
 
 // answersRound does what every vote response goes through: only an answer
@@ -127,8 +164,7 @@ func (r *Replica) handlePreVoteResponse(from string, resp *protocol.VoteResponse
 		return
 	}
 	if resp.Granted {
-		r.votes[from] = true
-		if r.countVotes() >= r.majority {
+		if r.countGrant(from, resp) {
 			r.becomeCandidate()
 		}
 		return
@@ -157,11 +193,8 @@ func (r *Replica) handleVoteResponse(from string, resp *protocol.VoteResponse) {
 	if !r.answersRound(from, resp, !resp.PreVote && resp.RequestEpoch == r.epoch && resp.Round == r.round) {
 		return
 	}
-	if resp.Epoch == r.epoch && resp.Granted {
-		r.votes[from] = true
-		if r.countVotes() >= r.majority {
-			r.becomeLeader()
-		}
+	if resp.Epoch == r.epoch && resp.Granted && r.countGrant(from, resp) {
+		r.becomeLeader()
 	}
 }
 

@@ -28,6 +28,18 @@ var (
 	ErrUnknownOutcome = errors.New("replog: append outcome unknown")
 	// ErrTooLarge: a record exceeds MaxRecordSize.
 	ErrTooLarge = errors.New("replog: record too large")
+	// ErrVoterChangePending: a voter change was refused, nothing changed:
+	// another one is not committed yet, or the leader has not yet
+	// committed an entry of its epoch (R58). Retrying later succeeds.
+	ErrVoterChangePending = errors.New("replog: a voter change is in progress")
+	// ErrUnknownNode: a voter change names a node the leader cannot add
+	// (it does not fetch from the leader now) or remove (not a voter).
+	ErrUnknownNode = errors.New("replog: unknown node")
+	// ErrLastVoter: a voter change would remove the last voter.
+	ErrLastVoter = errors.New("replog: cannot remove the last voter")
+	// ErrNotCaughtUp: the node to add has not caught up with the leader's
+	// log yet; nothing changed. Retrying later succeeds.
+	ErrNotCaughtUp = errors.New("replog: node not caught up")
 )
 
 // NotLeaderError says the proposal reached no leader. LeaderID is the

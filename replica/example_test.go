@@ -5,6 +5,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 )
@@ -54,13 +55,21 @@ func Example() {
 		log.Fatal(err)
 	}
 	for _, e := range entries {
+		if e.Type == protocol.EntryVoters {
+			// The first leader records the voter set (each voter with the
+			// directory ID of its store; Config.DirID, here the default).
+			vs, _ := protocol.DecodeVoters(e.Data)
+			fmt.Printf("%d: voters %v\n", e.Offset, vs)
+			continue
+		}
 		fmt.Printf("%d: %s\n", e.Offset, e.Data)
 	}
 	fmt.Println("HW", r.HighWatermark())
 	// Output:
 	// leader of epoch 1
-	// proposal 1 committed at offset 0
-	// 0: hello
-	// 1: world
-	// HW 2
+	// proposal 1 committed at offset 1
+	// 0: voters [{n1 n1}]
+	// 1: hello
+	// 2: world
+	// HW 3
 }

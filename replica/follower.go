@@ -78,7 +78,9 @@ func (r *Replica) maybeFetch() {
 	if target == "" {
 		return
 	}
-	r.send(target, r.fetch.Build(target, r.epoch, &r.log, r.now))
+	req := r.fetch.Build(target, r.epoch, &r.log, r.now)
+	req.ReplicaDirID = r.dirID
+	r.send(target, req)
 }
 
 // handleFetchResponse is docs/design.md §3.3 (follower side): the fetcher decides,

@@ -65,6 +65,10 @@ func (r *Replica) leaderAppendRequest(from string, req *protocol.AppendRequest) 
 		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendTooLarge, LeaderID: r.id})
 		return
 	}
+	if req.Type == protocol.EntryVoters {
+		r.forwardedVoterChange(from, req)
+		return
+	}
 	typ, ok := forwardedType(req)
 	if !ok {
 		// R50: a peer's control entries are empty barriers, never data
@@ -75,6 +79,24 @@ func (r *Replica) leaderAppendRequest(from string, req *protocol.AppendRequest) 
 	}
 	r.memo.set(k, forwardMemo{state: forwardAppended, epoch: r.epoch})
 	r.leaderPropose(proposal{from: from, requestID: req.RequestID}, typ, req.Records)
+}
+
+// forwardedVoterChange is the leader's side of a forwarded voter change
+// (R58): one record, a protocol.VoterChange; the leader computes the new
+// set from its own. A refusal appends nothing and is not remembered (a
+// copy is judged again, as a retry would be).
+func (r *Replica) forwardedVoterChange(from string, req *protocol.AppendRequest) {
+	var ch protocol.VoterChange
+	err := protocol.ErrMalformed
+	if len(req.Records) == 1 {
+		ch, err = protocol.DecodeVoterChange(req.Records[0])
+	}
+	if err != nil {
+		r.logger.Debug("refusing a malformed voter change", "from", from, "error", err)
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendTooLarge, LeaderID: r.id})
+		return
+	}
+	r.leaderVoterChange(proposal{from: from, requestID: req.RequestID}, ch)
 }
 
 // refuseAppendRequest answers a forwarded proposal reaching a replica that
@@ -172,19 +194,39 @@ func (r *Replica) handleAppendResponse(from string, resp *protocol.AppendRespons
 	f := r.forwarded[i]
 	r.forwarded = slices.Delete(r.forwarded, i, i+1)
 	ack := Ack{ID: f.id}
-	switch resp.Error {
-	case protocol.AppendOK:
+	if resp.Error == protocol.AppendOK {
 		ack.FirstOffset = resp.FirstOffset
-	case protocol.AppendNotLeader:
-		ack.Err = &NotLeaderError{LeaderID: resp.LeaderID}
-	case protocol.AppendTooLarge:
-		ack.Err = ErrTooLarge
-	case protocol.AppendUnknown:
-		ack.Err = ErrUnknownOutcome
-	default:
-		ack.Err = fmt.Errorf("%w: unknown append error %d from %s", ErrUnknownOutcome, resp.Error, from)
+	} else {
+		ack.Err = appendErrorAsError(resp.Error, resp.LeaderID)
+		if !knownAppendError(resp.Error) {
+			ack.Err = fmt.Errorf("%w: unknown append error %d from %s", ErrUnknownOutcome, resp.Error, from)
+		}
 	}
 	r.acks = append(r.acks, ack)
+}
+
+// appendErrorAsError is the error an Ack carries for a refusal e (leader:
+// the leader the answer names).
+func appendErrorAsError(e protocol.AppendError, leader string) error {
+	switch e {
+	case protocol.AppendNotLeader:
+		return &NotLeaderError{LeaderID: leader}
+	case protocol.AppendTooLarge:
+		return ErrTooLarge
+	case protocol.AppendVoterChangePending:
+		return ErrVoterChangePending
+	case protocol.AppendUnknownNode:
+		return ErrUnknownNode
+	case protocol.AppendLastVoter:
+		return ErrLastVoter
+	case protocol.AppendNotCaughtUp:
+		return ErrNotCaughtUp
+	}
+	return ErrUnknownOutcome
+}
+
+func knownAppendError(e protocol.AppendError) bool {
+	return e <= protocol.AppendNotCaughtUp
 }
 
 // abandonForwarded fails at once, with an unknown outcome, the forwarded

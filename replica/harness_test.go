@@ -57,6 +57,9 @@ type harness struct {
 	voters   []string
 	maxBytes int
 	out      *strings.Builder
+	// bootstrap: the cluster starts with no voter set recorded (R57);
+	// otherwise its voters are in force from before offset 0 (bound).
+	bootstrap bool
 }
 
 type hnode struct {
@@ -69,6 +72,9 @@ type hnode struct {
 	up       bool
 	restarts int64
 	seed     int64
+	// wipes counts the wipes of its directory: each gives it a new DirID
+	// and an empty store with no voter set (R56).
+	wipes int
 }
 
 var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
@@ -107,7 +113,11 @@ func (h *harness) addNode(id string, seed int64) {
 func (h *harness) start(n *hnode) {
 	cfg := n.cfg
 	cfg.Rand = rand.New(rand.NewSource(n.seed*1000 + n.restarts))
-	r, err := New(cfg, n.store, n.now)
+	var log LogReader = bound(n.store, cfg.Voters)
+	if n.wipes > 0 || h.bootstrap {
+		log = n.store // a new directory: nothing recorded (R57)
+	}
+	r, err := New(cfg, log, n.now)
 	if err != nil {
 		h.t.Fatalf("New(%s): %v", n.id, err)
 	}
@@ -334,12 +344,27 @@ func fmtEntries(es []protocol.Entry) string {
 	var parts []string
 	for _, e := range es {
 		d := string(e.Data)
-		if e.Type == protocol.EntryControl {
+		switch e.Type {
+		case protocol.EntryControl:
 			d = "ctrl"
+		case protocol.EntryVoters:
+			vs, err := protocol.DecodeVoters(e.Data)
+			var ids []string
+			for _, v := range vs {
+				ids = append(ids, v.ID+"/"+v.DirID)
+			}
+			d = fmt.Sprintf("voters(%s)%v", strings.Join(ids, ","), errOrEmpty(err))
 		}
 		parts = append(parts, fmt.Sprintf("%d@e%d:%s", e.Offset, e.Epoch, d))
 	}
 	return strings.Join(parts, " ")
+}
+
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func fmtMsg(m protocol.Message) string {
@@ -418,7 +443,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 	verbose := !d.HasArg("quiet")
 	args := bareArgs(d)
 	args = slices.DeleteFunc(args, func(s string) bool {
-		return s == "quiet" || s == "verbose" || s == "nostatus" || s == "noready"
+		return s == "quiet" || s == "verbose" || s == "nostatus" || s == "noready" || s == "bootstrap"
 	})
 	switch d.Cmd {
 	case "cluster":
@@ -426,6 +451,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		h.nodes, h.order, h.queue, h.held = map[string]*hnode{}, nil, nil, nil
 		clear(h.cut)
 		h.voters = argVals(d, "voters")
+		h.bootstrap = d.HasArg("bootstrap")
 		h.maxBytes = 1 << 20
 		if v := argVals(d, "maxbytes"); v != nil {
 			h.maxBytes, _ = strconv.Atoi(v[0])
@@ -576,6 +602,44 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 			h.start(n)
 		}
 		h.status(args)
+	case "wipe":
+		// The node's directory is wiped and it starts again: an empty
+		// store, a new directory ID.
+		for _, id := range args {
+			n := h.node(id)
+			n.up = false
+			n.pending = nil
+			h.queue = slices.DeleteFunc(h.queue, func(m protocol.Message) bool { return m.To == id })
+			n.wipes++
+			n.restarts++
+			n.store = storage.NewMemory()
+			n.cfg.DirID = fmt.Sprintf("%s~%d", id, n.wipes)
+			h.start(n)
+		}
+		h.status(args)
+	case "voters":
+		// The voter set in force on each node, each voter with its
+		// directory, and the offset of its entry.
+		for _, id := range h.idsOr(args) {
+			n := h.node(id)
+			if !n.up {
+				h.printf("%s: down\n", id)
+				continue
+			}
+			if n.r.bootstrap {
+				h.printf("%s: bootstrap (%s)\n", id, strings.Join(n.r.voters, ","))
+				continue
+			}
+			var parts []string
+			for _, v := range n.r.voterSet() {
+				parts = append(parts, v.ID+"/"+v.DirID)
+			}
+			h.printf("%s: voters=(%s) at %d", id, strings.Join(parts, ","), n.r.votersOffset)
+			if !n.r.voter {
+				h.printf(" (not one: dir %s)", n.r.dirID)
+			}
+			h.printf("\n")
+		}
 	case "partition":
 		var groups [][]string
 		for _, a := range args {

@@ -25,6 +25,16 @@ type leaderState struct {
 	// sentHW is the HW last sent to each fetching replica: a fetch from a
 	// replica that has not seen the current HW is answered at once.
 	sentHW map[string]uint64
+	// fetchDir, fetchOffset and anyFetch are the directory, offset and time
+	// of each replica's latest valid fetch in this epoch, voter or not:
+	// what a voter change needs to know (R58).
+	fetchDir    map[string]string
+	fetchOffset map[string]uint64
+	anyFetch    map[string]time.Time
+	// replacing names the nodes this leader removed from the voters
+	// because they came back with a new directory (R58), with that
+	// directory: each is added back once it is caught up.
+	replacing map[string]string
 	// lastFetchID is each replica's last FetchID: a fetch that does not
 	// follow it (a restarted replica, or one that lost our answer) may have
 	// missed the current HW, so it is answered at once.
@@ -61,6 +71,10 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		observerFetch: make(map[string]time.Time),
 		sentHW:        make(map[string]uint64),
 		lastFetchID:   make(map[string]uint64),
+		fetchDir:      make(map[string]string),
+		fetchOffset:   make(map[string]uint64),
+		anyFetch:      make(map[string]time.Time),
+		replacing:     make(map[string]string),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
 	}
 	// Grace period: every voter counts as heard from at the start.
@@ -97,7 +111,7 @@ func (r *Replica) checkQuorum() {
 	ls := r.leader
 	n := 0
 	for _, v := range r.voters {
-		if v == r.id || r.now.Sub(ls.lastFetch[v]) < r.cfg.FetchTimeout {
+		if v == r.id && r.voter || v != r.id && r.now.Sub(ls.lastFetch[v]) < r.cfg.FetchTimeout {
 			n++
 		}
 	}
@@ -138,7 +152,7 @@ func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) boo
 		return false
 	}
 	if req.CurrentEpoch > r.epoch {
-		if !r.isVoter(from) {
+		if !r.isVoterDir(from, req.ReplicaDirID) {
 			// Only voters' word moves epochs: a non-voter learns epochs
 			// from voters, so it has nothing to teach us.
 			r.logger.Debug("fetch from a non-voter in a later epoch", "from", from, "epoch", req.CurrentEpoch)
@@ -172,12 +186,18 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		return
 	}
 	// Only voters count for check-quorum and the HW; a non-voter is served
-	// as an observer.
-	voter := r.isVoter(from)
+	// as an observer. A voter is a node at its directory (R56): the same ID
+	// fetching from another directory is a new incarnation, and what the
+	// old one acknowledged no longer counts (its disk is gone).
+	voter := r.isVoterDir(from, req.ReplicaDirID)
 	if voter {
 		ls.lastFetch[from] = r.now
 	} else {
 		ls.observerFetch[from] = r.now
+		if r.isVoter(from) {
+			delete(ls.remote, from)
+			delete(ls.lastFetch, from)
+		}
 	}
 	if req.FetchOffset < r.log.logStart {
 		// Out of range before any divergence check: everything the
@@ -198,10 +218,15 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		})
 		return
 	}
+	ls.fetchDir[from], ls.fetchOffset[from], ls.anyFetch[from] = req.ReplicaDirID, req.FetchOffset, r.now
 	if voter {
 		ls.remote[from] = req.FetchOffset
 		r.updateLeaderHW()
 	}
+	if r.role != RoleLeader {
+		return // resigned (R58)
+	}
+	r.autoReplace(from, req.ReplicaDirID)
 	// A newer fetch replaces the replica's parked one without answering it:
 	// a follower has one fetch outstanding and takes an answer to an older
 	// one only when it asked the same question as the newer one (fetcher's
@@ -295,11 +320,17 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 // backwards.
 func (r *Replica) updateLeaderHW() {
 	ls := r.leader
+	if r.bootstrap {
+		return // nothing commits before a voter set is in force (R57)
+	}
 	vals := ls.hwBuf[:0]
 	for _, v := range r.voters {
-		if v == r.id {
+		switch {
+		case v == r.id && r.voter:
 			vals = append(vals, r.log.durableEnd)
-		} else {
+		case v == r.id:
+			vals = append(vals, 0) // removed (R58): not counted
+		default:
 			vals = append(vals, ls.remote[v]) // 0 if not heard from
 		}
 	}
@@ -314,6 +345,7 @@ func (r *Replica) updateLeaderHW() {
 	}
 	r.hw = o
 	r.ackUpTo(r.hw)
+	r.resignIfRemoved()
 }
 
 // ackUpTo acknowledges pending proposals that end at or below limit.

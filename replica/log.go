@@ -67,6 +67,9 @@ type logView struct {
 	// epochs is the epoch map of the view. The leader's row for its epoch
 	// is added when it is elected (KAFKA-7415), before any entry of it.
 	epochs []protocol.EpochStart
+	// voterSets has one row per EntryVoters entry of the view (R55), in
+	// offset order, and below the log start the newest one only.
+	voterSets []protocol.VotersAt
 }
 
 type tailMark struct {
@@ -80,6 +83,7 @@ func newLogView(store LogReader) logView {
 		logStart:   store.LogStart(),
 		durableEnd: store.LEO(),
 		epochs:     store.EpochMap(),
+		voterSets:  voterRows(store),
 	}
 }
 
@@ -146,11 +150,13 @@ func (l *logView) dropEmptyTrailingEpochs() {
 	}
 }
 
-// append adds entries (starting at LEO) carried by write seq.
-func (l *logView) append(entries []protocol.Entry, seq uint64) {
+// append adds entries (starting at LEO) carried by write seq. It reports
+// whether they hold a voter set.
+func (l *logView) append(entries []protocol.Entry, seq uint64) bool {
 	for _, e := range entries {
 		l.addEpoch(e.Epoch, e.Offset)
 	}
+	voters := l.addVoterRows(entries)
 	l.tail = append(l.tail, entries...)
 	end := l.LEO()
 	if n := len(l.marks); n > 0 && l.marks[n-1].seq == seq {
@@ -158,11 +164,13 @@ func (l *logView) append(entries []protocol.Entry, seq uint64) {
 	} else {
 		l.marks = append(l.marks, tailMark{seq: seq, end: end})
 	}
+	return voters
 }
 
-// truncate removes entries at or above to (to < LEO) and the epoch rows that
-// start at or after it.
-func (l *logView) truncate(to uint64) {
+// truncate removes entries at or above to (to < LEO), the epoch rows that
+// start at or after it and the voter sets there. It reports whether a
+// voter set went.
+func (l *logView) truncate(to uint64) bool {
 	if to < l.durableEnd {
 		l.durableEnd = to
 		l.tail = nil
@@ -179,6 +187,7 @@ func (l *logView) truncate(to uint64) {
 	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].StartOffset >= to {
 		l.epochs = l.epochs[:len(l.epochs)-1]
 	}
+	return l.truncateVoterRows(to)
 }
 
 // deletePrefix moves the log start up to upTo (logStart < upTo ≤
@@ -186,6 +195,7 @@ func (l *logView) truncate(to uint64) {
 // it (as the store does).
 func (l *logView) deletePrefix(upTo uint64) {
 	l.logStart = upTo
+	l.pruneVoterRows(upTo)
 	i := 0
 	for i+1 < len(l.epochs) && l.epochs[i+1].StartOffset <= upTo {
 		i++
@@ -199,10 +209,12 @@ func (l *logView) deletePrefix(upTo uint64) {
 }
 
 // reset empties the view and restarts it at to (> LEO), as a prefix
-// deletion above the LEO does in the store: no entries, no epoch rows.
+// deletion above the LEO does in the store: no entries, no epoch rows, and
+// of the voter sets the newest only (the set in force stays).
 func (l *logView) reset(to uint64) {
 	l.logStart, l.durableEnd = to, to
 	l.tail, l.marks, l.epochs = nil, nil, nil
+	l.pruneVoterRows(to)
 }
 
 // persisted moves the tail entries carried by writes up to seq into the

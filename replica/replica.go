@@ -30,9 +30,17 @@ const hwCheckpointInterval = time.Second
 
 // Replica is one node's protocol state machine.
 type Replica struct {
-	cfg      Config
-	id       string
-	voters   []string
+	cfg   Config
+	id    string
+	dirID string
+	// The voter set in force (voters.go, R55): its node IDs, each one's
+	// directory (nil in the bootstrap set), the offset of its entry, and
+	// whether it is the bootstrap set of Config.Voters (none in the log).
+	voters       []string
+	voterDirs    map[string]string
+	votersOffset uint64
+	bootstrap    bool
+	// voter: (id, dirID) is a voter of the set in force.
 	voter    bool
 	majority int
 	logger   hclog.Logger
@@ -89,6 +97,9 @@ type Replica struct {
 	// voters that granted in it.
 	round uint64
 	votes map[string]bool
+	// grantDirs is the directory each vote of the round came with: a
+	// bootstrap leader records them (R57).
+	grantDirs map[string]string
 
 	// Leader side; nil unless leader.
 	leader *leaderState
@@ -127,17 +138,14 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		return nil, fmt.Errorf("%w: nil log", ErrInvalidConfig)
 	}
 	cfg.EnsureDefaults() // cfg is New's copy
-	voters := slices.Clone(cfg.Voters)
-	cfg.Voters = voters
+	cfg.Voters = slices.Clone(cfg.Voters)
 	r := &Replica{
-		cfg:      cfg,
-		id:       cfg.ID,
-		voters:   voters,
-		voter:    slices.Contains(voters, cfg.ID),
-		majority: len(voters)/2 + 1,
-		logger:   cfg.Logger.Named("replica").With("id", cfg.ID),
-		rand:     cfg.Rand,
-		now:      now,
+		cfg:    cfg,
+		id:     cfg.ID,
+		dirID:  cfg.DirID,
+		logger: cfg.Logger.Named("replica").With("id", cfg.ID),
+		rand:   cfg.Rand,
+		now:    now,
 	}
 	qs, err := log.QuorumState()
 	if err != nil {
@@ -148,6 +156,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		return nil, fmt.Errorf("replica: read HW checkpoint: %w", err)
 	}
 	r.log = newLogView(log)
+	r.refreshVoters()
 	r.epoch, r.votedFor, r.leaderID = qs.Epoch, qs.VotedFor, qs.LeaderID
 	r.epochLeader, r.begun = qs.LeaderID, qs.LeaderID
 	if r.epoch >= MaxEpoch {
@@ -188,7 +197,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 	if bugTruncateToHW && r.log.LEO() > r.hw {
 		r.truncate(r.hw)
 	}
-	if r.voter && len(voters) == 1 {
+	if r.voter && len(r.voters) == 1 {
 		r.becomeCandidate()
 	}
 	return r, nil
@@ -239,6 +248,31 @@ func (r *Replica) Propose(id uint64, records [][]byte) {
 // Barrier and Raft's no-op entry).
 func (r *Replica) ProposeBarrier(id uint64) {
 	r.propose(id, protocol.EntryControl, [][]byte{nil})
+}
+
+// ProposeVoterChange asks to add a voter or remove one (docs/design.md
+// R58): ch.Add adds ch.NodeID at the directory it fetches from, else it
+// removes ch.NodeID. It is decided as Propose is (a follower forwards it to
+// the leader; NotLeaderError, ErrUnknownOutcome); the Ack carries the
+// offset of the new voter set once it is committed (the change is in force
+// from there on), or, nothing changed, ErrVoterChangePending (another
+// change is not committed yet: retry), ErrUnknownNode (a node to add that
+// does not fetch from the leader now, or one to remove that is not a
+// voter), ErrLastVoter, or ErrNotCaughtUp (retry). Adding a voter that
+// already votes at the directory it fetches from succeeds at once.
+func (r *Replica) ProposeVoterChange(id uint64, ch protocol.VoterChange) {
+	if r.err != nil {
+		r.acks = append(r.acks, Ack{ID: id, Err: r.err})
+		return
+	}
+	switch {
+	case r.role == RoleLeader:
+		r.leaderVoterChange(proposal{id: id, local: true}, ch)
+	case r.leaderID != "":
+		r.forward(id, protocol.EntryVoters, [][]byte{protocol.EncodeVoterChange(ch)})
+	default:
+		r.acks = append(r.acks, Ack{ID: id, Err: &NotLeaderError{}})
+	}
 }
 
 // propose is Propose for records that become entries of type typ.

@@ -63,7 +63,7 @@ func TestEmptiedLogKeepsItsLastEpochForVotes(t *testing.T) {
 	}
 	ask := func(t *testing.T, r *Replica, lastEpoch, leo uint64) bool {
 		t.Helper()
-		r.Step(protocol.Message{From: "c", To: "v", Body: &protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: lastEpoch, LEO: leo}})
+		r.Step(protocol.Message{From: "c", To: "v", Body: &protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", PreVote: true, LastEpoch: lastEpoch, LEO: leo}})
 		resp := bodiesTo[*protocol.VoteResponse](r.Ready().Messages, "c")
 		if len(resp) != 1 {
 			t.Fatalf("%d answers", len(resp))
@@ -113,7 +113,7 @@ func TestRetentionKeepsTheLastCommittedEntry(t *testing.T) {
 		t.Errorf("after the truncation: store [%d, %d) map %v; want [5, 6) and epoch 1's row", store.LogStart(), store.LEO(), store.EpochMap())
 	}
 	r.lastLeaderContact = time.Time{} // it has not heard from its leader for long
-	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "x", PreVote: true, LastEpoch: 1, LEO: 3}})
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "x", CandidateDirID: "x", VoterDirID: "f", PreVote: true, LastEpoch: 1, LEO: 3}})
 	for _, v := range bodiesTo[*protocol.VoteResponse](r.Ready().Messages, "x") {
 		if v.Granted {
 			t.Fatal("it granted a candidate (epoch 1, LEO 3) that lacks the committed entries 3..5")

@@ -38,7 +38,7 @@ func testConfig(id string, voters ...string) Config {
 
 func newTestReplica(t testing.TB, cfg Config, store storage.Store) *Replica {
 	t.Helper()
-	r, err := New(cfg, store, t0)
+	r, err := New(cfg, bound(store, cfg.Voters), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,43 +98,43 @@ func TestVoteRules(t *testing.T) {
 	}
 	cases := []tc{
 		{name: "vote: fresh voter, equal logs", qs: protocol.QuorumState{Epoch: 1},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v"}, wantGrant: true, wantEpoch: 2},
 		{name: "vote: candidate log longer", log: []uint64{1, 1}, qs: protocol.QuorumState{Epoch: 1},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 3}, wantGrant: true, wantEpoch: 2},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", LastEpoch: 1, LEO: 3}, wantGrant: true, wantEpoch: 2},
 		{name: "vote: candidate log shorter, same last epoch", log: []uint64{1, 1}, qs: protocol.QuorumState{Epoch: 1},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 1, LEO: 1}, wantEpoch: 2},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", LastEpoch: 1, LEO: 1}, wantEpoch: 2},
 		{name: "vote: candidate last epoch lower, longer log", log: []uint64{1, 3}, qs: protocol.QuorumState{Epoch: 3},
-			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 9}, wantEpoch: 4},
+			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", LastEpoch: 2, LEO: 9}, wantEpoch: 4},
 		{name: "vote: candidate last epoch higher, shorter log", log: []uint64{1, 1, 1}, qs: protocol.QuorumState{Epoch: 3},
-			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c", LastEpoch: 2, LEO: 1}, wantGrant: true, wantEpoch: 4},
+			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", LastEpoch: 2, LEO: 1}, wantGrant: true, wantEpoch: 4},
 		{name: "vote: already voted for another in that epoch", qs: protocol.QuorumState{Epoch: 2, VotedFor: "d"},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v"}, wantEpoch: 2},
 		{name: "vote: repeated for the same candidate", qs: protocol.QuorumState{Epoch: 2, VotedFor: "c"},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v"}, wantGrant: true, wantEpoch: 2},
 		{name: "vote: the leader of that epoch is known", qs: protocol.QuorumState{Epoch: 2, LeaderID: "d"},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantEpoch: 2},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v"}, wantEpoch: 2},
 		{name: "vote: stale epoch", qs: protocol.QuorumState{Epoch: 5},
-			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c"}, wantEpoch: 5},
+			req: protocol.VoteRequest{Epoch: 4, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v"}, wantEpoch: 5},
 		{name: "vote: granted if the voter knows a leader but has not heard from it",
 			qs:  protocol.QuorumState{Epoch: 1, LeaderID: "d"},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, wantGrant: true, wantEpoch: 2},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v"}, wantGrant: true, wantEpoch: 2},
 		// Issue 16.4 (Raft §6, KIP-996): one message must not depose a
 		// healthy leader.
 		{name: "vote: disregarded while the voter hears from its leader",
 			qs: protocol.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c"}, ignored: true, wantEpoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v"}, ignored: true, wantEpoch: 1},
 		{name: "vote: disregarded by the leader", leader: true,
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", LastEpoch: 9, LEO: 9}, ignored: true, wantEpoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", LastEpoch: 9, LEO: 9}, ignored: true, wantEpoch: 1},
 		{name: "pre-vote: no leader heard, log ok", qs: protocol.QuorumState{Epoch: 1},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantGrant: true, wantEpoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", PreVote: true}, wantGrant: true, wantEpoch: 1},
 		{name: "pre-vote: heard from the leader within FetchTimeout", qs: protocol.QuorumState{Epoch: 1, LeaderID: "d"}, contact: true,
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true}, wantEpoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", PreVote: true}, wantEpoch: 1},
 		{name: "pre-vote: the leader never grants", leader: true,
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 9, LEO: 9}, wantEpoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", PreVote: true, LastEpoch: 9, LEO: 9}, wantEpoch: 1},
 		{name: "pre-vote: candidate log behind", log: []uint64{1, 1}, qs: protocol.QuorumState{Epoch: 1},
-			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", PreVote: true, LastEpoch: 1, LEO: 1}, wantEpoch: 1},
+			req: protocol.VoteRequest{Epoch: 2, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", PreVote: true, LastEpoch: 1, LEO: 1}, wantEpoch: 1},
 		{name: "pre-vote: epoch not above ours", qs: protocol.QuorumState{Epoch: 3},
-			req: protocol.VoteRequest{Epoch: 3, CandidateID: "c", PreVote: true}, wantEpoch: 3},
+			req: protocol.VoteRequest{Epoch: 3, CandidateID: "c", CandidateDirID: "c", VoterDirID: "v", PreVote: true}, wantEpoch: 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestVoteRules(t *testing.T) {
 			r := newTestReplica(t, testConfig("v", "v", "c", "d"), store)
 			if c.leader {
 				r.becomeCandidate()
-				r.Step(protocol.Message{From: "d", To: "v", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "d", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+				r.Step(protocol.Message{From: "d", To: "v", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "d", VoterDirID: "d", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 				if r.role != RoleLeader {
 					t.Fatal("setup: not leader")
 				}
@@ -200,7 +200,7 @@ func leaderWith(t *testing.T, voters []string, log []uint64, qs protocol.QuorumS
 	r.becomeCandidate()
 	for _, v := range voters {
 		if v != "l" {
-			r.Step(protocol.Message{From: v, To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: v, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+			r.Step(protocol.Message{From: v, To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: v, VoterDirID: v, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 		}
 	}
 	if r.role != RoleLeader {
@@ -212,7 +212,7 @@ func leaderWith(t *testing.T, voters []string, log []uint64, qs protocol.QuorumS
 
 func fetch(r *Replica, from string, id, epoch, offset, lastEpoch uint64) {
 	r.Step(protocol.Message{From: from, To: r.id, Body: &protocol.FetchRequest{
-		FetchID: id, ReplicaID: from, CurrentEpoch: epoch, FetchOffset: offset, LastFetchedEpoch: lastEpoch,
+		FetchID: id, ReplicaID: from, ReplicaDirID: from, CurrentEpoch: epoch, FetchOffset: offset, LastFetchedEpoch: lastEpoch,
 		MaxBytes: 1 << 20, MaxWaitMs: 500,
 	}})
 }
@@ -421,6 +421,8 @@ func TestLeaderHW(t *testing.T) {
 		hw         uint64
 		remote     map[string]uint64
 		want       uint64
+		removed    bool // the leader is not in voters (R58)
+		bootstrap  bool
 	}
 	v3 := []string{"l", "a", "b"}
 	v5 := []string{"l", "a", "b", "c", "d"}
@@ -434,10 +436,14 @@ func TestLeaderHW(t *testing.T) {
 		{name: "not past the epoch start: no move", voters: v3, durable: 5, epochStart: 4, remote: map[string]uint64{"a": 4}, want: 0},
 		{name: "past the epoch start: moves", voters: v3, durable: 5, epochStart: 4, remote: map[string]uint64{"a": 5}, want: 5},
 		{name: "never backwards", voters: v3, durable: 5, hw: 4, remote: map[string]uint64{"a": 2}, want: 4},
+		// R58: a leader removed from the set leads on without counting.
+		{name: "removed leader not counted", voters: []string{"a", "b", "c"}, removed: true, durable: 9, remote: map[string]uint64{"a": 4, "b": 3}, want: 3},
+		// R57: nothing commits before a voter set is in force.
+		{name: "bootstrap set: nothing commits", voters: v3, bootstrap: true, durable: 5, remote: map[string]uint64{"a": 5, "b": 5}, want: 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := &Replica{voters: c.voters, id: "l", majority: len(c.voters)/2 + 1, hw: c.hw}
+			r := &Replica{voters: c.voters, id: "l", voter: !c.removed, bootstrap: c.bootstrap, majority: len(c.voters)/2 + 1, hw: c.hw}
 			r.log.durableEnd = c.durable
 			r.leader = &leaderState{epochStartLEO: c.epochStart, remote: c.remote}
 			r.updateLeaderHW()
@@ -641,7 +647,7 @@ func TestProposeOutcomes(t *testing.T) {
 			t.Fatalf("answers %v", resps)
 		}
 		r.becomeCandidate()
-		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 		settle(t, r, store)
 		r.Step(protocol.Message{From: "a", To: "l", Body: req}) // the network's duplicate
 		msgs, _ = settle(t, r, store)
@@ -911,7 +917,7 @@ func TestEpochRowAtElection(t *testing.T) {
 	}
 	r := newTestReplica(t, testConfig("l", "l", "a"), store)
 	r.becomeCandidate()
-	r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+	r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 	if r.role != RoleLeader || r.log.LEO() != 2 || len(r.writes) == 0 {
 		t.Fatalf("setup: role %v leo %d", r.role, r.log.LEO())
 	}
@@ -999,7 +1005,7 @@ func TestFirstNewsFromTheLeaderIsContact(t *testing.T) {
 	if r2.leaderID != to || !r2.heardFromLeaderRecently() {
 		t.Fatalf("leader %q contact %v: want %s with contact", r2.leaderID, r2.heardFromLeaderRecently(), to)
 	}
-	r2.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 4, CandidateID: "x", LastEpoch: 9, LEO: 9, PreVote: true, Round: 1}})
+	r2.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 4, CandidateID: "x", CandidateDirID: "x", VoterDirID: "f", LastEpoch: 9, LEO: 9, PreVote: true, Round: 1}})
 	msgs, _ = settle(t, r2, store2)
 	if resps := bodiesTo[*protocol.VoteResponse](msgs, "x"); len(resps) != 1 || resps[0].Granted {
 		t.Fatalf("pre-vote answers %v: want a refusal", resps)
@@ -1051,7 +1057,7 @@ func TestRefusesCommittedTruncation(t *testing.T) {
 	}
 	// Halted: time passes, messages arrive, nothing happens.
 	r.Tick(t0.Add(time.Hour))
-	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "x", LastEpoch: 9, LEO: 9}})
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "x", CandidateDirID: "x", VoterDirID: "f", LastEpoch: 9, LEO: 9}})
 	r.Propose(7, [][]byte{[]byte("p")})
 	rd = r.Ready()
 	if len(rd.Writes) != 0 || len(rd.Messages) != 0 || len(rd.Acks) != 1 || !errors.Is(rd.Acks[0].Err, ErrCommittedTruncation) {
@@ -1073,10 +1079,10 @@ func TestEpochBounds(t *testing.T) {
 		for _, body := range []protocol.Body{
 			&protocol.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99},
 			&protocol.VoteRequest{Epoch: e, CandidateID: "a", LastEpoch: e, LEO: 99, PreVote: true},
-			&protocol.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: e},
+			&protocol.FetchRequest{FetchID: 5, ReplicaID: "a", ReplicaDirID: "a", CurrentEpoch: e},
 			&protocol.BeginEpoch{Epoch: e, LeaderID: "a"},
 			&protocol.FetchResponse{FetchID: 5, LeaderID: "a", Epoch: e},
-			&protocol.VoteResponse{Epoch: e, VoterID: "a", RequestEpoch: e},
+			&protocol.VoteResponse{Epoch: e, VoterID: "a", VoterDirID: "a", RequestEpoch: e},
 			&protocol.AppendRequest{RequestID: 1, Epoch: e},
 		} {
 			r.Step(protocol.Message{From: "a", To: "l", Body: body})
@@ -1087,7 +1093,7 @@ func TestEpochBounds(t *testing.T) {
 		}
 	}
 	// Positive control: a plausible newer epoch is adopted.
-	r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.FetchRequest{FetchID: 5, ReplicaID: "a", CurrentEpoch: epoch + 2}})
+	r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.FetchRequest{FetchID: 5, ReplicaID: "a", ReplicaDirID: "a", CurrentEpoch: epoch + 2}})
 	if r.epoch != epoch+2 || r.role != RoleFollower {
 		t.Fatalf("positive control: epoch %d role %v, want %d and follower", r.epoch, r.role, epoch+2)
 	}
@@ -1153,7 +1159,7 @@ func TestOnlyMembersCount(t *testing.T) {
 		t.Fatalf("a non-voter's fetch moved the HW to %d", r.hw)
 	}
 	fetch(r, "o", 2, epoch+1, r.log.LEO(), epoch)
-	r.Step(protocol.Message{From: "o", To: "l", Body: &protocol.VoteRequest{Epoch: epoch + 1, CandidateID: "o", LastEpoch: 9, LEO: 9}})
+	r.Step(protocol.Message{From: "o", To: "l", Body: &protocol.VoteRequest{Epoch: epoch + 1, CandidateID: "o", CandidateDirID: "o", VoterDirID: "l", LastEpoch: 9, LEO: 9}})
 	rd := r.Ready()
 	if r.role != RoleLeader || r.epoch != epoch || len(bodiesTo[*protocol.VoteResponse](rd.Messages, "o")) != 0 {
 		t.Fatalf("a non-voter moved the leader: role %v epoch %d msgs %v", r.role, r.epoch, rd.Messages)
@@ -1219,7 +1225,7 @@ func TestForwardedAppendNamesItsEpoch(t *testing.T) {
 	r2 := newTestReplica(t, testConfig("l", voters...), store)
 	r2.becomeCandidate()
 	for _, v := range []string{"a", "b"} {
-		r2.Step(protocol.Message{From: v, To: "l", Body: &protocol.VoteResponse{Epoch: r2.epoch, VoterID: v, Granted: true, RequestEpoch: r2.epoch, Round: r2.round}})
+		r2.Step(protocol.Message{From: v, To: "l", Body: &protocol.VoteResponse{Epoch: r2.epoch, VoterID: v, VoterDirID: v, Granted: true, RequestEpoch: r2.epoch, Round: r2.round}})
 	}
 	settle(t, r2, store)
 	leo := r2.log.LEO()
@@ -1294,7 +1300,7 @@ func TestVoteAnswerNamesItsRound(t *testing.T) {
 	}
 	grant := func(req *protocol.VoteRequest) {
 		r.Step(protocol.Message{From: "a", To: "p", Body: &protocol.VoteResponse{
-			Epoch: 1, VoterID: "a", Granted: true, PreVote: true, RequestEpoch: req.Epoch, Round: req.Round}})
+			Epoch: 1, VoterID: "a", VoterDirID: "a", Granted: true, PreVote: true, RequestEpoch: req.Epoch, Round: req.Round}})
 	}
 	grant(first[0])
 	if r.role != RoleProspective {
@@ -1341,7 +1347,7 @@ func TestFetchToTheLeaderJustLearnedStays(t *testing.T) {
 	r.becomeProspective()
 	r.Ready()
 	r.Step(protocol.Message{From: other, To: "f", Body: &protocol.VoteResponse{
-		Epoch: 1, VoterID: other, PreVote: true, RequestEpoch: 2, Round: r.round, LeaderID: target}})
+		Epoch: 1, VoterID: other, VoterDirID: other, PreVote: true, RequestEpoch: 2, Round: r.round, LeaderID: target}})
 	if r.role != RoleFollower || r.leaderID != target {
 		t.Fatalf("setup: role %v leader %q", r.role, r.leaderID)
 	}

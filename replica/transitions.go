@@ -113,17 +113,26 @@ func (r *Replica) becomeProspective() {
 	r.newRound()
 	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 	r.logger.Debug("prospective", "epoch", r.epoch)
-	if r.countVotes() >= r.majority {
+	if r.countVotes() >= r.electionQuorum() {
 		r.becomeCandidate()
 		return
 	}
-	req := &protocol.VoteRequest{
-		Epoch: r.epoch + 1, CandidateID: r.id,
-		LastEpoch: r.log.voteEpoch(), LEO: r.log.LEO(), PreVote: true, Round: r.round,
+	r.requestVotes(true)
+}
+
+// requestVotes sends the round's vote requests (pre-votes with preVote),
+// each naming the directory the set in force records for its voter (R56).
+func (r *Replica) requestVotes(preVote bool) {
+	epoch := r.epoch
+	if preVote {
+		epoch++
 	}
 	for _, v := range r.voters {
 		if v != r.id {
-			r.send(v, req)
+			r.send(v, &protocol.VoteRequest{
+				Epoch: epoch, CandidateID: r.id, CandidateDirID: r.dirID, VoterDirID: r.voterDir(v),
+				LastEpoch: r.log.voteEpoch(), LEO: r.log.LEO(), PreVote: preVote, Round: r.round,
+			})
 		}
 	}
 }
@@ -148,20 +157,12 @@ func (r *Replica) becomeCandidate() {
 	r.writeQuorumState()
 	r.newRound()
 	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
-	r.logger.Info("candidate", "epoch", r.epoch)
-	if r.countVotes() >= r.majority {
+	r.logger.Info("candidate", "epoch", r.epoch, "bootstrap", r.bootstrap)
+	if r.countVotes() >= r.electionQuorum() {
 		r.becomeLeader()
 		return
 	}
-	req := &protocol.VoteRequest{
-		Epoch: r.epoch, CandidateID: r.id,
-		LastEpoch: r.log.voteEpoch(), LEO: r.log.LEO(), Round: r.round,
-	}
-	for _, v := range r.voters {
-		if v != r.id {
-			r.send(v, req)
-		}
-	}
+	r.requestVotes(false)
 }
 
 // becomeLeader makes a candidate with a majority the leader of its epoch.
@@ -182,7 +183,21 @@ func (r *Replica) becomeLeader() {
 			r.send(v, &protocol.BeginEpoch{Epoch: r.epoch, LeaderID: r.id})
 		}
 	}
-	if leo > r.hw {
+	bootstrapped := false
+	if r.bootstrap {
+		// The first leader records who elected it, each voter at its
+		// directory (R57): from this entry on, a wiped voter is not its
+		// old self, and entries commit. It is an entry of this epoch: it
+		// also commits what earlier epochs left above the HW.
+		if vs, ok := r.voterSetFromGrants(); ok {
+			r.logger.Info("recording the first voter set", "voters", vs)
+			r.appendVoterSet(vs)
+			bootstrapped = true
+		} else {
+			r.logger.Error("a grant carried no directory: no voter set can be recorded, nothing will commit", "grants", r.grantDirs)
+		}
+	}
+	if !bootstrapped && leo > r.hw {
 		// Entries of earlier epochs above the HW can only commit with an
 		// entry of this epoch: append one now rather than wait for a user.
 		r.appendControlEntry()
@@ -224,4 +239,5 @@ func (r *Replica) newRound() {
 		r.round = 1
 	}
 	r.votes = map[string]bool{r.id: true}
+	r.grantDirs = map[string]string{}
 }

@@ -36,11 +36,15 @@ func (r *Replica) appendEntries(entries []protocol.Entry) {
 	if n := len(r.writes); n > 0 && r.writes[n-1].Kind == protocol.WriteAppend {
 		w := &r.writes[n-1]
 		w.Entries = append(w.Entries, entries...)
-		r.log.append(entries, w.Seq)
+		if r.log.append(entries, w.Seq) {
+			r.refreshVoters()
+		}
 		return
 	}
 	seq := r.emit(protocol.Write{Kind: protocol.WriteAppend, Entries: slices.Clone(entries)})
-	r.log.append(entries, seq)
+	if r.log.append(entries, seq) {
+		r.refreshVoters() // in force once appended (R55)
+	}
 }
 
 // truncate issues a truncation of the log to to (< LEO). Truncating below
@@ -65,7 +69,9 @@ func (r *Replica) truncate(to uint64) {
 		return
 	}
 	r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: to})
-	r.log.truncate(to)
+	if r.log.truncate(to) {
+		r.refreshVoters() // the previous set is in force again (R55)
+	}
 }
 
 // writeQuorumState issues a write of the current quorum state.

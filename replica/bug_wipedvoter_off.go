@@ -1,0 +1,5 @@
+//go:build !replog_bug_wiped_voter
+
+package replica
+
+const bugIgnoreDirs = false

@@ -1,0 +1,316 @@
+package replica
+
+import (
+	"slices"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// The voter set in force (docs/design.md R55–R58) is the one of the newest
+// EntryVoters entry of the log view, committed or not; with none, the
+// bootstrap set of Config.Voters, whose directories are unknown. The log
+// view keeps one row per EntryVoters entry (logView.voterSets), as the
+// store does, and every change of the rows goes through refreshVoters.
+
+// voterRows returns the rows of the voter sets of a store, or none if the
+// store keeps none (a LogReader written before voter sets).
+func voterRows(store LogReader) []protocol.VotersAt {
+	if vs, ok := store.(interface{ VoterSets() []protocol.VotersAt }); ok {
+		return vs.VoterSets()
+	}
+	return nil
+}
+
+// addVoterRows records the voter sets among entries (appended at their
+// offsets). A set that does not decode was refused before it got here (the
+// fetcher drops it, a leader builds its own): it is skipped, loudly.
+func (l *logView) addVoterRows(entries []protocol.Entry) bool {
+	added := false
+	for _, e := range entries {
+		if e.Type != protocol.EntryVoters {
+			continue
+		}
+		vs, err := protocol.DecodeVoters(e.Data)
+		if err != nil {
+			continue
+		}
+		l.voterSets = append(l.voterSets, protocol.VotersAt{Offset: e.Offset, Voters: vs})
+		added = true
+	}
+	return added
+}
+
+// truncateVoterRows drops the rows of entries at or above to.
+func (l *logView) truncateVoterRows(to uint64) bool {
+	n := len(l.voterSets)
+	for n > 0 && l.voterSets[n-1].Offset >= to {
+		n--
+	}
+	changed := n != len(l.voterSets)
+	l.voterSets = l.voterSets[:n:n]
+	return changed
+}
+
+// pruneVoterRows drops the rows below start except the newest of them: it
+// is the set in force at the log start, which retention must not forget.
+func (l *logView) pruneVoterRows(start uint64) {
+	i := 0
+	for i+1 < len(l.voterSets) && l.voterSets[i+1].Offset < start {
+		i++
+	}
+	if i > 0 {
+		l.voterSets = slices.Clone(l.voterSets[i:])
+	}
+}
+
+// currentVoters returns the newest row, or false if the view has none.
+func (l *logView) currentVoters() (protocol.VotersAt, bool) {
+	if len(l.voterSets) == 0 {
+		return protocol.VotersAt{}, false
+	}
+	return l.voterSets[len(l.voterSets)-1], true
+}
+
+// refreshVoters makes the newest voter set of the log view the one in
+// force, and moves this replica between voter and observer if its own
+// membership changed. It runs after every change of the view's rows.
+func (r *Replica) refreshVoters() {
+	was := r.voter
+	if row, ok := r.log.currentVoters(); ok {
+		r.bootstrap = false
+		r.votersOffset = row.Offset
+		r.voters = r.voters[:0:0]
+		r.voterDirs = make(map[string]string, len(row.Voters))
+		for _, v := range row.Voters {
+			r.voters = append(r.voters, v.ID)
+			r.voterDirs[v.ID] = v.DirID
+		}
+		r.voter = r.voterDirs[r.id] == r.dirID
+	} else {
+		r.bootstrap = true
+		r.votersOffset = 0
+		r.voters = slices.Clone(r.cfg.Voters)
+		r.voterDirs = nil
+		r.voter = slices.Contains(r.voters, r.id)
+	}
+	r.majority = len(r.voters)/2 + 1
+	if r.voter == was {
+		return
+	}
+	switch {
+	case r.voter && r.role == RoleObserver:
+		r.logger.Info("now a voter", "dir", r.dirID, "voters_offset", r.votersOffset)
+		r.role = RoleFollower
+		r.resetElectionTimer()
+	case !r.voter && (r.role == RoleFollower || r.role == RoleProspective || r.role == RoleCandidate):
+		r.logger.Info("no longer a voter: observing", "dir", r.dirID, "voters_offset", r.votersOffset)
+		r.role = RoleObserver
+		r.votes = nil
+	}
+	// A leader removed from the set leads on, not counting itself, until
+	// the change commits (R58: updateLeaderHW resigns then).
+}
+
+// isVoterDir reports whether (id, dir) is a voter of the set in force: in
+// the bootstrap set any directory of a listed node is (nothing is recorded
+// yet).
+func (r *Replica) isVoterDir(id, dir string) bool {
+	if r.bootstrap || bugIgnoreDirs {
+		return slices.Contains(r.voters, id)
+	}
+	d, ok := r.voterDirs[id]
+	return ok && d == dir
+}
+
+// voterDir is the directory the set in force records for voter id ("" in
+// the bootstrap set).
+func (r *Replica) voterDir(id string) string { return r.voterDirs[id] }
+
+// electionQuorum is how many grants (its own included) a candidate needs:
+// a majority of the set in force, or every bootstrap voter while the log
+// holds no set (R57: before directories are recorded nobody can tell a
+// wiped voter from a new one, so only all of them together may elect).
+func (r *Replica) electionQuorum() int {
+	if r.bootstrap {
+		return len(r.voters)
+	}
+	return r.majority
+}
+
+// voterSetFromGrants is the set a bootstrap leader records (R57): every
+// bootstrap voter with the directory its grant carried (its own for
+// itself). It reports false if a directory is missing (a grant without one,
+// from a node of an older version).
+func (r *Replica) voterSetFromGrants() ([]protocol.Voter, bool) {
+	vs := make([]protocol.Voter, 0, len(r.voters))
+	for _, id := range r.voters {
+		dir := r.grantDirs[id]
+		if id == r.id {
+			dir = r.dirID
+		}
+		if dir == "" {
+			return nil, false
+		}
+		vs = append(vs, protocol.Voter{ID: id, DirID: dir})
+	}
+	return vs, true
+}
+
+// voterSet returns the set in force as voters (nil in the bootstrap set).
+func (r *Replica) voterSet() []protocol.Voter {
+	if r.bootstrap {
+		return nil
+	}
+	vs := make([]protocol.Voter, len(r.voters))
+	for i, id := range r.voters {
+		vs[i] = protocol.Voter{ID: id, DirID: r.voterDirs[id]}
+	}
+	return vs
+}
+
+// changeCommitted reports whether a leader may append a voter change
+// (R58): the set in force is committed, and so is an entry of its epoch
+// (Raft's single-server change fix: a new leader's first commit settles
+// any change an earlier leader left uncommitted).
+func (r *Replica) changeCommitted() bool {
+	return !r.bootstrap && r.votersOffset < r.hw && r.hw > r.leader.epochStartLEO
+}
+
+// leaderVoterChange is the leader's side of a voter change: it checks the
+// change and appends the new set as p, or answers p with the refusal.
+func (r *Replica) leaderVoterChange(p proposal, ch protocol.VoterChange) {
+	if e := r.voterChangeRefusal(ch); e != protocol.AppendOK {
+		r.refuseProposal(p, e)
+		return
+	}
+	ls := r.leader
+	var next []protocol.Voter
+	cur := r.voterSet()
+	if ch.Add {
+		dir := ls.fetchDir[ch.NodeID]
+		if ch.NodeID == r.id {
+			dir = r.dirID // the leader never fetches from itself
+		}
+		if d, ok := r.voterDirs[ch.NodeID]; ok {
+			if d == dir {
+				// Already this voter: nothing to change.
+				p.first, p.end = r.votersOffset, r.votersOffset
+				ls.pending = append(ls.pending, p)
+				r.ackUpTo(r.hw)
+				return
+			}
+			// Another incarnation of it votes: remove that one first (R58,
+			// one change at a time); the caller retries the add.
+			r.logger.Info("replacing a voter: removing its old incarnation first", "node", ch.NodeID, "old_dir", d, "new_dir", dir)
+			r.appendVoterSet(slices.DeleteFunc(cur, func(v protocol.Voter) bool { return v.ID == ch.NodeID }))
+			r.refuseProposal(p, protocol.AppendVoterChangePending)
+			return
+		}
+		next = append(cur, protocol.Voter{ID: ch.NodeID, DirID: dir})
+	} else {
+		next = slices.DeleteFunc(cur, func(v protocol.Voter) bool { return v.ID == ch.NodeID })
+	}
+	r.logger.Info("voter change", "add", ch.Add, "node", ch.NodeID, "voters", next)
+	if !p.local {
+		// A copy of the request is answered from memory, never appended
+		// again (refusals above are not remembered: a copy is judged again).
+		r.memo.set(doneKey{p.from, p.requestID}, forwardMemo{state: forwardAppended, epoch: r.epoch})
+	}
+	r.leaderPropose(p, protocol.EntryVoters, [][]byte{protocol.EncodeVoters(next)})
+}
+
+// voterChangeRefusal returns why the leader cannot make change ch now, or
+// AppendOK.
+func (r *Replica) voterChangeRefusal(ch protocol.VoterChange) protocol.AppendError {
+	if ch.NodeID == "" {
+		return protocol.AppendUnknownNode
+	}
+	if !r.changeCommitted() {
+		return protocol.AppendVoterChangePending
+	}
+	ls := r.leader
+	if !ch.Add {
+		if _, ok := r.voterDirs[ch.NodeID]; !ok {
+			return protocol.AppendUnknownNode
+		}
+		if len(r.voters) == 1 {
+			return protocol.AppendLastVoter
+		}
+		return protocol.AppendOK
+	}
+	if ch.NodeID == r.id {
+		if r.voter {
+			return protocol.AppendOK // already a voter: answered as done
+		}
+		return protocol.AppendUnknownNode
+	}
+	dir, ok := ls.fetchDir[ch.NodeID]
+	if !ok || dir == "" || r.now.Sub(ls.anyFetch[ch.NodeID]) >= r.cfg.FetchTimeout {
+		// It must fetch from us now, so that we know which incarnation
+		// of it we add.
+		return protocol.AppendUnknownNode
+	}
+	if len(r.voters) >= protocol.MaxVoters {
+		return protocol.AppendUnknownNode
+	}
+	if ls.fetchOffset[ch.NodeID] < r.hw {
+		return protocol.AppendNotCaughtUp
+	}
+	return protocol.AppendOK
+}
+
+// appendVoterSet appends vs as the new set in force, with no proposal
+// waiting for it (an automatic replacement's step).
+func (r *Replica) appendVoterSet(vs []protocol.Voter) {
+	leo := r.log.LEO()
+	r.appendEntries([]protocol.Entry{{Offset: leo, Epoch: r.epoch, Time: r.now.UnixMilli(), Type: protocol.EntryVoters, Data: protocol.EncodeVoters(vs)}})
+}
+
+// refuseProposal answers proposal p (not appended) with e.
+func (r *Replica) refuseProposal(p proposal, e protocol.AppendError) {
+	if p.local {
+		r.acks = append(r.acks, Ack{ID: p.id, Err: appendErrorAsError(e, "")})
+		return
+	}
+	r.send(p.from, &protocol.AppendResponse{RequestID: p.requestID, Error: e, LeaderID: r.id})
+}
+
+// autoReplace is R58's automatic replacement, run when a fetch shows node
+// from fetching from directory dir: if another incarnation of it is a voter
+// and this one has caught up, the old one is removed; once that is
+// committed, a node this leader replaced is added at its new directory.
+func (r *Replica) autoReplace(from, dir string) {
+	if r.cfg.ManualVoterChanges || dir == "" || r.bootstrap {
+		return
+	}
+	ls := r.leader
+	old, isVoter := r.voterDirs[from]
+	switch {
+	case isVoter && old != dir:
+		if ls.fetchOffset[from] < r.hw || !r.changeCommitted() || len(r.voters) == 1 {
+			return
+		}
+		r.logger.Info("a voter came back with a new directory: replacing it", "node", from, "old_dir", old, "new_dir", dir)
+		ls.replacing[from] = dir
+		r.appendVoterSet(slices.DeleteFunc(r.voterSet(), func(v protocol.Voter) bool { return v.ID == from }))
+	case !isVoter && ls.replacing[from] == dir:
+		if r.voterChangeRefusal(protocol.VoterChange{Add: true, NodeID: from}) != protocol.AppendOK {
+			return
+		}
+		r.logger.Info("adding the new incarnation of a replaced voter", "node", from, "dir", dir)
+		delete(ls.replacing, from)
+		r.appendVoterSet(append(r.voterSet(), protocol.Voter{ID: from, DirID: dir}))
+	}
+}
+
+// resignIfRemoved makes a leader that is no longer a voter step down once
+// the set that removed it is committed (R58).
+func (r *Replica) resignIfRemoved() {
+	if r.role != RoleLeader || r.voter || r.hw <= r.votersOffset {
+		return
+	}
+	r.logger.Info("removed from the voters and the change is committed: resigning", "epoch", r.epoch)
+	r.becomeFollower(r.epoch, "")
+	r.lastLeaderContact = time.Time{}
+}

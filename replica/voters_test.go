@@ -1,0 +1,140 @@
+package replica
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
+)
+
+// fetchFrom steps a fetch from node from at directory dir.
+func fetchFrom(r *Replica, from, dir string, id, offset, lastEpoch uint64) {
+	r.Step(protocol.Message{From: from, To: r.id, Body: &protocol.FetchRequest{
+		FetchID: id, ReplicaID: from, ReplicaDirID: dir, CurrentEpoch: r.epoch, FetchOffset: offset, LastFetchedEpoch: lastEpoch,
+		MaxBytes: 1 << 20, MaxWaitMs: 0,
+	}})
+}
+
+// changeAck proposes ch on r, settles, and returns the acks.
+func changeAck(t *testing.T, r *Replica, store storage.Store, id uint64, ch protocol.VoterChange) []Ack {
+	t.Helper()
+	r.ProposeVoterChange(id, ch)
+	_, acks := settle(t, r, store)
+	return acks
+}
+
+func wantErr(t *testing.T, what string, acks []Ack, want error) {
+	t.Helper()
+	if len(acks) != 1 || !errors.Is(acks[0].Err, want) {
+		t.Fatalf("%s: acks %+v, want %v", what, acks, want)
+	}
+}
+
+// TestVoterChanges covers R58 on a leader: the refusals, one change at a
+// time, in force once appended, committed by the new set's majority, and a
+// leader that removed itself resigning once that commits.
+func TestVoterChanges(t *testing.T) {
+	r, store := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{})
+	// Nothing of this epoch committed yet: no change (Raft's fix).
+	wantErr(t, "before an entry of the epoch commits", changeAck(t, r, store, 1, protocol.VoterChange{Add: false, NodeID: "b"}), ErrVoterChangePending)
+
+	r.Propose(2, [][]byte{[]byte("x")}) // offset 0
+	settle(t, r, store)
+	fetchFrom(r, "a", "a", 10, 1, 1)
+	settle(t, r, store)
+	if r.hw != 1 {
+		t.Fatalf("setup: hw %d, want 1", r.hw)
+	}
+
+	wantErr(t, "remove a non-voter", changeAck(t, r, store, 3, protocol.VoterChange{NodeID: "zz"}), ErrUnknownNode)
+	wantErr(t, "add a node that never fetched", changeAck(t, r, store, 4, protocol.VoterChange{Add: true, NodeID: "c"}), ErrUnknownNode)
+	fetchFrom(r, "c", "dir-c", 20, 0, 0)
+	settle(t, r, store)
+	wantErr(t, "add a node behind the HW", changeAck(t, r, store, 5, protocol.VoterChange{Add: true, NodeID: "c"}), ErrNotCaughtUp)
+	fetchFrom(r, "c", "dir-c", 21, 1, 1)
+	settle(t, r, store)
+	if acks := changeAck(t, r, store, 6, protocol.VoterChange{Add: true, NodeID: "c"}); len(acks) != 0 {
+		t.Fatalf("add of a caught-up node answered before it committed: %+v", acks)
+	}
+	// In force once appended: c is a voter of the leader's set, at the
+	// directory it fetched from; the set of four needs three.
+	if r.votersOffset != 1 || r.voterDir("c") != "dir-c" || r.majority != 3 {
+		t.Fatalf("after the add: voters %v at %d, majority %d", r.voterSet(), r.votersOffset, r.majority)
+	}
+	wantErr(t, "a second change while the first is uncommitted", changeAck(t, r, store, 7, protocol.VoterChange{NodeID: "b"}), ErrVoterChangePending)
+	fetchFrom(r, "a", "a", 11, 2, 1)
+	_, acks := settle(t, r, store)
+	if len(acks) != 0 || r.hw != 1 {
+		t.Fatalf("committed by two of four: acks %+v hw %d", acks, r.hw)
+	}
+	// c at another directory (a wiped c) does not count for it.
+	fetchFrom(r, "c", "dir-c2", 22, 2, 1)
+	if _, acks = settle(t, r, store); len(acks) != 0 || r.hw != 1 {
+		t.Fatalf("a fetch from another incarnation of c counted: acks %+v hw %d", acks, r.hw)
+	}
+	fetchFrom(r, "c", "dir-c", 23, 2, 1)
+	_, acks = settle(t, r, store)
+	if len(acks) != 1 || acks[0].ID != 6 || acks[0].Err != nil || acks[0].FirstOffset != 1 || r.hw != 2 {
+		t.Fatalf("the add committed by three of four: acks %+v hw %d", acks, r.hw)
+	}
+	acks = changeAck(t, r, store, 8, protocol.VoterChange{Add: true, NodeID: "c"})
+	if len(acks) != 1 || acks[0].Err != nil || acks[0].FirstOffset != 1 {
+		t.Fatalf("adding a voter again: acks %+v, want done at the set's offset 1", acks)
+	}
+
+	// The leader removes itself: it leads on, not counting itself, until
+	// the change commits, then resigns.
+	if acks := changeAck(t, r, store, 9, protocol.VoterChange{NodeID: "l"}); len(acks) != 0 || r.role != RoleLeader || r.voter {
+		t.Fatalf("self-removal: acks %+v role %v voter %v", acks, r.role, r.voter)
+	}
+	fetchFrom(r, "a", "a", 12, 3, 1)
+	if _, acks = settle(t, r, store); len(acks) != 0 || r.hw != 2 {
+		t.Fatalf("the leader counted itself after removing itself: acks %+v hw %d", acks, r.hw)
+	}
+	fetchFrom(r, "c", "dir-c", 24, 3, 1)
+	_, acks = settle(t, r, store)
+	if len(acks) != 1 || acks[0].ID != 9 || acks[0].Err != nil || r.hw != 3 {
+		t.Fatalf("self-removal committed by a and c: acks %+v hw %d", acks, r.hw)
+	}
+	if r.role != RoleObserver || r.leader != nil {
+		t.Fatalf("a removed leader whose removal committed: role %v, want observer", r.role)
+	}
+}
+
+func TestVoterChangeLastVoter(t *testing.T) {
+	store := newStore(t, nil, protocol.QuorumState{})
+	r := newTestReplica(t, testConfig("s", "s"), store)
+	settle(t, r, store)
+	r.Propose(1, [][]byte{[]byte("x")})
+	settle(t, r, store)
+	if r.role != RoleLeader || r.hw != 1 {
+		t.Fatalf("setup: role %v hw %d", r.role, r.hw)
+	}
+	wantErr(t, "remove the last voter", changeAck(t, r, store, 2, protocol.VoterChange{NodeID: "s"}), ErrLastVoter)
+	// Positive control: the same replica takes a change it can make.
+	if acks := changeAck(t, r, store, 3, protocol.VoterChange{Add: true, NodeID: "s"}); len(acks) != 1 || acks[0].Err != nil {
+		t.Fatalf("adding the voter it is: %+v", acks)
+	}
+}
+
+// TestVoterSetFollowsTheLog: a follower's set is the newest in its log,
+// committed or not, and a truncation below it brings the previous back
+// (R55); a set that leaves it out makes it an observer.
+func TestVoterSetFollowsTheLog(t *testing.T) {
+	store := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1, LeaderID: "l"})
+	r := newTestReplica(t, testConfig("f", "l", "f", "g"), store)
+	settle(t, r, store)
+	if !r.voter || r.role != RoleFollower || r.votersOffset != 0 {
+		t.Fatalf("setup: voter %v role %v", r.voter, r.role)
+	}
+	without := protocol.EncodeVoters([]protocol.Voter{{ID: "l", DirID: "l"}, {ID: "g", DirID: "g"}})
+	r.appendEntries([]protocol.Entry{{Offset: 1, Epoch: 1, Type: protocol.EntryVoters, Data: without}})
+	if r.voter || r.role != RoleObserver || r.votersOffset != 1 || r.majority != 2 {
+		t.Fatalf("after a set without it: voter %v role %v offset %d majority %d", r.voter, r.role, r.votersOffset, r.majority)
+	}
+	r.truncate(1)
+	if !r.voter || r.role != RoleFollower || r.votersOffset != 0 || len(r.voters) != 3 {
+		t.Fatalf("after truncating the set away: voter %v role %v offset %d voters %v", r.voter, r.role, r.votersOffset, r.voters)
+	}
+}
