@@ -41,7 +41,10 @@ type Replica struct {
 	votersOffset uint64
 	bootstrap    bool
 	// voter: (id, dirID) is a voter of the set in force.
-	voter    bool
+	voter bool
+	// vouched: nodes outside our set that a voter of it named as the
+	// leader of an epoch (mayLead).
+	vouched  map[string]uint64
 	majority int
 	logger   hclog.Logger
 	rand     *rand.Rand

@@ -145,9 +145,9 @@ func (r *Replica) admissible(m protocol.Message) bool {
 		epoch = b.Epoch
 	case *protocol.FetchResponse:
 		epoch = b.Epoch
-		// Fetches go to voters only: an answer from anyone else answers
-		// nothing this replica asked.
-		if !r.isVoter(m.From) {
+		// Fetches go to voters only (and to a leader a voter named, R42):
+		// an answer from anyone else answers nothing this replica asked.
+		if !r.mayLead(m.From, epoch) {
 			r.logger.Debug("dropping a fetch response from a non-voter", "from", m.From)
 			return false
 		}
@@ -158,14 +158,22 @@ func (r *Replica) admissible(m protocol.Message) bool {
 	case *protocol.BeginEpoch:
 		leader = b.LeaderID
 		epoch = b.Epoch
-		if !r.isVoter(m.From) {
+		if !r.mayLead(m.From, epoch) {
 			r.logger.Debug("dropping BeginEpoch from a non-voter", "from", m.From)
 			return false
 		}
 	case *protocol.AppendResponse:
 		leader = b.LeaderID
+		epoch = r.epoch
 	}
-	if leader != "" && !r.isVoter(leader) {
+	if leader != "" && leader != m.From && r.isVoter(m.From) && !r.isVoter(leader) && namesItsLeader(m.Body) {
+		// A voter of our set that does not lead names its leader, whom our
+		// set does not hold: a voter added by entries we have not fetched
+		// yet (R55). Its word lets us follow that leader in that epoch, and
+		// fetch the entries (R42).
+		r.vouch(leader, epoch)
+	}
+	if leader != "" && !r.mayLead(leader, epoch) {
 		r.logger.Debug("dropping a message naming a non-voter as leader", "from", m.From, "leader", leader)
 		return false
 	}
@@ -174,4 +182,16 @@ func (r *Replica) admissible(m protocol.Message) bool {
 		return false
 	}
 	return true
+}
+
+// namesItsLeader reports whether b is a non-leader's answer naming the
+// leader it follows: a not-leader fetch answer, or a vote answer.
+func namesItsLeader(b protocol.Body) bool {
+	switch b := b.(type) {
+	case *protocol.FetchResponse:
+		return b.Error == protocol.FetchNotLeader
+	case *protocol.VoteResponse:
+		return true
+	}
+	return false
 }

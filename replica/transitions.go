@@ -30,7 +30,7 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 	if leader == r.id {
 		leader = ""
 	}
-	if leader != "" && !r.isVoter(leader) {
+	if leader != "" && !r.mayLead(leader, epoch) {
 		// Only a voter leads (Step drops messages naming anyone else; this
 		// keeps every other path honest too).
 		r.logger.Warn("not following a non-voter", "leader", leader, "epoch", epoch)

@@ -314,3 +314,36 @@ func (r *Replica) resignIfRemoved() {
 	r.becomeFollower(r.epoch, "")
 	r.lastLeaderContact = time.Time{}
 }
+
+// mayLead reports whether this replica follows node as the leader of
+// epoch (R42): a voter of its set in force, or a node a voter of that set
+// named as the leader of exactly that epoch (vouch). The second case is a
+// voter added by entries this replica has not fetched yet: without it, a
+// replica that missed the change could never follow the new voter when it
+// leads, nor fetch the entries that would tell it.
+func (r *Replica) mayLead(node string, epoch uint64) bool {
+	if r.isVoter(node) {
+		return true
+	}
+	e, ok := r.vouched[node]
+	return ok && e == epoch
+}
+
+// vouch records that a voter of our set named node as the leader of epoch.
+// Only the newest epoch is kept per node, and only epochs not below ours.
+func (r *Replica) vouch(node string, epoch uint64) {
+	if epoch < r.epoch || node == r.id {
+		return
+	}
+	if r.vouched == nil {
+		r.vouched = make(map[string]uint64)
+	}
+	for n, e := range r.vouched {
+		if e < r.epoch {
+			delete(r.vouched, n)
+		}
+	}
+	if len(r.vouched) < protocol.MaxVoters {
+		r.vouched[node] = max(r.vouched[node], epoch)
+	}
+}

@@ -138,3 +138,52 @@ func TestVoterSetFollowsTheLog(t *testing.T) {
 		t.Fatalf("after truncating the set away: voter %v role %v offset %d voters %v", r.voter, r.role, r.votersOffset, r.voters)
 	}
 }
+
+// TestVoterNamedLeaderIsFollowed: a replica follows a leader outside its
+// voter set only in the epoch a voter of its set named it for, in a
+// not-leader answer (R42 with changing sets: a voter added by entries the
+// replica has not fetched yet). Anyone else's word, and the node's own
+// claims for other epochs, are still refused.
+func TestVoterNamedLeaderIsFollowed(t *testing.T) {
+	store := newStore(t, []uint64{1, 1}, protocol.QuorumState{Epoch: 1})
+	r := newTestReplica(t, testConfig("f", "f", "L", "x"), store)
+	settle(t, r, store)
+	r.Ready()
+	fetchVia := func(node string) *protocol.FetchRequest {
+		t.Helper()
+		r.Hint(Hint{Kind: HintLeader, Node: node, Epoch: 1})
+		reqs := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, node)
+		if len(reqs) != 1 {
+			t.Fatalf("a hint naming %s sent fetches %v", node, reqs)
+		}
+		return reqs[0]
+	}
+	// A non-voter's word vouches for nobody.
+	r.Step(protocol.Message{From: "w", To: "f", Body: &protocol.FetchResponse{FetchID: 1, LeaderID: "z", Epoch: 1, Error: protocol.FetchNotLeader}})
+	if r.leaderID != "" || r.vouched["z"] != 0 {
+		t.Fatalf("a non-voter's answer vouched for z: leader %q vouched %v", r.leaderID, r.vouched)
+	}
+	req := fetchVia("x")
+	r.Step(protocol.Message{From: "x", To: "f", Body: &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "z", Epoch: 1, Error: protocol.FetchNotLeader}})
+	if r.leaderID != "z" || r.epoch != 1 {
+		t.Fatalf("voter x named z the leader of epoch 1: leader %q epoch %d, want z and 1", r.leaderID, r.epoch)
+	}
+	msgs, _ := settle(t, r, store) // the new leader is durable before we fetch
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "z")
+	if len(reqs) != 1 {
+		t.Fatalf("no fetch to the vouched leader: %v", reqs)
+	}
+	// z's own claim for another epoch is still refused.
+	r.Step(protocol.Message{From: "z", To: "f", Body: &protocol.BeginEpoch{Epoch: 7, LeaderID: "z"}})
+	if r.epoch != 1 {
+		t.Fatalf("BeginEpoch of an epoch no voter named z for: epoch %d", r.epoch)
+	}
+	// Its answer in the vouched epoch is taken: the entries that add it.
+	add := protocol.EncodeVoters([]protocol.Voter{{ID: "f", DirID: "f"}, {ID: "L", DirID: "L"}, {ID: "x", DirID: "x"}, {ID: "z", DirID: "z"}})
+	r.Step(protocol.Message{From: "z", To: "f", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "z", Epoch: 1, HighWatermark: 3,
+		Entries: []protocol.Entry{{Offset: 2, Epoch: 1, Type: protocol.EntryVoters, Data: add}}}})
+	settle(t, r, store)
+	if r.log.LEO() != 3 || !r.isVoter("z") || r.hw != 3 {
+		t.Fatalf("after z's answer: leo %d, z a voter %v, hw %d", r.log.LEO(), r.isVoter("z"), r.hw)
+	}
+}
