@@ -1,6 +1,11 @@
 package replica
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+
+	"github.com/replog-io/replog/protocol"
+)
 
 // Role is a replica's current role.
 type Role uint8
@@ -56,6 +61,33 @@ type Status struct {
 	// only; nil otherwise). A voter not yet heard from in this epoch is
 	// absent.
 	RemoteLEO map[string]uint64
+	// Voters is the voter set in force (docs/design.md R55), in its
+	// recorded order, each voter with its directory ID ("" while Bootstrap).
+	Voters []protocol.Voter
+	// VotersOffset is the offset of the EntryVoters entry that recorded
+	// Voters (0 while Bootstrap).
+	VotersOffset uint64
+	// Bootstrap says the log holds no voter set yet: Voters is
+	// Config.Voters, directories unknown (R57).
+	Bootstrap bool
+	// DirID is this replica's own directory ID (Config.DirID).
+	DirID string
+	// CaughtUp is, on the leader, for each voter of Voters, whether it is
+	// caught up: the leader itself always; another voter when its latest
+	// fetch in this epoch came from the directory the set records, within
+	// FetchTimeout, and asked for an offset at or above the leader's HW
+	// (what adding a voter requires, R58). nil on other replicas.
+	CaughtUp map[string]bool
+	// Observers is, on the leader, each node that fetched from it within
+	// FetchTimeout in this epoch but is not a voter at the directory it
+	// fetched from, with that directory (a wiped voter's new incarnation
+	// is one). nil on other replicas.
+	Observers map[string]string
+	// Replacing is, on the leader, each node it removed from the voters
+	// because it came back with a new directory (R58's automatic
+	// replacement), with that new directory: the leader adds it back once
+	// it has caught up. nil on other replicas.
+	Replacing map[string]string
 	// Violations counts invariant violations this replica detected (a
 	// truncation below its HW, refused: the replica halts, see
 	// Replica.Err). Always 0 in a correct protocol; the simulation asserts
@@ -76,16 +108,39 @@ func (r *Replica) Status() Status {
 		HighWatermark: r.hw,
 		LogStart:      r.log.logStart,
 		Violations:    r.violations,
+		VotersOffset:  r.votersOffset,
+		Bootstrap:     r.bootstrap,
+		DirID:         r.dirID,
 	}
-	if r.leader != nil {
+	s.Voters = make([]protocol.Voter, len(r.voters))
+	for i, id := range r.voters {
+		s.Voters[i] = protocol.Voter{ID: id, DirID: r.voterDirs[id]}
+	}
+	if ls := r.leader; ls != nil {
 		s.RemoteLEO = make(map[string]uint64)
+		s.CaughtUp = make(map[string]bool, len(r.voters))
 		for _, v := range r.voters {
-			if rs, ok := r.leader.remote[v]; ok && v != r.id {
+			if rs, ok := ls.remote[v]; ok && v != r.id {
 				s.RemoteLEO[v] = rs
 			}
+			s.CaughtUp[v] = v == r.id || r.fetchingNow(v) && r.isVoterDir(v, ls.fetchDir[v]) && ls.fetchOffset[v] >= r.hw
 		}
+		s.Observers = make(map[string]string)
+		for id, dir := range ls.fetchDir {
+			if id != r.id && r.fetchingNow(id) && !r.isVoterDir(id, dir) {
+				s.Observers[id] = dir
+			}
+		}
+		s.Replacing = maps.Clone(ls.replacing)
 	}
 	return s
+}
+
+// fetchingNow reports whether id fetched from this leader within
+// FetchTimeout in its epoch (a fetch that passed the log check).
+func (r *Replica) fetchingNow(id string) bool {
+	t, ok := r.leader.anyFetch[id]
+	return ok && r.now.Sub(t) < r.cfg.FetchTimeout
 }
 
 // HighWatermark returns the current HW: offsets below it are committed.

@@ -8,7 +8,8 @@
 // What it owns: a Node wraps one *replica.Replica and fixes the order of a
 // round (Tick, then the round's events in arrival order, then Persisted
 // with the highest durable Seq reported since, then Ready); it remembers
-// the proposals handed to the core and resolves each exactly once (acked,
+// the proposals handed to the core (appends, read barriers, voter
+// changes) and resolves each exactly once (acked,
 // refused, or of unknown outcome when the core halts or the node closes);
 // it says when the readable high watermark moved (readers must be woken)
 // and when the leader claim this node should gossip changed. ReadBatch is

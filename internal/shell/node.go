@@ -31,6 +31,12 @@ const (
 	// start, R52; with no leader known the event does nothing, and the
 	// caller asks again later).
 	EventDeleteBefore
+	// EventVoterChange: add or remove a voter (Event.ID, Event.Change;
+	// replica.ProposeVoterChange, docs/design.md R58). It is resolved as a
+	// proposal is, with the offset of the new voter set once that is
+	// committed, or with the refusal (replica.ErrVoterChangePending,
+	// ErrUnknownNode, ErrLastVoter, ErrNotCaughtUp: nothing changed).
+	EventVoterChange
 )
 
 // Event is one input of a round, other than the clock and persistence.
@@ -44,6 +50,8 @@ type Event struct {
 	Hint    replica.Hint
 	// Offset is EventDeleteBefore's offset.
 	Offset uint64
+	// Change is EventVoterChange's change.
+	Change protocol.VoterChange
 }
 
 // Propose is the event of a proposal: records to append as one batch. The
@@ -62,6 +70,14 @@ func Barrier(id uint64) Event { return Event{Kind: EventBarrier, ID: id} }
 // a follower or observer asks its leader, R54).
 func DeleteBefore(offset uint64) Event { return Event{Kind: EventDeleteBefore, Offset: offset} }
 
+// VoterChange is the event of a voter change (replica.ProposeVoterChange):
+// a proposal without records, resolved with the offset of the voter set
+// it appends (or, for an add of a node that already votes at the
+// directory it fetches from, the offset of the set in force).
+func VoterChange(id uint64, ch protocol.VoterChange) Event {
+	return Event{Kind: EventVoterChange, ID: id, Change: ch}
+}
+
 // Message is the event of a message received from a peer.
 func Message(m protocol.Message) Event { return Event{Kind: EventMessage, Message: m} }
 
@@ -72,10 +88,12 @@ func Hint(h replica.Hint) Event { return Event{Kind: EventHint, Hint: h} }
 type Resolved struct {
 	ID uint64
 	// Offset is the offset of the proposal's first record (a barrier's
-	// control entry) when Err is nil.
+	// control entry, a voter change's voter set) when Err is nil.
 	Offset uint64
 	// Err is nil (committed at Offset), a *replica.NotLeaderError or
-	// replica.ErrTooLarge (nothing appended), the core's halt error for a
+	// replica.ErrTooLarge (nothing appended), a voter change's refusal
+	// (replica.ErrVoterChangePending, ErrUnknownNode, ErrLastVoter,
+	// ErrNotCaughtUp: nothing appended), the core's halt error for a
 	// proposal made after it halted (nothing appended), or an error
 	// wrapping replica.ErrUnknownOutcome (with the halt or close cause).
 	Err error
@@ -171,17 +189,14 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 	for _, ev := range events {
 		switch ev.Kind {
 		case EventPropose:
-			if _, dup := n.pending[ev.ID]; dup {
-				panic(fmt.Sprintf("shell: proposal ID %d is already waiting", ev.ID))
-			}
-			n.pending[ev.ID] = struct{}{}
+			n.wait(ev.ID)
 			n.r.Propose(ev.ID, ev.Records)
 		case EventBarrier:
-			if _, dup := n.pending[ev.ID]; dup {
-				panic(fmt.Sprintf("shell: proposal ID %d is already waiting", ev.ID))
-			}
-			n.pending[ev.ID] = struct{}{}
+			n.wait(ev.ID)
 			n.r.ProposeBarrier(ev.ID)
+		case EventVoterChange:
+			n.wait(ev.ID)
+			n.r.ProposeVoterChange(ev.ID, ev.Change)
 		case EventMessage:
 			n.r.Step(ev.Message)
 		case EventHint:
@@ -223,6 +238,14 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 	out.ClaimChanged = out.Claim != n.claim
 	n.claim = out.Claim
 	return out
+}
+
+// wait records proposal id as waiting for its outcome.
+func (n *Node) wait(id uint64) {
+	if _, dup := n.pending[id]; dup {
+		panic(fmt.Sprintf("shell: proposal ID %d is already waiting", id))
+	}
+	n.pending[id] = struct{}{}
 }
 
 // Close ends the Node: every proposal still waiting is resolved, in ID

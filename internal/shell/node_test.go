@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -523,5 +524,132 @@ func TestDeleteBeforeEvent(t *testing.T) {
 		if ls := c.procs[id].store.LogStart(); ls != hw-1 {
 			t.Fatalf("%s's store starts at %d after the rounds, want the leader's log start %d", id, ls, hw-1)
 		}
+	}
+}
+
+// TestVoterChangeEvent: a voter change given to a follower is forwarded,
+// appended by the leader as a voter set and resolved once, with the offset
+// of that set; the leader's Status shows the node among its observers
+// before, and among its caught-up voters after. A refusal (removing a node
+// that is not a voter) is resolved with the core's error, nothing changed.
+func TestVoterChangeEvent(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	c.procs["d"] = newProc(t, config("d", "a", "b", "c"), nil) // an observer
+	c.ids = append(c.ids, "d")
+	leader, now := c.elect(t)
+	follower := "a"
+	if leader == follower {
+		follower = "b"
+	}
+	lp, fp := c.procs[leader], c.procs[follower]
+	var resolved []Resolved
+	rounds := func() {
+		for range 20 {
+			now = now.Add(5 * time.Millisecond)
+			for _, id := range c.ids {
+				out := c.procs[id].round(t, now)
+				c.send(out.Messages)
+				if id == follower {
+					resolved = append(resolved, out.Resolved...)
+				}
+			}
+		}
+	}
+	rounds()
+	st := lp.out.Status
+	if st.Bootstrap || len(st.Voters) != 3 || st.DirID != leader || st.Observers["d"] != "d" || len(st.Observers) != 1 {
+		t.Fatalf("setup: leader status %+v; want the three bootstrap voters recorded and d observing", st)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if !st.CaughtUp[v] {
+			t.Fatalf("setup: voter %s not caught up on an idle cluster: %+v", v, st.CaughtUp)
+		}
+	}
+	if fst := fp.out.Status; fst.CaughtUp != nil || fst.Observers != nil || len(fst.Voters) != 3 || fst.VotersOffset != st.VotersOffset {
+		t.Fatalf("a follower's status %+v: want the same voter set, no leader-only fields", fst)
+	}
+
+	// A refusal: nothing appended, resolved with the core's error.
+	fp.inbox = append(fp.inbox, VoterChange(1, protocol.VoterChange{NodeID: "zz"}))
+	rounds()
+	if len(resolved) != 1 || resolved[0].ID != 1 || !errors.Is(resolved[0].Err, replica.ErrUnknownNode) {
+		t.Fatalf("removing a node that is not a voter resolved %+v, want ErrUnknownNode", resolved)
+	}
+	if lp.out.Status.VotersOffset != st.VotersOffset {
+		t.Fatalf("a refused change moved the voter set: %d -> %d", st.VotersOffset, lp.out.Status.VotersOffset)
+	}
+
+	// Positive control: adding d.
+	resolved = nil
+	fp.inbox = append(fp.inbox, VoterChange(2, protocol.VoterChange{Add: true, NodeID: "d"}))
+	rounds()
+	st = lp.out.Status
+	if len(resolved) != 1 || resolved[0].ID != 2 || resolved[0].Err != nil || resolved[0].Offset != st.VotersOffset || st.VotersOffset == 0 {
+		t.Fatalf("adding d resolved %+v, want it committed at the new set's offset %d", resolved, st.VotersOffset)
+	}
+	es, err := fp.store.Entries(resolved[0].Offset, 1, 1<<20)
+	if err != nil || len(es) != 1 || es[0].Type != protocol.EntryVoters {
+		t.Fatalf("the follower's entry at the change's offset: %+v, %v; want a voter set", es, err)
+	}
+	if len(st.Voters) != 4 || st.Voters[3] != (protocol.Voter{ID: "d", DirID: "d"}) || !st.CaughtUp["d"] || len(st.Observers) != 0 {
+		t.Fatalf("after adding d the leader's status is %+v", st)
+	}
+	if dst := c.procs["d"].out.Status; dst.Role != replica.RoleFollower || len(dst.Voters) != 4 {
+		t.Fatalf("d after being added: %+v, want a follower with the new set", dst)
+	}
+}
+
+// TestStatusShowsAReplacement: a voter that comes back with a new
+// directory is shown as an observer at that directory and never as the
+// old voter caught up; with ManualVoterChanges it stays so, by default it
+// is shown as being replaced and finally as a voter at the new directory
+// (R58's automatic replacement).
+func TestStatusShowsAReplacement(t *testing.T) {
+	for _, manual := range []bool{true, false} {
+		t.Run(fmt.Sprintf("manual=%v", manual), func(t *testing.T) {
+			ids := []string{"a", "b", "c"}
+			c := &cluster{procs: map[string]*proc{}, ids: ids}
+			for _, id := range ids {
+				cfg := config(id, ids...)
+				cfg.ManualVoterChanges = manual
+				c.procs[id] = newProc(t, cfg, nil)
+			}
+			leader, now := c.elect(t)
+			wiped := "a"
+			if leader == wiped {
+				wiped = "b"
+			}
+			lp := c.procs[leader]
+			cfg := config(wiped, ids...)
+			cfg.DirID = wiped + "-new"
+			c.procs[wiped] = newProc(t, cfg, nil) // an empty store: the directory was wiped
+			var sawObserver, sawReplacing bool
+			for range 100 {
+				now = now.Add(5 * time.Millisecond)
+				for _, id := range c.ids {
+					c.send(c.procs[id].round(t, now).Messages)
+				}
+				st := lp.out.Status
+				if st.Role != replica.RoleLeader {
+					t.Fatalf("the leader lost its leadership: %+v", st)
+				}
+				if slices.Contains(st.Voters, protocol.Voter{ID: wiped, DirID: wiped}) && st.CaughtUp[wiped] && st.Observers[wiped] == cfg.DirID {
+					t.Fatalf("the new incarnation's fetches count as the old voter's: %+v", st)
+				}
+				sawObserver = sawObserver || st.Observers[wiped] == cfg.DirID
+				sawReplacing = sawReplacing || st.Replacing[wiped] == cfg.DirID
+			}
+			st := lp.out.Status
+			if manual {
+				if !slices.Contains(st.Voters, protocol.Voter{ID: wiped, DirID: wiped}) || st.Observers[wiped] != cfg.DirID || sawReplacing {
+					t.Fatalf("manual: final status %+v (replacing seen %v); want the old voter kept and the new incarnation observing", st, sawReplacing)
+				}
+				return
+			}
+			want := protocol.Voter{ID: wiped, DirID: cfg.DirID}
+			if !sawObserver || !sawReplacing || !slices.Contains(st.Voters, want) || !st.CaughtUp[wiped] || len(st.Replacing) != 0 || len(st.Observers) != 0 {
+				t.Fatalf("observer seen %v, replacing seen %v, final status %+v; want %v a caught-up voter again", sawObserver, sawReplacing, st, want)
+			}
+		})
 	}
 }
