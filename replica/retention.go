@@ -97,6 +97,13 @@ func (r *Replica) deletePrefix(upTo uint64) {
 	}
 	r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: upTo})
 	r.log.deletePrefix(upTo)
+	if r.role == RoleLeader && !r.bootstrap && r.votersOffset < upTo {
+		// The set in force is now below the log start: the store keeps
+		// its row (R55), but a follower that resets to our log start (R53)
+		// would never fetch it. A copy above the log start tells it; it is
+		// the same set, no change (R58 does not apply).
+		r.appendVoterSet(r.voterSet())
+	}
 }
 
 // resetToLogStart empties a follower whose fetch offset (its LEO) is below

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/replog-io/replog/protocol"
@@ -185,5 +186,46 @@ func TestVoterNamedLeaderIsFollowed(t *testing.T) {
 	settle(t, r, store)
 	if r.log.LEO() != 3 || !r.isVoter("z") || r.hw != 3 {
 		t.Fatalf("after z's answer: leo %d, z a voter %v, hw %d", r.log.LEO(), r.isVoter("z"), r.hw)
+	}
+}
+
+// TestVoterSetCopiedAboveLogStart: when retention moves a leader's log
+// start past the entry of the set in force, the leader appends the same
+// set again, so that a follower that resets to the log start (R53) fetches
+// it (R55).
+func TestVoterSetCopiedAboveLogStart(t *testing.T) {
+	r, store := leaderWith(t, []string{"l", "a"}, nil, protocol.QuorumState{})
+	r.Propose(1, [][]byte{[]byte("x"), []byte("y"), []byte("z")})
+	settle(t, r, store)
+	fetchFrom(r, "a", "a", 1, 3, 1)
+	settle(t, r, store)
+	if r.hw != 3 || r.votersOffset != 0 {
+		t.Fatalf("setup: hw %d voters at %d", r.hw, r.votersOffset)
+	}
+	before := r.voterSet()
+	if _, err := r.DeleteBefore(2); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, r, store)
+	if r.log.logStart != 2 || r.votersOffset != 3 || r.log.LEO() != 4 {
+		t.Fatalf("after the deletion: log start %d, voters at %d, leo %d; want 2, 3, 4", r.log.logStart, r.votersOffset, r.log.LEO())
+	}
+	es, err := store.Entries(3, 1, 1<<20)
+	if err != nil || len(es) != 1 || es[0].Type != protocol.EntryVoters {
+		t.Fatalf("entry 3: %v, %v; want the voter set", es, err)
+	}
+	if vs, _ := protocol.DecodeVoters(es[0].Data); !slices.Equal(vs, before) {
+		t.Fatalf("copied set %v, want %v", vs, before)
+	}
+	// A deletion that leaves the set's entry above the log start copies
+	// nothing (positive control of the condition).
+	fetchFrom(r, "a", "a", 2, 4, 1)
+	settle(t, r, store)
+	if _, err := r.DeleteBefore(3); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, r, store)
+	if r.log.logStart != 3 || r.log.LEO() != 4 {
+		t.Fatalf("second deletion: log start %d leo %d, want 3 and 4 (no copy)", r.log.logStart, r.log.LEO())
 	}
 }
