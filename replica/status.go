@@ -81,12 +81,12 @@ type Status struct {
 	// Observers is, on the leader, each node that fetched from it within
 	// FetchTimeout in this epoch but is not a voter at the directory it
 	// fetched from, with that directory (a wiped voter's new incarnation
-	// is one). nil on other replicas.
+	// is one). nil on other replicas, and when there is none.
 	Observers map[string]string
 	// Replacing is, on the leader, each node it removed from the voters
 	// because it came back with a new directory (R58's automatic
 	// replacement), with that new directory: the leader adds it back once
-	// it has caught up. nil on other replicas.
+	// it has caught up. nil on other replicas, and when there is none.
 	Replacing map[string]string
 	// Violations counts invariant violations this replica detected (a
 	// truncation below its HW, refused: the replica halts, see
@@ -125,13 +125,17 @@ func (r *Replica) Status() Status {
 			}
 			s.CaughtUp[v] = v == r.id || r.fetchingNow(v) && r.isVoterDir(v, ls.fetchDir[v]) && ls.fetchOffset[v] >= r.hw
 		}
-		s.Observers = make(map[string]string)
 		for id, dir := range ls.fetchDir {
 			if id != r.id && r.fetchingNow(id) && !r.isVoterDir(id, dir) {
+				if s.Observers == nil {
+					s.Observers = make(map[string]string)
+				}
 				s.Observers[id] = dir
 			}
 		}
-		s.Replacing = maps.Clone(ls.replacing)
+		if len(ls.replacing) > 0 {
+			s.Replacing = maps.Clone(ls.replacing)
+		}
 	}
 	return s
 }
