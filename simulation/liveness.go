@@ -362,6 +362,16 @@ func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.R
 				from = max(from, r)
 			}
 		}
+		if r, ok := s.epochRound[newEpoch]; ok && r < nd.leaderSince {
+			// The candidate's pre-vote round began before this leader was
+			// elected: its grants may predate the leader, when no voter
+			// had one to be in contact with. Only a fault makes such a
+			// round outlast the election (a pause or a stalled clock on
+			// the candidate keeps its round open while the others elect;
+			// seed 60112327 x5000).
+			s.tracef("%s DEPOSED in epoch %d by a pre-vote round begun at %v, before it led (%v)", nd.id, epoch, r, nd.leaderSince)
+			return
+		}
 		cand := -1
 		if by, ok := s.epochBy[newEpoch]; ok {
 			cand = by // it votes for itself, in contact or not
