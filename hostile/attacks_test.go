@@ -65,9 +65,10 @@ func readStore(t *testing.T, dir string) []protocol.Entry {
 
 // TestDivergingAnswerBelowHW is finding 1's third fault over the socket: a
 // voter that looks legitimate (it uses voter n3's ID and n3's configured
-// address: without authentication nothing tells it from n3) announces a
-// new epoch to a follower and answers its fetch with a diverging epoch at
-// (0, 0), below the follower's high watermark. The follower must not
+// address, taken over once the real n3 is down: without authentication
+// nothing tells it from n3) announces a new epoch to a follower and answers
+// its fetch with a diverging epoch at (0, 0), below the follower's high
+// watermark. The follower must not
 // truncate committed entries: it halts loudly instead (Status().Error),
 // and its data file still holds every committed entry.
 //
@@ -76,7 +77,9 @@ func TestDivergingAnswerBelowHW(t *testing.T) {
 	var attackEpoch atomic.Uint64 // 0 until the attack starts
 	var addrs atomic.Pointer[map[string]string]
 	var diverging atomic.Int64
-	fake := newFakeNode(t, "n3", clusterID, func(f *fakeNode, m protocol.Message) {
+	// The real n3 bootstraps the cluster with n1 and n2 (R57), then the
+	// fake takes its address (see newClusterWithImpostorOfN3).
+	c, fake := newClusterWithImpostorOfN3(t, insecureMode, func(f *fakeNode, m protocol.Message) {
 		req, ok := m.Body.(*protocol.FetchRequest)
 		e := attackEpoch.Load()
 		if !ok || e == 0 {
@@ -91,9 +94,6 @@ func TestDivergingAnswerBelowHW(t *testing.T) {
 			diverging.Add(1)
 		}
 		_ = f.send(m.From, addr, resp)
-	})
-	c := newClusterOf(t, []string{"n1", "n2", "n3"}, []string{"n1", "n2"}, insecureMode, func(id string, o *replog.Options) {
-		o.Peers = map[string]string{"n3": fake.addr()}
 	})
 	lead, epoch := c.leader()
 	c.appendN(lead, "committed", 20)
@@ -152,13 +152,17 @@ func TestDivergingAnswerBelowHW(t *testing.T) {
 // leader count it and commit without a majority.
 //
 // Without authentication nothing in the protocol can tell a perfect
-// impersonation from the real follower (the impostor can learn the epoch
-// and offsets from the protocol itself): the insecure subtest documents
-// that the attack works there, which also shows the tooling is sound. With
-// a secret the impostor is refused at the handshake (raw hello, or the
-// real transport with a wrong secret), appends do not commit and the
-// leader resigns on check-quorum; the same transport with the right secret
-// does get the leader to commit (positive control).
+// impersonation from the real follower (the impostor can learn the epoch,
+// the offsets and the follower's directory ID from the protocol itself):
+// the insecure subtest documents that the attack works there, which also
+// shows the tooling is sound. It then shows that the impersonation must be
+// perfect: the same impostor without the directory ID the voter set records
+// for n_i is not counted (R56), appends do not commit and the leader
+// resigns on check-quorum. With a secret the impostor is
+// refused at the handshake (raw hello, or the real transport with a wrong
+// secret), appends do not commit and the leader resigns on check-quorum;
+// the same transport with the right secret does get the leader to commit
+// (positive control).
 func TestImpersonatedFollower(t *testing.T) {
 	t.Run("insecure/impersonation-succeeds-without-authentication", func(t *testing.T) {
 		c := newCluster(t, 3, insecureMode, nil)
@@ -170,20 +174,35 @@ func TestImpersonatedFollower(t *testing.T) {
 				c.stop(id)
 			}
 		}
+		dir := dirIDOf(t, c.dirs[fake])
 		l := c.nodes[lead]
 		rc, err := dialRaw(l.Status().RPCAddr, clusterID, fake, lead, laneData)
 		if err != nil {
 			t.Fatalf("raw hello as %s: %v", fake, err)
 		}
 		defer rc.close()
-		stop := impersonate(l, fake, func(req *protocol.FetchRequest) error { return rc.send(req) })
+		stop := impersonate(l, fake, dir, func(req *protocol.FetchRequest) error { return rc.send(req) })
 		off, err := appendWithin(l, "while-impersonated", 10*time.Second)
-		stop()
+		if serr := stop(); serr != nil {
+			t.Fatalf("the impostor's fetches did not all get through: %v", serr)
+		}
 		if err != nil {
-			t.Fatalf("documented behaviour changed: without authentication the leader no longer commits on an impostor's fetches (%v). "+
+			t.Fatalf("documented behaviour changed: without authentication the leader no longer commits on the fetches of an impostor with the follower's directory ID (%v). "+
 				"If a protocol defence now exists, assert it here.", err)
 		}
-		t.Logf("insecure: with both followers down the leader committed offset %d on the fetches of an impostor of %s", off, fake)
+		t.Logf("insecure: with both followers down the leader committed offset %d on the fetches of an impostor of %s (directory %s)", off, fake, dir)
+
+		// R56: the same impostor, on the same connection, without fake's
+		// directory ID is not the voter: its fetches are not counted. The
+		// part above is the positive control. (It sends none: a made-up
+		// one would also set off R58's automatic replacement, the leader
+		// removing fake from the voters, and a leader that counted the
+		// fetch anyway would then not be caught.)
+		stop = impersonate(l, fake, "", func(req *protocol.FetchRequest) error { return rc.send(req) })
+		commitsNothing(t, l, "without-the-directory")
+		if err := stop(); err != nil {
+			t.Fatalf("the impostor's fetches without the directory ID did not all get through: %v", err)
+		}
 	})
 
 	t.Run("secret/impostor-refused", func(t *testing.T) {
@@ -196,18 +215,22 @@ func TestImpersonatedFollower(t *testing.T) {
 				c.stop(id)
 			}
 		}
+		dir := dirIDOf(t, c.dirs[fake])
 		l := c.nodes[lead]
 		addr := l.Status().RPCAddr
 
 		// Positive control: the real transport with the cluster's secret,
-		// as the follower, makes the leader commit.
+		// as the follower at its directory, makes the leader commit.
 		good := impostorTransport(t, fake, lead, addr, secretMode.secret)
-		stop := impersonate(l, fake, func(req *protocol.FetchRequest) error {
+		stop := impersonate(l, fake, dir, func(req *protocol.FetchRequest) error {
 			return good.Send(protocol.Message{To: lead, Body: req})
 		})
 		off, err := appendWithin(l, "with-the-secret", 10*time.Second)
-		stop()
+		serr := stop()
 		good.Close()
+		if serr != nil {
+			t.Fatalf("the transport with the secret refused to queue a fetch: %v", serr)
+		}
 		if err != nil {
 			t.Fatalf("positive control: fetches from a transport holding the secret did not let the leader commit: %v", err)
 		}
@@ -223,43 +246,54 @@ func TestImpersonatedFollower(t *testing.T) {
 			rc.close()
 			t.Errorf("a made-up proof as %s was accepted by a node with a secret", fake)
 		}
-		// The real transport with a wrong secret is refused too.
+		// The real transport with a wrong secret is refused too, fetching
+		// from the right directory.
 		bad := impostorTransport(t, fake, lead, addr, []byte("not the cluster's secret, but long enough"))
 		defer bad.Close()
-		stop = impersonate(l, fake, func(req *protocol.FetchRequest) error {
+		stop = impersonate(l, fake, dir, func(req *protocol.FetchRequest) error {
 			return bad.Send(protocol.Message{To: lead, Body: req})
 		})
 		defer stop()
-		hw := l.Status().HighWatermark
-		done := make(chan error, 1)
-		var appended atomic.Uint64
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			off, err := l.Append(ctx, []byte("without-a-majority"))
-			appended.Store(off)
-			done <- err
-		}()
-		testwait.WaitFor(t, "the leader alone to resign on check-quorum despite the impostor", 20*time.Second, func() bool {
-			return l.Status().Role != "leader"
-		})
-		if err := <-done; err == nil {
-			t.Errorf("an append committed at offset %d with both followers down and only an impostor without the secret fetching", appended.Load())
-		}
-		if st := l.Status(); st.HighWatermark > hw {
-			t.Errorf("the leader's high watermark moved from %d to %d without a majority", hw, st.HighWatermark)
-		}
+		commitsNothing(t, l, "without-a-majority")
 		if st := bad.Stats(); st.Sent != 0 {
 			t.Errorf("the transport with a wrong secret got %d frames through the handshake (%+v)", st.Sent, st)
 		}
 	})
 }
 
+// commitsNothing appends data through leader l, whose followers are all
+// down while an impostor fetches, and fails unless the leader resigns on
+// check-quorum, the append fails and the high watermark stays where it was.
+func commitsNothing(t *testing.T, l *replog.Log, data string) {
+	t.Helper()
+	hw := l.Status().HighWatermark
+	done := make(chan error, 1)
+	var appended atomic.Uint64
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		off, err := l.Append(ctx, []byte(data))
+		appended.Store(off)
+		done <- err
+	}()
+	testwait.WaitFor(t, "the leader alone to resign on check-quorum despite the impostor", 20*time.Second, func() bool {
+		return l.Status().Role != "leader"
+	})
+	if err := <-done; err == nil {
+		t.Errorf("append %q committed at offset %d with both followers down and only an impostor fetching", data, appended.Load())
+	}
+	if st := l.Status(); st.HighWatermark > hw {
+		t.Errorf("the leader's high watermark moved from %d to %d without a majority", hw, st.HighWatermark)
+	}
+}
+
 // impersonate sends, every 30 ms until stop is called, a fetch as node
-// fake at the leader's current epoch and LEO (read from its status: an
-// outsider learns them from the protocol's answers).
-func impersonate(l *replog.Log, fake string, send func(*protocol.FetchRequest) error) (stop func()) {
+// fake from directory dir at the leader's current epoch and LEO (read from
+// its status: an outsider learns them from the protocol's answers). stop
+// returns the first error send returned, if any.
+func impersonate(l *replog.Log, fake, dir string, send func(*protocol.FetchRequest) error) (stop func() error) {
 	var wg sync.WaitGroup
+	var firstErr error
 	quit := make(chan struct{})
 	wg.Add(1)
 	go func() {
@@ -268,10 +302,13 @@ func impersonate(l *replog.Log, fake string, send func(*protocol.FetchRequest) e
 		defer tick.Stop()
 		for id := uint64(1); ; id++ {
 			st := l.Status()
-			_ = send(&protocol.FetchRequest{
-				FetchID: id, ReplicaID: fake, CurrentEpoch: st.Epoch,
+			err := send(&protocol.FetchRequest{
+				FetchID: id, ReplicaID: fake, ReplicaDirID: dir, CurrentEpoch: st.Epoch,
 				FetchOffset: st.LEO, LastFetchedEpoch: st.Epoch, MaxBytes: 1 << 20,
 			})
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
 			select {
 			case <-quit:
 				return
@@ -280,7 +317,30 @@ func impersonate(l *replog.Log, fake string, send func(*protocol.FetchRequest) e
 		}
 	}()
 	var once sync.Once
-	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+	return func() error {
+		once.Do(func() { close(quit); wg.Wait() })
+		return firstErr
+	}
+}
+
+// dirIDOf reads the directory ID of a stopped node from its identity file.
+// An attacker learns it from the protocol instead: the voter set (offset 0
+// of every log, and any later EntryVoters entry) records it, and fetch
+// answers carry those entries; the node's own fetches and the vote
+// requests it sends and receives carry it too (R56).
+func dirIDOf(t *testing.T, dir string) string {
+	t.Helper()
+	s, id, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{})
+	if err != nil {
+		t.Fatalf("read the identity of the stopped node's directory: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if id.DirectoryID == "" {
+		t.Fatalf("the stopped node's directory %s has no directory ID", dir)
+	}
+	return id.DirectoryID
 }
 
 // impostorTransport is replog's own transport, run by an outsider as node

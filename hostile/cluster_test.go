@@ -13,8 +13,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/nodeproc"
 	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/protocol"
 )
 
 // clusterID is the victims' cluster ID. Tests look for it (and for node
@@ -104,6 +106,44 @@ func newClusterOf(t *testing.T, voters, run []string, sec security, mutate func(
 		c.start(id, o)
 	}
 	return c
+}
+
+// newClusterWithImpostorOfN3 runs voters n1 and n2 with an impostor of
+// voter n3 (a fake node handing its frames to handle) at the address n1 and
+// n2 have for n3 (Peers). The real n3 takes part first: it runs at that
+// address until the first voter set is committed on all three, and is
+// stopped before the fake starts listening there. A brand-new cluster's
+// first election needs the grant of every configured voter (R57: before
+// directories are recorded nobody can tell a wiped voter from a new one),
+// so with the fake in n3's place from the start n1 and n2 would never elect
+// a leader; and a fake that granted that vote would itself be recorded as
+// voter n3, not an outsider at a voter's address (with a secret it could
+// not even be asked). Once the set is recorded, n1 and n2 are a majority
+// of it and elect without n3, as in a cluster whose n3 went down.
+func newClusterWithImpostorOfN3(t *testing.T, sec security, handle func(f *fakeNode, m protocol.Message)) (*cluster, *fakeNode) {
+	t.Helper()
+	addrs, err := nodeproc.FreeAddrs(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3Addr := addrs[0]
+	voters := []string{"n1", "n2", "n3"}
+	c := newClusterOf(t, voters, voters, sec, func(id string, o *replog.Options) {
+		if id == "n3" {
+			o.RPCAddr = n3Addr
+		} else {
+			o.Peers = map[string]string{"n3": n3Addr}
+		}
+	})
+	c.leader()
+	for _, id := range c.ids() {
+		l := c.nodes[id]
+		testwait.WaitFor(t, id+" to commit the first voter set", 20*time.Second, func() bool {
+			return l.Status().HighWatermark > 0 // offset 0 holds it (R57)
+		})
+	}
+	c.stop("n3")
+	return c, newFakeNodeAt(t, n3Addr, "n3", clusterID, handle)
 }
 
 func (c *cluster) start(id string, o replog.Options) *replog.Log {

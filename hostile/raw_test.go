@@ -288,9 +288,24 @@ type fakeNode struct {
 
 func newFakeNode(t *testing.T, id, cluster string, handle func(f *fakeNode, m protocol.Message)) *fakeNode {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return newFakeNodeAt(t, "127.0.0.1:0", id, cluster, handle)
+}
+
+// newFakeNodeAt is newFakeNode listening at addr: the address of a node
+// that has just stopped, whose peers go on dialling it there. The port may
+// take a moment to be free again; a listen still failing after 10 s fails
+// the test.
+func newFakeNodeAt(t *testing.T, addr, id, cluster string, handle func(f *fakeNode, m protocol.Message)) *fakeNode {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fake node %s: listen at %s: %v", id, addr, err)
+		}
 	}
 	f := &fakeNode{id: id, cluster: cluster, ln: ln, handle: handle, conns: map[net.Conn]bool{}, out: map[string]*rawConn{}}
 	f.wg.Add(1)
