@@ -42,13 +42,27 @@ var (
 	ErrNotCaughtUp = errors.New("replog: node not caught up")
 )
 
+// Errors of TransferLeadership (R59).
+var (
+	// ErrNoSuccessor: no voter to hand leadership over to (the one named
+	// is not another voter, or no other voter fetches from the leader).
+	ErrNoSuccessor = errors.New("replog: no voter to hand leadership over to")
+	// ErrTransferInProgress: a transfer to another node is under way.
+	ErrTransferInProgress = errors.New("replog: a leadership transfer to another node is in progress")
+	// ErrTransferTimedOut: the successor did not catch up in time; the
+	// leader leads on and appends again.
+	ErrTransferTimedOut = errors.New("replog: leadership transfer timed out")
+)
+
 // NotLeaderError says the proposal reached no leader. LeaderID is the
 // leader this replica knows ("" if none). Nothing was appended, and nothing
 // will be: a forwarded proposal names the epoch of the leader it was sent
 // to (protocol.AppendRequest.Epoch) and is appended only by the leader of
 // exactly that epoch; a node answers not-leader only for its own current
-// epoch when it does not lead it and never did, and no node can come to
-// lead an epoch later (an election always moves to a new one). So no copy
+// epoch when it does not lead it and never did (or, R59, for the proposals
+// it held while handing that epoch over, which it never appended), and no
+// node can come to lead an epoch later (an election always moves to a new
+// one). So no copy
 // of the request, however late, even one delivered after the receiver
 // restarted, is ever appended. Copies within one life of the receiver are
 // answered from its memory of the requests it handled.

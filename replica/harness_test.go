@@ -45,6 +45,8 @@ import (
 //	crash n2 / restart n2
 //	partition n1 n2,n3       cut every link between the groups; heal
 //	hint n2 failed=n1 / hint n4 leader=n1 epoch=2
+//	transfer n1 [to=n2]      the leader n1 hands over (R59; "": the most
+//	                         caught-up voter); outcomes print as they come
 //	status [n1 ...]   log [n1 ...]   msgs
 type harness struct {
 	t        testing.TB
@@ -147,6 +149,9 @@ func (h *harness) ready(n *hnode) bool {
 		} else {
 			h.printf("%s: ack #%d ok at offset %d\n", n.id, a.ID, a.FirstOffset)
 		}
+	}
+	for _, tr := range rd.Transfers {
+		h.printf("%s: transfer to %s (epoch %d): %s\n", n.id, tr.To, tr.Epoch, errOr(tr.Err, "handed over"))
 	}
 	return !rd.IsEmpty()
 }
@@ -360,6 +365,14 @@ func fmtEntries(es []protocol.Entry) string {
 	return strings.Join(parts, " ")
 }
 
+// errOr is err's text, or ok if err is nil.
+func errOr(err error, ok string) string {
+	if err == nil {
+		return ok
+	}
+	return "error: " + err.Error()
+}
+
 func errOrEmpty(err error) string {
 	if err == nil {
 		return ""
@@ -397,6 +410,8 @@ func fmtMsg(m protocol.Message) string {
 		return fmt.Sprintf("%s->%s %s epoch=%d granted=%t leader=%s", m.From, m.To, kind, b.Epoch, b.Granted, b.LeaderID)
 	case *protocol.BeginEpoch:
 		return fmt.Sprintf("%s->%s BeginEpoch epoch=%d", m.From, m.To, b.Epoch)
+	case *protocol.EndEpoch:
+		return fmt.Sprintf("%s->%s EndEpoch epoch=%d successor=%s", m.From, m.To, b.Epoch, b.Successor)
 	case *protocol.AppendRequest:
 		return fmt.Sprintf("%s->%s Append records=%d", m.From, m.To, len(b.Records))
 	case *protocol.AppendResponse:
@@ -660,6 +675,17 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		h.queue = slices.DeleteFunc(h.queue, func(m protocol.Message) bool { return h.cut[[2]string{m.From, m.To}] })
 	case "heal":
 		clear(h.cut)
+	case "transfer":
+		// transfer n1 [to=n2]: the leader n1 starts handing over (R59).
+		n := h.node(args[0])
+		var to string
+		if v := argVals(d, "to"); v != nil {
+			to = v[0]
+		}
+		if err := n.r.TransferLeadership(to); err != nil {
+			h.printf("%s: transfer refused: %v\n", n.id, err)
+		}
+		h.ready(n)
 	case "hint":
 		n := h.node(args[0])
 		if v := argVals(d, "failed"); v != nil {

@@ -42,6 +42,9 @@ type leaderState struct {
 	parked      []parkedFetch
 	// pending proposals in offset order.
 	pending []proposal
+	// transfer is the leadership transfer under way, if any (R59,
+	// transfer.go): while it is, nothing new is appended.
+	transfer *transferState
 
 	hwBuf []uint64
 }
@@ -226,7 +229,11 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	if r.role != RoleLeader {
 		return // resigned (R58)
 	}
-	r.autoReplace(from, req.ReplicaDirID)
+	if r.transferring() { // R59: nothing new is appended during a transfer
+		r.transferFetch(from, voter)
+	} else {
+		r.autoReplace(from, req.ReplicaDirID)
+	}
 	// A newer fetch replaces the replica's parked one without answering it:
 	// a follower has one fetch outstanding and takes an answer to an older
 	// one only when it asked the same question as the newer one (fetcher's

@@ -26,9 +26,12 @@ type Ready struct {
 	Writes   []protocol.Write
 	Messages []protocol.Message
 	Acks     []Ack
+	// Transfers are the outcomes of leadership transfers started by
+	// TransferLeadership (R59), each reported once.
+	Transfers []TransferResult
 }
 
 // IsEmpty reports whether rd asks for nothing.
 func (rd Ready) IsEmpty() bool {
-	return len(rd.Writes) == 0 && len(rd.Messages) == 0 && len(rd.Acks) == 0
+	return len(rd.Writes) == 0 && len(rd.Messages) == 0 && len(rd.Acks) == 0 && len(rd.Transfers) == 0
 }

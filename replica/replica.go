@@ -80,6 +80,9 @@ type Replica struct {
 	writes   []protocol.Write // not yet handed out by Ready
 	held     []heldMessage
 	acks     []Ack
+	// transfers are the outcomes of leadership transfers (transfer.go,
+	// R59) not yet handed out by Ready.
+	transfers []TransferResult
 
 	// Follower side.
 	fetch             *fetcher.Fetcher
@@ -270,6 +273,9 @@ func (r *Replica) ProposeVoterChange(id uint64, ch protocol.VoterChange) {
 	}
 	switch {
 	case r.role == RoleLeader:
+		if r.holdProposal(heldProposal{id: id, change: &ch}) {
+			return // a transfer is under way (R59)
+		}
 		r.leaderVoterChange(proposal{id: id, local: true}, ch)
 	case r.leaderID != "":
 		r.forward(id, protocol.EntryVoters, [][]byte{protocol.EncodeVoterChange(ch)})
@@ -292,6 +298,9 @@ func (r *Replica) propose(id uint64, typ protocol.EntryType, records [][]byte) {
 	}
 	switch {
 	case r.role == RoleLeader:
+		if r.holdProposal(heldProposal{id: id, typ: typ, records: records}) {
+			return // a transfer is under way (R59)
+		}
 		r.leaderPropose(proposal{id: id, local: true}, typ, records)
 	case r.leaderID != "":
 		r.forward(id, typ, records)
@@ -330,12 +339,15 @@ func (r *Replica) Ready() Ready {
 	if r.err != nil {
 		// Halted: nothing more is written or sent; only the refusals of
 		// proposals made since go out.
-		rd := Ready{Acks: r.acks}
-		r.acks, r.writes, r.held = nil, nil, nil
+		rd := Ready{Acks: r.acks, Transfers: r.transfers}
+		r.acks, r.writes, r.held, r.transfers = nil, nil, nil, nil
 		return rd
 	}
 	if r.role == RoleLeader {
 		r.checkQuorum()
+	}
+	if r.role == RoleLeader {
+		r.progressTransfer() // R59: hand over, or give up and append again
 	}
 	switch r.role {
 	case RoleLeader:
@@ -343,8 +355,8 @@ func (r *Replica) Ready() Ready {
 	case RoleFollower, RoleObserver:
 		r.maybeFetch()
 	}
-	rd := Ready{Writes: r.writes, Acks: r.acks}
-	r.writes, r.acks = nil, nil
+	rd := Ready{Writes: r.writes, Acks: r.acks, Transfers: r.transfers}
+	r.writes, r.acks, r.transfers = nil, nil, nil
 	n := 0
 	for n < len(r.held) && r.held[n].dep <= r.persistedSeq {
 		n++

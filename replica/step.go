@@ -8,8 +8,8 @@ import "github.com/replog-io/replog/protocol"
 // Dispatch has two stages (etcd raft's Step, then its step function of the
 // role). stepCommon does what every role does the same: it checks the
 // addressee and sender, the epoch bounds and the voters a message names
-// (admissible), handles vote requests, BeginEpoch and answers to forwarded
-// appends, and fences fetch requests (a voter's fetch naming a later epoch
+// (admissible), handles vote requests, BeginEpoch, EndEpoch (R59) and
+// answers to forwarded appends, and fences fetch requests (a voter's fetch naming a later epoch
 // moves this replica to it first). What is left depends on the role, as it
 // is after stepCommon, and goes to stepLeader, stepFollower (a voter
 // following, and an observer), stepProspective or stepCandidate.
@@ -58,6 +58,8 @@ func (r *Replica) stepCommon(m protocol.Message) bool {
 		r.handleBeginEpoch(m.From, b)
 	case *protocol.AppendResponse:
 		r.handleAppendResponse(m.From, b)
+	case *protocol.EndEpoch:
+		r.handleEndEpoch(m.From, b) // R59
 	default:
 		r.logger.Warn("dropping message of unknown type", "msg", m)
 	}
@@ -75,7 +77,9 @@ func (r *Replica) stepLeader(m protocol.Message) {
 	case *protocol.VoteResponse:
 		r.dropVoteResponse(m.From, b)
 	case *protocol.AppendRequest:
-		r.leaderAppendRequest(m.From, b)
+		if !r.holdAppendRequest(m.From, b) { // held during a transfer (R59)
+			r.leaderAppendRequest(m.From, b)
+		}
 	case *protocol.DeleteRecords:
 		r.handleDeleteRecords(m.From, b)
 	}
@@ -165,6 +169,8 @@ func (r *Replica) admissible(m protocol.Message) bool {
 	case *protocol.AppendResponse:
 		leader = b.LeaderID
 		epoch = r.epoch
+	case *protocol.EndEpoch:
+		leader, epoch = b.LeaderID, b.Epoch
 	}
 	if leader != "" && leader != m.From && r.isVoter(m.From) && !r.isVoter(leader) && namesItsLeader(m.Body) {
 		// A voter of our set that does not lead names its leader, whom our

@@ -213,6 +213,7 @@ func (r *Replica) stepDown(newLeader string) {
 		return
 	}
 	r.logger.Info("stepping down", "epoch", r.epoch, "pending", len(ls.pending))
+	r.endTransfer(newLeader) // held proposals were never appended (R59)
 	for _, p := range ls.pending {
 		r.failProposal(p, newLeader)
 	}
