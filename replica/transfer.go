@@ -116,6 +116,16 @@ func (r *Replica) TransferLeadership(to string) error {
 	return nil
 }
 
+// Transfer reports the leadership transfer under way, if any: its
+// successor and the epoch this replica leads (a TransferResult for it
+// carries the same two).
+func (r *Replica) Transfer() (to string, epoch uint64, ok bool) {
+	if !r.transferring() {
+		return "", 0, false
+	}
+	return r.leader.transfer.to, r.epoch, true
+}
+
 // mostCaughtUpVoter returns the other voter with the highest fetch offset
 // from its recorded directory among those that fetched within
 // FetchTimeout, the first in voter order on a tie; "" if none.

@@ -37,6 +37,9 @@ const (
 	// committed, or with the refusal (replica.ErrVoterChangePending,
 	// ErrUnknownNode, ErrLastVoter, ErrNotCaughtUp: nothing changed).
 	EventVoterChange
+	// EventTransfer: hand the leadership over to Event.To (Event.ID; see
+	// Transfer, transfer.go, docs/design.md R59).
+	EventTransfer
 )
 
 // Event is one input of a round, other than the clock and persistence.
@@ -52,6 +55,8 @@ type Event struct {
 	Offset uint64
 	// Change is EventVoterChange's change.
 	Change protocol.VoterChange
+	// To is EventTransfer's successor ("": any).
+	To string
 }
 
 // Propose is the event of a proposal: records to append as one batch. The
@@ -96,6 +101,7 @@ type Resolved struct {
 	// ErrNotCaughtUp: nothing appended), the core's halt error for a
 	// proposal made after it halted (nothing appended), or an error
 	// wrapping replica.ErrUnknownOutcome (with the halt or close cause).
+	// A transfer event's Err is its outcome (see Transfer), with no Offset.
 	Err error
 }
 
@@ -148,6 +154,8 @@ type Node struct {
 	claim    Claim
 	halted   error
 	closed   bool
+	// transfers are the transfer events waiting (transfer.go).
+	transfers transferWaits
 }
 
 // New wraps r, which the Node drives from now on: the caller must not call
@@ -197,6 +205,8 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		case EventVoterChange:
 			n.wait(ev.ID)
 			n.r.ProposeVoterChange(ev.ID, ev.Change)
+		case EventTransfer:
+			n.transfer(ev)
 		case EventMessage:
 			n.r.Step(ev.Message)
 		case EventHint:
@@ -223,6 +233,7 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		delete(n.pending, a.ID)
 		out.Resolved = append(out.Resolved, Resolved{ID: a.ID, Offset: a.FirstOffset, Err: a.Err})
 	}
+	out.Resolved = append(out.Resolved, n.transfersResolved(rd.Transfers)...)
 	if err := n.r.Err(); err != nil {
 		n.halted = err
 		// The core will never answer what it took before it halted: those
