@@ -91,6 +91,24 @@ var (
 	// process logs it at Error and counts it in Stats.Errors.) Give each
 	// node its own ID, or stop the other process.
 	ErrDuplicateNodeID = membership.ErrDuplicateNodeID
+
+	// ErrVoterChangeInProgress: AddVoter or RemoveVoter waited for another
+	// voter change to commit (one change at a time) until its context
+	// ended; nothing changed. The error also wraps ctx.Err().
+	ErrVoterChangeInProgress = replica.ErrVoterChangePending
+
+	// ErrUnknownNode: RemoveVoter named a node that is not a voter, or
+	// AddVoter's context ended while the node did not fetch from the
+	// leader (not running, not reachable); nothing changed.
+	ErrUnknownNode = replica.ErrUnknownNode
+
+	// ErrLastVoter: RemoveVoter named the last voter; nothing changed.
+	ErrLastVoter = replica.ErrLastVoter
+
+	// ErrNotCaughtUp: AddVoter's context ended while the node was still
+	// catching up with the leader's log; nothing changed. The error also
+	// wraps ctx.Err().
+	ErrNotCaughtUp = replica.ErrNotCaughtUp
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

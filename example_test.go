@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/replog-io/replog"
@@ -254,4 +255,59 @@ func ExampleWithRequireLeader() {
 		}
 		fmt.Printf("%d: %s\n", e.Offset, e.Data)
 	}
+}
+
+// A third node joins a running two-voter log: it opens as an observer
+// (its ID is not among the voters), and AddVoter, called on any node,
+// makes it a voter once it has caught up. Status.Voters is the voter set
+// in force, each voter with the data directory it votes from.
+func ExampleLog_AddVoter() {
+	dir, err := os.MkdirTemp("", "replog-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	open := func(id string, join ...string) *replog.Log {
+		l, err := replog.Open(replog.Options{
+			Dir:        filepath.Join(dir, id),
+			NodeID:     id,
+			Voters:     []string{"n1", "n2"}, // the bootstrap set
+			RPCAddr:    "127.0.0.1:0",
+			GossipAddr: "127.0.0.1:0", // the nodes find each other by gossip
+			Join:       join,
+			Insecure:   true, // loopback only; a real cluster sets Secret
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return l
+	}
+	n1 := open("n1")
+	defer n1.Close()
+	n2 := open("n2", n1.Status().GossipAddr)
+	defer n2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := n1.Append(ctx, []byte("before n3")); err != nil {
+		log.Fatal(err)
+	}
+
+	n3 := open("n3", n1.Status().GossipAddr)
+	defer n3.Close()
+	fmt.Println("n3 is", n3.Status().Role)
+	if err := n3.AddVoter(ctx, "n3"); err != nil {
+		log.Fatal(err)
+	}
+	// The change committed; a barrier makes n3 hold it too.
+	if err := n3.Barrier(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for _, v := range n3.Status().Voters {
+		fmt.Println("voter", v.ID, "at its directory:", v.DirectoryID != "")
+	}
+	// Output:
+	// n3 is observer
+	// voter n1 at its directory: true
+	// voter n2 at its directory: true
+	// voter n3 at its directory: true
 }

@@ -45,9 +45,14 @@ func (l *Log) loop() {
 		case *proposal:
 			nextID++
 			pending[nextID] = ev
-			if ev.barrier {
+			switch {
+			case ev.barrier:
 				events = append(events, shell.Barrier(nextID))
-			} else {
+			case ev.change != nil:
+				events = append(events, shell.VoterChange(nextID, *ev.change))
+			case ev.transfer != nil:
+				events = append(events, shell.Transfer(nextID, ev.transfer.to))
+			default:
 				events = append(events, shell.Propose(nextID, ev.records))
 			}
 		case protocol.Message:
@@ -145,7 +150,7 @@ func (l *Log) loop() {
 		l.node.Persisted(l.persisted.Load())
 		now := time.Now()
 		out := l.node.Round(now, events...)
-		l.stats.round(now, l.opts.Voters, events, &out)
+		l.stats.round(now, events, &out)
 		clear(events)
 		events = events[:0]
 		if out.Halted != nil && l.failed() == nil {
@@ -182,7 +187,7 @@ func (l *Log) loop() {
 // never reached the core, so nothing was appended.
 func (l *Log) failProposals(events []shell.Event, pending map[uint64]*proposal, err error) {
 	for _, ev := range events {
-		if ev.Kind != shell.EventPropose && ev.Kind != shell.EventBarrier {
+		if ev.Kind != shell.EventPropose && ev.Kind != shell.EventBarrier && ev.Kind != shell.EventVoterChange && ev.Kind != shell.EventTransfer {
 			continue
 		}
 		if p, ok := pending[ev.ID]; ok {
@@ -242,7 +247,6 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 		Role:          roleOf(cs.Role),
 		Epoch:         cs.Epoch,
 		LeaderID:      believedLeader(cs),
-		Voters:        l.opts.Voters,
 		LEO:           cs.LEO,
 		DurableLEO:    cs.DurableLEO,
 		HighWatermark: cs.HighWatermark,
@@ -250,6 +254,8 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 		LogStart:      cs.LogStart,
 		RemoteLEO:     cs.RemoteLEO,
 	}
+	prev := l.status.Load()
+	voterView(st, &cs, prev)
 	if l.tcp != nil {
 		st.RPCAddr = l.opts.AdvertiseRPCAddr
 		if st.RPCAddr == "" {
@@ -264,7 +270,8 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 		st.Error = failed.Error()
 	}
 	l.status.Store(st)
-	l.watch.update(Event{Role: st.Role, LeaderID: st.LeaderID, Epoch: st.Epoch, Voters: st.Voters}, failed != nil)
+	l.voterIDs = voterIDs(st.Voters, l.voterIDs)
+	l.watch.update(Event{Role: st.Role, LeaderID: st.LeaderID, Epoch: st.Epoch, Voters: l.voterIDs}, failed != nil)
 
 	// Readers are bounded by what this node holds durably, not by the HW
 	// alone: a leader can see an entry committed by two followers before

@@ -33,9 +33,25 @@ type Options struct {
 	// ClusterID must match on every node; connections from another cluster
 	// are refused. Default "replog".
 	ClusterID string
-	// Voters lists the voter node IDs (fixed). A node not in the list is an
-	// observer. Default: just NodeID (a single-node cluster).
+	// Voters is the bootstrap voter set: the voters of a brand-new cluster
+	// (docs/design.md R57). Its first election needs every one of them up
+	// and granting (before voter directories are recorded, nobody can
+	// tell a wiped voter from its old self); the first leader records them
+	// in the log. Afterwards the log is the truth: AddVoter and
+	// RemoveVoter change the voters, Status.Voters reports them, and this
+	// list is not read again (keep it the same on every node, and for a
+	// node that joins later it only needs to name the nodes to fetch from
+	// at first). A node not among the voters in force is an observer.
+	// Default: just NodeID (a single-node cluster).
 	Voters []string
+	// ManualVoterChanges turns off the automatic replacement of a voter
+	// whose data directory was wiped (R58). By default (false) such a
+	// node, which comes back with a new directory ID and fetches as an
+	// observer, is made a voter again by the leader once it has caught up:
+	// the leader removes the old incarnation and adds the new one, one
+	// change at a time. With true it stays an observer until an operator
+	// calls RemoveVoter and then AddVoter.
+	ManualVoterChanges bool
 
 	// RPCAddr is the TCP address the replication transport listens on.
 	// Default "127.0.0.1:0" (any free port) when the cluster has more than
@@ -115,6 +131,12 @@ type Options struct {
 	// ElectionTimeout is the base of randomised election timeouts.
 	// Default 500ms.
 	ElectionTimeout time.Duration
+	// CloseTransferTimeout bounds how long Close on the leader waits for
+	// it to hand its leadership over (TransferLeadership to the most
+	// caught-up voter) before it closes, so that a rolling restart costs
+	// no election timeout. Default DefaultCloseTransferTimeout (1s);
+	// negative: Close does not transfer.
+	CloseTransferTimeout time.Duration
 	// FetchMaxBytes bounds one fetch response's entry bytes (each entry
 	// counted as len(Data) + protocol.EntryOverhead). Default
 	// DefaultFetchMaxBytes (1 MiB). At most transport.DefaultMaxPayload
@@ -218,6 +240,9 @@ func (o *Options) EnsureDefaults() {
 	if o.RPCAddr == "" && o.needsTransport() {
 		o.RPCAddr = DefaultRPCAddr
 	}
+	if o.CloseTransferTimeout == 0 {
+		o.CloseTransferTimeout = DefaultCloseTransferTimeout
+	}
 	// The core's timings and sizes take the core's defaults
 	// (replica.Config.EnsureDefaults), written back because the root uses
 	// them too (MaxRecordSize in AppendBatch, the ceilings in Validate).
@@ -294,6 +319,8 @@ func (o Options) components(logger hclog.Logger) components {
 			MaxRecordSize:   o.MaxRecordSize,
 			MaxForwardBytes: maxConfiguredSize,
 			Logger:          logger,
+
+			ManualVoterChanges: o.ManualVoterChanges,
 		},
 		transport: transport.TCPConfig{
 			NodeID:     o.NodeID,

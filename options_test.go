@@ -176,7 +176,7 @@ func TestOptionsComponentsCarryValuesAndDefaults(t *testing.T) {
 		Secret: testSecret, TLS: tlsCfg, TLSVerifyNodeID: true,
 		GossipTuning: membership.Tuning{ProbeInterval: 3 * time.Second},
 		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: 5 * time.Second, ElectionTimeout: time.Second,
-		FetchMaxBytes: 2 << 20, MaxRecordSize: 3 << 20, NoSync: true,
+		FetchMaxBytes: 2 << 20, MaxRecordSize: 3 << 20, NoSync: true, ManualVoterChanges: true,
 	}
 	d := o.withDefaults()
 	c := d.components(nil)
@@ -184,7 +184,7 @@ func TestOptionsComponentsCarryValuesAndDefaults(t *testing.T) {
 	r := c.replica
 	if r.ID != "n1" || !reflect.DeepEqual(r.Voters, o.Voters) || r.FetchMaxWait != o.FetchMaxWait ||
 		r.FetchTimeout != o.FetchTimeout || r.ElectionTimeout != o.ElectionTimeout ||
-		r.FetchMaxBytes != o.FetchMaxBytes || r.MaxRecordSize != o.MaxRecordSize || r.Logger == nil {
+		r.FetchMaxBytes != o.FetchMaxBytes || r.MaxRecordSize != o.MaxRecordSize || r.Logger == nil || !r.ManualVoterChanges {
 		t.Errorf("replica config: %+v", r)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
@@ -54,8 +56,31 @@ type Status struct {
 	// stops following it (a prospective or candidate names none), and
 	// after Close.
 	LeaderID string `json:"leader_id"`
-	// Voters is the configured voter list.
-	Voters []string `json:"voters"`
+	// Voters is the voter set in force (docs/design.md R55): the newest one
+	// recorded in this node's log (committed once HighWatermark passes
+	// VotersOffset), in its recorded order. Before any set is recorded (a
+	// brand-new cluster, until its first leader is elected) it is
+	// Options.Voters with empty directory IDs. Change it with AddVoter and
+	// RemoveVoter.
+	Voters []VoterStatus `json:"voters"`
+	// VotersOffset is the offset of the log entry that recorded Voters (0
+	// before any is recorded).
+	VotersOffset uint64 `json:"voters_offset"`
+	// DirectoryID is this node's directory ID, made when its data
+	// directory was created: a voter is a node at one directory, and a
+	// node whose directory was wiped comes back with another one, as an
+	// observer (R56).
+	DirectoryID string `json:"directory_id"`
+	// Observers is, on the leader, each node fetching from it now that is
+	// not a voter at the directory it fetches from (a voter's new
+	// incarnation among them), sorted by ID; nil on other nodes.
+	Observers []Incarnation `json:"observers,omitempty"`
+	// Replacing is, on the leader, each node it removed from Voters
+	// because the node came back with a new directory, with that new
+	// directory: the leader makes it a voter again once it has caught up
+	// (Options.ManualVoterChanges turns this off). Sorted by ID; nil on
+	// other nodes.
+	Replacing []Incarnation `json:"replacing,omitempty"`
 	// LEO is the log end offset (written or being written); HW the high
 	// watermark: offsets below it are committed and readable.
 	LEO           uint64 `json:"leo"`
@@ -120,7 +145,10 @@ type Log struct {
 	hwChanged chan struct{}
 
 	status atomic.Pointer[Status]
-	stats  loopStats // counters for Stats (stats.go)
+	// voterIDs are the IDs of the published Status.Voters, for Watch
+	// (publish's, which runs on the loop, or in Open before it starts).
+	voterIDs []string
+	stats    loopStats // counters for Stats (stats.go)
 
 	// watch is the view Watch, WaitReady and WithRequireLeader readers
 	// wait on (watch.go); retries are the asynchronous appends waiting to
@@ -139,9 +167,12 @@ type Log struct {
 // the loop.
 type proposal struct {
 	records [][]byte
-	barrier bool                // a read barrier (no records)
-	result  chan proposalResult // cap 1: the loop never blocks on it (nil for async)
-	async   *AppendResult       // AppendAsync's handle, completed by the loop (async.go)
+	barrier bool                  // a read barrier (no records)
+	change  *protocol.VoterChange // a voter change (no records; voters.go)
+	// transfer is a leadership transfer (no records; transfer.go).
+	transfer *transferTo
+	result  chan proposalResult   // cap 1: the loop never blocks on it (nil for async)
+	async   *AppendResult         // AppendAsync's handle, completed by the loop (async.go)
 }
 
 type proposalResult struct {
@@ -271,7 +302,9 @@ func (l *Log) startNetwork(cfgs components) error {
 // Status returns a snapshot of the node's state. It never blocks.
 func (l *Log) Status() Status {
 	s := *l.status.Load()
-	s.Voters = append([]string(nil), s.Voters...)
+	s.Voters = slices.Clone(s.Voters)
+	s.Observers = slices.Clone(s.Observers)
+	s.Replacing = slices.Clone(s.Replacing)
 	if s.RemoteLEO != nil {
 		m := make(map[string]uint64, len(s.RemoteLEO))
 		for k, v := range s.RemoteLEO {
@@ -298,6 +331,9 @@ func (l *Log) crash() { l.shutdown(false) }
 
 func (l *Log) shutdown(graceful bool) {
 	l.closeOnce.Do(func() {
+		if graceful {
+			l.transferBeforeClose() // R59: no election timeout for the cluster
+		}
 		close(l.closing)
 		l.wg.Wait() // the loop fails every waiting proposal on its way out
 		l.failStranded()

@@ -1,6 +1,10 @@
 package replog
 
-import "github.com/replog-io/replog/replica"
+import (
+	"slices"
+
+	"github.com/replog-io/replog/replica"
+)
 
 // Role is what a node does in its cluster, as Status and Watch report it.
 // It is a string so that it prints, and encodes in JSON, as the words
@@ -65,6 +69,12 @@ func believedLeader(cs replica.Status) string {
 func (l *Log) publishClosed() {
 	st := *l.status.Load()
 	st.Role, st.LeaderID, st.RemoteLEO = RoleClosed, "", nil
+	// What only a leader knows goes too.
+	st.Observers, st.Replacing = nil, nil
+	st.Voters = slices.Clone(st.Voters)
+	for i := range st.Voters {
+		st.Voters[i].CaughtUp = false
+	}
 	l.status.Store(&st)
 	l.watch.close()
 }

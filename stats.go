@@ -285,7 +285,7 @@ func (s *loopStats) initBounds() {
 
 // round records one round of the loop: the events it fed the node at now
 // and the node's Output.
-func (s *loopStats) round(now time.Time, voters []string, events []shell.Event, out *shell.Output) {
+func (s *loopStats) round(now time.Time, events []shell.Event, out *shell.Output) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.inited {
@@ -351,20 +351,53 @@ func (s *loopStats) round(now time.Time, voters []string, events []shell.Event, 
 	case s.role != replica.RoleLeader || s.followers == nil:
 		// A new leadership: every follower starts as caught up now (as
 		// Kafka starts the ISR's), and has this long to show it.
-		s.followers = make(map[string]*followerTrack, len(voters))
-		for _, v := range voters {
-			if v != st.ID {
-				s.followers[v] = &followerTrack{lastCaughtUp: now, lastFetch: now}
-			}
-		}
+		s.followers = make(map[string]*followerTrack, len(st.Voters))
 		fallthrough
 	default:
+		// The voters in force: a voter added later starts as caught up
+		// when it is added (it was, to be added); a removed one goes.
+		if !s.tracksVoters(st) {
+			s.trackVoters(now, st)
+		}
 		for v, f := range s.followers {
 			f.remoteLEO, f.known = st.RemoteLEO[v]
 		}
 		s.leaderLEO = st.LEO
 	}
 	s.role, s.epoch = st.Role, st.Epoch
+}
+
+// tracksVoters reports whether the followers tracked are exactly the other
+// voters of st.
+func (s *loopStats) tracksVoters(st *replica.Status) bool {
+	n := 0
+	for _, v := range st.Voters {
+		if v.ID == st.ID {
+			continue
+		}
+		if _, ok := s.followers[v.ID]; !ok {
+			return false
+		}
+		n++
+	}
+	return n == len(s.followers)
+}
+
+// trackVoters makes the followers tracked the other voters of st: a new
+// one starts as caught up now.
+func (s *loopStats) trackVoters(now time.Time, st *replica.Status) {
+	keep := make(map[string]*followerTrack, len(st.Voters))
+	for _, v := range st.Voters {
+		if v.ID == st.ID {
+			continue
+		}
+		f := s.followers[v.ID]
+		if f == nil {
+			f = &followerTrack{lastCaughtUp: now, lastFetch: now}
+		}
+		keep[v.ID] = f
+	}
+	s.followers = keep
 }
 
 // fetchArrived records a fetch from peer: when it came (for FetchWait)

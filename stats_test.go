@@ -39,11 +39,11 @@ func TestHistogramBuckets(t *testing.T) {
 // follower that falls behind and catches up.
 func TestLoopStatsRounds(t *testing.T) {
 	var s loopStats
-	voters := []string{"n1", "n2", "n3"}
+	voters := []protocol.Voter{{ID: "n1", DirID: "d1"}, {ID: "n2", DirID: "d2"}, {ID: "n3", DirID: "d3"}}
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	leader := func(leo uint64, remote map[string]uint64) replica.Status {
-		return replica.Status{ID: "n1", Role: replica.RoleLeader, Epoch: 2, LeaderID: "n1", LEO: leo, RemoteLEO: remote}
+		return replica.Status{ID: "n1", Role: replica.RoleLeader, Epoch: 2, LeaderID: "n1", LEO: leo, RemoteLEO: remote, Voters: voters}
 	}
 	fetch := func(from string, id, off uint64) shell.Event {
 		return shell.Message(protocol.Message{From: from, To: "n1", Body: &protocol.FetchRequest{FetchID: id, ReplicaID: from, FetchOffset: off}})
@@ -53,11 +53,11 @@ func TestLoopStatsRounds(t *testing.T) {
 	}
 
 	// A candidate round, then leadership.
-	s.round(at(0), voters, nil, &shell.Output{Status: replica.Status{ID: "n1", Role: replica.RoleCandidate, Epoch: 2}})
-	s.round(at(1), voters, nil, &shell.Output{Status: leader(10, nil)})
+	s.round(at(0), nil, &shell.Output{Status: replica.Status{ID: "n1", Role: replica.RoleCandidate, Epoch: 2}})
+	s.round(at(1), nil, &shell.Output{Status: leader(10, nil)})
 	// n2 fetches at the LEO (caught up), n3 far behind; a proposal of two
 	// records (7 bytes) and a forwarded append arrive.
-	s.round(at(2), voters, []shell.Event{
+	s.round(at(2), []shell.Event{
 		fetch("n2", 1, 10),
 		fetch("n3", 1, 4),
 		shell.Propose(1, [][]byte{[]byte("abc"), []byte("defg")}),
@@ -66,7 +66,7 @@ func TestLoopStatsRounds(t *testing.T) {
 	// 30 ms later n2's fetch is answered (n3's stays parked), the
 	// proposal commits, and one proposal that was never seen resolves
 	// (ignored).
-	s.round(at(32), voters, nil, &shell.Output{
+	s.round(at(32), nil, &shell.Output{
 		Status:   leader(12, map[string]uint64{"n2": 10, "n3": 4}),
 		Messages: []protocol.Message{answer("n2", 1), answer("n3", 7)},
 		Resolved: []shell.Resolved{{ID: 1, Offset: 10}, {ID: 99}},
@@ -100,7 +100,7 @@ func TestLoopStatsRounds(t *testing.T) {
 
 	// n3 fetches up to the LEO the leader had at its previous fetch (10):
 	// caught up as of that fetch. n2 fetches at the LEO: caught up now.
-	s.round(at(50), voters, []shell.Event{fetch("n3", 2, 10), fetch("n2", 2, 12)},
+	s.round(at(50), []shell.Event{fetch("n3", 2, 10), fetch("n2", 2, 12)},
 		&shell.Output{Status: leader(12, map[string]uint64{"n2": 12, "n3": 10})})
 	st = s.snapshotForTest(at(60))
 	for _, f := range st.Followers {
@@ -112,9 +112,20 @@ func TestLoopStatsRounds(t *testing.T) {
 		}
 	}
 
+	// The voter set changes under the same leadership: n3 removed, n4
+	// added. n4 is tracked from the round it joined (caught up then), n3
+	// no longer; n2 keeps its record (caught up at its fetch at 50ms).
+	voters = []protocol.Voter{{ID: "n1", DirID: "d1"}, {ID: "n2", DirID: "d2"}, {ID: "n4", DirID: "d4"}}
+	s.round(at(62), nil, &shell.Output{Status: leader(13, map[string]uint64{"n2": 12})})
+	st = s.snapshotForTest(at(65))
+	if len(st.Followers) != 2 || st.Followers[0].ID != "n2" || st.Followers[1].ID != "n4" ||
+		st.Followers[0].LagTime != 15*time.Millisecond || st.Followers[1].Known || st.Followers[1].LagTime != 3*time.Millisecond {
+		t.Errorf("after the voter change the followers are %+v; want n2 (caught up at 50ms) and n4 (new, since 62ms)", st.Followers)
+	}
+
 	// Losing the leadership forgets the followers; a new leader in a new
 	// epoch is a leader change.
-	s.round(at(70), voters, nil, &shell.Output{Status: replica.Status{ID: "n1", Role: replica.RoleFollower, Epoch: 3, LeaderID: "n2"}})
+	s.round(at(70), nil, &shell.Output{Status: replica.Status{ID: "n1", Role: replica.RoleFollower, Epoch: 3, LeaderID: "n2"}})
 	st = s.snapshotForTest(at(70))
 	if st.Followers != nil || st.LeaderChanges != 2 {
 		t.Errorf("after stepping down: followers %v, leader changes %d; want none and 2", st.Followers, st.LeaderChanges)
@@ -127,12 +138,12 @@ func TestLoopStatsRounds(t *testing.T) {
 		ErrTooLarge,
 		errors.New("halted"),
 	} {
-		s.round(at(80+i), voters, []shell.Event{shell.Propose(uint64(10+i), [][]byte{[]byte("x")})},
+		s.round(at(80+i), []shell.Event{shell.Propose(uint64(10+i), [][]byte{[]byte("x")})},
 			&shell.Output{Status: replica.Status{ID: "n1", Role: replica.RoleFollower, Epoch: 3, LeaderID: "n2"},
 				Resolved: []shell.Resolved{{ID: uint64(10 + i), Err: err}}})
 	}
-	s.round(at(90), voters, nil, &shell.Output{Halted: errors.New("halt"), Status: replica.Status{ID: "n1", Role: replica.RoleFollower}})
-	s.round(at(91), voters, nil, &shell.Output{Halted: errors.New("halt"), Status: replica.Status{ID: "n1", Role: replica.RoleFollower}})
+	s.round(at(90), nil, &shell.Output{Halted: errors.New("halt"), Status: replica.Status{ID: "n1", Role: replica.RoleFollower}})
+	s.round(at(91), nil, &shell.Output{Halted: errors.New("halt"), Status: replica.Status{ID: "n1", Role: replica.RoleFollower}})
 	for kind, want := range map[int]uint64{errKindAppendNotLeader: 1, errKindAppendUnknown: 1, errKindAppendTooLarge: 1, errKindAppendFailed: 1, errKindHalt: 1} {
 		if got := s.errs[kind].Load(); got != want {
 			t.Errorf("errors[%s] = %d, want %d", errKindNames[kind], got, want)
@@ -239,8 +250,8 @@ func TestStatsMoveAsTheClusterWorks(t *testing.T) {
 // a proposal, two fetches and their answers, a follower update.
 func BenchmarkLoopStatsRound(b *testing.B) {
 	var s loopStats
-	voters := []string{"n1", "n2", "n3"}
-	st := replica.Status{ID: "n1", Role: replica.RoleLeader, Epoch: 2, LeaderID: "n1", LEO: 10, RemoteLEO: map[string]uint64{"n2": 10, "n3": 9}}
+	voters := []protocol.Voter{{ID: "n1", DirID: "d1"}, {ID: "n2", DirID: "d2"}, {ID: "n3", DirID: "d3"}}
+	st := replica.Status{ID: "n1", Role: replica.RoleLeader, Epoch: 2, LeaderID: "n1", LEO: 10, RemoteLEO: map[string]uint64{"n2": 10, "n3": 9}, Voters: voters}
 	now := time.Unix(1000, 0)
 	// The same inputs every round (the proposal resolves in its round, the
 	// fetches are answered), so that only the counting is measured.
@@ -256,7 +267,7 @@ func BenchmarkLoopStatsRound(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		now = now.Add(time.Millisecond)
-		s.round(now, voters, events, &out)
+		s.round(now, events, &out)
 	}
 }
 

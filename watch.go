@@ -19,7 +19,9 @@ type Event struct {
 	LeaderID string
 	// Epoch is the highest leader epoch this node has seen.
 	Epoch uint64
-	// Voters is the voter list; the caller owns the slice.
+	// Voters are the IDs of the voter set in force (Status.Voters): a
+	// voter change (AddVoter, RemoveVoter, the automatic replacement of a
+	// wiped voter) is a new view. The caller owns the slice.
 	Voters []string
 }
 

@@ -96,7 +96,7 @@ func TestWatchSingleNode(t *testing.T) {
 		t.Fatalf("view %+v, want solo leading itself", first)
 	}
 	first.Voters[0] = "changed" // the caller owns it
-	if l.Status().Voters[0] != "solo" {
+	if l.watch.view().ev.Voters[0] != "solo" || l.Status().Voters[0].ID != "solo" {
 		t.Fatal("an event's Voters aliases the node's")
 	}
 

@@ -48,7 +48,7 @@ type fakeNode struct {
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
-		status: replog.Status{NodeID: "n1", Role: "follower", Epoch: 3, LeaderID: "n2", Voters: []string{"n1", "n2", "n3"}},
+		status: replog.Status{NodeID: "n1", Role: "follower", Epoch: 3, LeaderID: "n2", Voters: []replog.VoterStatus{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}},
 		data:   map[uint64][]byte{},
 	}
 }

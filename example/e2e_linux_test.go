@@ -607,10 +607,12 @@ func TestNodeModeErrorsWithRealLog(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var st struct {
-		NodeID string   `json:"node_id"`
-		Role   string   `json:"role"`
-		Voters []string `json:"voters"`
-		HW     *uint64  `json:"hw"`
+		NodeID string `json:"node_id"`
+		Role   string `json:"role"`
+		Voters []struct {
+			ID string `json:"id"`
+		} `json:"voters"`
+		HW *uint64 `json:"hw"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)

@@ -186,6 +186,35 @@ func status(ctx context.Context, e *env, base string, asJSON bool) error {
 	return nil
 }
 
+// shortDir abbreviates a directory ID (random hex) for people.
+func shortDir(dir string) string { return dir[:min(8, len(dir))] }
+
+// incarnationNames renders the voters as node/directory (abbreviated; no
+// directory before the cluster recorded its voters), each marked
+// "(behind)" on the leader when it has not caught up.
+func incarnationNames(st replog.Status) []string {
+	out := make([]string, len(st.Voters))
+	for i, v := range st.Voters {
+		out[i] = v.ID
+		if v.DirectoryID != "" {
+			out[i] += "/" + shortDir(v.DirectoryID)
+		}
+		if st.Role == replog.RoleLeader && !v.CaughtUp {
+			out[i] += " (behind)"
+		}
+	}
+	return out
+}
+
+// observerNames renders nodes as node/directory (abbreviated).
+func observerNames(ns []replog.Incarnation) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.ID + "/" + shortDir(n.DirectoryID)
+	}
+	return out
+}
+
 func printStatus(w io.Writer, st replog.Status) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
@@ -197,7 +226,13 @@ func printStatus(w io.Writer, st replog.Status) {
 	row("role", "%s", st.Role)
 	row("epoch", "%d", st.Epoch)
 	row("leader", "%s", leader)
-	row("voters", "%s", strings.Join(st.Voters, ","))
+	row("voters", "%s", strings.Join(incarnationNames(st), ","))
+	if len(st.Observers) > 0 {
+		row("observers", "%s", strings.Join(observerNames(st.Observers), ","))
+	}
+	if len(st.Replacing) > 0 {
+		row("replacing", "%s", strings.Join(observerNames(st.Replacing), ","))
+	}
 	row("leo", "%d (durable %d)", st.LEO, st.DurableLEO)
 	row("high watermark", "%d (readable here %d)", st.HighWatermark, st.ReadableHW)
 	row("log start", "%d", st.LogStart)

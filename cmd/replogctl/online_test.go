@@ -62,8 +62,14 @@ func startFake(t *testing.T, f *fakeNode) string {
 }
 
 func leaderStatus() replog.Status {
-	return replog.Status{NodeID: "n1", Role: replog.RoleLeader, Epoch: 4, LeaderID: "n1", Voters: []string{"n1", "n2", "n3"},
-		LEO: 12, DurableLEO: 12, HighWatermark: 10, ReadableHW: 10, RemoteLEO: map[string]uint64{"n2": 12, "n3": 9},
+	return replog.Status{NodeID: "n1", Role: replog.RoleLeader, Epoch: 4, LeaderID: "n1",
+		Voters: []replog.VoterStatus{
+			{ID: "n1", DirectoryID: "d1aaaaaaaaaa", CaughtUp: true},
+			{ID: "n2", DirectoryID: "d2bbbbbbbbbb", CaughtUp: true},
+			{ID: "n3", DirectoryID: "d3cccccccccc"},
+		},
+		Observers: []replog.Incarnation{{ID: "n4", DirectoryID: "d4dddddddddd"}},
+		LEO:       12, DurableLEO: 12, HighWatermark: 10, ReadableHW: 10, RemoteLEO: map[string]uint64{"n2": 12, "n3": 9},
 		RPCAddr: "127.0.0.1:9001", GossipAddr: "127.0.0.1:9002"}
 }
 
@@ -73,7 +79,7 @@ func TestStatus(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"role            leader", "epoch           4", "voters          n1,n2,n3",
+	for _, want := range []string{"role            leader", "epoch           4", "voters          n1/d1aaaaaa,n2/d2bbbbbb,n3/d3cccccc (behind)", "observers       n4/d4dddddd",
 		"leo             12 (durable 12)", "high watermark  10 (readable here 10)",
 		"followers       n2 leo 12 (0 behind)", "n3 leo 9 (3 behind)", "gossip          127.0.0.1:9002"} {
 		if !strings.Contains(out, want) {
