@@ -169,10 +169,11 @@ type proposal struct {
 	records [][]byte
 	barrier bool                  // a read barrier (no records)
 	change  *protocol.VoterChange // a voter change (no records; voters.go)
-	// transfer is a leadership transfer (no records; transfer.go).
-	transfer *transferTo
 	result  chan proposalResult   // cap 1: the loop never blocks on it (nil for async)
 	async   *AppendResult         // AppendAsync's handle, completed by the loop (async.go)
+
+	// transfer is a leadership transfer (no records; transfer.go).
+	transfer *transferTo
 }
 
 type proposalResult struct {
