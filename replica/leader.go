@@ -198,8 +198,10 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	} else {
 		ls.observerFetch[from] = r.now
 		if r.isVoter(from) {
+			// Its LEO no longer counts; its last fetch time stays, for
+			// automatic replacement to see whether the old incarnation
+			// still fetches (autoReplace).
 			delete(ls.remote, from)
-			delete(ls.lastFetch, from)
 		}
 	}
 	if req.FetchOffset < r.log.logStart {

@@ -277,9 +277,10 @@ func (r *Replica) refuseProposal(p proposal, e protocol.AppendError) {
 }
 
 // autoReplace is R58's automatic replacement, run when a fetch shows node
-// from fetching from directory dir: if another incarnation of it is a voter
-// and this one has caught up, the old one is removed; once that is
-// committed, a node this leader replaced is added at its new directory.
+// from fetching from directory dir: if another incarnation of it is a voter,
+// silent for FetchTimeout, and this one has caught up, the old one is
+// removed; once that is committed, a node this leader replaced is added at
+// its new directory.
 func (r *Replica) autoReplace(from, dir string) {
 	if r.cfg.ManualVoterChanges || dir == "" || r.bootstrap {
 		return
@@ -289,6 +290,13 @@ func (r *Replica) autoReplace(from, dir string) {
 	switch {
 	case isVoter && old != dir:
 		if ls.fetchOffset[from] < r.hw || !r.changeCommitted() || len(r.voters) == 1 {
+			return
+		}
+		if r.now.Sub(ls.lastFetch[from]) < r.cfg.FetchTimeout {
+			// The old incarnation fetched within FetchTimeout (or this
+			// leader is new): it may be alive, and the new directory an
+			// impostor's or a misconfigured copy's. A wiped node's old
+			// self never fetches again.
 			return
 		}
 		r.logger.Info("a voter came back with a new directory: replacing it", "node", from, "old_dir", old, "new_dir", dir)

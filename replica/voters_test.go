@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
@@ -227,5 +228,59 @@ func TestVoterSetCopiedAboveLogStart(t *testing.T) {
 	settle(t, r, store)
 	if r.log.logStart != 3 || r.log.LEO() != 4 {
 		t.Fatalf("second deletion: log start %d leo %d, want 3 and 4 (no copy)", r.log.logStart, r.log.LEO())
+	}
+}
+
+// TestAutoReplaceWaitsForTheOldIncarnation: a voter's ID fetching from a
+// new directory replaces the recorded one only once the recorded one has
+// been silent for FetchTimeout (a wiped node's old self never fetches
+// again; a live one may be facing an impostor or a misconfigured copy),
+// and never with ManualVoterChanges (R58).
+func TestAutoReplaceWaitsForTheOldIncarnation(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		store := newStore(t, nil, protocol.QuorumState{})
+		cfg := testConfig("l", "l", "a", "b")
+		cfg.ManualVoterChanges = manual
+		r := newTestReplica(t, cfg, store)
+		r.becomeCandidate()
+		for _, v := range []string{"a", "b"} {
+			r.Step(protocol.Message{From: v, To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: v, VoterDirID: v, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+		}
+		settle(t, r, store)
+		r.Propose(1, [][]byte{[]byte("x")})
+		settle(t, r, store)
+		fetchFrom(r, "a", "a", 1, 1, 1)
+		settle(t, r, store)
+		now := r.now
+		step := func(d time.Duration, old bool) {
+			now = now.Add(d)
+			r.Tick(now)
+			fetchFrom(r, "a", "a", 0, r.log.LEO(), 1)
+			if old {
+				fetchFrom(r, "b", "b", 0, r.log.LEO(), 1)
+			}
+			fetchFrom(r, "b", "b2", 0, r.log.LEO(), 1)
+			settle(t, r, store)
+		}
+		// The old b keeps fetching: no replacement however long.
+		for range 10 {
+			step(cfg.FetchTimeout/2, true)
+		}
+		if r.voterDir("b") != "b" || r.votersOffset != 0 {
+			t.Fatalf("manual=%v: replaced a voter whose old incarnation still fetches: %v at %d", manual, r.voterSet(), r.votersOffset)
+		}
+		// The old b falls silent.
+		for range 6 {
+			step(cfg.FetchTimeout/2, false)
+		}
+		if manual {
+			if r.voterDir("b") != "b" {
+				t.Fatalf("ManualVoterChanges: replaced b: %v", r.voterSet())
+			}
+			continue
+		}
+		if r.voterDir("b") != "b2" {
+			t.Fatalf("the old b silent for FetchTimeout: voters %v at %d, want b at b2", r.voterSet(), r.votersOffset)
+		}
 	}
 }
