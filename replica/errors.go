@@ -59,8 +59,9 @@ var (
 // will be: a forwarded proposal names the epoch of the leader it was sent
 // to (protocol.AppendRequest.Epoch) and is appended only by the leader of
 // exactly that epoch; a node answers not-leader only for its own current
-// epoch when it does not lead it and never did (or, R59, for the proposals
-// it held while handing that epoch over, which it never appended), and no
+// epoch when it does not lead it and never did (or, R59, for the requests
+// of an epoch it handed over, in this life, that it never appended: those
+// it held, and those that arrive after the hand-over), and no
 // node can come to lead an epoch later (an election always moves to a new
 // one). So no copy
 // of the request, however late, even one delivered after the receiver

@@ -81,8 +81,10 @@ type Replica struct {
 	held     []heldMessage
 	acks     []Ack
 	// transfers are the outcomes of leadership transfers (transfer.go,
-	// R59) not yet handed out by Ready.
-	transfers []TransferResult
+	// R59) not yet handed out by Ready; handedOver is the last epoch this
+	// replica handed over in this life (0: none).
+	transfers  []TransferResult
+	handedOver uint64
 
 	// Follower side.
 	fetch             *fetcher.Fetcher

@@ -50,8 +50,10 @@ func (r *Replica) stepCommon(m protocol.Message) bool {
 	switch b := m.Body.(type) {
 	case *protocol.FetchRequest:
 		return r.fenceFetchRequest(m.From, b)
-	case *protocol.FetchResponse, *protocol.VoteResponse, *protocol.AppendRequest, *protocol.DeleteRecords:
+	case *protocol.FetchResponse, *protocol.VoteResponse, *protocol.DeleteRecords:
 		return true
+	case *protocol.AppendRequest:
+		return !r.refuseHandedOver(m.From, b) // R59
 	case *protocol.VoteRequest:
 		r.handleVoteRequest(m.From, b)
 	case *protocol.BeginEpoch:

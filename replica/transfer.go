@@ -234,6 +234,7 @@ func (r *Replica) handOver(t *transferState) {
 		}
 	}
 	r.transfers = append(r.transfers, TransferResult{To: t.to, Epoch: r.epoch})
+	r.handedOver = r.epoch
 	r.becomeFollower(r.epoch, "")
 	r.lastLeaderContact = time.Time{}
 }
@@ -265,6 +266,29 @@ func (r *Replica) refuseHeld(t *transferState, leader string) {
 		r.memo.set(doneKey{h.from, h.req.RequestID}, forwardMemo{state: forwardRefused})
 		r.send(h.from, &protocol.AppendResponse{RequestID: h.req.RequestID, Error: protocol.AppendNotLeader, LeaderID: leader})
 	}
+}
+
+// refuseHandedOver answers a forwarded append naming the epoch this
+// replica handed over, which it has no memory of, as never appended (and
+// remembers that), whatever its role and epoch now. It was sent before its
+// sender heard of the hand-over and arrived after it: this replica was
+// the only leader of that epoch, led it in this life only (a restarted
+// replica never leads its stored epoch again), appends nothing in it any
+// more, and remembers every request it appended in it (the memo); the
+// other path would answer it with an unknown outcome, and the append
+// would fail instead of going to the new leader. It reports whether it
+// answered.
+func (r *Replica) refuseHandedOver(from string, req *protocol.AppendRequest) bool {
+	if r.handedOver == 0 || req.Epoch != r.handedOver {
+		return false
+	}
+	k := doneKey{from, req.RequestID}
+	if _, ok := r.memo.get(k); ok {
+		return false // answered from the memo, as every copy is
+	}
+	r.memo.set(k, forwardMemo{state: forwardRefused})
+	r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
+	return true
 }
 
 // releaseHeld takes a held proposal as if it had just arrived (the

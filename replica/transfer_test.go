@@ -14,12 +14,13 @@ import (
 func transferLeader(t *testing.T) (*Replica, *storage.Memory) {
 	t.Helper()
 	r, store := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{})
-	r.Propose(1, [][]byte{[]byte("x")})
+	// Forwarded by b (request 50), committed at 0 below.
+	r.Step(protocol.Message{From: "b", To: "l", Body: &protocol.AppendRequest{RequestID: 50, Epoch: r.epoch, Records: [][]byte{[]byte("x")}}})
 	settle(t, r, store)
 	fetch(r, "a", 10, r.epoch, 1, r.epoch)
 	fetch(r, "b", 20, r.epoch, 0, 0)
-	if _, acks := settle(t, r, store); len(acks) != 1 || acks[0].Err != nil || r.hw != 1 {
-		t.Fatalf("setup: acks %v hw %d", acks, r.hw)
+	if msgs, _ := settle(t, r, store); len(bodiesTo[*protocol.AppendResponse](msgs, "b")) != 1 || r.hw != 1 {
+		t.Fatalf("setup: answers %v hw %d", bodiesTo[*protocol.AppendResponse](msgs, "b"), r.hw)
 	}
 	return r, store
 }
@@ -192,6 +193,31 @@ func TestTransferHoldsProposals(t *testing.T) {
 		msgs, _ := settle(t, r, store)
 		if resps := bodiesTo[*protocol.AppendResponse](msgs, "b"); len(resps) != 1 || resps[0].Error != protocol.AppendNotLeader {
 			t.Fatalf("late copy: %v, want not-leader again", resps)
+		}
+		// Requests of the epoch handed over that arrive after it: never
+		// appended, in that epoch and after the next one began; a copy of
+		// one it appended is answered from memory (committed).
+		handed := r.epoch
+		late := func(id uint64) *protocol.AppendResponse {
+			t.Helper()
+			r.Step(protocol.Message{From: "b", To: "l", Body: &protocol.AppendRequest{RequestID: id, Epoch: handed, Records: [][]byte{[]byte("late")}}})
+			msgs, _ := settle(t, r, store)
+			resps := bodiesTo[*protocol.AppendResponse](msgs, "b")
+			if len(resps) != 1 {
+				t.Fatalf("request %d: answers %v", id, resps)
+			}
+			return resps[0]
+		}
+		if a := late(78); a.Error != protocol.AppendNotLeader {
+			t.Fatalf("a request arriving after the hand-over: %v, want not-leader", a)
+		}
+		if a := late(50); a.Error != protocol.AppendOK || a.FirstOffset != 0 {
+			t.Fatalf("a copy of a request appended before: %v, want its ack from memory", a)
+		}
+		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.BeginEpoch{Epoch: handed + 1, LeaderID: "a"}})
+		settle(t, r, store)
+		if a := late(79); a.Error != protocol.AppendNotLeader || a.LeaderID != "a" {
+			t.Fatalf("after the next epoch began: %v, want not-leader naming a", a)
 		}
 	})
 	t.Run("waits until what it appended is committed", func(t *testing.T) {
