@@ -35,6 +35,11 @@ type logNode interface {
 	// the node's log start once it covers them (see
 	// replog.Log.DeleteBefore).
 	DeleteBefore(ctx context.Context, offset uint64) (uint64, error)
+	// AddVoter makes a node that fetches from the leader a voter, once it
+	// has caught up; RemoveVoter removes a voter. Both return once the
+	// change is committed (see replog.Log.AddVoter).
+	AddVoter(ctx context.Context, nodeID string) error
+	RemoveVoter(ctx context.Context, nodeID string) error
 }
 
 // Outcomes of a failed append, as the API reports them.
@@ -70,6 +75,14 @@ type deleteJSON struct {
 	Requested uint64 `json:"requested"`
 	// HighWatermark is the node's HW as it answered.
 	HighWatermark uint64 `json:"hw"`
+}
+
+// votersJSON is the answer of /voters/add and /voters/remove: the node
+// changed and the voter set in force on this node once the change
+// committed.
+type votersJSON struct {
+	Node   string               `json:"node"`
+	Voters []replog.VoterStatus `json:"voters"`
 }
 
 // entryJSON is one line of /entries. Data is base64 (encoding/json's []byte).
@@ -108,6 +121,8 @@ type server struct {
 	appendTimeout time.Duration
 	// deleteTimeout bounds one /delete-before request.
 	deleteTimeout time.Duration
+	// voterTimeout bounds one /voters/add or /voters/remove request.
+	voterTimeout time.Duration
 	// maxRecord bounds a request body; larger bodies get 413.
 	maxRecord int64
 	// hist records status changes for the dashboard's step-by-step view;
@@ -129,6 +144,8 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/append", s.only(http.MethodPost, s.handleAppend))
 	mux.HandleFunc("/entries", s.only(http.MethodGet, s.handleEntries))
 	mux.HandleFunc("/delete-before", s.only(http.MethodPost, s.handleDeleteBefore))
+	mux.HandleFunc("/voters/add", s.only(http.MethodPost, s.handleVoterChange(true)))
+	mux.HandleFunc("/voters/remove", s.only(http.MethodPost, s.handleVoterChange(false)))
 	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
 	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))
@@ -473,6 +490,63 @@ func (s *server) deleteError(err error) (int, apiError) {
 	}
 }
 
+// handleVoterChange serves POST /voters/add?node=ID (add true) and POST
+// /voters/remove?node=ID: replog's AddVoter and RemoveVoter, on any node
+// (a follower forwards to the leader). It answers once the change is
+// committed, waiting at most voterTimeout: an add waits for the node to
+// fetch from the leader and catch up, and either waits for another change
+// in progress to commit first.
+func (s *server) handleVoterChange(add bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("node")
+		if id == "" {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "missing node: POST /voters/add?node=ID or /voters/remove?node=ID"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.voterTimeout)
+		defer cancel()
+		change := s.node.RemoveVoter
+		if add {
+			change = s.node.AddVoter
+		}
+		err := change(ctx, id)
+		// -voter-timeout may exceed the server's WriteTimeout.
+		extend(http.NewResponseController(w))
+		if err != nil {
+			code, body := s.voterError(err)
+			s.logger.Debug("voter change failed", "add", add, "node", id, "status", code, "error", err)
+			writeJSON(w, code, body)
+			return
+		}
+		writeJSON(w, http.StatusOK, votersJSON{Node: id, Voters: s.node.Status().Voters})
+	}
+}
+
+// voterError maps an AddVoter or RemoveVoter error to a status code and
+// body.
+func (s *server) voterError(err error) (int, apiError) {
+	body := apiError{Error: err.Error()}
+	var notLeader *replog.NotLeaderError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// The error says what it waited for: the node to fetch or catch
+		// up, another change, a leader, or the outcome.
+		if errors.As(err, &notLeader) {
+			body.Leader, body.LeaderURL = notLeader.LeaderID, s.urlOf(notLeader.LeaderID)
+		}
+		return http.StatusGatewayTimeout, body
+	case errors.Is(err, replog.ErrUnknownNode):
+		return http.StatusNotFound, body
+	case errors.Is(err, replog.ErrLastVoter):
+		return http.StatusConflict, body
+	case errors.Is(err, replog.ErrClosed):
+		return http.StatusServiceUnavailable, body
+	default:
+		// ErrStorageFailed or anything unforeseen.
+		return http.StatusInternalServerError, body
+	}
+}
+
 // extend gives the next write of a streaming response writeTimeout from
 // now.
 func extend(rc *http.ResponseController) {
@@ -514,7 +588,10 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	s.metrics.ServeHTTP(w, r)
 }
 
-// handleConfig tells the dashboard which nodes exist and where.
+// handleConfig tells the dashboard which nodes exist and where: this
+// one, the configured voters and peers, and the nodes this node's status
+// names (the voters in force and, on the leader, the observers), the
+// latter without a URL unless -http-peers has one.
 func (s *server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	ids := map[string]bool{s.self: true}
 	for _, v := range s.voters {
@@ -522,6 +599,13 @@ func (s *server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	for id := range s.peers {
 		ids[id] = true
+	}
+	st := s.node.Status()
+	for _, v := range st.Voters {
+		ids[v.ID] = true
+	}
+	for _, o := range st.Observers {
+		ids[o.ID] = true
 	}
 	cfg := configJSON{Self: s.self, Control: s.control}
 	for _, id := range slices.Sorted(maps.Keys(ids)) {

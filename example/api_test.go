@@ -44,6 +44,10 @@ type fakeNode struct {
 	deleteErr  error // DeleteBefore fails with it (log start unchanged)
 	deleteGot  []uint64
 	deleteCtxs []context.Context
+
+	voterErr  error    // AddVoter and RemoveVoter fail with it
+	voterGot  []string // "add ID" or "remove ID", in call order
+	voterCtxs []context.Context
 }
 
 func newFakeNode() *fakeNode {
@@ -162,11 +166,38 @@ func (f *fakeNode) DeleteBefore(ctx context.Context, offset uint64) (uint64, err
 	return f.status.LogStart, nil
 }
 
+// AddVoter records the call and fails with voterErr, or adds id to the
+// voters.
+func (f *fakeNode) AddVoter(ctx context.Context, id string) error {
+	return f.voterChange(ctx, "add", id)
+}
+
+// RemoveVoter records the call and fails with voterErr, or removes id.
+func (f *fakeNode) RemoveVoter(ctx context.Context, id string) error {
+	return f.voterChange(ctx, "remove", id)
+}
+
+func (f *fakeNode) voterChange(ctx context.Context, op, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.voterGot = append(f.voterGot, op+" "+id)
+	f.voterCtxs = append(f.voterCtxs, ctx)
+	if f.voterErr != nil {
+		return f.voterErr
+	}
+	f.status.Voters = slices.DeleteFunc(slices.Clone(f.status.Voters), func(v replog.VoterStatus) bool { return v.ID == id })
+	if op == "add" {
+		f.status.Voters = append(f.status.Voters, replog.VoterStatus{ID: id, DirectoryID: "dir-" + id, CaughtUp: true})
+	}
+	return nil
+}
+
 func (f *fakeNode) Status() replog.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.status
 	st.Voters = slices.Clone(st.Voters)
+	st.Observers = slices.Clone(st.Observers)
 	return st
 }
 
@@ -180,6 +211,7 @@ func newTestServer(node logNode) *server {
 		control:       "http://control.test",
 		appendTimeout: 5 * time.Second,
 		deleteTimeout: 5 * time.Second,
+		voterTimeout:  5 * time.Second,
 		maxRecord:     64,
 		hist:          newHistory(8),
 		logger:        hclog.NewNullLogger(),
@@ -315,6 +347,9 @@ func TestMethodsAndRoutes(t *testing.T) {
 		{"POST", "/metrics", 405, "application/json", "GET"},
 		{"GET", "/delete-before?offset=1", 405, "application/json", "POST"},
 		{"POST", "/delete-before", 400, "application/json", ""},
+		{"GET", "/voters/add?node=n4", 405, "application/json", "POST"},
+		{"POST", "/voters/add", 400, "application/json", ""},
+		{"POST", "/voters/remove", 400, "application/json", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
@@ -362,7 +397,7 @@ func TestStatusJSONShape(t *testing.T) {
 	f.status.LEO, f.status.HighWatermark, f.status.DurableLEO = 5, 4, 5
 	rec := do(t, newTestServer(f).handler(), "GET", "/status", "")
 	m := decodeJSON(t, rec)
-	want := []string{"node_id", "role", "epoch", "leader_id", "voters", "leo", "durable_leo", "hw", "readable_hw", "log_start", "remote_leo", "rpc_addr", "gossip_addr"}
+	want := []string{"node_id", "role", "epoch", "leader_id", "voters", "voters_offset", "directory_id", "leo", "durable_leo", "hw", "readable_hw", "log_start", "remote_leo", "rpc_addr", "gossip_addr"}
 	got := slices.Sorted(func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -384,13 +419,17 @@ func TestStatusJSONShape(t *testing.T) {
 func TestConfig(t *testing.T) {
 	s := newTestServer(newFakeNode())
 	s.voters = []string{"n3", "n1", "n4"} // n4: a voter without a known URL
+	// The status names a voter added since (n5) and an observer (n6).
+	f := s.node.(*fakeNode)
+	f.status.Voters = append(f.status.Voters, replog.VoterStatus{ID: "n5"})
+	f.status.Observers = []replog.Incarnation{{ID: "n6", DirectoryID: "d6"}}
 	rec := do(t, s.handler(), "GET", "/config", "")
 	var cfg configJSON
 	if err := json.Unmarshal(rec.Body.Bytes(), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	want := configJSON{Self: "n1", Control: "http://control.test", Nodes: []nodeInfo{
-		{"n1", "http://n1.test"}, {"n2", "http://n2.test"}, {"n3", "http://n3.test"}, {"n4", ""},
+		{"n1", "http://n1.test"}, {"n2", "http://n2.test"}, {"n3", "http://n3.test"}, {"n4", ""}, {"n5", ""}, {"n6", ""},
 	}}
 	if fmt.Sprint(cfg) != fmt.Sprint(want) {
 		t.Errorf("config %+v, want %+v", cfg, want)
@@ -1088,5 +1127,85 @@ func TestDeleteBeforeWithARealLog(t *testing.T) {
 	code, m := post(fmt.Sprintf("/delete-before?offset=%d", hw+100), "")
 	if ls, _ := m["log_start"].(float64); code != http.StatusOK || ls < float64(cut) || ls >= float64(hw) {
 		t.Errorf("delete before HW+100: %d %v, want 200 with a log start in [%d, HW %d)", code, m, cut, hw)
+	}
+}
+
+// /voters/add and /voters/remove call AddVoter and RemoveVoter with the
+// node named, bounded by -voter-timeout, and map their errors: a timeout
+// (whatever it waited for) is 504, a node that is not a voter 404, the
+// last voter 409.
+func TestVoterChange(t *testing.T) {
+	deadline := context.DeadlineExceeded
+	tests := []struct {
+		name, target string
+		err          error
+		code         int
+		wantMsg      string
+	}{
+		{"added", "/voters/add?node=n4", nil, 200, ""},
+		{"removed", "/voters/remove?node=n3", nil, 200, ""},
+		{"not a voter", "/voters/remove?node=n9", fmt.Errorf("replog: remove voter n9: %w", replog.ErrUnknownNode), 404, "unknown node"},
+		{"last voter", "/voters/remove?node=n1", fmt.Errorf("replog: remove voter n1: %w", replog.ErrLastVoter), 409, "last voter"},
+		{"node not fetching", "/voters/add?node=n9", fmt.Errorf("replog: add voter n9: %w: it does not fetch from the leader (%w)", replog.ErrUnknownNode, deadline), 504, "does not fetch"},
+		{"change in progress", "/voters/add?node=n4", fmt.Errorf("%w (%w)", replog.ErrVoterChangeInProgress, deadline), 504, "in progress"},
+		{"no leader", "/voters/add?node=n4", fmt.Errorf("%w (%w)", replog.ErrNoLeader, deadline), 504, "no leader"},
+		{"closed", "/voters/add?node=n4", replog.ErrClosed, 503, "closed"},
+		{"disk failure", "/voters/add?node=n4", fmt.Errorf("%w: disk on fire", replog.ErrStorageFailed), 500, "disk on fire"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNode()
+			f.voterErr = tt.err
+			rec := do(t, newTestServer(f).handler(), "POST", tt.target, "")
+			if rec.Code != tt.code {
+				t.Fatalf("status %d, want %d (body %s)", rec.Code, tt.code, rec.Body)
+			}
+			op, node, _ := strings.Cut(strings.TrimPrefix(tt.target, "/voters/"), "?node=")
+			if len(f.voterGot) != 1 || f.voterGot[0] != op+" "+node {
+				t.Fatalf("calls %v, want one %s of %s", f.voterGot, op, node)
+			}
+			if dl, ok := f.voterCtxs[0].Deadline(); !ok || time.Until(dl) > 5*time.Second {
+				t.Errorf("the change's context has no -voter-timeout deadline (%v, %v)", dl, ok)
+			}
+			if tt.err != nil {
+				if msg, _ := decodeJSON(t, rec)["error"].(string); !strings.Contains(msg, tt.wantMsg) {
+					t.Errorf("error %q does not mention %q", msg, tt.wantMsg)
+				}
+				return
+			}
+			var got votersJSON
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			has := slices.ContainsFunc(got.Voters, func(v replog.VoterStatus) bool { return v.ID == node })
+			if got.Node != node || has != (op == "add") {
+				t.Errorf("answer %+v after %s %s", got, op, node)
+			}
+		})
+	}
+}
+
+// The voter endpoints on a real single-node Log: removing the last voter
+// is refused (409), removing a node that is not a voter is 404, adding
+// the node itself (already a voter) succeeds with its directory.
+func TestVoterChangeWithARealLog(t *testing.T) {
+	l, err := replog.Open(replog.Options{Dir: t.TempDir(), NodeID: "n1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := &server{node: l, self: "n1", voterTimeout: 10 * time.Second, maxRecord: maxRecordSize, logger: hclog.NewNullLogger()}
+	h := s.handler()
+	if rec := do(t, h, "POST", "/voters/remove?node=n1", ""); rec.Code != http.StatusConflict {
+		t.Errorf("removing the last voter: %d %s, want 409", rec.Code, rec.Body)
+	}
+	if rec := do(t, h, "POST", "/voters/remove?node=n2", ""); rec.Code != http.StatusNotFound {
+		t.Errorf("removing a node that is not a voter: %d %s, want 404", rec.Code, rec.Body)
+	}
+	rec := do(t, h, "POST", "/voters/add?node=n1", "")
+	var got votersJSON
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK || len(got.Voters) != 1 ||
+		got.Voters[0].ID != "n1" || got.Voters[0].DirectoryID != l.Status().DirectoryID || got.Voters[0].DirectoryID == "" {
+		t.Errorf("adding n1 (a voter already): %d %s (%v)", rec.Code, rec.Body, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +20,21 @@ import (
 	"github.com/replog-io/replog/internal/nodeproc"
 )
 
-// demoIDs are the demo's nodes, all voters.
-var demoIDs = []string{"n1", "n2", "n3"}
+// demoIDs returns the demo's node IDs: voters n1..nN (the bootstrap set
+// of every node), then spares, which are observers (not in -voters) and
+// are not started until the control API is asked to: start one, then make
+// it a voter with a dashboard's "add voter".
+func demoIDs(voters, spares int) (vs, ss []string) {
+	for i := 1; i <= voters+spares; i++ {
+		id := fmt.Sprintf("n%d", i)
+		if i <= voters {
+			vs = append(vs, id)
+		} else {
+			ss = append(ss, id)
+		}
+	}
+	return vs, ss
+}
 
 // Timeouts of the demo supervisor.
 const (
@@ -30,9 +44,11 @@ const (
 
 // child is one node process of the demo.
 type child struct {
-	id   string
-	url  string            // HTTP base URL (fixed across restarts)
-	proc *nodeproc.Process // nil in tests without processes
+	id    string
+	url   string            // HTTP base URL (fixed across restarts)
+	dir   string            // data directory (the wipe action deletes it)
+	spare bool              // not started with the demo
+	proc  *nodeproc.Process // nil in tests without processes
 
 	// Guarded by demo.mu.
 	state    string        // "starting", "running", "stopped"
@@ -44,6 +60,7 @@ type child struct {
 type nodeStateJSON struct {
 	ID       string `json:"id"`
 	URL      string `json:"url"`
+	Spare    bool   `json:"spare,omitempty"`
 	State    string `json:"state"`
 	PID      int    `json:"pid,omitempty"`
 	LastExit string `json:"last_exit,omitempty"`
@@ -66,8 +83,9 @@ type demo struct {
 	op sync.Mutex
 }
 
-// runDemo starts three nodes, serves the control API, prints the URLs and
-// waits for ctx to end; then it stops every node (SIGTERM, then SIGKILL).
+// runDemo starts the voters (cfg.nodes), serves the control API, prints
+// the URLs and waits for ctx to end; then it stops every node (SIGTERM,
+// then SIGKILL). The spares (cfg.spares) wait for the control API.
 func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -113,7 +131,9 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		ctlLogger = hclog.NewNullLogger()
 	}
 
-	free, err := nodeproc.FreeAddrs(3 * len(demoIDs))
+	voters, spares := demoIDs(cfg.nodes, cfg.spares)
+	all := append(slices.Clone(voters), spares...)
+	free, err := nodeproc.FreeAddrs(3 * len(all))
 	if err != nil {
 		return err
 	}
@@ -125,7 +145,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 
 	type addrs struct{ http, rpc, gossip string }
 	na := map[string]addrs{}
-	for i, id := range demoIDs {
+	for i, id := range all {
 		na[id] = addrs{
 			http:   free[3*i],
 			rpc:    free[3*i+1],
@@ -137,7 +157,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		errOut:   &lineWriter{w: stderr},
 		sup:      nodeproc.NewSupervisor(),
 		children: map[string]*child{},
-		order:    demoIDs,
+		order:    all,
 	}
 	// After stopAll (deferred below): kills only what did not stop.
 	defer func() {
@@ -146,9 +166,9 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		}
 	}()
 
-	for _, id := range demoIDs {
+	for _, id := range all {
 		var peers, httpPeers, join []string
-		for _, other := range demoIDs {
+		for _, other := range all {
 			if other == id {
 				continue
 			}
@@ -163,7 +183,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 			"-rpc", na[id].rpc,
 			"-gossip", na[id].gossip,
 			"-join", strings.Join(join, ","),
-			"-voters", strings.Join(demoIDs, ","),
+			"-voters", strings.Join(voters, ","),
 			"-peers", strings.Join(peers, ","),
 			"-http-peers", strings.Join(httpPeers, ","),
 			"-cluster", cfg.cluster,
@@ -173,6 +193,9 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		args = append(args, auth...)
 		if cfg.nosync {
 			args = append(args, "-nosync")
+		}
+		if cfg.manualVoters {
+			args = append(args, "-manual-voter-changes")
 		}
 		for _, f := range []struct {
 			name string
@@ -193,11 +216,13 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 				args = append(args, f.name, strconv.FormatInt(f.v, 10))
 			}
 		}
-		d.children[id] = d.newChild(id, "http://"+na[id].http, exe, args)
+		c := d.newChild(id, "http://"+na[id].http, exe, args)
+		c.dir, c.spare = filepath.Join(dir, id), slices.Contains(spares, id)
+		d.children[id] = c
 	}
 
 	var dashboards []string
-	for _, id := range demoIDs {
+	for _, id := range all {
 		dashboards = append(dashboards, d.children[id].url)
 	}
 	srv := newHTTPServer(guard(dashboards, d.controlHandler(), ctlLogger), ctlLogger)
@@ -205,15 +230,16 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	defer srv.Close()
 	defer d.stopAll()
 
-	fmt.Fprintf(d.out, "replog demo: %d nodes, data in %s\n", len(demoIDs), dir)
-	// Start all at once: each node's Open may wait for the others.
+	fmt.Fprintf(d.out, "replog demo: %d voters and %d spare nodes, data in %s\n", len(voters), len(spares), dir)
+	// Start the voters at once: a new cluster's first election needs
+	// every one of them.
 	readies := map[string]chan error{}
-	for _, id := range demoIDs {
+	for _, id := range voters {
 		ch := make(chan error, 1)
 		readies[id] = ch
 		go func() { ch <- d.start(id) }()
 	}
-	for _, id := range demoIDs {
+	for _, id := range voters {
 		select {
 		case err := <-readies[id]:
 			if err != nil {
@@ -223,8 +249,11 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 			return nil
 		}
 	}
-	for _, id := range demoIDs {
+	for _, id := range voters {
 		fmt.Fprintf(d.out, "dashboard %s %s/\n", id, d.children[id].url)
+	}
+	for _, id := range spares {
+		fmt.Fprintf(d.out, "spare %s %s/ (an observer, not started: its Start button on a dashboard starts it, \"add voter\" makes it a voter)\n", id, d.children[id].url)
 	}
 	fmt.Fprintf(d.out, "control %s\n", controlURL)
 	fmt.Fprintf(d.out, "Open a dashboard URL in a browser. Ctrl-C stops all nodes.\n")
@@ -380,7 +409,7 @@ func (d *demo) states() []nodeStateJSON {
 	var out []nodeStateJSON
 	for _, id := range d.order {
 		c := d.children[id]
-		s := nodeStateJSON{ID: id, URL: c.url, State: c.state, LastExit: c.lastExit}
+		s := nodeStateJSON{ID: id, URL: c.url, Spare: c.spare, State: c.state, LastExit: c.lastExit}
 		if c.state != "stopped" && c.proc != nil {
 			s.PID = c.proc.PID()
 		}
@@ -394,6 +423,10 @@ func (d *demo) states() []nodeStateJSON {
 //	GET  /nodes               the nodes, their URLs, states and PIDs
 //	POST /nodes/{id}/kill     SIGKILL the node (no graceful shutdown)
 //	POST /nodes/{id}/restart  stop it gracefully if running, start it again
+//	                          (a spare's first start too)
+//	POST /nodes/{id}/wipe     stop it gracefully, delete its data directory,
+//	                          start it again: a new incarnation, which fetches
+//	                          as an observer until it is a voter again
 //	GET  /                    redirect to the first running node's dashboard
 func (d *demo) controlHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -421,8 +454,16 @@ func (d *demo) controlHandler() http.Handler {
 			if err = d.kill(id, true); err == nil {
 				err = d.start(id)
 			}
+		case "wipe":
+			d.out.line("[demo] wipe " + id + ": stop, delete its data directory, start")
+			if err = d.kill(id, true); err == nil {
+				err = d.wipe(id)
+			}
+			if err == nil {
+				err = d.start(id)
+			}
 		default:
-			writeJSON(w, http.StatusNotFound, apiError{Error: "no action " + action + "; use kill or restart"})
+			writeJSON(w, http.StatusNotFound, apiError{Error: "no action " + action + "; use kill, restart or wipe"})
 			return
 		}
 		// A restart may take longer than the server's WriteTimeout (a
@@ -444,6 +485,18 @@ func (d *demo) controlHandler() http.Handler {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "no node is running"})
 	})
 	return mux
+}
+
+// wipe deletes stopped node id's data directory.
+func (d *demo) wipe(id string) error {
+	d.mu.Lock()
+	c := d.children[id]
+	dir := c.dir
+	d.mu.Unlock()
+	if dir == "" {
+		return fmt.Errorf("%s has no data directory to wipe", id)
+	}
+	return os.RemoveAll(dir)
 }
 
 // lineWriter serialises whole lines from several goroutines.

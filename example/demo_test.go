@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,9 +14,10 @@ import (
 // A demo whose nodes are all stopped: the control API's routes and errors
 // without processes (the end-to-end tests run real ones).
 func stoppedDemo() *demo {
-	d := &demo{out: &lineWriter{w: io.Discard}, errOut: &lineWriter{w: io.Discard}, children: map[string]*child{}, order: demoIDs}
-	for _, id := range demoIDs {
-		d.children[id] = &child{id: id, url: "http://" + id + ".test", state: "stopped", lastExit: "signal: killed"}
+	voters, spares := demoIDs(3, 1)
+	d := &demo{out: &lineWriter{w: io.Discard}, errOut: &lineWriter{w: io.Discard}, children: map[string]*child{}, order: append(voters, spares...)}
+	for _, id := range d.order {
+		d.children[id] = &child{id: id, url: "http://" + id + ".test", state: "stopped", lastExit: "signal: killed", spare: slices.Contains(spares, id)}
 	}
 	return d
 }
@@ -41,6 +43,7 @@ func TestControlAPI(t *testing.T) {
 		{"POST", "/nodes/n2/kill", 200}, // already stopped: nothing to do
 		{"POST", "/nodes/n9/kill", 404},
 		{"POST", "/nodes/n1/dance", 404},
+		{"POST", "/nodes/n9/wipe", 404},
 		{"GET", "/nodes/n1/kill", 405},
 		{"GET", "/", 503}, // no node runs: nowhere to redirect
 	}
@@ -63,7 +66,8 @@ func TestControlAPI(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &states); err != nil {
 		t.Fatal(err)
 	}
-	if len(states) != 3 || states[0] != (nodeStateJSON{ID: "n1", URL: "http://n1.test", State: "stopped", LastExit: "signal: killed"}) {
+	if len(states) != 4 || states[0] != (nodeStateJSON{ID: "n1", URL: "http://n1.test", State: "stopped", LastExit: "signal: killed"}) ||
+		states[3] != (nodeStateJSON{ID: "n4", URL: "http://n4.test", Spare: true, State: "stopped", LastExit: "signal: killed"}) {
 		t.Errorf("states %+v", states)
 	}
 

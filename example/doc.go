@@ -1,14 +1,18 @@
 // Command example is a small service that embeds replog the way an
 // application would: each node opens a replog.Log and serves an HTTP API
-// (append, read, delete before an offset, status, Prometheus metrics) and
-// a live dashboard of the replication state.
+// (append, read, delete before an offset, add and remove voters, status,
+// Prometheus metrics) and a live dashboard of the replication state.
 //
-// Without -id it runs a demo: three nodes as child processes on loopback,
-// with a control API the dashboard's kill/restart buttons use.
+// Without -id it runs a demo: three voters (-nodes) as child processes on
+// loopback, and a spare node (-spares) that is not started until the
+// dashboard's Start button: it joins as an observer, and "add voter" makes
+// it a voter. A control API serves the dashboard's kill, restart and wipe
+// buttons.
 //
 // Usage:
 //
 //	go run ./example                 # demo: prints three dashboard URLs
+//	go run ./example -nodes 5        # demo with five voters
 //	go run ./example -dir demo       # demo, data kept in ./demo for the next run
 //	go run ./example -id n1 -dir D   # one node (see -help)
 //
@@ -17,6 +21,14 @@
 //	example -id n1 -dir /var/lib/n1 -http 127.0.0.1:8081 -rpc 10.0.0.1:9001 \
 //	    -voters n1,n2,n3 -peers n2=10.0.0.2:9001,n3=10.0.0.3:9001 \
 //	    -secret-file /etc/replog/secret
+//
+// A fourth node joining such a cluster (its nodes run with -gossip): a new
+// ID, the same -voters (the bootstrap set, only used to find the cluster at
+// first), -join naming a running node's gossip address. It opens as an
+// observer; POST /voters/add?node=n4 on any node makes it a voter:
+//
+//	example -id n4 -dir /var/lib/n4 -rpc 10.0.0.4:9001 -gossip 10.0.0.4:9002 \
+//	    -voters n1,n2,n3 -join 10.0.0.1:9002 -secret-file /etc/replog/secret
 //
 // The flags, in groups (-help lists each with its default):
 //
@@ -37,6 +49,9 @@
 //	-nosync                      no fsync: tests only, a machine crash loses appends
 //	-append-timeout              how long POST /append waits for the commit
 //	-delete-timeout              how long POST /delete-before waits for the log start
+//	-voter-timeout               how long POST /voters/add and /voters/remove wait
+//	-manual-voter-changes        no automatic replacement of a wiped voter
+//	-nodes, -spares              the demo's voters (3) and spare nodes (1)
 //	-sample-interval,            status sampling for the dashboard's replay, only
 //	-sample-idle                 while a dashboard reads it (stops after -sample-idle)
 //	-log-level                   trace, debug, info, warn, error, off

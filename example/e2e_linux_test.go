@@ -34,10 +34,15 @@ import (
 // These tests run the real thing: the example binary in demo mode, three
 // node processes talking over loopback TCP and memberlist.
 
+// e2eVoters are the demo's voters (its default -nodes 3); its spare, n4,
+// is not started with it.
+var e2eVoters = []string{"n1", "n2", "n3"}
+
 // demoProc is a running demo parent.
 type demoProc struct {
 	cmd     *exec.Cmd
 	urls    map[string]string // node ID -> base URL (no trailing slash)
+	spares  map[string]string // spare node ID -> base URL
 	control string
 	done    chan struct{}
 	stderr  *testwait.Buffer
@@ -53,7 +58,7 @@ func startDemoProc(t *testing.T, dir string) *demoProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &demoProc{cmd: cmd, urls: map[string]string{}, done: make(chan struct{}), stderr: &testwait.Buffer{}}
+	d := &demoProc{cmd: cmd, urls: map[string]string{}, spares: map[string]string{}, done: make(chan struct{}), stderr: &testwait.Buffer{}}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -62,12 +67,16 @@ func startDemoProc(t *testing.T, dir string) *demoProc {
 	var mu sync.Mutex
 	go func() {
 		re := regexp.MustCompile(`^dashboard (\S+) (http://\S+)/$`)
+		spare := regexp.MustCompile(`^spare (\S+) (http://\S+)/ `)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
 			mu.Lock()
 			if m := re.FindStringSubmatch(line); m != nil {
 				d.urls[m[1]] = m[2]
+			}
+			if m := spare.FindStringSubmatch(line); m != nil {
+				d.spares[m[1]] = m[2]
 			}
 			if c, ok := strings.CutPrefix(line, "control "); ok && d.control == "" {
 				d.control = c
@@ -94,8 +103,8 @@ func startDemoProc(t *testing.T, dir string) *demoProc {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(d.urls) != 3 {
-		t.Fatalf("demo printed dashboard URLs %v, want three", d.urls)
+	if len(d.urls) != 3 || len(d.spares) != 1 || d.spares["n4"] == "" {
+		t.Fatalf("demo printed dashboard URLs %v and spares %v, want three and n4", d.urls, d.spares)
 	}
 	return d
 }
@@ -337,7 +346,7 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 		want = append(want, e)
 	}
 	// Every node serves the same committed entries: same offsets, same bytes.
-	waitEntries(t, d.urls, demoIDs, want)
+	waitEntries(t, d.urls, e2eVoters, want)
 
 	// The control API: kill a follower; the other two (a majority) go on.
 	// (Killing the leader could leave an append in flight with an unknown
@@ -345,8 +354,14 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 	states := d.controlCall(t, "GET", "/nodes")
 	var pids []int
 	for _, s := range states {
+		if s.Spare {
+			if s.State != "stopped" {
+				t.Fatalf("node states %+v: want the spare not started", states)
+			}
+			continue
+		}
 		if s.State != "running" || s.PID == 0 {
-			t.Fatalf("node states %+v: want all running with PIDs", states)
+			t.Fatalf("node states %+v: want the voters running with PIDs", states)
 		}
 		pids = append(pids, s.PID)
 	}
@@ -362,7 +377,7 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 
 	leader := leaderOf(t, d.urls["n1"])
 	var victim, via int = -1, -1
-	for i, id := range demoIDs {
+	for i, id := range e2eVoters {
 		switch {
 		case id == leader:
 		case victim < 0:
@@ -371,7 +386,7 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 			via = i
 		}
 	}
-	vid := demoIDs[victim]
+	vid := e2eVoters[victim]
 	states = d.controlCall(t, "POST", "/nodes/"+vid+"/kill")
 	if states[victim].ID != vid || states[victim].State != "stopped" || !strings.Contains(states[victim].LastExit, "killed") {
 		t.Fatalf("after kill: %+v", states[victim])
@@ -380,8 +395,8 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 		t.Fatalf("%s (pid %d) still runs after kill", vid, pids[victim])
 	}
 	rec := []byte("while " + vid + " is down")
-	want = append(want, appendRecord(t, d.urls[demoIDs[via]], rec)) // through the other follower
-	waitEntries(t, d.urls, []string{leader, demoIDs[via]}, want)
+	want = append(want, appendRecord(t, d.urls[e2eVoters[via]], rec)) // through the other follower
+	waitEntries(t, d.urls, []string{leader, e2eVoters[via]}, want)
 
 	// Restarted, the victim catches up from its own data dir.
 	states = d.controlCall(t, "POST", "/nodes/"+vid+"/restart")
@@ -389,7 +404,7 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 		t.Fatalf("after restart: %+v", states[victim])
 	}
 	pids[victim] = states[victim].PID
-	waitEntries(t, d.urls, demoIDs, want)
+	waitEntries(t, d.urls, e2eVoters, want)
 
 	// SIGTERM: the demo stops every node and exits cleanly.
 	d.stop(t, syscall.SIGTERM)
@@ -400,7 +415,7 @@ func TestDemoReplicatesAcrossProcesses(t *testing.T) {
 	if _, err := os.Stat(secretFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the demo left its secret file %s behind: %v", secretFile, err)
 	}
-	for _, id := range demoIDs {
+	for _, id := range e2eVoters {
 		if _, err := os.Stat(filepath.Join(dir, id, "http.addr")); err != nil {
 			t.Errorf("%s: no http.addr: %v", id, err)
 		}
@@ -419,7 +434,7 @@ func TestDemoMetricsMoveAsTheClusterWorks(t *testing.T) {
 		via = "n2"
 	}
 	before := map[string]map[string]float64{}
-	for _, id := range demoIDs {
+	for _, id := range e2eVoters {
 		before[id] = scrape(t, d.urls[id])
 	}
 	const n = 3
@@ -427,9 +442,9 @@ func TestDemoMetricsMoveAsTheClusterWorks(t *testing.T) {
 	for i := range n {
 		acked = append(acked, appendRecord(t, d.urls[via], fmt.Appendf(nil, "metrics-%d", i)))
 	}
-	waitEntries(t, d.urls, demoIDs, acked)
+	waitEntries(t, d.urls, e2eVoters, acked)
 	after := map[string]map[string]float64{}
-	for _, id := range demoIDs {
+	for _, id := range e2eVoters {
 		after[id] = scrape(t, d.urls[id])
 	}
 	m := func(id, name string) (float64, float64) {
@@ -453,7 +468,7 @@ func TestDemoMetricsMoveAsTheClusterWorks(t *testing.T) {
 	if b, a := m(leader, "replog_fetches_served_total"); a <= b {
 		t.Errorf("%s (leader): replog_fetches_served_total %v -> %v, want more", leader, b, a)
 	}
-	for _, id := range demoIDs {
+	for _, id := range e2eVoters {
 		if b, a := m(id, "replog_high_watermark"); a <= b {
 			t.Errorf("%s: replog_high_watermark %v -> %v, want higher", id, b, a)
 		}
@@ -862,4 +877,108 @@ func TestNodeModeRetentionFlags(t *testing.T) {
 		t.Errorf("read without from: %d entries from %v, want them from the log start %d to the HW %d", len(got), got[:min(1, len(got))], logStart, hw)
 	}
 	t.Logf("log start %d, HW %d, %d sealed segment files", logStart, hw, len(segments()))
+}
+
+// statusOf returns node base's /status.
+func statusOf(t *testing.T, base string) (st struct {
+	Role        string              `json:"role"`
+	LeaderID    string              `json:"leader_id"`
+	DirectoryID string              `json:"directory_id"`
+	Voters      []replogVoterStatus `json:"voters"`
+	Observers   []replogIncarnation `json:"observers"`
+	Replacing   []replogIncarnation `json:"replacing"`
+}, ok bool) {
+	t.Helper()
+	resp, err := client.Get(base + "/status")
+	if err != nil {
+		return st, false
+	}
+	defer resp.Body.Close()
+	return st, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil
+}
+
+// The JSON of replog.VoterStatus and replog.Incarnation, as a client that
+// does not import replog reads it.
+type (
+	replogVoterStatus struct {
+		ID          string `json:"id"`
+		DirectoryID string `json:"directory_id"`
+		CaughtUp    bool   `json:"caught_up"`
+	}
+	replogIncarnation struct {
+		ID          string `json:"id"`
+		DirectoryID string `json:"directory_id"`
+	}
+)
+
+// TestDemoMembership: the demo's spare node, started through the control
+// API, joins as an observer and is made a voter through /voters/add on
+// another node; a voter wiped through the control API (its data directory
+// deleted) comes back with a new directory and is made a voter again by
+// the leader on its own; /voters/remove removes the spare again.
+func TestDemoMembership(t *testing.T) {
+	d := startDemoProc(t, t.TempDir())
+	leader := leaderOf(t, d.urls["n1"])
+	post := func(base, path string) (int, string) {
+		t.Helper()
+		resp, err := (&http.Client{Timeout: 90 * time.Second}).Post(base+path, "text/plain", nil)
+		if err != nil {
+			t.Fatalf("POST %s%s: %v", base, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	voterAt := func(id, dir string) bool {
+		st, ok := statusOf(t, d.urls[leaderOf(t, d.urls["n1"])])
+		for _, v := range st.Voters {
+			if ok && v.ID == id && v.DirectoryID == dir {
+				return true
+			}
+		}
+		return false
+	}
+	appendRecord(t, d.urls[leader], []byte("before n4"))
+
+	// The spare: started, an observer, then a voter.
+	d.controlCall(t, "POST", "/nodes/n4/restart")
+	n4 := d.spares["n4"]
+	st4, ok := statusOf(t, n4)
+	if !ok || st4.Role != "observer" || st4.DirectoryID == "" {
+		t.Fatalf("n4 after its start: %+v (%v), want an observer with a directory", st4, ok)
+	}
+	via := "n1"
+	if via == leader {
+		via = "n2"
+	}
+	if code, body := post(d.urls[via], "/voters/add?node=n4"); code != http.StatusOK || !strings.Contains(body, `"id":"n4"`) {
+		t.Fatalf("/voters/add?node=n4 via %s: %d %s", via, code, body)
+	}
+	if !voterAt("n4", st4.DirectoryID) {
+		t.Fatal("n4 is not a voter at its directory after /voters/add")
+	}
+
+	// A follower wiped: a new incarnation, replaced automatically.
+	var wiped string
+	for _, id := range e2eVoters {
+		if id != leader {
+			wiped = id
+			break
+		}
+	}
+	before, _ := statusOf(t, d.urls[wiped])
+	d.controlCall(t, "POST", "/nodes/"+wiped+"/wipe")
+	after, ok := statusOf(t, d.urls[wiped])
+	if !ok || after.DirectoryID == "" || after.DirectoryID == before.DirectoryID {
+		t.Fatalf("%s's directory %q before the wipe, %q after (%v): want a new one", wiped, before.DirectoryID, after.DirectoryID, ok)
+	}
+	testwait.WaitFor(t, wiped+" a voter again at its new directory", 60*time.Second, func() bool { return voterAt(wiped, after.DirectoryID) })
+
+	// The spare removed again.
+	if code, body := post(d.urls[leader], "/voters/remove?node=n4"); code != http.StatusOK || strings.Contains(body, `"id":"n4"`) {
+		t.Fatalf("/voters/remove?node=n4: %d %s", code, body)
+	}
+	if code, body := post(d.urls[leader], "/voters/remove?node=n4"); code != http.StatusNotFound {
+		t.Fatalf("/voters/remove?node=n4 again: %d %s, want 404", code, body)
+	}
 }

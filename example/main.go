@@ -49,6 +49,16 @@ type config struct {
 	segmentBytes   int64
 	deleteTimeout  time.Duration
 
+	// Voter changes: how long POST /voters/add and /voters/remove wait;
+	// replog's ManualVoterChanges.
+	voterTimeout time.Duration
+	manualVoters bool
+
+	// The demo's cluster: voters n1..nN, then spare nodes (observers,
+	// not started until asked).
+	nodes  int
+	spares int
+
 	control        string
 	logLevel       string
 	appendTimeout  time.Duration
@@ -112,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage:\n  example [-dir D] [-nosync]      demo: three nodes as child processes\n  example -id ID -dir D [flags]   one node\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage:\n  example [-dir D] [-nodes N]     demo: N voters (3) and a spare node as child processes\n  example -id ID -dir D [flags]   one node\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.id, "id", "", "node ID; without it the demo runs")
@@ -122,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.rpcAdvertise, "rpc-advertise", "", "address other nodes dial (default: the bound -rpc)")
 	fs.StringVar(&c.gossipAddr, "gossip", "", "memberlist bind address; empty disables gossip")
 	fs.Var(listFlag{&c.join}, "join", "gossip seed addresses, comma-separated")
-	fs.Var(listFlag{&c.voters}, "voters", "voter IDs, comma-separated (default: just -id)")
+	fs.Var(listFlag{&c.voters}, "voters", "bootstrap voter IDs, comma-separated: a new cluster's first voters (all must be up for its first election); afterwards the log records the voters (POST /voters/add, /voters/remove) (default: just -id)")
 	fs.Var(mapFlag{&c.peers}, "peers", "static RPC addresses: n2=127.0.0.1:9002,n3=...")
 	fs.Var(mapFlag{&c.httpPeers}, "http-peers", "HTTP base URLs of the other nodes: n2=http://127.0.0.1:8082,...")
 	fs.StringVar(&c.cluster, "cluster", "replog-example", "cluster ID")
@@ -139,6 +149,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.retentionAge, "retention-age", 0, "delete whole segments whose newest entry is older than this (replog RetentionAge; e.g. 168h; 0: off)")
 	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "roll the active segment file at this size; retention frees disk in whole segments (replog SegmentBytes; e.g. 16MiB; 0: replog's default, 64MiB)")
 	fs.DurationVar(&c.deleteTimeout, "delete-timeout", 10*time.Second, "how long POST /delete-before waits for this node's log start to move")
+	fs.DurationVar(&c.voterTimeout, "voter-timeout", 30*time.Second, "how long POST /voters/add and /voters/remove wait for the change to commit (an add waits for the node to catch up)")
+	fs.BoolVar(&c.manualVoters, "manual-voter-changes", false, "do not make a voter whose directory was wiped a voter again automatically (replog ManualVoterChanges): it stays an observer until /voters/remove and /voters/add")
+	fs.IntVar(&c.nodes, "nodes", 3, "demo: the number of voters, n1..nN (1 to 9)")
+	fs.IntVar(&c.spares, "spares", 1, "demo: spare nodes after the voters, observers not started until a dashboard's Start button (0 to 9)")
 	fs.StringVar(&c.control, "control", "", "demo parent's control URL (set by the demo)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error, off")
 	fs.DurationVar(&c.appendTimeout, "append-timeout", 10*time.Second, "how long POST /append waits for a commit")
@@ -152,6 +166,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.id != "" && c.dir == "" {
 		return c, errors.New("-dir is required with -id")
+	}
+	if c.nodes < 1 || c.nodes > 9 || c.spares < 0 || c.spares > 9 {
+		return c, fmt.Errorf("-nodes %d -spares %d: want 1 to 9 voters and 0 to 9 spares", c.nodes, c.spares)
 	}
 	if n := countSet(c.tlsCert, c.tlsKey, c.tlsCA); n != 0 && n != 3 {
 		return c, errors.New("-tls-cert, -tls-key and -tls-ca go together")

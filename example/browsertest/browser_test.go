@@ -292,6 +292,27 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 
 	shot := screenshot("dashboard.png")
 
+	// Voters and observers: n1..n3 vote, each at a recorded directory;
+	// the spare n4 is not running. Started with its row's Start button it
+	// is an observer, and "Add voter" makes it a voter.
+	member := func(node, cond string) string {
+		return fmt.Sprintf(`(() => { const r = document.querySelector('#members tr[data-node="%s"]'); return !!r && (%s); })()`, node, cond)
+	}
+	waitJS("n1..n3 listed as voters with directories", `['n1','n2','n3'].every(n => {
+		const r = document.querySelector('#members tr[data-node="' + n + '"]');
+		return r && r.dataset.kind === 'voter' && /^[0-9a-f]{8}$/.test(r.querySelector('td.dir').textContent);
+	})`)
+	waitJS("n4 listed as not running", member("n4", `r.dataset.kind === 'down'`))
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.row[data-node="n4"] button.ghost`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("n4 an observer after Start", member("n4", `r.dataset.kind === 'observer' && !r.dataset.replacing`))
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#members tr[data-node="n4"] button`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("n4 a voter after Add voter", member("n4", `r.dataset.kind === 'voter' && r.cells[3].textContent === 'yes'`))
+	membersShot := screenshot("dashboard-members.png")
+
 	// The kill and restart buttons reach the demo's control API.
 	follower, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.row[data-role="follower"]').dataset.node`))
 	if err != nil {
@@ -308,7 +329,7 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 	waitJS(follower+" back after Restart", fmt.Sprintf(`document.querySelector('%s').dataset.up === 'true'`, row))
 	// Its log start survived the restart (the deletion is on its disk).
 	waitJS(follower+"'s log start after the restart", startAt(follower))
-	t.Logf("screenshots: %s, %s", shot, replayShot)
+	t.Logf("screenshots: %s, %s, %s", shot, replayShot, membersShot)
 
 	stopConsole()
 	jsMu.Lock()

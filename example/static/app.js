@@ -20,6 +20,8 @@ const S = {
   replay: null,     // {steps, frames, i, timer}
   pending: null,    // {offset, deadline}: an append whose replay we wait for
   entriesBusy: false,
+  membersKey: '',   // what the members table shows now
+  memberBusy: false, // a voter change is under way
 };
 
 const $ = (id) => document.getElementById(id);
@@ -99,6 +101,7 @@ function tick() {
   detectAppend();
   maybeStartReplay();
   if (!S.replay) render(liveView());
+  renderMembers(liveView());
 }
 
 async function pollControl() {
@@ -234,11 +237,16 @@ function buildBoard() {
       restart.type = 'button';
       restart.title = 'Start the node again (stops it cleanly first if it runs)';
       restart.onclick = () => control(id, 'restart');
-      actions.append(kill, restart);
+      const wipe = el('button', 'danger', 'Wipe');
+      wipe.type = 'button';
+      wipe.title = 'Stop the node, delete its data directory, start it again: a new incarnation, an observer until it is a voter again';
+      wipe.onclick = () => control(id, 'wipe');
+      actions.append(kill, restart, wipe);
+      S.rows[id] = { restart };
     }
     row.append(who, track, actions);
     rows.append(row);
-    S.rows[id] = { row, role, epB, lsB, leB, hwB, note, track, cells, hwMark, leoMark, remotes, cellKey: '' };
+    S.rows[id] = { ...S.rows[id], row, role, epB, lsB, leB, hwB, note, track, cells, hwMark, leoMark, remotes, cellKey: '' };
   }
   for (const via of [$('append-via'), $('delete-via')]) {
     for (const id of S.ids) {
@@ -316,6 +324,11 @@ function render(view, replayFrame) {
     }
     if (r.flash && Date.now() < r.flash.until) note = r.flash.text;
     r.note.textContent = note;
+    if (r.restart) {
+      const stopped = !proc || proc.state === 'stopped';
+      r.restart.textContent = stopped ? 'Start' : 'Restart';
+      r.restart.title = stopped ? 'Start the node' : 'Start the node again (stops it cleanly first)';
+    }
     r.note.classList.toggle('bad', !up);
 
     // Cells: one box per offset of the window.
@@ -405,6 +418,125 @@ function render(view, replayFrame) {
     mode.className = 'mode live';
   }
   document.body.dataset.mode = replayFrame ? 'replay' : 'live';
+}
+
+// ---------- voters and observers ----------
+
+const shortDir = (d) => (d ? d.slice(0, 8) : '');
+
+// membersOf lists the nodes by membership, as the leader knows it (its
+// voter set with caught-up flags, the observers fetching from it, the
+// nodes it is replacing), or, without a leader, as any reachable node's
+// log records the voter set; the page's other nodes follow with their own
+// view of themselves.
+function membersOf(view) {
+  const leader = leaderOf(view);
+  const src = leader || S.ids.find((id) => view[id].up && view[id].status && view[id].status.voters);
+  const rows = [];
+  const st = src ? view[src].status : null;
+  if (st) {
+    const voterIds = new Set((st.voters || []).map((v) => v.id));
+    const observers = st.observers || [];
+    const replacing = new Map((st.replacing || []).map((r) => [r.id, r.directory_id]));
+    const newInc = new Map(observers.filter((o) => voterIds.has(o.id)).map((o) => [o.id, o.directory_id]));
+    for (const v of st.voters || []) {
+      rows.push({
+        id: v.id, kind: 'voter', dir: v.directory_id, caughtUp: leader ? !!v.caught_up : null,
+        replacing: newInc.has(v.id) ? `being replaced: a new incarnation (${shortDir(newInc.get(v.id))}) fetches` : '',
+      });
+    }
+    for (const o of observers) {
+      let mark = '';
+      if (voterIds.has(o.id)) mark = 'new incarnation of a voter';
+      else if (replacing.has(o.id)) mark = 'replacing its old incarnation: a voter once caught up';
+      rows.push({ id: o.id, kind: 'observer', dir: o.directory_id, caughtUp: null, replacing: mark });
+    }
+    for (const [id, dir] of replacing) {
+      if (!rows.some((r) => r.id === id)) {
+        rows.push({ id, kind: 'observer', dir, caughtUp: null, replacing: 'replacing its old incarnation: a voter once caught up' });
+      }
+    }
+  }
+  for (const id of S.ids) {
+    if (rows.some((r) => r.id === id)) continue;
+    const s = view[id].status;
+    if (view[id].up && s) {
+      const kind = s.role === 'observer' ? 'observer' : 'voter';
+      rows.push({ id, kind, dir: s.directory_id, caughtUp: null, replacing: kind === 'observer' && leader ? 'not fetching from the leader (yet)' : '' });
+    } else {
+      rows.push({ id, kind: 'down', dir: s ? s.directory_id : '', caughtUp: null, replacing: '' });
+    }
+  }
+  return { src, leader, rows };
+}
+
+function renderMembers(view) {
+  const m = membersOf(view);
+  const key = JSON.stringify(m) + S.memberBusy;
+  if (key === S.membersKey) return;
+  S.membersKey = key;
+  $('members-src').textContent = m.src ? (m.leader ? `(as the leader ${m.leader} knows them)` : `(as ${m.src}'s log records them; no leader now)`) : '';
+  const tb = $('members');
+  tb.replaceChildren();
+  if (m.rows.length === 0) {
+    const tr = el('tr');
+    const td = el('td', 'empty', 'no node answers');
+    td.colSpan = 5;
+    tr.append(td);
+    tb.append(tr);
+  }
+  for (const r of m.rows) {
+    const tr = el('tr');
+    tr.dataset.node = r.id;
+    tr.dataset.kind = r.kind;
+    const kind = el('td');
+    kind.append(el('span', 'kind ' + r.kind, r.kind === 'down' ? 'not running' : r.kind));
+    if (r.replacing) {
+      kind.append(el('span', 'replacing', r.replacing));
+      tr.dataset.replacing = 'true';
+    }
+    const dir = el('td', 'dir', r.dir ? shortDir(r.dir) : (r.kind === 'voter' ? '(not recorded yet)' : ''));
+    if (r.dir) dir.title = r.dir;
+    const cu = el('td', '', r.caughtUp === null ? '–' : (r.caughtUp ? 'yes' : 'no'));
+    const act = el('td');
+    if (r.kind === 'voter' || r.kind === 'observer') {
+      const add = r.kind === 'observer';
+      const b = el('button', 'ghost', add ? 'Add voter' : 'Remove voter');
+      b.type = 'button';
+      b.disabled = S.memberBusy;
+      b.title = add ? `POST /voters/add?node=${r.id}: a voter once it has caught up` : `POST /voters/remove?node=${r.id}: it keeps running as an observer`;
+      b.onclick = () => voterChange(add ? 'add' : 'remove', r.id);
+      act.append(b);
+    }
+    tr.append(el('td', '', r.id), kind, dir, cu, act);
+    tb.append(tr);
+  }
+}
+
+// voterChange asks this page's node to add or remove a voter (any node
+// may: a follower forwards to the leader) and shows the answer.
+async function voterChange(op, id) {
+  const via = S.cfg.self;
+  const out = $('members-result');
+  S.memberBusy = true;
+  out.className = 'result members-result';
+  out.textContent = `${op === 'add' ? 'adding' : 'removing'} voter ${id} via ${via}…`;
+  try {
+    const r = await request(`${S.nodes[via].url}/voters/${op}?node=${encodeURIComponent(id)}`, { method: 'POST' }, 60000);
+    const b = r.body || {};
+    if (r.ok) {
+      out.className = 'result members-result ok';
+      out.textContent = `${op === 'add' ? 'added' : 'removed'} ${id}: voters ${(b.voters || []).map((v) => v.id).join(', ')}`;
+    } else {
+      out.className = 'result members-result err';
+      out.textContent = `${r.status}: ${b.error || r.body}`;
+    }
+  } catch (e) {
+    out.className = 'result members-result err';
+    out.textContent = `${via} did not answer: ${e.name === 'AbortError' ? 'timeout' : e.message}`;
+  } finally {
+    S.memberBusy = false;
+  }
 }
 
 // ---------- replay of the last append ----------
@@ -794,10 +926,12 @@ async function deleteBefore(ev) {
 
 async function control(id, action) {
   const r = S.rows[id];
-  r.flash = { text: action === 'kill' ? 'killing…' : 'restarting…', until: Date.now() + 30000 };
+  const doing = { kill: 'killing…', restart: 'restarting…', wipe: 'wiping its directory and starting it…' };
+  const done = { kill: 'killed with SIGKILL', restart: 'restarted', wipe: 'started with an empty directory: a new incarnation' };
+  r.flash = { text: doing[action], until: Date.now() + 30000 };
   try {
     const res = await request(`${S.cfg.control}/nodes/${id}/${action}`, { method: 'POST' }, 60000);
-    r.flash = { text: res.ok ? (action === 'kill' ? 'killed with SIGKILL' : 'restarted') : `${action} failed: ${res.body && res.body.error}`, until: Date.now() + 3000 };
+    r.flash = { text: res.ok ? done[action] : `${action} failed: ${res.body && res.body.error}`, until: Date.now() + 3000 };
     if (res.ok && Array.isArray(res.body)) for (const p of res.body) S.procs[p.id] = p;
   } catch (e) {
     r.flash = { text: `${action} failed: ${e.message}`, until: Date.now() + 5000 };
