@@ -230,7 +230,7 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	defer srv.Close()
 	defer d.stopAll()
 
-	fmt.Fprintf(d.out, "replog demo: %d voters and %d spare nodes, data in %s\n", len(voters), len(spares), dir)
+	fmt.Fprintf(d.out, "replog demo: %d voters, %d spares, data in %s\n", len(voters), len(spares), dir)
 	// Start the voters at once: a new cluster's first election needs
 	// every one of them.
 	readies := map[string]chan error{}
