@@ -106,6 +106,10 @@ var (
 	bucketEpochs  = []byte("epochs")  // 8-byte BE epoch → 8-byte BE start offset
 	bucketQuorum  = []byte("quorum")  // keyQuorum → quorum state (codec.go)
 	bucketMeta    = []byte("meta")
+	// bucketVoters: 8-byte BE offset of an EntryVoters entry → its voter
+	// set (codec.go). Files from before voter sets lack it until the first
+	// write of a row creates it.
+	bucketVoters = []byte("voters")
 
 	keyQuorum   = []byte("state")
 	keyFormat   = []byte("format")    // 1 byte: boltFormat
@@ -129,8 +133,8 @@ const (
 // mutex serializes Apply calls. The store starts no goroutine and merges
 // nothing itself: group commit is the caller's, who hands Apply everything
 // waiting at once (the node's writer does). LEO, LogStart, LastEpoch,
-// EpochMap, EndOffsetForEpoch, QuorumState and HWCheckpoint are answered
-// from memory, updated after each commit; Entries uses a short read
+// EpochMap, EndOffsetForEpoch, VoterSets, QuorumState and HWCheckpoint are
+// answered from memory, updated after each commit; Entries uses a short read
 // transaction and copies the entries out, never waiting for Apply.
 //
 // A prefix deletion moves the log start durably in its transaction, which
@@ -293,7 +297,7 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 			if tx.Bucket(bucketEntries) != nil || tx.Bucket(bucketEpochs) != nil {
 				return fmt.Errorf("%w: metadata bucket missing", ErrCorrupt)
 			}
-			for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta} {
+			for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta, bucketVoters} {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -360,6 +364,12 @@ func (b *Bolt) load() (st *logState, cleanup bool, err error) {
 			return err
 		}
 		if err := checkEpochs(st.epochs, st.logStart, st.leo); err != nil {
+			return err
+		}
+		if st.voters, err = readVoters(tx); err != nil {
+			return err
+		}
+		if err := checkVoters(st.voters, st.logStart, st.leo); err != nil {
 			return err
 		}
 		if st.hwOK && st.hw > st.leo {
@@ -483,7 +493,10 @@ func (b *Bolt) put(tx *bolt.Tx, eb *bolt.Bucket, st, next *logState, w *protocol
 				return err
 			}
 		}
-		return writeEpochs(tx, st.epochs, next.epochs)
+		if err := writeEpochs(tx, st.epochs, next.epochs); err != nil {
+			return err
+		}
+		return writeVoters(tx, st.voters, next.voters)
 	case protocol.WriteTruncate:
 		c := eb.Cursor()
 		from := u64key(w.Offset)
@@ -496,6 +509,9 @@ func (b *Bolt) put(tx *bolt.Tx, eb *bolt.Bucket, st, next *logState, w *protocol
 		if err := writeEpochs(tx, st.epochs, next.epochs); err != nil {
 			return err
 		}
+		if err := writeVoters(tx, st.voters, next.voters); err != nil {
+			return err
+		}
 		if next.hw != st.hw {
 			b.log.Warn("truncation below the HW checkpoint; checkpoint lowered", "hw", st.hw, "to", next.hw)
 			return tx.Bucket(bucketMeta).Put(keyHW, u64key(next.hw))
@@ -505,7 +521,10 @@ func (b *Bolt) put(tx *bolt.Tx, eb *bolt.Bucket, st, next *logState, w *protocol
 		if err := tx.Bucket(bucketMeta).Put(keyLogStart, u64key(w.Offset)); err != nil {
 			return err
 		}
-		return writeEpochs(tx, st.epochs, next.epochs)
+		if err := writeEpochs(tx, st.epochs, next.epochs); err != nil {
+			return err
+		}
+		return writeVoters(tx, st.voters, next.voters)
 	case protocol.WriteQuorumState:
 		return tx.Bucket(bucketQuorum).Put(keyQuorum, encodeQuorumState(w.Quorum))
 	case protocol.WriteHWCheckpoint:
@@ -542,6 +561,64 @@ func writeEpochs(tx *bolt.Tx, old, cur []protocol.EpochStart) error {
 		}
 	}
 	return nil
+}
+
+// writeVoters turns the voter-set rows on disk from old into cur; it
+// creates the bucket in a file from before voter sets.
+func writeVoters(tx *bolt.Tx, old, cur []protocol.VotersAt) error {
+	if len(old) == len(cur) && (len(old) == 0 || &old[0] == &cur[0]) {
+		return nil // unchanged (published slices are never mutated)
+	}
+	vb, err := tx.CreateBucketIfNotExists(bucketVoters)
+	if err != nil {
+		return err
+	}
+	// A row is the same row if it holds the same set (published sets are
+	// never mutated, so the same backing array); sets are never empty.
+	had := make(map[uint64]*protocol.Voter, len(old))
+	for _, r := range old {
+		had[r.Offset] = &r.Voters[0]
+	}
+	for _, r := range cur {
+		if had[r.Offset] == &r.Voters[0] {
+			delete(had, r.Offset)
+			continue
+		}
+		if err := vb.Put(u64key(r.Offset), encodeVotersRow(r.Offset, r.Voters)); err != nil {
+			return err
+		}
+		delete(had, r.Offset) // overwritten
+	}
+	for off := range had {
+		if err := vb.Delete(u64key(off)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readVoters reads the voter-set rows of tx's file (none in a file from
+// before voter sets); a row that does not decode is ErrCorrupt naming its
+// offset.
+func readVoters(tx *bolt.Tx) ([]protocol.VotersAt, error) {
+	vb := tx.Bucket(bucketVoters)
+	if vb == nil {
+		return nil, nil
+	}
+	var rows []protocol.VotersAt
+	err := vb.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("%w: voter-set row key of %d bytes", ErrCorrupt, len(k))
+		}
+		off := binary.BigEndian.Uint64(k)
+		vs, err := decodeVotersRow(off, v)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, protocol.VotersAt{Offset: off, Voters: vs})
+		return nil
+	})
+	return rows, err
 }
 
 // cleanupChunkTx deletes up to cleanupChunk entries below logStart from eb
@@ -674,6 +751,9 @@ func (b *Bolt) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
 
 // EpochMap implements Store.
 func (b *Bolt) EpochMap() []protocol.EpochStart { return cloneEpochs(b.state.Load().epochs) }
+
+// VoterSets implements Store.
+func (b *Bolt) VoterSets() []protocol.VotersAt { return cloneVoters(b.state.Load().voters) }
 
 // QuorumState implements Store.
 func (b *Bolt) QuorumState() (protocol.QuorumState, error) {

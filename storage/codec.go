@@ -115,7 +115,7 @@ func decodeEntry(val []byte) (protocol.Entry, error) {
 	if got != sum {
 		return e, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, sum, got)
 	}
-	if typ != protocol.EntryData && typ != protocol.EntryControl {
+	if !typ.Known() {
 		return e, fmt.Errorf("%w: unknown entry type %d", ErrCorrupt, typ)
 	}
 	e.Epoch, e.Type, e.Time, e.Data = epoch, typ, int64(t), p
@@ -137,6 +137,41 @@ func u64key(v uint64) []byte {
 	var k [8]byte
 	binary.BigEndian.PutUint64(k[:], v)
 	return k[:]
+}
+
+// Voter-set row value (bucket voters, key the 8-byte big-endian offset of
+// the EntryVoters entry): the set as protocol.EncodeVoters encodes it, then
+// a CRC-32C (4 bytes, big-endian) over the key and the set. The entry
+// holds the same set under its own CRC; the row's is its own because the
+// row is read at every open and a flipped bit in a directory ID would
+// still decode.
+
+// encodeVotersRow is the stored value of the row (off, vs).
+func encodeVotersRow(off uint64, vs []protocol.Voter) []byte {
+	b := protocol.EncodeVoters(vs)
+	return binary.BigEndian.AppendUint32(b, votersRowCRC(off, b))
+}
+
+func votersRowCRC(off uint64, set []byte) uint32 {
+	c := crc32.Update(0, castagnoli, u64key(off))
+	return crc32.Update(c, castagnoli, set)
+}
+
+// decodeVotersRow decodes the value of the row at off; every problem
+// wraps ErrCorrupt and names the offset.
+func decodeVotersRow(off uint64, v []byte) ([]protocol.Voter, error) {
+	if len(v) < 4 {
+		return nil, fmt.Errorf("%w: voter-set row at offset %d of %d bytes", ErrCorrupt, off, len(v))
+	}
+	set, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if got := votersRowCRC(off, set); got != sum {
+		return nil, fmt.Errorf("%w: voter-set row at offset %d: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, off, sum, got)
+	}
+	vs, err := protocol.DecodeVoters(set)
+	if err != nil {
+		return nil, fmt.Errorf("%w: voter-set row at offset %d: %v", ErrCorrupt, off, err)
+	}
+	return vs, nil
 }
 
 // quorum state value, version 1: version byte, uvarint epoch, uvarint

@@ -31,9 +31,12 @@ import (
 // active file written, the sealed name linked, the rename done, a
 // deletion committed before its unlinks), reopens the store and checks it
 // against a model (a Memory store) built from the acknowledged batches:
-// the store must equal the model (entries, epoch map, vote, HW), or the
-// model plus the one batch in flight when the child died, applied whole
-// (never part of a batch); no stray file of a roll or deletion is left.
+// the store must equal the model (entries, epoch map, voter-set rows,
+// vote, HW), or the model plus the one batch in flight when the child
+// died, applied whole (never part of a batch); no stray file of a roll or
+// deletion is left. Some appended entries are voters entries (crashEntries),
+// and the store's voter-set rows must also be those the surviving batches
+// imply by R55, worked out from the batches alone (impliedVoters).
 
 const (
 	envCrashDir  = "REPLOG_CRASH_HELPER_DIR"
@@ -61,14 +64,51 @@ var crashID = storage.Identity{ClusterID: "crash", NodeID: "child"}
 // crashPayloadSize makes payload sizes deterministic from (offset, epoch).
 func crashPayloadSize(off, epoch uint64) int { return int((off*31 + epoch*17) % 200) }
 
+// crashVoters reports whether the entry at (off, epoch) is a voters entry
+// (about one in 61: most appends of the test carry one or two).
+func crashVoters(off, epoch uint64) bool { return (off+13*epoch)%61 == 5 }
+
 func crashEntries(first uint64, count int, epoch uint64) []protocol.Entry {
 	es := make([]protocol.Entry, count)
 	for i := range es {
 		off := first + uint64(i)
+		if crashVoters(off, epoch) {
+			es[i] = storagetest.VotersEntry(off, epoch, storagetest.Voters(off^epoch))
+			continue
+		}
 		es[i] = protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryData,
 			Data: storagetest.Payload(off, epoch, crashPayloadSize(off, epoch))}
 	}
 	return es
+}
+
+// impliedVoters returns the voter-set rows the batches imply (R55), from
+// the writes alone: an append adds its voters entries' sets, a truncation
+// drops the rows at or above its point, a prefix deletion keeps of the rows
+// below its point only the newest.
+func impliedVoters(batches []crashBatch) []protocol.VotersAt {
+	var rows []protocol.VotersAt
+	for _, b := range batches {
+		for _, o := range b {
+			switch o.kind {
+			case 'A':
+				for off := o.a; off < o.a+o.b; off++ {
+					if crashVoters(off, o.epoch) {
+						rows = append(rows, protocol.VotersAt{Offset: off, Voters: storagetest.Voters(off ^ o.epoch)})
+					}
+				}
+			case 'T':
+				for len(rows) > 0 && rows[len(rows)-1].Offset >= o.a {
+					rows = rows[:len(rows)-1]
+				}
+			case 'D':
+				for len(rows) > 1 && rows[1].Offset < o.a {
+					rows = rows[1:]
+				}
+			}
+		}
+	}
+	return rows
 }
 
 func payloadSum(es []protocol.Entry) uint32 {
@@ -267,6 +307,7 @@ func TestBoltCrashRecovery(t *testing.T) {
 	dir := t.TempDir()
 	var acked []crashBatch // every acknowledged batch so far, in order
 	inFlightApplied, totalEntries, totalWrites, rolls, deleted := 0, 0, 0, uint64(0), uint64(0)
+	voterRows, rowsBelowStart := 0, 0 // the most rows after a kill; kills after which one was below the log start
 	staged := map[string]int{}
 	dirID := ""
 	// Every other run dies at a stage of a roll or a deletion, each stage
@@ -357,16 +398,27 @@ func TestBoltCrashRecovery(t *testing.T) {
 		if err := storagetest.CheckConsistent(s); err != nil {
 			t.Fatalf("kill %d: %v", k, err)
 		}
+		implied := impliedVoters(acked)
+		if got, want := storagetest.VoterSetsString(s.VoterSets()), storagetest.VoterSetsString(implied); got != want {
+			t.Fatalf("kill %d: voter sets %s, the surviving batches imply %s", k, got, want)
+		}
+		voterRows = max(voterRows, len(implied))
+		if len(implied) > 0 && implied[0].Offset < s.LogStart() {
+			rowsBelowStart++
+		}
 		rolls += parseCount(lines, "rolls")
 		deleted += parseCount(lines, "deleted")
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d kills (%v at a stage of a roll or deletion), %d acknowledged batches (%d writes, %d entries appended), %d unacknowledged batches found applied; at least %d rolls and %d segments deleted",
-		kills, staged, len(acked), totalWrites, totalEntries, inFlightApplied, rolls, deleted)
+	t.Logf("%d kills (%v at a stage of a roll or deletion), %d acknowledged batches (%d writes, %d entries appended), %d unacknowledged batches found applied; at least %d rolls and %d segments deleted; up to %d voter-set rows, one below the log start after %d kills",
+		kills, staged, len(acked), totalWrites, totalEntries, inFlightApplied, rolls, deleted, voterRows, rowsBelowStart)
 	if len(acked) < kills {
 		t.Fatalf("only %d batches acknowledged in %d runs: the child made no progress", len(acked), kills)
+	}
+	if voterRows == 0 {
+		t.Fatal("no voter-set row after any kill: the voters entries were never exercised")
 	}
 	if kills >= 2*len(crashStages) && len(staged) < len(crashStages) {
 		t.Fatalf("the children died at stages %v: not every stage of a roll and a deletion was reached", staged)

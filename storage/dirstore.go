@@ -29,9 +29,10 @@ var ErrReadOnly = errors.New("replog: store is read-only")
 // sequence of bbolt segment files, each a contiguous offset range. The
 // last one, the active segment (DataFileName), is the only file written:
 // it holds the newest entries and the whole of the log's small state — the
-// log start, the epoch map, the quorum state, the HW checkpoint, the
-// directory's identity, and the table of sealed segments before it — so
-// that every Apply is one bbolt transaction of one file, as for Bolt.
+// log start, the epoch map, the voter-set rows, the quorum state, the HW
+// checkpoint, the directory's identity, and the table of sealed segments
+// before it — so that every Apply is one bbolt transaction of one file, as
+// for Bolt.
 //
 // When the active file holds BoltOptions.SegmentBytes, the next Apply that
 // appends first rolls it: a new active file is written whole (that state,
@@ -244,7 +245,7 @@ func loadActive(db *bolt.DB, create bool, paths func(lo uint64) error) (*activeM
 			if tx.Bucket(bucketEntries) != nil || tx.Bucket(bucketEpochs) != nil {
 				return fmt.Errorf("%w: metadata bucket missing", ErrCorrupt)
 			}
-			for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta} {
+			for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta, bucketVoters} {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -364,6 +365,12 @@ func readActive(tx *bolt.Tx, m *activeMeta, paths func(lo uint64) error) error {
 		return err
 	}
 	if err := checkEpochs(st.epochs, st.logStart, st.leo); err != nil {
+		return err
+	}
+	if st.voters, err = readVoters(tx); err != nil {
+		return err
+	}
+	if err := checkVoters(st.voters, st.logStart, st.leo); err != nil {
 		return err
 	}
 	if st.hwOK && st.hw > st.leo {
@@ -763,10 +770,11 @@ func (d *DirStore) roll(cur *dirState) (*dirState, error) {
 }
 
 // writeNewActive writes a roll's new active file: format 2, the log's
-// state st, base, the sealed segments' table, the identity; no entries.
+// state st (voter-set rows included), base, the sealed segments' table,
+// the identity; no entries.
 func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, id *Identity) error {
 	bs := map[string]*bolt.Bucket{}
-	for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta, bucketSegments} {
+	for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta, bucketSegments, bucketVoters} {
 		b, err := tx.CreateBucket(name)
 		if err != nil {
 			return err
@@ -793,6 +801,11 @@ func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, 
 	}
 	for _, r := range st.epochs {
 		if err := bs[string(bucketEpochs)].Put(u64key(r.Epoch), u64key(r.StartOffset)); err != nil {
+			return err
+		}
+	}
+	for _, r := range st.voters {
+		if err := bs[string(bucketVoters)].Put(u64key(r.Offset), encodeVotersRow(r.Offset, r.Voters)); err != nil {
 			return err
 		}
 	}
@@ -1030,6 +1043,9 @@ func (d *DirStore) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
 
 // EpochMap implements Store.
 func (d *DirStore) EpochMap() []protocol.EpochStart { return cloneEpochs(d.state.Load().log.epochs) }
+
+// VoterSets implements Store.
+func (d *DirStore) VoterSets() []protocol.VotersAt { return cloneVoters(d.state.Load().log.voters) }
 
 // QuorumState implements Store.
 func (d *DirStore) QuorumState() (protocol.QuorumState, error) {

@@ -640,3 +640,91 @@ func TestOpenBoltRefusesRolledActiveFile(t *testing.T) {
 		t.Fatalf("OpenBolt: %v; want ErrCorrupt saying to use OpenDir", err)
 	}
 }
+
+// Voter-set rows live in the active file only (docs/design.md section 4):
+// each roll copies them into the new active file, a deletion of whole
+// segments keeps the newest row below the new log start, a truncation into
+// a sealed segment drops the rows at or above the point; every state
+// reopens, read-write and read-only, and passes VerifyDir.
+func TestDirVoterSetsAcrossRollsAndDeletions(t *testing.T) {
+	l := newSegLog(t, tinySegment)
+	var all []protocol.VotersAt // every voters entry written, in order
+	for i := range 60 {
+		es := storagetest.Batch(l.s.LEO(), 20, 1, 100)
+		if i%4 == 0 {
+			vs := storagetest.Voters(uint64(i))
+			es[7] = storagetest.VotersEntry(es[7].Offset, 1, vs)
+			all = append(all, protocol.VotersAt{Offset: es[7].Offset, Voters: vs})
+		}
+		l.apply(protocol.Write{Kind: protocol.WriteAppend, Entries: es})
+	}
+	// want: the rows the log [start, LEO) implies, computed here on its own.
+	want := func(start, leo uint64) string {
+		var rows []protocol.VotersAt
+		for _, r := range all {
+			switch {
+			case r.Offset >= leo:
+			case r.Offset < start && len(rows) > 0 && rows[0].Offset < start:
+				rows[0] = r
+			default:
+				rows = append(rows, r)
+			}
+		}
+		return storagetest.VoterSetsString(rows)
+	}
+	check := func(when string) {
+		t.Helper()
+		l.check(when)
+		if got, w := storagetest.VoterSetsString(l.s.VoterSets()), want(l.s.LogStart(), l.s.LEO()); got != w {
+			t.Fatalf("%s: voter sets %s, want %s", when, got, w)
+		}
+	}
+	if st := l.s.Stats(); st.Rolls < 8 {
+		t.Fatalf("only %d rolls", st.Rolls)
+	}
+	check("after the appends")
+	l.reopen(tinySegment)
+	check("after reopen")
+	bases := segmentBases(t, l.s.Dir())
+	upTo := bases[5] + 3
+	before := l.s.Stats().SegmentsDeleted
+	l.apply(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: upTo})
+	if n := l.s.Stats().SegmentsDeleted - before; n != 5 {
+		t.Fatalf("%d segments deleted, want 5", n)
+	}
+	if rows := l.s.VoterSets(); rows[0].Offset >= upTo || rows[1].Offset < upTo {
+		t.Fatalf("voter sets %s after DeletePrefix(%d): want the newest below it first", storagetest.VoterSetsString(rows), upTo)
+	}
+	check("after the deletion")
+	l.reopen(tinySegment)
+	check("after the deletion and a reopen")
+	// Truncation into the second-to-last sealed segment.
+	bases = segmentBases(t, l.s.Dir())
+	to := bases[len(bases)-2] + 1
+	l.apply(protocol.Write{Kind: protocol.WriteTruncate, Offset: to})
+	check("after the truncation into a sealed segment")
+	l.reopen(tinySegment)
+	check("after the truncation and a reopen")
+	// More rolls after it: the rows follow into each new active file.
+	for range 20 {
+		l.apply(protocol.Write{Kind: protocol.WriteAppend, Entries: storagetest.Batch(l.s.LEO(), 20, 2, 100)})
+	}
+	all = l.model.VoterSets() // no voters entry since the truncation: the rows it left
+	check("after more rolls")
+	rows := l.s.VoterSets()
+	if err := l.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, _, err := storage.OpenDirReadOnly(l.s.Dir(), storage.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := storagetest.VoterSetsString(ro.VoterSets()); got != storagetest.VoterSetsString(rows) {
+		t.Fatalf("read-only voter sets %s, want %s", got, storagetest.VoterSetsString(rows))
+	}
+	ro.Close()
+	if _, err := storage.VerifyDir(l.s.Dir(), storage.BoltOptions{}); err != nil {
+		t.Fatalf("VerifyDir: %v", err)
+	}
+	l.s = openSeg(t, l.s.Dir(), tinySegment) // for the cleanup's Close
+}

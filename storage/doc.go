@@ -33,9 +33,10 @@
 //   - replog.db ([DataFileName]): the active segment, the only file
 //     written: a bbolt file with buckets "entries" (8-byte big-endian
 //     offset → entry record with its CRC), "epochs" (epoch → start
-//     offset), "quorum" (the vote), "meta" (format, log start, HW
-//     checkpoint, identity, the segment's base offset) and "segments"
-//     (the sealed segments' ranges).
+//     offset), "voters" (offset of a voters entry → its voter set, the
+//     rows VoterSets returns), "quorum" (the vote), "meta" (format, log
+//     start, HW checkpoint, identity, the segment's base offset) and
+//     "segments" (the sealed segments' ranges).
 //   - replog-<base>.seg: the sealed segments, entries from offset base (20
 //     digits), rolled at BoltOptions.SegmentBytes, read-only, opened when
 //     a read first needs them, unlinked whole by retention.
@@ -75,9 +76,9 @@
 // returns once its transaction is durable (a deferred Memory makes it
 // durable only at the next Sync). Readers run alongside and see each
 // Apply wholly or not at all. LEO, LogStart, LastEpoch, EpochMap,
-// EndOffsetForEpoch, QuorumState and HWCheckpoint answer from memory;
-// Entries runs a short read transaction and never waits for Apply. Every
-// slice a store returns, and the Data of every returned entry, is a copy
+// EndOffsetForEpoch, VoterSets, QuorumState and HWCheckpoint answer from
+// memory; Entries runs a short read transaction and never waits for Apply.
+// Every slice a store returns, and the Data of every returned entry, is a copy
 // the caller owns. Apply does not keep the slices it is given, but the
 // caller must not modify them while Apply runs. Close waits for the Apply
 // in progress and releases the file and its lock; OpenBolt and OpenDir

@@ -112,3 +112,48 @@ func ExampleOpenDir() {
 	// same directory ID: true
 	// n2 refused: true
 }
+
+// The voter-set rows (docs/design.md R55): each voters entry adds one; a
+// truncation below one brings back the set before it; retention deletes
+// the entries but keeps the newest row below the new log start, the set
+// in force there.
+func ExampleMemory_VoterSets() {
+	s := storage.NewMemory()
+	voters := func(off uint64, ids ...string) protocol.Entry {
+		var vs []protocol.Voter
+		for _, id := range ids {
+			vs = append(vs, protocol.Voter{ID: id, DirID: "dir-" + id})
+		}
+		return protocol.Entry{Offset: off, Epoch: 1, Type: protocol.EntryVoters, Data: protocol.EncodeVoters(vs)}
+	}
+	data := func(off uint64) protocol.Entry {
+		return protocol.Entry{Offset: off, Epoch: 1, Type: protocol.EntryData, Data: []byte("x")}
+	}
+	show := func(when string) {
+		fmt.Printf("%s: log [%d, %d)", when, s.LogStart(), s.LEO())
+		for _, r := range s.VoterSets() {
+			fmt.Printf(" %d:%d voters", r.Offset, len(r.Voters))
+		}
+		fmt.Println()
+	}
+	if err := s.Append([]protocol.Entry{voters(0, "n1"), data(1), voters(2, "n1", "n2"), data(3), voters(4, "n1", "n2", "n3"), data(5)}); err != nil {
+		log.Fatal(err)
+	}
+	show("appended")
+	if err := s.TruncateSuffix(4); err != nil {
+		log.Fatal(err)
+	}
+	show("truncated")
+	if err := s.DeletePrefix(3); err != nil {
+		log.Fatal(err)
+	}
+	show("deleted")
+	err := s.Append([]protocol.Entry{{Offset: 4, Epoch: 1, Type: protocol.EntryVoters, Data: []byte("not a set")}})
+	fmt.Println("malformed set refused:", errors.Is(err, storage.ErrInvalidAppend))
+
+	// Output:
+	// appended: log [0, 6) 0:1 voters 2:2 voters 4:3 voters
+	// truncated: log [0, 4) 0:1 voters 2:2 voters
+	// deleted: log [3, 4) 2:2 voters
+	// malformed set refused: true
+}

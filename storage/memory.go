@@ -217,6 +217,9 @@ func (m *Memory) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
 // EpochMap implements Store.
 func (m *Memory) EpochMap() []protocol.EpochStart { return cloneEpochs(m.state().epochs) }
 
+// VoterSets implements Store.
+func (m *Memory) VoterSets() []protocol.VotersAt { return cloneVoters(m.state().voters) }
+
 // QuorumState implements Store.
 func (m *Memory) QuorumState() (protocol.QuorumState, error) {
 	m.mu.RLock()

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // OpenDirReadOnly opens the data directory dir for reading only (offline
@@ -97,7 +101,9 @@ type VerifyReport struct {
 // OpenDirReadOnly): the structure of every segment file (the walk OpenDir
 // does on its active file), the state the active file records, and every
 // entry of the log, [LogStart, LEO): present, contiguous across segments,
-// its checksum, and the epoch the epoch map gives it. It reads the whole
+// its checksum, and the epoch the epoch map gives it; and that the
+// voter-set rows at or above the log start are those of the log's
+// EntryVoters entries, one each, with the same sets. It reads the whole
 // log. It returns what it checked, and nil, or the first problem as an
 // error wrapping ErrCorrupt that names the file and the offset (ErrLocked
 // while a node holds the directory).
@@ -110,6 +116,12 @@ func VerifyDir(dir string, opts BoltOptions) (VerifyReport, error) {
 	defer s.Close()
 	r.Identity, r.LogStart, r.LEO = id, s.LogStart(), s.LEO()
 	epochs := s.EpochMap()
+	rows := map[uint64][]protocol.Voter{} // the rows of [LogStart, LEO) not yet matched
+	for _, row := range s.VoterSets() {
+		if row.Offset >= r.LogStart {
+			rows[row.Offset] = row.Voters
+		}
+	}
 	for off := r.LogStart; off < r.LEO; {
 		es, err := s.Entries(off, 10_000, 64<<20)
 		if err != nil {
@@ -122,9 +134,26 @@ func VerifyDir(dir string, opts BoltOptions) (VerifyReport, error) {
 			if want := epochAt(epochs, e.Offset); e.Epoch != want {
 				return r, fmt.Errorf("replog: store %s: %w: entry at offset %d has epoch %d, the epoch map says %d", dir, ErrCorrupt, e.Offset, e.Epoch, want)
 			}
+			if e.Type != protocol.EntryVoters {
+				continue
+			}
+			row, ok := rows[e.Offset]
+			vs, err := protocol.DecodeVoters(e.Data)
+			switch {
+			case err != nil:
+				return r, fmt.Errorf("replog: store %s: %w: voters entry at offset %d: %v", dir, ErrCorrupt, e.Offset, err)
+			case !ok:
+				return r, fmt.Errorf("replog: store %s: %w: voters entry at offset %d has no voter-set row", dir, ErrCorrupt, e.Offset)
+			case !slices.Equal(row, vs):
+				return r, fmt.Errorf("replog: store %s: %w: voter-set row at offset %d holds %v, its voters entry %v", dir, ErrCorrupt, e.Offset, row, vs)
+			}
+			delete(rows, e.Offset)
 		}
 		off += uint64(len(es))
 		r.Entries += uint64(len(es))
+	}
+	if len(rows) > 0 {
+		return r, fmt.Errorf("replog: store %s: %w: voter-set row at offset %d without a voters entry", dir, ErrCorrupt, slices.Min(slices.Collect(maps.Keys(rows))))
 	}
 	// Every sealed segment holds part of [LogStart, LEO) (one wholly below
 	// the log start is deleted), so each was opened, and verified, above.

@@ -2,22 +2,29 @@ package storage
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/replog-io/replog/protocol"
 )
 
 // logState is the small part of a store's state that both implementations
-// keep in memory: offsets, the epoch map, the quorum state and the HW
-// checkpoint. A published logState is never mutated (its epochs slice
-// included), so readers may hold it without locks; writers build a new one.
+// keep in memory: offsets, the epoch map, the voter-set rows, the quorum
+// state and the HW checkpoint. A published logState is never mutated (its
+// epochs and voters slices included, and the voter sets they hold), so
+// readers may hold it without locks; writers build a new one.
 type logState struct {
 	logStart uint64
 	leo      uint64
 	epochs   []protocol.EpochStart
-	quorum   protocol.QuorumState
-	hw       uint64
-	hwOK     bool
+	// voters holds one row per EntryVoters entry of the log, in offset
+	// order, and at most one row below the log start: the newest of those
+	// a prefix deletion removed, the set in force at the log start
+	// (docs/design.md R55).
+	voters []protocol.VotersAt
+	quorum protocol.QuorumState
+	hw     uint64
+	hwOK   bool
 }
 
 func (s *logState) lastEpoch() uint64 {
@@ -34,10 +41,11 @@ func (s *logState) lastEpoch() uint64 {
 func (s *logState) after(w *protocol.Write) (*logState, error) {
 	switch w.Kind {
 	case protocol.WriteAppend:
-		if err := validateAppend(s, w.Entries); err != nil || len(w.Entries) == 0 {
+		rows, err := validateAppend(s, w.Entries)
+		if err != nil || len(w.Entries) == 0 {
 			return s, err
 		}
-		return s.afterAppend(w.Entries), nil
+		return s.afterAppend(w.Entries, rows), nil
 	case protocol.WriteTruncate:
 		if noop, err := s.checkTruncate(w.Offset); noop || err != nil {
 			return s, err
@@ -72,34 +80,49 @@ func writeErr(ws []protocol.Write, i int, err error) error {
 	return fmt.Errorf("%w (write %d of %d, %v)", err, i+1, len(ws), ws[i].Kind)
 }
 
-// validateAppend checks entries against s (see Store.Apply). It allows an
-// empty slice.
-func validateAppend(s *logState, entries []protocol.Entry) error {
+// validateAppend checks entries against s (see Store.Apply) and returns
+// the voter-set rows their EntryVoters entries add (decoded once, here).
+// It allows an empty slice.
+func validateAppend(s *logState, entries []protocol.Entry) ([]protocol.VotersAt, error) {
 	last := s.lastEpoch()
+	var rows []protocol.VotersAt
 	for i := range entries {
 		e := &entries[i]
 		if want := s.leo + uint64(i); e.Offset != want {
-			return fmt.Errorf("%w: entry %d has offset %d, want %d", ErrInvalidAppend, i, e.Offset, want)
+			return nil, fmt.Errorf("%w: entry %d has offset %d, want %d", ErrInvalidAppend, i, e.Offset, want)
 		}
 		if e.Epoch == 0 {
-			return fmt.Errorf("%w: entry at offset %d has epoch 0 (epochs start at 1)", ErrInvalidAppend, e.Offset)
+			return nil, fmt.Errorf("%w: entry at offset %d has epoch 0 (epochs start at 1)", ErrInvalidAppend, e.Offset)
 		}
 		if e.Epoch < last {
-			return fmt.Errorf("%w: entry at offset %d has epoch %d below epoch %d", ErrInvalidAppend, e.Offset, e.Epoch, last)
+			return nil, fmt.Errorf("%w: entry at offset %d has epoch %d below epoch %d", ErrInvalidAppend, e.Offset, e.Epoch, last)
 		}
 		last = e.Epoch
-		if e.Type != protocol.EntryData && e.Type != protocol.EntryControl {
-			return fmt.Errorf("%w: entry at offset %d has %v", ErrInvalidAppend, e.Offset, e.Type)
+		if !e.Type.Known() {
+			return nil, fmt.Errorf("%w: entry at offset %d has %v", ErrInvalidAppend, e.Offset, e.Type)
+		}
+		if e.Type == protocol.EntryVoters {
+			vs, err := protocol.DecodeVoters(e.Data)
+			if err != nil {
+				return nil, fmt.Errorf("%w: voters entry at offset %d: %w", ErrInvalidAppend, e.Offset, err)
+			}
+			rows = append(rows, protocol.VotersAt{Offset: e.Offset, Voters: vs})
 		}
 	}
-	return nil
+	return rows, nil
 }
 
-// afterAppend returns the state after appending validated entries.
-func (s *logState) afterAppend(entries []protocol.Entry) *logState {
+// afterAppend returns the state after appending validated entries, with
+// rows, the voter-set rows validateAppend returned for them.
+func (s *logState) afterAppend(entries []protocol.Entry, rows []protocol.VotersAt) *logState {
 	n := *s
 	if len(entries) == 0 {
 		return &n
+	}
+	if len(rows) > 0 {
+		// The capacity limit makes append copy: published slices are
+		// never mutated.
+		n.voters = append(s.voters[:len(s.voters):len(s.voters)], rows...)
 	}
 	last, copied := s.lastEpoch(), false
 	for i := range entries {
@@ -145,6 +168,9 @@ func (s *logState) afterTruncate(from uint64) *logState {
 	}
 	i := sort.Search(len(s.epochs), func(i int) bool { return s.epochs[i].StartOffset >= from })
 	n.epochs = s.epochs[:i:i]
+	// A truncation below a voters entry brings back the set before it (R55).
+	j := sort.Search(len(s.voters), func(j int) bool { return s.voters[j].Offset >= from })
+	n.voters = s.voters[:j:j]
 	return &n
 }
 
@@ -159,10 +185,15 @@ func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
 // deletion.
 // Rows wholly below upTo go; the row covering upTo stays with its start
 // moved up to upTo (as Kafka's truncateFromStart does), so every row starts
-// at or above the log start.
+// at or above the log start. Of the voter-set rows below upTo only the
+// newest stays, even when the log is emptied: it is the set in force at
+// the log start, which retention must never forget (R55).
 func (s *logState) afterDeletePrefix(upTo uint64) *logState {
 	n := *s
 	n.logStart = upTo
+	if k := sort.Search(len(s.voters), func(k int) bool { return s.voters[k].Offset >= upTo }); k > 1 {
+		n.voters = s.voters[k-1 : len(s.voters) : len(s.voters)]
+	}
 	if upTo > s.leo {
 		// Kafka's truncateFullyAndStartAt: nothing is left, and no row
 		// may stay (the entries that come next bring their own epochs,
@@ -230,6 +261,37 @@ func checkEpochs(epochs []protocol.EpochStart, logStart, leo uint64) error {
 		}
 	}
 	return nil
+}
+
+// checkVoters validates the voter-set rows loaded from disk: offsets
+// strictly increasing and below leo, at most one below logStart (the set
+// in force there; R55).
+func checkVoters(rows []protocol.VotersAt, logStart, leo uint64) error {
+	for i, r := range rows {
+		if r.Offset >= leo {
+			return fmt.Errorf("%w: voter-set row at offset %d at or above the LEO %d", ErrCorrupt, r.Offset, leo)
+		}
+		if i > 0 && r.Offset <= rows[i-1].Offset {
+			return fmt.Errorf("%w: voter-set rows at offsets %d and %d out of order", ErrCorrupt, rows[i-1].Offset, r.Offset)
+		}
+		if i > 0 && rows[i-1].Offset < logStart && r.Offset < logStart {
+			return fmt.Errorf("%w: voter-set rows at offsets %d and %d both below the log start %d", ErrCorrupt, rows[i-1].Offset, r.Offset, logStart)
+		}
+	}
+	return nil
+}
+
+// cloneVoters returns a copy of rows whose voter sets are copies too (the
+// caller may change anything in it).
+func cloneVoters(rows []protocol.VotersAt) []protocol.VotersAt {
+	if len(rows) == 0 {
+		return nil
+	}
+	out := make([]protocol.VotersAt, len(rows))
+	for i, r := range rows {
+		out[i] = protocol.VotersAt{Offset: r.Offset, Voters: slices.Clone(r.Voters)}
+	}
+	return out
 }
 
 func cloneEpochs(e []protocol.EpochStart) []protocol.EpochStart {

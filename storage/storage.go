@@ -20,7 +20,8 @@ var (
 	// asked for.
 	ErrOutOfRange = errors.New("replog: offset out of range")
 	// ErrInvalidAppend: entries not contiguous with the LEO, or an epoch
-	// lower than the last epoch, or an unknown entry type.
+	// lower than the last epoch, or an unknown entry type, or an
+	// EntryVoters entry whose Data is not a valid voter set.
 	ErrInvalidAppend = errors.New("replog: invalid append")
 	// ErrInvalidWrite: a write of an unknown kind was passed to Apply.
 	ErrInvalidWrite = errors.New("replog: invalid write")
@@ -54,6 +55,13 @@ var (
 // StartOffset is ≥ the truncation point. At every moment (and after any
 // crash) each stored entry's epoch equals the epoch the map gives for its
 // offset.
+//
+// Voter-set rows change the same way (docs/design.md R55): an append adds
+// a row (o, set) for each EntryVoters entry at offset o; a truncation
+// removes the rows at or after the truncation point; a prefix deletion
+// removes the rows below the new log start except the newest of them, the
+// set in force at the log start, so that retention never forgets the
+// voter set.
 type Store interface {
 	// Apply applies ws in order, atomically and durably: when it returns
 	// nil every write is durable (unless the store was opened with NoSync);
@@ -64,10 +72,14 @@ type Store interface {
 	//   - WriteAppend appends Entries. Entries[0].Offset must equal the LEO,
 	//     offsets must be contiguous, epochs at least 1 (0 means "no
 	//     epoch"), non-decreasing and not below the last epoch, types
-	//     EntryData or EntryControl; otherwise ErrInvalidAppend. No entries:
-	//     a no-op. The store does not keep the entries' Data slices.
-	//   - WriteTruncate removes every entry with offset ≥ Offset and the
-	//     epoch-map rows that start at or after it. Offset ≥ LEO is a no-op;
+	//     EntryData, EntryControl or EntryVoters (whose Data
+	//     protocol.DecodeVoters must accept); otherwise ErrInvalidAppend,
+	//     naming the offset. Each EntryVoters entry adds a voter-set row.
+	//     No entries: a no-op. The store does not keep the entries' Data
+	//     slices.
+	//   - WriteTruncate removes every entry with offset ≥ Offset, the
+	//     epoch-map rows that start at or after it and the voter-set rows
+	//     at or after it. Offset ≥ LEO is a no-op;
 	//     below the log start ErrOutOfRange. An HW checkpoint above Offset
 	//     is lowered to Offset in the same write (a checkpoint is never
 	//     above the LEO).
@@ -79,7 +91,9 @@ type Store interface {
 	//     start); the HW checkpoint is left as it is. Otherwise the epoch map drops the rows
 	//     wholly below Offset and keeps the row covering it with its
 	//     StartOffset moved up to Offset (Kafka's truncateFromStart), so
-	//     every row starts at or after the log start. The deleted entries
+	//     every row starts at or after the log start. In both cases the
+	//     voter-set rows below Offset go except the newest of them (the set
+	//     in force at the new log start), which stays. The deleted entries
 	//     are unreadable at once; an implementation may reclaim their space
 	//     later.
 	//   - WriteQuorumState stores Quorum.
@@ -128,6 +142,14 @@ type Store interface {
 
 	// EpochMap returns a copy of the epoch map, ordered by epoch.
 	EpochMap() []protocol.EpochStart
+
+	// VoterSets returns the voter-set rows in offset order: one per
+	// EntryVoters entry in [LogStart(), LEO()), preceded by at most one
+	// row below LogStart() (the newest that a prefix deletion removed: the
+	// set in force at the log start). nil if there is none. The slice and
+	// the voter sets in it are copies owned by the caller. Served from
+	// memory: it never waits for I/O or for Apply.
+	VoterSets() []protocol.VotersAt
 
 	// QuorumState returns the last stored quorum state (zero if none).
 	QuorumState() (protocol.QuorumState, error)

@@ -26,10 +26,10 @@ import (
 //     file would fault the mapping with SIGBUS), the free list's ids (in
 //     range, distinct, none a page of the trees read), the root bucket's
 //     tree and every bucket but the entries whole (log start, epochs,
-//     quorum state, HW checkpoint, identity, segment table), and in the
-//     entries tree the pages on the paths to the first and the last entry
-//     and to the log start, each branch page on them whole. Open's own
-//     reads stay on those pages.
+//     voter-set rows, quorum state, HW checkpoint, identity, segment
+//     table), and in the entries tree the pages on the paths to the first
+//     and the last entry and to the log start, each branch page on them
+//     whole. Open's own reads stay on those pages.
 //   - Phase 1 (background, a few pages): every branch page of the entries
 //     tree, so that every page reference in the file is known, and the
 //     free list against them: a page both free and in use would be handed

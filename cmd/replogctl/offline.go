@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,11 +25,13 @@ import (
 func init() {
 	register(&command{
 		Name:    "inspect",
-		Summary: "describe a stopped node's data directory: identity, segments, offsets, epochs, vote, HW",
+		Summary: "describe a stopped node's data directory: identity, segments, offsets, epochs, voter sets, vote, HW",
 		Usage:   "[--json] [--timeout D] DIR",
 		Help: `Prints what the data directory DIR holds, read-only: its identity
 (cluster, node, directory ID), the log start and LEO, the epoch map
-(epoch and first offset), the HW checkpoint, the quorum state (epoch,
+(epoch and first offset), the voter sets (the offset of each voters
+entry and its voters as node/directory; a first one below the log start
+is the set in force there), the HW checkpoint, the quorum state (epoch,
 vote, leader) and the segment files (offset range, size; the active one
 last). Only the active segment is read. --json prints the same as one
 JSON object.
@@ -82,7 +85,8 @@ the directory could not be read (a node holds it, no data file).`,
 		Usage:   "[--from N] [--to M] [--timeout D] DIR",
 		Help: `Prints the entries of the data directory DIR with offsets in
 [--from, --to), read-only, one JSON object per line:
-{"offset","epoch","type","time","data"}: type "data" or "control", time
+{"offset","epoch","type","time","data"}: type "data", "control" or
+"voters" (a voter set; its voters, as node/directory, in "voters"), time
 the leader's append time in milliseconds since the Unix epoch (0:
 unknown), data the record in base64 (as tail --json prints it). Without
 --from it starts at the log start, without --to it ends at the LEO.
@@ -145,6 +149,7 @@ type inspectReport struct {
 	LogStart     uint64                `json:"log_start"`
 	LEO          uint64                `json:"leo"`
 	Epochs       []protocol.EpochStart `json:"epochs"`
+	VoterSets    []protocol.VotersAt   `json:"voter_sets"`
 	HWCheckpoint *uint64               `json:"hw_checkpoint"` // null: none stored
 	Quorum       protocol.QuorumState  `json:"quorum_state"`
 	Segments     []storage.SegmentInfo `json:"segments"`
@@ -156,7 +161,7 @@ func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
 		return err
 	}
 	defer s.Close()
-	r := inspectReport{Dir: dir, Identity: id, LogStart: s.LogStart(), LEO: s.LEO(), Epochs: s.EpochMap(), Segments: s.Segments()}
+	r := inspectReport{Dir: dir, Identity: id, LogStart: s.LogStart(), LEO: s.LEO(), Epochs: s.EpochMap(), VoterSets: s.VoterSets(), Segments: s.Segments()}
 	if r.Quorum, err = s.QuorumState(); err != nil {
 		return err
 	}
@@ -189,6 +194,7 @@ func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "quorum state\tepoch %d, voted for %q, leader %q\n", r.Quorum.Epoch, r.Quorum.VotedFor, r.Quorum.LeaderID)
 	fmt.Fprintf(w, "epochs\t%d (epoch: first offset)\n", len(r.Epochs))
+	fmt.Fprintf(w, "voter sets\t%d (offset: node/directory, ...)\n", len(r.VoterSets))
 	fmt.Fprintf(w, "segments\t%d (file, offsets, bytes)\n", len(r.Segments))
 	if err := w.Flush(); err != nil {
 		return err
@@ -198,6 +204,14 @@ func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
 	w = tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
 	for _, ep := range r.Epochs {
 		fmt.Fprintf(w, "  %d\t%d\n", ep.Epoch, ep.StartOffset)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "\nvoter sets:\n")
+	w = tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+	for _, vs := range r.VoterSets {
+		fmt.Fprintf(w, "  %d\t%s\n", vs.Offset, strings.Join(voterNames(vs.Voters), ","))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -221,6 +235,18 @@ type dumpLine struct {
 	Type   string `json:"type"`
 	Time   int64  `json:"time"`
 	Data   string `json:"data"`
+	// Voters: a voters entry's set, node/directory each (nil if its data
+	// does not decode: the raw data says what it holds).
+	Voters []string `json:"voters,omitempty"`
+}
+
+// voterNames renders a voter set as node/directory names.
+func voterNames(vs []protocol.Voter) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.ID + "/" + v.DirID
+	}
+	return out
 }
 
 func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, to offsetArg) error {
@@ -255,11 +281,16 @@ func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, 
 			return errors.New("the store returned no entry below its LEO") // not reached
 		}
 		for _, en := range es {
-			typ := "data"
-			if en.Type == protocol.EntryControl {
-				typ = "control"
+			line := dumpLine{Offset: en.Offset, Epoch: en.Epoch, Type: "data", Time: en.Time, Data: base64.StdEncoding.EncodeToString(en.Data)}
+			switch en.Type {
+			case protocol.EntryControl:
+				line.Type = "control"
+			case protocol.EntryVoters:
+				line.Type = "voters"
+				if vs, err := protocol.DecodeVoters(en.Data); err == nil {
+					line.Voters = voterNames(vs)
+				}
 			}
-			line := dumpLine{Offset: en.Offset, Epoch: en.Epoch, Type: typ, Time: en.Time, Data: base64.StdEncoding.EncodeToString(en.Data)}
 			if err := enc.Encode(line); err != nil {
 				return err
 			}

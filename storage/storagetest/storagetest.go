@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,10 @@ func Run(t *testing.T, h Harness) {
 		{"ApplyAtomic", testApplyAtomic},
 		{"ApplyNoops", testApplyNoops},
 		{"LongHistory", testLongHistory},
+		{"VoterSets", testVoterSets},
+		{"VoterSetsReset", testVoterSetsReset},
+		{"VoterSetsInvalid", testVoterSetsInvalid},
+		{"VoterSetsCopies", testVoterSetsCopies},
 	}
 	if h.Damage != nil {
 		tests = append(tests, struct {
@@ -101,13 +106,42 @@ func Batch(from uint64, count int, epoch uint64, size int) []protocol.Entry {
 	return es
 }
 
+// Voters returns a deterministic voter set of 1 to 3 voters for k (IDs
+// n1.., directory IDs naming k), for tests that write voters entries.
+func Voters(k uint64) []protocol.Voter {
+	vs := make([]protocol.Voter, 1+k%3)
+	for i := range vs {
+		vs[i] = protocol.Voter{ID: fmt.Sprintf("n%d", i+1), DirID: fmt.Sprintf("dir-%d-%d", k, i)}
+	}
+	return vs
+}
+
+// VotersEntry returns an EntryVoters entry at offset in epoch holding vs.
+func VotersEntry(offset, epoch uint64, vs []protocol.Voter) protocol.Entry {
+	return protocol.Entry{Offset: offset, Epoch: epoch, Type: protocol.EntryVoters, Data: protocol.EncodeVoters(vs)}
+}
+
 // CheckConsistent verifies s's invariants: every entry in [LogStart, LEO)
 // reads back and carries the epoch the epoch map gives for its offset, the
 // map is ordered, every row starts within [LogStart, LEO], and LastEpoch is
-// the last row's epoch.
+// the last row's epoch; the voter-set rows are in offset order, below the
+// LEO, at most one below LogStart, and those at or above it are exactly
+// the log's EntryVoters entries with their sets (docs/design.md R55).
 func CheckConsistent(s storage.Store) error {
 	m := s.EpochMap()
 	start, leo := s.LogStart(), s.LEO()
+	rows := s.VoterSets()
+	for i, r := range rows {
+		if r.Offset >= leo || (i > 0 && r.Offset <= rows[i-1].Offset) {
+			return fmt.Errorf("voter-set rows %v: out of order or at/above LEO %d", VoterSetsString(rows), leo)
+		}
+		if i > 0 && rows[i-1].Offset < start && r.Offset < start {
+			return fmt.Errorf("voter-set rows %v: two below the log start %d", VoterSetsString(rows), start)
+		}
+	}
+	for len(rows) > 0 && rows[0].Offset < start {
+		rows = rows[1:]
+	}
 	for i, r := range m {
 		if r.StartOffset < start || r.StartOffset > leo {
 			return fmt.Errorf("epoch map row %v outside [%d, %d]", r, start, leo)
@@ -134,10 +168,33 @@ func CheckConsistent(s storage.Store) error {
 			if want := EpochAt(m, off); e.Epoch != want {
 				return fmt.Errorf("entry at offset %d has epoch %d, epoch map says %d", off, e.Epoch, want)
 			}
+			if e.Type == protocol.EntryVoters {
+				vs, err := protocol.DecodeVoters(e.Data)
+				if err != nil || len(rows) == 0 || rows[0].Offset != off || !slices.Equal(rows[0].Voters, vs) {
+					return fmt.Errorf("voters entry at offset %d (%v, %v): the next voter-set row is not its (rows %v)", off, vs, err, VoterSetsString(rows))
+				}
+				rows = rows[1:]
+			}
 			off++
 		}
 	}
+	if len(rows) > 0 {
+		return fmt.Errorf("voter-set rows %v without a voters entry", VoterSetsString(rows))
+	}
 	return nil
+}
+
+// VoterSetsString renders voter-set rows compactly: "[3:n1/d,n2/d 7:n1/d]".
+func VoterSetsString(rows []protocol.VotersAt) string {
+	parts := make([]string, len(rows))
+	for i, r := range rows {
+		names := make([]string, len(r.Voters))
+		for j, v := range r.Voters {
+			names[j] = v.ID + "/" + v.DirID
+		}
+		parts[i] = fmt.Sprintf("%d:%s", r.Offset, strings.Join(names, ","))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // EpochAt returns the epoch m gives for offset (0 if no row covers it).
@@ -163,6 +220,7 @@ func lastEpoch(m []protocol.EpochStart) uint64 {
 type snapshot struct {
 	LogStart, LEO, LastEpoch uint64
 	Epochs                   []protocol.EpochStart
+	Voters                   string // VoterSetsString of VoterSets
 	Entries                  []protocol.Entry
 	Quorum                   protocol.QuorumState
 	HW                       uint64
@@ -179,7 +237,7 @@ func snap(t *testing.T, s storage.Store) snapshot {
 }
 
 func takeSnapshot(s storage.Store) (snapshot, error) {
-	sn := snapshot{LogStart: s.LogStart(), LEO: s.LEO(), LastEpoch: s.LastEpoch(), Epochs: s.EpochMap()}
+	sn := snapshot{LogStart: s.LogStart(), LEO: s.LEO(), LastEpoch: s.LastEpoch(), Epochs: s.EpochMap(), Voters: VoterSetsString(s.VoterSets())}
 	for off := sn.LogStart; off < sn.LEO; {
 		es, err := s.Entries(off, 0, 1<<30)
 		if err != nil || len(es) == 0 {
@@ -205,6 +263,8 @@ func (a snapshot) diff(b snapshot) string {
 			a.LogStart, a.LEO, a.LastEpoch, b.LogStart, b.LEO, b.LastEpoch)
 	case fmt.Sprint(a.Epochs) != fmt.Sprint(b.Epochs):
 		return fmt.Sprintf("epoch map %v != %v", a.Epochs, b.Epochs)
+	case a.Voters != b.Voters:
+		return fmt.Sprintf("voter sets %s != %s", a.Voters, b.Voters)
 	case a.Quorum != b.Quorum:
 		return fmt.Sprintf("quorum %+v != %+v", a.Quorum, b.Quorum)
 	case a.HW != b.HW || a.HWOK != b.HWOK:
@@ -422,7 +482,7 @@ func testInvalidAppend(t *testing.T, h Harness) {
 		"epoch going down":   {data(3, 3), data(4, 2)},
 		"epoch zero":         {data(3, 0)},
 		"type zero":          {{Offset: 3, Epoch: 2, Type: 0}},
-		"unknown type":       {{Offset: 3, Epoch: 2, Type: 3}},
+		"unknown type":       {{Offset: 3, Epoch: 2, Type: 4}},
 		"bad entry last":     {data(3, 2), data(4, 3), {Offset: 5, Epoch: 3, Type: 9}},
 		"valid then gap":     {data(3, 4), data(4, 4), data(6, 4)},
 		"duplicate in batch": {data(3, 2), data(3, 2)},
@@ -958,7 +1018,8 @@ func testClosed(t *testing.T, h Harness) {
 }
 
 // Compare returns nil if a and b hold the same observable state (offsets,
-// epoch map, every entry, quorum state, HW checkpoint), or an error saying
+// epoch map, voter-set rows, every entry, quorum state, HW checkpoint), or
+// an error saying
 // where they differ first.
 func Compare(a, b storage.Store) error {
 	sa, err := takeSnapshot(a)
@@ -1199,11 +1260,18 @@ func testLongHistory(t *testing.T, h Harness) {
 		case r < 15:
 			epoch++
 			apply(protocol.Write{Kind: protocol.WriteAppend, Entries: Batch(leo, 1+rng.IntN(5), epoch, 20)})
+		case r < 22:
+			// A voters entry somewhere in a batch (R55's rows).
+			es := Batch(leo, 1+rng.IntN(20), epoch, rng.IntN(300))
+			i := rng.IntN(len(es))
+			es[i] = VotersEntry(es[i].Offset, epoch, Voters(uint64(step)))
+			apply(protocol.Write{Kind: protocol.WriteAppend, Entries: es})
 		default:
 			apply(protocol.Write{Kind: protocol.WriteAppend, Entries: Batch(leo, 1+rng.IntN(60), epoch, rng.IntN(300))})
 		}
 		if step%50 == 49 {
 			s = h.Reopen(t, s, dir)
+			mustConsistent(t, s)
 		}
 		if err := Compare(s, model); err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -1254,3 +1322,192 @@ func testDamagedEntry(t *testing.T, h Harness) {
 type openClosed struct{ storage.Store }
 
 func (openClosed) Close() error { return nil }
+
+// wantVoters fails t unless s's voter-set rows are want, given as
+// (offset, Voters key) pairs.
+func wantVoters(t *testing.T, s storage.Store, when string, want ...uint64) {
+	t.Helper()
+	var rows []protocol.VotersAt
+	for i := 0; i+1 < len(want); i += 2 {
+		rows = append(rows, protocol.VotersAt{Offset: want[i], Voters: Voters(want[i+1])})
+	}
+	if got, w := VoterSetsString(s.VoterSets()), VoterSetsString(rows); got != w {
+		t.Fatalf("%s: voter sets %s, want %s", when, got, w)
+	}
+	mustConsistent(t, s)
+}
+
+// testVoterSets: each voters entry adds a row (R55); a truncation below
+// one drops its row (the set before it is back in force); a prefix
+// deletion drops the rows below the new log start except the newest of
+// them, the set in force at the log start, which stays through later
+// deletions until a newer row is below the start too; every state
+// survives a reopen.
+func testVoterSets(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	defer func() { closeStore(t, s) }()
+	wantVoters(t, s, "empty store")
+	// 0..2 data, 3 voters (1), 4..5 data, 6 voters (2) in epoch 2, 7
+	// data, 8 voters (3), 9 data: LEO 10; several rows in one append.
+	es := Batch(0, 10, 1, 10)
+	es[3] = VotersEntry(3, 1, Voters(1))
+	for i := 6; i < 10; i++ {
+		es[i].Epoch = 2
+	}
+	es[6] = VotersEntry(6, 2, Voters(2))
+	es[8] = VotersEntry(8, 2, Voters(3))
+	mustAppend(t, s, es[:5])
+	mustAppend(t, s, es[5:])
+	wantVoters(t, s, "after the appends", 3, 1, 6, 2, 8, 3)
+	// Back below the voters entry at 8: its row goes.
+	if err := truncate(s, 8); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after TruncateSuffix(8)", 3, 1, 6, 2)
+	if err := truncate(s, 7); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after TruncateSuffix(7)", 3, 1, 6, 2)
+	// A new set at 7, then truncated away with the one at 6 and replaced.
+	mustAppend(t, s, []protocol.Entry{VotersEntry(7, 3, Voters(4))})
+	wantVoters(t, s, "after a voters entry at 7", 3, 1, 6, 2, 7, 4)
+	if err := truncate(s, 6); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after TruncateSuffix(6)", 3, 1)
+	s = h.Reopen(t, s, dir)
+	wantVoters(t, s, "after reopen", 3, 1)
+	// 6 voters (5), 7..12 data, 13 voters (6), 14..15 data, 16 voters
+	// (7), 17 data: LEO 18.
+	es = Batch(6, 12, 4, 10)
+	es[0] = VotersEntry(6, 4, Voters(5))
+	es[7] = VotersEntry(13, 4, Voters(6))
+	es[10] = VotersEntry(16, 4, Voters(7))
+	mustAppend(t, s, es)
+	wantVoters(t, s, "after the second appends", 3, 1, 6, 5, 13, 6, 16, 7)
+	// One row below the start: it stays.
+	if err := deletePrefix(s, 5); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after DeletePrefix(5)", 3, 1, 6, 5, 13, 6, 16, 7)
+	// Past the rows at 3, 6 and 13: only 13's stays, the set in force at 14.
+	if err := deletePrefix(s, 14); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after DeletePrefix(14)", 13, 6, 16, 7)
+	s = h.Reopen(t, s, dir)
+	wantVoters(t, s, "after reopen at log start 14", 13, 6, 16, 7)
+	// Up to the voters entry at 16: it is in the log, 13's is in force
+	// below it.
+	if err := deletePrefix(s, 16); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after DeletePrefix(16)", 13, 6, 16, 7)
+	if err := deletePrefix(s, 17); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after DeletePrefix(17)", 16, 7)
+	// A truncation to the log start leaves the row below it.
+	if err := truncate(s, 17); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after TruncateSuffix(log start 17)", 16, 7)
+	// Up to the LEO: the log is empty, the set in force stays.
+	mustAppend(t, s, []protocol.Entry{VotersEntry(17, 5, Voters(8)), Batch(18, 1, 5, 10)[0]})
+	if err := deletePrefix(s, 19); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after DeletePrefix(LEO 19)", 17, 8)
+	s = h.Reopen(t, s, dir)
+	wantVoters(t, s, "after the last reopen", 17, 8)
+	if s.LogStart() != 19 || s.LEO() != 19 {
+		t.Fatalf("log [%d, %d), want [19, 19)", s.LogStart(), s.LEO())
+	}
+}
+
+// testVoterSetsReset: a prefix deletion above the LEO (a follower's reset
+// to its leader's log start) empties the log and the epoch map but keeps
+// the newest voter-set row (R55: the set in force is never forgotten);
+// later voters entries add rows above it, and it survives a reopen.
+func testVoterSetsReset(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	defer func() { closeStore(t, s) }()
+	es := Batch(0, 6, 2, 10)
+	es[2] = VotersEntry(2, 2, Voters(1))
+	es[4] = VotersEntry(4, 2, Voters(2))
+	mustAppend(t, s, es)
+	if err := deletePrefix(s, 50); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.EpochMap()) != 0 {
+		t.Fatalf("epoch map %v after a reset, want empty", s.EpochMap())
+	}
+	wantVoters(t, s, "after DeletePrefix(50) with LEO 6", 4, 2)
+	s = h.Reopen(t, s, dir)
+	wantVoters(t, s, "after reopen", 4, 2)
+	mustAppend(t, s, []protocol.Entry{VotersEntry(50, 1, Voters(3)), Batch(51, 1, 1, 10)[0]})
+	wantVoters(t, s, "after a voters entry at 50", 4, 2, 50, 3)
+	if err := deletePrefix(s, 60); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after a second reset", 50, 3)
+	s = h.Reopen(t, s, dir)
+	wantVoters(t, s, "after the second reopen", 50, 3)
+}
+
+// testVoterSetsInvalid: a voters entry whose Data is not a valid voter set
+// is refused like any invalid append (ErrInvalidAppend naming its offset)
+// and nothing of the Apply is applied, rows included; the valid entries
+// of the same shapes (positive control) are accepted.
+func testVoterSetsInvalid(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	mustAppend(t, s, []protocol.Entry{VotersEntry(0, 1, Voters(1)), Batch(1, 1, 1, 10)[0]})
+	before := snap(t, s)
+	raw := func(off uint64, data []byte) protocol.Entry {
+		return protocol.Entry{Offset: off, Epoch: 1, Type: protocol.EntryVoters, Data: data}
+	}
+	valid := protocol.EncodeVoters(Voters(2))
+	bad := map[string][]protocol.Write{
+		"garbage":        {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(2, []byte{9, 9, 9})}}},
+		"no data":        {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(2, nil)}}},
+		"empty set":      {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(2, protocol.EncodeVoters(nil))}}},
+		"trailing byte":  {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(2, append(bytes.Clone(valid), 0))}}},
+		"cut short":      {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(2, valid[:len(valid)-1])}}},
+		"node twice":     {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{VotersEntry(2, 1, []protocol.Voter{{ID: "a", DirID: "x"}, {ID: "a", DirID: "y"}})}}},
+		"no directory":   {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{VotersEntry(2, 1, []protocol.Voter{{ID: "a"}})}}},
+		"valid then bad": {{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(2, valid), Batch(3, 1, 1, 10)[0], raw(4, []byte{1})}}},
+		"bad in second write": {
+			{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(2, valid)}},
+			{Kind: protocol.WriteTruncate, Offset: 1},
+			{Kind: protocol.WriteAppend, Entries: []protocol.Entry{raw(1, []byte{1, 1})}},
+		},
+	}
+	for name, ws := range bad {
+		err := s.Apply(ws)
+		expectErr(t, "Apply "+name, err, storage.ErrInvalidAppend)
+		if !strings.Contains(err.Error(), "offset") {
+			t.Fatalf("Apply %s: %v does not name the offset", name, err)
+		}
+		if d := snap(t, s).diff(before); d != "" {
+			t.Fatalf("invalid Apply %q changed the store: %s", name, d)
+		}
+	}
+	// Positive control: the valid shapes are accepted.
+	mustAppend(t, s, []protocol.Entry{raw(2, valid), Batch(3, 1, 1, 10)[0], VotersEntry(4, 1, Voters(3))})
+	wantVoters(t, s, "after the valid append", 0, 1, 2, 2, 4, 3)
+}
+
+// testVoterSetsCopies: VoterSets returns copies; changing them changes
+// nothing in the store.
+func testVoterSetsCopies(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	defer closeStore(t, s)
+	in := VotersEntry(0, 1, Voters(2))
+	mustAppend(t, s, []protocol.Entry{in})
+	in.Data[len(in.Data)-1] ^= 0xff // the store keeps no slice of the caller's
+	got := s.VoterSets()
+	got[0].Voters[0].ID = "changed"
+	got[0].Offset = 99
+	wantVoters(t, s, "after changing a returned copy", 0, 2)
+}
