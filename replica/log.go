@@ -40,6 +40,10 @@ type LogReader interface {
 	// HWCheckpoint returns the last checkpointed HW and whether there is
 	// one.
 	HWCheckpoint() (hw uint64, ok bool, err error)
+	// VoterSets returns one row per EntryVoters entry, in offset order,
+	// and below the log start the newest such row only (docs/design.md
+	// R55). The slice is the core's.
+	VoterSets() []protocol.VotersAt
 }
 
 // logView is the core's view of its log: the store's entries below
@@ -83,7 +87,7 @@ func newLogView(store LogReader) logView {
 		logStart:   store.LogStart(),
 		durableEnd: store.LEO(),
 		epochs:     store.EpochMap(),
-		voterSets:  voterRows(store),
+		voterSets:  store.VoterSets(),
 	}
 }
 

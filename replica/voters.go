@@ -13,15 +13,6 @@ import (
 // view keeps one row per EntryVoters entry (logView.voterSets), as the
 // store does, and every change of the rows goes through refreshVoters.
 
-// voterRows returns the rows of the voter sets of a store, or none if the
-// store keeps none (a LogReader written before voter sets).
-func voterRows(store LogReader) []protocol.VotersAt {
-	if vs, ok := store.(interface{ VoterSets() []protocol.VotersAt }); ok {
-		return vs.VoterSets()
-	}
-	return nil
-}
-
 // addVoterRows records the voter sets among entries (appended at their
 // offsets). A set that does not decode was refused before it got here (the
 // fetcher drops it, a leader builds its own): it is skipped, loudly.

@@ -28,5 +28,5 @@ func (b boundLog) VoterSets() []protocol.VotersAt {
 	for i, id := range b.voters {
 		vs[i] = protocol.Voter{ID: id, DirID: id}
 	}
-	return append([]protocol.VotersAt{{Offset: 0, Voters: vs}}, voterRows(b.LogReader)...)
+	return append([]protocol.VotersAt{{Offset: 0, Voters: vs}}, b.LogReader.VoterSets()...)
 }
