@@ -35,7 +35,8 @@ import (
 // AppendRequest.Epoch; version 3 added Entry.Time, AppendRequest.Type and
 // DeleteRecords; version 4 added the directory IDs (FetchRequest.
 // ReplicaDirID, VoteRequest.CandidateDirID and VoterDirID,
-// VoteResponse.VoterDirID), EntryVoters and EndEpoch.
+// VoteResponse.VoterDirID), FetchRequest.Restand, EntryVoters and
+// EndEpoch.
 const Version = 4
 
 const (
@@ -82,7 +83,7 @@ func EncodedSize(m Message) int {
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + len(b.ReplicaID) + 4 + len(b.ReplicaDirID) + 8 + 8 + 8 + 4 + 4
+		n += 8 + 4 + len(b.ReplicaID) + 4 + len(b.ReplicaDirID) + 8 + 8 + 8 + 4 + 4 + 1
 	case *FetchResponse:
 		if b == nil {
 			return -1
@@ -173,6 +174,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		dst = be.AppendUint64(dst, b.LastFetchedEpoch)
 		dst = be.AppendUint32(dst, b.MaxBytes)
 		dst = be.AppendUint32(dst, b.MaxWaitMs)
+		dst = appendBool(dst, b.Restand)
 	case *FetchResponse:
 		dst = be.AppendUint64(dst, b.FetchID)
 		dst = appendString(dst, b.LeaderID)
@@ -288,6 +290,7 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.LastFetchedEpoch = d.u64("last fetched epoch")
 		x.MaxBytes = d.u32("max bytes")
 		x.MaxWaitMs = d.u32("max wait")
+		x.Restand = d.bool("restand")
 		m.Body = x
 	case KindFetchResponse:
 		x := &FetchResponse{}

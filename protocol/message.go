@@ -59,6 +59,11 @@ type FetchRequest struct {
 	MaxBytes         uint32
 	// MaxWaitMs is how long the leader may park a fetch that finds nothing.
 	MaxWaitMs uint32
+	// Restand: the fetcher is a voter whose failed candidacy left it in
+	// CurrentEpoch, and a voter in contact with the receiver named the
+	// receiver its leader of an earlier epoch. The receiver, fenced by it,
+	// stands again at once if its log is at least as up to date (R20).
+	Restand bool
 }
 
 // FetchError is the outcome carried by a FetchResponse.
@@ -286,8 +291,12 @@ func (*DeleteRecords) isBody()  {}
 func (*EndEpoch) isBody()       {}
 
 func (m *FetchRequest) String() string {
-	return fmt.Sprintf("Fetch{id=%d replica=%s%s epoch=%d offset=%d lastEpoch=%d}",
-		m.FetchID, m.ReplicaID, dirSuffix(m.ReplicaDirID), m.CurrentEpoch, m.FetchOffset, m.LastFetchedEpoch)
+	restand := ""
+	if m.Restand {
+		restand = " restand"
+	}
+	return fmt.Sprintf("Fetch{id=%d replica=%s%s epoch=%d offset=%d lastEpoch=%d%s}",
+		m.FetchID, m.ReplicaID, dirSuffix(m.ReplicaDirID), m.CurrentEpoch, m.FetchOffset, m.LastFetchedEpoch, restand)
 }
 
 func (m *FetchResponse) String() string {

@@ -57,13 +57,15 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 		r.send(from, r.voteResponse(req, grant))
 		return
 	}
-	if req.Epoch > r.epoch && r.leaderAlive() {
+	if req.Epoch > r.epoch && r.leaderAlive() && from != r.leaderID {
 		// Raft §6 / KIP-996: while this replica leads, or hears from its
 		// leader, a vote request for a later epoch is disregarded, so that
 		// no single message can depose a healthy leader. A legitimate
 		// candidate is not hurt: it only exists after a majority granted it
 		// pre-votes, and a voter grants a pre-vote only after FetchTimeout
 		// without its leader, so that majority takes its vote request.
+		// Our leader's own request is the exception: fenced by a later
+		// epoch, it stands again (R20, fenceFetchRequest).
 		r.logger.Debug("ignoring a vote request while the leader is alive", "from", from, "epoch", req.Epoch)
 		return
 	}
@@ -181,10 +183,15 @@ func (r *Replica) handlePreVoteResponse(from string, resp *protocol.VoteResponse
 		// It names a live leader of an older epoch, while ours (durable,
 		// from a failed candidacy) is higher: we can never follow it,
 		// and our pre-votes will keep failing. Fetch from it once with
-		// our epoch: fencing makes it step down, and the cluster elects
-		// a leader in an epoch we can join.
+		// our epoch, asking it to stand again: fencing makes it step
+		// down, and if its log is at least as up to date as ours it
+		// stands at once in the epoch after ours, which its followers
+		// and we grant (else the cluster elects a leader in an epoch we
+		// can join after a timeout, and two overlapping pre-vote rounds
+		// could depose leader after leader: sim seed 61249797 x1500).
 		r.becomeFollower(r.epoch, "")
 		r.fetchHint = resp.LeaderID
+		r.restand = true
 	}
 }
 

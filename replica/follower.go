@@ -67,10 +67,10 @@ func (r *Replica) maybeFetch() {
 		return
 	}
 	// A hint is tried once; then the known leader, or the voters in turn.
-	target := r.fetchHint
-	r.fetchHint = ""
+	target, restand := r.fetchHint, r.restand
+	r.fetchHint, r.restand = "", false
 	if target == "" {
-		target = r.leaderID
+		target, restand = r.leaderID, false
 	}
 	if target == "" {
 		target = r.fetch.RoundRobin(r.voters, r.id)
@@ -80,6 +80,7 @@ func (r *Replica) maybeFetch() {
 	}
 	req := r.fetch.Build(target, r.epoch, &r.log, r.now)
 	req.ReplicaDirID = r.dirID
+	req.Restand = restand
 	r.send(target, req)
 }
 
@@ -131,6 +132,7 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 			r.leaderContact()
 		}
 	case fetcher.LeaderGone:
+		r.awaitAnswersFrom(from) // what we forwarded to it stays (R59)
 		r.becomeFollower(r.epoch, "")
 		r.fetchBackoff = r.now.Add(r.fetchRetryBackoff())
 		// The leader itself says it no longer leads our epoch (it resigned,

@@ -163,9 +163,26 @@ func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) boo
 			return false
 		}
 		// The fetcher knows a newer epoch: if we lead, we are stale.
+		wasLeader := r.role == RoleLeader
 		r.becomeFollower(req.CurrentEpoch, "")
+		if wasLeader && req.Restand && r.voter && !r.behind(req.LastFetchedEpoch, req.FetchOffset) {
+			// R20: a voter whose failed candidacy left it in a later
+			// epoch, told by a voter in contact with us that we lead, can
+			// never follow us. Our log is at least as up to date as its:
+			// stand at once in the epoch after its; our followers (our
+			// own request, R24) and it grant.
+			r.logger.Info("fenced by a voter's later epoch: standing again at once", "from", from, "epoch", req.CurrentEpoch)
+			r.becomeCandidate()
+		}
 	}
 	return true
+}
+
+// behind reports whether a log ending at (lastEpoch, leo) is more up to
+// date than ours (R21).
+func (r *Replica) behind(lastEpoch, leo uint64) bool {
+	own := r.log.voteEpoch()
+	return lastEpoch > own || lastEpoch == own && leo > r.log.LEO()
 }
 
 // answerNotLeader is a non-leader's answer to a fetch, naming leader

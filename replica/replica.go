@@ -85,11 +85,19 @@ type Replica struct {
 	// replica handed over in this life (0: none).
 	transfers  []TransferResult
 	handedOver uint64
+	// answering and answeringEpoch name the last leader that told this
+	// replica it stopped leading its epoch (EndEpoch, or a not-leader
+	// answer to our fetch): it answers what we forwarded to it (transfer.go).
+	answering      string
+	answeringEpoch uint64
 
 	// Follower side.
-	fetch             *fetcher.Fetcher
-	fetchBackoff      time.Time
-	fetchHint         string
+	fetch        *fetcher.Fetcher
+	fetchBackoff time.Time
+	fetchHint    string
+	// restand: the next fetch to fetchHint asks it to stand again (R20's
+	// fencing fetch to a live leader of an older epoch).
+	restand           bool
 	lastLeaderContact time.Time
 	leaderHW          uint64
 	// resetHW is the log start of a reset (resetLog) whose write, resetSeq,

@@ -87,7 +87,7 @@ func Samples() []protocol.Message {
 		{From: "f", To: "l", Body: &protocol.DeleteRecords{Epoch: 3, Offset: 1 << 40}},
 		{Body: &protocol.DeleteRecords{}},
 		{From: strings.Repeat("é", 100), To: "\x00", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "\xff\xfe"}},
-		{From: "a", To: "b", Body: &protocol.FetchRequest{FetchID: 2, ReplicaID: "a", ReplicaDirID: "0123456789abcdef0123456789abcdef", CurrentEpoch: 2}},
+		{From: "a", To: "b", Body: &protocol.FetchRequest{FetchID: 2, ReplicaID: "a", ReplicaDirID: "0123456789abcdef0123456789abcdef", CurrentEpoch: 2, Restand: true}},
 		{From: "x", To: "y", Body: &protocol.VoteRequest{Epoch: 7, CandidateID: "x", CandidateDirID: "d-x", VoterDirID: "d-y", Round: 1}},
 		{From: "y", To: "x", Body: &protocol.VoteResponse{Epoch: 7, VoterID: "y", Granted: true, RequestEpoch: 7, Round: 1, VoterDirID: "d-y"}},
 		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 8, Epoch: 3, Records: [][]byte{protocol.EncodeVoterChange(protocol.VoterChange{NodeID: "n2"})}, Type: protocol.EntryVoters}},
@@ -135,7 +135,7 @@ func Random(r *rand.Rand) protocol.Message {
 	}
 	switch r.IntN(9) + 1 {
 	case 1:
-		m.Body = &protocol.FetchRequest{FetchID: u64(), ReplicaID: randString(r), ReplicaDirID: randString(r), CurrentEpoch: u64(), FetchOffset: u64(), LastFetchedEpoch: u64(), MaxBytes: r.Uint32(), MaxWaitMs: r.Uint32()}
+		m.Body = &protocol.FetchRequest{FetchID: u64(), ReplicaID: randString(r), ReplicaDirID: randString(r), CurrentEpoch: u64(), FetchOffset: u64(), LastFetchedEpoch: u64(), MaxBytes: r.Uint32(), MaxWaitMs: r.Uint32(), Restand: r.IntN(2) == 0}
 	case 2:
 		b := &protocol.FetchResponse{FetchID: u64(), LeaderID: randString(r), Epoch: u64(), Error: protocol.FetchError(r.IntN(6)), DivergingEpoch: u64(), DivergingEndOffset: u64(), HighWatermark: u64(), LogStartOffset: u64()}
 		if n := r.IntN(20); n > 0 || r.IntN(2) == 0 {
