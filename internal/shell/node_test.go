@@ -626,7 +626,9 @@ func TestStatusShowsAReplacement(t *testing.T) {
 			cfg.DirID = wiped + "-new"
 			c.procs[wiped] = newProc(t, cfg, nil) // an empty store: the directory was wiped
 			var sawObserver, sawReplacing bool
-			for range 100 {
+			// The old incarnation must be silent for FetchTimeout before the
+			// leader replaces it (R58): run well past that.
+			for range 1000 {
 				now = now.Add(5 * time.Millisecond)
 				for _, id := range c.ids {
 					c.send(c.procs[id].round(t, now).Messages)
