@@ -42,7 +42,8 @@ type Incarnation struct {
 const voterChangeRetry = 200 * time.Millisecond
 
 // AddVoter makes node nodeID a voter, at the data directory it fetches
-// from, and returns once that change is committed (docs/design.md R58). It
+// from, and returns once that change is committed and, unless ctx ends
+// first, this node holds it (its Status shows it) (docs/design.md R58). It
 // works on any node: a follower or observer forwards it to the leader, as
 // it does appends. The node must be running and fetching from the leader
 // (as an observer: a node whose ID is not in Options.Voters, or a voter
@@ -79,7 +80,8 @@ func (l *Log) AddVoter(ctx context.Context, nodeID string) error {
 }
 
 // RemoveVoter removes node nodeID from the voters and returns once that
-// change is committed (docs/design.md R58). It works on any node, as
+// change is committed and, unless ctx ends first, this node holds it
+// (docs/design.md R58). It works on any node, as
 // AddVoter does, and waits for another voter change to commit first. The
 // removed node keeps running as an observer (it fetches and serves reads)
 // until it is closed. Removing the leader makes it step down once the
@@ -122,8 +124,9 @@ func (l *Log) changeVoters(ctx context.Context, ch protocol.VoterChange) error {
 	uncertain := false // a leader may have taken one of our tries
 	var last error     // the latest refusal, for the error at ctx's end
 	for {
-		_, err := l.submit(ctx, &proposal{change: &ch})
+		off, err := l.submit(ctx, &proposal{change: &ch})
 		if err == nil {
+			l.waitHolds(ctx, off)
 			return nil
 		}
 		if ferr := l.failed(); ferr != nil {
@@ -165,6 +168,25 @@ func (l *Log) changeVoters(ctx context.Context, ch protocol.VoterChange) error {
 		}
 		if ctx.Err() != nil {
 			return l.voterChangeEnded(ctx, ch, what, uncertain, last)
+		}
+	}
+}
+
+// waitHolds waits until this node's readable high watermark has passed
+// offset (the committed voter set's entry: then this node's Status shows
+// it), or ctx ends, or the node stops. The change is committed either way.
+func (l *Log) waitHolds(ctx context.Context, offset uint64) {
+	for {
+		l.hwMu.Lock()
+		hw, changed := l.hw, l.hwChanged
+		l.hwMu.Unlock()
+		if changed == nil || hw > offset || l.failed() != nil {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

@@ -69,10 +69,19 @@ func TestAddVoterFromAFollower(t *testing.T) {
 	if err := c.nodes[via].AddVoter(ctx, "n4"); err != nil {
 		t.Fatalf("AddVoter(n4) through follower %s: %v", via, err)
 	}
-	st := c.nodes[lead].Status()
-	if v, ok := voterOf(st, "n4"); !ok || v.DirectoryID != dir4 || !v.CaughtUp || len(st.Observers) != 0 || st.HighWatermark <= st.VotersOffset {
-		t.Fatalf("leader status after AddVoter: %+v; want n4 at %s, caught up, committed", st, dir4)
+	// The node that was asked holds the change when AddVoter returns.
+	if v, ok := voterOf(c.nodes[via].Status(), "n4"); !ok || v.DirectoryID != dir4 {
+		t.Fatalf("%s's voters after its AddVoter returned: %+v", via, c.nodes[via].Status().Voters)
 	}
+	st := c.nodes[lead].Status()
+	if v, ok := voterOf(st, "n4"); !ok || v.DirectoryID != dir4 || len(st.Observers) != 0 || st.HighWatermark <= st.VotersOffset {
+		t.Fatalf("leader status after AddVoter: %+v; want n4 at %s, committed", st, dir4)
+	}
+	// It was caught up to be added; it shows so again at its next fetch.
+	waitFor(t, "the leader shows n4 caught up", 20*time.Second, func() bool {
+		v, _ := voterOf(c.nodes[lead].Status(), "n4")
+		return v.CaughtUp
+	})
 	for _, v := range st.Voters {
 		if v.DirectoryID == "" {
 			t.Fatalf("a voter without a directory ID: %+v", st.Voters)
