@@ -91,12 +91,7 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		s.fail("%s: the core halted: %v", nd.id, err)
 		return
 	}
-	switch {
-	case !nd.voter && st.Role != replica.RoleObserver:
-		s.fail("%s is an observer but has role %s", nd.id, st.Role)
-		return
-	case nd.voter && st.Role == replica.RoleObserver:
-		s.fail("%s is a voter but has role observer", nd.id)
+	if !s.checkVoters(nd, st) {
 		return
 	}
 	if st.Epoch < nd.epoch {
@@ -130,6 +125,17 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		// hear of it: the moment Raft's figure 8 is about.
 		s.schedule(s.between(0, s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
 	}
+	if hw > nd.countedHW {
+		// A leader's (or a leader's that stepped down in this round) HW
+		// moved: counted against its voter sets (voters.go).
+		if (st.Role == replica.RoleLeader || nd.role == replica.RoleLeader && nd.epoch == st.Epoch) && !s.opts.SafetyOnly && !s.checkCounted(nd, hw) {
+			return
+		}
+		if st.Role == replica.RoleLeader {
+			s.wipeAfterCommit(nd)
+		}
+		nd.countedHW = hw
+	}
 	nd.hw = hw
 	rh := nd.r.ReadableHW()
 	if rh < nd.readable {
@@ -141,7 +147,11 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 	if !s.checkLogStart(nd, st, afterReady) {
 		return
 	}
-	if nd.voter && (st.Role != nd.role || st.Epoch != nd.epoch) {
+	if st.Role == replica.RoleLeader && (!s.checkRemote(nd, st) || !s.checkOneChange(nd)) {
+		return
+	}
+	voterRole := st.Role != replica.RoleObserver || nd.role != replica.RoleObserver
+	if voterRole && (st.Role != nd.role || st.Epoch != nd.epoch) {
 		if _, ok := s.epochSeen[st.Epoch]; !ok {
 			s.epochSeen[st.Epoch] = s.now
 			s.epochBy[st.Epoch] = nd.idx
@@ -154,6 +164,12 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		}
 		switch {
 		case nd.role == replica.RoleLeader && st.Role != replica.RoleLeader:
+			if !s.member(nd) {
+				// R58: its set removed it and the removal committed (or
+				// another leader took over): an election follows.
+				s.res.Faults.RemovedLeaders++
+				s.touchNode(nd.idx, s.now, "a removed leader stepped down")
+			}
 			s.leaderSteppedDown(nd, nd.epoch, st.Epoch, st.Role)
 		case nd.role == replica.RoleFollower && (st.Role == replica.RoleProspective || st.Role == replica.RoleCandidate):
 			s.followerLeft(nd, nd.leader, nd.epoch, st.Role)
@@ -162,7 +178,7 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 			return
 		}
 	}
-	if nd.voter && (st.Role != nd.role || st.Epoch != nd.epoch || st.LeaderID != nd.leader) {
+	if voterRole && (st.Role != nd.role || st.Epoch != nd.epoch || st.LeaderID != nd.leader) {
 		s.followDirty = true
 	}
 	nd.leader = st.LeaderID
@@ -209,6 +225,9 @@ func (s *sim) extend(nd *node, hw uint64) {
 			continue
 		}
 		s.checkMajority(nd, o, k)
+		if k.typ == protocol.EntryVoters {
+			s.committedVoters(nd, o, k)
+		}
 		if k.typ == protocol.EntryData {
 			// Exactly once: a record is committed at one offset only (a
 			// duplicated forwarded append must never be appended twice).
@@ -227,21 +246,38 @@ func (s *sim) extend(nd *node, hw uint64) {
 }
 
 // checkMajority: an entry becoming committed must be durable, with the
-// same contents, on a majority of voters.
+// same contents, on a majority of a voter set the node that first shows it
+// committed had in force in its round (a leader: checkCounted checks every
+// HW advance of leaders that way; this covers the others), each voter at
+// the directory the set records.
 func (s *sim) checkMajority(by *node, o uint64, k entryKey) {
-	n := 0
-	for _, nd := range s.nodes[:s.p.voters] {
-		if s.holds(nd, o, k) {
-			n++
+	best, bestSet := -1, []protocol.Voter(nil)
+	for _, vs := range by.roundSets {
+		if vs == nil {
+			continue
 		}
-	}
-	if n <= s.p.voters/2 {
-		if s.noSyncExplains(o, n) {
+		n := 0
+		for _, v := range vs {
+			if s.holdsAt(v, o, k) {
+				n++
+			}
+		}
+		if n > len(vs)/2 {
 			return
 		}
-		s.fail("%s: offset %d %v became committed (HW %d) but is durable on only %d of %d voters",
-			by.id, o, k, by.hw, n, s.p.voters)
+		if n > best {
+			best, bestSet = n, vs
+		}
 	}
+	if bestSet == nil {
+		s.fail("%s: offset %d %v became committed (HW %d) while the bootstrap set is in force (R57)", by.id, o, k, by.hw)
+		return
+	}
+	if s.noSyncExplains(o, bestSet, best) {
+		return
+	}
+	s.fail("%s: offset %d %v became committed (HW %d) but is durable on only %d voters of %s at their recorded directories",
+		by.id, o, k, by.hw, best, fmtVoters(bestSet))
 }
 
 // becameLeader checks a new leader's log against the committed log (which
@@ -305,15 +341,18 @@ func (s *sim) becameLeader(nd *node) {
 func (s *sim) checkSend(nd *node, m protocol.Message) {
 	switch b := m.Body.(type) {
 	case *protocol.VoteRequest:
-		if !nd.voter {
-			s.fail("observer %s asks for votes: %s", nd.id, m)
+		if !s.memberInRound(nd) {
+			s.fail("%s (%s), not a voter of its set in force, asks for votes: %s", nd.id, nd.dirID, m)
 		}
 	case *protocol.VoteResponse:
-		if !nd.voter {
-			s.fail("observer %s answers a vote: %s", nd.id, m)
+		if !b.Granted {
 			return
 		}
-		if !b.Granted || b.PreVote {
+		if !s.memberInRound(nd) {
+			s.fail("%s (%s), not a voter of its set in force, grants a vote: %s", nd.id, nd.dirID, m)
+			return
+		}
+		if b.PreVote {
 			return
 		}
 		if v := nd.votes[b.Epoch]; v != m.To {
@@ -323,15 +362,15 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 		}
 		g := s.grants[b.Epoch]
 		if g == nil {
-			g = map[int]int{}
+			g = map[string]int{}
 			s.grants[b.Epoch] = g
 		}
 		c := s.byID[m.To]
-		if prev, ok := g[nd.idx]; ok && prev != c {
-			s.fail("%s votes twice in epoch %d: for %s and %s", nd.id, b.Epoch, s.nodes[prev].id, m.To)
+		if prev, ok := g[nd.dirID]; ok && prev != c {
+			s.fail("%s (%s) votes twice in epoch %d: for %s and %s", nd.id, nd.dirID, b.Epoch, s.nodes[prev].id, m.To)
 			return
 		}
-		g[nd.idx] = c
+		g[nd.dirID] = c
 	case *protocol.FetchResponse:
 		if b.LeaderID == nd.id && b.Error != protocol.FetchNotLeader && !s.checkLeaderLogStart(nd, b) {
 			return
@@ -350,7 +389,11 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 		}
 	case *protocol.FetchRequest:
 		nd.lastFetchID = b.FetchID
-		if nd.voter && b.FetchOffset > nd.store.LEO() {
+		if b.ReplicaDirID != nd.dirID {
+			s.fail("%s fetches as directory %q, its disk is %q", nd.id, b.ReplicaDirID, nd.dirID)
+			return
+		}
+		if b.FetchOffset > nd.store.LEO() {
 			s.fail("%s fetches with offset %d above its durable log end %d: the leader would count entries that a crash loses",
 				nd.id, b.FetchOffset, nd.store.LEO())
 		}
@@ -370,6 +413,14 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 			// in the round that acks): judge by the committed log (sim seed
 			// 50281420 x1500).
 			k = s.committed[o]
+		}
+		if k.typ == protocol.EntryVoters {
+			// A forwarded voter change (R58): the new set, committed (the
+			// proposing node's ack is checked against its content).
+			if o >= nd.r.HighWatermark() {
+				s.fail("%s answers voter change %d OK at offset %d, which holds %v at or above its HW %d", nd.id, b.RequestID, o, k, nd.r.HighWatermark())
+			}
+			return
 		}
 		if k.typ == protocol.EntryControl {
 			// A forwarded barrier (R50): an empty control entry, committed.
@@ -409,6 +460,10 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 	p.acked = true
 	if p.barrier {
 		s.barrierAcked(nd, p, a)
+		return
+	}
+	if p.change != nil {
+		s.changeAcked(nd, p, a)
 		return
 	}
 	nd.inflight--
@@ -511,6 +566,18 @@ func (s *sim) converged() bool {
 	lst := leader.r.Status()
 	if lst.Role != replica.RoleLeader || lst.HighWatermark != lst.LEO || uint64(len(leader.shadow)) != lst.LEO {
 		return false
+	}
+	// Voters (voters.go): the leader is a voter of its set, every voter of
+	// it has its disk, and every wiped voter is a voter again (healed by
+	// the automatic replacement, or by the workload in manual runs).
+	vs, _, _ := leader.inForce()
+	if !hasVoter(vs, leader.id, leader.dirID) || s.healDue() != nil {
+		return false
+	}
+	for _, v := range vs {
+		if !s.current(v) {
+			return false
+		}
 	}
 	for _, nd := range s.nodes {
 		if nd == leader {

@@ -17,9 +17,12 @@ func (s *sim) issueWrite(nd *node, w protocol.Write) {
 		s.fail("%s: write seq %d not increasing", nd.id, w.Seq)
 		return
 	}
+	resetTrunc := nd.resetTrunc
+	nd.resetTrunc = 0
 	switch w.Kind {
 	case protocol.WriteAppend:
 		s.shadowAppend(nd, w.Entries)
+		s.rowsAppend(nd, w.Entries)
 	case protocol.WriteTruncate:
 		if w.Offset < nd.checked {
 			s.fail("%s: truncation to %d removes committed entries: the node held the committed log up to %d (its HW now %d)",
@@ -33,9 +36,19 @@ func (s *sim) issueWrite(nd *node, w protocol.Write) {
 		if w.Offset < uint64(len(nd.shadow)) {
 			nd.shadow = nd.shadow[:w.Offset]
 		}
+		if resetTrunc != w.Offset+1 || s.opts.Bugs.ResetRows {
+			// (Known core bug D: a reset's truncation keeps the rows at
+			// and above it in the core's view; the mirror follows it
+			// unless Bugs.ResetRows.)
+			s.rowsTruncate(nd, w.Offset)
+		}
 	case protocol.WriteDeletePrefix:
 		if !s.issueDeletePrefix(nd, w) {
 			return
+		}
+		s.rowsPrune(nd, w.Offset)
+		if nd.resetTo == w.Offset {
+			nd.resetTrunc = w.Offset + 1
 		}
 	case protocol.WriteHWCheckpoint:
 		if w.Offset > nd.r.HighWatermark() || w.Offset > uint64(len(s.committed)) {
@@ -170,6 +183,7 @@ func (s *sim) apply(nd *node, ws []protocol.Write) error {
 	if err := nd.store.Apply(ws); err != nil {
 		return err
 	}
+	nd.maxLEO = max(nd.maxLEO, nd.store.LEO())
 	s.appliedLogStart(nd, retired)
 	return nil
 }
@@ -219,6 +233,7 @@ func (s *sim) landPrefix(nd *node, ws []protocol.Write) {
 // noSyncLoss is what a NoSync node lost at a power loss.
 type noSyncLoss struct {
 	node       int
+	dir        string // the disk that lost them
 	from, to   uint64 // log offsets lost or changed: [from, to)
 	grantsLost bool   // a vote it had granted (or cast for itself)
 }
@@ -265,11 +280,11 @@ func (s *sim) crashDisk(nd *node, power bool) {
 			from = leo
 		}
 		q, _ := nd.store.QuorumState()
-		loss := noSyncLoss{node: nd.idx, from: from, to: oldLEO}
+		loss := noSyncLoss{node: nd.idx, dir: nd.dirID, from: from, to: oldLEO}
 		for e, v := range nd.votes {
 			if e > q.Epoch || e == q.Epoch && q.VotedFor != v {
 				delete(nd.votes, e)
-				if _, granted := s.grants[e][nd.idx]; granted || v == nd.id {
+				if _, granted := s.grants[e][nd.dirID]; granted || v == nd.id {
 					loss.grantsLost = true
 				}
 			}
@@ -287,16 +302,17 @@ func (s *sim) crashDisk(nd *node, power bool) {
 }
 
 // noSyncExplains is called when offset o became committed while durable on
-// only n voters: if NoSync nodes that lost o at a power loss make up the
-// difference, the leader counted their reports of writes that were then
-// lost (acks that relied on a NoSync node), and the run stops, tainted.
-func (s *sim) noSyncExplains(o uint64, n int) bool {
+// only n voters of set vs: if NoSync nodes of vs that lost o at a power
+// loss make up the difference, the leader counted their reports of writes
+// that were then lost (acks that relied on a NoSync node), and the run
+// stops, tainted.
+func (s *sim) noSyncExplains(o uint64, vs []protocol.Voter, n int) bool {
 	for _, l := range s.nsHistory {
-		if l.from <= o && o < l.to && s.nodes[l.node].voter {
+		if nd := s.nodes[l.node]; l.from <= o && o < l.to && hasVoter(vs, nd.id, l.dir) {
 			n++
 		}
 	}
-	if n <= s.p.voters/2 {
+	if n <= len(vs)/2 {
 		return false
 	}
 	s.taint(fmt.Sprintf("offset %d, committed with reports of NoSync copies since lost", o))
@@ -325,15 +341,18 @@ func (s *sim) settleNoSyncLoss() {
 		if l.grantsLost {
 			why = "a granted vote"
 		}
-		for o := l.from; why == "" && o < l.to && o < uint64(len(s.committed)); o++ {
+		// Counted against the committed voter set, each voter at the
+		// directory it records (a wiped voter's lost disk counts with
+		// what it held).
+		for o := l.from; why == "" && s.cset != nil && o < l.to && o < uint64(len(s.committed)); o++ {
 			n := 0
-			for _, v := range s.nodes[:s.p.voters] {
-				if s.holds(v, o, s.committed[o]) {
+			for _, v := range s.cset {
+				if s.holdsAt(v, o, s.committed[o]) {
 					n++
 				}
 			}
-			if n <= s.p.voters/2 {
-				why = fmt.Sprintf("committed offset %d (now durable on %d of %d voters)", o, n, s.p.voters)
+			if n <= len(s.cset)/2 {
+				why = fmt.Sprintf("committed offset %d (now durable on %d voters of %s)", o, n, fmtVoters(s.cset))
 			}
 		}
 		if why != "" {

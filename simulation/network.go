@@ -3,6 +3,7 @@ package simulation
 import (
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
 )
 
 // The simulated network: delays, drops, duplicates, reordering and
@@ -143,12 +144,11 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 	if s.tracing() {
 		s.tracef("%s recv %s", nd.id, m)
 	}
-	if nd.voter {
-		s.noteContact(nd, from, m, ev.clean)
-		if fr, ok := m.Body.(*protocol.FetchResponse); ok && ev.clean && s.opts.DropAnswers && s.rng.Intn(3) == 0 {
-			s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
-			return
-		}
+	// Every node's contacts count: observers may become voters (voters.go).
+	s.noteContact(nd, from, m, ev.clean)
+	if fr, ok := m.Body.(*protocol.FetchResponse); ok && ev.clean && s.opts.DropAnswers && nd.role != replica.RoleObserver && s.rng.Intn(3) == 0 {
+		s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
+		return
 	}
 	s.input(nd, shell.Message(m))
 }

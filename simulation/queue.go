@@ -32,6 +32,8 @@ const (
 	evDelete                           // workload: a retention request (retention.go)
 	evLag                              // nemesis: a node lags while its leader deletes
 	evWipe                             // nemesis: an observer restarts on an empty store
+	evVoterChange                      // workload: a voter change (voters.go)
+	evVoterWipe                        // nemesis: a voter restarts on an empty store (voters.go)
 )
 
 var evNames = [...]string{
@@ -40,6 +42,7 @@ var evNames = [...]string{
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
+	evVoterChange: "voter-change", evVoterWipe: "voter-wipe",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -25,10 +25,9 @@ import (
 // Nemesis: a node is paused or cut off while its leader deletes past its
 // LEO (it lags, and resets when it is back); an observer's store is wiped
 // and the observer restarts empty, catching up from its leader's log start
-// (an empty rejoin). Voters are never wiped: a wiped voter would vote
-// again as its old self without its old vote or log, which is issue 12's
-// known unsafety (a directory ID that tells incarnations apart), and would
-// fail runs for a reason outside retention.
+// (an empty rejoin). Voters are wiped by voters.go (issue 12), within the
+// bounds it argues; the observer wipes here leave any node that is a voter
+// of a set that may be in force alone.
 //
 // Checks, after every event (with checker.go's, which know the log start:
 // a node's log is compared with the committed log only from its log start;
@@ -241,27 +240,20 @@ func (s *sim) lagFault() {
 }
 
 // wipeObserver restarts an observer on an empty store (an empty rejoin):
-// it catches up from its leader's log start. Never a voter (see above).
+// it catches up from its leader's log start. Never a voter: a node that
+// is a voter of a set that may be in force (observers are added by the
+// workload, voters.go) is left alone here; voters.go wipes voters, within
+// its bounds.
 func (s *sim) wipeObserver() {
 	if s.p.observers == 0 {
 		return
 	}
 	v := s.nodes[s.p.voters+s.rr.Intn(s.p.observers)]
+	if s.isVoterAnywhere(v, s.relevantSets()) {
+		return
+	}
 	s.res.Faults.ObserverWipes++
-	s.tracef("%s WIPE: its store is lost; it restarts empty", v.id)
-	s.hash.byte(0xA6)
-	s.hash.u64(uint64(v.idx))
-	if v.up {
-		s.crash(v, "wiped") // schedules its restart
-	}
-	if v.noSync {
-		v.store = memoryStore{storage.NewMemoryDeferred()}
-	} else {
-		v.store = s.newStore()
-	}
-	// A new store: its log start starts again at 0, and nothing in it
-	// has been compared with the committed log.
-	v.checked, v.storeStart, v.retired = 0, 0, 0
+	s.wipe(v, "observer")
 }
 
 // readBelowStart reads below nd's store's log start through the reader
@@ -423,15 +415,6 @@ func (s *sim) appliedLogStart(nd *node, retired uint64) {
 		s.fail("%s: its store's log start moved back from %d to %d", nd.id, nd.storeStart, ls)
 	}
 	nd.storeStart, nd.retired = ls, retired
-}
-
-// holds says whether v's store holds the committed entry k at o durably:
-// it has it, or deleted it by retention as a committed copy.
-func (s *sim) holds(v *node, o uint64, k entryKey) bool {
-	if got, ok := entryAt(v.store, o); ok {
-		return got == k
-	}
-	return o < v.retired && o < v.store.LogStart()
 }
 
 // durableEnd is how far the core of nd may claim its log durable: its

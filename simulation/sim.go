@@ -74,6 +74,66 @@ type Options struct {
 	// NoLiveness turns off the liveness rules checked while faults run
 	// (liveness.go).
 	NoLiveness bool
+	// NoVoterChanges turns off issue 12's voter changes and voter wipes
+	// (voters.go); disks still have directory IDs.
+	NoVoterChanges bool
+	// Bugs turns on the faults and checks that find the core bugs of
+	// issue 12 not fixed yet (doc.go lists them). Each is off by default,
+	// so that the default run passes; the sim then steers around the bug
+	// the way the field's doc says.
+	Bugs KnownBugs
+}
+
+// KnownBugs names the core bugs the simulation found and steers around by
+// default (doc.go: "Known core bugs"). A field set to true stops steering
+// around its bug: runs then fail where it bites.
+type KnownBugs struct {
+	// AddQuorum (A): a leader's check-quorum counts a voter it just added
+	// only after that voter's first fetch as a voter, so a leader whose
+	// new majority needs the new voter resigns at once. By default
+	// liveness rule 2 does not count, in a resignation, voters added less
+	// than a FetchTimeout before it.
+	AddQuorum bool
+	// GrowOne (B): a node refuses every vote while its own set in force
+	// does not make it a voter, even when the candidate's set names it at
+	// its directory (Raft §4.1 and KIP-853 let it vote): a voter added by a
+	// set it has not fetched yet, or a leader that appended its own
+	// removal and lost its leadership before that committed. When such
+	// nodes are needed for a majority no leader is ever elected again: a
+	// set of one growing to two (with AddQuorum the leader resigns at
+	// once), a set with a voter that lost its disk, or two such nodes in
+	// a set of four. By default the workload adds to neither kind of set,
+	// and proposes a change only while every voter of the committed set
+	// has fetched it.
+	GrowOne bool
+	// RemoveFollower (C, first form): a node removed while cut off never
+	// learns it (see Stuck). By default the workload removes the leader
+	// only (a leader always knows it was removed).
+	RemoveFollower bool
+	// Stuck (C): a node whose own set names it a voter while the voters'
+	// sets do not (removed while cut off, or added by a set that was
+	// truncated) turns prospective and stays so for ever: the voters drop
+	// its vote requests unanswered, and a prospective never fetches again.
+	// By default the sim restarts such a node after a while (as an
+	// operator would); a restarted node fetches and learns its set.
+	Stuck bool
+	// ResetRows (D): a reset that also truncates (a diverging answer
+	// below the leader's log start) keeps the voter sets of the truncated
+	// entries in the core's view (the store drops them). By default the
+	// checker's mirror of the rows does the same.
+	ResetRows bool
+	// NoEntry (E): a leader elected with nothing uncommitted appends no
+	// entry of its epoch, and R58 allows no voter change before one
+	// commits: an automatic replacement (or a change an operator asks
+	// for) waits for some user append. By default, once the workload has
+	// stopped, the sim appends one record on such a leader when a
+	// replacement is due.
+	NoEntry bool
+	// Forget (F): the automatic replacement's add is leader memory: if
+	// leadership changes between its remove and its add, the wiped node is
+	// never added back. By default the workload adds it back when the
+	// leader does not know of it (Status.Replacing).
+	Forget bool
 }
 
 // Result describes a finished run.
@@ -184,6 +244,9 @@ type params struct {
 	// Retention (issue 11; retention.go), drawn from its own random
 	// stream: ret turns it on.
 	ret retParams
+	// Voter changes and voter wipes (issue 12; voters.go), drawn from
+	// their own stream too.
+	vc vcParams
 }
 
 func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
@@ -306,11 +369,10 @@ func (k entryKey) String() string {
 // the real loop drives) around the core, its durable store, and the
 // events waiting for the next round.
 type node struct {
-	idx   int
-	id    string
-	voter bool
-	up    bool
-	inc   int // incarnation: bumped at every restart
+	idx int
+	id  string
+	up  bool
+	inc int // incarnation: bumped at every restart
 	// sh runs the process's rounds; r is its core, read (never driven)
 	// by the checker between rounds.
 	sh    *shell.Node
@@ -365,6 +427,25 @@ type node struct {
 	// node deleted by retention.
 	start, coreStart, storeStart, retired, resetTo, unknown uint64
 
+	// Voters (voters.go): disk counts the node's disks (a wipe gives it a
+	// new one), dirID is the directory ID of the one it has; vrows mirrors
+	// the voter-set rows of its core's log view, and roundSets holds the
+	// sets it had in force during its current round; maxLEO is the highest
+	// log end its disk reached; replaceDue says it lost its disk as a
+	// voter and its new incarnation is not yet a voter of the committed
+	// set; countedHW is the HW up to which its leader counting was checked.
+	disk       int
+	dirID      string
+	vrows      []protocol.VotersAt
+	roundSets  [][]protocol.Voter
+	maxLEO     uint64
+	replaceDue bool
+	countedHW  uint64
+	// setSince: when its set in force last changed; resetTrunc: 1 + the
+	// offset of a reset just issued (its truncation follows).
+	setSince   time.Duration
+	resetTrunc uint64
+
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;
 	// role and epoch are the last observed.
@@ -411,6 +492,8 @@ type proposal struct {
 	commitEpoch uint64 // epoch of the node that declared it committed
 	// barrier: a read barrier (barrier.go), not an append: no records.
 	barrier bool
+	// change: a voter change (voters.go), not an append: no records.
+	change *protocol.VoterChange
 }
 
 type sim struct {
@@ -420,8 +503,10 @@ type sim struct {
 	// xr drives the choices of issue 9's faults, so that a classic run
 	// draws from rng exactly as before.
 	xr *rand.Rand
-	// rr drives retention's choices (retention.go), for the same reason.
+	// rr drives retention's choices (retention.go), for the same reason;
+	// vr voter changes' and wipes' (voters.go).
 	rr    *rand.Rand
+	vr    *rand.Rand
 	now   time.Duration
 	q     eventQueue
 	seq   uint64
@@ -481,10 +566,22 @@ type sim struct {
 	stableLeader int
 	stableEpoch  uint64
 
+	// Voters (voters.go): the disks lost by wipes, by directory ID; the
+	// newest committed voter set and its offset (nil before the first).
+	lost   map[string]lostDisk
+	cset   []protocol.Voter
+	csetAt uint64
+	// vcPending: the workload's voter changes not answered yet; nudge:
+	// the last record steer appended (known core bug E).
+	vcPending []*proposal
+	nudge     *proposal
+
 	// Checker state.
-	leaders   map[uint64]int         // epoch → leader node
-	grants    map[uint64]map[int]int // epoch → voter → candidate it granted a vote to
-	committed []entryKey             // the committed log as observed so far
+	leaders map[uint64]int // epoch → leader node
+	// grants: epoch → voter's disk (directory ID) → candidate it granted
+	// a vote to.
+	grants    map[uint64]map[string]int
+	committed []entryKey // the committed log as observed so far
 	// committedData: the offset of every committed record.
 	committedData map[string]uint64
 	// commitEpoch[o] is the epoch of the node whose HW first covered
@@ -530,13 +627,15 @@ func newSim(opts Options) *sim {
 		rng:           rand.New(rand.NewSource(opts.Seed)),
 		xr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0009)),
 		rr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0011)),
+		vr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0012)),
+		lost:          map[string]lostDisk{},
 		leaderStart:   map[uint64]uint64{},
 		hash:          newHasher(),
 		trace:         opts.Trace,
 		byID:          map[string]int{},
 		partitions:    map[int][][2]int{},
 		leaders:       map[uint64]int{},
-		grants:        map[uint64]map[int]int{},
+		grants:        map[uint64]map[string]int{},
 		payloadOf:     map[string]payloadRef{},
 		epochSeen:     map[uint64]time.Duration{},
 		committedData: map[string]uint64{},
@@ -551,6 +650,9 @@ func newSim(opts Options) *sim {
 	if !opts.Classic {
 		chooseExtended(&s.p, s.xr)
 		chooseRetention(&s.p, s.rr)
+		if !opts.NoVoterChanges {
+			chooseVoterChanges(&s.p, s.vr)
+		}
 	}
 	s.setup()
 	return s
@@ -606,13 +708,14 @@ func (s *sim) schedule(after time.Duration, e event) {
 func (s *sim) setup() {
 	n := s.p.voters + s.p.observers
 	for i := 0; i < n; i++ {
-		nd := &node{idx: i, voter: i < s.p.voters, store: s.newStore(), votes: map[uint64]string{}}
-		if nd.voter {
+		nd := &node{idx: i, store: s.newStore(), votes: map[uint64]string{}}
+		if i < s.p.voters {
 			nd.id = fmt.Sprintf("v%d", i+1)
 			s.voters = append(s.voters, nd.id)
 		} else {
 			nd.id = fmt.Sprintf("o%d", i-s.p.voters+1)
 		}
+		nd.dirID = dirName(nd.id, 0)
 		nd.clockBase = simBase.Add(time.Duration(s.rng.Int63n(int64(time.Hour))))
 		nd.clockRate = 0.95 + 0.1*s.rng.Float64()
 		s.byID[nd.id] = i
@@ -638,6 +741,7 @@ func (s *sim) setup() {
 	s.setupExtended()
 	s.setupBarriers()
 	s.setupRetention()
+	s.setupVoters()
 	s.schedule(s.between(0, s.p.proposeEvery), event{kind: evPropose})
 	s.schedule(s.between(0, s.p.readEvery), event{kind: evRead})
 	s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
@@ -676,6 +780,8 @@ func (s *sim) start(nd *node) {
 	leo, ls := nd.store.LEO(), nd.store.LogStart()
 	s.restartLogStart(nd, ls)
 	nd.shadow = append(nd.shadow[:0], make([]entryKey, ls)...)
+	nd.vrows = storeRows(nd.store)
+	nd.maxLEO = max(nd.maxLEO, leo)
 	if leo > ls {
 		es, err := nd.store.Entries(ls, math.MaxInt, math.MaxInt)
 		if err != nil {
@@ -694,18 +800,21 @@ func (s *sim) start(nd *node) {
 	}
 	nd.checked = checked
 	cfg := replica.Config{
-		ID:              nd.id,
-		Voters:          append([]string(nil), s.voters...),
-		FetchTimeout:    s.p.fetchTimeout,
-		ElectionTimeout: s.p.electionTimeout,
-		FetchMaxWait:    s.p.fetchMaxWait,
-		FetchMaxBytes:   s.p.fetchMaxBytes,
-		MaxRecordSize:   maxRecordSize,
-		Rand:            rand.New(rand.NewSource(s.rng.Int63())),
+		ID:                 nd.id,
+		DirID:              nd.dirID,
+		ManualVoterChanges: s.p.vc.manual,
+		Voters:             append([]string(nil), s.voters...),
+		FetchTimeout:       s.p.fetchTimeout,
+		ElectionTimeout:    s.p.electionTimeout,
+		FetchMaxWait:       s.p.fetchMaxWait,
+		FetchMaxBytes:      s.p.fetchMaxBytes,
+		MaxRecordSize:      maxRecordSize,
+		Rand:               rand.New(rand.NewSource(s.rng.Int63())),
 	}
 	s.hash.byte(0xA0)
 	s.hash.u64(uint64(nd.idx))
 	s.hash.u64(uint64(nd.inc))
+	s.hash.str(nd.dirID)
 	r, err := replica.New(cfg, nd.store, nd.clock(s.now))
 	if err != nil {
 		s.fail("%s: replica.New after restart %d: %v", nd.id, nd.inc-1, err)
@@ -723,7 +832,8 @@ func (s *sim) start(nd *node) {
 		return
 	}
 	nd.coreStart = st.LogStart
-	s.tracef("%s start inc=%d role=%s epoch=%d logstart=%d leo=%d hw=%d", nd.id, nd.inc, st.Role, st.Epoch, st.LogStart, st.LEO, st.HighWatermark)
+	nd.countedHW = st.HighWatermark
+	s.tracef("%s start inc=%d dir=%s role=%s epoch=%d logstart=%d leo=%d hw=%d", nd.id, nd.inc, nd.dirID, st.Role, st.Epoch, st.LogStart, st.LEO, st.HighWatermark)
 	s.schedule(s.between(0, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
 	s.schedule(s.between(0, s.p.gossipEvery), event{kind: evGossip, node: nd.idx, inc: nd.inc})
 	// The process's first round: writes New issued (a truncation, a
@@ -816,6 +926,7 @@ func (s *sim) step(faultSteps int) {
 	s.hash.byte(byte(ev.kind))
 	s.hash.u64(uint64(ev.node))
 	s.dispatch(ev)
+	s.unstick()
 	s.checkRecovery()
 }
 
@@ -1040,6 +1151,12 @@ func (s *sim) dispatch(ev event) {
 	case evDelete, evLag, evWipe:
 		s.retentionEvent(ev)
 
+	case evVoterChange:
+		s.voterChangeTimer()
+
+	case evVoterWipe:
+		s.voterWipeEvent(ev)
+
 	case evHint:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
@@ -1084,6 +1201,8 @@ func (s *sim) wantRound(nd *node) {
 func (s *sim) round(nd *node) {
 	evs := nd.inbox
 	nd.inbox = nil
+	vs, _, _ := nd.inForce()
+	nd.roundSets = append(nd.roundSets[:0], vs)
 	if s.tracing() {
 		s.tracef("%s round: tick, %d inputs, persisted w%d, ready", nd.id, len(evs), nd.reportedSeq)
 	}

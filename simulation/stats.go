@@ -43,6 +43,29 @@ type FaultCounts struct {
 	// store; ReadsOutOfRange: reads below a log start, answered
 	// ErrOutOfRange.
 	DeletesRequested, DeletesMoved, FollowDeletes, Resets, LagFaults, ObserverWipes, ReadsOutOfRange int
+	// Voters (issue 12; voters.go). ManualRuns: runs with
+	// ManualVoterChanges (the workload heals wiped voters). VoterChanges:
+	// changes the workload proposed, VoterProbes among them those meant to
+	// be refused (an unknown node to add, a non-voter or the last voter to
+	// remove); VoterAdds, VoterRemoves: changes acknowledged;
+	// VoterChangesRefused: changes answered with a documented refusal or
+	// not-leader/unknown outcome; VoterSetsCommitted: committed voter sets
+	// that changed the set (the workload's, and the automatic
+	// replacement's removes and adds); RemovedLeaders: leaders that resigned
+	// once the set removing them was committed; VoterWipes: voters
+	// restarted on an empty store with a new directory; VoterWipesHeld:
+	// voter wipes not made because another voter lacked its disk, a set
+	// was too small or a majority was down; Replacements: wiped voters
+	// whose new incarnation became a voter of the committed set again.
+	ManualRuns, VoterChanges, VoterProbes, VoterAdds, VoterRemoves, VoterChangesRefused, VoterSetsCommitted, RemovedLeaders int
+	VoterWipes, VoterWipesHeld, Replacements                                                                                int
+	// Steering around known core bugs (Options.Bugs; each 0 once its bug
+	// is fixed and its steering removed): StuckRestarts: nodes stuck
+	// prospective outside the voters' sets, restarted (C); Nudges: records
+	// appended on a leader with no entry of its epoch while a replacement
+	// was due (E); ReAdds: wiped voters the workload added back because
+	// the leader had forgotten them (F).
+	StuckRestarts, Nudges, ReAdds int
 }
 
 // Add adds o's counts to f.
