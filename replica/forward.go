@@ -235,7 +235,7 @@ func knownAppendError(e protocol.AppendError) bool {
 func (r *Replica) abandonForwarded(leader string) {
 	kept := r.forwarded[:0]
 	for _, f := range r.forwarded {
-		if f.epoch == r.epoch && f.to == leader {
+		if f.epoch == r.epoch && f.to == leader || r.answeredAfterHandOver(f) {
 			kept = append(kept, f)
 			continue
 		}

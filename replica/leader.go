@@ -163,6 +163,9 @@ func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) boo
 			return false
 		}
 		// The fetcher knows a newer epoch: if we lead, we are stale.
+		if r.role == RoleFollower && from == r.leaderID {
+			r.awaitAnswersFrom(from) // our leader moved on (R59)
+		}
 		wasLeader := r.role == RoleLeader
 		r.becomeFollower(req.CurrentEpoch, "")
 		if wasLeader && req.Restand && r.voter && !r.behind(req.LastFetchedEpoch, req.FetchOffset) {

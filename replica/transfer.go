@@ -291,6 +291,29 @@ func (r *Replica) refuseHandedOver(from string, req *protocol.AppendRequest) boo
 	return true
 }
 
+// awaitAnswersFrom records that leader, the leader of our epoch, told us
+// itself that it stopped leading it (EndEpoch; a not-leader answer to our
+// fetch, or a fetch of its own in a later epoch, both of which travel on
+// the fetch connection and may overtake EndEpoch): it is alive, and
+// answers every request we forwarded to it.
+// A leader that handed over answers them as never appended (the ones it
+// held before, refuseHeld; those that crossed its EndEpoch, on arrival,
+// refuseHandedOver) or from its memo: failing them at once with an unknown
+// outcome, as a replica does with what it forwarded to a leader it stops
+// following, would fail appends that the shell can send again.
+func (r *Replica) awaitAnswersFrom(leader string) {
+	r.answering, r.answeringEpoch = leader, r.epoch
+}
+
+// answeredAfterHandOver reports whether forwarded proposal f went to the
+// leader awaitAnswersFrom recorded, in its epoch: it is kept for that
+// leader's answer when this replica moves on (a new epoch's leader may be
+// known before the answer arrives), and still expires (expireForwarded)
+// if none comes.
+func (r *Replica) answeredAfterHandOver(f forwardedProposal) bool {
+	return r.answering != "" && f.to == r.answering && f.epoch == r.answeringEpoch
+}
+
 // releaseHeld takes a held proposal as if it had just arrived (the
 // transfer was abandoned).
 func (r *Replica) releaseHeld(h heldProposal) {
@@ -308,9 +331,8 @@ func (r *Replica) releaseHeld(h heldProposal) {
 // leader of this replica's epoch, naming that epoch, to a voter, counts:
 // anything else is dropped. The voter forgets its contact with the leader
 // and stops following it (so it grants the successor's vote at once, R19
-// and R24), but keeps the proposals it forwarded there: the leader answers
-// them (it sent those answers before EndEpoch). The successor becomes a
-// candidate at once. The others time out a little sooner than they would
+// and R24); it and the successor keep the proposals they forwarded there,
+// for the leader's answer. The successor becomes a candidate at once. The others time out a little sooner than they would
 // have, in case the successor does not win (a lost EndEpoch, a successor
 // that died): never before an ElectionTimeout, so as not to compete with
 // it.
@@ -321,11 +343,9 @@ func (r *Replica) handleEndEpoch(from string, b *protocol.EndEpoch) {
 	}
 	r.logger.Info("the leader handed its leadership over", "leader", from, "epoch", b.Epoch, "successor", b.Successor)
 	r.lastLeaderContact = time.Time{}
+	r.awaitAnswersFrom(from)
 	if r.role == RoleFollower && r.leaderID == from {
-		kept := r.forwarded
-		r.forwarded = nil
 		r.becomeFollower(r.epoch, "")
-		r.forwarded = kept
 	}
 	if b.Successor == r.id {
 		r.becomeCandidate()
