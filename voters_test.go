@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -282,5 +283,37 @@ func TestWipedVoterIsReplaced(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestAddVoterToASingleVoter grows a log of one voter to two: the new
+// voter is needed for every majority from the moment the set that adds it
+// is appended. It wedged for good before the added voter got check-quorum's
+// grace and before a replica voted when the candidate's set named its
+// directory (its own log did not hold that set yet: KIP-853).
+func TestAddVoterToASingleVoter(t *testing.T) {
+	dir := t.TempDir()
+	open := func(id string, join ...string) *Log {
+		l, err := Open(Options{Dir: filepath.Join(dir, id), NodeID: id, Voters: []string{"n1"},
+			RPCAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Join: join, Insecure: true, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	n1 := open("n1")
+	defer n1.Close()
+	n2 := open("n2", n1.Status().GossipAddr)
+	defer n2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := n1.Append(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.AddVoter(ctx, "n2"); err != nil {
+		t.Fatalf("AddVoter: %v; n1 %+v", err, n1.Status())
+	}
+	if _, err := n1.Append(ctx, []byte("y")); err != nil {
+		t.Fatalf("append after the change: %v; n1 %+v", err, n1.Status())
 	}
 }

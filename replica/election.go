@@ -47,7 +47,12 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 		r.logger.Debug("dropping vote request from a non-voter", "from", from)
 		return
 	}
-	if !r.voter || !r.dirsMatch(from, req) {
+	// A replica votes if its set makes it a voter, or if the candidate's
+	// set does, naming its directory: a voter just added may not have
+	// fetched the entry that adds it, and the candidate may need its vote
+	// (KIP-853; an add from one voter to two wedged without it).
+	named := req.VoterDirID != "" && req.VoterDirID == r.dirID
+	if !r.voter && !named || !r.dirsMatch(from, req) {
 		r.send(from, r.voteResponse(req, false))
 		return
 	}

@@ -67,7 +67,7 @@ func (l *logView) currentVoters() (protocol.VotersAt, bool) {
 // force, and moves this replica between voter and observer if its own
 // membership changed. It runs after every change of the view's rows.
 func (r *Replica) refreshVoters() {
-	was := r.voter
+	was, wasDirs := r.voter, r.voterDirs
 	if row, ok := r.log.currentVoters(); ok {
 		r.bootstrap = false
 		r.votersOffset = row.Offset
@@ -86,6 +86,21 @@ func (r *Replica) refreshVoters() {
 		r.voter = slices.Contains(r.voters, r.id)
 	}
 	r.majority = len(r.voters)/2 + 1
+	if ls := r.leader; ls != nil {
+		for _, v := range r.voters {
+			if d, ok := wasDirs[v]; !ok || d != r.voterDirs[v] {
+				// A voter new to the set (or a new incarnation of one):
+				// the grace every voter gets when a leadership begins,
+				// else check-quorum would count it as never heard from in
+				// the round that added it (and an add that the new voter
+				// is needed for would make the leader resign at once).
+				ls.lastFetch[v] = r.now
+				if ok {
+					delete(ls.remote, v)
+				}
+			}
+		}
+	}
 	if r.voter == was {
 		return
 	}

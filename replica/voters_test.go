@@ -284,3 +284,56 @@ func TestAutoReplaceWaitsForTheOldIncarnation(t *testing.T) {
 		}
 	}
 }
+
+// TestAddedVoterHasCheckQuorumGrace: a voter added to the set gets the
+// grace every voter gets when a leadership begins; else a leader whose
+// majority needs the new voter resigns in the round that adds it (root
+// TestAddVoterToASingleVoter wedged so).
+func TestAddedVoterHasCheckQuorumGrace(t *testing.T) {
+	store := newStore(t, nil, protocol.QuorumState{})
+	r := newTestReplica(t, testConfig("l", "l"), store)
+	settle(t, r, store)
+	r.Propose(1, [][]byte{[]byte("x")})
+	settle(t, r, store)
+	fetchFrom(r, "n", "dir-n", 1, 1, 1)
+	settle(t, r, store)
+	if acks := changeAck(t, r, store, 2, protocol.VoterChange{Add: true, NodeID: "n"}); len(acks) != 0 {
+		t.Fatalf("add answered before it committed: %+v", acks)
+	}
+	if r.role != RoleLeader || r.majority != 2 {
+		t.Fatalf("after adding n: role %v majority %d, want leader needing 2", r.role, r.majority)
+	}
+	// Within FetchTimeout of the add, n's silence costs nothing; after it,
+	// check-quorum runs as for any voter (positive control).
+	r.Tick(r.now.Add(r.cfg.FetchTimeout / 2))
+	settle(t, r, store)
+	if r.role != RoleLeader {
+		t.Fatalf("resigned within FetchTimeout of adding a voter: %v", r.role)
+	}
+	r.Tick(r.now.Add(r.cfg.FetchTimeout))
+	settle(t, r, store)
+	if r.role == RoleLeader {
+		t.Fatal("still leading a FetchTimeout after the added voter's last word")
+	}
+}
+
+// TestVoteWhenTheCandidatesSetNamesUs: a replica whose own log does not
+// make it a voter (it has not fetched the set that adds it) votes when the
+// candidate's set names it at its own directory (KIP-853), and only then.
+func TestVoteWhenTheCandidatesSetNamesUs(t *testing.T) {
+	for _, dir := range []string{"n", "", "other"} {
+		store := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1})
+		r := newTestReplica(t, testConfig("n", "l"), store) // not in its own set
+		settle(t, r, store)
+		if r.voter || r.role != RoleObserver {
+			t.Fatalf("setup: voter %v role %v", r.voter, r.role)
+		}
+		r.Step(protocol.Message{From: "l", To: "n", Body: &protocol.VoteRequest{Epoch: 2, CandidateID: "l", CandidateDirID: "l", VoterDirID: dir, LastEpoch: 1, LEO: 1, Round: 1}})
+		msgs, _ := settle(t, r, store)
+		resps := bodiesTo[*protocol.VoteResponse](msgs, "l")
+		granted := len(resps) == 1 && resps[0].Granted
+		if granted != (dir == "n") {
+			t.Fatalf("candidate's record of us %q: answers %v, want a grant only for our own directory", dir, resps)
+		}
+	}
+}
