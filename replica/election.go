@@ -43,8 +43,18 @@ func (r *Replica) logUpToDate(lastEpoch, leo uint64) bool {
 }
 
 func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
-	if req.CandidateID != from || !r.isVoter(from) {
-		r.logger.Debug("dropping vote request from a non-voter", "from", from)
+	if req.CandidateID != from {
+		r.logger.Debug("dropping a vote request naming another candidate", "from", from)
+		return
+	}
+	if !r.isVoter(from) {
+		// Not a voter of our set: never granted. It is answered (a
+		// refusal naming our leader, as any refusal does), because a node
+		// removed while it was cut off still takes itself for a voter and
+		// would campaign for ever: the answer sends it to the leader,
+		// whose log tells it it was removed (R24, R58).
+		r.logger.Debug("refusing a vote request from a non-voter", "from", from)
+		r.send(from, r.voteResponse(req, false))
 		return
 	}
 	// A replica votes if its set makes it a voter, or if the candidate's

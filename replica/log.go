@@ -218,6 +218,7 @@ func (l *logView) deletePrefix(upTo uint64) {
 func (l *logView) reset(to uint64) {
 	l.logStart, l.durableEnd = to, to
 	l.tail, l.marks, l.epochs = nil, nil, nil
+	l.truncateVoterRows(to) // a reset that truncates drops their sets too
 	l.pruneVoterRows(to)
 }
 

@@ -138,6 +138,7 @@ func (r *Replica) resetLog(start uint64, truncate bool) {
 		seq = r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: start})
 	}
 	r.log.reset(start)
+	r.refreshVoters() // the sets of discarded entries are gone
 	r.leaderHW = min(r.leaderHW, r.hw)
 	r.resetHW, r.resetSeq = start, seq
 }

@@ -233,6 +233,7 @@ func (r *Replica) voterChangeRefusal(ch protocol.VoterChange) protocol.AppendErr
 		return protocol.AppendUnknownNode
 	}
 	if !r.changeCommitted() {
+		r.commitAnEntryOfTheEpoch()
 		return protocol.AppendVoterChangePending
 	}
 	ls := r.leader
@@ -295,7 +296,11 @@ func (r *Replica) autoReplace(from, dir string) {
 	old, isVoter := r.voterDirs[from]
 	switch {
 	case isVoter && old != dir:
-		if ls.fetchOffset[from] < r.hw || !r.changeCommitted() || len(r.voters) == 1 {
+		if ls.fetchOffset[from] < r.hw || len(r.voters) == 1 {
+			return
+		}
+		if !r.changeCommitted() {
+			r.commitAnEntryOfTheEpoch()
 			return
 		}
 		if r.now.Sub(ls.lastFetch[from]) < r.cfg.FetchTimeout {
@@ -308,7 +313,7 @@ func (r *Replica) autoReplace(from, dir string) {
 		r.logger.Info("a voter came back with a new directory: replacing it", "node", from, "old_dir", old, "new_dir", dir)
 		ls.replacing[from] = dir
 		r.appendVoterSet(slices.DeleteFunc(r.voterSet(), func(v protocol.Voter) bool { return v.ID == from }))
-	case !isVoter && ls.replacing[from] == dir:
+	case !isVoter && (ls.replacing[from] == dir || r.removedIncarnation(from, dir)):
 		if r.voterChangeRefusal(protocol.VoterChange{Add: true, NodeID: from}) != protocol.AppendOK {
 			return
 		}
@@ -360,4 +365,37 @@ func (r *Replica) vouch(node string, epoch uint64) {
 	if len(r.vouched) < protocol.MaxVoters {
 		r.vouched[node] = max(r.vouched[node], epoch)
 	}
+}
+
+// commitAnEntryOfTheEpoch makes sure a leader that must commit an entry of
+// its epoch before a voter change (R58) has one to commit: one elected
+// with nothing above its HW appends none at its election (R26), and a
+// change, or an automatic replacement, would wait for some user's append.
+func (r *Replica) commitAnEntryOfTheEpoch() {
+	if r.leader != nil && !r.bootstrap && r.log.LEO() == r.leader.epochStartLEO {
+		r.appendControlEntry()
+	}
+}
+
+// removedIncarnation reports whether node, fetching from directory dir,
+// is the new incarnation of a voter an automatic replacement removed: the
+// set in force is the one before it less node, at another directory than
+// dir. Any leader completes the replacement from the log, not only the one
+// that began it (its memory, leaderState.replacing, is lost when
+// leadership changes between the two steps).
+func (r *Replica) removedIncarnation(node, dir string) bool {
+	n := len(r.log.voterSets)
+	if n < 2 || dir == "" {
+		return false
+	}
+	cur, prev := r.log.voterSets[n-1].Voters, r.log.voterSets[n-2].Voters
+	if len(prev) != len(cur)+1 {
+		return false
+	}
+	i := slices.IndexFunc(prev, func(v protocol.Voter) bool { return v.ID == node })
+	if i < 0 || prev[i].DirID == dir {
+		return false // not removed, or removed at this very directory
+	}
+	rest := slices.Delete(slices.Clone(prev), i, i+1)
+	return slices.Equal(rest, cur)
 }

@@ -39,14 +39,19 @@ func wantErr(t *testing.T, what string, acks []Ack, want error) {
 func TestVoterChanges(t *testing.T) {
 	r, store := leaderWith(t, []string{"l", "a", "b"}, nil, protocol.QuorumState{})
 	// Nothing of this epoch committed yet: no change (Raft's fix).
+	// The refusal gives the leader an entry of its epoch to commit (a
+	// leader elected with nothing above its HW has none: R26).
 	wantErr(t, "before an entry of the epoch commits", changeAck(t, r, store, 1, protocol.VoterChange{Add: false, NodeID: "b"}), ErrVoterChangePending)
+	if es, _ := store.Entries(0, 1, 1<<20); len(es) != 1 || es[0].Type != protocol.EntryControl || es[0].Epoch != r.epoch {
+		t.Fatalf("after the refusal: entries %v, want one control entry of epoch %d", es, r.epoch)
+	}
 
-	r.Propose(2, [][]byte{[]byte("x")}) // offset 0
+	r.Propose(2, [][]byte{[]byte("x")}) // offset 1
 	settle(t, r, store)
-	fetchFrom(r, "a", "a", 10, 1, 1)
+	fetchFrom(r, "a", "a", 10, 2, 1)
 	settle(t, r, store)
-	if r.hw != 1 {
-		t.Fatalf("setup: hw %d, want 1", r.hw)
+	if r.hw != 2 {
+		t.Fatalf("setup: hw %d, want 2", r.hw)
 	}
 
 	wantErr(t, "remove a non-voter", changeAck(t, r, store, 3, protocol.VoterChange{NodeID: "zz"}), ErrUnknownNode)
@@ -54,35 +59,35 @@ func TestVoterChanges(t *testing.T) {
 	fetchFrom(r, "c", "dir-c", 20, 0, 0)
 	settle(t, r, store)
 	wantErr(t, "add a node behind the HW", changeAck(t, r, store, 5, protocol.VoterChange{Add: true, NodeID: "c"}), ErrNotCaughtUp)
-	fetchFrom(r, "c", "dir-c", 21, 1, 1)
+	fetchFrom(r, "c", "dir-c", 21, 2, 1)
 	settle(t, r, store)
 	if acks := changeAck(t, r, store, 6, protocol.VoterChange{Add: true, NodeID: "c"}); len(acks) != 0 {
 		t.Fatalf("add of a caught-up node answered before it committed: %+v", acks)
 	}
 	// In force once appended: c is a voter of the leader's set, at the
 	// directory it fetched from; the set of four needs three.
-	if r.votersOffset != 1 || r.voterDir("c") != "dir-c" || r.majority != 3 {
+	if r.votersOffset != 2 || r.voterDir("c") != "dir-c" || r.majority != 3 {
 		t.Fatalf("after the add: voters %v at %d, majority %d", r.voterSet(), r.votersOffset, r.majority)
 	}
 	wantErr(t, "a second change while the first is uncommitted", changeAck(t, r, store, 7, protocol.VoterChange{NodeID: "b"}), ErrVoterChangePending)
-	fetchFrom(r, "a", "a", 11, 2, 1)
+	fetchFrom(r, "a", "a", 11, 3, 1)
 	_, acks := settle(t, r, store)
-	if len(acks) != 0 || r.hw != 1 {
+	if len(acks) != 0 || r.hw != 2 {
 		t.Fatalf("committed by two of four: acks %+v hw %d", acks, r.hw)
 	}
 	// c at another directory (a wiped c) does not count for it.
-	fetchFrom(r, "c", "dir-c2", 22, 2, 1)
-	if _, acks = settle(t, r, store); len(acks) != 0 || r.hw != 1 {
+	fetchFrom(r, "c", "dir-c2", 22, 3, 1)
+	if _, acks = settle(t, r, store); len(acks) != 0 || r.hw != 2 {
 		t.Fatalf("a fetch from another incarnation of c counted: acks %+v hw %d", acks, r.hw)
 	}
-	fetchFrom(r, "c", "dir-c", 23, 2, 1)
+	fetchFrom(r, "c", "dir-c", 23, 3, 1)
 	_, acks = settle(t, r, store)
-	if len(acks) != 1 || acks[0].ID != 6 || acks[0].Err != nil || acks[0].FirstOffset != 1 || r.hw != 2 {
+	if len(acks) != 1 || acks[0].ID != 6 || acks[0].Err != nil || acks[0].FirstOffset != 2 || r.hw != 3 {
 		t.Fatalf("the add committed by three of four: acks %+v hw %d", acks, r.hw)
 	}
 	acks = changeAck(t, r, store, 8, protocol.VoterChange{Add: true, NodeID: "c"})
-	if len(acks) != 1 || acks[0].Err != nil || acks[0].FirstOffset != 1 {
-		t.Fatalf("adding a voter again: acks %+v, want done at the set's offset 1", acks)
+	if len(acks) != 1 || acks[0].Err != nil || acks[0].FirstOffset != 2 {
+		t.Fatalf("adding a voter again: acks %+v, want done at the set's offset 2", acks)
 	}
 
 	// The leader removes itself: it leads on, not counting itself, until
@@ -90,13 +95,13 @@ func TestVoterChanges(t *testing.T) {
 	if acks := changeAck(t, r, store, 9, protocol.VoterChange{NodeID: "l"}); len(acks) != 0 || r.role != RoleLeader || r.voter {
 		t.Fatalf("self-removal: acks %+v role %v voter %v", acks, r.role, r.voter)
 	}
-	fetchFrom(r, "a", "a", 12, 3, 1)
-	if _, acks = settle(t, r, store); len(acks) != 0 || r.hw != 2 {
+	fetchFrom(r, "a", "a", 12, 4, 1)
+	if _, acks = settle(t, r, store); len(acks) != 0 || r.hw != 3 {
 		t.Fatalf("the leader counted itself after removing itself: acks %+v hw %d", acks, r.hw)
 	}
-	fetchFrom(r, "c", "dir-c", 24, 3, 1)
+	fetchFrom(r, "c", "dir-c", 24, 4, 1)
 	_, acks = settle(t, r, store)
-	if len(acks) != 1 || acks[0].ID != 9 || acks[0].Err != nil || r.hw != 3 {
+	if len(acks) != 1 || acks[0].ID != 9 || acks[0].Err != nil || r.hw != 4 {
 		t.Fatalf("self-removal committed by a and c: acks %+v hw %d", acks, r.hw)
 	}
 	if r.role != RoleObserver || r.leader != nil {
@@ -335,5 +340,72 @@ func TestVoteWhenTheCandidatesSetNamesUs(t *testing.T) {
 		if granted != (dir == "n") {
 			t.Fatalf("candidate's record of us %q: answers %v, want a grant only for our own directory", dir, resps)
 		}
+	}
+}
+
+// votersEntry is an EntryVoters entry of vs (ID = directory) at off.
+func votersEntry(off, epoch uint64, vs ...protocol.Voter) protocol.Entry {
+	return protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryVoters, Data: protocol.EncodeVoters(vs)}
+}
+
+// TestReplacementCompletedByAnyLeader: the second step of an automatic
+// replacement (add the new incarnation) is read from the log, not from the
+// memory of the leader that removed the old one: a leader elected after
+// the removal adds the node back when it fetches from another directory
+// than the removed one, and not when it is the removed incarnation itself
+// (R58).
+func TestReplacementCompletedByAnyLeader(t *testing.T) {
+	for _, dir := range []string{"b2", "b"} {
+		store := storage.NewMemory()
+		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
+			votersEntry(0, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}, protocol.Voter{ID: "b", DirID: "b"}),
+			votersEntry(1, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
+		}}, {Kind: protocol.WriteHWCheckpoint, Offset: 2}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
+		r, err := New(testConfig("l", "l", "a", "b"), store, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.becomeCandidate()
+		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+		settle(t, r, store)
+		if r.role != RoleLeader || len(r.leader.replacing) != 0 {
+			t.Fatalf("setup: role %v replacing %v", r.role, r.leader.replacing)
+		}
+		// Commit an entry of the epoch, with b fetching (caught up).
+		for i := range 3 {
+			fetchFrom(r, "a", "a", uint64(10+i), r.log.LEO(), r.epoch)
+			fetchFrom(r, "b", dir, uint64(20+i), r.log.LEO(), r.epoch)
+			settle(t, r, store)
+		}
+		added := r.voterDir("b") == "b2"
+		if added != (dir == "b2") {
+			t.Fatalf("b fetching from %q: voters %v; want b added back only at a new directory", dir, r.voterSet())
+		}
+	}
+}
+
+// TestResetDropsTheSetsItDiscards: a reset that truncates (a diverging
+// answer below the leader's log start, R53) drops the voter sets of the
+// entries it discards, as the store does; the set in force goes back.
+func TestResetDropsTheSetsItDiscards(t *testing.T) {
+	store := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1})
+	r := newTestReplica(t, testConfig("f", "l", "f", "g"), store)
+	settle(t, r, store)
+	r.appendEntries([]protocol.Entry{
+		{Offset: 1, Epoch: 1, Type: protocol.EntryData, Data: []byte("y")},
+		votersEntry(2, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "f", DirID: "f"}),
+	})
+	settle(t, r, store)
+	if r.votersOffset != 2 || len(r.voters) != 2 {
+		t.Fatalf("setup: voters %v at %d", r.voters, r.votersOffset)
+	}
+	r.resetLog(2, true)
+	settle(t, r, store)
+	if r.votersOffset != 0 || len(r.voters) != 3 {
+		t.Fatalf("after a reset to 2 with truncation: voters %v at %d, want the three at 0", r.voters, r.votersOffset)
+	}
+	got := store.VoterSets()
+	if len(got) != 0 { // the bound set is the test harness's, not the store's
+		t.Fatalf("store rows after the reset: %v, want none", got)
 	}
 }
