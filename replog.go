@@ -316,10 +316,11 @@ func (l *Log) Status() Status {
 	return s
 }
 
-// Close stops the node: it leaves the gossip cluster, closes connections,
-// stops the goroutines and closes the store. Appends still waiting fail
-// (see ErrClosed); iterators end with ErrClosed. Later calls return the
-// first call's result.
+// Close stops the node: on the leader it first hands the leadership over
+// (TransferLeadership, bounded by Options.CloseTransferTimeout), then it
+// leaves the gossip cluster, closes connections, stops the goroutines and
+// closes the store. Appends still waiting fail (see ErrClosed); iterators
+// end with ErrClosed. Later calls return the first call's result.
 func (l *Log) Close() error {
 	l.shutdown(true)
 	return l.closeErr
