@@ -439,8 +439,9 @@ func (s *sim) current(v protocol.Voter) bool {
 // checkCounted checks a leader's HW advance from nd.countedHW to hw: every
 // entry passed is durable on a majority of a voter set the leader had in
 // force in this round, at the directories it records (R56: a new
-// incarnation is never counted as the old one). It reports whether the run
-// goes on.
+// incarnation is never counted as the old one). It reports whether the
+// event's checks go on (a NoSync loss that explains a shortfall taints the
+// run, which then stops after them).
 func (s *sim) checkCounted(nd *node, hw uint64) bool {
 	if !slices.ContainsFunc(nd.roundSets, func(vs []protocol.Voter) bool { return vs != nil }) {
 		s.fail("%s: leader's HW moved from %d to %d while the bootstrap set is in force: nothing commits before a voter set does (R57)", nd.id, nd.countedHW, hw)
@@ -468,7 +469,7 @@ func (s *sim) checkCounted(nd *node, hw uint64) bool {
 			continue
 		}
 		if s.noSyncExplains(o, bestSet, best) {
-			return false
+			return true // tainted: the run stops after this event
 		}
 		s.fail("%s: leader's HW moved from %d to %d past offset %d %v, which is durable on only %d voters of %s at their recorded directories (sets in force in the round: %d)",
 			nd.id, nd.countedHW, hw, o, k, best, fmtVoters(bestSet), len(nd.roundSets))
