@@ -348,8 +348,8 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 		if !b.Granted {
 			return
 		}
-		if !s.memberInRound(nd) {
-			s.fail("%s (%s), not a voter of its set in force, grants a vote: %s", nd.id, nd.dirID, m)
+		if !s.memberInRound(nd) && !nd.namedIn[namedRound{m.To, b.Round}] {
+			s.fail("%s (%s), not a voter of its set in force nor named by the candidate's, grants a vote: %s", nd.id, nd.dirID, m)
 			return
 		}
 		if b.PreVote {

@@ -17,8 +17,6 @@ func (s *sim) issueWrite(nd *node, w protocol.Write) {
 		s.fail("%s: write seq %d not increasing", nd.id, w.Seq)
 		return
 	}
-	resetTrunc := nd.resetTrunc
-	nd.resetTrunc = 0
 	switch w.Kind {
 	case protocol.WriteAppend:
 		s.shadowAppend(nd, w.Entries)
@@ -36,20 +34,12 @@ func (s *sim) issueWrite(nd *node, w protocol.Write) {
 		if w.Offset < uint64(len(nd.shadow)) {
 			nd.shadow = nd.shadow[:w.Offset]
 		}
-		if resetTrunc != w.Offset+1 || s.opts.Bugs.ResetRows {
-			// (Known core bug D: a reset's truncation keeps the rows at
-			// and above it in the core's view; the mirror follows it
-			// unless Bugs.ResetRows.)
-			s.rowsTruncate(nd, w.Offset)
-		}
+		s.rowsTruncate(nd, w.Offset)
 	case protocol.WriteDeletePrefix:
 		if !s.issueDeletePrefix(nd, w) {
 			return
 		}
 		s.rowsPrune(nd, w.Offset)
-		if nd.resetTo == w.Offset {
-			nd.resetTrunc = w.Offset + 1
-		}
 	case protocol.WriteHWCheckpoint:
 		if w.Offset > nd.r.HighWatermark() || w.Offset > uint64(len(s.committed)) {
 			s.fail("%s: HW checkpoint %d above its HW %d or the committed log end %d", nd.id, w.Offset, nd.r.HighWatermark(), len(s.committed))

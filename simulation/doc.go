@@ -73,30 +73,26 @@
 // VoterAdds, VoterRemoves, RemovedLeaders, VoterWipes, Replacements and
 // more (stats.go).
 //
-// Known core bugs. The simulation found these in the core of issue 12
-// (replica/ at 890f60f's parent); until they are fixed, a default run
-// steers around each (Options.Bugs says how), and -sim.bugs=NAME stops
-// steering, so that runs fail where the bug bites (seeds at 1500 steps):
+// Core bugs found. The simulation found six bugs in the first core of
+// issue 12 (c2e6d06), all fixed since (19f3731, 86727c5), and the default
+// run now exercises each: (A) check-quorum ignored a voter just added, so
+// a leader whose new majority needed it resigned at once; (B) a node
+// refused every vote while its own log did not list it as a voter, so
+// growing one voter to two deadlocked; (C) a node removed while cut off
+// stayed prospective for ever (vote requests dropped unanswered, no
+// fetches); (D) a reset that truncates kept the truncated entries' voter
+// sets; (E) a leader with nothing uncommitted made no voter change until a
+// user appended; (F) the automatic replacement's add was leader memory.
+// Two are open; a default run steers around each (Options.Bugs says how),
+// and -sim.bugs=NAME (or all) stops steering, so that runs fail where the
+// bug bites (seeds at 1500 steps):
 //
-//	addquorum       A: check-quorum counts a voter it just added only from its
-//	                first fetch as a voter: the leader resigns at once when its
-//	                new majority needs it (seed 2587)
-//	growone         B: a node whose own set does not make it a voter refuses
-//	                every vote, even one the candidate's set addresses to its
-//	                directory: adding a second voter to a set of one deadlocks
-//	                (seed 47, with A)
-//	removefollower  C: a node whose own set names it a voter while the voters'
-//	stuck           sets do not (removed while cut off; added by a set that was
-//	                truncated) stays prospective for ever: its vote requests are
-//	                dropped unanswered and a prospective never fetches
-//	                (-sim.bugs=removefollower,stuck: seeds 6782, 11773)
-//	resetrows       D: a reset that truncates (R53 with a diverging answer)
-//	                keeps the truncated entries' voter sets in the core's view
-//	                (seeds 2021, 2979)
-//	noentry         E: a leader elected with nothing uncommitted appends no
-//	                entry of its epoch, and R58 then refuses every change: a
-//	                wiped voter waits for a user append (seed 2688)
-//	forget          F: the automatic replacement's add is leader memory: after
-//	                a leadership change the wiped voter is never added back
-//	                (seed 3827)
+//	solebootstrap   G: a node with an empty store whose bootstrap voters are
+//	                itself alone elects itself and records a new first set:
+//	                a wiped node of a cluster begun with one voter forks it
+//	                (seed 1551)
+//	resetnoset      I: a voter reset to its leader's log start has no voter
+//	                set until it fetches the copy above that log start; if
+//	                the leader is lost meanwhile, no leader is ever elected
+//	                again (seed 3608)
 package simulation

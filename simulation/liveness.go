@@ -417,17 +417,8 @@ func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.R
 			return // a clock jump or stall, a pause: check-quorum may fire
 		}
 		fresh := s.freshness()
-		var prev []protocol.Voter
-		if n := len(nd.vrows); n > 1 && !s.opts.Bugs.AddQuorum && s.now-nd.setSince < s.p.fetchTimeout {
-			// Known core bug A: check-quorum counts a voter it just added
-			// only from its first fetch as a voter.
-			prev = nd.vrows[n-2].Voters
-		}
 		for _, v := range s.nodes {
 			if v == nd || nd.heardAt == nil || nd.heardEpoch[v.idx] != epoch || s.now-nd.heardAt[v.idx] >= fresh {
-				continue
-			}
-			if prev != nil && !hasVoter(prev, v.id, v.dirID) {
 				continue
 			}
 			contacts = append(contacts, v)

@@ -146,6 +146,12 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 	}
 	// Every node's contacts count: observers may become voters (voters.go).
 	s.noteContact(nd, from, m, ev.clean)
+	if vr, ok := m.Body.(*protocol.VoteRequest); ok && vr.VoterDirID != "" && vr.VoterDirID == nd.dirID {
+		if nd.namedIn == nil {
+			nd.namedIn = make(map[namedRound]bool)
+		}
+		nd.namedIn[namedRound{m.From, vr.Round}] = true
+	}
 	if fr, ok := m.Body.(*protocol.FetchResponse); ok && ev.clean && s.opts.DropAnswers && nd.role != replica.RoleObserver && s.rng.Intn(3) == 0 {
 		s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
 		return

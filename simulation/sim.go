@@ -63,8 +63,9 @@ type Options struct {
 	CoreContact bool
 	// Classic runs only the faults the simulator had before issue 9: no
 	// lulls, clock jumps or stalls, disk errors, torn writes, NoSync
-	// nodes, cross-incarnation deliveries, false leader hints, or clusters
-	// of 6 or 7 voters. The other faults draw from the random stream as
+	// nodes, cross-incarnation deliveries, false leader hints, clusters
+	// of 6 or 7 voters, retention, or voter changes and voter wipes. The
+	// other faults draw from the random stream as
 	// before (issue 9's draw from their own), though runs differ where
 	// the simulator changed (FetchTimeout at least the core's minimum,
 	// convergence declared a fetch round after the last fault). The new
@@ -77,63 +78,35 @@ type Options struct {
 	// NoVoterChanges turns off issue 12's voter changes and voter wipes
 	// (voters.go); disks still have directory IDs.
 	NoVoterChanges bool
-	// Bugs turns on the faults and checks that find the core bugs of
-	// issue 12 not fixed yet (doc.go lists them). Each is off by default,
-	// so that the default run passes; the sim then steers around the bug
-	// the way the field's doc says.
+	// Bugs turns on the faults that find the core bugs of issue 12 not
+	// fixed yet (doc.go lists them). Each is off by default, so that the
+	// default run passes; the sim then steers around the bug the way the
+	// field's doc says.
 	Bugs KnownBugs
 }
 
 // KnownBugs names the core bugs the simulation found and steers around by
-// default (doc.go: "Known core bugs"). A field set to true stops steering
+// default (doc.go: "Core bugs found"). A field set to true stops steering
 // around its bug: runs then fail where it bites.
 type KnownBugs struct {
-	// AddQuorum (A): a leader's check-quorum counts a voter it just added
-	// only after that voter's first fetch as a voter, so a leader whose
-	// new majority needs the new voter resigns at once. By default
-	// liveness rule 2 does not count, in a resignation, voters added less
-	// than a FetchTimeout before it.
-	AddQuorum bool
-	// GrowOne (B): a node refuses every vote while its own set in force
-	// does not make it a voter, even when the candidate's set names it at
-	// its directory (Raft §4.1 and KIP-853 let it vote): a voter added by a
-	// set it has not fetched yet, or a leader that appended its own
-	// removal and lost its leadership before that committed. When such
-	// nodes are needed for a majority no leader is ever elected again: a
-	// set of one growing to two (with AddQuorum the leader resigns at
-	// once), a set with a voter that lost its disk, or two such nodes in
-	// a set of four. By default the workload adds to neither kind of set,
-	// and proposes a change only while every voter of the committed set
-	// has fetched it.
-	GrowOne bool
-	// RemoveFollower (C, first form): a node removed while cut off never
-	// learns it (see Stuck). By default the workload removes the leader
-	// only (a leader always knows it was removed).
-	RemoveFollower bool
-	// Stuck (C): a node whose own set names it a voter while the voters'
-	// sets do not (removed while cut off, or added by a set that was
-	// truncated) turns prospective and stays so for ever: the voters drop
-	// its vote requests unanswered, and a prospective never fetches again.
-	// By default the sim restarts such a node after a while (as an
-	// operator would); a restarted node fetches and learns its set.
-	Stuck bool
-	// ResetRows (D): a reset that also truncates (a diverging answer
-	// below the leader's log start) keeps the voter sets of the truncated
-	// entries in the core's view (the store drops them). By default the
-	// checker's mirror of the rows does the same.
-	ResetRows bool
-	// NoEntry (E): a leader elected with nothing uncommitted appends no
-	// entry of its epoch, and R58 allows no voter change before one
-	// commits: an automatic replacement (or a change an operator asks
-	// for) waits for some user append. By default, once the workload has
-	// stopped, the sim appends one record on such a leader when a
-	// replacement is due.
-	NoEntry bool
-	// Forget (F): the automatic replacement's add is leader memory: if
-	// leadership changes between its remove and its add, the wiped node is
-	// never added back. By default the workload adds it back when the
-	// leader does not know of it (Status.Replacing).
-	Forget bool
+	// SoleBootstrap (G): a node whose store is empty and whose bootstrap
+	// voters (Config.Voters) are itself alone elects itself at once and
+	// records a new first voter set: a wiped node of a cluster that
+	// began as one voter forks the cluster (R57's "grant of every
+	// bootstrap voter" is its own grant). By default the nemesis never
+	// wipes the sole bootstrap voter.
+	SoleBootstrap bool
+	// ResetNoSet (I): a replica reset to its leader's log start (R53)
+	// has no voter set, or keeps a stale one, until it fetches the copy
+	// the leader appended above its log start (R55); if the leader is
+	// lost in between, that replica, perhaps holding the longest log,
+	// takes itself for a bootstrap voter (an election then needs every
+	// bootstrap voter, and its vote requests name no directories) and
+	// refuses the others on the log check: with one voter wiped, no
+	// leader is ever elected again. By default the nemesis wipes no voter
+	// while a voter of the committed set does not have it (or a set one
+	// change away) in force.
+	ResetNoSet bool
 }
 
 // Result describes a finished run.
@@ -373,6 +346,10 @@ type node struct {
 	id  string
 	up  bool
 	inc int // incarnation: bumped at every restart
+	// namedIn: the vote requests (candidate, round) this process received
+	// that named its directory (KIP-853: a node its own set does not list
+	// yet may grant them).
+	namedIn map[namedRound]bool
 	// sh runs the process's rounds; r is its core, read (never driven)
 	// by the checker between rounds.
 	sh    *shell.Node
@@ -433,18 +410,17 @@ type node struct {
 	// sets it had in force during its current round; maxLEO is the highest
 	// log end its disk reached; replaceDue says it lost its disk as a
 	// voter and its new incarnation is not yet a voter of the committed
-	// set; countedHW is the HW up to which its leader counting was checked.
+	// set (wlRemoved: the workload asked to remove it, so nothing is owed
+	// to it); countedHW is the HW up to which its leader counting was
+	// checked.
 	disk       int
 	dirID      string
 	vrows      []protocol.VotersAt
 	roundSets  [][]protocol.Voter
 	maxLEO     uint64
 	replaceDue bool
+	wlRemoved  bool
 	countedHW  uint64
-	// setSince: when its set in force last changed; resetTrunc: 1 + the
-	// offset of a reset just issued (its truncation follows).
-	setSince   time.Duration
-	resetTrunc uint64
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;
@@ -473,6 +449,12 @@ type node struct {
 	heardEpoch  []uint64
 }
 
+// namedRound is a candidate's vote request round.
+type namedRound struct {
+	candidate string
+	round     uint64
+}
+
 // proposal is one Propose call of the workload.
 type proposal struct {
 	id      uint64
@@ -492,8 +474,10 @@ type proposal struct {
 	commitEpoch uint64 // epoch of the node that declared it committed
 	// barrier: a read barrier (barrier.go), not an append: no records.
 	barrier bool
-	// change: a voter change (voters.go), not an append: no records.
-	change *protocol.VoterChange
+	// change: a voter change (voters.go), not an append: no records;
+	// wlRemove: a remove the workload chose (not a heal).
+	change   *protocol.VoterChange
+	wlRemove bool
 }
 
 type sim struct {
@@ -571,10 +555,8 @@ type sim struct {
 	lost   map[string]lostDisk
 	cset   []protocol.Voter
 	csetAt uint64
-	// vcPending: the workload's voter changes not answered yet; nudge:
-	// the last record steer appended (known core bug E).
+	// vcPending: the workload's voter changes not answered yet.
 	vcPending []*proposal
-	nudge     *proposal
 
 	// Checker state.
 	leaders map[uint64]int // epoch → leader node
@@ -767,6 +749,7 @@ func (s *sim) start(nd *node) {
 	nd.readable = 0
 	nd.published = 0
 	nd.pending = nil
+	nd.namedIn = nil
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
 		nd.store = nd.store.reopen()
@@ -926,7 +909,6 @@ func (s *sim) step(faultSteps int) {
 	s.hash.byte(byte(ev.kind))
 	s.hash.u64(uint64(ev.node))
 	s.dispatch(ev)
-	s.unstick()
 	s.checkRecovery()
 }
 

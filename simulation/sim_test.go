@@ -30,7 +30,7 @@ var (
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (issue 12; voters.go); false: Options.NoVoterChanges")
-	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of addquorum, growone, removefollower, stuck, resetrows, noentry, forget")
+	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset")
 )
 
 // knownBugs parses -sim.bugs.
@@ -38,13 +38,8 @@ func knownBugs() KnownBugs {
 	var b KnownBugs
 	for _, name := range strings.Split(*flagBugs, ",") {
 		all := name == "all"
-		b.AddQuorum = b.AddQuorum || all || name == "addquorum"
-		b.GrowOne = b.GrowOne || all || name == "growone"
-		b.RemoveFollower = b.RemoveFollower || all || name == "removefollower"
-		b.Stuck = b.Stuck || all || name == "stuck"
-		b.ResetRows = b.ResetRows || all || name == "resetrows"
-		b.NoEntry = b.NoEntry || all || name == "noentry"
-		b.Forget = b.Forget || all || name == "forget"
+		b.SoleBootstrap = b.SoleBootstrap || all || name == "solebootstrap"
+		b.ResetNoSet = b.ResetNoSet || all || name == "resetnoset"
 	}
 	return b
 }
@@ -213,9 +208,7 @@ func TestSimulation(t *testing.T) {
 		// an outcome, not a fault: it may not happen.
 		v := reflect.ValueOf(total.Faults)
 		for i := 0; i < v.NumField(); i++ {
-			// Steering around known core bugs (Options.Bugs) is an outcome
-			// too: 0 once the core no longer needs it.
-			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "StuckRestarts" && name != "Nudges" && name != "ReAdds" {
+			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" {
 				t.Errorf("%d seeds injected no fault of kind %s", done, name)
 			}
 		}

@@ -59,13 +59,6 @@ type FaultCounts struct {
 	// whose new incarnation became a voter of the committed set again.
 	ManualRuns, VoterChanges, VoterProbes, VoterAdds, VoterRemoves, VoterChangesRefused, VoterSetsCommitted, RemovedLeaders int
 	VoterWipes, VoterWipesHeld, Replacements                                                                                int
-	// Steering around known core bugs (Options.Bugs; each 0 once its bug
-	// is fixed and its steering removed): StuckRestarts: nodes stuck
-	// prospective outside the voters' sets, restarted (C); Nudges: records
-	// appended on a leader with no entry of its epoch while a replacement
-	// was due (E); ReAdds: wiped voters the workload added back because
-	// the leader had forgotten them (F).
-	StuckRestarts, Nudges, ReAdds int
 }
 
 // Add adds o's counts to f.

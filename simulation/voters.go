@@ -134,9 +134,8 @@ func chooseVoterChanges(p *params, r *rand.Rand) {
 		p.vc.wipeEvery = ms(20 + 200*r.Float64())
 		p.vc.wipeAfterCommitProb = 0.1 * r.Float64()
 	}
-	if p.vc.wipeEvery > 0 && p.vc.changeEvery == 0 {
-		// The operator heals wiped voters (manual runs), and does nothing
-		// else.
+	if p.vc.manual && p.vc.wipeEvery > 0 && p.vc.changeEvery == 0 {
+		// The operator heals wiped voters, and makes no other change.
 		p.vc.changeEvery, p.vc.healOnly = ms(30+300*r.Float64()), true
 	}
 }
@@ -158,6 +157,7 @@ const (
 	wipeNode         // event.node, right after it counted toward a commit
 )
 
+// setupVoters starts the timers of voter changes and voter wipes.
 func (s *sim) setupVoters() {
 	if s.p.vc.manual && (s.p.vc.changeEvery > 0 || s.p.vc.wipeEvery > 0) {
 		s.res.Faults.ManualRuns++
@@ -299,7 +299,6 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 		}
 		nd.vrows = append(nd.vrows, protocol.VotersAt{Offset: e.Offset, Voters: vs})
 		nd.roundSets = append(nd.roundSets, vs)
-		nd.setSince = s.now
 		s.tracef("%s voter set %s in force from offset %d", nd.id, fmtVoters(vs), e.Offset)
 		s.setChanged(nd)
 	}
@@ -353,7 +352,6 @@ func (s *sim) rowsTruncate(nd *node, to uint64) {
 		nd.vrows = nd.vrows[:n:n]
 		vs, _, _ := nd.inForce()
 		nd.roundSets = append(nd.roundSets, vs)
-		nd.setSince = s.now
 		s.setChanged(nd)
 	}
 }
@@ -539,12 +537,23 @@ func (s *sim) committedVoters(by *node, o uint64, k entryKey) {
 	if s.cset != nil && setDelta(s.cset, vs) > 0 {
 		s.res.Faults.VoterSetsCommitted++
 	}
+	prev := s.cset
 	s.cset, s.csetAt = vs, o
 	for _, nd := range s.nodes {
-		if nd.replaceDue && hasVoter(vs, nd.id, nd.dirID) {
+		switch {
+		case hasVoter(vs, nd.id, nd.dirID):
+			if nd.replaceDue {
+				s.res.Faults.Replacements++
+				s.tracef("%s REPLACED: its disk %s is a voter again (committed at %d)", nd.id, nd.dirID, o)
+			}
 			nd.replaceDue = false
-			s.res.Faults.Replacements++
-			s.tracef("%s REPLACED: its disk %s is a voter again (committed at %d)", nd.id, nd.dirID, o)
+			if !hasID(prev, nd.id) {
+				nd.wlRemoved = false // added back
+			}
+		case hasID(vs, nd.id) && !nd.wlRemoved:
+			// A set with a voter whose disk is gone committed (an add
+			// that was in flight at the wipe): it is owed a replacement.
+			nd.replaceDue = true
 		}
 	}
 }
@@ -593,11 +602,25 @@ func (s *sim) voterWipeAllowed(v *node, sets [][]protocol.Voter) (bool, string) 
 			return false, nd.id + " is not replaced yet"
 		}
 	}
-	if !s.opts.Bugs.GrowOne && (!s.allKnow() || s.changeInFlight()) {
-		// Known core bug B: voters that do not know a set making them
-		// voters refuse every vote; with one more voter gone, they could
-		// be what a majority needs.
+	if s.changeInFlight() {
+		// A leader that appended its own removal may hold the newest log
+		// yet no longer take itself for a voter (R55): it neither
+		// campaigns nor grants to a less up-to-date candidate, and with
+		// one more voter gone a majority may be out of reach.
 		return false, "a voter change is in flight"
+	}
+	if !s.opts.Bugs.ResetNoSet && !s.setsKnown() {
+		// Known core bug I: a voter reset to its leader's log start holds
+		// no voter set (or a stale one) until it fetches the copy above
+		// that log start; if the leader is lost meanwhile, it can neither
+		// win (a bootstrap election needs everyone) nor let a voter with a
+		// shorter log win.
+		return false, "a voter does not know the committed set"
+	}
+	if !s.opts.Bugs.SoleBootstrap && len(s.voters) == 1 && v.id == s.voters[0] {
+		// Known core bug G: with an empty store it would bootstrap a
+		// cluster of its own.
+		return false, "the sole bootstrap voter"
 	}
 	for _, vs := range sets {
 		if len(vs) < 3 {
@@ -663,7 +686,9 @@ func (s *sim) voterWipeEvent(ev event) {
 		return
 	}
 	s.res.Faults.VoterWipes++
-	v.replaceDue = true
+	// The cluster owes it a replacement if the committed set holds it
+	// (and the workload did not ask to remove it).
+	v.replaceDue = hasVoter(s.cset, v.id, v.dirID) && !v.wlRemoved
 	s.wipe(v, "voter")
 	if ev.id == wipeNode && s.vr.Intn(2) == 0 {
 		// The scenario: the leader goes too, before the entries
@@ -723,17 +748,13 @@ func (s *sim) wipe(v *node, what string) {
 
 // voterChangeTimer handles evVoterChange: one voter change proposed on a
 // random node (the leader sometimes), while the workload runs; in manual
-// runs the healing of wiped voters goes on until they are healed, and the
-// steering around known core bugs (steer) until nothing needs it.
+// runs the healing of wiped voters goes on until they are healed.
 func (s *sim) voterChangeTimer() {
 	heal := s.p.vc.manual && s.healDue() != nil
-	if s.phase == phaseStable || s.phase == phaseQuiesce && !heal && s.healDue() == nil {
+	if s.phase == phaseStable || s.phase == phaseQuiesce && !heal {
 		return
 	}
 	s.schedule(s.vcBetween(0, 2*s.p.vc.changeEvery), event{kind: evVoterChange})
-	if s.steer() || s.phase == phaseQuiesce && !heal {
-		return
-	}
 	if s.changesOutstanding() >= 2 {
 		return
 	}
@@ -744,78 +765,11 @@ func (s *sim) voterChangeTimer() {
 	if l := s.upLeader(); l != nil && s.now >= l.pausedUntil && s.vr.Intn(3) == 0 {
 		via = l
 	}
-	ch, ok := s.chooseChange(heal)
+	ch, healing, ok := s.chooseChange(heal)
 	if !ok {
 		return
 	}
-	s.proposeChange(via, ch)
-}
-
-// steer steers around known core bugs (Options.Bugs) where a wiped voter
-// waits for its replacement: it appends a record on a leader with no entry
-// of its epoch once the workload has stopped (E), or adds the wiped voter
-// back when the leader forgot it (F). It reports whether it acted.
-func (s *sim) steer() bool {
-	due := s.healDue()
-	l := s.upLeader()
-	if due == nil || l == nil || s.now < l.pausedUntil || s.changesOutstanding() > 0 {
-		return false
-	}
-	if !s.opts.Bugs.NoEntry && s.phase == phaseQuiesce && l.lastEntryEpoch() < l.epoch && !s.nudging() {
-		s.res.Faults.Nudges++
-		s.tracef("%s NUDGE: leader of epoch %d has no entry of its epoch; %s awaits its replacement (known core bug E)", l.id, l.epoch, due.id)
-		s.nudge = s.proposeOn(l, []string{fmt.Sprintf("nudge%d", len(s.proposals)+1)})
-		return true
-	}
-	if !s.opts.Bugs.Forget && !s.p.vc.manual && !hasID(s.cset, due.id) && due.up {
-		if _, planned := l.r.Status().Replacing[due.id]; !planned {
-			s.res.Faults.ReAdds++
-			s.tracef("%s READD: leader %s does not know it replaced it (known core bug F)", due.id, l.id)
-			s.proposeChange(l, protocol.VoterChange{Add: true, NodeID: due.id})
-			return true
-		}
-	}
-	return false
-}
-
-// nudging says whether a nudge is waiting for its answer.
-func (s *sim) nudging() bool {
-	p := s.nudge
-	return p != nil && !p.acked && s.nodes[p.node].up && s.nodes[p.node].inc == p.inc
-}
-
-// lastEntryEpoch is the epoch of the last entry nd's core wrote (0 for
-// an empty log).
-func (nd *node) lastEntryEpoch() uint64 {
-	if n := len(nd.shadow); n > 0 {
-		return nd.shadow[n-1].epoch
-	}
-	return 0
-}
-
-// unstick restarts a node stuck prospective outside the sets of the
-// voters (known core bug C; Options.Bugs.Stuck turns this off): it has
-// been prospective for half of liveBound while a leader whose set does not
-// name it leads.
-func (s *sim) unstick() {
-	if s.opts.Bugs.Stuck || s.phase == phaseStable {
-		return
-	}
-	l := s.upLeader()
-	if l == nil {
-		return
-	}
-	vs, _, boot := l.inForce()
-	if boot {
-		return
-	}
-	for _, nd := range s.nodes {
-		if nd.up && nd.role == replica.RoleProspective && s.now-nd.prospectiveAt > s.bound/2 && !hasID(vs, nd.id) {
-			s.res.Faults.StuckRestarts++
-			s.tracef("%s UNSTICK: prospective since %v outside the voters' set %s of leader %s (known core bug C)", nd.id, fmtDur(nd.prospectiveAt), fmtVoters(vs), l.id)
-			s.crash(nd, "stuck outside the voter sets")
-		}
-	}
+	s.proposeChange(via, ch, healing)
 }
 
 // changesOutstanding counts the workload's voter changes not answered yet
@@ -829,45 +783,45 @@ func (s *sim) changesOutstanding() int {
 	return len(s.vcPending)
 }
 
-// healDue returns a node whose wipe the workload must heal (manual runs).
+// healDue returns a node whose wipe is not healed yet: a voter of the
+// committed set at a disk it lost, or a wiped voter owed its replacement
+// (replaceDue). In manual runs the workload heals it; otherwise the core
+// must.
 func (s *sim) healDue() *node {
 	for _, nd := range s.nodes {
-		if nd.replaceDue {
+		if nd.replaceDue || hasID(s.cset, nd.id) && !hasVoter(s.cset, nd.id, nd.dirID) {
 			return nd
 		}
 	}
 	return nil
 }
 
-// chooseChange picks the next change (see the file comment).
-func (s *sim) chooseChange(heal bool) (protocol.VoterChange, bool) {
+// chooseChange picks the next change (see the file comment); healing says
+// it heals a wiped voter (manual runs).
+func (s *sim) chooseChange(heal bool) (ch protocol.VoterChange, healing, ok bool) {
 	c := s.cset
 	if heal && s.vr.Intn(4) != 0 {
 		nd := s.healDue()
-		if hasID(c, nd.id) && !hasVoter(c, nd.id, nd.dirID) && s.vr.Intn(2) == 0 {
-			return protocol.VoterChange{NodeID: nd.id}, true // remove the old incarnation
+		if hasID(c, nd.id) && !hasVoter(c, nd.id, nd.dirID) && (s.vr.Intn(2) == 0 || !nd.replaceDue) {
+			// Remove the old incarnation (only that, if the workload
+			// wanted the node removed anyway).
+			return protocol.VoterChange{NodeID: nd.id}, true, true
 		}
 		// Add: the core removes the old incarnation first, if it still
 		// votes (the caller retries).
-		return protocol.VoterChange{Add: true, NodeID: nd.id}, true
+		return protocol.VoterChange{Add: true, NodeID: nd.id}, true, true
 	}
 	if c == nil || s.p.vc.healOnly {
-		return protocol.VoterChange{}, false
+		return protocol.VoterChange{}, false, false
 	}
 	lossy := s.healDue() != nil
 	for _, v := range c {
 		lossy = lossy || !s.current(v)
 	}
-	if !s.opts.Bugs.GrowOne && !s.allKnow() {
-		// Known core bug B: a voter that does not know the set making it
-		// one refuses every vote; a change now could leave a majority of
-		// such voters.
-		return protocol.VoterChange{}, false
-	}
 	switch k := s.vr.Intn(20); {
 	case k < 9: // add an observer, or a node removed earlier
-		if len(c) >= 7 || (len(c) == 1 || lossy) && !s.opts.Bugs.GrowOne {
-			return protocol.VoterChange{}, false
+		if len(c) >= 7 {
+			return protocol.VoterChange{}, false, false
 		}
 		var cands []*node
 		for _, nd := range s.nodes {
@@ -876,51 +830,33 @@ func (s *sim) chooseChange(heal bool) (protocol.VoterChange, bool) {
 			}
 		}
 		if len(cands) == 0 {
-			return protocol.VoterChange{}, false
+			return protocol.VoterChange{}, false, false
 		}
-		return protocol.VoterChange{Add: true, NodeID: cands[s.vr.Intn(len(cands))].id}, true
+		return protocol.VoterChange{Add: true, NodeID: cands[s.vr.Intn(len(cands))].id}, false, true
 	case k < 17: // remove a voter, the leader sometimes
 		if len(c) == 1 && s.vr.Intn(4) == 0 {
 			s.res.Faults.VoterProbes++
-			return protocol.VoterChange{NodeID: c[0].ID}, true // must be refused: the last voter
+			return protocol.VoterChange{NodeID: c[0].ID}, false, true // must be refused: the last voter
 		}
 		if len(c) < 4 || lossy || s.changesOutstanding() > 0 {
-			return protocol.VoterChange{}, false
+			return protocol.VoterChange{}, false, false
 		}
-		if l := s.upLeader(); l != nil && hasID(c, l.id) && (s.vr.Float64() < s.p.vc.removeLeaderProb || !s.opts.Bugs.RemoveFollower) {
-			return protocol.VoterChange{NodeID: l.id}, true
+		if l := s.upLeader(); l != nil && hasID(c, l.id) && s.vr.Float64() < s.p.vc.removeLeaderProb {
+			return protocol.VoterChange{NodeID: l.id}, false, true
 		}
-		if !s.opts.Bugs.RemoveFollower {
-			return protocol.VoterChange{}, false
-		}
-		return protocol.VoterChange{NodeID: c[s.vr.Intn(len(c))].ID}, true
+		return protocol.VoterChange{NodeID: c[s.vr.Intn(len(c))].ID}, false, true
 	default: // refusals: an unknown node to add, a non-voter to remove
 		s.res.Faults.VoterProbes++
 		if s.vr.Intn(2) == 0 {
-			return protocol.VoterChange{Add: true, NodeID: "nobody"}, true
+			return protocol.VoterChange{Add: true, NodeID: "nobody"}, false, true
 		}
 		for _, nd := range s.nodes {
 			if !hasID(c, nd.id) {
-				return protocol.VoterChange{NodeID: nd.id}, true
+				return protocol.VoterChange{NodeID: nd.id}, false, true
 			}
 		}
-		return protocol.VoterChange{NodeID: "nobody"}, true
+		return protocol.VoterChange{NodeID: "nobody"}, false, true
 	}
-}
-
-// allKnow says whether every voter of the committed set (at its disk) has
-// that set, or a newer one, in force.
-func (s *sim) allKnow() bool {
-	for _, v := range s.cset {
-		i, ok := s.byID[v.ID]
-		if !ok || !s.current(v) {
-			continue
-		}
-		if n := len(s.nodes[i].vrows); n == 0 || s.nodes[i].vrows[n-1].Offset < s.csetAt {
-			return false
-		}
-	}
-	return true
 }
 
 // changeInFlight says whether some node holds a voter set newer than the
@@ -934,6 +870,22 @@ func (s *sim) changeInFlight() bool {
 		}
 	}
 	return false
+}
+
+// setsKnown says whether every voter of the committed set, at its disk,
+// has in force that set or one a single change away from it.
+func (s *sim) setsKnown() bool {
+	for _, v := range s.cset {
+		i, ok := s.byID[v.ID]
+		if !ok || !s.current(v) {
+			continue
+		}
+		vs, _, boot := s.nodes[i].inForce()
+		if boot || setDelta(vs, s.cset) > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // randomUpVC is randomUp drawn from the voter stream.
@@ -951,7 +903,7 @@ func (s *sim) randomUpVC() *node {
 }
 
 // proposeChange proposes ch on nd's shell.
-func (s *sim) proposeChange(nd *node, ch protocol.VoterChange) {
+func (s *sim) proposeChange(nd *node, ch protocol.VoterChange, heal bool) {
 	p := &proposal{id: uint64(len(s.proposals) + 1), node: nd.idx, inc: nd.inc, committedAt: -1, change: &ch}
 	s.proposals = append(s.proposals, p)
 	s.vcPending = append(s.vcPending, p)
@@ -961,6 +913,10 @@ func (s *sim) proposeChange(nd *node, ch protocol.VoterChange) {
 	s.hash.bool(ch.Add)
 	s.hash.str(ch.NodeID)
 	s.tracef("%s propose id=%d voter change add=%v node=%s (committed set %s)", nd.id, p.id, ch.Add, ch.NodeID, fmtVoters(s.cset))
+	if i, ok := s.byID[ch.NodeID]; ok && !ch.Add && !heal {
+		s.nodes[i].wlRemoved = true
+		p.wlRemove = true
+	}
 	s.input(nd, shell.VoterChange(p.id, ch))
 }
 
@@ -975,6 +931,9 @@ func (s *sim) changeAcked(nd *node, p *proposal, a replica.Ack) {
 			errors.Is(a.Err, replica.ErrNotCaughtUp) && ch.Add, errors.Is(a.Err, replica.ErrUnknownNode),
 			errors.Is(a.Err, replica.ErrLastVoter) && !ch.Add:
 			s.res.Faults.VoterChangesRefused++
+			if i, ok := s.byID[ch.NodeID]; ok && p.wlRemove && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
+				s.nodes[i].wlRemoved = false // nothing was appended
+			}
 		default:
 			s.fail("%s answers voter change %d (add=%v node=%s) with %v, which is none of its documented outcomes", nd.id, p.id, ch.Add, ch.NodeID, a.Err)
 		}

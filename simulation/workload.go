@@ -53,25 +53,6 @@ func (s *sim) propose() {
 	s.input(nd, shell.Propose(p.id, recs))
 }
 
-// proposeOn appends records as one proposal on nd (voters.go steers
-// with it).
-func (s *sim) proposeOn(nd *node, records []string) *proposal {
-	nd.inflight++
-	p := &proposal{id: uint64(len(s.proposals) + 1), node: nd.idx, inc: nd.inc, committedAt: -1, records: records}
-	s.proposals = append(s.proposals, p)
-	recs := make([][]byte, len(records))
-	for i, d := range records {
-		s.payloadOf[d] = payloadRef{prop: p, i: i}
-		recs[i] = []byte(d)
-	}
-	s.hash.byte(0xC0)
-	s.hash.u64(p.id)
-	s.hash.u64(uint64(len(recs)))
-	s.tracef("%s propose id=%d records=%d", nd.id, p.id, len(recs))
-	s.input(nd, shell.Propose(p.id, recs))
-	return p
-}
-
 // read reads from a random live node's store as a reader of the real Log
 // does: through shell.ReadBatch (the code Log.Read uses), below the
 // ReadableHW the node's shell last published. It must see exactly the
