@@ -111,6 +111,45 @@ type Status struct {
 	LEO      uint64 `json:"leo"`
 	HW       uint64 `json:"hw"`
 	LogStart uint64 `json:"log_start"`
+	// DirectoryID is the node's data directory's ID: a wiped node comes
+	// back with a new one (issue 12).
+	DirectoryID string `json:"directory_id"`
+	// Voters is the voter set in force on the node, recorded at
+	// VotersOffset (committed once HW passes it).
+	Voters       []VoterStatus `json:"voters"`
+	VotersOffset uint64        `json:"voters_offset"`
+}
+
+// VoterStatus is one voter of a Status: a node at one data directory
+// (CaughtUp is known on the leader only).
+type VoterStatus struct {
+	ID          string `json:"id"`
+	DirectoryID string `json:"directory_id"`
+	CaughtUp    bool   `json:"caught_up"`
+}
+
+// VotersCommitted reports whether the node's voter set in force is
+// committed (its HW passed the entry that recorded it).
+func (s Status) VotersCommitted() bool { return s.HW > s.VotersOffset }
+
+// VoterAt returns the voter named id in the set in force, if any.
+func (s Status) VoterAt(id string) (VoterStatus, bool) {
+	for _, v := range s.Voters {
+		if v.ID == id {
+			return v, true
+		}
+	}
+	return VoterStatus{}, false
+}
+
+// votersKey is the voter set in force as one comparable string.
+func (s Status) votersKey() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "@%d", s.VotersOffset)
+	for _, v := range s.Voters {
+		b.WriteString(" " + v.ID + "/" + v.DirectoryID)
+	}
+	return b.String()
 }
 
 // Node is one example-node process, restartable on the same directory and
@@ -342,20 +381,15 @@ func (n *Node) Wipes() int { return int(n.wipes.Load()) }
 // Wiping reports whether a Cluster.Wipe of n is under way.
 func (n *Node) Wiping() bool { return n.wiping.Load() }
 
-// ErrWipeVoter is Cluster.Wipe's refusal of a voter.
-var ErrWipeVoter = errors.New("faults: refusing to wipe a voter (issue 12: a wiped voter votes as its old self and a committed entry can be lost)")
-
-// Wipe SIGKILLs observer n (if it runs), deletes its data directory and
-// starts it again empty on the same ID and ports: it must catch up from
-// the leader's log start (R53). It refuses voters: today a voter whose
-// disk was wiped comes back and votes as its old self, although it lost
-// what it had acknowledged, so with 3 voters a committed entry can be
-// lost (issue 12, not fixed yet); wiping voters would only find that
-// known unsafety. WaitReady after Wipe sees the new process.
+// Wipe SIGKILLs n (if it runs), deletes its data directory and starts it
+// again empty on the same ID, ports and flags: a new incarnation with a
+// new directory ID. An observer must catch up from the leader's log start
+// (R53); a voter comes back as an observer too (R56) and is made a voter
+// again at its new directory by the leader once its old incarnation has
+// been silent for FetchTimeout and it caught up (R58). The caller keeps
+// at most one voter without its disk at a time (Nemesis.wipeVoter).
+// WaitReady after Wipe sees the new process.
 func (c *Cluster) Wipe(n *Node) error {
-	if !n.Observer {
-		return fmt.Errorf("%s: %w", n.ID, ErrWipeVoter)
-	}
 	if !n.wiping.CompareAndSwap(false, true) {
 		return fmt.Errorf("%s: a wipe is already under way", n.ID)
 	}
@@ -418,6 +452,25 @@ func (c *Cluster) Kill(nodes ...*Node) []*Node {
 		cancel()
 	}
 	return victims
+}
+
+// Terminate sends SIGTERM to n (the example closes its Log: a leader
+// hands its leadership over first) and waits up to timeout for it to
+// exit, then SIGKILLs it. It returns false if n was not running.
+func (c *Cluster) Terminate(n *Node, timeout time.Duration) bool {
+	if err := n.proc.Terminate(); err != nil {
+		if !errors.Is(err, nodeproc.ErrNotRunning) {
+			c.logf("%s: SIGTERM: %v", n.ID, err)
+		}
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := n.proc.Wait(ctx); err != nil {
+		c.logf("%s: no exit %v after SIGTERM, SIGKILL: %v", n.ID, timeout, err)
+		c.Kill(n)
+	}
+	return true
 }
 
 // Pause sends SIGSTOP to n (no-op if it is not running).
@@ -495,6 +548,81 @@ func (c *Cluster) Leader(ctx context.Context) (*Node, uint64) {
 		}
 	}
 	return best, bestEpoch
+}
+
+// ChangeVoter posts /voters/add?node=id (add) or /voters/remove?node=id
+// to n and returns the HTTP status (0: no answer) and the error text
+// ("" on 200). The node answers once the change is committed (or not).
+func (c *Cluster) ChangeVoter(ctx context.Context, n *Node, add bool, id string) (int, string) {
+	verb := "remove"
+	if add {
+		verb = "add"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+"/voters/"+verb+"?node="+id, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, shortErr(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode == http.StatusOK {
+		return resp.StatusCode, ""
+	}
+	var e apiErrorJSON
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return resp.StatusCode, truncate(e.Error, 160)
+	}
+	return resp.StatusCode, truncate(string(body), 160)
+}
+
+// apiErrorJSON is the example's error body.
+type apiErrorJSON struct {
+	Error string `json:"error"`
+}
+
+// LeaderStatus returns the leader (Leader) and its status.
+func (c *Cluster) LeaderStatus(ctx context.Context) (*Node, Status, bool) {
+	n, _ := c.Leader(ctx)
+	if n == nil {
+		return nil, Status{}, false
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	st, err := c.Status(sctx, n)
+	if err != nil || st.Role != "leader" {
+		return nil, Status{}, false
+	}
+	return n, st, true
+}
+
+// WaitVoter polls the leader until its voter set in force is committed
+// and names id at directory dir (dir "": not at all; caughtUp: and the
+// leader counts it caught up), or ctx ends.
+func (c *Cluster) WaitVoter(ctx context.Context, id, dir string, caughtUp bool) error {
+	var last string
+	for {
+		if _, st, ok := c.LeaderStatus(ctx); ok && st.VotersCommitted() {
+			v, in := st.VoterAt(id)
+			switch {
+			case dir == "" && !in:
+				return nil
+			case dir != "" && in && v.DirectoryID == dir && (v.CaughtUp || !caughtUp):
+				return nil
+			}
+			last = "leader " + st.NodeID + "'s committed voters " + st.votersKey()
+		}
+		select {
+		case <-ctx.Done():
+			if last == "" {
+				last = "no leader with a committed voter set"
+			}
+			return fmt.Errorf("waiting for voter %s at %q: %w (%s)", id, dir, ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // appendResp is /append's JSON body.

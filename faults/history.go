@@ -275,6 +275,53 @@ func Failovers(ops []Op, events []Event) []time.Duration {
 	return out
 }
 
+// RollingGap is one restart of a rolling restart: the node, whether it
+// led when it got SIGTERM, and the longest time without an acknowledged
+// append around it.
+type RollingGap struct {
+	Node   string
+	Leader bool
+	Gap    time.Duration
+}
+
+// RollingGaps returns, for every "terminate" event followed by its node's
+// "rejoined" event, the longest interval between two consecutive
+// acknowledgements (by completion time) that overlaps the restart, from
+// SIGTERM to the node back and caught up.
+func RollingGaps(ops []Op, events []Event) []RollingGap {
+	var acks []time.Duration
+	for _, o := range ops {
+		if o.Outcome == OK {
+			acks = append(acks, o.Complete)
+		}
+	}
+	sort.Slice(acks, func(i, j int) bool { return acks[i] < acks[j] })
+	var out []RollingGap
+	for i, e := range events {
+		if e.Kind != "terminate" || len(e.Nodes) != 1 {
+			continue
+		}
+		end := time.Duration(-1)
+		for _, f := range events[i+1:] {
+			if f.Kind == "rejoined" && len(f.Nodes) == 1 && f.Nodes[0] == e.Nodes[0] {
+				end = f.Time
+				break
+			}
+		}
+		if end < 0 {
+			continue
+		}
+		g := RollingGap{Node: e.Nodes[0], Leader: e.Leader}
+		for k := 1; k < len(acks); k++ {
+			if acks[k] >= e.Time && acks[k-1] <= end {
+				g.Gap = max(g.Gap, acks[k]-acks[k-1])
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
 // Percentile returns the p-th percentile (0..1) of ds by nearest rank, 0
 // for none. It sorts ds.
 func Percentile(ds []time.Duration, p float64) time.Duration {

@@ -2,7 +2,9 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"sort"
 	"strings"
@@ -55,27 +57,58 @@ const (
 	FaultOneWay = "one-way"
 	// FaultWipeObserver SIGKILLs an observer, deletes its data directory
 	// and starts it again empty: it must catch up from the leader's log
-	// start (R53). Only observers: a wiped voter votes as its old self
-	// and can lose a committed entry (issue 12, a known unsafety).
+	// start (R53).
 	FaultWipeObserver = "wipe-observer"
+	// FaultWipeVoter SIGKILLs a voter, deletes its data directory and
+	// starts it again empty (same ID and flags): it comes back as an
+	// observer and must become a voter again at its new directory by
+	// itself (automatic replacement, R58). The fault lasts until the
+	// leader's committed voter set names the new directory (bounded by
+	// ReplaceTimeout), so that at most one voter is without its disk at a
+	// time; then the wiped node's whole log is read (Read.Reader
+	// WipeReaderBase+k) for the checker.
+	FaultWipeVoter = "wipe-voter"
+	// FaultRollingRestart restarts every voter in turn with SIGTERM (a
+	// leader hands its leadership over in Close, R59) and a start on the
+	// same directory, each once the previous one is back and caught up;
+	// its "terminate" and "rejoined" events bound the append gaps
+	// (RollingGaps).
+	FaultRollingRestart = "rolling-restart"
 )
+
+// WipeReaderBase numbers the reads of a wiped voter's log taken once it
+// is a voter again (reader WipeReaderBase+k after the k-th wipe), apart
+// from the tailing readers'.
+const WipeReaderBase = 1000
+
+// ReplaceTimeout bounds FaultWipeVoter's wait for the replacement.
+const ReplaceTimeout = 90 * time.Second
 
 // AllFaults lists every fault with its weight in the random schedule.
 var AllFaults = map[string]int{
 	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1, FaultIsolateKillLeader: 1, FaultCrashAll: 1, FaultFlap: 1,
 	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2, FaultSlow: 1,
-	FaultWipeObserver: 1,
+	FaultWipeObserver: 1, FaultWipeVoter: 1, FaultRollingRestart: 1,
 }
 
 // ProcessFaults are the faults that do not partition the network (for runs
 // with unproxied gossip).
-var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, FaultCrashAll, FaultFlap, FaultPause}
+var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, FaultCrashAll, FaultFlap, FaultPause, FaultWipeVoter, FaultRollingRestart}
 
 // NemesisStats counts what the nemesis did.
 type NemesisStats struct {
 	Kills, Pauses, Partitions, Slows int
 	// Wipes counts observers wiped and restarted empty.
 	Wipes int
+	// VoterWipes counts voters wiped and restarted empty; Replacements
+	// are, per such wipe, the time from the new process serving HTTP to
+	// the leader's committed voter set naming its new directory;
+	// ReplaceFailures describe wipes not replaced within ReplaceTimeout.
+	VoterWipes      int
+	Replacements    []time.Duration
+	ReplaceFailures []string
+	// RollingRestarts counts the nodes restarted by FaultRollingRestart.
+	RollingRestarts int
 	// Elections are the times from each kill of the leader to a node
 	// reporting itself leader of a later epoch (polled every 50ms).
 	Elections []time.Duration
@@ -104,10 +137,18 @@ type Nemesis struct {
 	// besides the random faults (FaultWipeObserver), so that a run has
 	// wipes whatever its schedule draws.
 	WipeEvery time.Duration
+	// WipeVoterEvery, if positive, wipes a voter (FaultWipeVoter) every
+	// WipeVoterEvery after the previous wipe's replacement, besides the
+	// random faults.
+	WipeVoterEvery time.Duration
 
 	rngMu sync.Mutex
-	mu    sync.Mutex // guards stats and leaderEpoch
-	stats NemesisStats
+	// voterMu is held by a voter wipe (until its replacement commits) and
+	// by a rolling restart: never two voters without their disk, nor a
+	// wipe in the middle of a rolling restart.
+	voterMu sync.Mutex
+	mu      sync.Mutex // guards stats and leaderEpoch
+	stats   NemesisStats
 	// leaderEpoch is the epoch of the leader last found by leader().
 	leaderEpoch uint64
 	watchers    sync.WaitGroup
@@ -150,6 +191,8 @@ func (nm *Nemesis) Stats() NemesisStats {
 	defer nm.mu.Unlock()
 	st := nm.stats
 	st.Elections = append([]time.Duration(nil), st.Elections...)
+	st.Replacements = append([]time.Duration(nil), st.Replacements...)
+	st.ReplaceFailures = append([]string(nil), st.ReplaceFailures...)
 	return st
 }
 
@@ -172,6 +215,18 @@ func (nm *Nemesis) Run(ctx context.Context) {
 				nm.stats.PerFault[FaultWipeObserver]++
 				nm.mu.Unlock()
 				nm.do(ctx, FaultWipeObserver)
+			}
+		}()
+	}
+	if nm.WipeVoterEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for nm.sleep(ctx, nm.WipeVoterEvery); ctx.Err() == nil; nm.sleep(ctx, nm.WipeVoterEvery) {
+				nm.mu.Lock()
+				nm.stats.PerFault[FaultWipeVoter]++
+				nm.mu.Unlock()
+				nm.do(ctx, FaultWipeVoter)
 			}
 		}()
 	}
@@ -348,8 +403,7 @@ func (nm *Nemesis) restart(ctx context.Context, n *Node) {
 }
 
 // wipe wipes observer n (Cluster.Wipe: SIGKILL, data directory deleted,
-// started again empty) and waits (bounded) until it serves HTTP. Never a
-// voter: Cluster.Wipe refuses them (issue 12).
+// started again empty) and waits (bounded) until it serves HTTP.
 func (nm *Nemesis) wipe(ctx context.Context, n *Node) {
 	if err := nm.c.Wipe(n); err != nil {
 		nm.logf("nemesis: wipe %s: %v", n.ID, err)
@@ -366,6 +420,163 @@ func (nm *Nemesis) wipe(ctx context.Context, n *Node) {
 		nm.logf("nemesis: %s after its wipe: %v", n.ID, err)
 		nm.c.Kill(n)
 		nm.restart(ctx, n)
+	}
+}
+
+// committedVoters returns the nodes of the leader's committed voter set
+// (nil if there is no leader or its set is not committed).
+func (nm *Nemesis) committedVoters(ctx context.Context) []*Node {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	_, st, ok := nm.c.LeaderStatus(sctx)
+	if !ok || !st.VotersCommitted() {
+		return nil
+	}
+	var out []*Node
+	for _, n := range nm.c.Nodes {
+		if _, in := st.VoterAt(n.ID); in {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// wipeVoter wipes a random voter of the committed set (FaultWipeVoter)
+// and waits until the leader's committed set names it at its new
+// directory, then reads its whole log into the history. It does nothing
+// while another voter wipe or a rolling restart is under way, or without
+// a committed voter set of 3 or more all running (a wipe must not cost
+// the majority).
+func (nm *Nemesis) wipeVoter(ctx context.Context) {
+	if !nm.voterMu.TryLock() {
+		return
+	}
+	defer nm.voterMu.Unlock()
+	voters := nm.committedVoters(ctx)
+	if len(voters) < 3 {
+		nm.logf("nemesis: no voter wiped: committed voter set %s", ids(voters))
+		return
+	}
+	for _, n := range voters {
+		if !n.Running() || n.Wiping() {
+			nm.logf("nemesis: no voter wiped: %s is down", n.ID)
+			return
+		}
+	}
+	leader := nm.leader(ctx)
+	target := voters[nm.intn(len(voters))]
+	start := time.Now()
+	if err := nm.c.Wipe(target); err != nil {
+		nm.logf("nemesis: wipe %s: %v", target.ID, err)
+		if !target.Running() && !target.Wiping() {
+			nm.restart(ctx, target)
+		}
+		return
+	}
+	nm.count(&nm.stats.VoterWipes)
+	nm.event("wipe-voter", target == leader, "data directory deleted, restarted empty", target)
+	if target == leader {
+		nm.mu.Lock()
+		epoch := nm.leaderEpoch
+		nm.mu.Unlock()
+		nm.watchElection(epoch, start)
+	}
+	// The replacement is waited for past the end of the run: the next
+	// fault, or the final checks, find the voter set whole again.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReplaceTimeout)
+	defer cancel()
+	fail := func(why string) {
+		msg := fmt.Sprintf("%s wiped at %.3fs: %s", target.ID, nm.h.Now().Seconds(), why)
+		nm.mu.Lock()
+		nm.stats.ReplaceFailures = append(nm.stats.ReplaceFailures, msg)
+		nm.mu.Unlock()
+		nm.event("replace-failed", false, why, target)
+	}
+	if err := nm.c.WaitReady(wctx, target); err != nil {
+		fail(err.Error())
+		nm.c.Kill(target)
+		nm.restart(ctx, target)
+		return
+	}
+	ready := time.Now()
+	var dir string
+	for dir == "" && wctx.Err() == nil {
+		sctx, scancel := context.WithTimeout(wctx, time.Second)
+		st, err := nm.c.Status(sctx, target)
+		scancel()
+		if err == nil {
+			dir = st.DirectoryID
+		}
+	}
+	if err := nm.c.WaitVoter(wctx, target.ID, dir, false); err != nil {
+		fail(err.Error())
+		return
+	}
+	d := time.Since(ready)
+	nm.mu.Lock()
+	nm.stats.Replacements = append(nm.stats.Replacements, d)
+	k := nm.stats.VoterWipes
+	nm.mu.Unlock()
+	nm.event("replaced", false, fmt.Sprintf("a voter again at directory %s, %v after its restart", dir, d.Round(time.Millisecond)), target)
+
+	// Its reads after rejoining: the whole log it serves, checked as one
+	// reader's session (acknowledged entries at their offsets, nothing
+	// the final logs lack).
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rcancel()
+	var next uint64
+	err := nm.c.Entries(rctx, target, 0, false, func(e LogEntry) error {
+		nm.h.AddRead(Read{Reader: WipeReaderBase + k, Node: target.ID, Offset: e.Offset, Payload: e.Payload})
+		next = e.Offset + 1
+		return nil
+	})
+	var oor *OutOfRangeError
+	if errors.As(err, &oor) {
+		nm.h.AddRead(Read{Reader: WipeReaderBase + k, Node: target.ID, Reset: true, From: 0, Offset: oor.LogStart})
+	} else if err != nil && !errors.Is(err, io.EOF) {
+		nm.logf("nemesis: reading %s's log after its replacement (at %d): %v", target.ID, next, err)
+	}
+}
+
+// rollingRestart restarts every voter of the committed set in turn
+// (FaultRollingRestart): SIGTERM, wait for the exit, start on the same
+// directory, wait until the leader's committed set counts it caught up,
+// then the next. The "terminate" and "rejoined" events bound each
+// restart (RollingGaps).
+func (nm *Nemesis) rollingRestart(ctx context.Context) {
+	if !nm.voterMu.TryLock() {
+		return
+	}
+	defer nm.voterMu.Unlock()
+	voters := nm.committedVoters(ctx)
+	for _, n := range voters {
+		leader := nm.leader(ctx)
+		nm.event("terminate", n == leader, "rolling restart: SIGTERM", n)
+		if !nm.c.Terminate(n, 20*time.Second) {
+			nm.event("rejoined", false, "rolling restart: was not running", n)
+			continue
+		}
+		nm.count(&nm.stats.RollingRestarts)
+		nm.restart(ctx, n)
+		dir := ""
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		for dir == "" && sctx.Err() == nil {
+			if st, err := nm.c.Status(sctx, n); err == nil {
+				dir = st.DirectoryID
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		err := errors.New("no directory ID in its status")
+		if dir != "" {
+			err = nm.c.WaitVoter(sctx, n.ID, dir, true)
+		}
+		cancel()
+		detail := "rolling restart: back and caught up"
+		if err != nil {
+			detail = "rolling restart: " + err.Error()
+		}
+		nm.event("rejoined", false, detail, n)
 	}
 }
 
@@ -477,6 +688,12 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		}
 		target := observers[nm.intn(len(observers))]
 		nm.wipe(ctx, target)
+
+	case FaultWipeVoter:
+		nm.wipeVoter(ctx)
+
+	case FaultRollingRestart:
+		nm.rollingRestart(ctx)
 
 	case FaultPause:
 		target := nm.randomNode()

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -43,6 +45,16 @@ type RunConfig struct {
 	// (Nemesis.WipeEvery). DiskEvery, if positive, samples every node's
 	// data directory (segment files, bytes) that often.
 	DeleteEvery, WipeEvery, DiskEvery time.Duration
+	// WipeVoterEvery, if positive, has the nemesis wipe a voter that
+	// often, each after the previous one's replacement committed
+	// (Nemesis.WipeVoterEvery).
+	WipeVoterEvery time.Duration
+	// VoterChanges runs a voter changer beside the appenders: it makes
+	// the first observer node a voter (AddVoter through a random node)
+	// and removes it again, over and over, and once removes the leader
+	// and adds it back, so that the voter set moves between the bootstrap
+	// voters and one more while the nemesis runs.
+	VoterChanges bool
 	// ReaderLag, if positive, makes a reader pause up to ReaderLag before
 	// one session in three: a lagging consumer, which retention overtakes
 	// (it is then sent on to the log start).
@@ -74,6 +86,13 @@ type Report struct {
 	Crashes []string
 	// Retention figures (zero without retention).
 	Retention RetentionStats
+	// RollingGaps are the rolling restarts' longest gaps without an
+	// acknowledged append, per restart.
+	RollingGaps []RollingGap
+	// VoterChanges counts the voter changer's requests by what and
+	// answer, e.g. "add o1: 200", "remove-leader n2: 200" (VoterChanges
+	// runs only).
+	VoterChanges map[string]int
 }
 
 // RetentionStats are a run's retention figures.
@@ -107,6 +126,7 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	}
 	nm.Concurrency = cfg.NemesisConcurrency
 	nm.WipeEvery = cfg.WipeEvery
+	nm.WipeVoterEvery = cfg.WipeVoterEvery
 	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Voters()), Observers: len(c.Nodes) - len(c.Voters()), Concurrency: max(1, cfg.NemesisConcurrency), History: h}
 
 	stop := make(chan struct{}) // clients: no new operations
@@ -126,6 +146,16 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		go func() {
 			defer rwg.Done()
 			reader(readCtx, c, h, cfg.Seed, i, cfg.ReaderLag)
+		}()
+	}
+
+	var changes *voterChanges
+	if cfg.VoterChanges {
+		changes = &voterChanges{counts: map[string]int{}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			changes.run(ctx, c, h, cfg, stop)
 		}()
 	}
 
@@ -176,6 +206,10 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	rep.Result.Merge(CheckStatuses(h.Statuses))
 	rep.Statuses = len(h.Statuses)
 	rep.Failovers = Failovers(h.Ops, h.Events)
+	rep.RollingGaps = RollingGaps(h.Ops, h.Events)
+	if changes != nil {
+		rep.VoterChanges = changes.counts
+	}
 	rep.Reads = len(h.Reads)
 	rep.Crashes = c.Crashes()
 	if cfg.DeleteEvery > 0 || cfg.WipeEvery > 0 || cfg.DiskEvery > 0 {
@@ -305,6 +339,89 @@ func payloadSize(rng *rand.Rand) int {
 		return 1024 + rng.Intn(8*1024)
 	default:
 		return 64*1024 + rng.Intn(320*1024)
+	}
+}
+
+// voterChanges is the voter changer of a VoterChanges run.
+type voterChanges struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// run makes the first observer a voter and removes it again until stop,
+// each change through a random node and retried until it is answered 200
+// (or, for a remove, 404: a remove whose answer was lost may have been
+// made). Once, while the observer is a voter, it removes the leader and
+// adds it back. The voter count moves between the bootstrap voters and
+// one more, so a majority of the bootstrap voters stays a majority.
+func (vc *voterChanges) run(ctx context.Context, c *Cluster, h *History, cfg RunConfig, stop <-chan struct{}) {
+	var spare *Node
+	for _, n := range c.Nodes {
+		if n.Observer {
+			spare = n
+			break
+		}
+	}
+	if spare == nil {
+		return
+	}
+	rng := rand.New(rand.NewSource(cfg.Seed*1000 + 950))
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	// change retries one change until it is made or stop.
+	change := func(what string, add bool, id string) bool {
+		for !stopped() {
+			via := c.Nodes[rng.Intn(len(c.Nodes))]
+			h.AddEvent(Event{Kind: "voter-" + what, Nodes: []string{id}, Detail: "via " + via.ID})
+			cctx, cancel := context.WithTimeout(ctx, 35*time.Second)
+			code, msg := c.ChangeVoter(cctx, via, add, id)
+			cancel()
+			vc.mu.Lock()
+			vc.counts[fmt.Sprintf("%s %s: %d", what, id, code)]++
+			vc.mu.Unlock()
+			detail := fmt.Sprintf("via %s: %d %s", via.ID, code, msg)
+			if code == http.StatusOK || !add && code == http.StatusNotFound {
+				h.AddEvent(Event{Kind: "voter-" + what + "-done", Nodes: []string{id}, Detail: detail})
+				return true
+			}
+			h.AddEvent(Event{Kind: "voter-" + what + "-failed", Nodes: []string{id}, Detail: detail})
+			select {
+			case <-stop:
+			case <-time.After(time.Duration(200+rng.Intn(800)) * time.Millisecond):
+			}
+		}
+		return false
+	}
+	leaderRemoved := false
+	for !stopped() {
+		if !change("add", true, spare.ID) {
+			return
+		}
+		if !leaderRemoved {
+			lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			leader, _ := c.Leader(lctx)
+			cancel()
+			if leader != nil && leader != spare {
+				leaderRemoved = true
+				if !change("remove-leader", false, leader.ID) || !change("add", true, leader.ID) {
+					return
+				}
+			}
+		}
+		if !change("remove", false, spare.ID) {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Duration(500+rng.Intn(1500)) * time.Millisecond):
+		}
 	}
 }
 
@@ -464,6 +581,21 @@ func snapshot(ctx context.Context, c *Cluster) ([]FinalLog, error) {
 		if st.HW != sts[0].HW || st.LEO != sts[0].LEO {
 			return nil, fmt.Errorf("%s hw=%d leo=%d vs %s hw=%d leo=%d", sts[0].NodeID, sts[0].HW, sts[0].LEO, st.NodeID, st.HW, st.LEO)
 		}
+		// The voter set converges too (issue 12).
+		if st.votersKey() != sts[0].votersKey() {
+			return nil, fmt.Errorf("voters in force: %s has %s, %s has %s", sts[0].NodeID, sts[0].votersKey(), st.NodeID, st.votersKey())
+		}
+	}
+	// Every voter is the incarnation running now: a wiped voter was
+	// replaced at its new directory.
+	dirOf := map[string]string{}
+	for _, st := range sts {
+		dirOf[st.NodeID] = st.DirectoryID
+	}
+	for _, v := range sts[0].Voters {
+		if d, ok := dirOf[v.ID]; ok && v.DirectoryID != "" && d != "" && v.DirectoryID != d {
+			return nil, fmt.Errorf("voter %s is recorded at directory %s, but it runs on %s (%s)", v.ID, v.DirectoryID, d, sts[0].votersKey())
+		}
 	}
 	var finals []FinalLog
 	for _, n := range c.Nodes {
@@ -520,6 +652,25 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "failover: leader kill -> new leader n=%d median=%v max=%v; -> next ack of an append invoked after the kill n=%d median=%v max=%v\n",
 		len(el), Percentile(el, 0.5).Round(time.Millisecond), Percentile(el, 1).Round(time.Millisecond),
 		len(r.Failovers), Percentile(r.Failovers, 0.5).Round(time.Millisecond), Percentile(r.Failovers, 1).Round(time.Millisecond))
+	if n := r.Nemesis; n.VoterWipes > 0 {
+		fmt.Fprintf(w, "voter wipes: %d, replaced (restart -> committed at the new directory) n=%d median=%v max=%v, not replaced %d\n",
+			n.VoterWipes, len(n.Replacements), Percentile(n.Replacements, 0.5).Round(time.Millisecond),
+			Percentile(n.Replacements, 1).Round(time.Millisecond), len(n.ReplaceFailures))
+	}
+	if len(r.RollingGaps) > 0 {
+		var gs []string
+		for _, g := range r.RollingGaps {
+			l := ""
+			if g.Leader {
+				l = "(leader)"
+			}
+			gs = append(gs, fmt.Sprintf("%s%s %v", g.Node, l, g.Gap.Round(time.Millisecond)))
+		}
+		fmt.Fprintf(w, "rolling restarts: longest gap without an ack per restart: %s\n", strings.Join(gs, ", "))
+	}
+	if len(r.VoterChanges) > 0 {
+		fmt.Fprintf(w, "voter changes (what node: HTTP status): %v\n", r.VoterChanges)
+	}
 	fmt.Fprintf(w, "recovered=%v converged=%v", r.Recovered, r.Converged)
 	if r.ConvergeErr != nil {
 		fmt.Fprintf(w, " (%v)", r.ConvergeErr)
@@ -622,13 +773,28 @@ type Summary struct {
 	DeletesOK    int `json:"deletes_ok,omitempty"`
 	Resets       int `json:"resets,omitempty"`
 	AckedDeleted int `json:"acked_deleted,omitempty"`
+	// Issue 12: voters wiped, their replacement times (restart to
+	// committed at the new directory) and the rolling restarts' gaps, in
+	// milliseconds.
+	VoterWipes    int     `json:"voter_wipes,omitempty"`
+	ReplaceMS     []int64 `json:"replace_ms,omitempty"`
+	RollingGapsMS []int64 `json:"rolling_gaps_ms,omitempty"`
+	ReplaceFailed int     `json:"replace_failed,omitempty"`
 }
 
 // Summarize returns the run's figures.
 func (r *Report) Summarize(tags string) Summary {
 	c := r.History.Counts()
 	el := r.Nemesis.Elections
+	var replace, gaps []int64
+	for _, d := range r.Nemesis.Replacements {
+		replace = append(replace, d.Milliseconds())
+	}
+	for _, g := range r.RollingGaps {
+		gaps = append(gaps, g.Gap.Milliseconds())
+	}
 	return Summary{
+		VoterWipes: r.Nemesis.VoterWipes, ReplaceMS: replace, RollingGapsMS: gaps, ReplaceFailed: len(r.Nemesis.ReplaceFailures),
 		Time: time.Now().UTC().Format(time.RFC3339), Seed: r.Seed, Nodes: r.Nodes, Observers: r.Observers, Concurrency: r.Concurrency,
 		Tags: tags, Seconds: r.Duration.Seconds(), OK: c[OK], Failed: c[Failed], Unknown: c[Unknown],
 		Reads: r.Reads, Kills: r.Nemesis.Kills, Pauses: r.Nemesis.Pauses, Partitions: r.Nemesis.Partitions,
