@@ -87,44 +87,9 @@ func faultRun(t *testing.T, o runOpts) *Report {
 		t.Fatalf("a %v run needs about %v more, but go test's -timeout leaves %v: pass -timeout 0 or a larger one",
 			o.cfg.Duration, margin, time.Until(deadline).Round(time.Second))
 	}
-	root, err := os.MkdirTemp("", "replog-faults-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || o.keep {
-			t.Logf("kept data, node logs and history in %s", root)
-			return
-		}
-		_ = os.RemoveAll(root)
-	})
-
 	ctx, cancel := context.WithTimeout(context.Background(), o.cfg.Duration+5*time.Minute)
 	defer cancel()
-	mod, err := ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := BuildNode(ctx, mod, root, o.pkg, o.tags, o.race)
-	if err != nil {
-		t.Fatalf("building the node: %v", err)
-	}
-	rev := BinaryRevision(bin)
-	t.Logf("node binary %s built from %s", o.pkg, rev)
-	logf := func(string, ...any) {}
-	if o.logEvents {
-		logf = t.Logf
-	}
-	c, err := StartCluster(ctx, ClusterConfig{
-		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
-		FetchTimeout: *flagFetchTO, ElectionTimeout: *flagElectTO, FetchMaxWait: *flagMaxWait,
-		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, Gossip: o.gossip,
-		Logf: logf,
-	})
-	if err != nil {
-		t.Fatalf("starting the cluster: %v", err)
-	}
-	t.Cleanup(c.Stop)
+	c, root, rev := startRunCluster(ctx, t, o)
 
 	rep, err := Run(ctx, c, o.cfg)
 	if err != nil {
@@ -175,6 +140,50 @@ func faultRun(t *testing.T, o runOpts) *Report {
 		t.Errorf("%d node processes exited on their own (panic or fatal error): %v", len(rep.Crashes), rep.Crashes)
 	}
 	return rep
+}
+
+// startRunCluster builds the node binary and starts o's cluster in a
+// temp dir (kept, and named, if tb fails or o.keep), stopped by
+// tb.Cleanup; it returns the cluster, the temp dir and the binary's
+// revision.
+func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, string, string) {
+	tb.Helper()
+	root, err := os.MkdirTemp("", "replog-faults-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() || o.keep {
+			tb.Logf("kept data, node logs and history in %s", root)
+			return
+		}
+		_ = os.RemoveAll(root)
+	})
+	mod, err := ModuleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bin, err := BuildNode(ctx, mod, root, o.pkg, o.tags, o.race)
+	if err != nil {
+		tb.Fatalf("building the node: %v", err)
+	}
+	rev := BinaryRevision(bin)
+	tb.Logf("node binary %s built from %s", o.pkg, rev)
+	logf := func(string, ...any) {}
+	if o.logEvents {
+		logf = tb.Logf
+	}
+	c, err := StartCluster(ctx, ClusterConfig{
+		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
+		FetchTimeout: *flagFetchTO, ElectionTimeout: *flagElectTO, FetchMaxWait: *flagMaxWait,
+		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, Gossip: o.gossip,
+		Logf: logf,
+	})
+	if err != nil {
+		tb.Fatalf("starting the cluster: %v", err)
+	}
+	tb.Cleanup(c.Stop)
+	return c, root, rev
 }
 
 func seedFlag(t *testing.T) int64 {

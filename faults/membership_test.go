@@ -1,8 +1,12 @@
 package faults
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -129,4 +133,98 @@ func TestAddRemoveVoterFaults(t *testing.T) {
 			t.Errorf("no %s was made (changes made %v; requests %v)", what, done, rep.VoterChanges)
 		}
 	}
+}
+
+var (
+	flagFillBytes  = flag.Int64("faults.fill-bytes", 100<<20, "BenchmarkWipedVoterReplace: bytes of records appended before the wipe")
+	flagFillRecord = flag.Int("faults.fill-record", 1024, "BenchmarkWipedVoterReplace: bytes per record")
+)
+
+// BenchmarkWipedVoterReplace times a wiped follower's way back to voter
+// (issue 12's figure): a 3-node cluster is filled with -faults.fill-bytes
+// of -faults.fill-record records (32 concurrent appenders), then, per
+// iteration, a follower is wiped (SIGKILL, directory deleted, started
+// again) and the time from its new process serving HTTP to the leader's
+// committed voter set naming its new directory is reported
+// (ms/replace; the fill rate as fill-MB/s). Run it once, it is long:
+//
+//	go test ./faults -run '^$' -bench WipedVoterReplace -benchtime 1x -timeout 0 \
+//	    -faults.fill-bytes=1073741824 -faults.fill-record=1024
+func BenchmarkWipedVoterReplace(b *testing.B) {
+	ctx := context.Background()
+	o := runOpts{pkg: "./example", nodes: 3, keep: *flagKeep}
+	c, _, _ := startRunCluster(ctx, b, o)
+
+	// Fill.
+	start := time.Now()
+	size := max(*flagFillRecord, 64)
+	count := *flagFillBytes / int64(size)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for w := 0; w < 32; w++ {
+		wg.Go(func() {
+			for i := next.Add(1); i <= count; i = next.Add(1) {
+				rec := EncodePayload(fmt.Sprintf("f%d", i), size-32)
+				for try := 0; ; try++ {
+					actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					out, _, _ := c.Append(actx, c.Nodes[int(i)%len(c.Nodes)], rec)
+					cancel()
+					if out == OK || try == 5 {
+						if out != OK {
+							failed.Add(1)
+						}
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fill := time.Since(start)
+	_, st, _ := c.LeaderStatus(ctx)
+	var bytes int64
+	for _, n := range c.Nodes {
+		_, nb := n.DiskUsage()
+		bytes = max(bytes, nb)
+	}
+	b.Logf("filled %d records of %d bytes (%d failed) in %v: hw=%d, %d MiB on disk", count, size, failed.Load(), fill.Round(time.Millisecond), st.HW, bytes>>20)
+
+	b.ResetTimer()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		leader, _, ok := c.LeaderStatus(ctx)
+		if !ok {
+			b.Fatal("no leader")
+		}
+		var target *Node
+		for _, n := range c.Nodes {
+			if n != leader {
+				target = n
+				break
+			}
+		}
+		if err := c.Wipe(target); err != nil {
+			b.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+		if err := c.WaitReady(wctx, target); err != nil {
+			b.Fatal(err)
+		}
+		ready := time.Now()
+		tst, err := c.Status(wctx, target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.WaitVoter(wctx, target.ID, tst.DirectoryID, false); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		d := time.Since(ready)
+		total += d
+		b.Logf("wipe %d of %s: a voter again at %s %v after its restart", i+1, target.ID, tst.DirectoryID, d.Round(time.Millisecond))
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/replace")
+	b.ReportMetric(float64(*flagFillBytes)/1e6/fill.Seconds(), "fill-MB/s")
 }
