@@ -45,10 +45,17 @@ func membershipOpts(t *testing.T, d time.Duration, faults ...string) runOpts {
 // its new directory by the leader on its own, within ReplaceTimeout (the
 // next wipe waits for that); its whole log, read once it is a voter
 // again, and everything else must pass the checker: no acknowledged
-// entry lost or changed.
+// entry lost or changed. FaultWipeCrashLeader plays issue 12's loss
+// (the third voter paused, the wiped voter the only other holder of
+// acknowledged appends, the leader SIGKILLed): teeth,
+//
+//	go test ./faults -run TestWipeVoterFaults -v -faults.tags=replog_bug_wiped_voter \
+//	    -faults.nemesis=wipe-crash-leader -faults.wipe-voter-every=0 -faults.expect=lost-write
+//
+// must find lost writes (a wiped voter voting as its old self).
 func TestWipeVoterFaults(t *testing.T) {
 	t.Parallel()
-	o := membershipOpts(t, membershipDuration, FaultWipeVoter, FaultKillLeader, FaultPause)
+	o := membershipOpts(t, membershipDuration, FaultWipeVoter, FaultWipeCrashLeader, FaultKillLeader, FaultPause)
 	o.cfg.WipeVoterEvery = *flagWipeVoterEvery
 	rep := faultRun(t, o)
 	checkRun(t, rep)

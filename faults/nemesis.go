@@ -68,6 +68,13 @@ const (
 	// time; then the wiped node's whole log is read (Read.Reader
 	// WipeReaderBase+k) for the checker.
 	FaultWipeVoter = "wipe-voter"
+	// FaultWipeCrashLeader is issue 12's loss scenario (3 voters): one
+	// follower paused, appends acknowledged by the leader and the other
+	// follower, that one wiped, the leader SIGKILLed, the paused one
+	// resumed, the leader restarted seconds later; then as FaultWipeVoter
+	// (the wiped voter must be replaced). A wiped voter voting as its old
+	// self (-faults.tags=replog_bug_wiped_voter) loses those appends.
+	FaultWipeCrashLeader = "wipe-crash-leader"
 	// FaultRollingRestart restarts every voter in turn with SIGTERM (a
 	// leader hands its leadership over in Close, R59) and a start on the
 	// same directory, each once the previous one is back and caught up;
@@ -88,12 +95,12 @@ const ReplaceTimeout = 90 * time.Second
 var AllFaults = map[string]int{
 	FaultKill: 2, FaultKillLeader: 2, FaultKillAfterAck: 2, FaultCrashMajority: 1, FaultIsolateKillLeader: 1, FaultCrashAll: 1, FaultFlap: 1,
 	FaultPause: 2, FaultIsolate: 2, FaultSplit: 1, FaultBridge: 1, FaultOneWay: 2, FaultSlow: 1,
-	FaultWipeObserver: 1, FaultWipeVoter: 1, FaultRollingRestart: 1,
+	FaultWipeObserver: 1, FaultWipeVoter: 1, FaultWipeCrashLeader: 1, FaultRollingRestart: 1,
 }
 
 // ProcessFaults are the faults that do not partition the network (for runs
 // with unproxied gossip).
-var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, FaultCrashAll, FaultFlap, FaultPause, FaultWipeVoter, FaultRollingRestart}
+var ProcessFaults = []string{FaultKill, FaultKillLeader, FaultKillAfterAck, FaultCrashAll, FaultFlap, FaultPause, FaultWipeVoter, FaultWipeCrashLeader, FaultRollingRestart}
 
 // NemesisStats counts what the nemesis did.
 type NemesisStats struct {
@@ -447,7 +454,14 @@ func (nm *Nemesis) committedVoters(ctx context.Context) []*Node {
 // while another voter wipe or a rolling restart is under way, or without
 // a committed voter set of 3 or more all running (a wipe must not cost
 // the majority).
-func (nm *Nemesis) wipeVoter(ctx context.Context) {
+//
+// With crashLeader (FaultWipeCrashLeader, 3 voters only) it plays issue
+// 12's loss: the third voter is paused so that appends commit on the
+// leader and the target alone, the target is wiped right after an ack,
+// the leader is SIGKILLed, the paused voter resumed, and the leader
+// restarted after a while. A wiped voter that voted as its old self
+// would elect the paused one, which lacks those acknowledged appends.
+func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
 	if !nm.voterMu.TryLock() {
 		return
 	}
@@ -465,17 +479,49 @@ func (nm *Nemesis) wipeVoter(ctx context.Context) {
 	}
 	leader := nm.leader(ctx)
 	target := voters[nm.intn(len(voters))]
+	var paused *Node
+	if crashLeader {
+		if leader == nil || len(voters) != 3 {
+			return
+		}
+		var others []*Node
+		for _, n := range voters {
+			if n != leader {
+				others = append(others, n)
+			}
+		}
+		target, paused = others[0], others[1]
+		if nm.intn(2) == 0 {
+			target, paused = paused, target
+		}
+		if !nm.c.Pause(paused) {
+			return
+		}
+		nm.count(&nm.stats.Pauses)
+		nm.event("pause", false, "wipe-crash-leader: appends commit on the leader and the voter to wipe", paused)
+		nm.sleep(ctx, nm.between(300*time.Millisecond, time.Second))
+		nm.waitAck(ctx)
+	}
 	start := time.Now()
 	if err := nm.c.Wipe(target); err != nil {
 		nm.logf("nemesis: wipe %s: %v", target.ID, err)
 		if !target.Running() && !target.Wiping() {
 			nm.restart(ctx, target)
 		}
+		if paused != nil {
+			nm.c.Resume(paused)
+		}
 		return
 	}
 	nm.count(&nm.stats.VoterWipes)
 	nm.event("wipe-voter", target == leader, "data directory deleted, restarted empty", target)
-	if target == leader {
+	if paused != nil {
+		nm.kill(leader, leader, "wipe-crash-leader: right after the wipe")
+		nm.c.Resume(paused)
+		nm.event("resume", false, "wipe-crash-leader: with the wiped voter and without the leader", paused)
+		nm.sleep(ctx, nm.between(2*time.Second, 4*time.Second))
+		nm.restart(ctx, leader)
+	} else if target == leader {
 		nm.mu.Lock()
 		epoch := nm.leaderEpoch
 		nm.mu.Unlock()
@@ -689,8 +735,8 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		target := observers[nm.intn(len(observers))]
 		nm.wipe(ctx, target)
 
-	case FaultWipeVoter:
-		nm.wipeVoter(ctx)
+	case FaultWipeVoter, FaultWipeCrashLeader:
+		nm.wipeVoter(ctx, f == FaultWipeCrashLeader)
 
 	case FaultRollingRestart:
 		nm.rollingRestart(ctx)
