@@ -83,9 +83,9 @@
 // fetches); (D) a reset that truncates kept the truncated entries' voter
 // sets; (E) a leader with nothing uncommitted made no voter change until a
 // user appended; (F) the automatic replacement's add was leader memory.
-// Two are open; a default run steers around each (Options.Bugs says how),
-// and -sim.bugs=NAME (or all) stops steering, so that runs fail where the
-// bug bites (seeds at 1500 steps):
+// Three found with the fixes are open; a default run steers around each
+// (Options.Bugs says how), and -sim.bugs=NAME (or all) stops steering, so
+// that runs fail where the bug bites (seeds at 1500 steps):
 //
 //	solebootstrap   G: a node with an empty store whose bootstrap voters are
 //	                itself alone elects itself and records a new first set:
@@ -94,5 +94,9 @@
 //	resetnoset      I: a voter reset to its leader's log start has no voter
 //	                set until it fetches the copy above that log start; if
 //	                the leader is lost meanwhile, no leader is ever elected
-//	                again (seed 3608)
+//	                again (seed 3424)
+//	reappend        J: a leader completes another's automatic replacement
+//	                only while its newest two voter sets show the removal;
+//	                retention's re-append of the same set hides it, and the
+//	                wiped voter is never added back (seed 19702)
 package simulation

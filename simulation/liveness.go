@@ -36,10 +36,22 @@ import (
 //     a prospective keeps fetching from its leader and follows it again
 //     when it answers, so rule 1 counts it as following then).
 //
+// Voters change (voters.go): "voter" means a voter of the set in force at
+// the directory it records. Rule 1 asks that every voter of the leader's
+// set, and every node acting as a voter, follow the leader (a voter the
+// set added follows as an observer until it fetches the set); while no set
+// is committed (R57: the first election needs every bootstrap voter) it
+// allows three times the election rounds. Rule 2 counts majorities of the
+// deposed leader's set and of the deposing candidate's; a leader its own
+// set removed is explained. Rule 3 explains a voter whose set no longer
+// holds its leader.
+//
 // What counts as a fault: a crash or restart, a pause, a clock jump or stall,
 // a disk error (all touch their node); a partition, a dropped message, a
 // late (beyond the normal network delay), duplicated or cross-incarnation
-// message (all touch the link they are on, until they are delivered).
+// message (all touch the link they are on, until they are delivered); and,
+// as disturbances, a voter set that drops a node's leader, adds a node that
+// does not know it yet, or a removed leader stepping down.
 // Gossip hints, true, stale or false, are never faults: gossip must not
 // decide elections (docs/design.md §3.4). Clock drift within ±5% is normal.
 

@@ -107,6 +107,14 @@ type KnownBugs struct {
 	// while a voter of the committed set does not have it (or a set one
 	// change away) in force.
 	ResetNoSet bool
+	// Reappend (J): a leader completes another leader's automatic
+	// replacement from its log only while the newest two voter sets show
+	// the removal; retention's re-append of the set in force above a log
+	// start that passed it (the same set again) hides it, and the wiped
+	// voter is never added back. By default, in runs with automatic
+	// replacement, the workload adds it back when the leader can no
+	// longer tell (its memory and its newest two sets).
+	Reappend bool
 }
 
 // Result describes a finished run.

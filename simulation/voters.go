@@ -44,8 +44,9 @@ import (
 //     entries (a lost disk counts with what it held when it was lost: an
 //     answer it sent before may still arrive); nothing commits while the
 //     bootstrap set is in force; no vote is granted by a node that is not a
-//     voter of its own set in force, and votes are counted per directory
-//     (one per epoch per disk).
+//     voter of its own set in force unless the candidate's request named
+//     its directory (KIP-853: a voter added by a set it has not fetched
+//     yet), and votes are counted per directory (one per epoch per disk).
 //   - A new incarnation is never counted as the old one: a leader's record
 //     of a voter's log end (Status.RemoteLEO) never exceeds what the disk
 //     at the recorded directory ever held.
@@ -86,7 +87,15 @@ import (
 //     majority of it (2 of 3); a set of 1 or 2 voters never loses one;
 //   - in each such set that holds the victim, a majority other than the
 //     victim is up: never while a majority is otherwise down, so that the
-//     cluster can go on (and replace the victim) once it restarts.
+//     cluster can go on (and replace the victim) once it restarts;
+//   - no voter change is in flight (a set newer than the committed one,
+//     other than it, anywhere): a leader that appended its own removal
+//     may hold the newest log yet no longer take itself for a voter (R55),
+//     so it neither campaigns nor grants to a less up-to-date candidate,
+//     and is as good as a second voter lost;
+//   - (steering around the open core bugs G and I, Options.Bugs) the
+//     victim is not the sole bootstrap voter, and every voter of the
+//     committed set has it, or a set one change away, in force.
 //
 // The workload keeps every set it makes at 3 voters or more: it removes a
 // voter only from a committed set of 4 or more, and never while a voter has
@@ -107,7 +116,7 @@ type vcParams struct {
 	// removeLeaderProb: a remove names the leader.
 	removeLeaderProb float64
 	// manual: ManualVoterChanges on every node; the workload heals wiped
-	// voters (healOnly: and makes no other change).
+	// voters. healOnly: the timer makes no other change.
 	manual, healOnly bool
 	// wipeEvery: the mean gap between two voter wipes (0: none);
 	// wipeAfterCommitProb: a voter that holds what a leader just
@@ -134,8 +143,9 @@ func chooseVoterChanges(p *params, r *rand.Rand) {
 		p.vc.wipeEvery = ms(20 + 200*r.Float64())
 		p.vc.wipeAfterCommitProb = 0.1 * r.Float64()
 	}
-	if p.vc.manual && p.vc.wipeEvery > 0 && p.vc.changeEvery == 0 {
-		// The operator heals wiped voters, and makes no other change.
+	if p.vc.wipeEvery > 0 && p.vc.changeEvery == 0 {
+		// The timer only heals wiped voters (manual runs, or steering
+		// around open core bug J): no other change.
 		p.vc.changeEvery, p.vc.healOnly = ms(30+300*r.Float64()), true
 	}
 }
@@ -750,12 +760,13 @@ func (s *sim) wipe(v *node, what string) {
 // random node (the leader sometimes), while the workload runs; in manual
 // runs the healing of wiped voters goes on until they are healed.
 func (s *sim) voterChangeTimer() {
-	heal := s.p.vc.manual && s.healDue() != nil
-	if s.phase == phaseStable || s.phase == phaseQuiesce && !heal {
+	due := s.healDue() != nil
+	heal := s.p.vc.manual && due
+	if s.phase == phaseStable || s.phase == phaseQuiesce && !due {
 		return
 	}
 	s.schedule(s.vcBetween(0, 2*s.p.vc.changeEvery), event{kind: evVoterChange})
-	if s.changesOutstanding() >= 2 {
+	if s.readd() || s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
 		return
 	}
 	via := s.randomUpVC()
@@ -770,6 +781,45 @@ func (s *sim) voterChangeTimer() {
 		return
 	}
 	s.proposeChange(via, ch, healing)
+}
+
+// readd steers around open core bug J (Options.Bugs.Reappend) in runs
+// with automatic replacement: it adds back a wiped voter the replacement
+// removed when the leader can no longer tell (neither its memory,
+// Status.Replacing, nor the newest two sets of its log show the removal).
+// It reports whether it proposed.
+func (s *sim) readd() bool {
+	if s.opts.Bugs.Reappend || s.p.vc.manual || s.changesOutstanding() > 0 {
+		return false
+	}
+	l := s.upLeader()
+	if l == nil || s.now < l.pausedUntil {
+		return false
+	}
+	for _, nd := range s.nodes {
+		if !nd.replaceDue || !nd.up || hasID(s.cset, nd.id) || removalVisible(l, nd.id) {
+			continue
+		}
+		if _, planned := l.r.Status().Replacing[nd.id]; planned {
+			continue
+		}
+		s.res.Faults.ReAdds++
+		s.tracef("%s READD: leader %s can no longer tell it replaced it (open core bug J)", nd.id, l.id)
+		s.proposeChange(l, protocol.VoterChange{Add: true, NodeID: nd.id}, true)
+		return true
+	}
+	return false
+}
+
+// removalVisible says whether the newest two voter sets of nd's log show
+// the removal of node id (the set before less that node).
+func removalVisible(nd *node, id string) bool {
+	n := len(nd.vrows)
+	if n < 2 {
+		return false
+	}
+	prev, cur := nd.vrows[n-2].Voters, nd.vrows[n-1].Voters
+	return hasID(prev, id) && !hasID(cur, id) && len(prev) == len(cur)+1 && setDelta(prev, cur) == 1
 }
 
 // changesOutstanding counts the workload's voter changes not answered yet
