@@ -20,9 +20,11 @@ import (
 //     entries below their HWs, and a node never truncates what it held
 //     below its HW (checked when the truncation is issued).
 //   - Durability: a newly committed entry is durable, with the same
-//     contents, on a majority of voters; a voter's fetch offset never
-//     exceeds its durable log; a granted vote is durable before it is sent
-//     and a voter grants one candidate per epoch, across crashes.
+//     contents, on a majority of the voter set in force, each voter at the
+//     directory the set records (voters.go); a fetch offset never exceeds
+//     the fetcher's durable log; a granted vote is durable before it is
+//     sent and a voter grants one candidate per epoch, across crashes (per
+//     disk: a wiped voter's new disk has voted nowhere).
 //   - Leaders: one per epoch over the whole run; a new leader of epoch E
 //     holds every entry committed in an epoch below E (leader
 //     completeness), hence every acknowledged append; with the rule checks
