@@ -388,14 +388,24 @@ func (r *Replica) removedIncarnation(node, dir string) bool {
 	if n < 2 || dir == "" {
 		return false
 	}
-	cur, prev := r.log.voterSets[n-1].Voters, r.log.voterSets[n-2].Voters
+	// The set before the newest change: copies of the same set (retention's
+	// re-append above the log start, R55) are no change.
+	cur := r.log.voterSets[n-1].Voters
+	i := n - 2
+	for i >= 0 && slices.Equal(r.log.voterSets[i].Voters, cur) {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	prev := r.log.voterSets[i].Voters
 	if len(prev) != len(cur)+1 {
 		return false
 	}
-	i := slices.IndexFunc(prev, func(v protocol.Voter) bool { return v.ID == node })
-	if i < 0 || prev[i].DirID == dir {
+	j := slices.IndexFunc(prev, func(v protocol.Voter) bool { return v.ID == node })
+	if j < 0 || prev[j].DirID == dir {
 		return false // not removed, or removed at this very directory
 	}
-	rest := slices.Delete(slices.Clone(prev), i, i+1)
+	rest := slices.Delete(slices.Clone(prev), j, j+1)
 	return slices.Equal(rest, cur)
 }
