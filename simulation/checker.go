@@ -180,7 +180,9 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 			return
 		}
 	}
-	if voterRole && (st.Role != nd.role || st.Epoch != nd.epoch || st.LeaderID != nd.leader) {
+	if st.Role != nd.role || st.Epoch != nd.epoch || st.LeaderID != nd.leader {
+		// (Observers too: a voter a set added follows as one until it
+		// fetches the set, liveness.go.)
 		s.followDirty = true
 	}
 	nd.leader = st.LeaderID

@@ -83,20 +83,30 @@
 // fetches); (D) a reset that truncates kept the truncated entries' voter
 // sets; (E) a leader with nothing uncommitted made no voter change until a
 // user appended; (F) the automatic replacement's add was leader memory.
-// Three found with the fixes are open; a default run steers around each
+// Five found after the fixes are open; a default run steers around each
 // (Options.Bugs says how), and -sim.bugs=NAME (or all) stops steering, so
-// that runs fail where the bug bites (seeds at 1500 steps):
+// that runs fail where the bug bites (reproduce with -sim.seed=N and the
+// steps given):
 //
 //	solebootstrap   G: a node with an empty store whose bootstrap voters are
 //	                itself alone elects itself and records a new first set:
 //	                a wiped node of a cluster begun with one voter forks it
-//	                (seed 1551)
+//	                (seed 1551 x1500)
 //	resetnoset      I: a voter reset to its leader's log start has no voter
 //	                set until it fetches the copy above that log start; if
 //	                the leader is lost meanwhile, no leader is ever elected
-//	                again (seed 3424)
+//	                again (seed 3424 x1500)
 //	reappend        J: a leader completes another's automatic replacement
-//	                only while its newest two voter sets show the removal;
-//	                retention's re-append of the same set hides it, and the
-//	                wiped voter is never added back (seed 19702)
+//	                only while its voter sets show the removal; once the log
+//	                start passes the removal's entry its rows are pruned and
+//	                the wiped voter is never added back (seed 19702 x1500;
+//	                7f4ef2e fixed the same loss by retention's copies)
+//	wipedleader     K: a wiped node answers a late copy of a forwarded
+//	                append for an epoch its old disk led with a final "not
+//	                leader", though that disk appended it (seed 1000409 x1500)
+//	staleset        L: a voter whose own set lacks the leader (it appended the
+//	                set removing that leader before it committed; a set lost
+//	                with a leadership change) drops the leader's answers and
+//	                its refusals, and a prospective never fetches: it stays
+//	                out (seeds 1009695 x1500, 2000583 x5000, 3000059 x20000)
 package simulation

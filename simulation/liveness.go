@@ -44,7 +44,8 @@ import (
 // allows three times the election rounds. Rule 2 counts majorities of the
 // deposed leader's set and of the deposing candidate's; a leader its own
 // set removed is explained. Rule 3 explains a voter whose set no longer
-// holds its leader.
+// holds its leader. A leader fenced by a voter's later epoch that stands
+// again at once (R20's Restand) is judged by the fencing epoch.
 //
 // What counts as a fault: a crash or restart, a pause, a clock jump or stall,
 // a disk error (all touch their node); a partition, a dropped message, a
@@ -390,6 +391,13 @@ func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.R
 	var names []string
 	var contacts []*node
 	if newEpoch > epoch {
+		// R20: a leader fenced by a voter's later epoch (left by that
+		// voter's failed candidacy) stands again at once in the next one
+		// (Restand): the epoch that deposed it is the fencing one, begun by
+		// the other candidate.
+		for by, ok := s.epochBy[newEpoch]; ok && by == nd.idx && newEpoch-1 > epoch; by, ok = s.epochBy[newEpoch] {
+			newEpoch--
+		}
 		t := s.now
 		from := t - s.electionRound()
 		if seen, ok := s.epochSeen[newEpoch]; ok && seen < t {

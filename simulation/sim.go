@@ -108,13 +108,32 @@ type KnownBugs struct {
 	// change away) in force.
 	ResetNoSet bool
 	// Reappend (J): a leader completes another leader's automatic
-	// replacement from its log only while the newest two voter sets show
-	// the removal; retention's re-append of the set in force above a log
-	// start that passed it (the same set again) hides it, and the wiped
-	// voter is never added back. By default, in runs with automatic
+	// replacement from its log only while its voter sets show the removal
+	// as their newest change. Copies of the same set (retention's
+	// re-append above the log start) no longer hide it (7f4ef2e), but once
+	// the log start passes the removal's entry the rows before it are
+	// pruned (only the set in force is kept below the log start), and the
+	// wiped voter is never added back. By default, in runs with automatic
 	// replacement, the workload adds it back when the leader can no
-	// longer tell (its memory and its newest two sets).
+	// longer tell (its memory and its voter sets).
 	Reappend bool
+	// WipedLeader (K): a node restarted on an empty disk answers a late
+	// copy of a forwarded append for an epoch its old disk led with a
+	// final "not leader" (R47's durable record of having led the epoch
+	// was on the lost disk), though the old disk appended it. By default a
+	// lane-queued message sent to an earlier disk of its receiver is
+	// dropped.
+	WipedLeader bool
+	// StaleSet (L): a voter whose own set does not hold the current leader
+	// (it appended the set removing that leader before the removal
+	// committed, which Raft has servers tolerate; a set lost with a
+	// leadership change; a wiped node reset with no set) drops that
+	// leader's answers and turns prospective, and stays so: the refusals
+	// naming that leader are dropped too (no vouching from a vote
+	// response) and a prospective never fetches. By default the sim
+	// restarts such a node after half of liveBound (a restarted node
+	// fetches and learns).
+	StaleSet bool
 }
 
 // Result describes a finished run.
@@ -428,7 +447,12 @@ type node struct {
 	maxLEO     uint64
 	replaceDue bool
 	wlRemoved  bool
-	countedHW  uint64
+	// diskInc: the first incarnation (process) on its current disk;
+	// strayAt: since when it acts as a voter without following a leader
+	// its set does not hold (-1: it does not; voters.go's unstick).
+	diskInc   int
+	strayAt   time.Duration
+	countedHW uint64
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;
@@ -698,7 +722,7 @@ func (s *sim) schedule(after time.Duration, e event) {
 func (s *sim) setup() {
 	n := s.p.voters + s.p.observers
 	for i := 0; i < n; i++ {
-		nd := &node{idx: i, store: s.newStore(), votes: map[uint64]string{}}
+		nd := &node{idx: i, store: s.newStore(), votes: map[uint64]string{}, strayAt: -1}
 		if i < s.p.voters {
 			nd.id = fmt.Sprintf("v%d", i+1)
 			s.voters = append(s.voters, nd.id)
@@ -917,6 +941,7 @@ func (s *sim) step(faultSteps int) {
 	s.hash.byte(byte(ev.kind))
 	s.hash.u64(uint64(ev.node))
 	s.dispatch(ev)
+	s.unstick()
 	s.checkRecovery()
 }
 

@@ -97,6 +97,11 @@ import (
 //     victim is not the sole bootstrap voter, and every voter of the
 //     committed set has it, or a set one change away, in force.
 //
+// Observer wipes (retention.go) wait while the committed set has one voter:
+// an observer may be added as the second from a fetch of its old disk
+// delivered late, and a set of two with a lost disk commits nothing again
+// (seed 2001951 x5000 before this rule).
+//
 // The workload keeps every set it makes at 3 voters or more: it removes a
 // voter only from a committed set of 4 or more, and never while a voter has
 // lost its disk (except the remove of the lost one, in manual runs, which
@@ -438,6 +443,13 @@ func (s *sim) holdsAt(v protocol.Voter, o uint64, k entryKey) bool {
 	return o < retired && o < st.LogStart()
 }
 
+// deletedAt says whether the disk at voter v's recorded directory starts
+// above offset o (it deleted o, or reset past it).
+func (s *sim) deletedAt(v protocol.Voter, o uint64) bool {
+	st, _, _, ok := s.diskAt(v)
+	return ok && o < st.LogStart()
+}
+
 // current says whether voter v's recorded directory is its node's disk now.
 func (s *sim) current(v protocol.Voter) bool {
 	i, ok := s.byID[v.ID]
@@ -457,6 +469,10 @@ func (s *sim) checkCounted(nd *node, hw uint64) bool {
 	}
 	for o := max(nd.countedHW, nd.start); o < hw; o++ {
 		k := nd.shadow[o]
+		// An entry already committed may since have been deleted below a
+		// log start by retention or a reset (R51-R53): that counts as
+		// held.
+		deleted := o < uint64(len(s.committed))
 		best, bestSet, ok := -1, []protocol.Voter(nil), false
 		for _, vs := range nd.roundSets {
 			if vs == nil {
@@ -464,7 +480,7 @@ func (s *sim) checkCounted(nd *node, hw uint64) bool {
 			}
 			n := 0
 			for _, v := range vs {
-				if s.holdsAt(v, o, k) {
+				if s.holdsAt(v, o, k) || deleted && s.deletedAt(v, o) {
 					n++
 				}
 			}
@@ -752,6 +768,7 @@ func (s *sim) wipe(v *node, what string) {
 	v.checked, v.storeStart, v.retired, v.maxLEO = 0, 0, 0, 0
 	v.votes = map[uint64]string{}
 	v.vrows = nil
+	v.diskInc = v.inc + 1 // its next process is the first on the new disk
 }
 
 // ---- the workload's voter changes ----
@@ -786,7 +803,9 @@ func (s *sim) voterChangeTimer() {
 // readd steers around open core bug J (Options.Bugs.Reappend) in runs
 // with automatic replacement: it adds back a wiped voter the replacement
 // removed when the leader can no longer tell (neither its memory,
-// Status.Replacing, nor the newest two sets of its log show the removal).
+// Status.Replacing, nor the newest change of its voter sets shows the
+// removal: once the log start passed the removal's entry, the row before
+// it is pruned).
 // It reports whether it proposed.
 func (s *sim) readd() bool {
 	if s.opts.Bugs.Reappend || s.p.vc.manual || s.changesOutstanding() > 0 {
@@ -811,14 +830,62 @@ func (s *sim) readd() bool {
 	return false
 }
 
-// removalVisible says whether the newest two voter sets of nd's log show
-// the removal of node id (the set before less that node).
+// unstick steers around open core bug L (Options.Bugs.StaleSet): it
+// restarts a node that has acted as a voter without following the leader
+// for half of liveBound while that leader, which its own voter set does
+// not hold, leads (a restarted node fetches, is told who leads, and learns
+// its set from that leader's log).
+func (s *sim) unstick() {
+	if s.opts.Bugs.StaleSet || s.phase == phaseStable {
+		return
+	}
+	var l *node
+	for _, nd := range s.nodes {
+		if nd.up && nd.role == replica.RoleLeader && (l == nil || nd.epoch > l.epoch) {
+			l = nd
+		}
+	}
+	if l == nil {
+		return
+	}
+	for _, nd := range s.nodes {
+		vs, _, boot := nd.inForce()
+		if !nd.up || nd == l || nd.role == replica.RoleObserver || nd.leader == l.id ||
+			boot && slices.Contains(s.voters, l.id) || !boot && hasID(vs, l.id) {
+			nd.strayAt = -1
+			continue
+		}
+		if nd.strayAt < 0 {
+			nd.strayAt = s.now
+		}
+		if s.now-nd.strayAt <= s.bound/2 {
+			continue
+		}
+		s.res.Faults.StuckRestarts++
+		s.tracef("%s UNSTICK: not following since %s, its voter set %s lacks leader %s (open core bug L)", nd.id, fmtDur(nd.strayAt), fmtVoters(vs), l.id)
+		nd.strayAt = -1
+		s.crash(nd, "stuck with a set that lacks the leader")
+	}
+}
+
+// removalVisible says whether the voter sets of nd's log show the removal
+// of node id as their newest change (the set before less that node;
+// copies of the same set are no change, as the core reads them since
+// 7f4ef2e).
 func removalVisible(nd *node, id string) bool {
 	n := len(nd.vrows)
 	if n < 2 {
 		return false
 	}
-	prev, cur := nd.vrows[n-2].Voters, nd.vrows[n-1].Voters
+	cur := nd.vrows[n-1].Voters
+	i := n - 2
+	for i >= 0 && slices.Equal(nd.vrows[i].Voters, cur) {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	prev := nd.vrows[i].Voters
 	return hasID(prev, id) && !hasID(cur, id) && len(prev) == len(cur)+1 && setDelta(prev, cur) == 1
 }
 
