@@ -27,7 +27,8 @@ import (
 // states, HW checkpoints; one to four per Apply) in a loop, and prints
 // every batch it starts ("B seq ...") and every batch acknowledged ("K seq
 // ..."). The parent kills it with SIGKILL at random moments, or has it kill
-// itself at a stage of a roll or a deletion (the store's rollHook: the new
+// itself at a stage of a roll or a deletion (the store's rollHook: the next
+// active file prepared ahead of the roll by the store's goroutine, the new
 // active file written, the sealed name linked, the rename done, a
 // deletion committed before its unlinks), reopens the store and checks it
 // against a model (a Memory store) built from the acknowledged batches:
@@ -54,7 +55,7 @@ const (
 )
 
 // crashStages are the rollHook stages the parent has the child die at.
-var crashStages = []string{"next", "linked", "renamed", "dropped"}
+var crashStages = []string{"prepared", "next", "linked", "renamed", "dropped"}
 
 var crashOpts = storage.BoltOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes}
 

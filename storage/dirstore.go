@@ -35,13 +35,17 @@ var ErrReadOnly = errors.New("replog: store is read-only")
 // for Bolt.
 //
 // When the active file holds BoltOptions.SegmentBytes, the next Apply that
-// appends first rolls it: a new active file is written whole (that state,
-// no entries) under a temporary name, the old one gets its sealed name
-// (a hard link), and a rename of the new file over DataFileName commits
-// the roll. Sealed segments are never written again; a truncation into
-// one lowers its end in the table, and a prefix deletion drops the
-// segments wholly below the new log start from the table and unlinks their
-// files: work per deletion independent of the entries it drops.
+// appends rolls it: a new active file gets that state and the Apply's own
+// writes in one transaction under a temporary name, the old one gets its
+// sealed name (a hard link), and a rename of the new file over
+// DataFileName commits the roll and the Apply. The new file is made ahead,
+// off the append path, by the store's goroutine (background) once the
+// active file is half full. Sealed segments are never written again; a
+// truncation into one lowers its end in the table, and a prefix deletion
+// drops the segments wholly below the new log start from the table, their
+// files closed and unlinked by the store's goroutine after the Apply: work
+// per deletion independent of the entries it drops, none of it waited for
+// by appends.
 //
 // Open reads only the active file, and of it only the pages it needs
 // (verified first; the rest of the file is verified by a goroutine of the
@@ -65,10 +69,17 @@ type DirStore struct {
 	// Open did not (nil: Open verified it all); see activeCheck.
 	check *activeCheck
 
-	// mu serializes Apply and Close, and guards failed and putter.
-	mu     sync.Mutex
-	failed error
-	putter *Bolt // the writes of one Apply, shared with Bolt (put)
+	// mu serializes Apply and Close, and guards failed, putter and
+	// nextAsked.
+	mu        sync.Mutex
+	failed    error
+	putter    *Bolt    // the writes of one Apply, shared with Bolt (put)
+	nextAsked *segFile // the active file for which bg was last asked to prepare the next one
+
+	// bg is the goroutine of a read-write store: the next active file made
+	// ahead of the roll, a deletion's files closed and unlinked after its
+	// Apply (nil when read-only).
+	bg *background
 
 	// cacheMu guards the segFiles' handles, refs and flags, openFiles and
 	// useClock; it is never held across a read or an open of a file.
@@ -95,7 +106,8 @@ type DirStats struct {
 	// Rolls is the number of segments sealed since the store was opened.
 	Rolls uint64
 	// SegmentsDeleted is the number of sealed segment files unlinked since
-	// the store was opened.
+	// the store was opened (a prefix deletion's by the store's goroutine,
+	// after its Apply returned).
 	SegmentsDeleted uint64
 	// Sealed is the number of sealed segments in the log now, and Open how
 	// many of them have an open handle.
@@ -163,6 +175,10 @@ func openDirStore(dir string, lock *os.File, opts BoltOptions, readOnly bool) (*
 	}
 	d.state.Store(st)
 	d.dirLock = lock
+	if !readOnly {
+		d.bg = newBackground()
+		go d.bg.run(d)
+	}
 	if check != nil {
 		// The walk holds the file (through a roll, which makes it a
 		// sealed segment, until its end).
@@ -493,9 +509,12 @@ func (d *DirStore) storeIdentity(id Identity) error {
 }
 
 // Apply implements Store: one bbolt transaction of the active file for all
-// of ws, on the caller's goroutine, preceded by a roll when the active file
-// is full and ws appends. Sealed segments that ws drops (a prefix deletion
-// past them, a truncation below them) are unlinked after the commit.
+// of ws, on the caller's goroutine. When the active file is full and ws
+// appends, the transaction is instead the first one of a new active file,
+// which a roll then puts in place (see rolling): the roll and ws commit
+// together. Sealed segments that a truncation in ws drops are unlinked
+// after the commit; those a prefix deletion drops are closed and unlinked
+// after it by the store's goroutine (see background), Apply does not wait.
 // On a read-only store: ErrReadOnly. Right after Open it may wait for the
 // verification that follows Open (until it has checked the free list, or,
 // with a truncation, all of the file; see WaitVerified); once that found
@@ -531,19 +550,19 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 		return d.fail(err, len(ws))
 	}
 	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	var r *rolling
 	if tx.Size() >= d.opts.SegmentBytes && cur.log.leo > cur.base && appends(ws) {
 		_ = tx.Rollback()
-		if cur, err = d.roll(cur); err != nil {
+		if r, err = d.beginRoll(cur); err != nil {
 			return d.fail(err, len(ws))
 		}
-		if tx, err = cur.active.db.Begin(true); err != nil {
-			return d.fail(err, len(ws))
-		}
+		defer r.end() // runs before the Rollback above: the next file goes back unless the roll committed
+		cur, tx = r.cur, r.tx
 	}
 	eb := tx.Bucket(bucketEntries)
 	eb.FillPercent = 1.0 // entries are only appended at the end: pack pages full
 	st, base, sealed := cur.log, cur.base, cur.sealed
-	var dropped []*segFile
+	var truncated, deleted []*segFile
 	changed := false
 	for i := range ws {
 		w := &ws[i]
@@ -562,29 +581,46 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 			if w.Offset < base {
 				var gone []*segFile
 				sealed, gone = truncateSealed(sealed, w.Offset)
-				dropped, base = append(dropped, gone...), w.Offset
+				truncated, base = append(truncated, gone...), w.Offset
 			}
 		case protocol.WriteDeletePrefix:
 			var gone []*segFile
 			sealed, gone = pruneSealed(sealed, next.logStart)
-			dropped = append(dropped, gone...)
+			deleted = append(deleted, gone...)
 		}
 		st, changed = next, true
 	}
 	if !changed {
-		return nil // nothing to write: no fsync
+		return nil // nothing to write: no fsync (no roll either)
 	}
-	if base != cur.base || len(dropped) > 0 || !slices.Equal(sealed, cur.sealed) {
+	if base != cur.base || len(truncated)+len(deleted) > 0 || !slices.Equal(sealed, cur.sealed) {
 		if err := writeTable(tx, cur, base, sealed); err != nil {
 			return d.fail(err, len(ws))
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return d.fail(err, len(ws))
+	hwm := tx.Size()
+	next := &dirState{log: st, base: base, sealed: sealed, active: cur.active, format: cur.format}
+	if r != nil {
+		if err := d.commitRoll(r, next); err != nil {
+			return d.fail(err, len(ws))
+		}
+	} else {
+		if err := tx.Commit(); err != nil {
+			return d.fail(err, len(ws))
+		}
+		d.state.Store(next)
 	}
-	d.state.Store(&dirState{log: st, base: base, sealed: sealed, active: cur.active, format: cur.format})
 	d.commits.Add(1)
-	d.drop(dropped)
+	// A truncation's segments go now: their names may be used again by
+	// the next roll (a segment starting at or above the point). A
+	// deletion's are all below the log start, their names never used again.
+	d.drop(truncated)
+	d.dropLater(deleted)
+	if hwm >= d.opts.SegmentBytes/2 && d.nextAsked != next.active {
+		// Half full: have the next active file ready before the roll.
+		d.nextAsked = next.active
+		d.bg.request()
+	}
 	return nil
 }
 
@@ -673,38 +709,124 @@ func writeTable(tx *bolt.Tx, cur *dirState, base uint64, sealed []sealedSeg) err
 	return nil
 }
 
-// roll seals the active segment and starts a new one at the LEO (the
-// caller holds mu; no write transaction is open). The new active file is
-// written whole under nextActiveName and synced; the old one is linked to
-// its sealed name; renaming the new file over DataFileName commits the
-// roll (docs/design.md section 4 lists what a crash between the steps
-// leaves). It returns the new state, published.
-func (d *DirStore) roll(cur *dirState) (*dirState, error) {
+// rolling is a roll under way in an Apply (the caller holds mu): the next
+// active file's transaction, which holds the log's state (writeNewActive)
+// and then the Apply's writes, and the state the roll leaves (cur) for
+// those writes to start from.
+type rolling struct {
+	d        *DirStore
+	old      *dirState // the state before the roll
+	cur      *dirState // the state after it, before the Apply's writes (active set at commit)
+	db       *bolt.DB  // the next active file, under nextActiveName until committed
+	tx       *bolt.Tx
+	keep     bool  // the old active holds live entries: it becomes a sealed segment
+	hwm      int64 // the old active's pages
+	written  bool  // tx committed (then the file is never given back as prepared)
+	renamed  bool  // the roll is committed: db is the active file
+	released bool
+}
+
+// beginRoll starts a roll of cur's active segment to a new one at the LEO:
+// it takes the next active file (the one the store's goroutine prepared,
+// waiting for it if it is being prepared; else one made now), begins its
+// transaction and writes the log's state into it. The caller's Apply adds
+// its writes to the transaction, then commitRoll commits the roll, or end
+// abandons it.
+func (d *DirStore) beginRoll(cur *dirState) (r *rolling, err error) {
 	st := cur.log
-	activePath := filepath.Join(d.dir, DataFileName)
-	nextPath := filepath.Join(d.dir, nextActiveName)
-	sealedPath := filepath.Join(d.dir, segmentFileName(cur.base))
-	keep := st.leo > st.logStart // the old active holds live entries
+	r = &rolling{d: d, old: cur, keep: st.leo > st.logStart}
 	sealed := append([]sealedSeg(nil), cur.sealed...)
-	if keep {
+	if r.keep {
 		sealed = append(sealed, sealedSeg{f: cur.active, base: cur.base, end: st.leo})
 	}
-	var hwm int64
-	if err := cur.active.db.View(func(tx *bolt.Tx) error { hwm = tx.Size(); return nil }); err != nil {
+	if err := cur.active.db.View(func(tx *bolt.Tx) error { r.hwm = tx.Size(); return nil }); err != nil {
 		return nil, err
 	}
-	if err := os.Remove(nextPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+	r.db = d.bg.take()
+	defer func() {
+		if err != nil {
+			r.end()
+			err = fmt.Errorf("roll to a new segment at offset %d: %w", st.leo, err)
+		}
+	}()
+	if r.db == nil {
+		nextPath := filepath.Join(d.dir, nextActiveName)
+		if err := os.Remove(nextPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return r, err
+		}
+		if r.db, _, err = openSegment(nextPath, kindNew, &d.opts); err != nil {
+			return r, err
+		}
 	}
-	db, _, err := openSegment(nextPath, kindNew, &d.opts)
+	if r.tx, err = r.db.Begin(true); err != nil {
+		return r, err
+	}
+	if err := writeNewActive(r.tx, st, st.leo, sealed, d.identity); err != nil {
+		return r, err
+	}
+	r.cur = &dirState{log: st, base: st.leo, sealed: sealed, format: boltFormatSegmented}
+	return r, nil
+}
+
+// end releases what a roll took: if it did not commit, its transaction is
+// rolled back and an unwritten next file goes back to the store's
+// goroutine for the next roll (a written one is removed). Idempotent.
+func (r *rolling) end() {
+	if r.released {
+		return
+	}
+	r.released = true
+	if r.tx != nil && !r.written {
+		_ = r.tx.Rollback()
+	}
+	var back *bolt.DB
+	switch {
+	case r.renamed || r.db == nil:
+	case r.written:
+		r.d.discardNext(r.db)
+	default:
+		back = r.db // as prepared: the rolled-back transaction left no trace
+	}
+	r.d.bg.put(back)
+}
+
+// commitRoll commits the roll r with the Apply's writes in its transaction
+// and publishes next (whose active it sets to the new file): (1) the new
+// file's transaction is committed and the file synced, (2) the old active
+// file is linked to its sealed name, directory synced, (3) the new file is
+// renamed over DataFileName, directory synced: the commit point of the
+// roll and of the Apply (docs/design.md section 4 lists what a crash
+// between the steps leaves). The old file's trimming and the closing of
+// handles it evicts are left to the store's goroutine.
+func (d *DirStore) commitRoll(r *rolling, next *dirState) (err error) {
+	defer r.end()
+	activePath := filepath.Join(d.dir, DataFileName)
+	nextPath := filepath.Join(d.dir, nextActiveName)
+	sealedPath := filepath.Join(d.dir, segmentFileName(r.old.base))
+	base := r.old.log.leo
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("roll to a new segment at offset %d: %w", base, err)
+		}
+	}()
+	// (1) One sync of the file instead of bbolt's two (pages, then meta
+	// page): the order of its writes does not matter, the file is not in
+	// the log until (3) and is synced whole before it.
+	r.db.NoSync = true
+	err = r.tx.Commit()
+	r.db.NoSync = d.opts.NoSync
+	r.written = true // (a failed commit may have written some of it)
+	if err == nil && !d.opts.NoSync {
+		err = r.db.Sync()
+	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = db.Update(func(tx *bolt.Tx) error { return writeNewActive(tx, st, st.leo, sealed, d.identity) })
-	if err == nil && rollHook != nil {
+	if rollHook != nil {
 		rollHook("next")
 	}
-	if err == nil && keep {
+	// (2)
+	if r.keep {
 		if err = os.Remove(sealedPath); errors.Is(err, fs.ErrNotExist) { // an orphan not in the table
 			err = nil
 		}
@@ -714,72 +836,93 @@ func (d *DirStore) roll(cur *dirState) (*dirState, error) {
 		if err == nil && !d.opts.NoSync {
 			err = syncDir(d.dir)
 		}
-		if err == nil && rollHook != nil {
+		if err != nil {
+			return err
+		}
+		if rollHook != nil {
 			rollHook("linked")
 		}
 	}
-	if err == nil {
-		err = os.Rename(nextPath, activePath)
+	// (3)
+	if err := os.Rename(nextPath, activePath); err != nil {
+		return err
 	}
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("roll to a new segment at offset %d: %w", st.leo, err)
-	}
-	// Committed: DataFileName is the new file.
-	next := &dirState{log: st, base: st.leo, sealed: sealed, format: boltFormatSegmented,
-		active: &segFile{path: activePath, db: db, active: true}}
+	r.renamed = true
+	next.active = &segFile{path: activePath, db: r.db, active: true}
 	d.state.Store(next)
 	d.rolls.Add(1)
-	old := cur.active
+	old := r.old.active
+	var closes []*bolt.DB
 	d.cacheMu.Lock()
 	old.active = false
-	if keep {
+	if r.keep {
 		old.path = sealedPath
 		d.openFiles[old] = struct{}{}
-	} else {
+	} else if old.dropped = true; old.refs == 0 {
 		// Nothing live in it: the file has no name left, and is freed when
 		// its last reader closes it.
-		old.dropped = true
-		if old.refs == 0 {
-			defer closeDBs(d, []*bolt.DB{old.db})
-			old.db = nil
-		}
+		closes = append(closes, old.db)
+		old.db = nil
 	}
-	victims := d.evictLocked()
+	closes = append(closes, d.evictLocked()...)
 	d.cacheMu.Unlock()
-	closeDBs(d, victims)
-	if keep {
-		if err := os.Truncate(sealedPath, hwm); err != nil {
-			// bbolt grows its file ahead of its pages: the sealed file keeps
-			// only its pages (never read beyond them).
-			d.log.Warn("could not trim a sealed segment", "path", sealedPath, "error", err)
+	var trim *os.File
+	if r.keep {
+		// bbolt grows its file ahead of its pages: the sealed file keeps
+		// only its pages (never read beyond them). Through a handle opened
+		// now: the name may belong to another file by the time the job
+		// runs (a truncation drops this segment, a roll reuses its name).
+		var oerr error
+		if trim, oerr = os.OpenFile(sealedPath, os.O_WRONLY, 0); oerr != nil {
+			d.log.Warn("could not trim a sealed segment", "path", sealedPath, "error", oerr)
 		}
 	}
-	var syncErr error
+	if len(closes) > 0 || trim != nil {
+		hwm := r.hwm
+		d.bg.enqueue(func() {
+			closeDBs(d, closes)
+			if trim != nil {
+				if err := trim.Truncate(hwm); err != nil {
+					d.log.Warn("could not trim a sealed segment", "path", sealedPath, "error", err)
+				}
+				_ = trim.Close()
+			}
+		})
+	}
 	if !d.opts.NoSync {
-		syncErr = syncDir(d.dir)
+		if err := syncDir(d.dir); err != nil {
+			return fmt.Errorf("sync directory: %w", err)
+		}
 	}
 	if rollHook != nil {
 		rollHook("renamed")
 	}
-	d.log.Debug("rolled to a new segment", "base", st.leo, "sealed", sealedPath, "sealed_bytes", hwm)
-	if syncErr != nil {
-		return next, fmt.Errorf("roll to a new segment at offset %d: sync directory: %w", st.leo, syncErr)
-	}
-	return next, nil
+	d.log.Debug("rolled to a new segment", "base", base, "sealed", sealedPath, "sealed_bytes", r.hwm)
+	return nil
 }
 
-// writeNewActive writes a roll's new active file: format 2, the log's
-// state st (voter-set rows included), base, the sealed segments' table,
-// the identity; no entries.
-func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, id *Identity) error {
-	bs := map[string]*bolt.Bucket{}
+// createBuckets creates a segment file's buckets in tx (those it has
+// already are kept) and puts them in bs if not nil.
+func createBuckets(tx *bolt.Tx, bs map[string]*bolt.Bucket) error {
 	for _, name := range [][]byte{bucketEntries, bucketEpochs, bucketQuorum, bucketMeta, bucketSegments, bucketVoters} {
-		b, err := tx.CreateBucket(name)
+		b, err := tx.CreateBucketIfNotExists(name)
 		if err != nil {
 			return err
 		}
-		bs[string(name)] = b
+		if bs != nil {
+			bs[string(name)] = b
+		}
+	}
+	return nil
+}
+
+// writeNewActive writes a roll's new active file (a file without buckets
+// or with empty ones): format 2, the log's state st (voter-set rows
+// included), base, the sealed segments' table, the identity; no entries.
+func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, id *Identity) error {
+	bs := map[string]*bolt.Bucket{}
+	if err := createBuckets(tx, bs); err != nil {
+		return err
 	}
 	meta := bs[string(bucketMeta)]
 	puts := [][2][]byte{{keyFormat, {boltFormatSegmented}}, {keyLogStart, u64key(st.logStart)}, {keyBase, u64key(base)}}
@@ -894,6 +1037,9 @@ func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []proto
 		if isActive {
 			out, err = readActiveRange(db, path, off, cont, st.base, maxCount, &budget, out)
 		} else {
+			if sealedReadHook != nil {
+				sealedReadHook(path)
+			}
 			out, next, err = readSealedRange(db, path, off, end, maxCount, &budget, out)
 		}
 		d.release(f)
@@ -1084,8 +1230,10 @@ func (d *DirStore) Stats() DirStats {
 	}
 }
 
-// Close waits for the Apply in progress, if any, closes every segment file
-// (waiting for the reads in progress) and releases the directory. Apply
+// Close waits for the Apply in progress, if any, and for the store's
+// goroutine (the files of the deletions applied are unlinked, a next
+// active file prepared ahead of a roll is removed), closes every segment
+// file (waiting for the reads in progress) and releases the directory. Apply
 // calls waiting or made later return ErrClosed; closing twice returns
 // ErrClosed.
 func (d *DirStore) Close() error {
@@ -1098,8 +1246,16 @@ func (d *DirStore) Close() error {
 		c.stop.Store(true)
 		<-c.exited
 	}
+	if d.bg != nil {
+		// Its jobs done first (a deletion's files unlinked), a prepared
+		// next active file removed.
+		d.bg.halt()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.bg != nil {
+		d.bg.finish(d) // what an Apply under way at halt queued
+	}
 	st := d.state.Load()
 	var dbs []*bolt.DB
 	d.cacheMu.Lock()

@@ -183,6 +183,7 @@ func TestDirDeletePrefixUnlinksSegments(t *testing.T) {
 	upTo := bases[3] + (bases[4]-bases[3])/2
 	before := l.s.Stats()
 	l.apply(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: upTo})
+	l.s.Settle() // the store's goroutine unlinks the files after the Apply
 	if got := segmentBases(t, l.s.Dir()); !slices.Equal(got, bases[3:]) {
 		t.Fatalf("sealed segments after DeletePrefix(%d): %v; want %v (those below the log start unlinked)", upTo, got, bases[3:])
 	}
@@ -202,6 +203,7 @@ func TestDirDeletePrefixUnlinksSegments(t *testing.T) {
 	l.check("after reopen")
 	// Up to the LEO: every sealed segment goes; the log goes on.
 	l.apply(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: l.s.LEO()})
+	l.s.Settle()
 	if got := segFiles(t, l.s.Dir()); len(got) != 0 {
 		t.Fatalf("sealed segments after DeletePrefix(LEO): %v", got)
 	}
@@ -446,6 +448,7 @@ func TestDirMigratesSingleFile(t *testing.T) {
 			l.reopen(tinySegment)
 			l.check("after reopen")
 			l.apply(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: 700})
+			l.s.Settle()
 			if _, err := os.Stat(first); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("the old file, wholly below the log start, was not deleted: %v", err)
 			}
@@ -493,6 +496,7 @@ func TestDirSealedReadDoesNotHoldUpAppends(t *testing.T) {
 		close(release)
 		t.Fatal("Apply waited for a reader opening a sealed segment")
 	}
+	l.s.Settle() // unlinked by the store's goroutine, the reader still in it
 	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the deleted segment's file: %v", err)
 	}
@@ -689,6 +693,7 @@ func TestDirVoterSetsAcrossRollsAndDeletions(t *testing.T) {
 	upTo := bases[5] + 3
 	before := l.s.Stats().SegmentsDeleted
 	l.apply(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: upTo})
+	l.s.Settle()
 	if n := l.s.Stats().SegmentsDeleted - before; n != 5 {
 		t.Fatalf("%d segments deleted, want 5", n)
 	}

@@ -40,7 +40,9 @@
 //   - replog-<base>.seg: the sealed segments, entries from offset base (20
 //     digits), rolled at BoltOptions.SegmentBytes, read-only, opened when
 //     a read first needs them, unlinked whole by retention.
-//   - replog.db.next, only during a roll (or after a crash, then removed).
+//   - replog.db.next, the next active file: made ahead of a roll once the
+//     active one is half full, and during it (removed at Close, or at open
+//     after a crash).
 //   - replog.identity.tmp, only briefly (or after a crash, then ignored).
 //
 // A store holds a lock on the directory for as long as it is open: a
@@ -70,8 +72,12 @@
 //
 // # Concurrency and ownership
 //
-// DirStore, Bolt and Memory are safe for concurrent use and start no
-// goroutines.
+// DirStore, Bolt and Memory are safe for concurrent use. Bolt and Memory
+// start no goroutines; a read-write DirStore runs one from Open to Close
+// for the file work its appends must not wait for (the next active file
+// made ahead of a roll, a prefix deletion's files closed and unlinked
+// after its Apply), and one that verifies the active file after Open
+// until it ends; Close stops both.
 // Apply calls are serialized (a second waits for the first); on Bolt one
 // returns once its transaction is durable (a deferred Memory makes it
 // durable only at the next Sync). Readers run alongside and see each

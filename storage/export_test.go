@@ -1,5 +1,7 @@
 package storage
 
+import "time"
+
 // SetOpenDirHook lets the external tests kill the process at a stage of a
 // directory's creation.
 func SetOpenDirHook(f func(stage string)) { openDirHook = f }
@@ -11,6 +13,10 @@ func SetRollHook(f func(stage string)) { rollHook = f }
 // SetSealedOpenHook lets the external tests hold a reader before it opens
 // a sealed segment.
 func SetSealedOpenHook(f func(path string)) { sealedOpenHook = f }
+
+// SetSealedReadHook lets the external tests hold a reader that has a
+// sealed segment's file open, before it reads it.
+func SetSealedReadHook(f func(path string)) { sealedReadHook = f }
 
 // MaxOpenSealed is maxOpenSealed, for the tests.
 const MaxOpenSealed = maxOpenSealed
@@ -29,3 +35,17 @@ func SetActiveNoFreelistSync(on bool) bool {
 // SetVerifyHook lets the external tests hold the verification that
 // follows Open at a stage (see verifyHook).
 func SetVerifyHook(f func(stage string)) { verifyHook = f }
+
+// Settle waits until the store's goroutine is idle (with no Apply under
+// way): the files of the prefix deletions applied are unlinked then, and
+// the next active file asked for is prepared.
+func (d *DirStore) Settle() { d.bg.settle() }
+
+// SetDropPacing sets the step and the pause by which the store's goroutine
+// shrinks a deleted segment's file before unlinking it (chunk 0: unlinked
+// at once), for the benchmarks; it returns a function restoring them.
+func SetDropPacing(chunk int64, pause time.Duration) (restore func()) {
+	c, p := dropChunk, dropPause
+	dropChunk, dropPause = chunk, pause
+	return func() { dropChunk, dropPause = c, p }
+}

@@ -19,23 +19,32 @@ import (
 // retention pass (the size policy of the root package's retainer: the
 // oldest sealed segments go while all segments hold more than
 // rollRetentionSegments segments' worth) applies a DeletePrefix when it
-// has something to drop. Metrics, in µs of one Apply's latency:
+// has something to drop (retention=false: never, the log only grows).
+// Metrics, in µs of one Apply's latency:
 //
 //	p50, p99, p99.9, max   of every Apply (appends and deletions)
 //	roll-mean, roll-max    of the appends that rolled
 //	del-mean, del-max      of the deletions (each drops a segment or more)
-//	plain-max              of the appends that neither rolled nor
-//	                       deleted (the machine's own noise)
+//	plain-p99, plain-max   of the appends that neither rolled nor
+//	                       deleted (work left to the store's goroutine
+//	                       would show here; the max is mostly the
+//	                       machine's own noise)
 //
-// plus entries/s, rolls and deletions. Run with -benchtime=Nx (the
-// figures of docs/design.md section 4: 4000x at 4 MiB, ~30 rolls). With
+// plus entries/s, rolls and deletions. Run each segment size with its own
+// -benchtime=Nx (the figures of docs/design.md section 4: 4000x at 4 MiB,
+// 40 rolls; 12000x at 16 MiB, 30 rolls; 40000x at 64 MiB, the default,
+// 25 rolls). REPLOG_BENCH_DROP_PACING="<bytes> <pause>" sets the steps by
+// which a deleted segment's file is shrunk before its unlink ("0 0s":
+// unlinked at once). With
 // REPLOG_BENCH_ROLL_PHASES set it also logs where the rolls spent their
 // time, by the rollHook stages.
 func BenchmarkDirAppendRolls(b *testing.B) {
-	for _, segMiB := range []int64{4, 16} {
-		b.Run(fmt.Sprintf("segment=%dMiB", segMiB), func(b *testing.B) {
-			benchAppendRolls(b, segMiB<<20)
-		})
+	for _, segMiB := range []int64{4, 16, 64} {
+		for _, retention := range []bool{true, false} {
+			b.Run(fmt.Sprintf("segment=%dMiB/retention=%v", segMiB, retention), func(b *testing.B) {
+				benchAppendRolls(b, segMiB<<20, retention)
+			})
+		}
 	}
 }
 
@@ -45,7 +54,7 @@ const (
 	rollRetentionSegments = 4
 )
 
-func benchAppendRolls(b *testing.B, segBytes int64) {
+func benchAppendRolls(b *testing.B, segBytes int64, retention bool) {
 	var phases map[string][]time.Duration
 	var mu sync.Mutex // the hook runs on the store's goroutine too
 	var t0 time.Time  // the start of the Apply under way, under mu
@@ -62,6 +71,16 @@ func benchAppendRolls(b *testing.B, segBytes int64) {
 		mu.Lock()
 		t0 = time.Now()
 		mu.Unlock()
+	}
+	if v := os.Getenv("REPLOG_BENCH_DROP_PACING"); v != "" {
+		var chunk int64
+		var pause string
+		_, err := fmt.Sscanf(v, "%d %s", &chunk, &pause)
+		d, perr := time.ParseDuration(pause)
+		if err != nil || perr != nil {
+			b.Fatalf("REPLOG_BENCH_DROP_PACING=%q: want \"<chunk bytes> <pause>\", e.g. \"1048576 1ms\"", v)
+		}
+		defer storage.SetDropPacing(chunk, d)()
 	}
 	s, _, err := storage.OpenDir(b.TempDir(), benchID, storage.BoltOptions{SegmentBytes: segBytes})
 	if err != nil {
@@ -97,7 +116,7 @@ func benchAppendRolls(b *testing.B, segBytes int64) {
 		} else {
 			plain = append(plain, d)
 		}
-		if n++; n%rollRetentionEvery != 0 {
+		if n++; !retention || n%rollRetentionEvery != 0 {
 			continue
 		}
 		if target := retentionPoint(s.Segments(), s.LogStart(), rollRetentionSegments*segBytes); target > s.LogStart() {
@@ -139,6 +158,7 @@ func benchAppendRolls(b *testing.B, segBytes int64) {
 	b.ReportMetric(q(rolled, 1), "roll-max-µs")
 	b.ReportMetric(mean(deleted), "del-mean-µs")
 	b.ReportMetric(q(deleted, 1), "del-max-µs")
+	b.ReportMetric(q(plain, 0.99), "plain-p99-µs")
 	b.ReportMetric(q(plain, 1), "plain-max-µs")
 	b.ReportMetric(float64(len(rolled)), "rolls")
 	b.ReportMetric(float64(len(deleted)), "deletions")

@@ -33,6 +33,7 @@ func TestDirSegmentsListing(t *testing.T) {
 	}
 	cut := segs[1].Base + 1 // inside the second segment
 	l.apply(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: cut})
+	l.s.Settle() // the files go after the Apply
 	after := l.s.Segments()
 	if len(after) != len(segs)-1 || after[0].Base != segs[1].Base || after[0].Base > l.s.LogStart() {
 		t.Fatalf("after deleting before %d: %+v", cut, after)
