@@ -129,6 +129,10 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 
 // leader waits until exactly one running node is leader and all running
 // voters agree on it, and returns its ID.
+// leader waits until all nodes agree on a leader and hold the recorded
+// voter set: until a node has fetched it, it is in the bootstrap set, where
+// an election needs every configured voter (R57), so a test that crashed
+// the first leader before that would wait for it for ever.
 func (c *testCluster) leader(timeout time.Duration) string {
 	c.t.Helper()
 	var id string
@@ -147,7 +151,8 @@ func (c *testCluster) leader(timeout time.Duration) string {
 			return false
 		}
 		for _, l := range c.nodes {
-			if l.Status().LeaderID != id {
+			st := l.Status()
+			if st.LeaderID != id || len(st.Voters) == 0 || st.Voters[0].DirectoryID == "" {
 				return false
 			}
 		}
