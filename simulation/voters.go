@@ -786,7 +786,7 @@ func (s *sim) voterChangeTimer() {
 	if s.readd() || s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
 		return
 	}
-	via := s.randomUpVC()
+	via := s.randomUpFrom(s.vr) // the voter stream
 	if via == nil {
 		return
 	}
@@ -1005,19 +1005,6 @@ func (s *sim) setsKnown() bool {
 	return true
 }
 
-// randomUpVC is randomUp drawn from the voter stream.
-func (s *sim) randomUpVC() *node {
-	var up []*node
-	for _, nd := range s.nodes {
-		if nd.up && s.now >= nd.pausedUntil {
-			up = append(up, nd)
-		}
-	}
-	if len(up) == 0 {
-		return nil
-	}
-	return up[s.vr.Intn(len(up))]
-}
 
 // proposeChange proposes ch on nd's shell.
 func (s *sim) proposeChange(nd *node, ch protocol.VoterChange, heal bool) {

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"math/rand"
 	"strings"
 
 	"github.com/replog-io/replog/internal/shell"
@@ -135,7 +136,10 @@ func (s *sim) read() {
 	}
 }
 
-func (s *sim) randomUp() *node {
+func (s *sim) randomUp() *node { return s.randomUpFrom(s.rng) }
+
+// randomUpFrom is a node up and not paused, drawn with r (nil if none).
+func (s *sim) randomUpFrom(r *rand.Rand) *node {
 	var up []*node
 	for _, nd := range s.nodes {
 		if nd.up && s.now >= nd.pausedUntil {
@@ -145,5 +149,5 @@ func (s *sim) randomUp() *node {
 	if len(up) == 0 {
 		return nil
 	}
-	return up[s.rng.Intn(len(up))]
+	return up[r.Intn(len(up))]
 }
