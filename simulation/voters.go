@@ -1005,7 +1005,6 @@ func (s *sim) setsKnown() bool {
 	return true
 }
 
-
 // proposeChange proposes ch on nd's shell.
 func (s *sim) proposeChange(nd *node, ch protocol.VoterChange, heal bool) {
 	p := &proposal{id: uint64(len(s.proposals) + 1), node: nd.idx, inc: nd.inc, committedAt: -1, change: &ch}
