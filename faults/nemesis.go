@@ -594,7 +594,14 @@ func (nm *Nemesis) rollingRestart(ctx context.Context) {
 		return
 	}
 	defer nm.voterMu.Unlock()
+	// The nemesis may start before the cluster has committed its first
+	// voter set (under load, its first election can take a while): wait
+	// for it, bounded, rather than restart nobody (CI: 0 nodes restarted).
 	voters := nm.committedVoters(ctx)
+	for deadline := time.Now().Add(20 * time.Second); len(voters) == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		voters = nm.committedVoters(ctx)
+	}
 	for _, n := range voters {
 		leader := nm.leader(ctx)
 		nm.event("terminate", n == leader, "rolling restart: SIGTERM", n)
