@@ -461,20 +461,7 @@ func TestDirMigratesSingleFile(t *testing.T) {
 // appends and a deletion of that very segment go on; the reader then gets
 // ErrOutOfRange (the segment is gone), never other data.
 func TestDirSealedReadDoesNotHoldUpAppends(t *testing.T) {
-	l := newSegLog(t, tinySegment)
-	l.appendN(30, 20, 1)
-	l.reopen(tinySegment) // nothing sealed is open
-	bases := segmentBases(t, l.s.Dir())
-	target := filepath.Join(l.s.Dir(), storage.SegmentFileName(bases[1]))
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	storage.SetSealedOpenHook(func(path string) {
-		if path == target {
-			once.Do(func() { close(entered) })
-			<-release
-		}
-	})
-	defer storage.SetSealedOpenHook(nil)
+	l, bases, target, entered, release := holdSealedReader(t, storage.SetSealedOpenHook)
 	readErr := make(chan error, 1)
 	go func() {
 		es, err := l.s.Entries(bases[1]+1, 0, 1<<20)
@@ -732,4 +719,29 @@ func TestDirVoterSetsAcrossRollsAndDeletions(t *testing.T) {
 		t.Fatalf("VerifyDir: %v", err)
 	}
 	l.s = openSeg(t, l.s.Dir(), tinySegment) // for the cleanup's Close
+}
+
+// holdSealedReader makes a segmented log of several sealed segments, none
+// open, and installs a hook (set: SetSealedOpenHook or SetSealedReadHook)
+// that holds a reader of the second segment's file: entered is closed when
+// the reader gets there, and the reader waits until release is closed. It
+// returns the segments' bases and the held file's path; the hook is removed
+// at the test's end.
+func holdSealedReader(t *testing.T, set func(func(path string))) (l *segLog, bases []uint64, target string, entered, release chan struct{}) {
+	t.Helper()
+	l = newSegLog(t, tinySegment)
+	l.appendN(30, 20, 1)
+	l.reopen(tinySegment) // nothing sealed is open
+	bases = segmentBases(t, l.s.Dir())
+	target = filepath.Join(l.s.Dir(), storage.SegmentFileName(bases[1]))
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	set(func(path string) {
+		if path == target {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+	})
+	t.Cleanup(func() { set(nil) })
+	return l, bases, target, entered, release
 }

@@ -207,20 +207,7 @@ func TestDirDeletionDoesNotWaitForUnlinks(t *testing.T) {
 // entries it asked for (their bytes are still mapped) or ErrOutOfRange,
 // never a fault on a page cut off under it.
 func TestDirDeletionKeepsMappedFileWhole(t *testing.T) {
-	l := newSegLog(t, tinySegment)
-	l.appendN(30, 20, 1)
-	l.reopen(tinySegment) // nothing sealed is open
-	bases := segmentBases(t, l.s.Dir())
-	target := filepath.Join(l.s.Dir(), storage.SegmentFileName(bases[1]))
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	storage.SetSealedReadHook(func(path string) {
-		if path == target {
-			once.Do(func() { close(entered) })
-			<-release
-		}
-	})
-	defer storage.SetSealedReadHook(nil)
+	l, bases, target, entered, release := holdSealedReader(t, storage.SetSealedReadHook)
 	type result struct {
 		es  []protocol.Entry
 		err error
