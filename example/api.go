@@ -40,6 +40,10 @@ type logNode interface {
 	// change is committed (see replog.Log.AddVoter).
 	AddVoter(ctx context.Context, nodeID string) error
 	RemoveVoter(ctx context.Context, nodeID string) error
+	// TransferLeadership hands the leadership over to voter to ("": the
+	// most caught-up one); on a node that does not lead it fails with a
+	// *replog.NotLeaderError (see replog.Log.TransferLeadership).
+	TransferLeadership(ctx context.Context, to string) error
 }
 
 // Outcomes of a failed append, as the API reports them.
@@ -121,7 +125,8 @@ type server struct {
 	appendTimeout time.Duration
 	// deleteTimeout bounds one /delete-before request.
 	deleteTimeout time.Duration
-	// voterTimeout bounds one /voters/add or /voters/remove request.
+	// voterTimeout bounds one /voters/add, /voters/remove or
+	// /leader/transfer request.
 	voterTimeout time.Duration
 	// maxRecord bounds a request body; larger bodies get 413.
 	maxRecord int64
@@ -146,6 +151,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/delete-before", s.only(http.MethodPost, s.handleDeleteBefore))
 	mux.HandleFunc("/voters/add", s.only(http.MethodPost, s.handleVoterChange(true)))
 	mux.HandleFunc("/voters/remove", s.only(http.MethodPost, s.handleVoterChange(false)))
+	mux.HandleFunc("/leader/transfer", s.only(http.MethodPost, s.handleTransfer))
 	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
 	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))

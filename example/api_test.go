@@ -48,6 +48,10 @@ type fakeNode struct {
 	voterErr  error    // AddVoter and RemoveVoter fail with it
 	voterGot  []string // "add ID" or "remove ID", in call order
 	voterCtxs []context.Context
+
+	transferErr  error    // TransferLeadership fails with it
+	transferGot  []string // the successors asked for, in call order
+	transferCtxs []context.Context
 }
 
 func newFakeNode() *fakeNode {
@@ -189,6 +193,23 @@ func (f *fakeNode) voterChange(ctx context.Context, op, id string) error {
 	if op == "add" {
 		f.status.Voters = append(f.status.Voters, replog.VoterStatus{ID: id, DirectoryID: "dir-" + id, CaughtUp: true})
 	}
+	return nil
+}
+
+// TransferLeadership records the call and fails with transferErr, or
+// makes to (or "n3" for "") the leader this node follows.
+func (f *fakeNode) TransferLeadership(ctx context.Context, to string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.transferGot = append(f.transferGot, to)
+	f.transferCtxs = append(f.transferCtxs, ctx)
+	if f.transferErr != nil {
+		return f.transferErr
+	}
+	if to == "" {
+		to = "n3"
+	}
+	f.status.Role, f.status.LeaderID = replog.RoleFollower, to
 	return nil
 }
 

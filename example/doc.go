@@ -1,7 +1,8 @@
 // Command example is a small service that embeds replog the way an
 // application would: each node opens a replog.Log and serves an HTTP API
-// (append, read, delete before an offset, add and remove voters, status,
-// Prometheus metrics) and a live dashboard of the replication state.
+// (append, read, delete before an offset, add and remove voters, hand the
+// leadership over, status, Prometheus metrics) and a live dashboard of the
+// replication state.
 //
 // Without -id it runs a demo: three voters (-nodes) as child processes on
 // loopback, and a spare node (-spares) that is not started until the
@@ -49,7 +50,8 @@
 //	-nosync                      no fsync: tests only, a machine crash loses appends
 //	-append-timeout              how long POST /append waits for the commit
 //	-delete-timeout              how long POST /delete-before waits for the log start
-//	-voter-timeout               how long POST /voters/add and /voters/remove wait
+//	-voter-timeout               how long POST /voters/add, /voters/remove and
+//	                             /leader/transfer wait
 //	-manual-voter-changes        no automatic replacement of a wiped voter
 //	-nodes, -spares              the demo's voters (3) and spare nodes (1)
 //	-sample-interval,            status sampling for the dashboard's replay, only

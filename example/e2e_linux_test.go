@@ -915,7 +915,8 @@ type (
 // API, joins as an observer and is made a voter through /voters/add on
 // another node; a voter wiped through the control API (its data directory
 // deleted) comes back with a new directory and is made a voter again by
-// the leader on its own; /voters/remove removes the spare again.
+// the leader on its own; /voters/remove removes the spare again;
+// /leader/transfer through a follower makes the third voter the leader.
 func TestDemoMembership(t *testing.T) {
 	d := startDemoProc(t, t.TempDir())
 	leader := leaderOf(t, d.urls["n1"])
@@ -981,4 +982,29 @@ func TestDemoMembership(t *testing.T) {
 	if code, body := post(d.urls[leader], "/voters/remove?node=n4"); code != http.StatusNotFound {
 		t.Fatalf("/voters/remove?node=n4 again: %d %s, want 404", code, body)
 	}
+
+	// Leadership handed over through a node that does not lead (it
+	// forwards to the leader) to the third voter; an append made right
+	// after is committed.
+	leader = leaderOf(t, d.urls["n1"])
+	var via2, to string
+	for _, id := range e2eVoters {
+		switch {
+		case id == leader:
+		case via2 == "":
+			via2 = id
+		default:
+			to = id
+		}
+	}
+	code, body := post(d.urls[via2], "/leader/transfer?to="+to)
+	var tr transferJSON
+	if err := json.Unmarshal([]byte(body), &tr); err != nil || code != http.StatusOK || tr.From != leader || tr.Via != via2 || tr.Leader == leader {
+		t.Fatalf("/leader/transfer?to=%s via %s (leader %s): %d %s", to, via2, leader, code, body)
+	}
+	testwait.WaitFor(t, to+" leading after the transfer", 30*time.Second, func() bool {
+		st, ok := statusOf(t, d.urls[to])
+		return ok && st.LeaderID == tr.Leader && st.Role == "leader"
+	})
+	appendRecord(t, d.urls[leader], []byte("after the transfer"))
 }

@@ -149,7 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.retentionAge, "retention-age", 0, "delete whole segments whose newest entry is older than this (replog RetentionAge; e.g. 168h; 0: off)")
 	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "roll the active segment file at this size; retention frees disk in whole segments (replog SegmentBytes; e.g. 16MiB; 0: replog's default, 64MiB)")
 	fs.DurationVar(&c.deleteTimeout, "delete-timeout", 10*time.Second, "how long POST /delete-before waits for this node's log start to move")
-	fs.DurationVar(&c.voterTimeout, "voter-timeout", 30*time.Second, "how long POST /voters/add and /voters/remove wait for the change to commit (an add waits for the node to catch up)")
+	fs.DurationVar(&c.voterTimeout, "voter-timeout", 30*time.Second, "how long POST /voters/add, /voters/remove and /leader/transfer wait for the change to commit (an add waits for the node to catch up; a transfer for another node to lead)")
 	fs.BoolVar(&c.manualVoters, "manual-voter-changes", false, "do not make a voter whose directory was wiped a voter again automatically (replog ManualVoterChanges): it stays an observer until /voters/remove and /voters/add")
 	fs.IntVar(&c.nodes, "nodes", 3, "demo: the number of voters, n1..nN (1 to 9)")
 	fs.IntVar(&c.spares, "spares", 1, "demo: spare nodes after the voters, observers not started until a dashboard's Start button (0 to 9)")

@@ -313,6 +313,27 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 	waitJS("n4 a voter after Add voter", member("n4", `r.dataset.kind === 'voter' && r.cells[3].textContent === 'yes'`))
 	membersShot := screenshot("dashboard-members.png")
 
+	// "Make leader" on a voter that does not lead: the leader hands over
+	// (through this page's node, which forwards it if it does not lead)
+	// and the board shows the new leader.
+	successor, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const b = document.querySelector('#members tr[data-kind="voter"] button[data-action="make-leader"]');
+		return b ? b.closest('tr').dataset.node : '';
+	})()`))
+	if err != nil || successor == "" {
+		t.Fatalf("no Make leader button on a voter that does not lead (%v)", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#members tr[data-node=%q] button[data-action="make-leader"]`, successor)))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the transfer's result", `document.getElementById('members-result').dataset.leader !== undefined ||
+		document.getElementById('members-result').classList.contains('err')`)
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('members-result').dataset.leader || ''`)); err != nil || got != successor {
+		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#members-result`)))
+		t.Fatalf("Make leader %s: the page says %q (leader %q, %v)", successor, msg, got, err)
+	}
+	waitJS(successor+" shown as the leader", fmt.Sprintf(`document.querySelector('.row[data-node=%q]').dataset.role === 'leader'`, successor))
+
 	// The kill and restart buttons reach the demo's control API.
 	follower, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.row[data-role="follower"]').dataset.node`))
 	if err != nil {

@@ -472,7 +472,7 @@ function membersOf(view) {
 
 function renderMembers(view) {
   const m = membersOf(view);
-  const key = JSON.stringify(m) + S.memberBusy;
+  const key = JSON.stringify(m) + S.memberBusy + S.ids.map((id) => !!view[id].up).join();
   if (key === S.membersKey) return;
   S.membersKey = key;
   $('members-src').textContent = m.src ? (m.leader ? `(as the leader ${m.leader} knows them)` : `(as ${m.src}'s log records them; no leader now)`) : '';
@@ -505,7 +505,17 @@ function renderMembers(view) {
       b.type = 'button';
       b.disabled = S.memberBusy;
       b.title = add ? `POST /voters/add?node=${r.id}: a voter once it has caught up` : `POST /voters/remove?node=${r.id}: it keeps running as an observer`;
+      b.dataset.action = add ? 'add-voter' : 'remove-voter';
       b.onclick = () => voterChange(add ? 'add' : 'remove', r.id);
+      act.append(b);
+    }
+    if (r.kind === 'voter' && m.leader && r.id !== m.leader && view[r.id] && view[r.id].up) {
+      const b = el('button', 'ghost', 'Make leader');
+      b.type = 'button';
+      b.disabled = S.memberBusy;
+      b.dataset.action = 'make-leader';
+      b.title = `POST /leader/transfer?to=${r.id}: ${m.leader} hands the leadership over once ${r.id} has its whole log`;
+      b.onclick = () => makeLeader(r.id);
       act.append(b);
     }
     tr.append(el('td', '', r.id), kind, dir, cu, act);
@@ -530,6 +540,35 @@ async function voterChange(op, id) {
     } else {
       out.className = 'result members-result err';
       out.textContent = `${r.status}: ${b.error || r.body}`;
+    }
+  } catch (e) {
+    out.className = 'result members-result err';
+    out.textContent = `${via} did not answer: ${e.name === 'AbortError' ? 'timeout' : e.message}`;
+  } finally {
+    S.memberBusy = false;
+  }
+}
+
+// makeLeader asks this page's node to hand the leadership over to id
+// (any node may: a follower forwards to the leader) and shows the answer.
+async function makeLeader(id) {
+  const via = S.cfg.self;
+  const out = $('members-result');
+  S.memberBusy = true;
+  out.className = 'result members-result';
+  out.textContent = `making ${id} the leader via ${via}…`;
+  try {
+    const r = await request(`${S.nodes[via].url}/leader/transfer?to=${encodeURIComponent(id)}`, { method: 'POST' }, 60000);
+    const b = r.body || {};
+    if (r.ok) {
+      out.className = 'result members-result ok';
+      out.textContent = b.unchanged ? `${id} leads already` : `${b.from} handed the leadership over: ${b.leader} leads`;
+      out.dataset.leader = b.leader;
+    } else {
+      out.className = 'result members-result err';
+      let msg = `${r.status}: ${b.error || r.body}`;
+      if (b.leader) msg += ` leader: ${b.leader}`;
+      out.textContent = msg;
     }
   } catch (e) {
     out.className = 'result members-result err';
