@@ -354,11 +354,11 @@ func DecodeMessage(b []byte) (Message, error) {
 		if d.err == nil && d.off < len(b) {
 			// The type follows only when it is not data.
 			switch t := EntryType(d.u8("type")); t {
-			case EntryControl, EntryVoters:
+			case EntryControl, EntryVoters, EntryKeyed, EntryState:
 				x.Type = t
 			default:
 				d.off--
-				d.fail("type", fmt.Errorf("is %s: only %s and %s are encoded", t, EntryControl, EntryVoters))
+				d.fail("type", fmt.Errorf("is %s: only %s, %s, %s and %s are encoded", t, EntryControl, EntryVoters, EntryKeyed, EntryState))
 			}
 		}
 		m.Body = x

@@ -359,7 +359,7 @@ func TestAppendRequestType(t *testing.T) {
 	}
 	voters := protocol.Message{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 4, Epoch: 2, Records: [][]byte{protocol.EncodeVoterChange(protocol.VoterChange{Add: true, NodeID: "n4"})}, Type: protocol.EntryVoters}}
 	roundTrip(t, voters)
-	for _, typ := range []byte{0, byte(protocol.EntryData), 4, 0xFF} {
+	for _, typ := range []byte{0, byte(protocol.EntryData), 6, 0xFF} {
 		bad := append(append([]byte(nil), bc[:len(bc)-1]...), typ)
 		if _, err := protocol.DecodeMessage(bad); !errors.Is(err, protocol.ErrMalformed) || !strings.Contains(err.Error(), "type") {
 			t.Errorf("type byte %#x: err = %v, want ErrMalformed naming the type", typ, err)

@@ -23,8 +23,11 @@ const (
 
 // Known reports whether t is one of the entry types above.
 func (t EntryType) Known() bool {
-	return t == EntryData || t == EntryControl || t == EntryVoters
+	return t == EntryData || t == EntryControl || t == EntryVoters || t == EntryKeyed || t == EntryState
 }
+
+// Visible reports whether readers see entries of type t (data, keyed data).
+func (t EntryType) Visible() bool { return t == EntryData || t == EntryKeyed }
 
 // String returns "data", "control", "voters" or "type(N)".
 func (t EntryType) String() string {
@@ -35,6 +38,10 @@ func (t EntryType) String() string {
 		return "control"
 	case EntryVoters:
 		return "voters"
+	case EntryKeyed:
+		return "keyed"
+	case EntryState:
+		return "state"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }

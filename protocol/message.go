@@ -176,6 +176,9 @@ type AppendRequest struct {
 	// zero value, which means the same), or control entries
 	// (EntryControl: a barrier, whose one record is empty; docs/design.md
 	// R50). A leader appends control records only when they are empty.
+	// EntryKeyed and EntryState mark a keyed request (R61): its last record
+	// is the encoded KeyHeader (N: the records before it), the others are
+	// the batch (EntryState: each one cursor's EncodeStateRecords).
 	// On the wire the type follows the records, and only when it is not
 	// data: a data request is encoded as it was before the field existed.
 	Type EntryType
@@ -215,6 +218,10 @@ const (
 	// AppendNotCaughtUp: the node to add has not caught up with the
 	// leader's log yet; nothing appended. Retry later.
 	AppendNotCaughtUp AppendError = 7
+	// AppendDuplicate: the request's caller ID was appended within the
+	// leader's deduplication window (R64); nothing appended, FirstOffset
+	// is the original's (committed).
+	AppendDuplicate AppendError = 8
 )
 
 // String names the outcome.
@@ -236,6 +243,8 @@ func (e AppendError) String() string {
 		return "last-voter"
 	case AppendNotCaughtUp:
 		return "not-caught-up"
+	case AppendDuplicate:
+		return "duplicate"
 	}
 	return fmt.Sprintf("append-error(%d)", uint8(e))
 }

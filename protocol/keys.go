@@ -1,0 +1,267 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Keyed appends (docs/design.md R61–R66, exactly once). A keyed proposal is
+// one batch carrying a Key: the producer that made it and its sequence
+// number (Kafka's idempotent producer), and optionally a caller-supplied ID
+// (JetStream's message ID). The key header rides on the batch's last entry;
+// the leader and every replica derive their table of producers, IDs and
+// cursors from these entries alone.
+
+const (
+	// EntryKeyed is a data entry of a keyed batch: readers see it as data.
+	// Its Data is uvarint(len(h)) ‖ h ‖ the record, where h is the batch's
+	// encoded key header (EncodeKeyHeader) on the batch's last entry and
+	// empty on the others (SplitKeyed separates them).
+	EntryKeyed EntryType = 4
+	// EntryState is a control entry (readers never see it) holding keyed
+	// state records (EncodeStateRecords): a cursor commit (with its key
+	// header, as an EntryKeyed entry has one) or the leader's copies of
+	// live keys above the log start (without). Data has EntryKeyed's
+	// prefix.
+	EntryState EntryType = 5
+)
+
+// MaxKeyLength bounds a caller ID and a cursor name, in bytes.
+const MaxKeyLength = 256
+
+// Key identifies a keyed proposal.
+type Key struct {
+	// Producer is the producer's ID (0: none, the proposal is keyed by ID
+	// only). Seq is its sequence number for this proposal; retries carry
+	// the same Seq.
+	Producer uint64
+	Seq      uint64
+	// Low is the producer's lowest sequence number still unanswered (RIFL's
+	// first incomplete sequence number): it will never retry a lower one,
+	// so the leader may forget those.
+	Low uint64
+	// ID is the caller-supplied ID ("" if none), deduplicated within a
+	// window (R64).
+	ID string
+}
+
+// IsZero reports whether k carries neither a producer nor an ID.
+func (k Key) IsZero() bool { return k.Producer == 0 && k.ID == "" }
+
+// KeyHeader is a Key as stored on the last entry of its batch, with the
+// number of entries of the batch (the batch's first offset is the entry's
+// offset minus N-1).
+type KeyHeader struct {
+	Key
+	N uint64
+}
+
+const keyHeaderFormat = 1
+
+// EncodeKeyHeader encodes h (the caller keeps len(h.ID) ≤ MaxKeyLength).
+func EncodeKeyHeader(h KeyHeader) []byte {
+	b := make([]byte, 0, 1+8+3*binary.MaxVarintLen64+1+len(h.ID))
+	b = append(b, keyHeaderFormat)
+	b = binary.BigEndian.AppendUint64(b, h.Producer)
+	b = binary.AppendUvarint(b, h.Seq)
+	b = binary.AppendUvarint(b, h.Low)
+	b = binary.AppendUvarint(b, h.N)
+	b = binary.AppendUvarint(b, uint64(len(h.ID)))
+	return append(b, h.ID...)
+}
+
+// DecodeKeyHeader decodes an encoded key header; problems wrap
+// ErrMalformed.
+func DecodeKeyHeader(b []byte) (KeyHeader, error) {
+	var h KeyHeader
+	if len(b) < 9 || b[0] != keyHeaderFormat {
+		return h, fmt.Errorf("%w: key header of %d bytes", ErrMalformed, len(b))
+	}
+	h.Producer = binary.BigEndian.Uint64(b[1:9])
+	r := uvarintReader{b: b[9:]}
+	h.Seq, h.Low, h.N = r.next(), r.next(), r.next()
+	h.ID = r.str()
+	if r.err != nil || len(r.b) != 0 || h.N == 0 {
+		return KeyHeader{}, fmt.Errorf("%w: key header", ErrMalformed)
+	}
+	return h, nil
+}
+
+// KeyedData returns the Data of an EntryKeyed or EntryState entry: the
+// prefix holding header h (nil for none), then rest.
+func KeyedData(h []byte, rest []byte) []byte {
+	b := make([]byte, 0, binary.MaxVarintLen64+len(h)+len(rest))
+	b = binary.AppendUvarint(b, uint64(len(h)))
+	b = append(b, h...)
+	return append(b, rest...)
+}
+
+// SplitKeyed splits the Data of an EntryKeyed or EntryState entry into
+// its encoded key header (empty if none) and the rest, aliasing data.
+func SplitKeyed(data []byte) (header, rest []byte, err error) {
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)-k) {
+		return nil, nil, fmt.Errorf("%w: keyed entry prefix", ErrMalformed)
+	}
+	return data[k : k+int(n)], data[k+int(n):], nil
+}
+
+// UserData returns what a reader sees of an entry's Data: an EntryKeyed
+// entry without its prefix (and data unchanged for any other type; a
+// malformed prefix, which the leader never writes, is returned whole).
+func UserData(e Entry) []byte {
+	if e.Type != EntryKeyed {
+		return e.Data
+	}
+	_, rest, err := SplitKeyed(e.Data)
+	if err != nil {
+		return e.Data
+	}
+	return rest
+}
+
+// StateKind names a keyed state record.
+type StateKind uint8
+
+// Keyed state record kinds. Values are part of the stored format.
+const (
+	StateCursor   StateKind = 1 // a cursor's position
+	StateProducer StateKind = 2 // a copy of a producer's state
+	StateID       StateKind = 3 // a copy of a caller ID's record
+)
+
+// SeqAt is where a producer's sequence number was appended: the batch
+// [First, First+N).
+type SeqAt struct {
+	Seq, First, N uint64
+}
+
+// StateRecord is one keyed state record of an EntryState entry.
+type StateRecord struct {
+	Kind StateKind
+	// Name is the cursor name (StateCursor) or the caller ID (StateID).
+	Name string
+	// Next is a cursor's position: the next offset to read.
+	Next uint64
+	// Producer, Low and Seqs are a producer's state (StateProducer).
+	Producer uint64
+	Low      uint64
+	Seqs     []SeqAt
+	// First and N are an ID's batch (StateID).
+	First, N uint64
+	// Time is the producer's last activity or the ID's entry time, in
+	// milliseconds since the Unix epoch: a copy keeps the original's, so
+	// copying never postpones an expiry.
+	Time int64
+}
+
+// EncodeStateRecords appends the encoding of rs to b.
+func EncodeStateRecords(b []byte, rs ...StateRecord) []byte {
+	for _, r := range rs {
+		b = append(b, byte(r.Kind))
+		switch r.Kind {
+		case StateCursor:
+			b = appendUvarintString(b, r.Name)
+			b = binary.AppendUvarint(b, r.Next)
+		case StateProducer:
+			b = binary.BigEndian.AppendUint64(b, r.Producer)
+			b = binary.AppendUvarint(b, r.Low)
+			b = binary.AppendUvarint(b, uint64(r.Time))
+			b = binary.AppendUvarint(b, uint64(len(r.Seqs)))
+			for _, s := range r.Seqs {
+				b = binary.AppendUvarint(b, s.Seq)
+				b = binary.AppendUvarint(b, s.First)
+				b = binary.AppendUvarint(b, s.N)
+			}
+		case StateID:
+			b = appendUvarintString(b, r.Name)
+			b = binary.AppendUvarint(b, r.First)
+			b = binary.AppendUvarint(b, r.N)
+			b = binary.AppendUvarint(b, uint64(r.Time))
+		}
+	}
+	return b
+}
+
+// DecodeStateRecords decodes the records of an EntryState entry (after
+// its prefix); problems wrap ErrMalformed.
+func DecodeStateRecords(b []byte) ([]StateRecord, error) {
+	var rs []StateRecord
+	r := uvarintReader{b: b}
+	for len(r.b) > 0 && r.err == nil {
+		k := StateKind(r.b[0])
+		r.b = r.b[1:]
+		rec := StateRecord{Kind: k}
+		switch k {
+		case StateCursor:
+			rec.Name = r.str()
+			rec.Next = r.next()
+		case StateProducer:
+			if len(r.b) < 8 {
+				r.err = ErrMalformed
+				break
+			}
+			rec.Producer = binary.BigEndian.Uint64(r.b)
+			r.b = r.b[8:]
+			rec.Low = r.next()
+			rec.Time = int64(r.next())
+			n := r.next()
+			if n > uint64(len(r.b)/3) {
+				r.err = ErrMalformed
+				break
+			}
+			rec.Seqs = make([]SeqAt, 0, n)
+			for range n {
+				rec.Seqs = append(rec.Seqs, SeqAt{Seq: r.next(), First: r.next(), N: r.next()})
+			}
+		case StateID:
+			rec.Name = r.str()
+			rec.First, rec.N = r.next(), r.next()
+			rec.Time = int64(r.next())
+		default:
+			r.err = fmt.Errorf("unknown state record kind %d", k)
+		}
+		rs = append(rs, rec)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: state records: %w", ErrMalformed, r.err)
+	}
+	return rs, nil
+}
+
+func appendUvarintString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type uvarintReader struct {
+	b   []byte
+	err error
+}
+
+func (r *uvarintReader) next() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.err = ErrMalformed
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *uvarintReader) str() string {
+	n := r.next()
+	if r.err != nil {
+		return ""
+	}
+	if n > MaxKeyLength || n > uint64(len(r.b)) {
+		r.err = ErrMalformed
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
