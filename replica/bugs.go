@@ -25,6 +25,10 @@ package replica
 //	                              and a grant's directories are not checked,
 //	                              and any fetch from a voter's ID counts (a
 //	                              wiped voter votes as its old self, R56).
+//	replog_bug_vouch_request_epoch bugVouchRequestEpoch: a vote answer
+//	                              naming its leader vouches for it in the
+//	                              epoch the request asked for, not in the
+//	                              responder's own (sim bug L).
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

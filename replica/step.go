@@ -139,7 +139,9 @@ func (r *Replica) stepCandidate(m protocol.Message) {
 // dropped whole.
 func (r *Replica) admissible(m protocol.Message) bool {
 	var leader string
-	var epoch uint64
+	// epoch bounds the message (absurd epochs are dropped); leaderEpoch is
+	// the epoch whose leader it names, if it names one.
+	var epoch, leaderEpoch uint64
 	switch b := m.Body.(type) {
 	case *protocol.FetchRequest:
 		epoch = b.CurrentEpoch
@@ -159,7 +161,12 @@ func (r *Replica) admissible(m protocol.Message) bool {
 		}
 		leader = b.LeaderID
 	case *protocol.VoteResponse:
-		leader = b.LeaderID
+		// LeaderID is the leader of the responder's own epoch, not of the
+		// epoch the request asked for: vouching for it in RequestEpoch (a
+		// pre-vote asks for ours + 1) made us refuse to follow it in its
+		// epoch, and a voter whose set lacked the leader stayed out for
+		// ever (sim bug L, seed 1009695 x1500).
+		leader, leaderEpoch = b.LeaderID, b.Epoch
 		epoch = max(b.Epoch, b.RequestEpoch)
 	case *protocol.BeginEpoch:
 		leader = b.LeaderID
@@ -174,14 +181,17 @@ func (r *Replica) admissible(m protocol.Message) bool {
 	case *protocol.EndEpoch:
 		leader, epoch = b.LeaderID, b.Epoch
 	}
+	if _, ok := m.Body.(*protocol.VoteResponse); !ok || bugVouchRequestEpoch {
+		leaderEpoch = epoch
+	}
 	if leader != "" && leader != m.From && r.isVoter(m.From) && !r.isVoter(leader) && namesItsLeader(m.Body) {
 		// A voter of our set that does not lead names its leader, whom our
 		// set does not hold: a voter added by entries we have not fetched
 		// yet (R55). Its word lets us follow that leader in that epoch, and
 		// fetch the entries (R42).
-		r.vouch(leader, epoch)
+		r.vouch(leader, leaderEpoch)
 	}
-	if leader != "" && !r.mayLead(leader, epoch) {
+	if leader != "" && !r.mayLead(leader, leaderEpoch) {
 		r.logger.Debug("dropping a message naming a non-voter as leader", "from", m.From, "leader", leader)
 		return false
 	}

@@ -104,9 +104,12 @@
 //	wipedleader     K: a wiped node answers a late copy of a forwarded
 //	                append for an epoch its old disk led with a final "not
 //	                leader", though that disk appended it (seed 1000409 x1500)
-//	staleset        L: a voter whose own set lacks the leader (it appended the
-//	                set removing that leader before it committed; a set lost
-//	                with a leadership change) drops the leader's answers and
-//	                its refusals, and a prospective never fetches: it stays
-//	                out (seeds 1009695 x1500, 2000583 x5000, 3000059 x20000)
+//
+// Fixed since, and no longer steered around: (L) a voter whose own set
+// lacked the leader (it appended the set removing that leader, never
+// committed) stayed out for ever: a vote refusal naming the leader of the
+// voter's epoch vouched for it in the epoch the pre-vote asked for, so the
+// replica refused to follow it in its own epoch and dropped its answers
+// and the not-leader answers naming it (seeds 1009695 x1500, 2000583
+// x5000, 3000059 x20000).
 package simulation

@@ -124,16 +124,6 @@ type KnownBugs struct {
 	// lane-queued message sent to an earlier disk of its receiver is
 	// dropped.
 	WipedLeader bool
-	// StaleSet (L): a voter whose own set does not hold the current leader
-	// (it appended the set removing that leader before the removal
-	// committed, which Raft has servers tolerate; a set lost with a
-	// leadership change; a wiped node reset with no set) drops that
-	// leader's answers and turns prospective, and stays so: the refusals
-	// naming that leader are dropped too (no vouching from a vote
-	// response) and a prospective never fetches. By default the sim
-	// restarts such a node after half of liveBound (a restarted node
-	// fetches and learns).
-	StaleSet bool
 }
 
 // Result describes a finished run.
@@ -447,11 +437,8 @@ type node struct {
 	maxLEO     uint64
 	replaceDue bool
 	wlRemoved  bool
-	// diskInc: the first incarnation (process) on its current disk;
-	// strayAt: since when it acts as a voter without following a leader
-	// its set does not hold (-1: it does not; voters.go's unstick).
+	// diskInc: the first incarnation (process) on its current disk.
 	diskInc   int
-	strayAt   time.Duration
 	countedHW uint64
 
 	// Checker state. hw is the last HW seen in this process lifetime;
@@ -722,7 +709,7 @@ func (s *sim) schedule(after time.Duration, e event) {
 func (s *sim) setup() {
 	n := s.p.voters + s.p.observers
 	for i := 0; i < n; i++ {
-		nd := &node{idx: i, store: s.newStore(), votes: map[uint64]string{}, strayAt: -1}
+		nd := &node{idx: i, store: s.newStore(), votes: map[uint64]string{}}
 		if i < s.p.voters {
 			nd.id = fmt.Sprintf("v%d", i+1)
 			s.voters = append(s.voters, nd.id)
@@ -941,7 +928,6 @@ func (s *sim) step(faultSteps int) {
 	s.hash.byte(byte(ev.kind))
 	s.hash.u64(uint64(ev.node))
 	s.dispatch(ev)
-	s.unstick()
 	s.checkRecovery()
 }
 

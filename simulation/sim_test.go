@@ -30,7 +30,7 @@ var (
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (issue 12; voters.go); false: Options.NoVoterChanges")
-	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset, reappend, wipedleader, staleset")
+	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset, reappend, wipedleader")
 )
 
 // knownBugs parses -sim.bugs.
@@ -42,7 +42,6 @@ func knownBugs() KnownBugs {
 		b.ResetNoSet = b.ResetNoSet || all || name == "resetnoset"
 		b.Reappend = b.Reappend || all || name == "reappend"
 		b.WipedLeader = b.WipedLeader || all || name == "wipedleader"
-		b.StaleSet = b.StaleSet || all || name == "staleset"
 	}
 	return b
 }
@@ -212,7 +211,7 @@ func TestSimulation(t *testing.T) {
 		v := reflect.ValueOf(total.Faults)
 		for i := 0; i < v.NumField(); i++ {
 			// Steering around an open core bug (ReAdds) is an outcome too.
-			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "ReAdds" && name != "StuckRestarts" {
+			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "ReAdds" {
 				t.Errorf("%d seeds injected no fault of kind %s", done, name)
 			}
 		}

@@ -60,9 +60,8 @@ type FaultCounts struct {
 	ManualRuns, VoterChanges, VoterProbes, VoterAdds, VoterRemoves, VoterChangesRefused, VoterSetsCommitted, RemovedLeaders int
 	VoterWipes, VoterWipesHeld, Replacements                                                                                int
 	// ReAdds: wiped voters the workload added back, steering around open
-	// core bug J (Options.Bugs.Reappend); StuckRestarts: nodes stuck
-	// prospective with a set that lacks the leader, restarted (L).
-	ReAdds, StuckRestarts int
+	// core bug J (Options.Bugs.Reappend).
+	ReAdds int
 }
 
 // Add adds o's counts to f.

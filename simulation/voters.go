@@ -830,44 +830,6 @@ func (s *sim) readd() bool {
 	return false
 }
 
-// unstick steers around open core bug L (Options.Bugs.StaleSet): it
-// restarts a node that has acted as a voter without following the leader
-// for half of liveBound while that leader, which its own voter set does
-// not hold, leads (a restarted node fetches, is told who leads, and learns
-// its set from that leader's log).
-func (s *sim) unstick() {
-	if s.opts.Bugs.StaleSet || s.phase == phaseStable {
-		return
-	}
-	var l *node
-	for _, nd := range s.nodes {
-		if nd.up && nd.role == replica.RoleLeader && (l == nil || nd.epoch > l.epoch) {
-			l = nd
-		}
-	}
-	if l == nil {
-		return
-	}
-	for _, nd := range s.nodes {
-		vs, _, boot := nd.inForce()
-		if !nd.up || nd == l || nd.role == replica.RoleObserver || nd.leader == l.id ||
-			boot && slices.Contains(s.voters, l.id) || !boot && hasID(vs, l.id) {
-			nd.strayAt = -1
-			continue
-		}
-		if nd.strayAt < 0 {
-			nd.strayAt = s.now
-		}
-		if s.now-nd.strayAt <= s.bound/2 {
-			continue
-		}
-		s.res.Faults.StuckRestarts++
-		s.tracef("%s UNSTICK: not following since %s, its voter set %s lacks leader %s (open core bug L)", nd.id, fmtDur(nd.strayAt), fmtVoters(vs), l.id)
-		nd.strayAt = -1
-		s.crash(nd, "stuck with a set that lacks the leader")
-	}
-}
-
 // removalVisible says whether the voter sets of nd's log show the removal
 // of node id as their newest change (the set before less that node;
 // copies of the same set are no change, as the core reads them since

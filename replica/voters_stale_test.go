@@ -1,0 +1,60 @@
+package replica
+
+import (
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// TestStaleSetFollowsTheNamedLeader: a voter whose own set lacks the
+// leader (it appended the set removing it, never committed) learns the
+// leader from a voter's refusal of its pre-vote, which names the leader of
+// the voter's epoch, not of the epoch the pre-vote asked for: it follows
+// that leader in that epoch and fetches from it (sim bug L, seed 1009695
+// x1500: the refusal vouched for the epoch after, so the replica refused
+// to follow the leader in its own epoch, and dropped its not-leader
+// answers naming it too, for ever).
+func TestStaleSetFollowsTheNamedLeader(t *testing.T) {
+	store := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1})
+	// f's set: f, a, b (the leader L removed by f's uncommitted entry).
+	r := newTestReplica(t, testConfig("f", "f", "a", "b"), store)
+	settle(t, r, store)
+	r.Tick(t0.Add(time.Hour)) // no leader for ever: prospective
+	if r.role != RoleProspective {
+		t.Fatalf("setup: role %v, want prospective", r.role)
+	}
+	msgs, _ := settle(t, r, store)
+	pre := bodiesTo[*protocol.VoteRequest](msgs, "a")
+	if len(pre) != 1 || !pre[0].PreVote || pre[0].Epoch != 2 {
+		t.Fatalf("setup: pre-votes to a %v", pre)
+	}
+	// a refuses, naming L, the leader of its (and our) epoch 1.
+	r.Step(protocol.Message{From: "a", To: "f", Body: &protocol.VoteResponse{
+		Epoch: 1, VoterID: "a", VoterDirID: "a", LeaderID: "L", PreVote: true, RequestEpoch: 2, Round: pre[0].Round}})
+	if r.role != RoleFollower || r.leaderID != "L" || r.epoch != 1 {
+		t.Fatalf("a voter's refusal naming L of epoch 1: role %v leader %q epoch %d, want a follower of L in 1", r.role, r.leaderID, r.epoch)
+	}
+	msgs, _ = settle(t, r, store)
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "L")
+	if len(reqs) != 1 {
+		t.Fatalf("no fetch to the named leader L: %v", msgs)
+	}
+	// L's answer is taken: its entries are appended.
+	r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{
+		FetchID: reqs[0].FetchID, LeaderID: "L", Epoch: 1, HighWatermark: 2,
+		Entries: []protocol.Entry{{Offset: 1, Epoch: 1, Type: protocol.EntryData, Data: []byte("x")}}}})
+	settle(t, r, store)
+	if r.log.LEO() != 2 {
+		t.Fatalf("L's answer not taken: LEO %d, want 2", r.log.LEO())
+	}
+	// Negative control: a refusal naming L as the leader of an epoch that
+	// is not the responder's own vouches for nothing in ours.
+	r2 := newTestReplica(t, testConfig("f", "f", "a", "b"), newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1}))
+	r2.Tick(t0.Add(time.Hour))
+	r2.Step(protocol.Message{From: "a", To: "f", Body: &protocol.VoteResponse{
+		Epoch: 3, VoterID: "a", VoterDirID: "a", LeaderID: "L", PreVote: true, RequestEpoch: 2, Round: r2.round}})
+	if r2.mayLead("L", 1) || r2.mayLead("L", 2) {
+		t.Fatalf("a refusal naming L in epoch 3 vouched for L in epochs 1 or 2: %v", r2.vouched)
+	}
+}
