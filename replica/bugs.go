@@ -29,6 +29,11 @@ package replica
 //	                              naming its leader vouches for it in the
 //	                              epoch the request asked for, not in the
 //	                              responder's own (sim bug L).
+//	replog_bug_wiped_not_leader   bugWipedNotLeader: a node refuses a forwarded
+//	                              append of its epoch as never appended
+//	                              though it cannot tell who led the epoch
+//	                              (a wiped node's old disk may have: sim
+//	                              bug K).
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

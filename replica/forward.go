@@ -138,15 +138,34 @@ func (r *Replica) answerFromMemo(from string, req *protocol.AppendRequest, leadi
 // moves to a new epoch): nothing was or will be appended, a final
 // not-leader. Any other epoch (an earlier one, which this node may have led
 // in a life it no longer remembers, or one it has not reached) gets an
-// unknown outcome, never not-leader.
+// unknown outcome, never not-leader; so does its own epoch when it cannot
+// tell who led it (knowsWhoLedItsEpoch).
 func (r *Replica) refuseForward(from string, req *protocol.AppendRequest) {
-	if req.Epoch == r.epoch && r.epochLeader != r.id {
+	if req.Epoch == r.epoch && r.epochLeader != r.id && r.knowsWhoLedItsEpoch() {
 		r.memo.set(doneKey{from, req.RequestID}, forwardMemo{state: forwardRefused})
 		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
 		return
 	}
 	r.logger.Debug("forwarded append for another epoch", "from", from, "epoch", req.Epoch, "own_epoch", r.epoch)
 	r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendUnknown, LeaderID: r.leaderID})
+}
+
+// knowsWhoLedItsEpoch reports whether this replica can tell that it did
+// not lead its epoch, unless it names itself as that epoch's leader: it
+// knows another leader of it (an epoch has one leader), or its directory
+// has been this node for the whole epoch, so that R47's durable record
+// of having led it would be here. The second holds for a voter the set in
+// force records at this directory: a leader added it from its fetches
+// (R58) or its grant (R57), in an epoch after any its ID's earlier
+// directories led. A node whose directory was wiped knows neither: a late
+// copy of a request its old disk appended, naming the epoch the new one
+// has since learned of, was refused as never appended (sim bug K, seed
+// 1000409 x1500).
+func (r *Replica) knowsWhoLedItsEpoch() bool {
+	if bugWipedNotLeader {
+		return true
+	}
+	return r.epochLeader != "" || !r.bootstrap && r.voter
 }
 
 // forwardedType returns the type of entry a forwarded request's records

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
 )
 
 // TestStaleSetFollowsTheNamedLeader: a voter whose own set lacks the
@@ -56,5 +57,54 @@ func TestStaleSetFollowsTheNamedLeader(t *testing.T) {
 		Epoch: 3, VoterID: "a", VoterDirID: "a", LeaderID: "L", PreVote: true, RequestEpoch: 2, Round: r2.round}})
 	if r2.mayLead("L", 1) || r2.mayLead("L", 2) {
 		t.Fatalf("a refusal naming L in epoch 3 vouched for L in epochs 1 or 2: %v", r2.vouched)
+	}
+}
+
+// TestWipedNodeCannotRefuseItsEpoch: a node whose directory was wiped may
+// have led, on its old disk, the epoch it has since learned of (R47's
+// record of it was on that disk): a late copy of a forwarded append
+// naming that epoch gets an unknown outcome, never a final not-leader
+// (sim bug K, seed 1000409 x1500: the old disk had appended it). A node
+// that can tell (it knows the epoch's leader, or the set in force records
+// it at its directory) still refuses for good.
+func TestWipedNodeCannotRefuseItsEpoch(t *testing.T) {
+	answer := func(r *Replica, store storage.Store) protocol.AppendError {
+		t.Helper()
+		r.Step(protocol.Message{From: "a", To: r.id, Body: &protocol.AppendRequest{RequestID: 5, Epoch: r.epoch, Records: [][]byte{[]byte("x")}}})
+		msgs, _ := settle(t, r, store)
+		resps := bodiesTo[*protocol.AppendResponse](msgs, "a")
+		if len(resps) != 1 {
+			t.Fatalf("answers %v, want one", resps)
+		}
+		return resps[0].Error
+	}
+	// The wiped node: an empty store, in epoch 3 with no leader known.
+	fresh := storage.NewMemory()
+	w, err := New(Config{ID: "l", DirID: "l.d1", Voters: []string{"l", "a", "b"},
+		FetchTimeout: 2 * time.Second, ElectionTimeout: 500 * time.Millisecond, FetchMaxWait: 500 * time.Millisecond}, fresh, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.becomeFollower(3, "")
+	settle(t, w, fresh)
+	if got := answer(w, fresh); got != protocol.AppendUnknown {
+		t.Fatalf("wiped node in epoch 3, no leader known: %v, want unknown", got)
+	}
+	// Once it knows the leader of its epoch, the refusal is final.
+	w.becomeFollower(3, "b")
+	settle(t, w, fresh)
+	if got := answer(w, fresh); got != protocol.AppendNotLeader {
+		t.Fatalf("wiped node in epoch 3 led by b: %v, want not-leader", got)
+	}
+	// Positive control: a voter recorded at its directory, in an epoch
+	// with no leader known, never led it (else its store would say so).
+	store := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 3})
+	v := newTestReplica(t, testConfig("l", "l", "a", "b"), store)
+	settle(t, v, store)
+	if v.epochLeader != "" || v.epoch != 3 {
+		t.Fatalf("setup: epoch %d leader %q", v.epoch, v.epochLeader)
+	}
+	if got := answer(v, store); got != protocol.AppendNotLeader {
+		t.Fatalf("recorded voter in epoch 3, no leader known: %v, want not-leader", got)
 	}
 }

@@ -101,9 +101,6 @@
 //	                start passes the removal's entry its rows are pruned and
 //	                the wiped voter is never added back (seed 19702 x1500;
 //	                7f4ef2e fixed the same loss by retention's copies)
-//	wipedleader     K: a wiped node answers a late copy of a forwarded
-//	                append for an epoch its old disk led with a final "not
-//	                leader", though that disk appended it (seed 1000409 x1500)
 //
 // Fixed since, and no longer steered around: (L) a voter whose own set
 // lacked the leader (it appended the set removing that leader, never
@@ -111,5 +108,8 @@
 // voter's epoch vouched for it in the epoch the pre-vote asked for, so the
 // replica refused to follow it in its own epoch and dropped its answers
 // and the not-leader answers naming it (seeds 1009695 x1500, 2000583
-// x5000, 3000059 x20000).
+// x5000, 3000059 x20000); (K) a wiped node answered a late copy of a
+// forwarded append for an epoch its old disk led with a final "not
+// leader", though that disk appended it (seed 1000409 x1500): a node now
+// refuses for good only when it knows who led its epoch.
 package simulation

@@ -133,13 +133,6 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 			}
 			return
 		}
-		if sent := ev.wseq; sent != 0 && sent < uint64(nd.diskInc) && !s.opts.Bugs.WipedLeader {
-			// Known core bug K: a wiped node answers a late copy of a
-			// forwarded append for an epoch its old disk led with a
-			// final "not leader" (R47's record of having led is gone).
-			s.tracef("%s lane drops %s: sent to an earlier disk", nd.id, m)
-			return
-		}
 		if sent := ev.wseq; sent != 0 && uint64(nd.inc) != sent {
 			s.res.Faults.CrossIncarnation++
 			s.touchLink(from, nd.idx, s.now, "a message to an earlier incarnation")

@@ -117,13 +117,6 @@ type KnownBugs struct {
 	// replacement, the workload adds it back when the leader can no
 	// longer tell (its memory and its voter sets).
 	Reappend bool
-	// WipedLeader (K): a node restarted on an empty disk answers a late
-	// copy of a forwarded append for an epoch its old disk led with a
-	// final "not leader" (R47's durable record of having led the epoch
-	// was on the lost disk), though the old disk appended it. By default a
-	// lane-queued message sent to an earlier disk of its receiver is
-	// dropped.
-	WipedLeader bool
 }
 
 // Result describes a finished run.
@@ -437,9 +430,7 @@ type node struct {
 	maxLEO     uint64
 	replaceDue bool
 	wlRemoved  bool
-	// diskInc: the first incarnation (process) on its current disk.
-	diskInc   int
-	countedHW uint64
+	countedHW  uint64
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;

@@ -30,7 +30,7 @@ var (
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (issue 12; voters.go); false: Options.NoVoterChanges")
-	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset, reappend, wipedleader")
+	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset, reappend")
 )
 
 // knownBugs parses -sim.bugs.
@@ -41,7 +41,6 @@ func knownBugs() KnownBugs {
 		b.SoleBootstrap = b.SoleBootstrap || all || name == "solebootstrap"
 		b.ResetNoSet = b.ResetNoSet || all || name == "resetnoset"
 		b.Reappend = b.Reappend || all || name == "reappend"
-		b.WipedLeader = b.WipedLeader || all || name == "wipedleader"
 	}
 	return b
 }

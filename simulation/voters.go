@@ -768,7 +768,6 @@ func (s *sim) wipe(v *node, what string) {
 	v.checked, v.storeStart, v.retired, v.maxLEO = 0, 0, 0, 0
 	v.votes = map[uint64]string{}
 	v.vrows = nil
-	v.diskInc = v.inc + 1 // its next process is the first on the new disk
 }
 
 // ---- the workload's voter changes ----
