@@ -68,6 +68,15 @@ type Config struct {
 	// limit (the root package: transport.DefaultMaxPayload). Default 8 MiB.
 	// MaxRecordSize+protocol.EntryOverhead must fit in it (Validate).
 	MaxForwardBytes int
+	// DedupWindow is how long a leader remembers a caller-supplied ID: an
+	// append carrying an ID appended within it is not appended again (R64;
+	// NATS JetStream's duplicate window). Default 2 minutes.
+	DedupWindow time.Duration
+	// ProducerIdleTimeout is how long a leader remembers a producer that
+	// appends nothing (R66; Kafka's producer.id.expiration.ms): a retry
+	// that comes later than this after its producer's last append may be
+	// appended again. Default 24 hours.
+	ProducerIdleTimeout time.Duration
 	// Rand drives every random choice (timeouts). Required for determinism;
 	// if nil, a source seeded from ID is used.
 	Rand *rand.Rand
@@ -83,6 +92,12 @@ const (
 	DefaultFetchMaxBytes   = 1 << 20
 	DefaultMaxRecordSize   = 1 << 20
 	DefaultMaxForwardBytes = 8 << 20
+	// DefaultDedupWindow is JetStream's default duplicate window.
+	DefaultDedupWindow = 2 * time.Minute
+	// DefaultProducerIdleTimeout is Kafka's producer.id.expiration.ms
+	// (KIP-854): longer than any append keeps retrying, and a producer costs
+	// about 100 bytes (docs/design.md R66).
+	DefaultProducerIdleTimeout = 24 * time.Hour
 )
 
 // MinFetchTimeout is the smallest FetchTimeout that goes with fetchMaxWait
@@ -118,6 +133,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.DirID == "" {
 		c.DirID = c.ID
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.ProducerIdleTimeout == 0 {
+		c.ProducerIdleTimeout = DefaultProducerIdleTimeout
 	}
 	if c.Rand == nil {
 		h := fnv.New64a()
@@ -158,6 +179,12 @@ func (c Config) Validate() error {
 	if min := MinFetchTimeout(c.FetchMaxWait, c.ElectionTimeout); c.FetchTimeout < min {
 		return bad("FetchTimeout", "%v must be at least 2*(FetchMaxWait %v + ElectionTimeout %v) = %v (one lost fetch must not cost leader contact)",
 			c.FetchTimeout, c.FetchMaxWait, c.ElectionTimeout, min)
+	}
+	if c.DedupWindow < 0 {
+		return bad("DedupWindow", "must be positive, not %v", c.DedupWindow)
+	}
+	if c.ProducerIdleTimeout < 0 {
+		return bad("ProducerIdleTimeout", "must be positive, not %v", c.ProducerIdleTimeout)
 	}
 	if c.FetchMaxBytes < 0 {
 		return bad("FetchMaxBytes", "must be positive, not %d", c.FetchMaxBytes)

@@ -69,6 +69,16 @@ func (r *Replica) leaderAppendRequest(from string, req *protocol.AppendRequest) 
 		r.forwardedVoterChange(from, req)
 		return
 	}
+	if req.Type == protocol.EntryKeyed || req.Type == protocol.EntryState {
+		key, records, ok := r.forwardedKeyed(from, req)
+		if !ok {
+			r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendTooLarge, LeaderID: r.id})
+			return
+		}
+		r.memo.set(k, forwardMemo{state: forwardAppended, epoch: r.epoch})
+		r.leaderKeyed(proposal{from: from, requestID: req.RequestID}, req.Type, records, key)
+		return
+	}
 	typ, ok := forwardedType(req)
 	if !ok {
 		// R50: a peer's control entries are empty barriers, never data
@@ -121,7 +131,7 @@ func (r *Replica) answerFromMemo(from string, req *protocol.AppendRequest, leadi
 	case m.state == forwardRefused:
 		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
 	case m.state == forwardAcked:
-		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendOK, LeaderID: r.id, FirstOffset: m.first})
+		r.send(from, ackResponse(req.RequestID, r.id, m.first, m.dup))
 	case leading && m.epoch == r.epoch:
 		// Pending in this epoch: answered when it commits.
 	default:
@@ -213,9 +223,12 @@ func (r *Replica) handleAppendResponse(from string, resp *protocol.AppendRespons
 	f := r.forwarded[i]
 	r.forwarded = slices.Delete(r.forwarded, i, i+1)
 	ack := Ack{ID: f.id}
-	if resp.Error == protocol.AppendOK {
+	switch resp.Error {
+	case protocol.AppendOK:
 		ack.FirstOffset = resp.FirstOffset
-	} else {
+	case protocol.AppendDuplicate:
+		ack.FirstOffset, ack.Err = resp.FirstOffset, ErrDuplicate
+	default:
 		ack.Err = appendErrorAsError(resp.Error, resp.LeaderID)
 		if !knownAppendError(resp.Error) {
 			ack.Err = fmt.Errorf("%w: unknown append error %d from %s", ErrUnknownOutcome, resp.Error, from)
@@ -245,7 +258,17 @@ func appendErrorAsError(e protocol.AppendError, leader string) error {
 }
 
 func knownAppendError(e protocol.AppendError) bool {
-	return e <= protocol.AppendNotCaughtUp
+	return e <= protocol.AppendDuplicate
+}
+
+// ackResponse is the answer to a forwarded request acknowledged at first
+// (dup: a caller ID's duplicate, R64).
+func ackResponse(requestID uint64, leader string, first uint64, dup bool) *protocol.AppendResponse {
+	e := protocol.AppendOK
+	if dup {
+		e = protocol.AppendDuplicate
+	}
+	return &protocol.AppendResponse{RequestID: requestID, Error: e, LeaderID: leader, FirstOffset: first}
 }
 
 // abandonForwarded fails at once, with an unknown outcome, the forwarded
@@ -304,6 +327,7 @@ type forwardMemo struct {
 	state forwardState
 	epoch uint64
 	first uint64
+	dup   bool // acknowledged as a caller ID's duplicate (R64)
 }
 
 // forwardMemos remembers the fate of the last maxForwardMemos forwarded

@@ -64,6 +64,9 @@ type proposal struct {
 	requestID uint64
 	first     uint64
 	end       uint64
+	// dup: a caller ID's duplicate (R64), answered with the original's
+	// offset and ErrDuplicate.
+	dup bool
 }
 
 func newLeaderState(r *Replica, leo uint64) *leaderState {
@@ -335,7 +338,7 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 			r.logger.Error("reading entries for a fetch", "from", from, "offset", req.FetchOffset, "error", err)
 			return
 		}
-		entries = es
+		entries = r.wholeBatches(es)
 	}
 	r.leader.sentHW[from] = r.hw
 	r.send(from, &protocol.FetchResponse{
@@ -383,11 +386,14 @@ func (r *Replica) ackUpTo(limit uint64) {
 	n := 0
 	for n < len(ls.pending) && ls.pending[n].end <= limit {
 		p := ls.pending[n]
-		if p.local {
+		switch {
+		case p.local && p.dup:
+			r.acks = append(r.acks, Ack{ID: p.id, FirstOffset: p.first, Err: ErrDuplicate})
+		case p.local:
 			r.acks = append(r.acks, Ack{ID: p.id, FirstOffset: p.first})
-		} else {
-			r.send(p.from, &protocol.AppendResponse{RequestID: p.requestID, Error: protocol.AppendOK, LeaderID: r.id, FirstOffset: p.first})
-			r.memo.set(doneKey{p.from, p.requestID}, forwardMemo{state: forwardAcked, first: p.first})
+		default:
+			r.send(p.from, ackResponse(p.requestID, r.id, p.first, p.dup))
+			r.memo.set(doneKey{p.from, p.requestID}, forwardMemo{state: forwardAcked, first: p.first, dup: p.dup})
 		}
 		n++
 	}

@@ -108,6 +108,9 @@ type Replica struct {
 	nextRequestID     uint64
 	// memo remembers what this replica answered to forwarded requests.
 	memo forwardMemos
+	// keys is the keyed-state table: producers, caller IDs, cursors (R62,
+	// keys.go).
+	keys keyTable
 
 	// Prospective / candidate: the round's ID (VoteRequest.Round) and the
 	// voters that granted in it.
@@ -172,6 +175,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		return nil, fmt.Errorf("replica: read HW checkpoint: %w", err)
 	}
 	r.log = newLogView(log)
+	r.keys = newKeyTable(r.log.logStart) // rebuilt from the log in Ready (R62)
 	r.refreshVoters()
 	r.epoch, r.votedFor, r.leaderID = qs.Epoch, qs.VotedFor, qs.LeaderID
 	r.epochLeader, r.begun = qs.LeaderID, qs.LeaderID
@@ -353,6 +357,7 @@ func (r *Replica) Ready() Ready {
 		r.acks, r.writes, r.held, r.transfers = nil, nil, nil, nil
 		return rd
 	}
+	r.keysRound()
 	if r.role == RoleLeader {
 		r.checkQuorum()
 	}

@@ -95,6 +95,15 @@ func (r *Replica) deletePrefix(upTo uint64) {
 	if upTo <= r.log.logStart {
 		return
 	}
+	if r.role == RoleLeader {
+		// R66: never past an entry a live key needs; copies of those
+		// below upTo are appended, and a later deletion moves on.
+		if b := r.keepLiveKeys(upTo); b < upTo {
+			if upTo = DeletionReach(r.log.epochs, r.log.logStart, b, limit); upTo <= r.log.logStart {
+				return
+			}
+		}
+	}
 	r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: upTo})
 	r.log.deletePrefix(upTo)
 	if r.role == RoleLeader && !r.bootstrap && r.votersOffset < upTo {
@@ -139,6 +148,7 @@ func (r *Replica) resetLog(start uint64, truncate bool) {
 	}
 	r.log.reset(start)
 	r.refreshVoters() // the sets of discarded entries are gone
+	r.keysReset(start)
 	r.leaderHW = min(r.leaderHW, r.hw)
 	r.resetHW, r.resetSeq = start, seq
 }

@@ -46,6 +46,11 @@ type heldProposal struct {
 
 	from string
 	req  *protocol.AppendRequest
+
+	// key is a keyed proposal's (R61); requestID a forwarded one's, held
+	// while the keyed-state table catches up (keys.go: from without req).
+	key       protocol.Key
+	requestID uint64
 }
 
 // TransferResult is the outcome of a leadership transfer that
@@ -322,6 +327,8 @@ func (r *Replica) releaseHeld(h heldProposal) {
 		r.leaderAppendRequest(h.from, h.req)
 	case h.change != nil:
 		r.leaderVoterChange(proposal{id: h.id, local: true}, *h.change)
+	case !h.key.IsZero():
+		r.leaderKeyed(proposal{id: h.id, local: true}, h.typ, h.records, h.key)
 	default:
 		r.leaderPropose(proposal{id: h.id, local: true}, h.typ, h.records)
 	}

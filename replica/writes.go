@@ -39,12 +39,14 @@ func (r *Replica) appendEntries(entries []protocol.Entry) {
 		if r.log.append(entries, w.Seq) {
 			r.refreshVoters()
 		}
+		r.keysAppended(entries)
 		return
 	}
 	seq := r.emit(protocol.Write{Kind: protocol.WriteAppend, Entries: slices.Clone(entries)})
 	if r.log.append(entries, seq) {
 		r.refreshVoters() // in force once appended (R55)
 	}
+	r.keysAppended(entries)
 }
 
 // truncate issues a truncation of the log to to (< LEO). Truncating below
@@ -72,6 +74,7 @@ func (r *Replica) truncate(to uint64) {
 	if r.log.truncate(to) {
 		r.refreshVoters() // the previous set is in force again (R55)
 	}
+	r.keysTruncated(to)
 }
 
 // writeQuorumState issues a write of the current quorum state.
