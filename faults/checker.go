@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Anomaly kinds the checker reports.
@@ -29,11 +30,14 @@ const (
 	// every node's final log.
 	UncommittedRead = "uncommitted-read"
 	// Duplicate: one payload at two offsets, although no append of it was
-	// retried after an unknown outcome.
+	// retried after an unknown outcome without an idempotency key: every
+	// attempt carried the same Idempotency-Key (the node must append it
+	// at most once, issue 13), or none was retried after an unknown one.
 	Duplicate = "duplicate"
-	// DuplicateRetried: one payload at two offsets after an append whose
-	// first try had an unknown outcome was retried (at-least-once is the
-	// most the API promises for retries; counted apart for that reason).
+	// DuplicateRetried: one payload at two offsets after an append
+	// without an idempotency key, whose try had an unknown outcome, was
+	// retried: at-least-once is all a client that does not ask for
+	// deduplication gets (counted apart, tolerated).
 	DuplicateRetried = "duplicate-retried"
 	// FailedPresent: a payload all of whose appends failed is in the log
 	// (a "failed" outcome must mean "definitely not appended").
@@ -118,8 +122,9 @@ func (r *Result) Merge(as []Anomaly) {
 }
 
 // Tolerated lists the kinds that are reported but are not violations of
-// replog's contract: the API has no idempotent producer, so a client that
-// retries an append whose outcome was unknown gets at-least-once.
+// replog's contract: a client that retries an append whose outcome was
+// unknown without an idempotency key gets at-least-once. With one (runs
+// with RunConfig.Idempotent) a duplicate is the violation Duplicate.
 var Tolerated = map[string]bool{DuplicateRetried: true}
 
 // OK reports whether no anomaly other than the Tolerated kinds was found.
@@ -411,7 +416,7 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 		}
 		if len(offs) > 1 {
 			kind := Duplicate
-			if retriedAfterUnknown(pops) {
+			if retriedAfterUnknown(pops) && !keyed(pops) {
 				kind = DuplicateRetried
 			}
 			add(Anomaly{Kind: kind, Offset: offs[0], Payload: p, Ops: pops, Detail: fmt.Sprintf("at offsets %v", offs)})
@@ -428,10 +433,21 @@ func Check(ops []Op, reads []Read, finals []FinalLog) Result {
 	}
 
 	// Real-time order: sweep acknowledged appends by invocation, knowing
-	// the highest offset acknowledged before each invocation.
+	// the highest offset acknowledged before each invocation. An attempt
+	// answered as a duplicate names the offset an earlier attempt of its
+	// payload appended at: it counts as invoked with the first attempt.
+	first := map[string]time.Duration{}
+	for _, o := range ops {
+		if f, ok := first[o.Payload]; !ok || o.Invoke < f {
+			first[o.Payload] = o.Invoke
+		}
+	}
 	var oks []Op
 	for _, o := range ops {
 		if o.Outcome == OK {
+			if o.Replayed {
+				o.Invoke = first[o.Payload]
+			}
 			oks = append(oks, o)
 		}
 	}
@@ -478,6 +494,17 @@ func retriedAfterUnknown(ops []Op) bool {
 		}
 	}
 	return false
+}
+
+// keyed reports whether every attempt of a payload carried the same
+// idempotency key.
+func keyed(ops []Op) bool {
+	for _, o := range ops {
+		if o.Key == "" || o.Key != ops[0].Key {
+			return false
+		}
+	}
+	return len(ops) > 0
 }
 
 func kindRank(k string) int {

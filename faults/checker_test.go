@@ -142,6 +142,54 @@ func TestCheckerDuplicates(t *testing.T) {
 		t.Errorf("a duplicate after retrying an unknown outcome is tolerated, got %d violations", res.Violations())
 	}
 
+	// The same, but every attempt of "f" carried one Idempotency-Key:
+	// the node had to append it once, so it is a violation.
+	ops, reads, finals = cleanRun()
+	ops[5].Key, ops[6].Key = "f", "f"
+	for i := range finals {
+		finals[i].Entries = append(finals[i].Entries, LogEntry{5, 2, "f"})
+		finals[i].HW = 6
+	}
+	res = Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{Duplicate: 1, DuplicateRetried: 0})
+	if res.OK() {
+		t.Errorf("a duplicate of an append retried with its idempotency key must be a violation")
+	}
+
+	// A retry answered as a duplicate names the original's offset: "f"
+	// at 4, once. Naming another offset is a lost write.
+	ops, reads, finals = cleanRun()
+	ops[5].Key, ops[6].Key = "f", "f"
+	ops[6].Replayed = true
+	checkKinds(t, Check(ops, reads, finals), map[string]int{Duplicate: 0, DuplicateRetried: 0, LostWrite: 0})
+	ops[6].Offset = 3
+	if res := Check(ops, reads, finals); res.Counts[LostWrite] == 0 {
+		t.Errorf("a duplicate's answer naming another payload's offset went unnoticed: %s", res.Summary())
+	}
+
+	// The original may precede appends acknowledged before the retry
+	// was invoked: no real-time order violation for a replayed answer.
+	// Here "f"'s first attempt (invoked at 2 ms, unknown) appended it at
+	// 2; its retry at 1000 ms, after "e" was acknowledged at 3, is
+	// answered with offset 2.
+	ops, reads, finals = cleanRun()
+	ops[2].Payload, ops[2].Process = "f", 1
+	ops[2].Key, ops[5].Key, ops[6].Key = "f", "f", "f"
+	ops[5].Attempt, ops[6].Attempt = 1, 2
+	ops[6].Replayed, ops[6].Offset = true, 2
+	for i := range finals {
+		finals[i].Entries = []LogEntry{{0, 1, "a"}, {2, 2, "f"}, {3, 2, "e"}}
+	}
+	reads[2].Payload, reads[3].Payload = "f", "f"
+	reads = reads[:5]
+	res = Check(ops, reads, finals)
+	checkKinds(t, res, map[string]int{RealTimeOrder: 0})
+	if !res.OK() {
+		t.Errorf("a replayed answer with the first attempt's offset: %s", res.Summary())
+	}
+	ops[6].Replayed = false // a fresh append at 2 after "e" at 3: out of order
+	checkKinds(t, Check(ops, reads, finals), map[string]int{RealTimeOrder: 1})
+
 	// A retry after a *failed* attempt must not duplicate: "failed" means
 	// "not appended".
 	ops, reads, finals = cleanRun()

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,8 +90,9 @@ type ClusterConfig struct {
 	// the others). Gossip is not proxied, so it is not partitioned: only use
 	// it with process faults (kills, pauses).
 	Gossip bool
-	// ExtraArgs are appended to every node's command line.
-	ExtraArgs []string
+	// ExtraArgs are appended to every node's command line, ObserverArgs
+	// to the observers' after them.
+	ExtraArgs, ObserverArgs []string
 	// Insecure runs the nodes with -insecure. By default they authenticate
 	// each other with a random secret, written for the run to Root/secret
 	// (mode 0600) and passed as -secret-file, as a deployment would.
@@ -292,6 +294,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			n.args = append(n.args, "-append-timeout", cfg.AppendTimeout.String())
 		}
 		n.args = append(n.args, cfg.ExtraArgs...)
+		if n.Observer {
+			n.args = append(n.args, cfg.ObserverArgs...)
+		}
 		n.proc = c.sup.Process(nodeproc.Spec{Path: cfg.Bin, Args: n.args, LogFile: n.logPath, OnExit: c.onExit(n)})
 	}
 	for _, n := range c.Nodes {
@@ -531,6 +536,34 @@ func (c *Cluster) Status(ctx context.Context, n *Node) (Status, error) {
 	return st, err
 }
 
+// Cursor fetches cursor name from n's GET /cursors/{name}: its next
+// offset, or ok false if it was never committed (404).
+func (c *Cluster) Cursor(ctx context.Context, n *Node, name string) (next uint64, ok bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/cursors/"+url.PathEscape(name), nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Next  *uint64 `json:"next"`
+		Error string  `json:"error"`
+	}
+	derr := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body)
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return 0, false, nil
+	case resp.StatusCode != http.StatusOK:
+		return 0, false, fmt.Errorf("cursor %s: HTTP %d: %s", name, resp.StatusCode, body.Error)
+	case derr != nil || body.Next == nil:
+		return 0, false, fmt.Errorf("cursor %s: bad answer (%v)", name, derr)
+	}
+	return *body.Next, true, nil
+}
+
 // Leader asks every running, unpaused node for its status and returns the
 // node that says it leads in the highest epoch and that epoch, or nil.
 func (c *Cluster) Leader(ctx context.Context) (*Node, uint64) {
@@ -627,49 +660,94 @@ func (c *Cluster) WaitVoter(ctx context.Context, id, dir string, caughtUp bool) 
 
 // appendResp is /append's JSON body.
 type appendResp struct {
-	Offset  *uint64 `json:"offset"`
-	Error   string  `json:"error"`
-	Outcome string  `json:"outcome"`
-	Leader  string  `json:"leader"`
+	Offset *uint64 `json:"offset"`
+	// Duplicate: an earlier append with the request's Idempotency-Key
+	// is at Offset; this one appended nothing.
+	Duplicate bool   `json:"duplicate"`
+	Error     string `json:"error"`
+	Outcome   string `json:"outcome"`
+	// Code names the error ("timeout": the append's context expired
+	// before its outcome was known).
+	Code   string `json:"code"`
+	Leader string `json:"leader"`
+}
+
+// AppendResult is what Cluster.AppendKey made of an /append answer.
+type AppendResult struct {
+	Outcome Outcome
+	// Offset is the acknowledged offset (OK only); Replayed is set when
+	// the node answered that an earlier append with the same key is there.
+	Offset   uint64
+	Replayed bool
+	// Err is the error text; Cause why an Unknown outcome is unknown.
+	Err, Cause string
 }
 
 // Append posts payload to n's /append and classifies the answer: a refused
 // connection or an explicit "failed" is Failed; timeouts, broken
 // connections, "unknown" and anything unexpected are Unknown.
 func (c *Cluster) Append(ctx context.Context, n *Node, payload string) (Outcome, uint64, string) {
+	r := c.AppendKey(ctx, n, payload, "")
+	return r.Outcome, r.Offset, r.Err
+}
+
+// AppendKey is Append with an Idempotency-Key header (none for key ""),
+// and says why an unknown outcome is unknown (Cause*).
+func (c *Cluster) AppendKey(ctx context.Context, n *Node, payload, key string) AppendResult {
+	unknown := func(cause, msg string) AppendResult {
+		if ctx.Err() != nil {
+			cause = CauseClientTimeout
+		}
+		return AppendResult{Outcome: Unknown, Err: msg, Cause: cause}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+"/append", strings.NewReader(payload))
 	if err != nil {
-		return Failed, 0, err.Error()
+		return AppendResult{Outcome: Failed, Err: err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.client.Do(req)
 	if err != nil {
+		// A refused dial proves the node never got the request, but not
+		// with a key: net/http takes a request with Idempotency-Key for
+		// idempotent and, when a kept-alive connection breaks under it
+		// (a node killed after it read the request), sends it again on a
+		// new one, whose dial error is all Do returns.
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return Failed, 0, "dial: " + shortErr(op.Err)
+		if errors.As(err, &op) && op.Op == "dial" && key == "" {
+			return AppendResult{Outcome: Failed, Err: "dial: " + shortErr(op.Err)}
 		}
-		return Unknown, 0, shortErr(err)
+		return unknown(CauseConnection, shortErr(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if err != nil {
-		return Unknown, 0, "reading response: " + shortErr(err)
+		return unknown(CauseConnection, "reading response: "+shortErr(err))
 	}
 	var ar appendResp
 	if err := json.Unmarshal(body, &ar); err != nil {
-		return Unknown, 0, fmt.Sprintf("HTTP %d, bad JSON %q", resp.StatusCode, truncate(string(body), 100))
+		return unknown(CauseConnection, fmt.Sprintf("HTTP %d, bad JSON %q", resp.StatusCode, truncate(string(body), 100)))
 	}
 	if resp.StatusCode == http.StatusOK {
 		if ar.Offset == nil {
-			return Unknown, 0, fmt.Sprintf("HTTP 200 without offset: %q", truncate(string(body), 100))
+			return unknown(CauseConnection, fmt.Sprintf("HTTP 200 without offset: %q", truncate(string(body), 100)))
 		}
-		return OK, *ar.Offset, ""
+		return AppendResult{Outcome: OK, Offset: *ar.Offset, Replayed: ar.Duplicate}
 	}
 	msg := fmt.Sprintf("HTTP %d: %s", resp.StatusCode, ar.Error)
-	if ar.Outcome == "failed" {
-		return Failed, 0, msg
+	if ar.Code != "" {
+		msg = fmt.Sprintf("HTTP %d %s: %s", resp.StatusCode, ar.Code, ar.Error)
 	}
-	return Unknown, 0, msg
+	if ar.Outcome == "failed" {
+		return AppendResult{Outcome: Failed, Err: msg}
+	}
+	cause := CauseNodeUnknown
+	if ar.Code == "timeout" || ar.Code == "" && resp.StatusCode == http.StatusGatewayTimeout {
+		cause = CauseTimeout
+	}
+	return AppendResult{Outcome: Unknown, Err: msg, Cause: cause}
 }
 
 // entryJSON is one line of /entries (an entry, or a last error line).

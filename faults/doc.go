@@ -62,6 +62,19 @@
 // require every node to agree on the voter set in force, each voter at
 // the directory it runs on.
 //
+// Exactly once (issue 13): with -faults.idempotent every append carries
+// an Idempotency-Key (its payload's id) and is retried with it, through
+// random nodes, until acknowledged; a payload at two offsets is then the
+// violation "duplicate" (without a key, a retry after an unknown outcome
+// may duplicate: "duplicate-retried", tolerated). An attempt answered as
+// a duplicate must name the offset where the payload is, and counts as
+// invoked with its payload's first attempt for real-time order. The
+// summary counts the attempts whose outcome stayed unknown, by cause: the
+// node's Log gave up when the append's context expired (node-timeout,
+// the only cause issue 13 leaves), another unknown outcome the node
+// answered (node-unknown), the harness's own deadline (client-timeout: a
+// paused or cut-off node) and broken connections (a killed node).
+//
 // Every record is self-checking (EncodePayload: id, size, filler derived
 // from the id; sizes from a few bytes to ~384 KiB so fetch responses get
 // split), so a corrupted or mixed-up entry shows up as an anomaly too. The
@@ -85,7 +98,8 @@
 // built with -race), -faults.keep (keep data, node logs and history.txt),
 // -faults.results=FILE (one JSON line per run), -faults.fake (run the
 // harness against internal/fakenode instead of ./example; not with
-// TestRetentionFaults), -faults.observers=N; for TestRetentionFaults
+// TestRetentionFaults, nor with -faults.idempotent: it ignores the key),
+// -faults.observers=N; for TestRetentionFaults
 // -faults.segment-bytes, -faults.retention-bytes, -faults.retention-age,
 // -faults.delete-every and -faults.wipe-every; for TestWipeVoterFaults
 // -faults.wipe-voter-every. On failure the

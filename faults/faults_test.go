@@ -32,6 +32,7 @@ var (
 	flagFetchTO   = flag.Duration("faults.fetch-timeout", time.Second, "node -fetch-timeout")
 	flagElectTO   = flag.Duration("faults.election-timeout", 300*time.Millisecond, "node -election-timeout")
 	flagMaxWait   = flag.Duration("faults.fetch-max-wait", 200*time.Millisecond, "node -fetch-max-wait")
+	flagIdem      = flag.Bool("faults.idempotent", false, "appends carry an Idempotency-Key and are retried with it until acknowledged; a duplicate is then a violation (false: 2 retries without a key, duplicates after an unknown outcome tolerated)")
 
 	// TestRetentionFaults.
 	flagSegment     = flag.Int64("faults.segment-bytes", 256<<10, "TestRetentionFaults: node -segment-bytes (segments roll every second or so)")
@@ -67,10 +68,12 @@ type runOpts struct {
 	nodes     int
 	observers int
 	nodeArgs  []string
-	gossip    bool
-	cfg       RunConfig
-	keep      bool
-	logEvents bool
+	// observerArgs are added to the observers' command lines only.
+	observerArgs []string
+	gossip       bool
+	cfg          RunConfig
+	keep         bool
+	logEvents    bool
 }
 
 // faultRun builds the node binary, starts the cluster (stopped by
@@ -176,7 +179,7 @@ func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, s
 	c, err := StartCluster(ctx, ClusterConfig{
 		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
 		FetchTimeout: *flagFetchTO, ElectionTimeout: *flagElectTO, FetchMaxWait: *flagMaxWait,
-		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, Gossip: o.gossip,
+		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, ObserverArgs: o.observerArgs, Gossip: o.gossip,
 		Logf: logf,
 	})
 	if err != nil {
@@ -279,6 +282,7 @@ func testRunOpts(t *testing.T) runOpts {
 			NemesisConcurrency: *flagConc,
 			Appenders:          *flagAppenders, Readers: *flagReaders,
 			AppendTimeout: 5 * time.Second, Retries: 2, ConvergeTimeout: 90 * time.Second,
+			Idempotent: *flagIdem,
 		},
 	}
 }

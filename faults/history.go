@@ -34,8 +34,12 @@ type Op struct {
 	// Payload is the record; unique per logical append.
 	Payload string
 	// Attempt is 0 for the first try of Payload, n for its n-th retry
-	// (made only after an unknown outcome).
+	// (made only after an unknown or failed outcome).
 	Attempt int
+	// Key is the Idempotency-Key the request carried ("" for none): the
+	// same for every attempt of a payload, so that the node appends it
+	// at most once (issue 13).
+	Key string
 	// Invoke and Complete are monotonic times since the run started.
 	Invoke, Complete time.Duration
 	Outcome          Outcome
@@ -43,13 +47,42 @@ type Op struct {
 	Offset uint64
 	// Err is the error text for failed and unknown ops.
 	Err string
+	// Replayed is set when the node answered an acknowledged op as a
+	// duplicate of an earlier append with the same Key (Offset is then
+	// that append's).
+	Replayed bool
+	// Cause says why an Unknown op's outcome is unknown (Cause*).
+	Cause string
 }
+
+// Causes of an unknown outcome, as the harness tells them apart.
+const (
+	// CauseTimeout: the node answered that the append's context expired
+	// before the outcome was known (504, code "timeout"): the only cause
+	// issue 13 leaves to the library.
+	CauseTimeout = "node-timeout"
+	// CauseNodeUnknown: the node answered another unknown outcome (its
+	// Log closing, the leader changing before issue 13, a failed disk).
+	CauseNodeUnknown = "node-unknown"
+	// CauseClientTimeout: the harness's own request deadline passed (a
+	// paused node, or a partition that hides the answer).
+	CauseClientTimeout = "client-timeout"
+	// CauseConnection: the connection broke before an answer (a killed
+	// node), or the answer was unreadable.
+	CauseConnection = "connection"
+)
 
 func (o Op) String() string {
 	s := fmt.Sprintf("op#%d p%d %s %q try%d [%.3fs..%.3fs] %s", o.ID, o.Process, o.Node, o.Payload,
 		o.Attempt, o.Invoke.Seconds(), o.Complete.Seconds(), o.Outcome)
 	if o.Outcome == OK {
 		s += fmt.Sprintf("@%d", o.Offset)
+		if o.Replayed {
+			s += " (duplicate: the original's offset)"
+		}
+	}
+	if o.Cause != "" {
+		s += " [" + o.Cause + "]"
 	}
 	if o.Err != "" {
 		s += " (" + o.Err + ")"
@@ -191,20 +224,30 @@ func (h *History) Now() time.Duration { return time.Since(h.start) }
 
 // Invoke records the start of an op and returns its ID.
 func (h *History) Invoke(process int, node, payload string, attempt int) int {
+	return h.InvokeKey(process, node, payload, "", attempt)
+}
+
+// InvokeKey is Invoke for a request carrying Idempotency-Key key.
+func (h *History) InvokeKey(process int, node, payload, key string, attempt int) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id := len(h.Ops)
-	h.Ops = append(h.Ops, Op{ID: id, Process: process, Node: node, Payload: payload,
+	h.Ops = append(h.Ops, Op{ID: id, Process: process, Node: node, Payload: payload, Key: key,
 		Attempt: attempt, Invoke: h.Now(), Outcome: Unknown, Err: "not completed"})
 	return id
 }
 
 // Complete records an op's end.
 func (h *History) Complete(id int, outcome Outcome, offset uint64, errText string) {
+	h.CompleteAppend(id, AppendResult{Outcome: outcome, Offset: offset, Err: errText})
+}
+
+// CompleteAppend records an op's end from Cluster.AppendKey's result.
+func (h *History) CompleteAppend(id int, r AppendResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	op := &h.Ops[id]
-	op.Complete, op.Outcome, op.Offset, op.Err = h.Now(), outcome, offset, errText
+	op.Complete, op.Outcome, op.Offset, op.Err, op.Replayed, op.Cause = h.Now(), r.Outcome, r.Offset, r.Err, r.Replayed, r.Cause
 }
 
 // AddRead records an entry a reader saw.

@@ -31,8 +31,14 @@ type RunConfig struct {
 	// AppendTimeout bounds one /append request.
 	AppendTimeout time.Duration
 	// Retries is how many times an append is retried (same payload) after
-	// an unknown or failed outcome.
+	// an unknown or failed outcome, without Idempotent.
 	Retries int
+	// Idempotent makes every append carry an Idempotency-Key (its
+	// payload's id) and retries it with that key, through random nodes,
+	// until it is acknowledged or the run stops (Retries is then
+	// ignored): the node appends it at most once (issue 13), so a
+	// payload at two offsets is a violation however often it was retried.
+	Idempotent bool
 	// ConvergeTimeout bounds the wait, after the final heal, for the
 	// cluster to accept appends again and for all nodes to agree.
 	ConvergeTimeout time.Duration
@@ -93,6 +99,58 @@ type Report struct {
 	// answer, e.g. "add o1: 200", "remove-leader n2: 200" (VoterChanges
 	// runs only).
 	VoterChanges map[string]int
+	// Outcomes are the appends' figures of issue 13.
+	Outcomes OutcomeStats
+}
+
+// OutcomeStats count what became of the appends.
+type OutcomeStats struct {
+	// UnknownByCause counts the attempts whose outcome was unknown, by
+	// Cause* (CauseTimeout: the node's Log gave up when the append's
+	// context expired; CauseNodeUnknown: any other unknown outcome the
+	// node answered).
+	UnknownByCause map[string]int
+	// Replayed counts the attempts answered as a duplicate of an earlier
+	// one with the same key (with the original's offset).
+	Replayed int
+	// Payloads counts the logical appends (a payload and its retries);
+	// Acked those acknowledged; Abandoned those whose last attempt was
+	// not acknowledged when the run stopped.
+	Payloads, Acked, Abandoned int
+}
+
+// outcomeStats sums up the ops (the harness's own post-heal appends
+// included).
+func outcomeStats(ops []Op) OutcomeStats {
+	st := OutcomeStats{UnknownByCause: map[string]int{}}
+	acked := map[string]bool{}
+	for _, o := range ops {
+		if _, ok := acked[o.Payload]; !ok {
+			acked[o.Payload] = false
+		}
+		switch o.Outcome {
+		case OK:
+			acked[o.Payload] = true
+			if o.Replayed {
+				st.Replayed++
+			}
+		case Unknown:
+			cause := o.Cause
+			if cause == "" {
+				cause = "not-completed"
+			}
+			st.UnknownByCause[cause]++
+		}
+	}
+	st.Payloads = len(acked)
+	for _, a := range acked {
+		if a {
+			st.Acked++
+		} else {
+			st.Abandoned++
+		}
+	}
+	return st
 }
 
 // RetentionStats are a run's retention figures.
@@ -211,6 +269,7 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		rep.VoterChanges = changes.counts
 	}
 	rep.Reads = len(h.Reads)
+	rep.Outcomes = outcomeStats(h.Ops)
 	rep.Crashes = c.Crashes()
 	if cfg.DeleteEvery > 0 || cfg.WipeEvery > 0 || cfg.DiskEvery > 0 {
 		disk.sample(c)
@@ -293,7 +352,9 @@ func retentionStats(h *History, finals []FinalLog, disk *diskStats, c *Cluster) 
 }
 
 // appender appends unique payloads through random nodes until stop, each
-// retried (same payload, any node) after an unknown or failed outcome.
+// retried (same payload, any node) after an unknown or failed outcome:
+// cfg.Retries times, or, with cfg.Idempotent, with the same
+// Idempotency-Key until acknowledged.
 func appender(ctx context.Context, c *Cluster, h *History, cfg RunConfig, id int, stop <-chan struct{}, acked chan<- struct{}) {
 	rng := rand.New(rand.NewSource(cfg.Seed*1000 + int64(id) + 1))
 	for seq := 0; ; seq++ {
@@ -304,14 +365,18 @@ func appender(ctx context.Context, c *Cluster, h *History, cfg RunConfig, id int
 		}
 		payload := fmt.Sprintf("a%d-%d", id, seq)
 		record := EncodePayload(payload, payloadSize(rng))
-		for attempt := 0; attempt <= cfg.Retries; attempt++ {
+		key := ""
+		if cfg.Idempotent {
+			key = payload
+		}
+		for attempt := 0; cfg.Idempotent || attempt <= cfg.Retries; attempt++ {
 			n := c.Nodes[rng.Intn(len(c.Nodes))]
-			opID := h.Invoke(id, n.ID, payload, attempt)
+			opID := h.InvokeKey(id, n.ID, payload, key, attempt)
 			actx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
-			out, off, msg := c.Append(actx, n, record)
+			res := c.AppendKey(actx, n, record, key)
 			cancel()
-			h.Complete(opID, out, off, msg)
-			if out == OK {
+			h.CompleteAppend(opID, res)
+			if res.Outcome == OK {
 				select {
 				case acked <- struct{}{}:
 				default:
@@ -646,6 +711,9 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "seed=%d voters=%d observers=%d nemesis+heal=%v concurrency=%d\n", r.Seed, r.Nodes, r.Observers, r.Duration.Round(time.Millisecond), r.Concurrency)
 	fmt.Fprintf(w, "ops: %d (ok=%d failed=%d unknown=%d), reads: %d, status samples: %d\n",
 		len(r.History.Ops), counts[OK], counts[Failed], counts[Unknown], r.Reads, r.Statuses)
+	oc := r.Outcomes
+	fmt.Fprintf(w, "appends: %d (acked %d, abandoned when the run stopped %d), answered as a duplicate %d; unknown outcomes by cause: %v\n",
+		oc.Payloads, oc.Acked, oc.Abandoned, oc.Replayed, oc.UnknownByCause)
 	fmt.Fprintf(w, "nemesis: kills=%d pauses=%d partitions=%d slow-links=%d wipes=%d per-fault=%v\n",
 		r.Nemesis.Kills, r.Nemesis.Pauses, r.Nemesis.Partitions, r.Nemesis.Slows, r.Nemesis.Wipes, r.Nemesis.PerFault)
 	el := r.Nemesis.Elections
@@ -780,6 +848,14 @@ type Summary struct {
 	ReplaceMS     []int64 `json:"replace_ms,omitempty"`
 	RollingGapsMS []int64 `json:"rolling_gaps_ms,omitempty"`
 	ReplaceFailed int     `json:"replace_failed,omitempty"`
+	// Issue 13: unknown outcomes by cause, attempts answered as
+	// duplicates, logical appends abandoned when the run stopped, and the
+	// payloads found at two offsets (anomalies duplicate and
+	// duplicate-retried).
+	UnknownByCause map[string]int `json:"unknown_by_cause,omitempty"`
+	Replayed       int            `json:"replayed,omitempty"`
+	Abandoned      int            `json:"abandoned,omitempty"`
+	Duplicates     int            `json:"duplicates"`
 }
 
 // Summarize returns the run's figures.
@@ -803,5 +879,7 @@ func (r *Report) Summarize(tags string) Summary {
 		Converged: r.Converged, Crashes: len(r.Crashes),
 		ElectionMedianMS: Percentile(el, 0.5).Milliseconds(), ElectionMaxMS: Percentile(el, 1).Milliseconds(),
 		AckMedianMS: Percentile(r.Failovers, 0.5).Milliseconds(), AckMaxMS: Percentile(r.Failovers, 1).Milliseconds(),
+		UnknownByCause: r.Outcomes.UnknownByCause, Replayed: r.Outcomes.Replayed, Abandoned: r.Outcomes.Abandoned,
+		Duplicates: r.Result.Counts[Duplicate] + r.Result.Counts[DuplicateRetried],
 	}
 }
