@@ -22,19 +22,57 @@ const (
 // that a batch forwarded by a follower fits one transport frame.
 const maxBatchBytes = maxConfiguredSize
 
+// AppendOption is an option of one Append, AppendBatch or AppendAsync
+// call.
+type AppendOption func(*appendOptions)
+
+type appendOptions struct {
+	id    string
+	idSet bool
+}
+
+// WithID gives the append a caller-supplied ID (1 to MaxIDLength bytes),
+// for retries that cross processes: a client retrying an HTTP request, a
+// consumer re-processing an input after a restart. If an entry with the
+// same ID was appended within Options.DedupWindow (by the leader's clock),
+// nothing is appended: the call returns the original's first offset, once
+// it is committed, with an error wrapping ErrDuplicate (docs/design.md
+// R64). A batch carries one ID for the whole batch.
+func WithID(id string) AppendOption {
+	return func(o *appendOptions) { o.id, o.idSet = id, true }
+}
+
+// MaxIDLength bounds a WithID ID and a cursor name, in bytes.
+const MaxIDLength = protocol.MaxKeyLength
+
+// keyHeadroom is what a keyed append adds to a forwarded batch (its key
+// header as one more record) and to an entry (the key prefix): batches and
+// records are bounded that much lower, so that they still fit a frame.
+const keyHeadroom = MaxIDLength + 64 + protocol.EntryOverhead
+
 // Append appends data as one entry and returns its offset once it is
 // committed: stored durably on a majority of voters and below the high
 // watermark, so every reader on every node will see it at that offset.
 // It works on any node; followers forward to the leader.
 //
-// While no leader is known (an election is under way) Append retries until
-// ctx ends. Test errors in this order:
-//   - ErrUnknownOutcome: the entry reached a leader but ctx ended, the
-//     leader lost its leadership, the Log closed (then ErrClosed too) or
-//     the disk failed (then ErrStorageFailed too) before it committed. It
-//     may or may not be in the log; retrying may store it twice.
-//   - ErrTooLarge: data is larger than Options.MaxRecordSize; nothing
-//     appended.
+// Appends are idempotent (unless Options.DisableIdempotence): each carries
+// this Log's producer ID and a sequence number, and Append tries again on
+// its own, with the same sequence number, while no leader is known, when
+// the leader changes, and when an answer is lost, until ctx ends or the
+// Log closes; a leader that already holds the entry answers with its
+// offset instead of appending it again (docs/design.md R63). So an entry
+// is appended at most once per call, and the outcome is unknown only if
+// the caller stops waiting. Test errors in this order:
+//   - ErrDuplicate (with the original's offset): WithID's ID was appended
+//     within Options.DedupWindow; nothing appended.
+//   - ErrUnknownOutcome: ctx ended (the error wraps ctx.Err()) or the Log
+//     closed (ErrClosed too) after the entry may have reached a leader, or
+//     the disk failed (ErrStorageFailed too) before it committed. It may
+//     or may not be in the log. With Options.DisableIdempotence also when
+//     the leader lost its leadership first; retrying may then store it
+//     twice (unless it carries an ID).
+//   - ErrTooLarge: data is larger than Options.MaxRecordSize, or an ID is
+//     longer than MaxIDLength; nothing appended.
 //   - *NotLeaderError (ErrNotLeader): ctx ended while no leader would take
 //     the entry; nothing appended. The error also wraps ctx.Err().
 //   - ctx.Err() alone: ctx ended before the entry was handed to the
@@ -42,64 +80,135 @@ const maxBatchBytes = maxConfiguredSize
 //   - ErrClosed alone: the Log is closed; nothing appended.
 //   - ErrStorageFailed alone: this node's disk failed earlier; nothing
 //     appended. Close the Log and open it again.
-func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
-	return l.AppendBatch(ctx, [][]byte{data})
+func (l *Log) Append(ctx context.Context, data []byte, opts ...AppendOption) (uint64, error) {
+	return l.AppendBatch(ctx, [][]byte{data}, opts...)
 }
 
 // AppendBatch appends records as consecutive entries in one write and
 // returns the offset of the first once all are committed. On success every
-// record is committed, at consecutive offsets. The batch is not atomic
-// across failures: when it ends with ErrUnknownOutcome, any prefix of it
-// (none, some or all of the records) may be committed, because replication
-// may cut a batch in two when the leader fails. Errors are those of
-// Append; an empty batch, or one whose records plus protocol.EntryOverhead
-// each exceed transport.DefaultMaxPayload in total (what one transport
-// frame carries: 16 MiB less transport.FrameOverhead), returns ErrTooLarge
-// or an error before anything is appended. The records
-// are copied: the caller may reuse them once AppendBatch returns.
-func (l *Log) AppendBatch(ctx context.Context, records [][]byte) (uint64, error) {
-	own, err := l.ownRecords(records)
+// record is committed, at consecutive offsets. An idempotent batch (the
+// default) is in the log whole or not at all (R61). With
+// Options.DisableIdempotence the batch is not atomic across failures:
+// when it ends with ErrUnknownOutcome, any prefix of it may be committed,
+// because replication may cut a batch in two when the leader fails.
+// Errors are those of Append; an empty batch, or one whose records plus
+// protocol.EntryOverhead each exceed transport.DefaultMaxPayload in total
+// (what one transport frame carries: 16 MiB less transport.FrameOverhead;
+// a little less for an idempotent batch or one with an ID), returns
+// ErrTooLarge or an error before anything is appended. The records are
+// copied: the caller may reuse them once AppendBatch returns.
+func (l *Log) AppendBatch(ctx context.Context, records [][]byte, opts ...AppendOption) (uint64, error) {
+	var ao appendOptions
+	for _, o := range opts {
+		o(&ao)
+	}
+	p, err := l.newAppend(records, ao)
 	if err != nil {
 		return 0, err
 	}
+	if p.prod != nil {
+		defer p.prod.end(p.seq)
+	}
+	return l.proposeUntilKnown(ctx, p)
+}
+
+// newAppend checks and copies a batch and makes its proposal, keyed with
+// a new sequence number of this Log's producer (unless idempotence is off)
+// and the caller's ID.
+func (l *Log) newAppend(records [][]byte, ao appendOptions) (*proposal, error) {
+	if ao.idSet && (ao.id == "" || len(ao.id) > MaxIDLength) {
+		return nil, fmt.Errorf("%w: an append ID is 1 to %d bytes", ErrTooLarge, MaxIDLength)
+	}
+	keyed := !l.opts.DisableIdempotence || ao.id != ""
+	own, err := l.ownRecords(records, keyed)
+	if err != nil {
+		return nil, err
+	}
+	p := &proposal{records: own}
+	if !l.opts.DisableIdempotence {
+		p.prod, p.seq = l.prod, l.prod.begin()
+	}
+	p.id = ao.id
+	p.refreshKey()
+	return p, nil
+}
+
+// refreshKey sets the key of p's next try: Low as the producer has it now.
+func (p *proposal) refreshKey() {
+	switch {
+	case p.prod != nil:
+		p.key = p.prod.key(p.seq, p.id)
+	case p.id != "":
+		p.key = protocol.Key{ID: p.id}
+	}
+}
+
+// proposeUntilKnown hands p to the loop until its outcome is known: it
+// tries again while no leader is known, and, for a producer's append
+// (R63), after an unknown outcome that was not the caller's (ctx, Close)
+// or the disk's.
+func (l *Log) proposeUntilKnown(ctx context.Context, p *proposal) (uint64, error) {
 	backoff := retryFirst
 	for {
-		offset, err := l.propose(ctx, own)
+		offset, err := l.submit(ctx, p)
 		var nl *NotLeaderError
-		if err == nil || !errors.As(err, &nl) {
+		switch {
+		case err == nil:
+			return offset, nil
+		case errors.Is(err, ErrDuplicate):
+			return offset, fmt.Errorf("%w: appended at offset %d", ErrDuplicate, offset)
+		case errors.As(err, &nl):
+			// Nothing was appended: wait for an election or a leader to
+			// become known, then try again.
+		case p.prod != nil && errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil && !errors.Is(err, ErrClosed) && l.failed() == nil:
+			// The leader changed or the answer was lost: the same
+			// sequence number again; a leader that holds it answers with
+			// its offset.
+		default:
 			return offset, err
 		}
-		// Nothing was appended: wait for an election or a leader to become
-		// known, then try again.
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return 0, fmt.Errorf("%w (%w)", err, ctx.Err())
+			if nl != nil {
+				return 0, fmt.Errorf("%w (%w)", err, ctx.Err())
+			}
+			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 		case <-l.closing:
 			t.Stop()
-			return 0, ErrClosed
+			if nl != nil {
+				return 0, ErrClosed
+			}
+			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrClosed)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, retryMax)
+		p.refreshKey()
 	}
 }
 
 // ownRecords checks a batch against the size limits and returns a copy of
 // it: the core keeps the records until they are durable, and the caller
 // may reuse its buffers once the append call returns.
-func (l *Log) ownRecords(records [][]byte) ([][]byte, error) {
+func (l *Log) ownRecords(records [][]byte, keyed bool) ([][]byte, error) {
 	if len(records) == 0 {
 		return nil, errors.New("replog: AppendBatch: no records")
 	}
+	maxRecord, maxBatch, perRecord := l.opts.MaxRecordSize, maxBatchBytes, protocol.EntryOverhead
+	if keyed {
+		// Room for the key: its header record when forwarded, its prefix
+		// on each entry (R61).
+		maxRecord, maxBatch, perRecord = min(maxRecord, maxRecordSize-keyHeadroom), maxBatch-keyHeadroom, perRecord+1
+	}
 	var total int
 	for i, r := range records {
-		if len(r) > l.opts.MaxRecordSize {
-			return nil, fmt.Errorf("%w: record %d is %d bytes (MaxRecordSize %d)", ErrTooLarge, i, len(r), l.opts.MaxRecordSize)
+		if len(r) > maxRecord {
+			return nil, fmt.Errorf("%w: record %d is %d bytes (MaxRecordSize %d)", ErrTooLarge, i, len(r), maxRecord)
 		}
 		total += len(r)
-		if total+(i+1)*protocol.EntryOverhead > maxBatchBytes {
-			return nil, fmt.Errorf("%w: the batch exceeds %d bytes at record %d", ErrTooLarge, maxBatchBytes, i)
+		if total+(i+1)*perRecord > maxBatch {
+			return nil, fmt.Errorf("%w: the batch exceeds %d bytes at record %d", ErrTooLarge, maxBatch, i)
 		}
 	}
 	// One copy for the whole batch.
@@ -111,11 +220,6 @@ func (l *Log) ownRecords(records [][]byte) ([][]byte, error) {
 		own[i] = buf[start:len(buf):len(buf)]
 	}
 	return own, nil
-}
-
-// propose hands one batch to the loop and waits for its outcome.
-func (l *Log) propose(ctx context.Context, records [][]byte) (uint64, error) {
-	return l.submit(ctx, &proposal{records: records})
 }
 
 // submit hands p to the loop and waits for its outcome.

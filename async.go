@@ -21,8 +21,9 @@ type AppendResult struct {
 	state asyncState
 	ctx   context.Context
 	stop  func() bool // unregisters the context.AfterFunc
-	// notLeader is the last ErrNotLeader answer, returned (with ctx.Err())
-	// if ctx ends before a leader takes the append.
+	// notLeader is the last answer that made the loop try again (an
+	// ErrNotLeader, or a producer's ErrUnknownOutcome), returned (with
+	// ctx.Err()) if ctx ends before the next try.
 	notLeader error
 	backoff   time.Duration // the loop's wait before the next try
 }
@@ -63,6 +64,9 @@ func (r *AppendResult) finishLocked(offset uint64, err error) {
 	}
 	r.state = asyncDone
 	r.offset, r.err = offset, err
+	if r.p.prod != nil {
+		r.p.prod.end(r.p.seq) // never tried again
+	}
 	if r.stop != nil {
 		r.stop()
 	}
@@ -91,13 +95,16 @@ func (r *AppendResult) ctxDone() {
 	}
 }
 
-// AppendAsync appends data as one entry, as Append does, without waiting
+// AppendAsync appends data as one entry, as Append does (with the same
+// options: WithID), without waiting
 // for the outcome: it returns a handle whose Done channel is closed once
 // the entry is committed or has failed, and whose Wait returns what Append
 // would have returned (the offset, or the same errors: see Append). The
 // guarantees are Append's: an offset means committed on a majority, and
-// while no leader is known the append is retried until ctx ends. data is
-// copied: the caller may reuse it at once.
+// while no leader is known, or (idempotent, the default) after the leader
+// changed or an answer was lost, the append is retried with the same
+// sequence number until ctx ends. data is copied: the caller may reuse it
+// at once.
 //
 // One goroutine can keep thousands of appends in flight: the node's event
 // loop completes the handles, with no goroutine per call, and commits
@@ -118,7 +125,7 @@ func (r *AppendResult) ctxDone() {
 // Appends made in sequence are usually committed in that order, but not
 // always: a retry after ErrNotLeader, or a leader change between two
 // forwarded appends, can reorder them. Use the offsets the handles give.
-func (l *Log) AppendAsync(ctx context.Context, data []byte) *AppendResult {
+func (l *Log) AppendAsync(ctx context.Context, data []byte, opts ...AppendOption) *AppendResult {
 	r := &AppendResult{done: make(chan struct{})}
 	if err := l.failed(); err != nil {
 		r.finish(0, err)
@@ -128,12 +135,17 @@ func (l *Log) AppendAsync(ctx context.Context, data []byte) *AppendResult {
 		r.finish(0, err)
 		return r
 	}
-	own, err := l.ownRecords([][]byte{data})
+	var ao appendOptions
+	for _, o := range opts {
+		o(&ao)
+	}
+	p, err := l.newAppend([][]byte{data}, ao)
 	if err != nil {
 		r.finish(0, err)
 		return r
 	}
-	r.p = proposal{records: own, async: r}
+	r.p = *p
+	r.p.async = r
 	r.ctx = ctx
 	select {
 	case l.proposals <- &r.p:
@@ -181,7 +193,13 @@ func (l *Log) deliver(p *proposal, res proposalResult) {
 		return
 	}
 	var nl *NotLeaderError
-	if errors.As(res.err, &nl) {
+	switch {
+	case errors.Is(res.err, ErrDuplicate):
+		res.err = fmt.Errorf("%w: appended at offset %d", ErrDuplicate, res.offset)
+	case errors.As(res.err, &nl) || p.prod != nil && errors.Is(res.err, ErrUnknownOutcome) && !errors.Is(res.err, ErrClosed) && l.failed() == nil:
+		// Nothing appended (no leader), or a producer's append whose
+		// leader changed or whose answer was lost: the same sequence
+		// number again (R63), as Append would.
 		a.state = asyncRetry
 		a.notLeader = res.err
 		a.backoff = min(max(2*a.backoff, retryFirst), retryMax)
@@ -212,6 +230,7 @@ func (l *Log) retryDue(add func(any)) {
 		}
 		a.mu.Unlock()
 		if again {
+			it.p.refreshKey()
 			add(it.p)
 		}
 	}
@@ -223,7 +242,16 @@ func (l *Log) retryDue(add func(any)) {
 // them was appended): the loop is stopping.
 func (l *Log) failRetries(err error) {
 	for _, it := range l.retries {
-		it.p.async.finish(0, err)
+		a := it.p.async
+		a.mu.Lock()
+		var nl *NotLeaderError
+		if a.notLeader != nil && !errors.As(a.notLeader, &nl) {
+			// An earlier try may have been appended.
+			a.finishLocked(0, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+		} else {
+			a.finishLocked(0, err)
+		}
+		a.mu.Unlock()
 	}
 	clear(l.retries)
 	l.retries = l.retries[:0]

@@ -109,6 +109,13 @@ var (
 	// catching up with the leader's log; nothing changed. The error also
 	// wraps ctx.Err().
 	ErrNotCaughtUp = replica.ErrNotCaughtUp
+
+	// ErrDuplicate: an append's WithID ID was appended within
+	// Options.DedupWindow; nothing was appended, and the call returns the
+	// original's offset (docs/design.md R64).
+	ErrDuplicate = replica.ErrDuplicate
+	// ErrNoCursor: Cursor names a cursor that was never committed.
+	ErrNoCursor = errors.New("replog: no such cursor")
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

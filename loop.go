@@ -43,6 +43,17 @@ func (l *Log) loop() {
 	add := func(ev any) {
 		switch ev := ev.(type) {
 		case *proposal:
+			if ev.query != "" {
+				// A cursor read (cursors.go): the core's table as of its
+				// readable HW, now.
+				next, ok := l.node.Cursor(ev.query)
+				var err error
+				if !ok {
+					err = ErrNoCursor
+				}
+				l.deliver(ev, proposalResult{offset: next, err: err})
+				return
+			}
 			nextID++
 			pending[nextID] = ev
 			switch {
@@ -52,6 +63,10 @@ func (l *Log) loop() {
 				events = append(events, shell.VoterChange(nextID, *ev.change))
 			case ev.transfer != nil:
 				events = append(events, shell.Transfer(nextID, ev.transfer.to))
+			case ev.cursor != "":
+				events = append(events, shell.CommitCursor(nextID, ev.key, ev.cursor, ev.cursorNext))
+			case !ev.key.IsZero():
+				events = append(events, shell.ProposeKeyed(nextID, ev.key, ev.records))
 			default:
 				events = append(events, shell.Propose(nextID, ev.records))
 			}
@@ -187,7 +202,7 @@ func (l *Log) loop() {
 // never reached the core, so nothing was appended.
 func (l *Log) failProposals(events []shell.Event, pending map[uint64]*proposal, err error) {
 	for _, ev := range events {
-		if ev.Kind != shell.EventPropose && ev.Kind != shell.EventBarrier && ev.Kind != shell.EventVoterChange && ev.Kind != shell.EventTransfer {
+		if ev.Kind != shell.EventPropose && ev.Kind != shell.EventBarrier && ev.Kind != shell.EventVoterChange && ev.Kind != shell.EventTransfer && ev.Kind != shell.EventCursor {
 			continue
 		}
 		if p, ok := pending[ev.ID]; ok {

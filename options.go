@@ -150,6 +150,23 @@ type Options struct {
 	// transport frame.
 	MaxRecordSize int
 
+	// DedupWindow: an append WithID whose ID was appended within this
+	// window is not appended again; it returns the original's offset and
+	// ErrDuplicate (docs/design.md R64; NATS JetStream's duplicate window).
+	// Default DefaultDedupWindow (2 minutes). An exactly-once consumer must
+	// redo an input within it.
+	DedupWindow time.Duration
+	// ProducerIdleTimeout is how long the leader remembers a Log's
+	// producer after its last append (R66; Kafka's
+	// producer.id.expiration.ms): an append still retrying after that long
+	// without another append of its Log landing may be stored twice.
+	// Default DefaultProducerIdleTimeout (24 hours).
+	ProducerIdleTimeout time.Duration
+	// DisableIdempotence turns off the producer key of appends (R63): they
+	// then end with ErrUnknownOutcome when the leader changes, and a retry
+	// may store an entry twice. WithID still deduplicates. Default false.
+	DisableIdempotence bool
+
 	// RetentionBytes, when positive, keeps the log to about this many bytes
 	// on disk: while this node leads, the oldest whole segment files go
 	// while the segments together hold more (Kafka's retention.bytes). A
@@ -190,6 +207,9 @@ const (
 	DefaultElectionTimeout = replica.DefaultElectionTimeout
 	DefaultFetchMaxBytes   = replica.DefaultFetchMaxBytes
 	DefaultMaxRecordSize   = replica.DefaultMaxRecordSize
+	// Exactly once (R64, R66): the core's too.
+	DefaultDedupWindow         = replica.DefaultDedupWindow
+	DefaultProducerIdleTimeout = replica.DefaultProducerIdleTimeout
 )
 
 // MinSecretLen is the shortest Options.Secret Validate accepts (16 bytes,
@@ -253,8 +273,12 @@ func (o *Options) EnsureDefaults() {
 		FetchMaxWait:    o.FetchMaxWait,
 		FetchMaxBytes:   o.FetchMaxBytes,
 		MaxRecordSize:   o.MaxRecordSize,
+
+		DedupWindow:         o.DedupWindow,
+		ProducerIdleTimeout: o.ProducerIdleTimeout,
 	}
 	rc.EnsureDefaults()
+	o.DedupWindow, o.ProducerIdleTimeout = rc.DedupWindow, rc.ProducerIdleTimeout
 	o.FetchTimeout, o.ElectionTimeout, o.FetchMaxWait = rc.FetchTimeout, rc.ElectionTimeout, rc.FetchMaxWait
 	o.FetchMaxBytes, o.MaxRecordSize = rc.FetchMaxBytes, rc.MaxRecordSize
 }
@@ -320,6 +344,9 @@ func (o Options) components(logger hclog.Logger) components {
 			MaxForwardBytes: maxConfiguredSize,
 			Logger:          logger,
 
+			DedupWindow:         o.DedupWindow,
+			ProducerIdleTimeout: o.ProducerIdleTimeout,
+
 			ManualVoterChanges: o.ManualVoterChanges,
 		},
 		transport: transport.TCPConfig{
@@ -359,7 +386,8 @@ func (o Options) feeds(component, field string) string {
 	switch component {
 	case "replica":
 		m = map[string]string{"ID": "NodeID", "Voters": "Voters", "FetchTimeout": "FetchTimeout", "ElectionTimeout": "ElectionTimeout",
-			"FetchMaxWait": "FetchMaxWait", "FetchMaxBytes": "FetchMaxBytes", "MaxRecordSize": "MaxRecordSize"}
+			"FetchMaxWait": "FetchMaxWait", "FetchMaxBytes": "FetchMaxBytes", "MaxRecordSize": "MaxRecordSize",
+			"DedupWindow": "DedupWindow", "ProducerIdleTimeout": "ProducerIdleTimeout"}
 	case "transport":
 		m = map[string]string{"NodeID": "NodeID", "ClusterID": "ClusterID", "ListenAddr": "RPCAddr", "Secret": "Secret", "TLS": "TLS"}
 	case "membership":

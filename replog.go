@@ -129,6 +129,8 @@ type Log struct {
 	writer *writer
 
 	proposals chan *proposal
+	// prod makes this Log an idempotent producer (producer.go, R63).
+	prod *producer
 	// deletes carries DeleteBefore's and the retention policies' requests
 	// to move the log start (shell.DeleteBefore) into the loop.
 	deletes   chan uint64
@@ -167,6 +169,18 @@ type Log struct {
 // the loop.
 type proposal struct {
 	records [][]byte
+	// key makes the proposal keyed (R61-R64): prod and seq are this Log's
+	// producer and the append's sequence number (nil: idempotence off),
+	// id the caller's ID. cursor names a cursor commit (next in cursorNext),
+	// query a cursor to read (answered at once by the loop: cursors.go).
+	key        protocol.Key
+	prod       *producer
+	seq        uint64
+	id         string
+	cursor     string
+	cursorNext uint64
+	query      string
+
 	barrier bool                  // a read barrier (no records)
 	change  *protocol.VoterChange // a voter change (no records; voters.go)
 	result  chan proposalResult   // cap 1: the loop never blocks on it (nil for async)
@@ -214,6 +228,7 @@ func Open(opts Options) (*Log, error) {
 		logger:    logger,
 		store:     store,
 		proposals: make(chan *proposal, 1024),
+		prod:      newProducer(),
 		deletes:   make(chan uint64, 1),
 		claims:    make(chan leaderClaim, 1),
 		wakeLoop:  make(chan struct{}, 1),

@@ -22,7 +22,7 @@ import (
 // implements it; tests use a fake.
 type logNode interface {
 	// Append blocks until data is committed or fails (see replog.Log.Append).
-	Append(ctx context.Context, data []byte) (uint64, error)
+	Append(ctx context.Context, data []byte, opts ...replog.AppendOption) (uint64, error)
 	// Read iterates committed entries from offset from, waiting at the HW
 	// until ctx ends.
 	Read(ctx context.Context, from uint64) iter.Seq2[replog.Entry, error]

@@ -82,7 +82,7 @@ func (f *fakeNode) commitEntry(data []byte) {
 	}
 }
 
-func (f *fakeNode) Append(ctx context.Context, data []byte) (uint64, error) {
+func (f *fakeNode) Append(ctx context.Context, data []byte, _ ...replog.AppendOption) (uint64, error) {
 	f.mu.Lock()
 	delay := f.appendDelay
 	f.mu.Unlock()

@@ -40,6 +40,10 @@ const (
 	// EventTransfer: hand the leadership over to Event.To (Event.ID; see
 	// Transfer, transfer.go, docs/design.md R59).
 	EventTransfer
+	// EventCursor: record cursor Event.Cursor at position Event.Offset
+	// (Event.ID, Event.Key; replica.ProposeCursor, R65), resolved as a
+	// proposal is.
+	EventCursor
 )
 
 // Event is one input of a round, other than the clock and persistence.
@@ -57,6 +61,10 @@ type Event struct {
 	Change protocol.VoterChange
 	// To is EventTransfer's successor ("": any).
 	To string
+	// Key makes an EventPropose keyed (replica.ProposeKeyed, R61-R64) and
+	// is EventCursor's key; Cursor is EventCursor's name.
+	Key    protocol.Key
+	Cursor string
 }
 
 // Propose is the event of a proposal: records to append as one batch. The
@@ -198,7 +206,14 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		switch ev.Kind {
 		case EventPropose:
 			n.wait(ev.ID)
-			n.r.Propose(ev.ID, ev.Records)
+			if ev.Key.IsZero() {
+				n.r.Propose(ev.ID, ev.Records)
+			} else {
+				n.r.ProposeKeyed(ev.ID, ev.Key, ev.Records)
+			}
+		case EventCursor:
+			n.wait(ev.ID)
+			n.r.ProposeCursor(ev.ID, ev.Key, ev.Cursor, ev.Offset)
 		case EventBarrier:
 			n.wait(ev.ID)
 			n.r.ProposeBarrier(ev.ID)

@@ -53,8 +53,12 @@ func ReadBatch(s Store, from, limit uint64, maxCount, maxBytes int) (Batch, erro
 			break
 		}
 		b.Next = e.Offset + 1
-		if e.Type != protocol.EntryData {
+		if !e.Type.Visible() {
 			continue
+		}
+		if e.Type == protocol.EntryKeyed {
+			// Readers see the record, not its key (R61).
+			e.Data, e.Type = protocol.UserData(e), protocol.EntryData
 		}
 		b.Entries = append(b.Entries, e)
 	}
