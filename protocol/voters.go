@@ -120,3 +120,31 @@ type VotersAt struct {
 	Offset uint64
 	Voters []Voter
 }
+
+// KeptVoterRows returns the voter-set rows (in offset order) that a prefix
+// deletion up to start keeps of rows: every row at or above start and,
+// below it, the newest (the set in force at start) and the newest before
+// it whose set differs (the change that put it in force), so that
+// retention never forgets who votes, nor the newest change (an automatic
+// replacement's second step reads it: docs/design.md R55, R58). The
+// result may share rows' backing array; rows is not modified. Stores, the
+// core's log view and the simulation's mirror all prune with it.
+func KeptVoterRows(rows []VotersAt, start uint64) []VotersAt {
+	k := 0 // rows[:k] are below start
+	for k < len(rows) && rows[k].Offset < start {
+		k++
+	}
+	if k <= 1 {
+		return rows
+	}
+	cur := rows[k-1]
+	for i := k - 2; i >= 0; i-- {
+		if !slices.Equal(rows[i].Voters, cur.Voters) {
+			if i == k-2 {
+				return rows[i:]
+			}
+			return append([]VotersAt{rows[i], cur}, rows[k:]...)
+		}
+	}
+	return rows[k-1:]
+}

@@ -43,15 +43,14 @@ func (l *logView) truncateVoterRows(to uint64) bool {
 	return changed
 }
 
-// pruneVoterRows drops the rows below start except the newest of them: it
-// is the set in force at the log start, which retention must not forget.
+// pruneVoterRows drops the rows below start except the newest of them,
+// the set in force at the log start, which retention must not forget, and
+// the newest before it with another set: the newest change, which an
+// automatic replacement's second step reads (removedIncarnation), as the
+// store keeps them (protocol.KeptVoterRows).
 func (l *logView) pruneVoterRows(start uint64) {
-	i := 0
-	for i+1 < len(l.voterSets) && l.voterSets[i+1].Offset < start {
-		i++
-	}
-	if i > 0 {
-		l.voterSets = slices.Clone(l.voterSets[i:])
+	if kept := protocol.KeptVoterRows(l.voterSets, start); len(kept) != len(l.voterSets) {
+		l.voterSets = slices.Clone(kept)
 	}
 }
 
@@ -286,8 +285,8 @@ func (r *Replica) refuseProposal(p proposal, e protocol.AppendError) {
 // autoReplace is R58's automatic replacement, run when a fetch shows node
 // from fetching from directory dir: if another incarnation of it is a voter,
 // silent for FetchTimeout, and this one has caught up, the old one is
-// removed; once that is committed, a node this leader replaced is added at
-// its new directory.
+// removed; once that is committed, it is added at its new directory: by
+// this leader from its memory, and by any leader from the log.
 func (r *Replica) autoReplace(from, dir string) {
 	if r.cfg.ManualVoterChanges || dir == "" || r.bootstrap {
 		return
@@ -382,7 +381,10 @@ func (r *Replica) commitAnEntryOfTheEpoch() {
 // set in force is the one before it less node, at another directory than
 // dir. Any leader completes the replacement from the log, not only the one
 // that began it (its memory, leaderState.replacing, is lost when
-// leadership changes between the two steps).
+// leadership changes between the two steps; it also covers another change
+// made between them), also once the log start has passed the removal: the
+// rows below it keep the newest change (pruneVoterRows; sim bug J, seed
+// 19702 x1500, kept only the set in force there).
 func (r *Replica) removedIncarnation(node, dir string) bool {
 	n := len(r.log.voterSets)
 	if n < 2 || dir == "" {

@@ -108,3 +108,82 @@ func TestWipedNodeCannotRefuseItsEpoch(t *testing.T) {
 		t.Fatalf("recorded voter in epoch 3, no leader known: %v, want not-leader", got)
 	}
 }
+
+// TestReplacementCompletedPastTheLogStart: the second step of an automatic
+// replacement is read from the log's newest change (R58), and retention
+// keeps it: once the log start passes the entry that removed the wiped
+// voter, the rows below it still hold the set before the removal, in the
+// store (a leader elected after a restart) and in the core's own view (the
+// leader that deleted it), and the node is added back at its new
+// directory (sim bug J, seed 19702 x1500: only the set in force was kept
+// below the log start, and the node was never added back). Positive
+// control: the removed incarnation itself is not added back.
+func TestReplacementCompletedPastTheLogStart(t *testing.T) {
+	set := func(ids ...string) []protocol.Voter {
+		vs := make([]protocol.Voter, len(ids))
+		for i, id := range ids {
+			vs[i] = protocol.Voter{ID: id, DirID: id}
+		}
+		return vs
+	}
+	for _, c := range []struct {
+		name       string
+		storeStart uint64 // log start of the store at restart
+		leaderTo   uint64 // then moved by the leader (0: not)
+		dir        string
+	}{
+		{"store pruned before the restart", 4, 0, "b2"},
+		{"deleted by the leader itself", 0, 4, "b2"},
+		{"the removed incarnation", 4, 0, "b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := storage.NewMemory()
+			es := []protocol.Entry{votersEntry(0, 1, set("l", "a", "b")...), votersEntry(1, 1, set("l", "a")...)}
+			for o := uint64(2); o < 6; o++ {
+				es = append(es, protocol.Entry{Offset: o, Epoch: 1, Type: protocol.EntryData, Data: []byte{byte(o)}})
+			}
+			ws := []protocol.Write{{Kind: protocol.WriteAppend, Entries: es}, {Kind: protocol.WriteHWCheckpoint, Offset: 6},
+				{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}}
+			if c.storeStart > 0 {
+				ws = append(ws, protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: c.storeStart})
+			}
+			applyWrites(t, store, ws)
+			r, err := New(testConfig("l", "l", "a", "b"), store, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.becomeCandidate()
+			r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+			settle(t, r, store)
+			if r.role != RoleLeader {
+				t.Fatalf("setup: role %v", r.role)
+			}
+			// Commit an entry of the epoch (a only: b is no voter).
+			for i := range 2 {
+				fetchFrom(r, "a", "a", uint64(10+i), r.log.LEO(), r.epoch)
+				settle(t, r, store)
+			}
+			if c.leaderTo > 0 {
+				if _, err := r.DeleteBefore(c.leaderTo); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, r, store)
+				fetchFrom(r, "a", "a", 12, r.log.LEO(), r.epoch)
+				settle(t, r, store)
+			}
+			if r.log.logStart < 2 || len(r.voters) != 2 {
+				t.Fatalf("setup: log start %d (want past the removal at 1), voters %v", r.log.logStart, r.voters)
+			}
+			for i := range 3 {
+				fetchFrom(r, "a", "a", uint64(20+i), r.log.LEO(), r.epoch)
+				fetchFrom(r, "b", c.dir, uint64(30+i), r.log.LEO(), r.epoch)
+				settle(t, r, store)
+			}
+			added := r.voterDir("b") == "b2"
+			if added != (c.dir == "b2") {
+				t.Fatalf("b fetching from %q past the log start %d: voters %v (rows %v); want b added back only at a new directory",
+					c.dir, r.log.logStart, r.voterSet(), r.log.voterSets)
+			}
+		})
+	}
+}

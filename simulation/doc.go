@@ -96,11 +96,6 @@
 //	                set until it fetches the copy above that log start; if
 //	                the leader is lost meanwhile, no leader is ever elected
 //	                again (seed 3424 x1500)
-//	reappend        J: a leader completes another's automatic replacement
-//	                only while its voter sets show the removal; once the log
-//	                start passes the removal's entry its rows are pruned and
-//	                the wiped voter is never added back (seed 19702 x1500;
-//	                7f4ef2e fixed the same loss by retention's copies)
 //
 // Fixed since, and no longer steered around: (L) a voter whose own set
 // lacked the leader (it appended the set removing that leader, never
@@ -111,5 +106,10 @@
 // x5000, 3000059 x20000); (K) a wiped node answered a late copy of a
 // forwarded append for an epoch its old disk led with a final "not
 // leader", though that disk appended it (seed 1000409 x1500): a node now
-// refuses for good only when it knows who led its epoch.
+// refuses for good only when it knows who led its epoch; (J) a leader
+// completed another's automatic replacement only while its voter sets
+// showed the removal, and once the log start passed the removal's entry
+// its rows were pruned and the wiped voter was never added back (seed
+// 19702 x1500): below the log start, the rows now keep the newest change
+// too.
 package simulation

@@ -107,16 +107,6 @@ type KnownBugs struct {
 	// while a voter of the committed set does not have it (or a set one
 	// change away) in force.
 	ResetNoSet bool
-	// Reappend (J): a leader completes another leader's automatic
-	// replacement from its log only while its voter sets show the removal
-	// as their newest change. Copies of the same set (retention's
-	// re-append above the log start) no longer hide it (7f4ef2e), but once
-	// the log start passes the removal's entry the rows before it are
-	// pruned (only the set in force is kept below the log start), and the
-	// wiped voter is never added back. By default, in runs with automatic
-	// replacement, the workload adds it back when the leader can no
-	// longer tell (its memory and its voter sets).
-	Reappend bool
 }
 
 // Result describes a finished run.

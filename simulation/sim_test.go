@@ -30,7 +30,7 @@ var (
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (issue 12; voters.go); false: Options.NoVoterChanges")
-	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset, reappend")
+	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset")
 )
 
 // knownBugs parses -sim.bugs.
@@ -40,7 +40,6 @@ func knownBugs() KnownBugs {
 		all := name == "all"
 		b.SoleBootstrap = b.SoleBootstrap || all || name == "solebootstrap"
 		b.ResetNoSet = b.ResetNoSet || all || name == "resetnoset"
-		b.Reappend = b.Reappend || all || name == "reappend"
 	}
 	return b
 }
@@ -209,8 +208,7 @@ func TestSimulation(t *testing.T) {
 		// an outcome, not a fault: it may not happen.
 		v := reflect.ValueOf(total.Faults)
 		for i := 0; i < v.NumField(); i++ {
-			// Steering around an open core bug (ReAdds) is an outcome too.
-			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "ReAdds" {
+			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" {
 				t.Errorf("%d seeds injected no fault of kind %s", done, name)
 			}
 		}

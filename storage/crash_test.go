@@ -86,7 +86,8 @@ func crashEntries(first uint64, count int, epoch uint64) []protocol.Entry {
 // impliedVoters returns the voter-set rows the batches imply (R55), from
 // the writes alone: an append adds its voters entries' sets, a truncation
 // drops the rows at or above its point, a prefix deletion keeps of the rows
-// below its point only the newest.
+// below its point the newest and the newest change before it
+// (protocol.KeptVoterRows).
 func impliedVoters(batches []crashBatch) []protocol.VotersAt {
 	var rows []protocol.VotersAt
 	for _, b := range batches {
@@ -103,9 +104,7 @@ func impliedVoters(batches []crashBatch) []protocol.VotersAt {
 					rows = rows[:len(rows)-1]
 				}
 			case 'D':
-				for len(rows) > 1 && rows[1].Offset < o.a {
-					rows = rows[1:]
-				}
+				rows = protocol.KeptVoterRows(rows, o.a)
 			}
 		}
 	}

@@ -650,13 +650,15 @@ func TestDirVoterSetsAcrossRollsAndDeletions(t *testing.T) {
 		l.apply(protocol.Write{Kind: protocol.WriteAppend, Entries: es})
 	}
 	// want: the rows the log [start, LEO) implies, computed here on its own.
+	// Every set written differs from the one before it, so below the log
+	// start the two newest rows stay (the set in force and the change).
 	want := func(start, leo uint64) string {
 		var rows []protocol.VotersAt
 		for _, r := range all {
 			switch {
 			case r.Offset >= leo:
-			case r.Offset < start && len(rows) > 0 && rows[0].Offset < start:
-				rows[0] = r
+			case r.Offset < start && len(rows) > 1 && rows[1].Offset < start:
+				rows[0], rows[1] = rows[1], r
 			default:
 				rows = append(rows, r)
 			}
@@ -684,8 +686,8 @@ func TestDirVoterSetsAcrossRollsAndDeletions(t *testing.T) {
 	if n := l.s.Stats().SegmentsDeleted - before; n != 5 {
 		t.Fatalf("%d segments deleted, want 5", n)
 	}
-	if rows := l.s.VoterSets(); rows[0].Offset >= upTo || rows[1].Offset < upTo {
-		t.Fatalf("voter sets %s after DeletePrefix(%d): want the newest below it first", storagetest.VoterSetsString(rows), upTo)
+	if rows := l.s.VoterSets(); rows[1].Offset >= upTo || rows[2].Offset < upTo {
+		t.Fatalf("voter sets %s after DeletePrefix(%d): want the two newest below it first", storagetest.VoterSetsString(rows), upTo)
 	}
 	check("after the deletion")
 	l.reopen(tinySegment)

@@ -115,8 +115,8 @@ func ExampleOpenDir() {
 
 // The voter-set rows (docs/design.md R55): each voters entry adds one; a
 // truncation below one brings back the set before it; retention deletes
-// the entries but keeps the newest row below the new log start, the set
-// in force there.
+// the entries but keeps, below the new log start, the newest row (the set
+// in force there) and the newest change before it.
 func ExampleMemory_VoterSets() {
 	s := storage.NewMemory()
 	voters := func(off uint64, ids ...string) protocol.Entry {
@@ -148,12 +148,20 @@ func ExampleMemory_VoterSets() {
 		log.Fatal(err)
 	}
 	show("deleted")
-	err := s.Append([]protocol.Entry{{Offset: 4, Epoch: 1, Type: protocol.EntryVoters, Data: []byte("not a set")}})
+	if err := s.Append([]protocol.Entry{voters(4, "n1", "n3"), data(5), data(6)}); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.DeletePrefix(6); err != nil {
+		log.Fatal(err)
+	}
+	show("deleted again")
+	err := s.Append([]protocol.Entry{{Offset: 7, Epoch: 1, Type: protocol.EntryVoters, Data: []byte("not a set")}})
 	fmt.Println("malformed set refused:", errors.Is(err, storage.ErrInvalidAppend))
 
 	// Output:
 	// appended: log [0, 6) 0:1 voters 2:2 voters 4:3 voters
 	// truncated: log [0, 4) 0:1 voters 2:2 voters
-	// deleted: log [3, 4) 2:2 voters
+	// deleted: log [3, 4) 0:1 voters 2:2 voters
+	// deleted again: log [6, 7) 2:2 voters 4:2 voters
 	// malformed set refused: true
 }

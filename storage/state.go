@@ -18,9 +18,10 @@ type logState struct {
 	leo      uint64
 	epochs   []protocol.EpochStart
 	// voters holds one row per EntryVoters entry of the log, in offset
-	// order, and at most one row below the log start: the newest of those
-	// a prefix deletion removed, the set in force at the log start
-	// (docs/design.md R55).
+	// order, and at most two rows below the log start: of those a prefix
+	// deletion removed, the newest (the set in force at the log start) and
+	// the newest before it with another set (the newest change;
+	// protocol.KeptVoterRows, docs/design.md R55).
 	voters []protocol.VotersAt
 	quorum protocol.QuorumState
 	hw     uint64
@@ -185,14 +186,15 @@ func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
 // deletion.
 // Rows wholly below upTo go; the row covering upTo stays with its start
 // moved up to upTo (as Kafka's truncateFromStart does), so every row starts
-// at or above the log start. Of the voter-set rows below upTo only the
-// newest stays, even when the log is emptied: it is the set in force at
-// the log start, which retention must never forget (R55).
+// at or above the log start. Of the voter-set rows below upTo the newest
+// stays, even when the log is emptied: it is the set in force at the log
+// start, which retention must never forget; so does the newest before it
+// with another set, the newest change (protocol.KeptVoterRows, R55).
 func (s *logState) afterDeletePrefix(upTo uint64) *logState {
 	n := *s
 	n.logStart = upTo
-	if k := sort.Search(len(s.voters), func(k int) bool { return s.voters[k].Offset >= upTo }); k > 1 {
-		n.voters = s.voters[k-1 : len(s.voters) : len(s.voters)]
+	if kept := protocol.KeptVoterRows(s.voters, upTo); len(kept) != len(s.voters) {
+		n.voters = kept[:len(kept):len(kept)]
 	}
 	if upTo > s.leo {
 		// Kafka's truncateFullyAndStartAt: nothing is left, and no row
@@ -264,8 +266,8 @@ func checkEpochs(epochs []protocol.EpochStart, logStart, leo uint64) error {
 }
 
 // checkVoters validates the voter-set rows loaded from disk: offsets
-// strictly increasing and below leo, at most one below logStart (the set
-// in force there; R55).
+// strictly increasing and below leo, at most two below logStart (the set
+// in force there and the newest change before it; R55).
 func checkVoters(rows []protocol.VotersAt, logStart, leo uint64) error {
 	for i, r := range rows {
 		if r.Offset >= leo {
@@ -274,8 +276,8 @@ func checkVoters(rows []protocol.VotersAt, logStart, leo uint64) error {
 		if i > 0 && r.Offset <= rows[i-1].Offset {
 			return fmt.Errorf("%w: voter-set rows at offsets %d and %d out of order", ErrCorrupt, rows[i-1].Offset, r.Offset)
 		}
-		if i > 0 && rows[i-1].Offset < logStart && r.Offset < logStart {
-			return fmt.Errorf("%w: voter-set rows at offsets %d and %d both below the log start %d", ErrCorrupt, rows[i-1].Offset, r.Offset, logStart)
+		if i > 1 && rows[i-2].Offset < logStart && r.Offset < logStart {
+			return fmt.Errorf("%w: voter-set rows at offsets %d, %d and %d all below the log start %d", ErrCorrupt, rows[i-2].Offset, rows[i-1].Offset, r.Offset, logStart)
 		}
 	}
 	return nil

@@ -144,9 +144,11 @@ type Store interface {
 	EpochMap() []protocol.EpochStart
 
 	// VoterSets returns the voter-set rows in offset order: one per
-	// EntryVoters entry in [LogStart(), LEO()), preceded by at most one
-	// row below LogStart() (the newest that a prefix deletion removed: the
-	// set in force at the log start). nil if there is none. The slice and
+	// EntryVoters entry in [LogStart(), LEO()), preceded by at most two
+	// rows below LogStart(): of those prefix deletions removed, the newest
+	// (the set in force at the log start) and the newest before it with
+	// another set (the newest change; protocol.KeptVoterRows). nil if
+	// there is none. The slice and
 	// the voter sets in it are copies owned by the caller. Served from
 	// memory: it never waits for I/O or for Apply.
 	VoterSets() []protocol.VotersAt

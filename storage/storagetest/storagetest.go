@@ -125,7 +125,8 @@ func VotersEntry(offset, epoch uint64, vs []protocol.Voter) protocol.Entry {
 // reads back and carries the epoch the epoch map gives for its offset, the
 // map is ordered, every row starts within [LogStart, LEO], and LastEpoch is
 // the last row's epoch; the voter-set rows are in offset order, below the
-// LEO, at most one below LogStart, and those at or above it are exactly
+// LEO, at most two below LogStart (with different sets), and those at or
+// above it are exactly
 // the log's EntryVoters entries with their sets (docs/design.md R55).
 func CheckConsistent(s storage.Store) error {
 	m := s.EpochMap()
@@ -135,8 +136,11 @@ func CheckConsistent(s storage.Store) error {
 		if r.Offset >= leo || (i > 0 && r.Offset <= rows[i-1].Offset) {
 			return fmt.Errorf("voter-set rows %v: out of order or at/above LEO %d", VoterSetsString(rows), leo)
 		}
-		if i > 0 && rows[i-1].Offset < start && r.Offset < start {
-			return fmt.Errorf("voter-set rows %v: two below the log start %d", VoterSetsString(rows), start)
+		if i > 1 && rows[i-2].Offset < start && r.Offset < start {
+			return fmt.Errorf("voter-set rows %v: three below the log start %d", VoterSetsString(rows), start)
+		}
+		if i == 1 && r.Offset < start && slices.Equal(rows[0].Voters, r.Voters) {
+			return fmt.Errorf("voter-set rows %v: two copies of a set below the log start %d", VoterSetsString(rows), start)
 		}
 	}
 	for len(rows) > 0 && rows[0].Offset < start {
@@ -1340,9 +1344,10 @@ func wantVoters(t *testing.T, s storage.Store, when string, want ...uint64) {
 // testVoterSets: each voters entry adds a row (R55); a truncation below
 // one drops its row (the set before it is back in force); a prefix
 // deletion drops the rows below the new log start except the newest of
-// them, the set in force at the log start, which stays through later
-// deletions until a newer row is below the start too; every state
-// survives a reopen.
+// them, the set in force at the log start, and the newest before it with
+// another set (the newest change), which stay through later deletions
+// until newer rows are below the start too; copies of the set in force
+// are no change; every state survives a reopen.
 func testVoterSets(t *testing.T, h Harness) {
 	s, dir := open(t, h)
 	defer func() { closeStore(t, s) }()
@@ -1390,45 +1395,57 @@ func testVoterSets(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	wantVoters(t, s, "after DeletePrefix(5)", 3, 1, 6, 5, 13, 6, 16, 7)
-	// Past the rows at 3, 6 and 13: only 13's stays, the set in force at 14.
+	// Past the rows at 3, 6 and 13: 13's stays, the set in force at 14,
+	// and 6's, the change before it.
 	if err := deletePrefix(s, 14); err != nil {
 		t.Fatal(err)
 	}
-	wantVoters(t, s, "after DeletePrefix(14)", 13, 6, 16, 7)
+	wantVoters(t, s, "after DeletePrefix(14)", 6, 5, 13, 6, 16, 7)
 	s = h.Reopen(t, s, dir)
-	wantVoters(t, s, "after reopen at log start 14", 13, 6, 16, 7)
+	wantVoters(t, s, "after reopen at log start 14", 6, 5, 13, 6, 16, 7)
 	// Up to the voters entry at 16: it is in the log, 13's is in force
 	// below it.
 	if err := deletePrefix(s, 16); err != nil {
 		t.Fatal(err)
 	}
-	wantVoters(t, s, "after DeletePrefix(16)", 13, 6, 16, 7)
+	wantVoters(t, s, "after DeletePrefix(16)", 6, 5, 13, 6, 16, 7)
 	if err := deletePrefix(s, 17); err != nil {
 		t.Fatal(err)
 	}
-	wantVoters(t, s, "after DeletePrefix(17)", 16, 7)
-	// A truncation to the log start leaves the row below it.
+	wantVoters(t, s, "after DeletePrefix(17)", 13, 6, 16, 7)
+	// A truncation to the log start leaves the rows below it.
 	if err := truncate(s, 17); err != nil {
 		t.Fatal(err)
 	}
-	wantVoters(t, s, "after TruncateSuffix(log start 17)", 16, 7)
+	wantVoters(t, s, "after TruncateSuffix(log start 17)", 13, 6, 16, 7)
 	// Up to the LEO: the log is empty, the set in force stays.
 	mustAppend(t, s, []protocol.Entry{VotersEntry(17, 5, Voters(8)), Batch(18, 1, 5, 10)[0]})
 	if err := deletePrefix(s, 19); err != nil {
 		t.Fatal(err)
 	}
-	wantVoters(t, s, "after DeletePrefix(LEO 19)", 17, 8)
+	wantVoters(t, s, "after DeletePrefix(LEO 19)", 16, 7, 17, 8)
 	s = h.Reopen(t, s, dir)
-	wantVoters(t, s, "after the last reopen", 17, 8)
+	wantVoters(t, s, "after the last reopen", 16, 7, 17, 8)
 	if s.LogStart() != 19 || s.LEO() != 19 {
 		t.Fatalf("log [%d, %d), want [19, 19)", s.LogStart(), s.LEO())
 	}
+	// A copy of the set in force (retention's re-append above the log
+	// start) is no change: once the log start passes it, the change kept
+	// is still 16's, not the copy's original at 17.
+	mustAppend(t, s, []protocol.Entry{VotersEntry(19, 5, Voters(8)), Batch(20, 1, 5, 10)[0]})
+	if err := deletePrefix(s, 21); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after DeletePrefix(21) past a copy", 16, 7, 19, 8)
+	s = h.Reopen(t, s, dir)
+	wantVoters(t, s, "after reopen past a copy", 16, 7, 19, 8)
 }
 
 // testVoterSetsReset: a prefix deletion above the LEO (a follower's reset
 // to its leader's log start) empties the log and the epoch map but keeps
-// the newest voter-set row (R55: the set in force is never forgotten);
-// later voters entries add rows above it, and it survives a reopen.
+// the newest voter-set row and the change before it (R55: the set in
+// force is never forgotten); later voters entries add rows above them,
+// and they survive a reopen.
 func testVoterSetsReset(t *testing.T, h Harness) {
 	s, dir := open(t, h)
 	defer func() { closeStore(t, s) }()
@@ -1442,17 +1459,17 @@ func testVoterSetsReset(t *testing.T, h Harness) {
 	if len(s.EpochMap()) != 0 {
 		t.Fatalf("epoch map %v after a reset, want empty", s.EpochMap())
 	}
-	wantVoters(t, s, "after DeletePrefix(50) with LEO 6", 4, 2)
+	wantVoters(t, s, "after DeletePrefix(50) with LEO 6", 2, 1, 4, 2)
 	s = h.Reopen(t, s, dir)
-	wantVoters(t, s, "after reopen", 4, 2)
+	wantVoters(t, s, "after reopen", 2, 1, 4, 2)
 	mustAppend(t, s, []protocol.Entry{VotersEntry(50, 1, Voters(3)), Batch(51, 1, 1, 10)[0]})
-	wantVoters(t, s, "after a voters entry at 50", 4, 2, 50, 3)
+	wantVoters(t, s, "after a voters entry at 50", 2, 1, 4, 2, 50, 3)
 	if err := deletePrefix(s, 60); err != nil {
 		t.Fatal(err)
 	}
-	wantVoters(t, s, "after a second reset", 50, 3)
+	wantVoters(t, s, "after a second reset", 4, 2, 50, 3)
 	s = h.Reopen(t, s, dir)
-	wantVoters(t, s, "after the second reopen", 50, 3)
+	wantVoters(t, s, "after the second reopen", 4, 2, 50, 3)
 }
 
 // testVoterSetsInvalid: a voters entry whose Data is not a valid voter set
