@@ -440,12 +440,20 @@ type outsiderTest struct {
 func newOutsiderTest(t *testing.T, mutate func(id string, o *Options)) *outsiderTest {
 	t.Helper()
 	addr := freeAddr(t)
-	c := newCluster(t, 3, func(id string, o *Options) {
-		o.Peers = map[string]string{"outsider": addr}
-		if mutate != nil {
-			mutate(id, o)
+	c := newCluster(t, 3, mutate)
+	// The cluster is bootstrapped before its nodes list the outsider's
+	// address: a fresh store asks every node it knows of, its static
+	// peers too, whether a cluster exists, and bootstraps only once all
+	// have answered (R60), which an outsider never does.
+	c.leader(15 * time.Second)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if err := c.nodes[id].Close(); err != nil {
+			t.Fatalf("close %s: %v", id, err)
 		}
-	})
+		o := c.opts[id]
+		o.Peers = map[string]string{"outsider": addr}
+		c.start(id, o)
+	}
 	lead := c.leader(15 * time.Second)
 	ctx, cancel := appendCtx(t)
 	defer cancel()

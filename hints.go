@@ -16,6 +16,8 @@ func coreHint(h membership.Hint) (replica.Hint, bool) {
 		kind = replica.HintNodeFailed
 	case membership.LeaderClaim:
 		kind = replica.HintLeader
+	case membership.MemberJoined:
+		kind = replica.HintMember
 	default:
 		return replica.Hint{}, false
 	}

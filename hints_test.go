@@ -18,6 +18,7 @@ func TestCoreHint(t *testing.T) {
 	}{
 		{membership.Hint{Kind: membership.NodeFailed, Node: "n2", Epoch: 4}, replica.Hint{Kind: replica.HintNodeFailed, Node: "n2", Epoch: 4}, true},
 		{membership.Hint{Kind: membership.LeaderClaim, Node: "n3", Epoch: 7}, replica.Hint{Kind: replica.HintLeader, Node: "n3", Epoch: 7}, true},
+		{membership.Hint{Kind: membership.MemberJoined, Node: "n4"}, replica.Hint{Kind: replica.HintMember, Node: "n4"}, true},
 		{membership.Hint{Kind: 0, Node: "n3", Epoch: 7}, replica.Hint{}, false},
 		{membership.Hint{Kind: 99, Node: "n3", Epoch: 7}, replica.Hint{}, false},
 	}

@@ -246,24 +246,26 @@ func Open(opts Options) (*Log, error) {
 		_ = store.Close()
 	}
 
-	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32
-	rcfg := cfgs.replica
-	rcfg.Rand = rand.New(rand.NewSource(seed))
-	// A voter is this node at this directory (docs/design.md R56).
-	rcfg.DirID = ident.DirectoryID
-	core, err := replica.New(rcfg, store, time.Now())
-	if err != nil {
-		cleanup()
-		return nil, fmt.Errorf("replog: start replica: %w", err)
-	}
-	l.node = shell.New(core)
-
+	// The network starts first: gossip's join tells the core who else is
+	// there, which a fresh store must ask before it bootstraps (R60).
 	if o.needsTransport() {
 		if err := l.startNetwork(cfgs); err != nil {
 			cleanup()
 			return nil, err
 		}
 	}
+	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32
+	rcfg := cfgs.replica
+	rcfg.Rand = rand.New(rand.NewSource(seed))
+	// A voter is this node at this directory (docs/design.md R56).
+	rcfg.DirID = ident.DirectoryID
+	rcfg.Members = l.knownMembers()
+	core, err := replica.New(rcfg, store, time.Now())
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("replog: start replica: %w", err)
+	}
+	l.node = shell.New(core)
 	l.writer = newWriter(store, logger.Named("writer"), l.onPersisted, l.onWriteFailed)
 	l.publish(core.Status(), core.ReadableHW(), true)
 	l.wg.Add(1)
@@ -313,6 +315,23 @@ func (l *Log) startNetwork(cfgs components) error {
 	}
 	l.ml = ml
 	return nil
+}
+
+// knownMembers lists the other nodes known at Open: the static peers and
+// the gossip members the join found (sorted, without this node).
+func (l *Log) knownMembers() []string {
+	var ids []string
+	for id := range l.opts.Peers {
+		ids = append(ids, id)
+	}
+	if l.ml != nil {
+		for _, m := range l.ml.Members() {
+			ids = append(ids, m.ID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	return slices.DeleteFunc(ids, func(id string) bool { return id == l.opts.NodeID })
 }
 
 // Status returns a snapshot of the node's state. It never blocks.

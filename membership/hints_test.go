@@ -63,8 +63,13 @@ func TestEventsToHints(t *testing.T) {
 
 	// Self: recorded, no hints about itself.
 	d.NotifyJoin(node(t, "self", nodeMeta{NodeID: "self", ClusterID: "c1", RPCAddr: "h:0", LeaderID: "self", Epoch: 1}))
-	// A follower repeating whom it follows: no hint.
+	// A follower repeating whom it follows: no leader hint, only that it
+	// joined (R60: a fresh store asks every member before bootstrapping).
 	d.NotifyJoin(node(t, "b", nodeMeta{NodeID: "b", ClusterID: "c1", RPCAddr: "h:2", Voter: true, LeaderID: "a", Epoch: 3}))
+	if got, want := drain(m), []Hint{{Kind: MemberJoined, Node: "b"}}; !equalHints(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	d.NotifyUpdate(node(t, "b", nodeMeta{NodeID: "b", ClusterID: "c1", RPCAddr: "h:2", Voter: true, LeaderID: "a", Epoch: 3}))
 	// Another cluster, garbage, and a name/ID mismatch: ignored entirely.
 	d.NotifyJoin(node(t, "x", nodeMeta{NodeID: "x", ClusterID: "c2", RPCAddr: "h:9", LeaderID: "x", Epoch: 9}))
 	d.NotifyJoin(&memberlist.Node{Name: "g", Meta: []byte("garbage")})
@@ -87,6 +92,7 @@ func TestEventsToHints(t *testing.T) {
 	a.Epoch = 4
 	d.NotifyUpdate(node(t, "a", a))
 	want := []Hint{
+		{Kind: MemberJoined, Node: "a"},
 		{Kind: LeaderClaim, Node: "a", Epoch: 3},
 		{Kind: LeaderClaim, Node: "a", Epoch: 4},
 	}
@@ -105,9 +111,10 @@ func TestEventsToHints(t *testing.T) {
 	if addr, ok := m.Resolve("a"); !ok || addr != "h:1" {
 		t.Fatalf("Resolve(a) = %q, %v after failure", addr, ok)
 	}
-	// Coming back still claiming epoch 4: the claim is news again.
+	// Coming back still claiming epoch 4: it joined again, and the claim
+	// is news again.
 	d.NotifyJoin(node(t, "a", a))
-	want = []Hint{{Kind: LeaderClaim, Node: "a", Epoch: 4}}
+	want = []Hint{{Kind: MemberJoined, Node: "a"}, {Kind: LeaderClaim, Node: "a", Epoch: 4}}
 	if got := drain(m); !equalHints(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

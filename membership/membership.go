@@ -50,15 +50,22 @@ const (
 	// count; a member repeating whom it follows does not). A claim is to be
 	// verified by fetching from Node, never trusted.
 	LeaderClaim
+	// MemberJoined: Node joined (or came back to life). A node whose log
+	// holds no voter set asks every member it knows of whether a cluster
+	// exists before it bootstraps one (docs/design.md R60).
+	MemberJoined
 )
 
-// String returns "node-failed", "leader-claim" or "hint(N)".
+// String returns "node-failed", "leader-claim", "member-joined" or
+// "hint(N)".
 func (k HintKind) String() string {
 	switch k {
 	case NodeFailed:
 		return "node-failed"
 	case LeaderClaim:
 		return "leader-claim"
+	case MemberJoined:
+		return "member-joined"
 	}
 	return fmt.Sprintf("hint(%d)", uint8(k))
 }
@@ -454,6 +461,9 @@ func (m *Membership) observe(n *memberlist.Node, event string) {
 	}
 	if n.Name == m.cfg.NodeID {
 		return
+	}
+	if !known || !prev.Alive {
+		m.pushLocked(Hint{Kind: MemberJoined, Node: n.Name})
 	}
 	claims := meta.LeaderID == meta.NodeID && meta.Epoch > 0
 	sameClaim := known && prev.Alive && prev.LeaderID == prev.ID && prev.Epoch == meta.Epoch

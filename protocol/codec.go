@@ -22,7 +22,10 @@ import (
 // (u8) only when that is not data (EntryControl or EntryVoters: the only
 // other types it may carry); a data request ends after its records, so that its bytes are
 // those it had before the field existed. The decoder takes exactly that
-// form: a type byte of data, or of an unknown type, is malformed.
+// form: a type byte of data, or of an unknown type, is malformed. A
+// FetchResponse ends with its LogStartVoters: a count, then each row's
+// offset (u64) and its set as bytes (EncodeVoters); a set that
+// DecodeVoters refuses is malformed.
 //
 // The encoding carries no length of its own and no checksum: a transport
 // frames it (transport prefixes the length and appends a CRC-32C over both).
@@ -36,8 +39,8 @@ import (
 // DeleteRecords; version 4 added the directory IDs (FetchRequest.
 // ReplicaDirID, VoteRequest.CandidateDirID and VoterDirID,
 // VoteResponse.VoterDirID), FetchRequest.Restand, EntryVoters and
-// EndEpoch.
-const Version = 4
+// EndEpoch; version 5 added VoteResponse.Formed.
+const Version = 5
 
 const (
 	// HeaderSize is the length of the header that starts every encoded
@@ -52,6 +55,10 @@ const (
 // minEntrySize is the smallest encoding of an Entry: offset, epoch, time,
 // type and an empty data length.
 const minEntrySize = 8 + 8 + 8 + 1 + 4
+
+// minVotersRowSize is the smallest encoding of a FetchResponse's
+// LogStartVoters row: offset, set length, and a set's format and count.
+const minVotersRowSize = 8 + 4 + 2
 
 // Compile-time checks of EntryOverhead's claim: an entry's and a record's
 // encoding beyond its data (minEntrySize, and a record's length) is within
@@ -93,6 +100,10 @@ func EncodedSize(m Message) int {
 		for i := range b.Entries {
 			n += len(b.Entries[i].Data)
 		}
+		n += 4
+		for _, r := range b.LogStartVoters {
+			n += 8 + 4 + encodedVotersSize(r.Voters)
+		}
 	case *VoteRequest:
 		if b == nil {
 			return -1
@@ -102,7 +113,7 @@ func EncodedSize(m Message) int {
 		if b == nil {
 			return -1
 		}
-		n += 8 + 4 + len(b.VoterID) + 1 + 1 + 8 + 8 + 4 + len(b.LeaderID) + 4 + len(b.VoterDirID)
+		n += 8 + 4 + len(b.VoterID) + 1 + 1 + 8 + 8 + 4 + len(b.LeaderID) + 4 + len(b.VoterDirID) + 1
 	case *BeginEpoch:
 		if b == nil {
 			return -1
@@ -194,6 +205,12 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			dst = be.AppendUint32(dst, uint32(len(e.Data)))
 			dst = append(dst, e.Data...)
 		}
+		dst = be.AppendUint32(dst, uint32(len(b.LogStartVoters)))
+		for _, r := range b.LogStartVoters {
+			dst = be.AppendUint64(dst, r.Offset)
+			dst = be.AppendUint32(dst, uint32(encodedVotersSize(r.Voters)))
+			dst = append(dst, EncodeVoters(r.Voters)...)
+		}
 	case *VoteRequest:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.CandidateID)
@@ -212,6 +229,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		dst = be.AppendUint64(dst, b.Round)
 		dst = appendString(dst, b.LeaderID)
 		dst = appendString(dst, b.VoterDirID)
+		dst = appendBool(dst, b.Formed)
 	case *BeginEpoch:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.LeaderID)
@@ -313,6 +331,20 @@ func DecodeMessage(b []byte) (Message, error) {
 				e.Data = d.bytes("entry data")
 			}
 		}
+		if cnt := d.count("log start voters", minVotersRowSize); cnt > 0 {
+			x.LogStartVoters = make([]VotersAt, cnt)
+			for i := range x.LogStartVoters {
+				r := &x.LogStartVoters[i]
+				r.Offset = d.u64("log start voters offset")
+				if set := d.bytes("log start voters set"); d.err == nil {
+					vs, err := DecodeVoters(set)
+					if err != nil {
+						d.fail("log start voters set", err)
+					}
+					r.Voters = vs
+				}
+			}
+		}
 		m.Body = x
 	case KindVoteRequest:
 		x := &VoteRequest{}
@@ -335,6 +367,7 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.Round = d.u64("round")
 		x.LeaderID = d.string("leader id")
 		x.VoterDirID = d.string("voter directory id")
+		x.Formed = d.bool("formed")
 		m.Body = x
 	case KindBeginEpoch:
 		x := &BeginEpoch{}

@@ -115,6 +115,12 @@ type FetchResponse struct {
 	LogStartOffset     uint64
 	// Entries start at the request's FetchOffset (empty if none).
 	Entries []Entry
+	// LogStartVoters are the leader's voter-set rows below LogStartOffset
+	// (KeptVoterRows: the set in force there and the newest change before
+	// it), sent with FetchOffsetOutOfRange and with a diverging answer of
+	// epoch 0: a follower that resets to the log start holds none of their
+	// entries, and records them instead (docs/design.md R53, R55).
+	LogStartVoters []VotersAt
 }
 
 // VoteRequest asks for a vote (or a pre-vote) in Epoch.
@@ -154,6 +160,11 @@ type VoteResponse struct {
 	// VoterDirID is the responder's own directory ID: the first leader of
 	// a cluster records its voters' directories from its grants (R57).
 	VoterDirID string
+	// Formed reports that the responder belongs to a cluster that exists:
+	// its log holds a voter set (or entries), or it has learned that one
+	// exists. A fresh store never bootstraps a cluster while anyone it
+	// asked answers Formed (R60).
+	Formed bool
 }
 
 // BeginEpoch is sent by a new leader to every voter.
@@ -314,6 +325,9 @@ func (m *FetchResponse) String() string {
 	if m.Error == FetchDivergingEpoch {
 		s += fmt.Sprintf(" diverging=(%d,%d)", m.DivergingEpoch, m.DivergingEndOffset)
 	}
+	for _, r := range m.LogStartVoters {
+		s += fmt.Sprintf(" voters@%d=%d", r.Offset, len(r.Voters))
+	}
 	return s + "}"
 }
 
@@ -327,8 +341,12 @@ func (m *VoteRequest) String() string {
 }
 
 func (m *VoteResponse) String() string {
-	return fmt.Sprintf("VoteResp{epoch=%d voter=%s%s granted=%t pre=%t req=(%d,%d) leader=%s}",
-		m.Epoch, m.VoterID, dirSuffix(m.VoterDirID), m.Granted, m.PreVote, m.RequestEpoch, m.Round, m.LeaderID)
+	formed := ""
+	if m.Formed {
+		formed = " formed"
+	}
+	return fmt.Sprintf("VoteResp{epoch=%d voter=%s%s granted=%t pre=%t req=(%d,%d) leader=%s%s}",
+		m.Epoch, m.VoterID, dirSuffix(m.VoterDirID), m.Granted, m.PreVote, m.RequestEpoch, m.Round, m.LeaderID, formed)
 }
 
 func (m *BeginEpoch) String() string {

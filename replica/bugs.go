@@ -25,6 +25,11 @@ package replica
 //	                              and a grant's directories are not checked,
 //	                              and any fetch from a voter's ID counts (a
 //	                              wiped voter votes as its old self, R56).
+//	replog_bug_fresh_bootstrap   bugFreshBootstrap: a store whose log holds no
+//	                              voter set asks only its bootstrap voters
+//	                              before bootstrapping, as before R60 (a wiped
+//	                              node listing only fresh voters forks the
+//	                              cluster, sim bug G).
 //	replog_bug_vouch_request_epoch bugVouchRequestEpoch: a vote answer
 //	                              naming its leader vouches for it in the
 //	                              epoch the request asked for, not in the

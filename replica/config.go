@@ -29,6 +29,14 @@ type Config struct {
 	// holds no voter set yet (a brand-new one). Afterwards the voter sets
 	// in the log are the truth (R55). Required (non-empty).
 	Voters []string
+	// Members are the other nodes membership knows of at start (gossip
+	// members after the join, static peers), voters or not; HintMember
+	// adds those it learns of later. A replica whose log holds no voter
+	// set asks each of them, with Voters, whether a cluster exists before
+	// it bootstraps one, and bootstraps nothing if any says so (R60): a
+	// wiped node whose Voters name only fresh stores must join the cluster
+	// that exists, not start a second one. Optional.
+	Members []string
 	// ManualVoterChanges turns off the automatic replacement of a voter
 	// that came back with a new directory (R58): the new incarnation then
 	// stays an observer until an operator removes the old one and adds it.

@@ -126,6 +126,9 @@ func (r *Replica) voteResponse(req *protocol.VoteRequest, grant bool) *protocol.
 	return &protocol.VoteResponse{
 		Epoch: r.epoch, VoterID: r.id, Granted: grant, LeaderID: r.leaderID,
 		PreVote: req.PreVote, RequestEpoch: req.Epoch, Round: req.Round, VoterDirID: r.dirID,
+		// Only a candidate whose set does not record us may be
+		// bootstrapping (R60); others need not be told.
+		Formed: req.VoterDirID == "" && r.formed(),
 	}
 }
 
@@ -142,7 +145,7 @@ func (r *Replica) countGrant(from string, resp *protocol.VoteResponse) bool {
 	if r.bootstrap {
 		r.grantDirs[from] = resp.VoterDirID
 	}
-	return r.countVotes() >= r.electionQuorum()
+	return r.roundWon()
 }
 
 // answersRound does what every vote response goes through: only an answer
@@ -177,7 +180,8 @@ func (r *Replica) dropVoteResponse(from string, resp *protocol.VoteResponse) {
 
 // handlePreVoteResponse counts a prospective replica's pre-votes (KIP-996).
 func (r *Replica) handlePreVoteResponse(from string, resp *protocol.VoteResponse) {
-	if !r.answersRound(from, resp, resp.PreVote && resp.RequestEpoch == r.epoch+1 && resp.Round == r.round) {
+	inRound := resp.PreVote && resp.RequestEpoch == r.epoch+1 && resp.Round == r.round
+	if r.bootstrapAnswer(from, resp, inRound) || !r.answersRound(from, resp, inRound) {
 		return
 	}
 	if resp.Granted {
@@ -212,7 +216,8 @@ func (r *Replica) handlePreVoteResponse(from string, resp *protocol.VoteResponse
 
 // handleVoteResponse counts a candidate's votes.
 func (r *Replica) handleVoteResponse(from string, resp *protocol.VoteResponse) {
-	if !r.answersRound(from, resp, !resp.PreVote && resp.RequestEpoch == r.epoch && resp.Round == r.round) {
+	inRound := !resp.PreVote && resp.RequestEpoch == r.epoch && resp.Round == r.round
+	if r.bootstrapAnswer(from, resp, inRound) || !r.answersRound(from, resp, inRound) {
 		return
 	}
 	if resp.Epoch == r.epoch && resp.Granted && r.countGrant(from, resp) {

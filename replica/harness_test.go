@@ -109,7 +109,6 @@ func (h *harness) addNode(id string, seed int64) {
 	}
 	h.nodes[id] = n
 	h.order = append(h.order, id)
-	h.start(n)
 }
 
 func (h *harness) start(n *hnode) {
@@ -477,6 +476,13 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		for i, id := range argVals(d, "observers") {
 			h.addNode(id, int64(100+i))
 		}
+		// Every node starts knowing the others, as gossip's join tells
+		// it (Config.Members, R60).
+		for _, id := range h.order {
+			n := h.nodes[id]
+			n.cfg.Members = slices.DeleteFunc(slices.Clone(h.order), func(o string) bool { return o == id })
+			h.start(n)
+		}
 		h.status(h.order)
 	case "campaign":
 		h.campaign(h.node(args[0]))
@@ -493,6 +499,25 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 			}
 		}
 		h.stabilize(among, d.HasArg("verbose"))
+	case "change":
+		// change n1 add=n4 | remove=n2: n1 proposes a voter change (R58).
+		n := h.node(args[0])
+		var ch protocol.VoterChange
+		if v := argVals(d, "add"); v != nil {
+			ch = protocol.VoterChange{NodeID: v[0], Add: true}
+		} else if v := argVals(d, "remove"); v != nil {
+			ch = protocol.VoterChange{NodeID: v[0]}
+		} else {
+			h.t.Fatalf("%s: change needs add= or remove=", d.Pos)
+		}
+		h.nextProp++
+		what := "remove " + ch.NodeID
+		if ch.Add {
+			what = "add " + ch.NodeID
+		}
+		h.printf("%s: change #%d %s\n", n.id, h.nextProp, what)
+		n.r.ProposeVoterChange(h.nextProp, ch)
+		h.ready(n)
 	case "propose":
 		n := h.node(args[0])
 		var recs [][]byte

@@ -16,6 +16,10 @@ const (
 	// follower without a leader may start fetching from it; the claim is
 	// verified by the fetch (fencing), never trusted.
 	HintLeader
+	// HintMember: gossip says Node is a member of the cluster (it joined,
+	// or came back). A replica whose log holds no voter set asks it, before
+	// bootstrapping, whether a cluster exists (R60; Config.Members).
+	HintMember
 )
 
 // Hint is advisory information from membership.
@@ -31,6 +35,8 @@ func (r *Replica) Hint(h Hint) {
 		return
 	}
 	switch h.Kind {
+	case HintMember:
+		r.addMember(h.Node)
 	case HintNodeFailed:
 		if r.role == RoleFollower && h.Node != "" && h.Node == r.leaderID {
 			// Gossip thinks our leader is dead: start our own pre-vote
@@ -46,7 +52,7 @@ func (r *Replica) Hint(h Hint) {
 		// its own, tries the named node next. The claim only says where to
 		// fetch: the epoch and leader are adopted from that voter's own
 		// answer (fencing), never from gossip. Only a voter can lead.
-		if !r.isVoter(h.Node) {
+		if !r.mayLead(h.Node, h.Epoch) {
 			r.logger.Debug("ignoring a leader hint naming a non-voter", "node", h.Node, "epoch", h.Epoch)
 			return
 		}

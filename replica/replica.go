@@ -119,6 +119,15 @@ type Replica struct {
 	// grantDirs is the directory each vote of the round came with: a
 	// bootstrap leader records them (R57).
 	grantDirs map[string]string
+	// members are the other nodes membership reported (Config.Members,
+	// HintMember); answered, those of them outside the bootstrap voters
+	// that told this round that they know of no cluster (R60).
+	members  map[string]bool
+	answered map[string]bool
+	// clusterSeen: while the log holds no voter set, someone answered
+	// that a cluster exists. This replica then bootstraps nothing: it
+	// observes until it has fetched the cluster's voter set (R60).
+	clusterSeen bool
 
 	// Leader side; nil unless leader.
 	leader *leaderState
@@ -148,7 +157,9 @@ type heldMessage struct {
 //
 // A single-voter replica becomes leader of a new epoch at once: its first
 // Ready holds the durable self-vote, and nothing it does is acknowledged
-// before that write is persisted (writes apply in order).
+// before that write is persisted (writes apply in order). If its log holds
+// no voter set and Config.Members names other nodes, it first asks them
+// whether a cluster exists (R60): it leads once all have answered no.
 func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -176,6 +187,9 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 	}
 	r.log = newLogView(log)
 	r.keys = newKeyTable(r.log.logStart) // rebuilt from the log in Ready (R62)
+	for _, m := range cfg.Members {
+		r.addMember(m)
+	}
 	r.refreshVoters()
 	r.epoch, r.votedFor, r.leaderID = qs.Epoch, qs.VotedFor, qs.LeaderID
 	r.epochLeader, r.begun = qs.LeaderID, qs.LeaderID
@@ -218,7 +232,8 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		r.truncate(r.hw)
 	}
 	if r.voter && len(r.voters) == 1 {
-		r.becomeCandidate()
+		// A fresh store with members to ask asks them first (R60).
+		r.becomeProspective()
 	}
 	return r, nil
 }

@@ -70,6 +70,11 @@ type Status struct {
 	// Bootstrap says the log holds no voter set yet: Voters is
 	// Config.Voters, directories unknown (R57).
 	Bootstrap bool
+	// ClusterSeen says, with Bootstrap, that someone answered this
+	// replica's bootstrap round that a cluster exists: it observes, and
+	// bootstraps nothing, until it has fetched that cluster's voter set
+	// (R60).
+	ClusterSeen bool
 	// DirID is this replica's own directory ID (Config.DirID).
 	DirID string
 	// CaughtUp is, on the leader, for each voter of Voters, whether it is
@@ -110,6 +115,7 @@ func (r *Replica) Status() Status {
 		Violations:    r.violations,
 		VotersOffset:  r.votersOffset,
 		Bootstrap:     r.bootstrap,
+		ClusterSeen:   r.bootstrap && r.clusterSeen,
 		DirID:         r.dirID,
 	}
 	s.Voters = make([]protocol.Voter, len(r.voters))

@@ -168,6 +168,11 @@ func (r *Replica) admissible(m protocol.Message) bool {
 		// ever (sim bug L, seed 1009695 x1500).
 		leader, leaderEpoch = b.LeaderID, b.Epoch
 		epoch = max(b.Epoch, b.RequestEpoch)
+		if b.Formed && r.bootstrap {
+			// A fresh store learns that a cluster exists (R60); the leader
+			// it names, whom no set here holds, is only where to fetch.
+			leader = ""
+		}
 	case *protocol.BeginEpoch:
 		leader = b.LeaderID
 		epoch = b.Epoch

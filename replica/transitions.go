@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/replog-io/replog/protocol"
@@ -113,7 +114,7 @@ func (r *Replica) becomeProspective() {
 	r.newRound()
 	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 	r.logger.Debug("prospective", "epoch", r.epoch)
-	if r.countVotes() >= r.electionQuorum() {
+	if r.roundWon() {
 		r.becomeCandidate()
 		return
 	}
@@ -121,13 +122,18 @@ func (r *Replica) becomeProspective() {
 }
 
 // requestVotes sends the round's vote requests (pre-votes with preVote),
-// each naming the directory the set in force records for its voter (R56).
+// each naming the directory the set in force records for its voter (R56);
+// a bootstrap round also asks every other member it knows of (R60).
 func (r *Replica) requestVotes(preVote bool) {
 	epoch := r.epoch
 	if preVote {
 		epoch++
 	}
-	for _, v := range r.voters {
+	to := r.voters
+	if r.bootstrap {
+		to = append(slices.Clone(r.voters), r.askedMembers()...)
+	}
+	for _, v := range to {
 		if v != r.id {
 			r.send(v, &protocol.VoteRequest{
 				Epoch: epoch, CandidateID: r.id, CandidateDirID: r.dirID, VoterDirID: r.voterDir(v),
@@ -158,7 +164,7 @@ func (r *Replica) becomeCandidate() {
 	r.newRound()
 	r.electionDeadline = r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 	r.logger.Info("candidate", "epoch", r.epoch, "bootstrap", r.bootstrap)
-	if r.countVotes() >= r.electionQuorum() {
+	if r.roundWon() {
 		r.becomeLeader()
 		return
 	}
@@ -241,4 +247,5 @@ func (r *Replica) newRound() {
 	}
 	r.votes = map[string]bool{r.id: true}
 	r.grantDirs = map[string]string{}
+	r.answered = nil
 }

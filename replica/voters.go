@@ -82,7 +82,8 @@ func (r *Replica) refreshVoters() {
 		r.votersOffset = 0
 		r.voters = slices.Clone(r.cfg.Voters)
 		r.voterDirs = nil
-		r.voter = slices.Contains(r.voters, r.id)
+		// One who was told a cluster exists waits for its set (R60).
+		r.voter = slices.Contains(r.voters, r.id) && !r.clusterSeen
 	}
 	r.majority = len(r.voters)/2 + 1
 	if ls := r.leader; ls != nil {
@@ -340,7 +341,11 @@ func (r *Replica) resignIfRemoved() {
 // replica that missed the change could never follow the new voter when it
 // leads, nor fetch the entries that would tell it.
 func (r *Replica) mayLead(node string, epoch uint64) bool {
-	if r.isVoter(node) {
+	if r.isVoter(node) || r.bootstrap && r.clusterSeen {
+		// Told that a cluster exists, a fresh store holds none of its
+		// voters: it fetches from whoever leads (the leader's answer is
+		// fenced by epoch, and this observer counts in no majority) until
+		// the set it fetches says who may lead (R60).
 		return true
 	}
 	e, ok := r.vouched[node]

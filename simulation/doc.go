@@ -83,15 +83,16 @@
 // fetches); (D) a reset that truncates kept the truncated entries' voter
 // sets; (E) a leader with nothing uncommitted made no voter change until a
 // user appended; (F) the automatic replacement's add was leader memory.
-// Five found after the fixes are open; a default run steers around each
+// (G) a fresh store whose bootstrap voters were all fresh too (a single
+// voter, or every listed voter wiped) bootstrapped a second cluster: now
+// a bootstrap round asks every member it knows of whether a cluster exists
+// (R60; Config.Members is the simulated join's view: every node), and
+// the default run wipes the sole bootstrap voter too (seed 1551 x1500,
+// 70000336 x20000). Those found after the fixes that are still open; a default run steers around each
 // (Options.Bugs says how), and -sim.bugs=NAME (or all) stops steering, so
 // that runs fail where the bug bites (reproduce with -sim.seed=N and the
 // steps given):
 //
-//	solebootstrap   G: a node with an empty store whose bootstrap voters are
-//	                itself alone elects itself and records a new first set:
-//	                a wiped node of a cluster begun with one voter forks it
-//	                (seed 1551 x1500)
 //	resetnoset      I: a voter reset to its leader's log start has no voter
 //	                set until it fetches the copy above that log start; if
 //	                the leader is lost meanwhile, no leader is ever elected

@@ -86,3 +86,16 @@ func (s *sim) gossipFailed(nd *node) {
 func (s *sim) scheduleHint(nd *node, d time.Duration, kind replica.HintKind, about int, epoch uint64) {
 	s.schedule(d, event{kind: evHint, node: nd.idx, inc: nd.inc, hkind: kind, id: about, wseq: epoch})
 }
+
+// memberIDs is what memberlist tells a node at its start, once it has
+// joined: every other node of the cluster (the simulated join always
+// reaches a member, as Options.Join naming the cluster's nodes does).
+func (s *sim) memberIDs(nd *node) []string {
+	ids := make([]string, 0, len(s.nodes)-1)
+	for _, o := range s.nodes {
+		if o != nd {
+			ids = append(ids, o.id)
+		}
+	}
+	return ids
+}

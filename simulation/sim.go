@@ -89,13 +89,6 @@ type Options struct {
 // default (doc.go: "Core bugs found"). A field set to true stops steering
 // around its bug: runs then fail where it bites.
 type KnownBugs struct {
-	// SoleBootstrap (G): a node whose store is empty and whose bootstrap
-	// voters (Config.Voters) are itself alone elects itself at once and
-	// records a new first voter set: a wiped node of a cluster that
-	// began as one voter forks the cluster (R57's "grant of every
-	// bootstrap voter" is its own grant). By default the nemesis never
-	// wipes the sole bootstrap voter.
-	SoleBootstrap bool
 	// ResetNoSet (I): a replica reset to its leader's log start (R53)
 	// has no voter set, or keeps a stale one, until it fetches the copy
 	// the leader appended above its log start (R55); if the leader is
@@ -481,9 +474,12 @@ type proposal struct {
 }
 
 type sim struct {
-	opts Options
-	p    params
-	rng  *rand.Rand
+	// setRecorded: some node's log has held a voter set (a cluster exists,
+	// R60).
+	setRecorded bool
+	opts        Options
+	p           params
+	rng         *rand.Rand
 	// xr drives the choices of issue 9's faults, so that a classic run
 	// draws from rng exactly as before.
 	xr *rand.Rand
@@ -787,6 +783,7 @@ func (s *sim) start(nd *node) {
 		DirID:              nd.dirID,
 		ManualVoterChanges: s.p.vc.manual,
 		Voters:             append([]string(nil), s.voters...),
+		Members:            s.memberIDs(nd),
 		FetchTimeout:       s.p.fetchTimeout,
 		ElectionTimeout:    s.p.electionTimeout,
 		FetchMaxWait:       s.p.fetchMaxWait,

@@ -30,7 +30,7 @@ var (
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (issue 12; voters.go); false: Options.NoVoterChanges")
-	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: solebootstrap, resetnoset")
+	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list of: resetnoset")
 )
 
 // knownBugs parses -sim.bugs.
@@ -38,7 +38,6 @@ func knownBugs() KnownBugs {
 	var b KnownBugs
 	for _, name := range strings.Split(*flagBugs, ",") {
 		all := name == "all"
-		b.SoleBootstrap = b.SoleBootstrap || all || name == "solebootstrap"
 		b.ResetNoSet = b.ResetNoSet || all || name == "resetnoset"
 	}
 	return b

@@ -313,6 +313,7 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 			}
 		}
 		nd.vrows = append(nd.vrows, protocol.VotersAt{Offset: e.Offset, Voters: vs})
+		s.setRecorded = true
 		nd.roundSets = append(nd.roundSets, vs)
 		s.tracef("%s voter set %s in force from offset %d", nd.id, fmtVoters(vs), e.Offset)
 		s.setChanged(nd)
@@ -395,7 +396,10 @@ func (s *sim) checkVoters(nd *node, st replica.Status) bool {
 	}
 	member := s.member(nd)
 	switch {
-	case st.Role == replica.RoleObserver && member:
+	case st.ClusterSeen && !s.setRecorded:
+		s.fail("%s: its bootstrap round was told that a cluster exists, but none has a voter set (R60)", nd.id)
+		return false
+	case st.Role == replica.RoleObserver && member && !st.ClusterSeen:
 		s.fail("%s (%s) is a voter of its set in force %s but has role observer", nd.id, nd.dirID, fmtVoters(vs))
 		return false
 	case st.Role == replica.RoleLeader && !member && !boot && st.HighWatermark > off:
@@ -639,11 +643,6 @@ func (s *sim) voterWipeAllowed(v *node, sets [][]protocol.Voter) (bool, string) 
 		// win (a bootstrap election needs everyone) nor let a voter with a
 		// shorter log win.
 		return false, "a voter does not know the committed set"
-	}
-	if !s.opts.Bugs.SoleBootstrap && len(s.voters) == 1 && v.id == s.voters[0] {
-		// Known core bug G: with an empty store it would bootstrap a
-		// cluster of its own.
-		return false, "the sole bootstrap voter"
 	}
 	for _, vs := range sets {
 		if len(vs) < 3 {

@@ -30,6 +30,9 @@ func Normalize(m protocol.Message) protocol.Message {
 				}
 			}
 		}
+		if len(c.LogStartVoters) == 0 {
+			c.LogStartVoters = nil
+		}
 		m.Body = &c
 	case *protocol.AppendRequest:
 		c := *b
@@ -90,11 +93,18 @@ func Samples() []protocol.Message {
 		{From: "a", To: "b", Body: &protocol.FetchRequest{FetchID: 2, ReplicaID: "a", ReplicaDirID: "0123456789abcdef0123456789abcdef", CurrentEpoch: 2, Restand: true}},
 		{From: "x", To: "y", Body: &protocol.VoteRequest{Epoch: 7, CandidateID: "x", CandidateDirID: "d-x", VoterDirID: "d-y", Round: 1}},
 		{From: "y", To: "x", Body: &protocol.VoteResponse{Epoch: 7, VoterID: "y", Granted: true, RequestEpoch: 7, Round: 1, VoterDirID: "d-y"}},
+		{From: "y", To: "x", Body: &protocol.VoteResponse{Epoch: 3, VoterID: "y", RequestEpoch: 1, Round: 2, LeaderID: "z", VoterDirID: "d-y", Formed: true}},
 		{From: "f", To: "l", Body: &protocol.AppendRequest{RequestID: 8, Epoch: 3, Records: [][]byte{protocol.EncodeVoterChange(protocol.VoterChange{NodeID: "n2"})}, Type: protocol.EntryVoters}},
 		{From: "l", To: "f", Body: &protocol.AppendResponse{RequestID: 8, Error: protocol.AppendNotCaughtUp}},
 		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 4, LeaderID: "b", Epoch: 4, HighWatermark: 1, Entries: []protocol.Entry{
 			{Offset: 0, Epoch: 4, Type: protocol.EntryVoters, Data: protocol.EncodeVoters([]protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}})},
 		}}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 5, LeaderID: "b", Epoch: 6, Error: protocol.FetchOffsetOutOfRange, HighWatermark: 90, LogStartOffset: 80,
+			LogStartVoters: []protocol.VotersAt{
+				{Offset: 3, Voters: []protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}, {ID: "c", DirID: "dc"}}},
+				{Offset: 41, Voters: []protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}}},
+			}}},
+		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 6, LeaderID: "b", Epoch: 6, Error: protocol.FetchOffsetOutOfRange, LogStartOffset: 80, LogStartVoters: []protocol.VotersAt{}}},
 		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: 9, LeaderID: "l", Successor: "f"}},
 		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: math.MaxUint64}},
 		{Body: &protocol.EndEpoch{}},
@@ -148,7 +158,7 @@ func Random(r *rand.Rand) protocol.Message {
 	case 3:
 		m.Body = &protocol.VoteRequest{Epoch: u64(), CandidateID: randString(r), LastEpoch: u64(), LEO: u64(), PreVote: r.IntN(2) == 0, Round: u64(), CandidateDirID: randString(r), VoterDirID: randString(r)}
 	case 4:
-		m.Body = &protocol.VoteResponse{Epoch: u64(), VoterID: randString(r), Granted: r.IntN(2) == 0, PreVote: r.IntN(2) == 0, RequestEpoch: u64(), Round: u64(), LeaderID: randString(r), VoterDirID: randString(r)}
+		m.Body = &protocol.VoteResponse{Epoch: u64(), VoterID: randString(r), Granted: r.IntN(2) == 0, PreVote: r.IntN(2) == 0, RequestEpoch: u64(), Round: u64(), LeaderID: randString(r), VoterDirID: randString(r), Formed: r.IntN(2) == 0}
 	case 5:
 		m.Body = &protocol.BeginEpoch{Epoch: u64(), LeaderID: randString(r)}
 	case 6:

@@ -1,0 +1,111 @@
+package replica
+
+import (
+	"slices"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// A fresh store does not know whether it is the first of a new cluster or
+// a node of an existing one that lost its disk: both open an empty log
+// with the same Config.Voters. R57 lets the bootstrap voters elect the
+// first leader only all together, but if every one of them is fresh (a
+// single-voter list, or every listed voter wiped) they would start a
+// second cluster beside the one that exists, and the existing one's
+// acknowledged entries would be lost to them. So a replica whose log holds
+// no voter set asks everyone it knows of, not only its bootstrap voters,
+// and bootstraps only once all have answered that they know of no cluster
+// (R60, Consul's bootstrap check; KIP-853 leaves it to the operator). The
+// question is the bootstrap round itself: its (pre-)vote requests go to
+// the members too, and every answer says whether its sender's cluster is
+// formed (VoteResponse.Formed).
+
+// addMember records a node membership reported.
+func (r *Replica) addMember(id string) {
+	if id == "" || id == r.id {
+		return
+	}
+	if r.members == nil {
+		r.members = make(map[string]bool)
+	}
+	r.members[id] = true
+}
+
+// askedMembers returns the members a bootstrap round asks besides the
+// bootstrap voters, sorted (messages go out in a deterministic order).
+func (r *Replica) askedMembers() []string {
+	if bugFreshBootstrap {
+		return nil
+	}
+	var ms []string
+	for m := range r.members {
+		if !slices.Contains(r.voters, m) {
+			ms = append(ms, m)
+		}
+	}
+	slices.Sort(ms)
+	return ms
+}
+
+// formed reports whether this replica knows that its cluster exists: its
+// log holds a voter set or entries, or someone told it so (clusterSeen).
+func (r *Replica) formed() bool {
+	return !r.bootstrap || r.clusterSeen || r.log.LEO() > 0
+}
+
+// roundWon reports whether the round has what it needs: the votes of the
+// election quorum and, while the log holds no voter set, an answer from
+// every member outside the bootstrap voters that it knows of no cluster
+// (R60).
+func (r *Replica) roundWon() bool {
+	if r.countVotes() < r.electionQuorum() {
+		return false
+	}
+	if r.bootstrap && !bugFreshBootstrap {
+		for m := range r.members {
+			if !slices.Contains(r.voters, m) && !r.answered[m] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// bootstrapAnswer takes what a bootstrap round learns from an answer to it
+// (inRound: it echoes the round this replica is in): a member that knows
+// of a cluster ends bootstrapping for good (this replica observes and
+// fetches from the cluster's leader until the voter set it fetches says
+// what it is), and one outside the bootstrap voters that knows of none is
+// counted as answered. It reports whether the answer is used up (the
+// caller counts nothing more of it).
+func (r *Replica) bootstrapAnswer(from string, resp *protocol.VoteResponse, inRound bool) bool {
+	if !r.bootstrap || !inRound || resp.VoterID != from || bugFreshBootstrap {
+		return false
+	}
+	if resp.Formed {
+		r.logger.Warn("a cluster exists: not bootstrapping one; observing until its voter set is fetched (R60)",
+			"told_by", from, "leader", resp.LeaderID, "epoch", resp.Epoch)
+		r.clusterSeen = true
+		r.refreshVoters() // an observer now
+		r.fetchHint = resp.LeaderID
+		if r.fetchHint == "" || r.fetchHint == r.id {
+			r.fetchHint = from
+		}
+		return true
+	}
+	if slices.Contains(r.voters, from) || !r.members[from] {
+		return false
+	}
+	if r.answered == nil {
+		r.answered = make(map[string]bool)
+	}
+	r.answered[from] = true
+	if r.roundWon() {
+		if resp.PreVote {
+			r.becomeCandidate()
+		} else {
+			r.becomeLeader()
+		}
+	}
+	return true
+}

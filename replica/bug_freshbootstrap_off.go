@@ -1,0 +1,5 @@
+//go:build !replog_bug_fresh_bootstrap
+
+package replica
+
+const bugFreshBootstrap = false
