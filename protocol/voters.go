@@ -25,17 +25,22 @@ const votersFormat = 1
 // strings (u32 length and bytes), in the order given. The caller passes a
 // set that ValidateVoters accepts.
 func EncodeVoters(vs []Voter) []byte {
-	n := 2
-	for _, v := range vs {
-		n += 8 + len(v.ID) + len(v.DirID)
-	}
-	b := make([]byte, 0, n)
+	b := make([]byte, 0, encodedVotersSize(vs))
 	b = append(b, votersFormat, byte(len(vs)))
 	for _, v := range vs {
 		b = appendString(b, v.ID)
 		b = appendString(b, v.DirID)
 	}
 	return b
+}
+
+// encodedVotersSize is the length of EncodeVoters(vs).
+func encodedVotersSize(vs []Voter) int {
+	n := 2
+	for _, v := range vs {
+		n += 8 + len(v.ID) + len(v.DirID)
+	}
+	return n
 }
 
 // DecodeVoters decodes an EntryVoters entry's Data. Every problem (format,
