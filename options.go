@@ -42,6 +42,10 @@ type Options struct {
 	// list is not read again (keep it the same on every node, and for a
 	// node that joins later it only needs to name the nodes to fetch from
 	// at first). A node not among the voters in force is an observer.
+	// A node whose directory is empty bootstraps nothing while any node it
+	// knows of (Peers, the members Join found, members that join later)
+	// has not answered, or answers that a cluster exists (R60): a wiped
+	// node joins its cluster instead of starting another.
 	// Default: just NodeID (a single-node cluster).
 	Voters []string
 	// ManualVoterChanges turns off the automatic replacement of a voter
@@ -61,7 +65,9 @@ type Options struct {
 	// RPCAddr.
 	AdvertiseRPCAddr string
 	// Peers maps node IDs to RPC addresses statically. Addresses learned by
-	// gossip are used for IDs not listed here. Default: none.
+	// gossip are used for IDs not listed here. A node with an empty
+	// directory asks each of them before it bootstraps (R60, see Voters).
+	// Default: none.
 	Peers map[string]string
 	// TLS, if set, secures the transport. It is used both to serve (set
 	// Certificates, and ClientCAs with ClientAuth for mutual TLS) and to
@@ -96,6 +102,9 @@ type Options struct {
 	// disables gossip (use Peers). Default "".
 	GossipAddr string
 	// Join lists gossip addresses of existing members to join at Open.
+	// The members the join finds are asked by a node with an empty
+	// directory before it bootstraps (R60, see Voters): name the cluster's
+	// nodes, so that a node that lost its disk finds its cluster.
 	// Default: none.
 	Join []string
 	// GossipKey, if set, encrypts and authenticates gossip (AES; 16, 24
