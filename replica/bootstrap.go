@@ -109,3 +109,27 @@ func (r *Replica) bootstrapAnswer(from string, resp *protocol.VoteResponse, inRo
 	}
 	return true
 }
+
+// logWaiting says, when a bootstrap round ends without a result, which
+// members it still waits for: a listed peer that never starts holds a
+// brand-new cluster's first election back (R60), and the operator must be
+// able to see why.
+func (r *Replica) logWaiting() {
+	if !r.bootstrap || r.votes == nil {
+		return
+	}
+	var waiting []string
+	for _, m := range r.askedMembers() {
+		if !r.answered[m] {
+			waiting = append(waiting, m)
+		}
+	}
+	for _, v := range r.voters {
+		if !r.votes[v] {
+			waiting = append(waiting, v)
+		}
+	}
+	if len(waiting) > 0 {
+		r.logger.Warn("bootstrapping a new cluster: waiting for answers (every bootstrap voter's grant, and every known member's word that no cluster exists)", "waiting_for", waiting)
+	}
+}

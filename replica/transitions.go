@@ -108,6 +108,9 @@ func (r *Replica) becomeProspective() {
 	if r.role == RoleLeader {
 		r.stepDown("")
 	}
+	if r.role == RoleProspective || r.role == RoleCandidate {
+		r.logWaiting() // the round that ends had no result
+	}
 	// The outstanding fetch stays: if our leader answers it after all, we
 	// go back to following it (handleFetchResponse).
 	r.role = RoleProspective
