@@ -39,7 +39,8 @@ import (
 // DeleteRecords; version 4 added the directory IDs (FetchRequest.
 // ReplicaDirID, VoteRequest.CandidateDirID and VoterDirID,
 // VoteResponse.VoterDirID), FetchRequest.Restand, EntryVoters and
-// EndEpoch; version 5 added VoteResponse.Formed.
+// EndEpoch; version 5 added VoteResponse.Formed and
+// FetchResponse.LogStartVoters.
 const Version = 5
 
 const (

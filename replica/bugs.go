@@ -39,6 +39,10 @@ package replica
 //	                              though it cannot tell who led the epoch
 //	                              (a wiped node's old disk may have: sim
 //	                              bug K).
+//	replog_bug_reset_no_set       bugResetNoSet: a follower that resets to its
+//	                              leader's log start does not record the
+//	                              leader's voter-set rows below it (sim bug
+//	                              I).
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

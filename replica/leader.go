@@ -240,10 +240,16 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	empty := req.LastFetchedEpoch == 0 && req.FetchOffset <= r.log.LEO()
 	if !empty && (e != req.LastFetchedEpoch || end < req.FetchOffset) {
 		// The remote LEO is not updated from a diverging fetch.
-		r.send(from, &protocol.FetchResponse{
+		resp := &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchDivergingEpoch,
 			DivergingEpoch: e, DivergingEndOffset: end, HighWatermark: r.hw, LogStartOffset: r.log.logStart,
-		})
+		}
+		if e == 0 && r.log.logStart > 0 {
+			// The follower may reset to our log start (R53): it records
+			// our voter sets below it (R55).
+			resp.LogStartVoters = r.logStartVoters()
+		}
+		r.send(from, resp)
 		return
 	}
 	ls.fetchDir[from], ls.fetchOffset[from], ls.anyFetch[from] = req.ReplicaDirID, req.FetchOffset, r.now
@@ -326,7 +332,7 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 		// answered here directly): the follower resets to it (R53).
 		r.send(from, &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOffsetOutOfRange,
-			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
+			HighWatermark: r.hw, LogStartOffset: r.log.logStart, LogStartVoters: r.logStartVoters(),
 		})
 		return
 	}

@@ -214,10 +214,15 @@ func (l *logView) deletePrefix(upTo uint64) {
 
 // reset empties the view and restarts it at to (> LEO), as a prefix
 // deletion above the LEO does in the store: no entries, no epoch rows, and
-// of the voter sets the newest only (the set in force stays).
-func (l *logView) reset(to uint64) {
+// of the voter sets rows, the leader's below to, if given (R53, R55), or
+// else its own that a deletion keeps (the set in force stays).
+func (l *logView) reset(to uint64, rows []protocol.VotersAt) {
 	l.logStart, l.durableEnd = to, to
 	l.tail, l.marks, l.epochs = nil, nil, nil
+	if rows != nil {
+		l.voterSets = slices.Clone(rows)
+		return
+	}
 	l.truncateVoterRows(to) // a reset that truncates drops their sets too
 	l.pruneVoterRows(to)
 }

@@ -116,19 +116,20 @@ func (r *Replica) deletePrefix(upTo uint64) {
 }
 
 // resetToLogStart empties a follower whose fetch offset (its LEO) is below
-// its leader's log start and restarts its log there (R53): what it holds is
+// its leader's log start and restarts its log there, with the leader's
+// voter-set rows below it (R53, R55): what it holds is
 // all below the leader's log start, so it is either committed and deleted by
 // retention everywhere, or uncommitted and never needed. Its HW does not
 // move until the leader answers a fetch sent after the reset is durable:
 // until then a reader here must not be told that offsets the old store
 // still holds up to the new start are committed.
-func (r *Replica) resetToLogStart(leaderLogStart uint64) {
+func (r *Replica) resetToLogStart(leaderLogStart uint64, rows []protocol.VotersAt) {
 	if leaderLogStart <= r.log.LEO() {
 		return // our next fetch is within the leader's log
 	}
 	r.logger.Info("fetch offset below the leader's log start: resetting the log to it",
 		"leo", r.log.LEO(), "log_start", r.log.logStart, "leader_log_start", leaderLogStart)
-	r.resetLog(leaderLogStart, false)
+	r.resetLog(leaderLogStart, false, rows)
 }
 
 // resetLog empties the log and restarts it at start, the leader's log start
@@ -141,16 +142,58 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64) {
 // start was committed (R51), and a node that leads before any leader
 // answered it must not name a log start above its own HW (sim seed
 // 44001058 x5000).
-func (r *Replica) resetLog(start uint64, truncate bool) {
-	seq := r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: start})
+//
+// rows are the leader's voter-set rows below start (its log start): the
+// set in force there and the newest change before it. The reset records
+// them, in its deletion, in place of its own (which may be of entries
+// never committed): it holds none of their entries, and until it fetched
+// the leader's copy of the set above start it held no set at all, took
+// itself for a bootstrap voter, and with the leader lost no leader was
+// ever elected again (sim bug I, seed 3424 x1500). Rows that do not fit
+// below start are not taken (the store would refuse the write); nil keeps
+// the view's own (R55).
+func (r *Replica) resetLog(start uint64, truncate bool, rows []protocol.VotersAt) {
+	if !rowsBelow(rows, start) || bugResetNoSet {
+		rows = nil
+	}
+	seq := r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: start, Voters: rows})
 	if truncate {
 		seq = r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: start})
 	}
-	r.log.reset(start)
+	r.log.reset(start, rows)
 	r.refreshVoters() // the sets of discarded entries are gone
 	r.keysReset(start)
 	r.leaderHW = min(r.leaderHW, r.hw)
 	r.resetHW, r.resetSeq = start, seq
+}
+
+// rowsBelow reports whether rows are voter-set rows a reset to start can
+// record: at most two (protocol.KeptVoterRows), each below start, in
+// offset order, with valid sets. A leader sends no other (a fetch answer
+// decodes only valid sets).
+func rowsBelow(rows []protocol.VotersAt, start uint64) bool {
+	if len(rows) > 2 {
+		return false
+	}
+	for i, row := range rows {
+		if row.Offset >= start || i > 0 && row.Offset <= rows[i-1].Offset || protocol.ValidateVoters(row.Voters) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// logStartVoters are the rows a leader's answer that may reset its
+// follower carries (R53, R55): its voter-set rows below its log start.
+func (r *Replica) logStartVoters() []protocol.VotersAt {
+	var rows []protocol.VotersAt
+	for _, row := range r.log.voterSets {
+		if row.Offset >= r.log.logStart {
+			break
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // resetPersisted raises the HW to the log start of a reset once it is

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -185,5 +186,68 @@ func TestReplacementCompletedPastTheLogStart(t *testing.T) {
 					c.dir, r.log.logStart, r.voterSet(), r.log.voterSets)
 			}
 		})
+	}
+}
+
+// TestResetRecordsTheLeadersVoterSets: a leader's out-of-range answer
+// carries its voter-set rows below its log start, and a follower that
+// resets to that log start records them, in the deletion's write: it is
+// never without the set in force (R53, R55). Without them a wiped voter
+// reset to the log start held no set until it fetched the leader's copy
+// above it, took itself for a bootstrap voter, and with the leader lost no
+// leader was ever elected again (sim bug I, seed 3424 x1500).
+func TestResetRecordsTheLeadersVoterSets(t *testing.T) {
+	// The leader: its set (l, f, g at offset 0, the harness's) below a log
+	// start of 5.
+	l, lstore := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2, 2, 2}, protocol.QuorumState{Epoch: 2})
+	primeFetch(t, l, "f", 7, 3)
+	if got, err := l.DeleteBefore(100); err != nil || got != 5 {
+		t.Fatalf("setup: DeleteBefore = %d, %v", got, err)
+	}
+	settle(t, l, lstore)
+	fetch(l, "g", 1, l.epoch, 0, 0)
+	resps := bodiesTo[*protocol.FetchResponse](l.Ready().Messages, "g")
+	want := []protocol.VotersAt{{Offset: 0, Voters: []protocol.Voter{{ID: "l", DirID: "l"}, {ID: "f", DirID: "f"}, {ID: "g", DirID: "g"}}}}
+	if len(resps) != 1 || resps[0].Error != protocol.FetchOffsetOutOfRange || fmt.Sprint(resps[0].LogStartVoters) != fmt.Sprint(want) {
+		t.Fatalf("out-of-range answer %+v, want the rows %v", resps, want)
+	}
+
+	// The follower: g wiped, an empty store with no set (bootstrap).
+	gstore := storage.NewMemory()
+	cfg := testConfig("g", "l", "f", "g")
+	cfg.DirID = "g"
+	g, err := New(cfg, gstore, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, g, gstore)
+	if !g.bootstrap {
+		t.Fatal("setup: a fresh store is not in the bootstrap set")
+	}
+	// It follows l in epoch 3 and fetches from offset 0.
+	g.becomeFollower(l.epoch, "l")
+	msgs, _ := settle(t, g, gstore)
+	reqs := bodiesTo[*protocol.FetchRequest](msgs, "l")
+	if len(reqs) != 1 {
+		t.Fatalf("setup: fetches %v", msgs)
+	}
+	resp := *resps[0]
+	resp.FetchID = reqs[0].FetchID
+	g.Step(protocol.Message{From: "l", To: "g", Body: &resp})
+	settle(t, g, gstore)
+	if g.log.logStart != 5 || g.bootstrap || fmt.Sprint(g.voterSet()) != fmt.Sprint(want[0].Voters) || !g.voter {
+		t.Fatalf("after the reset: log start %d, bootstrap %v, voters %v (voter %v); want 5 and the leader's set, g a voter",
+			g.log.logStart, g.bootstrap, g.voterSet(), g.voter)
+	}
+	if got := fmt.Sprint(gstore.VoterSets()); got != fmt.Sprint(want) {
+		t.Fatalf("the store's rows after the reset: %s, want %v", got, want)
+	}
+	// A restart reads them back.
+	g2, err := New(cfg, gstore, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.bootstrap || g2.electionQuorum() != 2 {
+		t.Fatalf("after a restart: bootstrap %v, election quorum %d; want the recorded set, a majority of 3", g2.bootstrap, g2.electionQuorum())
 	}
 }

@@ -402,7 +402,7 @@ func TestResetDropsTheSetsItDiscards(t *testing.T) {
 	if r.votersOffset != 2 || len(r.voters) != 2 {
 		t.Fatalf("setup: voters %v at %d", r.voters, r.votersOffset)
 	}
-	r.resetLog(2, true)
+	r.resetLog(2, true, nil)
 	settle(t, r, store)
 	if r.votersOffset != 0 || len(r.voters) != 3 {
 		t.Fatalf("after a reset to 2 with truncation: voters %v at %d, want the three at 0", r.voters, r.votersOffset)

@@ -39,6 +39,10 @@ func (s *sim) issueWrite(nd *node, w protocol.Write) {
 		if !s.issueDeletePrefix(nd, w) {
 			return
 		}
+		if w.Voters != nil {
+			s.rowsReset(nd, w)
+			break
+		}
 		s.rowsPrune(nd, w.Offset)
 	case protocol.WriteHWCheckpoint:
 		if w.Offset > nd.r.HighWatermark() || w.Offset > uint64(len(s.committed)) {

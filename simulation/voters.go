@@ -381,6 +381,32 @@ func (s *sim) rowsPrune(nd *node, start uint64) {
 	}
 }
 
+// rowsReset takes the voter-set rows a reset to its leader's log start
+// records below it (R53, R55): they must be the committed log's, the set
+// in force at the log start and the newest change before it, since
+// everything below a leader's log start is committed.
+func (s *sim) rowsReset(nd *node, w protocol.Write) {
+	var all []protocol.VotersAt
+	for o := 0; o < len(s.committed) && uint64(o) < w.Offset; o++ {
+		if k := s.committed[o]; k.typ == protocol.EntryVoters {
+			vs, err := protocol.DecodeVoters([]byte(k.data))
+			if err == nil {
+				all = append(all, protocol.VotersAt{Offset: uint64(o), Voters: vs})
+			}
+		}
+	}
+	want := protocol.KeptVoterRows(all, w.Offset)
+	if !s.opts.SafetyOnly && fmt.Sprint(want) != fmt.Sprint(w.Voters) {
+		s.fail("%s: resets to %d with voter-set rows %v below it, the committed log's are %v", nd.id, w.Offset, w.Voters, want)
+		return
+	}
+	keep := slices.DeleteFunc(slices.Clone(nd.vrows), func(r protocol.VotersAt) bool { return r.Offset < w.Offset })
+	nd.vrows = append(slices.Clone(w.Voters), keep...)
+	vs, _, _ := nd.inForce()
+	nd.roundSets = append(nd.roundSets, vs)
+	s.setChanged(nd)
+}
+
 // checkVoters compares nd's core's set in force with the mirror, and its
 // role with its membership (R55, R56, R58).
 func (s *sim) checkVoters(nd *node, st replica.Status) bool {
@@ -636,14 +662,6 @@ func (s *sim) voterWipeAllowed(v *node, sets [][]protocol.Voter) (bool, string) 
 		// one more voter gone a majority may be out of reach.
 		return false, "a voter change is in flight"
 	}
-	if !s.opts.Bugs.ResetNoSet && !s.setsKnown() {
-		// Known core bug I: a voter reset to its leader's log start holds
-		// no voter set (or a stale one) until it fetches the copy above
-		// that log start; if the leader is lost meanwhile, it can neither
-		// win (a bootstrap election needs everyone) nor let a voter with a
-		// shorter log win.
-		return false, "a voter does not know the committed set"
-	}
 	for _, vs := range sets {
 		if len(vs) < 3 {
 			return false, "a set of fewer than 3 voters " + fmtVoters(vs)
@@ -893,22 +911,6 @@ func (s *sim) changeInFlight() bool {
 		}
 	}
 	return false
-}
-
-// setsKnown says whether every voter of the committed set, at its disk,
-// has in force that set or one a single change away from it.
-func (s *sim) setsKnown() bool {
-	for _, v := range s.cset {
-		i, ok := s.byID[v.ID]
-		if !ok || !s.current(v) {
-			continue
-		}
-		vs, _, boot := s.nodes[i].inForce()
-		if boot || setDelta(vs, s.cset) > 1 {
-			return false
-		}
-	}
-	return true
 }
 
 // proposeChange proposes ch on nd's shell.

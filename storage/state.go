@@ -53,10 +53,14 @@ func (s *logState) after(w *protocol.Write) (*logState, error) {
 		}
 		return s.afterTruncate(w.Offset), nil
 	case protocol.WriteDeletePrefix:
-		if noop, err := s.checkDeletePrefix(w.Offset); noop || err != nil {
+		if noop, err := s.checkDeletePrefix(w.Offset, w.Voters); noop || err != nil {
 			return s, err
 		}
-		return s.afterDeletePrefix(w.Offset), nil
+		n := s.afterDeletePrefix(w.Offset)
+		if w.Voters != nil {
+			n.setRowsBelowStart(w.Voters)
+		}
+		return n, nil
 	case protocol.WriteQuorumState:
 		n := *s
 		n.quorum = w.Quorum
@@ -175,11 +179,33 @@ func (s *logState) afterTruncate(from uint64) *logState {
 	return &n
 }
 
-// checkDeletePrefix validates a prefix deletion up to upTo; noop reports
-// upTo ≤ log start. Every upTo is valid: above the LEO it empties the log
-// (a follower's reset to its leader's log start).
-func (s *logState) checkDeletePrefix(upTo uint64) (noop bool, err error) {
+// checkDeletePrefix validates a prefix deletion up to upTo, with the
+// voter-set rows it sets below upTo (if not nil); noop reports upTo ≤ log
+// start. Every upTo is valid: above the LEO it empties the log (a
+// follower's reset to its leader's log start). Rows must be below upTo,
+// in offset order, at most two, with valid sets.
+func (s *logState) checkDeletePrefix(upTo uint64, rows []protocol.VotersAt) (noop bool, err error) {
+	if len(rows) > 2 {
+		return false, fmt.Errorf("%w: prefix deletion to %d with %d voter-set rows below it (at most 2)", ErrInvalidWrite, upTo, len(rows))
+	}
+	for i, r := range rows {
+		if r.Offset >= upTo || i > 0 && r.Offset <= rows[i-1].Offset {
+			return false, fmt.Errorf("%w: prefix deletion to %d with voter-set row at offset %d out of order or not below it", ErrInvalidWrite, upTo, r.Offset)
+		}
+		if err := protocol.ValidateVoters(r.Voters); err != nil {
+			return false, fmt.Errorf("%w: prefix deletion to %d, voter-set row at offset %d: %w", ErrInvalidWrite, upTo, r.Offset, err)
+		}
+	}
 	return upTo <= s.logStart, nil
+}
+
+// setRowsBelowStart replaces the voter-set rows below the log start with
+// copies of rows (validated by checkDeletePrefix).
+func (s *logState) setRowsBelowStart(rows []protocol.VotersAt) {
+	k := sort.Search(len(s.voters), func(k int) bool { return s.voters[k].Offset >= s.logStart })
+	n := make([]protocol.VotersAt, 0, len(rows)+len(s.voters)-k)
+	n = append(n, cloneVoters(rows)...)
+	s.voters = append(n, s.voters[k:]...)
 }
 
 // afterDeletePrefix returns the state after a valid, non-noop prefix

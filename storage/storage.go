@@ -23,7 +23,8 @@ var (
 	// lower than the last epoch, or an unknown entry type, or an
 	// EntryVoters entry whose Data is not a valid voter set.
 	ErrInvalidAppend = errors.New("replog: invalid append")
-	// ErrInvalidWrite: a write of an unknown kind was passed to Apply.
+	// ErrInvalidWrite: a write of an unknown kind was passed to Apply, or
+	// a prefix deletion with voter-set rows it cannot hold.
 	ErrInvalidWrite = errors.New("replog: invalid write")
 	// ErrLocked: another process holds the store's file (returned by Open
 	// after its timeout).
@@ -60,8 +61,10 @@ var (
 // a row (o, set) for each EntryVoters entry at offset o; a truncation
 // removes the rows at or after the truncation point; a prefix deletion
 // removes the rows below the new log start except the newest of them, the
-// set in force at the log start, so that retention never forgets the
-// voter set.
+// set in force at the log start, and the newest before it with another set
+// (the newest change; protocol.KeptVoterRows), so that retention never
+// forgets the voter set; a prefix deletion that carries rows (a follower's
+// reset to its leader's log start) puts them there instead.
 type Store interface {
 	// Apply applies ws in order, atomically and durably: when it returns
 	// nil every write is durable (unless the store was opened with NoSync);
@@ -93,9 +96,12 @@ type Store interface {
 	//     StartOffset moved up to Offset (Kafka's truncateFromStart), so
 	//     every row starts at or after the log start. In both cases the
 	//     voter-set rows below Offset go except the newest of them (the set
-	//     in force at the new log start), which stays. The deleted entries
-	//     are unreadable at once; an implementation may reclaim their space
-	//     later.
+	//     in force at the new log start) and the newest before it with
+	//     another set (protocol.KeptVoterRows), which stay; with Voters not
+	//     nil, Voters replace them (at most two rows, each below Offset, in
+	//     offset order, with valid sets; otherwise ErrInvalidWrite). The
+	//     deleted entries are unreadable at once; an implementation may
+	//     reclaim their space later.
 	//   - WriteQuorumState stores Quorum.
 	//   - WriteHWCheckpoint stores Offset as the HW checkpoint; above the
 	//     LEO ErrOutOfRange. It is a starting point after restart, never

@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"LongHistory", testLongHistory},
 		{"VoterSets", testVoterSets},
 		{"VoterSetsReset", testVoterSetsReset},
+		{"VoterSetsResetRows", testVoterSetsResetRows},
 		{"VoterSetsInvalid", testVoterSetsInvalid},
 		{"VoterSetsCopies", testVoterSetsCopies},
 	}
@@ -1470,6 +1471,56 @@ func testVoterSetsReset(t *testing.T, h Harness) {
 	wantVoters(t, s, "after a second reset", 4, 2, 50, 3)
 	s = h.Reopen(t, s, dir)
 	wantVoters(t, s, "after the second reopen", 4, 2, 50, 3)
+}
+
+// testVoterSetsResetRows: a prefix deletion that carries voter-set rows
+// (a follower's reset to its leader's log start, R53) puts them below the
+// new log start in place of the store's own, in the same write, also
+// through a truncation right after it; they survive a reopen. Rows that
+// cannot be there (not below the new start, out of order, more than two,
+// an invalid set) fail the Apply with ErrInvalidWrite and change nothing.
+func testVoterSetsResetRows(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	defer func() { closeStore(t, s) }()
+	es := Batch(0, 6, 2, 10)
+	es[2] = VotersEntry(2, 2, Voters(1))
+	mustAppend(t, s, es)
+	leader := []protocol.VotersAt{{Offset: 7, Voters: Voters(4)}, {Offset: 30, Voters: Voters(5)}}
+	before := snap(t, s)
+	bad := map[string][]protocol.VotersAt{
+		"row at the new start": {{Offset: 50, Voters: Voters(4)}},
+		"out of order":         {leader[1], leader[0]},
+		"three rows":           {{Offset: 1, Voters: Voters(3)}, leader[0], leader[1]},
+		"invalid set":          {{Offset: 7, Voters: []protocol.Voter{{ID: "a"}}}},
+	}
+	for name, rows := range bad {
+		err := s.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: 50, Voters: rows}})
+		expectErr(t, "reset with rows "+name, err, storage.ErrInvalidWrite)
+		if d := snap(t, s).diff(before); d != "" {
+			t.Fatalf("refused reset (%s) changed the store: %s", name, d)
+		}
+	}
+	if err := s.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: 50, Voters: leader}}); err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after a reset with the leader's rows", 7, 4, 30, 5)
+	s = h.Reopen(t, s, dir)
+	wantVoters(t, s, "after reopen", 7, 4, 30, 5)
+	// A reset within the log, then a truncation (a diverging answer below
+	// the leader's log start): the rows replace those below, the
+	// truncation drops those above.
+	mustAppend(t, s, []protocol.Entry{VotersEntry(50, 3, Voters(6)), Batch(51, 1, 3, 10)[0], VotersEntry(52, 3, Voters(7))})
+	err := s.Apply([]protocol.Write{
+		{Kind: protocol.WriteDeletePrefix, Offset: 52, Voters: []protocol.VotersAt{{Offset: 40, Voters: Voters(8)}}},
+		{Kind: protocol.WriteTruncate, Offset: 52},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantVoters(t, s, "after a reset within the log and a truncation", 40, 8)
+	if s.LogStart() != 52 || s.LEO() != 52 {
+		t.Fatalf("log [%d, %d), want [52, 52)", s.LogStart(), s.LEO())
+	}
 }
 
 // testVoterSetsInvalid: a voters entry whose Data is not a valid voter set
