@@ -30,9 +30,9 @@
 // log start they resume from it (recorded as a reset); and an observer is
 // wiped (data directory deleted) and restarted empty every 15s and
 // whenever the schedule draws wipe-observer, so that it catches up from
-// the leader's log start. Voters are not wiped there (wipe-voter is left
-// out of its default schedule: the core's open bug I, a voter reset to
-// the leader's log start holds no voter set until it fetches the copy).
+// the leader's log start; voters are wiped too (the default schedule's
+// wipe-voter and wipe-crash-leader), and reset to the leader's log start
+// with its voter sets (R53, R55).
 // The checker accepts exactly what retention explains: an
 // acknowledged entry or a read below a node's final log start need not be
 // on that node, and a reader may skip to the log start a node named to

@@ -214,8 +214,9 @@ func TestFaults(t *testing.T) {
 // POSTing /delete-before to random nodes at random offsets every ~2s,
 // readers that lag now and then (up to 6s, so that retention overtakes
 // them and they resume from the log start), and at least one observer, wiped (data directory deleted) and restarted
-// empty every 15s besides the schedule's wipe-observer faults. No voter
-// wipes by default (the core's open bug I, see below). The checker accepts what is missing below a node's log start, and nothing
+// empty every 15s besides the schedule's wipe-observer faults, and the
+// default schedule's voter wipes (a wiped voter resets to the leader's log
+// start, R53). The checker accepts what is missing below a node's log start, and nothing
 // else. It runs for 30s beside TestFaults; -faults.duration sets a longer
 // run (go test ./faults -run TestRetentionFaults -faults.duration=10m
 // -timeout 0 -v).
@@ -234,17 +235,6 @@ func TestRetentionFaults(t *testing.T) {
 		"-retention-age", flagRetAge.String(), "-delete-timeout", "3s")
 	o.cfg.DeleteEvery, o.cfg.WipeEvery, o.cfg.DiskEvery = *flagDeleteEvery, *flagWipeEvery, time.Second
 	o.cfg.ReaderLag = 6 * time.Second // retention keeps a few seconds of appends
-	if len(o.cfg.Faults) == 0 {
-		// Not wipe-voter: a wiped voter is reset to the leader's log
-		// start and has no voter set until it fetches the copy, and with
-		// the leader lost no one is elected again (the core's open bug I,
-		// simulation -sim.bugs=resetnoset).
-		for f := range AllFaults {
-			if f != FaultWipeVoter && f != FaultWipeCrashLeader {
-				o.cfg.Faults = append(o.cfg.Faults, f)
-			}
-		}
-	}
 	rep := faultRun(t, o)
 	checkRun(t, rep)
 	if len(splitList(*flagExpect)) > 0 {
