@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"math"
 	"time"
 
 	"github.com/replog-io/replog/protocol"
@@ -461,4 +462,45 @@ func (r *Replica) wholeBatches(es []protocol.Entry) []protocol.Entry {
 		next = more[len(more)-1].Offset + 1
 	}
 	return es
+}
+
+// dropTornBatch truncates a keyed batch cut short at the end of the log
+// (R61): a store whose crash left a prefix of an append (a torn write; the
+// stores of this module apply a write whole, but the contract the core
+// relies on is only "a prefix of what was written") holds records of a
+// batch whose key header, on its last entry, never landed. Left there,
+// they could be committed without the key, and the producer's retry would
+// append them again. They were not reported durable before the crash, so
+// they are above every HW this replica announced, and nothing committed is
+// lost: replicas that hold the batch whole still have it. New calls it.
+func (r *Replica) dropTornBatch() {
+	leo := r.log.LEO()
+	if leo == r.log.logStart {
+		return
+	}
+	start := leo
+	for start > r.log.logStart {
+		from := start - min(start-r.log.logStart, 1024)
+		es, err := r.log.read(from, math.MaxInt)
+		if err != nil {
+			r.logger.Error("reading the log end for a torn keyed batch", "offset", from, "error", err)
+			return
+		}
+		i := len(es) - 1
+		for i >= 0 && es[i].Offset >= start {
+			i--
+		}
+		for i >= 0 && keyedPart(&es[i]) {
+			i--
+		}
+		if i >= 0 {
+			start = es[i].Offset + 1
+			break
+		}
+		start = from
+	}
+	if start < leo {
+		r.logger.Warn("truncating a keyed batch cut short at the end of the log (a torn write)", "from", start, "leo", leo)
+		r.truncate(start)
+	}
 }

@@ -428,3 +428,32 @@ func TestRetentionKeepsLiveKeys(t *testing.T) {
 		t.Fatalf("cursor after retention and a restart: %d, %v", next, ok)
 	}
 }
+
+// TestTornKeyedBatchIsDropped (R61): a log that ends inside a keyed batch
+// (a torn write kept its first records, not the last with the key) is
+// truncated to the batch's start at New; a whole batch at the end is kept
+// (the positive control).
+func TestTornKeyedBatchIsDropped(t *testing.T) {
+	h := protocol.EncodeKeyHeader(protocol.KeyHeader{Key: protocol.Key{Producer: 1, Seq: 1, Low: 1}, N: 3})
+	for _, whole := range []bool{false, true} {
+		store := storage.NewMemory()
+		es := []protocol.Entry{
+			{Offset: 0, Epoch: 1, Type: protocol.EntryData, Data: []byte("d")},
+			{Offset: 1, Epoch: 1, Type: protocol.EntryKeyed, Data: protocol.KeyedData(nil, []byte("a"))},
+			{Offset: 2, Epoch: 1, Type: protocol.EntryKeyed, Data: protocol.KeyedData(nil, []byte("b"))},
+		}
+		if whole {
+			es = append(es, protocol.Entry{Offset: 3, Epoch: 1, Type: protocol.EntryKeyed, Data: protocol.KeyedData(h, []byte("c"))})
+		}
+		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: es}})
+		r := newTestReplica(t, testConfig("f", "l", "f"), store)
+		settle(t, r, store)
+		want := uint64(1)
+		if whole {
+			want = 4
+		}
+		if store.LEO() != want || r.log.LEO() != want {
+			t.Fatalf("whole=%v: LEO %d (store %d), want %d", whole, r.log.LEO(), store.LEO(), want)
+		}
+	}
+}

@@ -228,6 +228,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		r.role = RoleObserver
 	}
 	r.resetElectionTimer()
+	r.dropTornBatch() // R61
 	if bugTruncateToHW && r.log.LEO() > r.hw {
 		r.truncate(r.hw)
 	}

@@ -83,8 +83,8 @@ func (s *sim) shadowAppend(nd *node, es []protocol.Entry) {
 			s.fail("%s: append of offset %d, but its log ends at %d", nd.id, e.Offset, len(nd.shadow))
 			return
 		}
-		if e.Type == protocol.EntryData {
-			ref, ok := s.payloadOf[string(e.Data)]
+		if e.Type.Visible() {
+			ref, ok := s.payloadOf[string(protocol.UserData(e))]
 			if !ok || ref.prop.tooLarge {
 				s.fail("%s: appends offset %d with a payload no proposal made (or a refused one): %q", nd.id, e.Offset, e.Data)
 				return

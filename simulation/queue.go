@@ -34,6 +34,7 @@ const (
 	evWipe                             // nemesis: an observer restarts on an empty store
 	evVoterChange                      // workload: a voter change (voters.go)
 	evVoterWipe                        // nemesis: a voter restarts on an empty store (voters.go)
+	evRetry                            // exactly-once workload: an append tried again (exactlyonce.go)
 )
 
 var evNames = [...]string{
@@ -42,7 +43,7 @@ var evNames = [...]string{
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
-	evVoterChange: "voter-change", evVoterWipe: "voter-wipe",
+	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -78,6 +78,10 @@ type Options struct {
 	// NoVoterChanges turns off issue 12's voter changes and voter wipes
 	// (voters.go); disks still have directory IDs.
 	NoVoterChanges bool
+	// ExactlyOnce runs the exactly-once workload (exactlyonce.go): keyed
+	// appends, retried with their key after unknown outcomes, caller IDs
+	// within and past the deduplication window.
+	ExactlyOnce bool
 	// Bugs turns on the faults that find the core bugs of issue 12 not
 	// fixed yet (doc.go lists them). Each is off by default, so that the
 	// default run passes; the sim then steers around the bug the way the
@@ -131,6 +135,8 @@ type Result struct {
 	ConvergeTime time.Duration
 	// Barriers counts the read barriers that completed (barrier.go).
 	Barriers int
+	// Retries counts the exactly-once workload's retries (exactlyonce.go).
+	Retries int
 }
 
 // String summarises a result on one line.
@@ -314,6 +320,10 @@ type entryKey struct {
 }
 
 func keyOf(e protocol.Entry) entryKey {
+	if e.Type == protocol.EntryKeyed {
+		// A keyed data entry is the record a reader sees (R61).
+		return entryKey{epoch: e.Epoch, typ: protocol.EntryData, data: string(protocol.UserData(e))}
+	}
 	return entryKey{epoch: e.Epoch, typ: e.Type, data: string(e.Data)}
 }
 
@@ -457,6 +467,8 @@ type proposal struct {
 	commitEpoch uint64 // epoch of the node that declared it committed
 	// barrier: a read barrier (barrier.go), not an append: no records.
 	barrier bool
+	// eo: the exactly-once workload's key and retries (exactlyonce.go).
+	eo eoFields
 	// change: a voter change (voters.go), not an append: no records;
 	// wlRemove: a remove the workload chose (not a heal).
 	change   *protocol.VoterChange
@@ -557,6 +569,7 @@ type sim struct {
 	commitEpoch []uint64
 	proposals   []*proposal           // by id-1
 	payloadOf   map[string]payloadRef // payload → its proposal and record index
+	eo          eoState               // the exactly-once workload (exactlyonce.go)
 	ackedProps  []*proposal           // proposals declared committed, in order
 	res         Result
 }
@@ -622,6 +635,9 @@ func newSim(opts Options) *sim {
 			chooseVoterChanges(&s.p, s.vr)
 		}
 	}
+	if opts.ExactlyOnce {
+		s.eoInit()
+	}
 	s.setup()
 	return s
 }
@@ -686,6 +702,9 @@ func (s *sim) setup() {
 		nd.dirID = dirName(nd.id, 0)
 		nd.clockBase = simBase.Add(time.Duration(s.rng.Int63n(int64(time.Hour))))
 		nd.clockRate = 0.95 + 0.1*s.rng.Float64()
+		if s.opts.ExactlyOnce {
+			s.eoClock(nd)
+		}
 		s.byID[nd.id] = i
 		s.nodes = append(s.nodes, nd)
 	}
@@ -780,6 +799,9 @@ func (s *sim) start(nd *node) {
 		FetchMaxBytes:      s.p.fetchMaxBytes,
 		MaxRecordSize:      maxRecordSize,
 		Rand:               rand.New(rand.NewSource(s.rng.Int63())),
+	}
+	if s.opts.ExactlyOnce {
+		cfg.DedupWindow = eoDedupWindow
 	}
 	s.hash.byte(0xA0)
 	s.hash.u64(uint64(nd.idx))
@@ -1042,6 +1064,9 @@ func (s *sim) dispatch(ev event) {
 		}
 		nd.reportPending = false
 		s.report(nd)
+
+	case evRetry:
+		s.eoRetry(ev)
 
 	case evPropose:
 		if s.phase == phaseQuiesce {

@@ -30,6 +30,7 @@ var (
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (issue 12; voters.go); false: Options.NoVoterChanges")
+	flagEO      = flag.Bool("sim.exactlyonce", false, "the exactly-once workload (Options.ExactlyOnce: keyed appends retried with their key; TestSimulationExactlyOnce runs it)")
 	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list; none is open now, and the names of fixed ones (solebootstrap, resetnoset, reappend, wipedleader, staleset) change nothing")
 )
 
@@ -42,7 +43,7 @@ func knownBugs() KnownBugs {
 func runOpts(seed int64, steps int) Options {
 	return Options{Seed: seed, Steps: steps, SafetyOnly: *flagSafety, Stable: *flagStable,
 		Classic: *flagClassic, NoLiveness: !*flagLive, CoreContact: *flagCoreCt,
-		NoVoterChanges: !*flagVoters, Bugs: knownBugs()}
+		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO}
 }
 
 // reproduce formats the command line that reruns one seed.

@@ -51,7 +51,7 @@ func (s *sim) propose() {
 	if s.faulting() && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
 		s.schedule(s.between(0, s.p.diskMax+s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
 	}
-	s.input(nd, shell.Propose(p.id, recs))
+	s.input(nd, s.proposeEvent(nd, p, recs))
 }
 
 // read reads from a random live node's store as a reader of the real Log
