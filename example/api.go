@@ -21,7 +21,10 @@ import (
 // logNode is what the HTTP handlers need from a replog node. *replog.Log
 // implements it; tests use a fake.
 type logNode interface {
-	// Append blocks until data is committed or fails (see replog.Log.Append).
+	// Append blocks until data is committed or fails (see
+	// replog.Log.Append); with replog.WithID, an ID appended within the
+	// dedup window returns the original offset and an error wrapping
+	// replog.ErrDuplicate.
 	Append(ctx context.Context, data []byte, opts ...replog.AppendOption) (uint64, error)
 	// Read iterates committed entries from offset from, waiting at the HW
 	// until ctx ends.
@@ -44,6 +47,10 @@ type logNode interface {
 	// most caught-up one); on a node that does not lead it fails with a
 	// *replog.NotLeaderError (see replog.Log.TransferLeadership).
 	TransferLeadership(ctx context.Context, to string) error
+	// CommitCursor records a named consumer position; Cursor reads it
+	// back on any node (replog.ErrNoCursor: never committed).
+	CommitCursor(ctx context.Context, name string, next uint64) error
+	Cursor(ctx context.Context, name string) (uint64, error)
 }
 
 // Outcomes of a failed append, as the API reports them.
@@ -54,10 +61,45 @@ const (
 	outcomeUnknown = "unknown"
 )
 
+// Error codes of /append and the cursor endpoints (apiError.Code): what
+// a client program switches on, rather than the status code alone.
+const (
+	// The outcome is unknown (the record may be in the log; retry with
+	// the same Idempotency-Key): the append's -append-timeout ended first
+	// (504), the node is closing (503), or another unknown outcome (503).
+	codeTimeout        = "timeout"
+	codeClosing        = "closing"
+	codeUnknownOutcome = "unknown_outcome"
+	// The record is not in the log (503): no leader known, this node
+	// does not lead and knows where the leader is, or it is closed.
+	codeNoLeader  = "no_leader"
+	codeNotLeader = "not_leader"
+	codeClosed    = "closed"
+	// The request itself: too large (413), unreadable or bad (400).
+	codeTooLarge   = "too_large"
+	codeBadRequest = "bad_request"
+	codeBadKey     = "bad_idempotency_key"
+	// A cursor never committed (404).
+	codeNoCursor = "no_cursor"
+	// A server fault (500): the node's disk failed, or an error the API
+	// does not know. The outcome is unknown.
+	codeStorageFailed = "storage_failed"
+	codeInternal      = "internal"
+)
+
+// idempotencyHeader is the request header that carries an append's ID
+// (replog.WithID); replayedHeader marks an answer to a duplicate.
+const (
+	idempotencyHeader = "Idempotency-Key"
+	replayedHeader    = "Idempotent-Replayed"
+)
+
 // apiError is the JSON body of every error response.
 type apiError struct {
 	Error string `json:"error"`
-	// Outcome is set on /append errors only.
+	// Code names the error on /append and the cursor endpoints (code*).
+	Code string `json:"code,omitempty"`
+	// Outcome is set on /append and PUT /cursors errors only.
 	Outcome string `json:"outcome,omitempty"`
 	// Leader and LeaderURL point at the leader when the node knows it.
 	Leader    string `json:"leader,omitempty"`
@@ -151,6 +193,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/delete-before", s.only(http.MethodPost, s.handleDeleteBefore))
 	mux.HandleFunc("/voters/add", s.only(http.MethodPost, s.handleVoterChange(true)))
 	mux.HandleFunc("/voters/remove", s.only(http.MethodPost, s.handleVoterChange(false)))
+	mux.HandleFunc("/cursors/{name}", s.handleCursor)
 	mux.HandleFunc("/leader/transfer", s.only(http.MethodPost, s.handleTransfer))
 	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
@@ -232,8 +275,9 @@ func withCORS(trusted map[string]bool, h http.Handler) http.Handler {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
 		}
 		if r.Method == http.MethodOptions {
-			w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
-			w.Header().Set("Access-Control-Allow-Headers", "Content-Type")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, PUT")
+			w.Header().Set("Access-Control-Allow-Headers", "Content-Type, "+idempotencyHeader)
+			w.Header().Set("Access-Control-Expose-Headers", replayedHeader)
 			w.Header().Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -254,68 +298,115 @@ func (s *server) only(method string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// handleAppend appends the raw request body as one record.
+// appendJSON is /append's answer.
+type appendJSON struct {
+	Offset uint64 `json:"offset"`
+	// Duplicate: the request's Idempotency-Key was appended before (within
+	// replog's DedupWindow) at Offset; nothing was appended now.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// handleAppend appends the raw request body as one record. An
+// Idempotency-Key header (1 to replog.MaxIDLength bytes) becomes the
+// append's ID (replog.WithID): a request with a key appended before,
+// within the dedup window, appends nothing and is answered 200 with the
+// first one's offset, "duplicate": true and the header
+// Idempotent-Replayed: true, so a client may retry an unknown outcome
+// with the same key.
 func (s *server) handleAppend(w http.ResponseWriter, r *http.Request) {
+	var opts []replog.AppendOption
+	if key, ok := r.Header[idempotencyHeader]; ok {
+		if len(key) != 1 || key[0] == "" || len(key[0]) > replog.MaxIDLength {
+			writeJSON(w, http.StatusBadRequest, apiError{Code: codeBadKey, Outcome: outcomeFailed,
+				Error: "one " + idempotencyHeader + " of 1 to " + strconv.Itoa(replog.MaxIDLength) + " bytes"})
+			return
+		}
+		opts = append(opts, replog.WithID(key[0]))
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxRecord))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{
 				Error:   "record larger than " + strconv.FormatInt(s.maxRecord, 10) + " bytes",
+				Code:    codeTooLarge,
 				Outcome: outcomeFailed,
 			})
 			return
 		}
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "reading body: " + err.Error(), Outcome: outcomeFailed})
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "reading body: " + err.Error(), Code: codeBadRequest, Outcome: outcomeFailed})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.appendTimeout)
 	defer cancel()
-	off, err := s.node.Append(ctx, data)
+	off, err := s.node.Append(ctx, data, opts...)
 	// -append-timeout may exceed the server's WriteTimeout: the answer
 	// (the outcome) must still reach the client.
 	extend(http.NewResponseController(w))
+	if errors.Is(err, replog.ErrDuplicate) {
+		w.Header().Set(replayedHeader, "true")
+		writeJSON(w, http.StatusOK, appendJSON{Offset: off, Duplicate: true})
+		return
+	}
 	if err != nil {
 		code, body := s.appendError(err)
-		s.logger.Debug("append failed", "status", code, "outcome", body.Outcome, "error", err)
+		s.logger.Debug("append failed", "status", code, "outcome", body.Outcome, "code", body.Code, "error", err)
 		writeJSON(w, code, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Offset uint64 `json:"offset"`
-	}{off})
+	writeJSON(w, http.StatusOK, appendJSON{Offset: off})
 }
 
 // appendError maps an Append error to a status code and body. The order
 // matters: an error may wrap several sentinels (e.g. ErrClosed together
 // with ErrUnknownOutcome), and "unknown" must win over "failed", because
-// "failed" promises the record is not in the log.
+// "failed" promises the record is not in the log. An unknown outcome the
+// library reports is 503 or 504 with a code, never 500: 500 is kept for
+// server faults (a failed disk, an error the API does not know), so a
+// client can tell "retry with the same key" from "something is broken".
 func (s *server) appendError(err error) (int, apiError) {
 	body := apiError{Error: err.Error(), Outcome: outcomeUnknown}
 	var notLeader *replog.NotLeaderError
 	switch {
 	case errors.Is(err, replog.ErrTooLarge):
-		body.Outcome = outcomeFailed
+		body.Outcome, body.Code = outcomeFailed, codeTooLarge
 		return http.StatusRequestEntityTooLarge, body
-	case errors.Is(err, replog.ErrUnknownOutcome):
-		if errors.Is(err, context.DeadlineExceeded) {
-			return http.StatusGatewayTimeout, body
-		}
+	case errors.Is(err, replog.ErrStorageFailed):
+		body.Code = codeStorageFailed
 		return http.StatusInternalServerError, body
+	case errors.Is(err, replog.ErrUnknownOutcome):
+		switch {
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			body.Code = codeTimeout
+			return http.StatusGatewayTimeout, body
+		case errors.Is(err, replog.ErrClosed):
+			body.Code = codeClosing
+		default:
+			body.Code = codeUnknownOutcome
+		}
+		return http.StatusServiceUnavailable, body
 	case errors.As(err, &notLeader):
-		body.Outcome = outcomeFailed
+		body.Outcome, body.Code = outcomeFailed, codeNotLeader
+		if notLeader.LeaderID == "" {
+			body.Code = codeNoLeader
+		}
 		body.Leader = notLeader.LeaderID
 		body.LeaderURL = s.urlOf(notLeader.LeaderID)
 		return http.StatusServiceUnavailable, body
-	case errors.Is(err, replog.ErrNotLeader), errors.Is(err, replog.ErrClosed):
-		body.Outcome = outcomeFailed
+	case errors.Is(err, replog.ErrNotLeader):
+		body.Outcome, body.Code = outcomeFailed, codeNotLeader
+		return http.StatusServiceUnavailable, body
+	case errors.Is(err, replog.ErrClosed):
+		body.Outcome, body.Code = outcomeFailed, codeClosed
 		return http.StatusServiceUnavailable, body
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		// replog documents a bare ctx error as "not handed to the protocol",
 		// but a timeout is where "maybe" is the only safe answer.
+		body.Code = codeTimeout
 		return http.StatusGatewayTimeout, body
 	default:
-		// A storage failure or anything unforeseen: we cannot know.
+		// Anything unforeseen: we cannot know.
+		body.Code = codeInternal
 		return http.StatusInternalServerError, body
 	}
 }

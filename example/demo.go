@@ -172,7 +172,13 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 			if other == id {
 				continue
 			}
-			peers = append(peers, other+"="+na[other].rpc)
+			// A voter does not name the spares as static peers: a brand-new
+			// cluster bootstraps only once every node it knows of has
+			// answered (R60), and a spare is not started until asked. It
+			// learns a spare's address from gossip once the spare joins.
+			if !slices.Contains(spares, other) || slices.Contains(spares, id) {
+				peers = append(peers, other+"="+na[other].rpc)
+			}
 			httpPeers = append(httpPeers, other+"=http://"+na[other].http)
 			join = append(join, na[other].gossip)
 		}
@@ -196,6 +202,10 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		}
 		if cfg.manualVoters {
 			args = append(args, "-manual-voter-changes")
+		}
+		if cfg.pipeline != "" && id == voters[0] {
+			// One pipeline: each would append its own outputs.
+			args = append(args, "-pipeline", cfg.pipeline, "-pipeline-cursor", cfg.pipelineCursor)
 		}
 		for _, f := range []struct {
 			name string

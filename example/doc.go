@@ -1,8 +1,12 @@
 // Command example is a small service that embeds replog the way an
 // application would: each node opens a replog.Log and serves an HTTP API
-// (append, read, delete before an offset, add and remove voters, hand the
-// leadership over, status, Prometheus metrics) and a live dashboard of the
-// replication state.
+// (append, with an Idempotency-Key for retries that must not duplicate;
+// read; consumer cursors; delete before an offset; add and remove voters;
+// hand the leadership over; status; Prometheus metrics) and a live
+// dashboard of the replication state. With -pipeline FROM=TO a node also
+// runs an exactly-once pipeline: committed records starting with FROM are
+// appended again with TO instead, each once, however often the node is
+// killed (an ID derived from the input's offset, a cursor).
 //
 // Without -id it runs a demo: three voters (-nodes) as child processes on
 // loopback, and a spare node (-spares) that is not started until the
@@ -53,6 +57,8 @@
 //	-voter-timeout               how long POST /voters/add, /voters/remove and
 //	                             /leader/transfer wait
 //	-manual-voter-changes        no automatic replacement of a wiped voter
+//	-pipeline, -pipeline-cursor  an exactly-once pipeline FROM=TO beside the node,
+//	                             and its cursor's name (demo: beside n1)
 //	-nodes, -spares              the demo's voters (3) and spare nodes (1)
 //	-sample-interval,            status sampling for the dashboard's replay, only
 //	-sample-idle                 while a dashboard reads it (stops after -sample-idle)

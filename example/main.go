@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/replog-io/replog"
 	"github.com/replog-io/replog/internal/bytesize"
 )
 
@@ -58,6 +59,10 @@ type config struct {
 	// not started until asked).
 	nodes  int
 	spares int
+
+	// -pipeline FROM=TO and its cursor's name (pipeline.go).
+	pipeline       string
+	pipelineCursor string
 
 	control        string
 	logLevel       string
@@ -151,6 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.deleteTimeout, "delete-timeout", 10*time.Second, "how long POST /delete-before waits for this node's log start to move")
 	fs.DurationVar(&c.voterTimeout, "voter-timeout", 30*time.Second, "how long POST /voters/add, /voters/remove and /leader/transfer wait for the change to commit (an add waits for the node to catch up; a transfer for another node to lead)")
 	fs.BoolVar(&c.manualVoters, "manual-voter-changes", false, "do not make a voter whose directory was wiped a voter again automatically (replog ManualVoterChanges): it stays an observer until /voters/remove and /voters/add")
+	fs.StringVar(&c.pipeline, "pipeline", "", "FROM=TO: run an exactly-once pipeline beside the node: every committed record starting with FROM is appended again with TO in its place, once (an ID derived from its offset; the position kept in the cursor -pipeline-cursor)")
+	fs.StringVar(&c.pipelineCursor, "pipeline-cursor", "pipeline", "the -pipeline's cursor name, also the prefix of its outputs' IDs")
 	fs.IntVar(&c.nodes, "nodes", 3, "demo: the number of voters, n1..nN (1 to 9)")
 	fs.IntVar(&c.spares, "spares", 1, "demo: spare nodes after the voters, observers not started until a dashboard's Start button (0 to 9)")
 	fs.StringVar(&c.control, "control", "", "demo parent's control URL (set by the demo)")
@@ -175,6 +182,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.id == "" && c.tlsCert != "" {
 		return c, errors.New("-tls-cert is for one node (-id); the demo authenticates its nodes with a secret")
+	}
+	if c.pipeline != "" {
+		if _, _, err := parsePipeline(c.pipeline); err != nil {
+			return c, err
+		}
+		if c.pipelineCursor == "" || len(c.pipelineCursor) > replog.MaxIDLength-21 {
+			return c, fmt.Errorf("-pipeline-cursor: 1 to %d bytes", replog.MaxIDLength-21)
+		}
 	}
 	if c.insecure && (c.secretFile != "" || c.tlsCert != "") {
 		return c, errors.New("-insecure contradicts -secret-file and -tls-cert: choose")

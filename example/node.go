@@ -117,6 +117,23 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		metrics:       metricsHandler(log, logger.Named("metrics")),
 		logger:        logger.Named("http"),
 	}
+	if cfg.pipeline != "" {
+		from, to, _ := parsePipeline(cfg.pipeline) // checked by parseFlags
+		p := &pipeline{log: log, from: []byte(from), to: []byte(to), cursor: cfg.pipelineCursor,
+			logger: logger.Named("pipeline"), retry: 200 * time.Millisecond}
+		pctx, stopPipeline := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p.run(pctx)
+		}()
+		// Deferred after the Log's Close: runs before it.
+		defer func() {
+			stopPipeline()
+			<-done
+		}()
+	}
+
 	// Streaming reads (follow=true) never end on their own: cancelling the
 	// base context ends them so Shutdown can finish.
 	baseCtx, cancelBase := context.WithCancel(context.Background())
