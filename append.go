@@ -124,12 +124,13 @@ func (l *Log) newAppend(records [][]byte, ao appendOptions) (*proposal, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &proposal{records: own}
+	p := &proposal{records: own, id: ao.id}
 	if !l.opts.DisableIdempotence {
-		p.prod, p.seq = l.prod, l.prod.begin()
+		p.prod = l.prod
+		p.seq, p.key = l.prod.begin(ao.id)
+	} else {
+		p.refreshKey()
 	}
-	p.id = ao.id
-	p.refreshKey()
 	return p, nil
 }
 

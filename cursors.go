@@ -25,9 +25,9 @@ func (l *Log) CommitCursor(ctx context.Context, name string, next uint64) error 
 	if name == "" || len(name) > MaxIDLength {
 		return fmt.Errorf("%w: a cursor name is 1 to %d bytes", ErrTooLarge, MaxIDLength)
 	}
-	p := &proposal{cursor: name, cursorNext: next, prod: l.prod, seq: l.prod.begin()}
+	p := &proposal{cursor: name, cursorNext: next, prod: l.prod}
+	p.seq, p.key = l.prod.begin("")
 	defer l.prod.end(p.seq)
-	p.refreshKey()
 	_, err := l.proposeUntilKnown(ctx, p)
 	return err
 }

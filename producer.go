@@ -34,14 +34,15 @@ func newProducer() *producer {
 	}
 }
 
-// begin takes the next sequence number for an append.
-func (p *producer) begin() uint64 {
+// begin takes the next sequence number for an append, and returns it
+// with the key of its first try (caller ID id).
+func (p *producer) begin(id string) (uint64, protocol.Key) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.next
 	p.next++
 	p.inflight[s] = struct{}{}
-	return s
+	return s, protocol.Key{Producer: p.id, Seq: s, Low: p.low, ID: id}
 }
 
 // key is the key of one try of append seq (with caller ID id): Low as it

@@ -29,10 +29,12 @@ type producerState struct {
 	low  uint64
 	last int64  // last activity, ms (entry time)
 	at   uint64 // offset of its newest entry
-	// seqs are the producer's sequence numbers at or above low, each with
-	// its batch and the offset of the entry that records it (src: the
-	// batch's last entry, or a copy).
+	// seqs are the producer's sequence numbers at or above low (and some
+	// below, not swept yet), each with its batch and the offset of the
+	// entry that records it (src: the batch's last entry, or a copy).
 	seqs map[uint64]seqRecord
+	// swept is len(seqs) after the last sweep of the dead ones.
+	swept int
 }
 
 type seqRecord struct {
@@ -63,7 +65,11 @@ type keyUndo struct {
 	prevLast int64
 	prevAt   uint64
 	added    []uint64
-	moved    map[uint64]uint64
+	// addedOne is the one sequence number a keyed batch adds (no slice
+	// to allocate on the append path).
+	addedOne    uint64
+	hasAddedOne bool
+	moved       map[uint64]uint64
 	// ID or cursor: its name and value before (nil: none).
 	name       string
 	prevID     *idState
@@ -233,10 +239,17 @@ func (t *keyTable) applyProducer(off, pid, low uint64, last int64, seqs []protoc
 	u.prevLast, u.prevAt = p.last, p.at
 	if low > p.low {
 		p.low = low
-		for s := range p.seqs {
-			if s < low {
-				delete(p.seqs, s)
+		// Sequence numbers below low are dead (never looked up: R63 checks
+		// low first); they are swept once the map has doubled since the
+		// last sweep, so that a producer with many appends in flight costs
+		// amortised O(1) per entry, not a sweep each.
+		if len(p.seqs) >= 2*p.swept+16 {
+			for s := range p.seqs {
+				if s < low {
+					delete(p.seqs, s)
+				}
 			}
+			p.swept = len(p.seqs)
 		}
 	}
 	for _, s := range seqs {
@@ -255,7 +268,11 @@ func (t *keyTable) applyProducer(off, pid, low uint64, last int64, seqs []protoc
 			continue
 		}
 		p.seqs[s.Seq] = seqRecord{first: s.First, n: s.N, src: off}
-		u.added = append(u.added, s.Seq)
+		if !copy {
+			u.addedOne, u.hasAddedOne = s.Seq, true
+		} else {
+			u.added = append(u.added, s.Seq)
+		}
 	}
 	p.last = max(p.last, last)
 	p.at = off
@@ -288,6 +305,9 @@ func (t *keyTable) undoOne(u keyUndo) {
 		for _, s := range u.added {
 			delete(p.seqs, s)
 		}
+		if u.hasAddedOne {
+			delete(p.seqs, u.addedOne)
+		}
 		for s, src := range u.moved {
 			if rec, ok := p.seqs[s]; ok {
 				rec.src = src
@@ -302,8 +322,10 @@ func (t *keyTable) undoOne(u keyUndo) {
 // the entries that record its sequence numbers, else its newest.
 func (p *producerState) anchor() uint64 {
 	a := p.at
-	for _, s := range p.seqs {
-		a = min(a, s.src)
+	for seq, s := range p.seqs {
+		if seq >= p.low {
+			a = min(a, s.src)
+		}
 	}
 	return a
 }
@@ -356,7 +378,9 @@ func (r *Replica) keepLiveKeys(upTo uint64) uint64 {
 		if a < upTo {
 			rec := protocol.StateRecord{Kind: protocol.StateProducer, Producer: pid, Low: p.low, Time: p.last}
 			for s, sr := range p.seqs {
-				rec.Seqs = append(rec.Seqs, protocol.SeqAt{Seq: s, First: sr.first, N: sr.n})
+				if s >= p.low {
+					rec.Seqs = append(rec.Seqs, protocol.SeqAt{Seq: s, First: sr.first, N: sr.n})
+				}
 			}
 			recs = append(recs, rec)
 		}
