@@ -89,7 +89,11 @@ func (l *Log) DeleteBefore(ctx context.Context, offset uint64) (uint64, error) {
 		}
 		if time.Since(asked) >= deleteResend {
 			select {
-			case l.deletes <- offset:
+			// The target, not offset: a leader that copies live keys
+			// above its log start (R66) appends entries and moves its HW,
+			// and a request past the HW would then delete past the one
+			// this call was bounded by.
+			case l.deletes <- min(offset, target):
 				asked = time.Now()
 			case <-l.closing:
 				return st.LogStart, ErrClosed

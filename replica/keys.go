@@ -319,15 +319,18 @@ func (t *keyTable) undoOne(u keyUndo) {
 }
 
 // anchor is the oldest offset whose entry the producer's state still needs:
-// the entries that record its sequence numbers, else its newest.
-func (p *producerState) anchor() uint64 {
-	a := p.at
+// the entries that record its sequence numbers at or above low. A producer
+// with none has nothing a retry could need (ok false): every append it made
+// was answered, and a late copy of an old request is refused by R47's epoch
+// rule, not by the producer's state.
+func (p *producerState) anchor() (a uint64, ok bool) {
+	a = p.at
 	for seq, s := range p.seqs {
 		if seq >= p.low {
-			a = min(a, s.src)
+			a, ok = min(a, s.src), true
 		}
 	}
-	return a
+	return a, ok
 }
 
 // producerExpired and idExpired say whether a key is no longer live at now
@@ -370,10 +373,10 @@ func (r *Replica) keepLiveKeys(upTo uint64) uint64 {
 	bound := upTo
 	var recs []protocol.StateRecord
 	for pid, p := range t.producers {
-		if r.producerExpired(p) {
+		a, ok := p.anchor()
+		if !ok || r.producerExpired(p) {
 			continue
 		}
-		a := p.anchor()
 		bound = min(bound, a)
 		if a < upTo {
 			rec := protocol.StateRecord{Kind: protocol.StateProducer, Producer: pid, Low: p.low, Time: p.last}
