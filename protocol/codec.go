@@ -25,7 +25,7 @@ import (
 // form: a type byte of data, or of an unknown type, is malformed. A
 // FetchResponse ends with its LogStartVoters: a count, then each row's
 // offset (u64) and its set as bytes (EncodeVoters); a set that
-// DecodeVoters refuses is malformed.
+// DecodeVoters refuses is malformed; then its LogStartEpoch (u64).
 //
 // The encoding carries no length of its own and no checksum: a transport
 // frames it (transport prefixes the length and appends a CRC-32C over both).
@@ -40,7 +40,7 @@ import (
 // ReplicaDirID, VoteRequest.CandidateDirID and VoterDirID,
 // VoteResponse.VoterDirID), FetchRequest.Restand, EntryVoters and
 // EndEpoch; version 5 added VoteResponse.Formed and
-// FetchResponse.LogStartVoters.
+// FetchResponse.LogStartVoters and LogStartEpoch.
 const Version = 5
 
 const (
@@ -101,7 +101,7 @@ func EncodedSize(m Message) int {
 		for i := range b.Entries {
 			n += len(b.Entries[i].Data)
 		}
-		n += 4
+		n += 4 + 8
 		for _, r := range b.LogStartVoters {
 			n += 8 + 4 + encodedVotersSize(r.Voters)
 		}
@@ -212,6 +212,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 			dst = be.AppendUint32(dst, uint32(encodedVotersSize(r.Voters)))
 			dst = append(dst, EncodeVoters(r.Voters)...)
 		}
+		dst = be.AppendUint64(dst, b.LogStartEpoch)
 	case *VoteRequest:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.CandidateID)
@@ -346,6 +347,7 @@ func DecodeMessage(b []byte) (Message, error) {
 				}
 			}
 		}
+		x.LogStartEpoch = d.u64("log start epoch")
 		m.Body = x
 	case KindVoteRequest:
 		x := &VoteRequest{}

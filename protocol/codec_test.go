@@ -147,9 +147,9 @@ func TestCodecErrors(t *testing.T) {
 		{"entry count one too many", mutate(goodFetch, func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[entriesCount:], 2)
 			return b
-		}), "count 2 needs at least 58 bytes, 36 left"},
+		}), "count 2 needs at least 58 bytes, 44 left"},
 		{"entry data past end", mutate(goodFetch, func(b []byte) []byte {
-			binary.BigEndian.PutUint32(b[entriesCount+4+25:], 3+4+1) // past the log start voters' count
+			binary.BigEndian.PutUint32(b[entriesCount+4+25:], 3+4+8+1) // past the log start voters' count and epoch
 			return b
 		}), "entry data"},
 	}

@@ -121,6 +121,12 @@ type FetchResponse struct {
 	// epoch 0: a follower that resets to the log start holds none of their
 	// entries, and records them instead (docs/design.md R53, R55).
 	LogStartVoters []VotersAt
+	// LogStartEpoch, with LogStartVoters, is the epoch of the leader's
+	// entry just below LogStartOffset (0 if it does not know it): a
+	// follower that resets keeps it as its epoch map's one row, so that
+	// its empty log compares in elections as the log it stands for (R21,
+	// R53).
+	LogStartEpoch uint64
 }
 
 // VoteRequest asks for a vote (or a pre-vote) in Epoch.
@@ -327,6 +333,9 @@ func (m *FetchResponse) String() string {
 	}
 	for _, r := range m.LogStartVoters {
 		s += fmt.Sprintf(" voters@%d=%d", r.Offset, len(r.Voters))
+	}
+	if m.LogStartEpoch != 0 {
+		s += fmt.Sprintf(" start_epoch=%d", m.LogStartEpoch)
 	}
 	return s + "}"
 }

@@ -69,4 +69,11 @@ type Write struct {
 	// below Offset, in offset order, with a set ValidateVoters accepts.
 	// nil keeps the store's own rows (KeptVoterRows).
 	Voters []VotersAt
+	// Epoch (WriteDeletePrefix), when not 0, is the epoch of the entry
+	// just below Offset in a follower's reset to its leader's log start
+	// (R53): a deletion that empties the log (Offset at or above the LEO)
+	// leaves the one epoch-map row {Epoch, Offset}, so that the empty log
+	// compares in elections as the log it stands for (R21). 0: the log is
+	// left with no row.
+	Epoch uint64
 }

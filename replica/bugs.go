@@ -30,6 +30,10 @@ package replica
 //	                              before bootstrapping, as before R60 (a wiped
 //	                              node listing only fresh voters forks the
 //	                              cluster, sim bug G).
+//	replog_bug_reset_no_epoch     bugResetNoEpoch: a follower's reset to its
+//	                              leader's log start keeps no epoch row, so
+//	                              its empty log compares as epoch 0 in
+//	                              elections (sim seed 80201032 x5000).
 //	replog_bug_vouch_request_epoch bugVouchRequestEpoch: a vote answer
 //	                              naming its leader vouches for it in the
 //	                              epoch the request asked for, not in the

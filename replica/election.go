@@ -47,12 +47,16 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 		r.logger.Debug("dropping a vote request naming another candidate", "from", from)
 		return
 	}
-	if !r.isVoter(from) {
-		// Not a voter of our set: never granted. It is answered (a
-		// refusal naming our leader, as any refusal does), because a node
-		// removed while it was cut off still takes itself for a voter and
-		// would campaign for ever: the answer sends it to the leader,
-		// whose log tells it it was removed (R24, R58).
+	// The candidate's set names us at our directory: it holds a set in
+	// which we vote, perhaps one newer than ours.
+	named := req.VoterDirID != "" && req.VoterDirID == r.dirID
+	if !r.isVoter(from) && !named {
+		// Not a voter of our set, and its set does not name us: never
+		// granted. It is answered (a refusal naming our leader, as any
+		// refusal does), because a node removed while it was cut off
+		// still takes itself for a voter and would campaign for ever: the
+		// answer sends it to the leader, whose log tells it it was
+		// removed (R24, R58).
 		r.logger.Debug("refusing a vote request from a non-voter", "from", from)
 		r.send(from, r.voteResponse(req, false))
 		return
@@ -60,8 +64,13 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 	// A replica votes if its set makes it a voter, or if the candidate's
 	// set does, naming its directory: a voter just added may not have
 	// fetched the entry that adds it, and the candidate may need its vote
-	// (KIP-853; an add from one voter to two wedged without it).
-	named := req.VoterDirID != "" && req.VoterDirID == r.dirID
+	// (KIP-853; an add from one voter to two wedged without it). Likewise
+	// it votes for a candidate its own set lacks whose set names it (Raft
+	// §4.2.3: requests are judged without consulting the configuration; a
+	// majority of the candidate's set, counted by the candidate, elects):
+	// a voter that has not fetched the set adding the candidate may be the
+	// vote that set needs (sim seed 80124747 x1500: v1 lacked the set
+	// adding o2, o2 held the longest log, and no leader was ever elected).
 	if !r.voter && !named || !r.dirsMatch(from, req) {
 		r.send(from, r.voteResponse(req, false))
 		return
@@ -82,6 +91,11 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 		// Our leader's own request is the exception: fenced by a later
 		// epoch, it stands again (R20, fenceFetchRequest).
 		r.logger.Debug("ignoring a vote request while the leader is alive", "from", from, "epoch", req.Epoch)
+		if !r.isVoter(from) {
+			// Outside our set (removed while cut off, most likely): the
+			// refusal names the leader, whose log tells it (R58).
+			r.send(from, r.voteResponse(req, false))
+		}
 		return
 	}
 	if req.Epoch > r.epoch {
@@ -102,20 +116,21 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 
 // dirsMatch is R56's check of a vote request: the candidate must take
 // this replica for the incarnation it is (the directory it records for us
-// is ours; "" only while neither log holds a voter set, R57), and the
-// candidate must be the incarnation our set records, if it records one. A
-// wiped voter therefore grants nothing as its old self, and its old self's
-// place in a majority is never taken by it.
+// is ours; "" only while neither log holds a voter set, R57). A wiped voter
+// therefore grants nothing as its old self, and its old self's place in a
+// majority is never taken by it. The candidate's own directory is not
+// checked against our set: a candidate whose set names us holds a set in
+// which it votes at the directory it has (else it would observe, R55), and
+// the candidate counts its majority in that set (R56); our set may be
+// older (sim seed 70000040 x20000: v1, without the entry that re-added v2
+// at its new directory, refused v2 as another incarnation, and with v3
+// wiped three of four voters could never agree).
 func (r *Replica) dirsMatch(from string, req *protocol.VoteRequest) bool {
 	if bugIgnoreDirs {
 		return true
 	}
 	if req.VoterDirID != r.dirID && (req.VoterDirID != "" || !r.bootstrap) {
 		r.logger.Debug("refusing a vote request for another incarnation of us", "from", from, "their_record", req.VoterDirID, "dir", r.dirID)
-		return false
-	}
-	if !r.bootstrap && r.voterDir(from) != req.CandidateDirID {
-		r.logger.Debug("refusing a vote request from another incarnation of a voter", "from", from, "dir", req.CandidateDirID, "recorded", r.voterDir(from))
 		return false
 	}
 	return true

@@ -155,7 +155,7 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 			// we agree (R53). With no log start to explain it, the same
 			// answer is a violation: the plain truncation below goes below
 			// the HW, which halts (R43).
-			r.divergedBelowLogStart(d.LogStart, resp.LogStartVoters)
+			r.divergedBelowLogStart(d.LogStart, resp)
 			break
 		}
 		r.logger.Info("diverging log: truncating", "to", d.TruncateTo, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
@@ -170,12 +170,13 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		r.followLogStart(d.LogStart)
 	case fetcher.OutOfRange:
 		r.leaderContact()
-		r.resetToLogStart(d.LogStart, resp.LogStartVoters)
+		r.resetToLogStart(d.LogStart, resp)
 	}
 }
 
 // divergedBelowLogStart answers a leader whose log starts at start, after
-// every epoch of ours, with its voter-set rows below start (R53): what we
+// every epoch of ours, with its voter-set rows below start and the epoch
+// of its entry below start (R53): what we
 // hold from start on is of epochs it
 // does not have, so never committed; below start everything is committed
 // and deleted there, or never committed. We never truncate below start
@@ -187,7 +188,7 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 // answer, as after an out-of-range answer. If our own log starts at or
 // after start, what we hold is not the leader's at all: it goes down to our
 // log start (a violation, halting, if our HW is above that).
-func (r *Replica) divergedBelowLogStart(start uint64, rows []protocol.VotersAt) {
+func (r *Replica) divergedBelowLogStart(start uint64, resp *protocol.FetchResponse) {
 	r.logger.Info("diverging below the leader's log start: emptying the log up to it",
 		"leo", r.log.LEO(), "log_start", r.log.logStart, "hw", r.hw, "leader_log_start", start)
 	switch {
@@ -197,10 +198,7 @@ func (r *Replica) divergedBelowLogStart(start uint64, rows []protocol.VotersAt) 
 		r.truncate(start)
 		r.followLogStart(start)
 	default:
-		// The deletion goes first: a crash between the two writes leaves
-		// our log starting at start, never a log that lost entries above
-		// its start.
-		r.resetLog(start, true, rows)
+		r.resetLog(start, true, resp.LogStartVoters, resp.LogStartEpoch)
 	}
 }
 

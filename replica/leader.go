@@ -247,7 +247,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		if e == 0 && r.log.logStart > 0 {
 			// The follower may reset to our log start (R53): it records
 			// our voter sets below it (R55).
-			resp.LogStartVoters = r.logStartVoters()
+			resp.LogStartVoters, resp.LogStartEpoch = r.logStartVoters(), r.log.logStartEpoch()
 		}
 		r.send(from, resp)
 		return
@@ -333,6 +333,7 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 		r.send(from, &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOffsetOutOfRange,
 			HighWatermark: r.hw, LogStartOffset: r.log.logStart, LogStartVoters: r.logStartVoters(),
+			LogStartEpoch: r.log.logStartEpoch(),
 		})
 		return
 	}

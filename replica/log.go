@@ -189,6 +189,9 @@ func (l *logView) truncate(to uint64) bool {
 		}
 	}
 	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].StartOffset >= to {
+		if len(l.epochs) == 1 && to == l.logStart && to > 0 {
+			break // it covers the entries below the log start (as the store keeps it)
+		}
 		l.epochs = l.epochs[:len(l.epochs)-1]
 	}
 	return l.truncateVoterRows(to)
@@ -212,13 +215,17 @@ func (l *logView) deletePrefix(upTo uint64) {
 	l.epochs = rows
 }
 
-// reset empties the view and restarts it at to (> LEO), as a prefix
-// deletion above the LEO does in the store: no entries, no epoch rows, and
-// of the voter sets rows, the leader's below to, if given (R53, R55), or
-// else its own that a deletion keeps (the set in force stays).
-func (l *logView) reset(to uint64, rows []protocol.VotersAt) {
+// reset empties the view and restarts it at to (≥ LEO), as a reset's
+// prefix deletion does in the store: no entries, one epoch row {epoch, to}
+// if the leader told the epoch of its entry below to (none if 0), and of
+// the voter sets rows, the leader's below to, if given (R53, R55), or else
+// its own that a deletion keeps (the set in force stays).
+func (l *logView) reset(to uint64, rows []protocol.VotersAt, epoch uint64) {
 	l.logStart, l.durableEnd = to, to
 	l.tail, l.marks, l.epochs = nil, nil, nil
+	if epoch != 0 {
+		l.epochs = []protocol.EpochStart{{Epoch: epoch, StartOffset: to}}
+	}
 	if rows != nil {
 		l.voterSets = slices.Clone(rows)
 		return

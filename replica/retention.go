@@ -123,19 +123,26 @@ func (r *Replica) deletePrefix(upTo uint64) {
 // move until the leader answers a fetch sent after the reset is durable:
 // until then a reader here must not be told that offsets the old store
 // still holds up to the new start are committed.
-func (r *Replica) resetToLogStart(leaderLogStart uint64, rows []protocol.VotersAt) {
+func (r *Replica) resetToLogStart(leaderLogStart uint64, resp *protocol.FetchResponse) {
 	if leaderLogStart <= r.log.LEO() {
 		return // our next fetch is within the leader's log
 	}
 	r.logger.Info("fetch offset below the leader's log start: resetting the log to it",
 		"leo", r.log.LEO(), "log_start", r.log.logStart, "leader_log_start", leaderLogStart)
-	r.resetLog(leaderLogStart, false, rows)
+	r.resetLog(leaderLogStart, false, resp.LogStartVoters, resp.LogStartEpoch)
 }
 
 // resetLog empties the log and restarts it at start, the leader's log start
-// (R53): a prefix deletion above the LEO and, with truncate, a truncation to
-// start of what the log held at or above it (a crash between the two leaves
-// a log starting at start, never one that lost entries above its start).
+// (R53): with truncate, a truncation to start of what the log held at or
+// above it, then a prefix deletion to start (a crash between the two
+// leaves the log below start, its own, and nothing of epochs the leader
+// does not have: those were never committed). epoch is the epoch of the
+// leader's entry below start (FetchResponse.LogStartEpoch): the emptied
+// log keeps it as its one epoch row, in the store too (Write.Epoch), so
+// that it compares in elections as the log it stands for (R21); without
+// it, it compared as an empty log and granted a candidate that lacked
+// committed entries below start, which was elected without them (sim seed
+// 80201032 x5000: v3, reset to 61, elected v2 whose log ended at 30).
 // The HW does not move at once: until the reset is durable the store still
 // holds the old entries, and readers read the store below the HW. Once it
 // is (Persisted), the HW rises to start: everything below the leader's log
@@ -152,15 +159,18 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64, rows []protocol.VotersA
 // ever elected again (sim bug I, seed 3424 x1500). Rows that do not fit
 // below start are not taken (the store would refuse the write); nil keeps
 // the view's own (R55).
-func (r *Replica) resetLog(start uint64, truncate bool, rows []protocol.VotersAt) {
+func (r *Replica) resetLog(start uint64, truncate bool, rows []protocol.VotersAt, epoch uint64) {
 	if !rowsBelow(rows, start) || bugResetNoSet {
 		rows = nil
 	}
-	seq := r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: start, Voters: rows})
-	if truncate {
-		seq = r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: start})
+	if epoch > r.epoch || bugResetNoEpoch {
+		epoch = 0 // never above an epoch this replica knows of (a malformed answer)
 	}
-	r.log.reset(start, rows)
+	if truncate {
+		r.emit(protocol.Write{Kind: protocol.WriteTruncate, Offset: start})
+	}
+	seq := r.emit(protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: start, Voters: rows, Epoch: epoch})
+	r.log.reset(start, rows, epoch)
 	r.refreshVoters() // the sets of discarded entries are gone
 	r.keysReset(start)
 	r.leaderHW = min(r.leaderHW, r.hw)
@@ -181,6 +191,18 @@ func rowsBelow(rows []protocol.VotersAt, start uint64) bool {
 		}
 	}
 	return true
+}
+
+// logStartEpoch is the epoch of this log's entry just below its log start,
+// which an answer that may reset a follower carries (R53): the epoch of the
+// first epoch row, which covers it (a deletion never leaves the log start
+// at the first offset of an epoch, R52; a reset's row is the one it was
+// given). 0 for a log that starts at 0 or has no row.
+func (l *logView) logStartEpoch() uint64 {
+	if l.logStart == 0 || len(l.epochs) == 0 || l.epochs[0].StartOffset > l.logStart {
+		return 0
+	}
+	return l.epochs[0].Epoch
 }
 
 // logStartVoters are the rows a leader's answer that may reset its

@@ -402,7 +402,7 @@ func TestResetDropsTheSetsItDiscards(t *testing.T) {
 	if r.votersOffset != 2 || len(r.voters) != 2 {
 		t.Fatalf("setup: voters %v at %d", r.voters, r.votersOffset)
 	}
-	r.resetLog(2, true, nil)
+	r.resetLog(2, true, nil, 0)
 	settle(t, r, store)
 	if r.votersOffset != 0 || len(r.voters) != 3 {
 		t.Fatalf("after a reset to 2 with truncation: voters %v at %d, want the three at 0", r.voters, r.votersOffset)
@@ -410,5 +410,39 @@ func TestResetDropsTheSetsItDiscards(t *testing.T) {
 	got := store.VoterSets()
 	if len(got) != 0 { // the bound set is the test harness's, not the store's
 		t.Fatalf("store rows after the reset: %v, want none", got)
+	}
+}
+
+// TestVoteForACandidateOurSetLacks: a voter grants a candidate its own set
+// does not hold if the candidate's set names it at its directory (Raft
+// §4.2.3; sim seed 80124747 x1500 elected nobody: the one voter without the
+// set adding the candidate refused the candidate with the longest log).
+// A candidate whose set does not name us, or names another incarnation of
+// us, is refused; one our set holds at another directory is granted (sim
+// seed 70000040 x20000: its set, newer than ours, re-added it there).
+func TestVoteForACandidateOurSetLacks(t *testing.T) {
+	cases := []struct {
+		cand, candDir, ourDir string
+		grant                 bool
+	}{
+		{"c", "c", "v", true},      // its set names us: granted
+		{"c", "c", "", false},      // its set does not name us
+		{"c", "c", "other", false}, // it names another incarnation of us
+		{"a", "a2", "v", true},     // our set holds it at another directory: its set re-added it there
+		{"a", "a", "v", true},      // positive control: a voter of our set
+	}
+	for _, pre := range []bool{true, false} {
+		for _, c := range cases {
+			store := newStore(t, []uint64{1}, protocol.QuorumState{Epoch: 1})
+			r := newTestReplica(t, testConfig("v", "v", "a", "b"), store)
+			settle(t, r, store)
+			r.Step(protocol.Message{From: c.cand, To: "v", Body: &protocol.VoteRequest{Epoch: 2, CandidateID: c.cand, CandidateDirID: c.candDir,
+				VoterDirID: c.ourDir, LastEpoch: 1, LEO: 1, PreVote: pre, Round: 1}})
+			msgs, _ := settle(t, r, store)
+			resps := bodiesTo[*protocol.VoteResponse](msgs, c.cand)
+			if granted := len(resps) == 1 && resps[0].Granted; granted != c.grant {
+				t.Errorf("pre-vote %v, candidate %s/%s naming us %q: answers %v, want granted %v", pre, c.cand, c.candDir, c.ourDir, resps, c.grant)
+			}
+		}
 	}
 }

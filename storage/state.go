@@ -56,7 +56,7 @@ func (s *logState) after(w *protocol.Write) (*logState, error) {
 		if noop, err := s.checkDeletePrefix(w.Offset, w.Voters); noop || err != nil {
 			return s, err
 		}
-		n := s.afterDeletePrefix(w.Offset)
+		n := s.afterDeletePrefix(w.Offset, w.Epoch)
 		if w.Voters != nil {
 			n.setRowsBelowStart(w.Voters)
 		}
@@ -172,6 +172,13 @@ func (s *logState) afterTruncate(from uint64) *logState {
 		n.hw = from
 	}
 	i := sort.Search(len(s.epochs), func(i int) bool { return s.epochs[i].StartOffset >= from })
+	if i == 0 && from == s.logStart && from > 0 && len(s.epochs) > 0 {
+		// The first row starting at a non-zero log start covers the
+		// entries below it that retention deleted (R52) or the leader's
+		// below a reset (R53): it stays, so that the emptied log compares
+		// in elections as before (R21).
+		i = 1
+	}
 	n.epochs = s.epochs[:i:i]
 	// A truncation below a voters entry brings back the set before it (R55).
 	j := sort.Search(len(s.voters), func(j int) bool { return s.voters[j].Offset >= from })
@@ -216,19 +223,23 @@ func (s *logState) setRowsBelowStart(rows []protocol.VotersAt) {
 // stays, even when the log is emptied: it is the set in force at the log
 // start, which retention must never forget; so does the newest before it
 // with another set, the newest change (protocol.KeptVoterRows, R55).
-func (s *logState) afterDeletePrefix(upTo uint64) *logState {
+func (s *logState) afterDeletePrefix(upTo, epoch uint64) *logState {
 	n := *s
 	n.logStart = upTo
 	if kept := protocol.KeptVoterRows(s.voters, upTo); len(kept) != len(s.voters) {
 		n.voters = kept[:len(kept):len(kept)]
 	}
-	if upTo > s.leo {
-		// Kafka's truncateFullyAndStartAt: nothing is left, and no row
-		// may stay (the entries that come next bring their own epochs,
-		// which may be below this log's last one: those entries were
-		// never committed here).
+	if upTo > s.leo || epoch != 0 && upTo == s.leo {
+		// Kafka's truncateFullyAndStartAt: nothing is left, and none of
+		// this log's rows may stay (the entries that come next bring their
+		// own epochs, which may be below this log's last one: those
+		// entries were never committed here). A reset's epoch, the
+		// leader's below upTo, is the one row (Write.Epoch).
 		n.leo = upTo
 		n.epochs = nil
+		if epoch != 0 {
+			n.epochs = []protocol.EpochStart{{Epoch: epoch, StartOffset: upTo}}
+		}
 		return &n
 	}
 	// i = index of the last row starting at or below upTo (the covering row).

@@ -81,8 +81,10 @@ type Store interface {
 	//     No entries: a no-op. The store does not keep the entries' Data
 	//     slices.
 	//   - WriteTruncate removes every entry with offset ≥ Offset, the
-	//     epoch-map rows that start at or after it and the voter-set rows
-	//     at or after it. Offset ≥ LEO is a no-op;
+	//     epoch-map rows that start at or after it (except, when Offset is
+	//     a non-zero log start, the first row: it covers the entries below
+	//     the log start, and the emptied log compares its epoch in
+	//     elections) and the voter-set rows at or after it. Offset ≥ LEO is a no-op;
 	//     below the log start ErrOutOfRange. An HW checkpoint above Offset
 	//     is lowered to Offset in the same write (a checkpoint is never
 	//     above the LEO).
@@ -91,7 +93,8 @@ type Store interface {
 	//     no-op. Offset above the LEO empties the log and restarts it at
 	//     Offset (LogStart = LEO = Offset, the epoch map emptied: Kafka's
 	//     truncateFullyAndStartAt, a follower's reset to its leader's log
-	//     start); the HW checkpoint is left as it is. Otherwise the epoch map drops the rows
+	//     start; with Epoch not 0, at or above the LEO, the map is the one
+	//     row {Epoch, Offset}); the HW checkpoint is left as it is. Otherwise the epoch map drops the rows
 	//     wholly below Offset and keeps the row covering it with its
 	//     StartOffset moved up to Offset (Kafka's truncateFromStart), so
 	//     every row starts at or after the log start. In both cases the

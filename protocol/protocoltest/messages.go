@@ -103,7 +103,7 @@ func Samples() []protocol.Message {
 			LogStartVoters: []protocol.VotersAt{
 				{Offset: 3, Voters: []protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}, {ID: "c", DirID: "dc"}}},
 				{Offset: 41, Voters: []protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}}},
-			}}},
+			}, LogStartEpoch: 5}},
 		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 6, LeaderID: "b", Epoch: 6, Error: protocol.FetchOffsetOutOfRange, LogStartOffset: 80, LogStartVoters: []protocol.VotersAt{}}},
 		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: 9, LeaderID: "l", Successor: "f"}},
 		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: math.MaxUint64}},
@@ -147,7 +147,7 @@ func Random(r *rand.Rand) protocol.Message {
 	case 1:
 		m.Body = &protocol.FetchRequest{FetchID: u64(), ReplicaID: randString(r), ReplicaDirID: randString(r), CurrentEpoch: u64(), FetchOffset: u64(), LastFetchedEpoch: u64(), MaxBytes: r.Uint32(), MaxWaitMs: r.Uint32(), Restand: r.IntN(2) == 0}
 	case 2:
-		b := &protocol.FetchResponse{FetchID: u64(), LeaderID: randString(r), Epoch: u64(), Error: protocol.FetchError(r.IntN(6)), DivergingEpoch: u64(), DivergingEndOffset: u64(), HighWatermark: u64(), LogStartOffset: u64()}
+		b := &protocol.FetchResponse{FetchID: u64(), LeaderID: randString(r), Epoch: u64(), Error: protocol.FetchError(r.IntN(6)), DivergingEpoch: u64(), DivergingEndOffset: u64(), HighWatermark: u64(), LogStartOffset: u64(), LogStartEpoch: u64()}
 		if n := r.IntN(20); n > 0 || r.IntN(2) == 0 {
 			b.Entries = make([]protocol.Entry, n)
 			for i := range b.Entries {

@@ -54,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeletePrefix", testDeletePrefix},
 		{"DeletePrefixAll", testDeletePrefixAll},
 		{"DeletePrefixAboveLEO", testDeletePrefixAboveLEO},
+		{"ResetKeepsTheLeadersEpoch", testResetKeepsTheLeadersEpoch},
 		{"NewEpochAfterDeletePrefixAll", testNewEpochAfterDeletePrefixAll},
 		{"DeletePrefixBig", testDeletePrefixBig},
 		{"Reopen", testReopen},
@@ -487,7 +488,7 @@ func testInvalidAppend(t *testing.T, h Harness) {
 		"epoch going down":   {data(3, 3), data(4, 2)},
 		"epoch zero":         {data(3, 0)},
 		"type zero":          {{Offset: 3, Epoch: 2, Type: 0}},
-		"unknown type":       {{Offset: 3, Epoch: 2, Type: 4}},
+		"unknown type":       {{Offset: 3, Epoch: 2, Type: 99}},
 		"bad entry last":     {data(3, 2), data(4, 3), {Offset: 5, Epoch: 3, Type: 9}},
 		"valid then gap":     {data(3, 4), data(4, 4), data(6, 4)},
 		"duplicate in batch": {data(3, 2), data(3, 2)},
@@ -700,11 +701,13 @@ func testDeletePrefix(t *testing.T, h Harness) {
 	s = h.Reopen(t, s, dir)
 	defer func() { closeStore(t, s) }()
 	check("after reopen")
-	// Truncating to the log start empties the log and the map.
+	// Truncating to the log start empties the log; the map keeps the row
+	// covering the entries below it (R52: the empty log compares in
+	// elections as it did).
 	if err := truncate(s, 45); err != nil {
 		t.Fatal(err)
 	}
-	if s.LEO() != 45 || s.LogStart() != 45 || len(s.EpochMap()) != 0 {
+	if s.LEO() != 45 || s.LogStart() != 45 || len(s.EpochMap()) != 1 || s.EpochMap()[0].StartOffset != 45 {
 		t.Fatalf("after TruncateSuffix(log start): LEO %d, start %d, map %v", s.LEO(), s.LogStart(), s.EpochMap())
 	}
 	mustAppend(t, s, Batch(45, 5, 6, 10))
@@ -819,6 +822,57 @@ func testDeletePrefixAboveLEO(t *testing.T, h Harness) {
 	es, err := s.Entries(50, 10, 1000)
 	if err != nil || len(es) != 3 || es[0].Offset != 50 || es[0].Epoch != 2 {
 		t.Fatalf("Entries(50) = %v, %v", es, err)
+	}
+	mustConsistent(t, s)
+}
+
+// testResetKeepsTheLeadersEpoch: a follower's reset to its leader's log
+// start (a truncation to it, then a prefix deletion with Write.Epoch, the
+// epoch of the leader's entry below it) leaves the one epoch row {Epoch,
+// start}, across a reopen; a truncation to a non-zero log start keeps the
+// first row (it covers the entries below it, or, replaced by the epoch of
+// entries appended at the start and truncated since, an epoch whose leader
+// held everything committed below it), and a deletion above the LEO with
+// an Epoch leaves that row (R21, R53).
+func testResetKeepsTheLeadersEpoch(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	mustAppend(t, s, Batch(0, 5, 1, 10))
+	mustAppend(t, s, Batch(5, 5, 4, 10)) // of an epoch the leader does not have
+	if err := s.Apply([]protocol.Write{
+		{Kind: protocol.WriteTruncate, Offset: 5},
+		{Kind: protocol.WriteDeletePrefix, Offset: 5, Epoch: 2},
+	}); err != nil {
+		t.Fatalf("reset to 5: %v", err)
+	}
+	check := func(when, want string) {
+		t.Helper()
+		if s.LogStart() != 5 || s.LEO() != 5 || fmt.Sprint(s.EpochMap()) != want {
+			t.Fatalf("%s: start %d, LEO %d, map %v; want 5, 5, %s", when, s.LogStart(), s.LEO(), s.EpochMap(), want)
+		}
+	}
+	check("after the reset", "[{2 5}]")
+	s = h.Reopen(t, s, dir)
+	defer func() { closeStore(t, s) }()
+	check("after reopen", "[{2 5}]")
+	if e, end := s.EndOffsetForEpoch(2); e != 2 || end != 5 {
+		t.Fatalf("EndOffsetForEpoch(2) = (%d, %d), want (2, 5)", e, end)
+	}
+	// The first entries' epoch replaces the row that covers none (start
+	// offsets stay strictly increasing); a truncation back to the log start
+	// keeps the first row.
+	mustAppend(t, s, Batch(5, 3, 3, 10))
+	if got := fmt.Sprint(s.EpochMap()); got != "[{3 5}]" {
+		t.Fatalf("after appending epoch 3 at 5: map %s", got)
+	}
+	if err := s.Apply([]protocol.Write{{Kind: protocol.WriteTruncate, Offset: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	check("after truncating to the log start", "[{3 5}]")
+	if err := s.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: 50, Epoch: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.LogStart() != 50 || s.LEO() != 50 || fmt.Sprint(s.EpochMap()) != "[{3 50}]" {
+		t.Fatalf("reset to 50 above the LEO: start %d, LEO %d, map %v; want 50, 50, [{3 50}]", s.LogStart(), s.LEO(), s.EpochMap())
 	}
 	mustConsistent(t, s)
 }
