@@ -58,9 +58,10 @@ const (
 	// fetchResponseFixed is a FetchResponse's encoding besides its
 	// entries, with LeaderID at its longest (protocol.EncodedSize's
 	// layout, restated here; TestFrameOverheadBoundsEncodedSize holds the
-	// two together). Its LogStartVoters count is here too; the rows come
-	// only with answers that carry no entries (out of range, diverging).
-	fetchResponseFixed = 8 + 4 + maxIDLen + 8 + 1 + 8 + 8 + 8 + 8 + 4 + 4
+	// two together). Its LogStartVoters count and LogStartEpoch are here
+	// too; the rows come only with answers that carry no entries (out of
+	// range, diverging).
+	fetchResponseFixed = 8 + 4 + maxIDLen + 8 + 1 + 8 + 8 + 8 + 8 + 4 + 4 + 8
 	// appendRequestFixed is an AppendRequest's encoding besides its
 	// records.
 	appendRequestFixed = 8 + 8 + 4

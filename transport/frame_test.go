@@ -285,9 +285,9 @@ func TestCodecErrors(t *testing.T) {
 		{"entry count one too many", mutate(goodFetch, func(f []byte) []byte {
 			binary.BigEndian.PutUint32(f[entriesCount:], 2)
 			return reseal(f)
-		}), 0, ErrBadFrame, "count 2 needs at least 58 bytes, 36 left", true},
+		}), 0, ErrBadFrame, "count 2 needs at least 58 bytes, 44 left", true},
 		{"entry data past end", mutate(goodFetch, func(f []byte) []byte {
-			binary.BigEndian.PutUint32(f[entriesCount+4+25:], 3+4+1) // past the log start voters' count
+			binary.BigEndian.PutUint32(f[entriesCount+4+25:], 3+4+8+1) // past the log start voters' count and epoch
 			return reseal(f)
 		}), 0, ErrBadFrame, "entry data", true},
 	}
