@@ -62,11 +62,12 @@
 // require every node to agree on the voter set in force, each voter at
 // the directory it runs on.
 //
-// Exactly once (issue 13): with -faults.idempotent every append carries
-// an Idempotency-Key (its payload's id) and is retried with it, through
-// random nodes, until acknowledged; a payload at two offsets is then the
-// violation "duplicate" (without a key, a retry after an unknown outcome
-// may duplicate: "duplicate-retried", tolerated). An attempt answered as
+// Exactly once (issue 13): every append carries an Idempotency-Key (its
+// payload's id) and is retried with it, through random nodes, until
+// acknowledged; a payload at two offsets is then the violation
+// "duplicate". With -faults.idempotent=false appends carry no key and are
+// retried twice, and a duplicate after an unknown outcome is
+// "duplicate-retried", tolerated (at-least-once). An attempt answered as
 // a duplicate must name the offset where the payload is, and counts as
 // invoked with its payload's first attempt for real-time order. The
 // summary counts the attempts whose outcome stayed unknown, by cause: the
@@ -74,6 +75,16 @@
 // the only cause issue 13 leaves), another unknown outcome the node
 // answered (node-unknown), the harness's own deadline (client-timeout: a
 // paused or cut-off node) and broken connections (a killed node).
+//
+// TestPipelineExactlyOnce runs issue 13's exactly-once pipeline as a real
+// process: the observer o1 runs the example with -pipeline in-=out- (it
+// reads committed inputs from its cursor, appends each output with an ID
+// derived from the input's offset, commits the cursor) and is SIGKILLed
+// and started again about every -faults.pipeline-kill-every (400ms),
+// every 4th time with the leader, while inputs are appended through the
+// voters for 8s (-faults.duration); once its cursor has passed the last input,
+// every node's log must hold each input once and exactly one output per
+// input.
 //
 // Every record is self-checking (EncodePayload: id, size, filler derived
 // from the id; sizes from a few bytes to ~384 KiB so fetch responses get
@@ -83,8 +94,10 @@
 //
 // Runs:
 //
-//	go test -race ./faults                      # checker/proxy unit tests, a 45s fault run and a 30s
-//	                                            # retention run side by side, a fake-node self-test
+//	go test -race ./faults                      # checker/proxy unit tests, a 45s fault run, a 30s
+//	                                            # retention run, 20s membership runs and an 8s
+//	                                            # pipeline run side by side, a fake-node self-test
+//	go test ./faults -run TestPipelineExactlyOnce -v -faults.duration=5m -timeout 0
 //	go test -race ./faults -run TestFaults -v -timeout 0 \
 //	    -faults.duration=10m -faults.seed=N -faults.nodes=5 [-faults.concurrency=2]
 //	go test ./faults -run TestRetentionFaults -v -timeout 0 -faults.duration=10m [-faults.seed=N]
@@ -98,7 +111,8 @@
 // built with -race), -faults.keep (keep data, node logs and history.txt),
 // -faults.results=FILE (one JSON line per run), -faults.fake (run the
 // harness against internal/fakenode instead of ./example; not with
-// TestRetentionFaults, nor with -faults.idempotent: it ignores the key),
+// TestRetentionFaults; it ignores the key, so those runs are not
+// idempotent),
 // -faults.observers=N; for TestRetentionFaults
 // -faults.segment-bytes, -faults.retention-bytes, -faults.retention-age,
 // -faults.delete-every and -faults.wipe-every; for TestWipeVoterFaults

@@ -32,7 +32,7 @@ var (
 	flagFetchTO   = flag.Duration("faults.fetch-timeout", time.Second, "node -fetch-timeout")
 	flagElectTO   = flag.Duration("faults.election-timeout", 300*time.Millisecond, "node -election-timeout")
 	flagMaxWait   = flag.Duration("faults.fetch-max-wait", 200*time.Millisecond, "node -fetch-max-wait")
-	flagIdem      = flag.Bool("faults.idempotent", false, "appends carry an Idempotency-Key and are retried with it until acknowledged; a duplicate is then a violation (false: 2 retries without a key, duplicates after an unknown outcome tolerated)")
+	flagIdem      = flag.Bool("faults.idempotent", true, "appends carry an Idempotency-Key and are retried with it until acknowledged; a duplicate is then a violation (false: 2 retries without a key, duplicates after an unknown outcome tolerated; always false with -faults.fake)")
 
 	// TestRetentionFaults.
 	flagSegment     = flag.Int64("faults.segment-bytes", 256<<10, "TestRetentionFaults: node -segment-bytes (segments roll every second or so)")
@@ -272,7 +272,7 @@ func testRunOpts(t *testing.T) runOpts {
 			NemesisConcurrency: *flagConc,
 			Appenders:          *flagAppenders, Readers: *flagReaders,
 			AppendTimeout: 5 * time.Second, Retries: 2, ConvergeTimeout: 90 * time.Second,
-			Idempotent: *flagIdem,
+			Idempotent: *flagIdem && !*flagFake, // the fake node ignores the key
 		},
 	}
 }
