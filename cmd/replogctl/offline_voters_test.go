@@ -51,12 +51,14 @@ func TestOfflineVoterSets(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("inspect: exit %d, %s", code, errOut)
 	}
-	if !strings.Contains(out, "voter sets     2") || !strings.Contains(out, "  10   n1/a1,n2/b1,n3/c1\n  200  n1/a2,n2/b2\n") {
-		t.Fatalf("inspect output lacks the voter sets at 10 and 200:\n%s", out)
+	// Below the log start the store keeps the set in force there (10) and
+	// the newest change before it (0: protocol.KeptVoterRows).
+	if !strings.Contains(out, "voter sets     3") || !strings.Contains(out, "  0    n1/a0,n2/b0,n3/c0\n  10   n1/a1,n2/b1,n3/c1\n  200  n1/a2,n2/b2\n") {
+		t.Fatalf("inspect output lacks the voter sets at 0, 10 and 200:\n%s", out)
 	}
 	code, out, errOut = runCmd(t, "inspect", "--json", dir)
 	var r inspectReport
-	if err := json.Unmarshal([]byte(out), &r); code != exitOK || err != nil || len(r.VoterSets) != 2 || r.VoterSets[0].Offset != 10 {
+	if err := json.Unmarshal([]byte(out), &r); code != exitOK || err != nil || len(r.VoterSets) != 3 || r.VoterSets[1].Offset != 10 {
 		t.Fatalf("inspect --json: exit %d, %v, %+v, %s", code, err, r.VoterSets, errOut)
 	}
 	code, out, errOut = runCmd(t, "dump", "--from", "199", "--to", "202", dir)
