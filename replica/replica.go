@@ -124,6 +124,9 @@ type Replica struct {
 	// that told this round that they know of no cluster (R60).
 	members  map[string]bool
 	answered map[string]bool
+	// resendAt: when a bootstrap round asks again those that have not
+	// answered it (resendBootstrapRequests).
+	resendAt time.Time
 	// clusterSeen: while the log holds no voter set, someone answered
 	// that a cluster exists. This replica then bootstraps nothing: it
 	// observes until it has fetched the cluster's voter set (R60).
@@ -260,6 +263,8 @@ func (r *Replica) Tick(now time.Time) {
 	case RoleProspective, RoleCandidate:
 		if !r.now.Before(r.electionDeadline) {
 			r.becomeProspective()
+		} else {
+			r.resendBootstrapRequests()
 		}
 	}
 	r.expireForwarded()

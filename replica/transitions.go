@@ -128,6 +128,13 @@ func (r *Replica) becomeProspective() {
 // each naming the directory the set in force records for its voter (R56);
 // a bootstrap round also asks every other member it knows of (R60).
 func (r *Replica) requestVotes(preVote bool) {
+	r.sendVoteRequests(preVote, nil)
+}
+
+// sendVoteRequests sends the round's requests to those of its recipients
+// that only accepts (all if nil), and sets when a bootstrap round asks its
+// silent ones again (resendBootstrapRequests).
+func (r *Replica) sendVoteRequests(preVote bool, only func(string) bool) {
 	epoch := r.epoch
 	if preVote {
 		epoch++
@@ -135,9 +142,10 @@ func (r *Replica) requestVotes(preVote bool) {
 	to := r.voters
 	if r.bootstrap {
 		to = append(slices.Clone(r.voters), r.askedMembers()...)
+		r.resendAt = r.now.Add(r.cfg.ElectionTimeout / 4)
 	}
 	for _, v := range to {
-		if v != r.id {
+		if v != r.id && (only == nil || only(v)) {
 			r.send(v, &protocol.VoteRequest{
 				Epoch: epoch, CandidateID: r.id, CandidateDirID: r.dirID, VoterDirID: r.voterDir(v),
 				LastEpoch: r.log.voteEpoch(), LEO: r.log.LEO(), PreVote: preVote, Round: r.round,

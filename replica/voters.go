@@ -253,9 +253,13 @@ func (r *Replica) voterChangeRefusal(ch protocol.VoterChange) protocol.AppendErr
 		return protocol.AppendUnknownNode
 	}
 	dir, ok := ls.fetchDir[ch.NodeID]
-	if !ok || dir == "" || r.now.Sub(ls.anyFetch[ch.NodeID]) >= r.cfg.FetchTimeout {
+	if !ok || dir == "" || r.now.Sub(ls.anyFetch[ch.NodeID]) >= r.cfg.FetchMaxWait+r.cfg.ElectionTimeout {
 		// It must fetch from us now, so that we know which incarnation
-		// of it we add.
+		// of it we add, and that it is alive: a live replica's fetches
+		// arrive at least every FetchMaxWait plus a round trip. Within
+		// FetchTimeout, a node wiped just after its last fetch was added
+		// at its dead directory, and with one more voter lost the new set
+		// could never elect (sim seed 82044543 x1500).
 		return protocol.AppendUnknownNode
 	}
 	if len(r.voters) >= protocol.MaxVoters {
