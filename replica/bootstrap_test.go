@@ -114,3 +114,79 @@ func TestAddNeedsAFetchNow(t *testing.T) {
 		t.Fatalf("add after a fresh fetch: acks %+v, voters %v; want it appended", acks, r.voterSet())
 	}
 }
+
+// TestReplacementBlocksOtherChanges: while an automatic replacement waits
+// for its second step (the newest change removed b's old incarnation, and
+// b fetches from another directory), the leader takes no other change: one
+// would make the removal no longer the newest change, and a later leader
+// could not tell that b is owed its place (sim bug J2). So does a leader
+// younger than FetchTimeout, which may not have heard from b yet. Positive
+// controls: b's add is taken, and once it is in, so is another change;
+// with ManualVoterChanges nothing is blocked.
+func TestReplacementBlocksOtherChanges(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		store := storage.NewMemory()
+		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
+			votersEntry(0, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}, protocol.Voter{ID: "b", DirID: "b"}),
+			votersEntry(1, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
+		}}, {Kind: protocol.WriteHWCheckpoint, Offset: 2}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
+		cfg := testConfig("l", "l", "a", "b")
+		cfg.ManualVoterChanges = manual
+		r, err := New(cfg, store, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.becomeCandidate()
+		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+		settle(t, r, store)
+		// Commit an entry of the epoch (R58), a fetching.
+		r.Propose(100, [][]byte{[]byte("x")})
+		settle(t, r, store)
+		fetchFrom(r, "a", "a", 10, r.log.LEO(), r.epoch)
+		settle(t, r, store)
+		fetchFrom(r, "a", "a", 11, r.log.LEO(), r.epoch)
+		settle(t, r, store)
+		if !r.changeCommitted() {
+			t.Fatalf("manual %v: setup: no change possible yet (hw %d)", manual, r.hw)
+		}
+		// A young leadership: blocked (unless manual).
+		fetchFrom(r, "c", "c", 30, r.log.LEO(), r.epoch)
+		settle(t, r, store)
+		acks := changeAck(t, r, store, 1, protocol.VoterChange{Add: true, NodeID: "c"})
+		if manual {
+			if len(acks) != 0 || r.voterDir("c") != "c" {
+				t.Fatalf("manual: add of c while a removal is the newest change: acks %+v voters %v; want it taken", acks, r.voterSet())
+			}
+			continue
+		}
+		wantErr(t, "another change while the leadership is young", acks, ErrVoterChangePending)
+		// Older than FetchTimeout, with b fetching from a new directory
+		// but not caught up yet: still blocked; once it has caught up it
+		// is added back.
+		r.Tick(t0.Add(r.cfg.FetchTimeout))
+		for i := range uint64(3) {
+			fetchFrom(r, "a", "a", 12+i, r.log.LEO(), r.epoch)
+			fetchFrom(r, "c", "c", 31+i, r.log.LEO(), r.epoch)
+			fetchFrom(r, "b", "b2", 50+i, 0, 0)
+			settle(t, r, store)
+		}
+		if r.voterDir("b") != "" {
+			t.Fatalf("setup: b added back before it caught up: %v", r.voterSet())
+		}
+		wantErr(t, "another change while b is owed its place", changeAck(t, r, store, 2, protocol.VoterChange{Add: true, NodeID: "c"}), ErrVoterChangePending)
+		fetchFrom(r, "b", "b2", 20, r.log.LEO(), r.epoch)
+		settle(t, r, store)
+		if r.voterDir("b") != "b2" {
+			t.Fatalf("b fetching from b2: voters %v, want b added back at b2", r.voterSet())
+		}
+		for i := range uint64(3) {
+			fetchFrom(r, "a", "a", 20+i, r.log.LEO(), r.epoch)
+			fetchFrom(r, "b", "b2", 21+i, r.log.LEO(), r.epoch)
+			fetchFrom(r, "c", "c", 40+i, r.log.LEO(), r.epoch)
+			settle(t, r, store)
+		}
+		if acks := changeAck(t, r, store, 3, protocol.VoterChange{Add: true, NodeID: "c"}); len(acks) != 0 || r.voterDir("c") != "c" {
+			t.Fatalf("add of c after b is back: acks %+v, voters %v; want it taken", acks, r.voterSet())
+		}
+	}
+}

@@ -31,6 +31,8 @@ type leaderState struct {
 	fetchDir    map[string]string
 	fetchOffset map[string]uint64
 	anyFetch    map[string]time.Time
+	// since is when this leadership began.
+	since time.Time
 	// replacing names the nodes this leader removed from the voters
 	// because they came back with a new directory (R58), with that
 	// directory: each is added back once it is caught up.
@@ -82,6 +84,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		anyFetch:      make(map[string]time.Time),
 		replacing:     make(map[string]string),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
+		since:         r.now,
 	}
 	// Grace period: every voter counts as heard from at the start.
 	for _, v := range r.voters {

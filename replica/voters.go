@@ -236,6 +236,9 @@ func (r *Replica) voterChangeRefusal(ch protocol.VoterChange) protocol.AppendErr
 		r.commitAnEntryOfTheEpoch()
 		return protocol.AppendVoterChangePending
 	}
+	if x, ok := r.pendingReplacement(); ok && !(ch.Add && ch.NodeID == x) {
+		return protocol.AppendVoterChangePending
+	}
 	ls := r.leader
 	if !ch.Add {
 		if _, ok := r.voterDirs[ch.NodeID]; !ok {
@@ -395,28 +398,60 @@ func (r *Replica) commitAnEntryOfTheEpoch() {
 // rows below it keep the newest change (pruneVoterRows; sim bug J, seed
 // 19702 x1500, kept only the set in force there).
 func (r *Replica) removedIncarnation(node, dir string) bool {
+	removed, ok := r.newestRemoval()
+	return ok && dir != "" && removed.ID == node && removed.DirID != dir
+}
+
+// newestRemoval returns the voter the newest change of the voter sets
+// removed, if that change removed one voter and added none. Copies of the
+// same set (retention's re-append above the log start, R55) are no change.
+func (r *Replica) newestRemoval() (protocol.Voter, bool) {
 	n := len(r.log.voterSets)
-	if n < 2 || dir == "" {
-		return false
+	if n < 2 {
+		return protocol.Voter{}, false
 	}
-	// The set before the newest change: copies of the same set (retention's
-	// re-append above the log start, R55) are no change.
 	cur := r.log.voterSets[n-1].Voters
 	i := n - 2
 	for i >= 0 && slices.Equal(r.log.voterSets[i].Voters, cur) {
 		i--
 	}
 	if i < 0 {
-		return false
+		return protocol.Voter{}, false
 	}
 	prev := r.log.voterSets[i].Voters
 	if len(prev) != len(cur)+1 {
-		return false
+		return protocol.Voter{}, false
 	}
-	j := slices.IndexFunc(prev, func(v protocol.Voter) bool { return v.ID == node })
-	if j < 0 || prev[j].DirID == dir {
-		return false // not removed, or removed at this very directory
+	for j, v := range prev {
+		if slices.Equal(slices.Delete(slices.Clone(prev), j, j+1), cur) {
+			return v, true
+		}
 	}
-	rest := slices.Delete(slices.Clone(prev), j, j+1)
-	return slices.Equal(rest, cur)
+	return protocol.Voter{}, false
+}
+
+// pendingReplacement returns the node whose automatic replacement waits for
+// its second step (R58): the newest change removed one incarnation of it,
+// and another incarnation fetches from this leader now, or this leadership
+// is younger than FetchTimeout (it may not have heard from it yet). Until
+// the node is added back the leader takes no other change: one would make
+// the removal no longer the newest change, and a later leader could not
+// tell that the node is owed its place (sim bug J2, seed 70100495 x5000).
+func (r *Replica) pendingReplacement() (string, bool) {
+	if r.cfg.ManualVoterChanges || r.leader == nil {
+		return "", false
+	}
+	removed, ok := r.newestRemoval()
+	if !ok {
+		return "", false
+	}
+	ls := r.leader
+	if r.now.Sub(ls.since) < r.cfg.FetchTimeout {
+		return removed.ID, true
+	}
+	d := ls.fetchDir[removed.ID]
+	if d != "" && d != removed.DirID && r.now.Sub(ls.anyFetch[removed.ID]) < r.cfg.FetchTimeout {
+		return removed.ID, true
+	}
+	return "", false
 }

@@ -801,7 +801,7 @@ func (s *sim) voterChangeTimer() {
 		return
 	}
 	s.schedule(s.vcBetween(0, 2*s.p.vc.changeEvery), event{kind: evVoterChange})
-	if s.readd() || s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
+	if s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
 		return
 	}
 	via := s.randomUpFrom(s.vr) // the voter stream
@@ -816,56 +816,6 @@ func (s *sim) voterChangeTimer() {
 		return
 	}
 	s.proposeChange(via, ch, healing)
-}
-
-// readd steers around open core bug J2 (Options.Bugs.Interleaved) in
-// runs with automatic replacement: it adds back a wiped voter the
-// replacement removed when the leader can no longer tell (neither its
-// memory, Status.Replacing, nor the newest change of its voter sets shows
-// the removal: another change was made between the two steps, and the
-// leader that removed it lost its leadership).
-// It reports whether it proposed.
-func (s *sim) readd() bool {
-	if s.opts.Bugs.Interleaved || s.p.vc.manual || s.changesOutstanding() > 0 {
-		return false
-	}
-	l := s.upLeader()
-	if l == nil || s.now < l.pausedUntil {
-		return false
-	}
-	for _, nd := range s.nodes {
-		if !nd.replaceDue || !nd.up || hasID(s.cset, nd.id) || removalVisible(l, nd.id) {
-			continue
-		}
-		if _, planned := l.r.Status().Replacing[nd.id]; planned {
-			continue
-		}
-		s.res.Faults.ReAdds++
-		s.tracef("%s READD: leader %s can no longer tell it replaced it (open core bug J2)", nd.id, l.id)
-		s.proposeChange(l, protocol.VoterChange{Add: true, NodeID: nd.id}, true)
-		return true
-	}
-	return false
-}
-
-// removalVisible says whether the voter sets of nd's log show the removal
-// of node id as their newest change (the set before less that node;
-// copies of the same set are no change, as the core reads them).
-func removalVisible(nd *node, id string) bool {
-	n := len(nd.vrows)
-	if n < 2 {
-		return false
-	}
-	cur := nd.vrows[n-1].Voters
-	i := n - 2
-	for i >= 0 && slices.Equal(nd.vrows[i].Voters, cur) {
-		i--
-	}
-	if i < 0 {
-		return false
-	}
-	prev := nd.vrows[i].Voters
-	return hasID(prev, id) && !hasID(cur, id) && len(prev) == len(cur)+1 && setDelta(prev, cur) == 1
 }
 
 // changesOutstanding counts the workload's voter changes not answered yet
