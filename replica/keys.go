@@ -29,12 +29,10 @@ type producerState struct {
 	low  uint64
 	last int64  // last activity, ms (entry time)
 	at   uint64 // offset of its newest entry
-	// seqs are the producer's sequence numbers at or above low (and some
-	// below, not swept yet), each with its batch and the offset of the
-	// entry that records it (src: the batch's last entry, or a copy).
+	// seqs are the producer's sequence numbers at or above low, each with
+	// its batch and the offset of the entry that records it (src: the
+	// batch's last entry, or a copy).
 	seqs map[uint64]seqRecord
-	// swept is len(seqs) after the last sweep of the dead ones.
-	swept int
 }
 
 type seqRecord struct {
@@ -60,15 +58,15 @@ type keyUndo struct {
 	// producer: its ID, whether the entry created it, its last activity
 	// and newest entry before, the sequence numbers the entry added, and
 	// the sources the entry (a copy) moved.
-	producer uint64
-	created  bool
-	prevLast int64
-	prevAt   uint64
-	added    []uint64
-	// addedOne is the one sequence number a keyed batch adds (no slice
-	// to allocate on the append path).
-	addedOne    uint64
+	created bool
+	// hasAddedOne: addedOne is the one sequence number a keyed batch adds
+	// (no slice to allocate on the append path).
 	hasAddedOne bool
+	producer    uint64
+	prevLast    int64
+	prevAt      uint64
+	added       []uint64
+	addedOne    uint64
 	moved       map[uint64]uint64
 	// ID or cursor: its name and value before (nil: none).
 	name       string
@@ -82,7 +80,12 @@ type keyTable struct {
 	cursors   map[string]*cursorState
 	// undo holds, in offset order, how to undo the changes of entries at or
 	// above the readable HW (a truncation never reaches below it, R33).
-	undo []keyUndo
+	// undoArr is its whole array: records are dropped from the front
+	// every round and added at the back with every keyed entry, and
+	// pushUndo moves the live ones down to reuse the array rather than
+	// allocate a new one.
+	undo    []keyUndo
+	undoArr []keyUndo
 	// applied: the entries below it are in the table.
 	applied uint64
 	// waiting are keyed proposals a leader holds until the table has caught
@@ -209,7 +212,7 @@ func (t *keyTable) apply(e *protocol.Entry, logger interface {
 	for _, rec := range rs {
 		switch rec.Kind {
 		case protocol.StateCursor:
-			t.undo = append(t.undo, keyUndo{off: e.Offset, kind: protocol.StateCursor, name: rec.Name, prevCursor: t.cursors[rec.Name]})
+			t.pushUndo(keyUndo{off: e.Offset, kind: protocol.StateCursor, name: rec.Name, prevCursor: t.cursors[rec.Name]})
 			t.cursors[rec.Name] = &cursorState{next: rec.Next, at: e.Offset}
 		case protocol.StateProducer:
 			t.applyProducer(e.Offset, rec.Producer, rec.Low, rec.Time, rec.Seqs, true)
@@ -220,7 +223,7 @@ func (t *keyTable) apply(e *protocol.Entry, logger interface {
 }
 
 func (t *keyTable) setID(off uint64, id string, s *idState) {
-	t.undo = append(t.undo, keyUndo{off: off, kind: protocol.StateID, name: id, prevID: t.ids[id]})
+	t.pushUndo(keyUndo{off: off, kind: protocol.StateID, name: id, prevID: t.ids[id]})
 	t.ids[id] = s
 }
 
@@ -238,19 +241,22 @@ func (t *keyTable) applyProducer(off, pid, low uint64, last int64, seqs []protoc
 	}
 	u.prevLast, u.prevAt = p.last, p.at
 	if low > p.low {
-		p.low = low
 		// Sequence numbers below low are dead (never looked up: R63 checks
-		// low first); they are swept once the map has doubled since the
-		// last sweep, so that a producer with many appends in flight costs
-		// amortised O(1) per entry, not a sweep each.
-		if len(p.seqs) >= 2*p.swept+16 {
+		// low first): dropped as low passes them, one by one (each is
+		// dropped once: amortised O(1) per entry, no sweep of the map),
+		// or by a sweep when low jumps further than the map is long.
+		if low-p.low <= uint64(len(p.seqs)) {
+			for s := p.low; s < low; s++ {
+				delete(p.seqs, s)
+			}
+		} else {
 			for s := range p.seqs {
 				if s < low {
 					delete(p.seqs, s)
 				}
 			}
-			p.swept = len(p.seqs)
 		}
+		p.low = low
 	}
 	for _, s := range seqs {
 		if s.Seq < p.low {
@@ -276,6 +282,24 @@ func (t *keyTable) applyProducer(off, pid, low uint64, last int64, seqs []protoc
 	}
 	p.last = max(p.last, last)
 	p.at = off
+	t.pushUndo(u)
+}
+
+// pushUndo appends u to t.undo; when the array is full and the records
+// dropped from its front left at least half of it free, the live ones move
+// down instead of to a new array (amortised O(1), no allocation in a
+// steady stream of keyed entries).
+func (t *keyTable) pushUndo(u keyUndo) {
+	if len(t.undo) == cap(t.undo) && 2*len(t.undo) <= cap(t.undoArr) && len(t.undoArr) > 0 {
+		n := copy(t.undoArr[:cap(t.undoArr)], t.undo)
+		clear(t.undoArr[n:cap(t.undoArr)])
+		t.undo = t.undoArr[:n]
+	}
+	if len(t.undo) == cap(t.undo) {
+		t.undo = append(t.undo, u)
+		t.undoArr = t.undo[:cap(t.undo)]
+		return
+	}
 	t.undo = append(t.undo, u)
 }
 
