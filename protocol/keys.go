@@ -58,9 +58,17 @@ type KeyHeader struct {
 
 const keyHeaderFormat = 1
 
+// MaxKeyHeaderLength bounds the length of an encoded key header.
+const MaxKeyHeaderLength = 1 + 8 + 4*binary.MaxVarintLen64 + MaxKeyLength
+
 // EncodeKeyHeader encodes h (the caller keeps len(h.ID) ≤ MaxKeyLength).
 func EncodeKeyHeader(h KeyHeader) []byte {
-	b := make([]byte, 0, 1+8+3*binary.MaxVarintLen64+1+len(h.ID))
+	return AppendKeyHeader(make([]byte, 0, 1+8+3*binary.MaxVarintLen64+1+len(h.ID)), h)
+}
+
+// AppendKeyHeader appends the encoding of h to b (EncodeKeyHeader's): a
+// caller may encode into a buffer of MaxKeyHeaderLength on its stack.
+func AppendKeyHeader(b []byte, h KeyHeader) []byte {
 	b = append(b, keyHeaderFormat)
 	b = binary.BigEndian.AppendUint64(b, h.Producer)
 	b = binary.AppendUvarint(b, h.Seq)

@@ -149,7 +149,9 @@ func (r *Replica) leaderKeyed(p proposal, typ protocol.EntryType, records [][]by
 			return
 		}
 	}
-	h := protocol.EncodeKeyHeader(protocol.KeyHeader{Key: key, N: uint64(len(records))})
+	// The header on the stack: KeyedData copies it into the entry.
+	var hb [protocol.MaxKeyHeaderLength]byte
+	h := protocol.AppendKeyHeader(hb[:0], protocol.KeyHeader{Key: key, N: uint64(len(records))})
 	leo := r.log.LEO()
 	entries := make([]protocol.Entry, len(records))
 	for i, rec := range records {
