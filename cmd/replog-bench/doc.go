@@ -42,6 +42,10 @@
 //	                 (default 0: the store's 64 MiB)
 //	-disk-every D    how often to measure each node's data directory
 //	                 (default 2s)
+//	-id              give every append its own ID (replog.WithID), as a
+//	                 client deduplicating its retries would (default off)
+//	-no-idempotence  Options.DisableIdempotence: appends carry no producer
+//	                 key (the behaviour before issue 13; default off)
 //	-catchup N       catch-up mode: fill the log with N records, run the
 //	                 load for -duration, then start an empty observer under
 //	                 the same load and wait until its readable HW reaches
@@ -51,7 +55,7 @@
 // nodes would (the handshake is part of what a new connection costs), on
 // addresses picked on 127.0.0.1 up front. Output:
 //
-//	nodes=3 clients=64 async=0 size=128B fsync=true via=leader duration=…
+//	nodes=3 clients=64 async=0 size=128B fsync=true via=leader duration=… idempotence=true ids=false
 //	retention-bytes=… retention-age=… segment-bytes=… disk-every=…
 //	appends=… failed=… ops/s=… MB/s=… over …
 //	latency p50=… p99=… max=…

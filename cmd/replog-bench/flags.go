@@ -34,6 +34,11 @@ type config struct {
 	// this many records, then start an empty observer and time its
 	// catch-up.
 	catchup int
+	// Issue 13: ids gives every append its own replog.WithID;
+	// noIdempotence sets Options.DisableIdempotence (appends carry no
+	// producer key, the behaviour before issue 13).
+	ids           bool
+	noIdempotence bool
 }
 
 // parseFlags parses args (without the program name). Errors from the flag
@@ -57,6 +62,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "Options.SegmentBytes: roll segment files at this size, e.g. 16MiB (0: the default, 64MiB)")
 	fs.DurationVar(&c.diskEvery, "disk-every", 2*time.Second, "how often to sample each node's data-directory size")
 	fs.IntVar(&c.catchup, "catchup", 0, "catch-up mode: fill the log with N records, then time an empty observer's catch-up (0: off)")
+	fs.BoolVar(&c.ids, "id", false, "give every append its own ID (replog.WithID), as a client deduplicating its retries would")
+	fs.BoolVar(&c.noIdempotence, "no-idempotence", false, "Options.DisableIdempotence: appends carry no producer key and are not retried across leader changes (the behaviour before issue 13)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -110,6 +117,8 @@ func (c config) options(dir, id string, voters []string, peers map[string]string
 		RetentionBytes: c.retentionBytes,
 		RetentionAge:   c.retentionAge,
 		SegmentBytes:   c.segmentBytes,
+
+		DisableIdempotence: c.noIdempotence,
 	}
 	if len(peers) == 0 {
 		o.RPCAddr, o.Peers, o.Secret = "", nil, nil

@@ -106,7 +106,7 @@ func run(c config, w io.Writer) (report, error) {
 		record[i] = byte('a' + i%26)
 	}
 
-	fmt.Fprintf(w, "nodes=%d clients=%d async=%d size=%dB fsync=%t via=%s duration=%v\n", c.nodes, c.clients, c.async, c.size, !c.nosync, c.via, c.duration)
+	fmt.Fprintf(w, "nodes=%d clients=%d async=%d size=%dB fsync=%t via=%s duration=%v idempotence=%t ids=%t\n", c.nodes, c.clients, c.async, c.size, !c.nosync, c.via, c.duration, !c.noIdempotence, c.ids)
 	fmt.Fprintf(w, "retention-bytes=%s retention-age=%v segment-bytes=%s disk-every=%v\n", orDefault(c.retentionBytes, "off"), c.retentionAge, orDefault(c.segmentBytes, "default"), c.diskEvery)
 	if c.catchup > 0 {
 		cu, err := runCatchup(c, cl, leader, record, w)
@@ -223,7 +223,7 @@ func runLoad(ctx context.Context, c config, logs []*replog.Log, leader *replog.L
 		go func() {
 			defer wg.Done()
 			if c.async > 0 {
-				lat[i], errs[i] = appendAsync(ctx, logs, leader, i, c.via, record, c.async)
+				lat[i], errs[i] = appendAsync(ctx, logs, leader, i, c.via, record, c.async, c.ids)
 				return
 			}
 			target := leader
@@ -231,8 +231,12 @@ func runLoad(ctx context.Context, c config, logs []*replog.Log, leader *replog.L
 				if c.via == "all" {
 					target = logs[(i+j)%len(logs)]
 				}
+				var opts []replog.AppendOption
+				if c.ids {
+					opts = append(opts, replog.WithID(fmt.Sprintf("c%d-%d", i, j)))
+				}
 				t0 := time.Now()
-				_, err := target.Append(ctx, record)
+				_, err := target.Append(ctx, record, opts...)
 				if err != nil {
 					if ctx.Err() == nil {
 						errs[i]++
@@ -259,7 +263,7 @@ func runLoad(ctx context.Context, c config, logs []*replog.Log, leader *replog.L
 // to when the appender took the outcome: for an append that completed
 // while an older one was awaited, an upper bound) and the number of
 // appends that failed before the end.
-func appendAsync(ctx context.Context, logs []*replog.Log, leader *replog.Log, c int, via string, record []byte, window int) ([]time.Duration, int) {
+func appendAsync(ctx context.Context, logs []*replog.Log, leader *replog.Log, c int, via string, record []byte, window int, ids bool) ([]time.Duration, int) {
 	type pending struct {
 		r  *replog.AppendResult
 		t0 time.Time
@@ -287,8 +291,12 @@ func appendAsync(ctx context.Context, logs []*replog.Log, leader *replog.Log, c 
 			take(ring[oldest%window])
 			oldest++
 		}
+		var opts []replog.AppendOption
+		if ids {
+			opts = append(opts, replog.WithID(fmt.Sprintf("c%d-%d", c, next)))
+		}
 		t0 := time.Now()
-		ring[next%window] = pending{target.AppendAsync(ctx, record), t0}
+		ring[next%window] = pending{target.AppendAsync(ctx, record, opts...), t0}
 	}
 	for ; oldest < next; oldest++ {
 		take(ring[oldest%window])
@@ -343,6 +351,36 @@ func startCluster(c config, root string, extra []string) (*cluster, error) {
 			return nil, fmt.Errorf("open %s: %w", id, err)
 		}
 		cl.logs = append(cl.logs, l)
+	}
+	if len(extra) == 0 {
+		return cl, nil
+	}
+	// A brand-new cluster bootstraps only once every node it knows of
+	// has answered (R60), and the voters must know the observers (a
+	// leader answers a fetch over its own connection to the fetcher).
+	// So each observer runs, empty, until a leader is elected, then
+	// closes and loses its directory: startObserver opens it empty.
+	var early []*replog.Log
+	for _, id := range extra {
+		l, err := replog.Open(c.options(cl.dir(id), id, cl.voters, cl.peers, cl.secret))
+		if err != nil {
+			cl.close()
+			return nil, fmt.Errorf("open %s: %w", id, err)
+		}
+		early = append(early, l)
+	}
+	_, err := waitLeader(cl.logs, 30*time.Second)
+	for i, l := range early {
+		if cerr := l.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		if rerr := os.RemoveAll(cl.dir(extra[i])); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		cl.close()
+		return nil, err
 	}
 	return cl, nil
 }
