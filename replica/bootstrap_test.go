@@ -190,3 +190,59 @@ func TestReplacementBlocksOtherChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestObserverFollowsALeaderItsSetLacks: a replica that votes in no set of
+// its own follows a leader its set does not hold (R42): its set may be one
+// its log has only caught up to (sim seed 84027860 x1500: a wiped sole
+// bootstrap voter, its log at the first set {itself at its old
+// directory}, dropped every answer of the leader added since). It takes
+// the leader hint, fetches, and takes the answer with the entries that
+// follow. Positive control of R42's voter side: a voter of that set does
+// not take the hint.
+func TestObserverFollowsALeaderItsSetLacks(t *testing.T) {
+	for _, wiped := range []bool{true, false} {
+		store := storage.NewMemory()
+		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
+			votersEntry(0, 1, protocol.Voter{ID: "v", DirID: "v"}),
+		}}, {Kind: protocol.WriteHWCheckpoint, Offset: 1}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
+		cfg := testConfig("v", "v")
+		cfg.DirID = "v" // the incarnation the set records
+		if wiped {
+			cfg.DirID = "v2" // a new incarnation: an observer of its own set
+		}
+		r, err := New(cfg, store, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, r, store)
+		if wiped != (r.role == RoleObserver) {
+			t.Fatalf("wiped %v: role %v", wiped, r.role)
+		}
+		r.Hint(Hint{Kind: HintLeader, Node: "o", Epoch: 1})
+		msgs, _ := settle(t, r, store)
+		reqs := bodiesTo[*protocol.FetchRequest](msgs, "o")
+		if !wiped {
+			if len(reqs) != 0 {
+				t.Fatalf("a voter of {v} fetched from o, not in its set: %v", reqs)
+			}
+			continue
+		}
+		if len(reqs) != 1 {
+			t.Fatalf("the observer took no hint naming o: fetches %v", reqs)
+		}
+		// The first answer makes o its leader (a new leader's answer is
+		// taken from the next fetch on); the next one brings the entries.
+		next := protocol.EncodeVoters([]protocol.Voter{{ID: "v", DirID: "v"}, {ID: "o", DirID: "o"}})
+		for range 2 {
+			r.Step(protocol.Message{From: "o", To: "v", Body: &protocol.FetchResponse{FetchID: reqs[0].FetchID, LeaderID: "o", Epoch: 1, HighWatermark: 2,
+				Entries: []protocol.Entry{{Offset: 1, Epoch: 1, Type: protocol.EntryVoters, Data: next}}}})
+			msgs, _ = settle(t, r, store)
+			if reqs = bodiesTo[*protocol.FetchRequest](msgs, "o"); len(reqs) != 1 && r.log.LEO() < 2 {
+				t.Fatalf("no next fetch to o: %v", msgs)
+			}
+		}
+		if r.log.LEO() != 2 || r.leaderID != "o" || r.hw != 2 {
+			t.Fatalf("after o's answer: leo %d leader %q hw %d; want 2, o, 2", r.log.LEO(), r.leaderID, r.hw)
+		}
+	}
+}

@@ -342,17 +342,22 @@ func (r *Replica) resignIfRemoved() {
 }
 
 // mayLead reports whether this replica follows node as the leader of
-// epoch (R42): a voter of its set in force, or a node a voter of that set
-// named as the leader of exactly that epoch (vouch). The second case is a
+// epoch (R42): a voter of its set in force, any node if this replica votes
+// in no set of its own, or a node a voter of that set named as the leader
+// of exactly that epoch (vouch). The last case is a
 // voter added by entries this replica has not fetched yet: without it, a
 // replica that missed the change could never follow the new voter when it
 // leads, nor fetch the entries that would tell it.
 func (r *Replica) mayLead(node string, epoch uint64) bool {
-	if r.isVoter(node) || r.bootstrap && r.clusterSeen {
-		// Told that a cluster exists, a fresh store holds none of its
-		// voters: it fetches from whoever leads (the leader's answer is
-		// fenced by epoch, and this observer counts in no majority) until
-		// the set it fetches says who may lead (R60).
+	if r.isVoter(node) || !r.voter {
+		// A replica that votes in no set of its own (an observer, or a
+		// fresh store told that a cluster exists, R60) follows whoever
+		// leads: the leader's answers are fenced by epoch, and it counts
+		// in no majority. Its own set may be one its log has only caught
+		// up to, without the leader: a wiped sole bootstrap voter
+		// fetching one entry per answer held {itself at its old
+		// directory} and dropped every answer of the leader added since
+		// (sim seed 84027860 x1500).
 		return true
 	}
 	e, ok := r.vouched[node]
