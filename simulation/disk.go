@@ -309,6 +309,7 @@ func (s *sim) noSyncExplains(o uint64, vs []protocol.Voter, n int) bool {
 	if n <= len(vs)/2 {
 		return false
 	}
+	s.res.Faults.NoSyncTainted++
 	s.taint(fmt.Sprintf("offset %d, committed with reports of NoSync copies since lost", o))
 	return true
 }
@@ -316,8 +317,7 @@ func (s *sim) noSyncExplains(o uint64, vs []protocol.Voter, n int) bool {
 func (s *sim) taint(why string) {
 	s.tainted = true
 	s.res.Tainted = true
-	s.res.Faults.NoSyncTainted++
-	s.tracef("NOSYNC TAINT: %s; the run stops here", why)
+	s.tracef("TAINT: %s; the run stops here", why)
 }
 
 // settleNoSyncLoss runs after a power loss: if a NoSync node lost a vote
@@ -350,6 +350,7 @@ func (s *sim) settleNoSyncLoss() {
 			}
 		}
 		if why != "" {
+			s.res.Faults.NoSyncTainted++
 			s.taint(s.nodes[l.node].id + " lost " + why)
 			return
 		}

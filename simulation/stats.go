@@ -27,6 +27,10 @@ type FaultCounts struct {
 	// NoSyncTainted: runs stopped because such a loss took a granted vote
 	// or a committed entry's last majority.
 	NoSyncNodes, NoSyncLosses, NoSyncTainted int
+	// DeadAdds: runs stopped because a leader added an incarnation whose
+	// disk was already lost (it fetched within the bound R58 allows, then
+	// was wiped): with one more voter lost, no protocol could elect.
+	DeadAdds int
 	// False leader hints: naming a node that does not lead, a non-voter,
 	// or a bogus (too high) epoch.
 	HintsWrongNode, HintsNonVoter, HintsBogusEpoch int

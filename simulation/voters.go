@@ -310,6 +310,14 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 				s.fail("%s: leader of epoch %d appends voter set %s at offset %d, %d voters away from the set in force %s: one change at a time (R58)",
 					nd.id, st.Epoch, fmtVoters(vs), e.Offset, d, fmtVoters(prev))
 				return
+			} else if added, ok := addedVoter(prev, vs); ok && !s.current(added) && !s.tainted {
+				// The leader added an incarnation whose disk is already
+				// lost (it fetched within the bound R58 allows, then was
+				// wiped): a double fault with any other lost voter, which
+				// no protocol survives (the new set's majority may be gone
+				// for good). The run stops here, counted.
+				s.res.Faults.DeadAdds++
+				s.taint(fmt.Sprintf("%s added %s/%s at offset %d, a disk already lost", nd.id, added.ID, added.DirID, e.Offset))
 			}
 		}
 		nd.vrows = append(nd.vrows, protocol.VotersAt{Offset: e.Offset, Voters: vs})
@@ -609,6 +617,19 @@ func (s *sim) committedVoters(by *node, o uint64, k entryKey) {
 			nd.replaceDue = true
 		}
 	}
+}
+
+// addedVoter returns the voter cur adds to prev, if it adds exactly one.
+func addedVoter(prev, cur []protocol.Voter) (protocol.Voter, bool) {
+	if len(cur) != len(prev)+1 {
+		return protocol.Voter{}, false
+	}
+	for _, v := range cur {
+		if !hasVoter(prev, v.ID, v.DirID) {
+			return v, true
+		}
+	}
+	return protocol.Voter{}, false
 }
 
 // ---- voter wipes ----
