@@ -47,14 +47,20 @@ func (r *Replica) askedMembers() []string {
 	return ms
 }
 
-// formed reports whether this replica knows that its cluster exists: its
-// HW has passed a voter set (the first leader's set, at offset 0, is
-// committed: a majority of the bootstrap voters hold it), or someone told
-// it so (clusterSeen). A set that is only appended is no proof: a first
-// leader's set that no voter kept, held by an observer alone, made every
-// bootstrap voter observe for ever (sim seed 82042895 x1500).
-func (r *Replica) formed() bool {
-	return r.clusterSeen || !r.bootstrap && r.hw > 0
+// formedFor reports whether this replica must tell a bootstrapping node,
+// candidate at directory dir, that a cluster exists which it is not part
+// of as it is now: this replica holds a voter set that does not record
+// id at dir (id is new, or a wiped incarnation of a voter), or someone told
+// it so (clusterSeen). A set that records id at dir needs no warning: id
+// is a voter of it that lacks its entries, and R57's unanimity already
+// keeps id from bootstrapping past voters that hold them (a first leader's
+// set that no voter kept, held by an observer alone, made every bootstrap
+// voter observe for ever: sim seed 82042895 x1500). Whether the set is
+// committed is no criterion: a restarted node's HW may be 0 for a while,
+// and the wiped sole bootstrap voter it answered bootstrapped a second
+// cluster (sim seed 84206751 x5000).
+func (r *Replica) formedFor(id, dir string) bool {
+	return r.clusterSeen || !r.bootstrap && r.voterDirs[id] != dir
 }
 
 // roundWon reports whether the round has what it needs: the votes of the

@@ -8,33 +8,45 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// TestFormedNeedsACommittedSet: a replica answers that its cluster is
-// formed (R60) only once its HW has passed a voter set: a first set that is
-// only appended (its leader may have lost it, and every bootstrap voter
-// with it) is no proof, and an observer holding one alone kept every
-// bootstrap voter from bootstrapping (sim seed 82042895 x1500). Asked by a
-// candidate whose set does not record it (VoterDirID ""), as a fresh store
-// asks.
-func TestFormedNeedsACommittedSet(t *testing.T) {
-	for _, hw := range []uint64{0, 1} {
+// TestFormedAnswer: a replica tells a bootstrapping candidate (a request
+// that records no directory for it) that a cluster exists when its voter
+// set does not record the candidate at the directory it has now (a new
+// node, or a wiped voter's new incarnation: sim seed 84206751 x5000, where
+// members restarted with HW 0 would otherwise have let a wiped sole
+// bootstrap voter fork), whatever its HW; not when its set records the
+// candidate as it is (a voter that lacks the set's entries: R57 keeps it
+// from bootstrapping past the voters that hold them, and an observer
+// holding a lost first set alone kept every bootstrap voter observing:
+// sim seed 82042895 x1500); not when it holds no set and was told nothing.
+func TestFormedAnswer(t *testing.T) {
+	cases := []struct {
+		name       string
+		set        bool
+		cand, dir  string
+		wantFormed bool
+	}{
+		{"set records the candidate as it is", true, "a", "a", false},
+		{"set records another incarnation", true, "a", "a2", true},
+		{"candidate not in the set", true, "n", "n", true},
+		{"no set", false, "a", "a2", false},
+	}
+	for _, c := range cases {
 		store := storage.NewMemory()
-		ws := []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
-			votersEntry(0, 1, protocol.Voter{ID: "a", DirID: "a"}, protocol.Voter{ID: "b", DirID: "b"}),
-		}}}
-		if hw > 0 {
-			ws = append(ws, protocol.Write{Kind: protocol.WriteHWCheckpoint, Offset: hw})
+		if c.set {
+			applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
+				votersEntry(0, 1, protocol.Voter{ID: "a", DirID: "a"}, protocol.Voter{ID: "b", DirID: "b"}),
+			}}})
 		}
-		applyWrites(t, store, ws)
-		r, err := New(testConfig("o", "a", "b"), store, t0) // an observer
+		r, err := New(testConfig("o", "a", "b"), store, t0) // an observer, HW 0
 		if err != nil {
 			t.Fatal(err)
 		}
 		settle(t, r, store)
-		r.Step(protocol.Message{From: "a", To: "o", Body: &protocol.VoteRequest{Epoch: 1, CandidateID: "a", CandidateDirID: "a2", PreVote: true, Round: 7}})
+		r.Step(protocol.Message{From: c.cand, To: "o", Body: &protocol.VoteRequest{Epoch: 1, CandidateID: c.cand, CandidateDirID: c.dir, PreVote: true, Round: 7}})
 		msgs, _ := settle(t, r, store)
-		resps := bodiesTo[*protocol.VoteResponse](msgs, "a")
-		if len(resps) != 1 || resps[0].Formed != (hw > 0) {
-			t.Fatalf("HW %d: answers %v, want formed %v", hw, resps, hw > 0)
+		resps := bodiesTo[*protocol.VoteResponse](msgs, c.cand)
+		if len(resps) != 1 || resps[0].Formed != c.wantFormed {
+			t.Errorf("%s: answers %v, want formed %v", c.name, resps, c.wantFormed)
 		}
 	}
 }

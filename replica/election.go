@@ -143,7 +143,7 @@ func (r *Replica) voteResponse(req *protocol.VoteRequest, grant bool) *protocol.
 		PreVote: req.PreVote, RequestEpoch: req.Epoch, Round: req.Round, VoterDirID: r.dirID,
 		// Only a candidate whose set does not record us may be
 		// bootstrapping (R60); others need not be told.
-		Formed: req.VoterDirID == "" && r.formed(),
+		Formed: req.VoterDirID == "" && r.formedFor(req.CandidateID, req.CandidateDirID),
 	}
 }
 
