@@ -744,8 +744,11 @@ func (c *Cluster) AppendKey(ctx context.Context, n *Node, payload, key string) A
 		return AppendResult{Outcome: Failed, Err: msg}
 	}
 	cause := CauseNodeUnknown
-	if ar.Code == "timeout" || ar.Code == "" && resp.StatusCode == http.StatusGatewayTimeout {
+	switch {
+	case ar.Code == "timeout" || ar.Code == "" && resp.StatusCode == http.StatusGatewayTimeout:
 		cause = CauseTimeout
+	case ar.Code == "closing":
+		cause = CauseNodeClosing
 	}
 	return AppendResult{Outcome: Unknown, Err: msg, Cause: cause}
 }

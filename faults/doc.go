@@ -71,10 +71,11 @@
 // a duplicate must name the offset where the payload is, and counts as
 // invoked with its payload's first attempt for real-time order. The
 // summary counts the attempts whose outcome stayed unknown, by cause: the
-// node's Log gave up when the append's context expired (node-timeout,
-// the only cause issue 13 leaves), another unknown outcome the node
-// answered (node-unknown), the harness's own deadline (client-timeout: a
-// paused or cut-off node) and broken connections (a killed node).
+// node's Log gave up when the append's context expired (node-timeout)
+// or closed (node-closing), the only causes issue 13 leaves; another
+// unknown outcome the node answered (node-unknown); the harness's own
+// deadline (client-timeout: a paused or cut-off node) and broken
+// connections (connection: a killed node).
 //
 // TestPipelineExactlyOnce runs issue 13's exactly-once pipeline as a real
 // process: the observer o1 runs the example with -pipeline in-=out- (it

@@ -61,8 +61,12 @@ const (
 	// before the outcome was known (504, code "timeout"): the only cause
 	// issue 13 leaves to the library.
 	CauseTimeout = "node-timeout"
-	// CauseNodeUnknown: the node answered another unknown outcome (its
-	// Log closing, the leader changing before issue 13, a failed disk).
+	// CauseNodeClosing: the node's Log closed before the outcome was
+	// known (503 "closing": a SIGTERM, as in a rolling restart), which
+	// issue 13 also leaves.
+	CauseNodeClosing = "node-closing"
+	// CauseNodeUnknown: the node answered another unknown outcome (the
+	// leader changing, before issue 13; a failed disk).
 	CauseNodeUnknown = "node-unknown"
 	// CauseClientTimeout: the harness's own request deadline passed (a
 	// paused node, or a partition that hides the answer).
