@@ -149,9 +149,23 @@ func (p *proposal) refreshKey() {
 // (R63), after an unknown outcome that was not the caller's (ctx, Close)
 // or the disk's.
 func (l *Log) proposeUntilKnown(ctx context.Context, p *proposal) (uint64, error) {
+	return retryUntilKnown(ctx, l.closing, func() (uint64, error) { return l.submit(ctx, p) },
+		func() bool { return p.prod != nil && l.failed() == nil }, p.refreshKey)
+}
+
+// retryUntilKnown is proposeUntilKnown's loop: try submits one try;
+// mayRetryUnknown says whether an unknown outcome may be tried again (the
+// same key, R63); next prepares the next try. Once a try's outcome was
+// unknown, the append may be in the log whatever later tries see (a
+// forwarded append committed, then its node was cut off and saw no
+// leader): an end by ctx or Close then reports ErrUnknownOutcome, never
+// the last try's "not the leader", which means "not appended" (fault run
+// TestAddRemoveVoterFaults seed 422844).
+func retryUntilKnown(ctx context.Context, closing <-chan struct{}, try func() (uint64, error), mayRetryUnknown func() bool, next func()) (uint64, error) {
 	backoff := retryFirst
+	unknown := false // some try's outcome was unknown
 	for {
-		offset, err := l.submit(ctx, p)
+		offset, err := try()
 		var nl *NotLeaderError
 		switch {
 		case err == nil:
@@ -159,12 +173,15 @@ func (l *Log) proposeUntilKnown(ctx context.Context, p *proposal) (uint64, error
 		case errors.Is(err, ErrDuplicate):
 			return offset, fmt.Errorf("%w: appended at offset %d", ErrDuplicate, offset)
 		case errors.As(err, &nl):
-			// Nothing was appended: wait for an election or a leader to
-			// become known, then try again.
-		case p.prod != nil && errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil && !errors.Is(err, ErrClosed) && l.failed() == nil:
+			// Nothing was appended by this try: wait for an election or
+			// a leader to become known, then try again.
+		case errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil && !errors.Is(err, ErrClosed) && mayRetryUnknown():
 			// The leader changed or the answer was lost: the same
 			// sequence number again; a leader that holds it answers with
 			// its offset.
+			unknown = true
+		case unknown && !errors.Is(err, ErrUnknownOutcome):
+			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 		default:
 			return offset, err
 		}
@@ -172,20 +189,20 @@ func (l *Log) proposeUntilKnown(ctx context.Context, p *proposal) (uint64, error
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if nl != nil {
+			if nl != nil && !unknown {
 				return 0, fmt.Errorf("%w (%w)", err, ctx.Err())
 			}
 			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
-		case <-l.closing:
+		case <-closing:
 			t.Stop()
-			if nl != nil {
+			if nl != nil && !unknown {
 				return 0, ErrClosed
 			}
 			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrClosed)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, retryMax)
-		p.refreshKey()
+		next()
 	}
 }
 
