@@ -258,3 +258,41 @@ func TestObserverFollowsALeaderItsSetLacks(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovedIncarnationAfterOtherChanges: the replacement's second step is
+// read from the voter sets' history, not only their newest change: b's old
+// incarnation was removed, then c was added (the new incarnation stayed
+// away past FetchTimeout, so the change was taken: sim seed 85200728
+// x5000), and b fetching from a new directory is still owed its place. Not
+// when it fetches from the removed directory, nor when its removal came
+// with another change, nor when it is a voter now.
+func TestRemovedIncarnationAfterOtherChanges(t *testing.T) {
+	v := func(id, dir string) protocol.Voter { return protocol.Voter{ID: id, DirID: dir} }
+	cases := []struct {
+		name string
+		sets [][]protocol.Voter
+		dir  string
+		want bool
+	}{
+		{"removed, then c added", [][]protocol.Voter{{v("l", "l"), v("a", "a"), v("b", "b")}, {v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("c", "c")}}, "b2", true},
+		{"removed, c added, a copy", [][]protocol.Voter{{v("l", "l"), v("b", "b")}, {v("l", "l")}, {v("l", "l"), v("c", "c")}, {v("l", "l"), v("c", "c")}}, "b2", true},
+		{"fetching from the removed directory", [][]protocol.Voter{{v("l", "l"), v("a", "a"), v("b", "b")}, {v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("c", "c")}}, "b", false},
+		{"a voter now", [][]protocol.Voter{{v("l", "l"), v("a", "a"), v("b", "b")}, {v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("b", "b2")}}, "b3", false},
+		{"never a voter", [][]protocol.Voter{{v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("c", "c")}}, "b2", false},
+	}
+	for _, c := range cases {
+		store := storage.NewMemory()
+		var es []protocol.Entry
+		for i, vs := range c.sets {
+			es = append(es, votersEntry(uint64(i), 1, vs...))
+		}
+		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: es}})
+		r, err := New(testConfig("l", "l"), store, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.removedIncarnation("b", c.dir); got != c.want {
+			t.Errorf("%s: removedIncarnation(b, %s) = %v, want %v", c.name, c.dir, got, c.want)
+		}
+	}
+}

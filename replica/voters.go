@@ -394,17 +394,38 @@ func (r *Replica) commitAnEntryOfTheEpoch() {
 }
 
 // removedIncarnation reports whether node, fetching from directory dir,
-// is the new incarnation of a voter an automatic replacement removed: the
-// set in force is the one before it less node, at another directory than
-// dir. Any leader completes the replacement from the log, not only the one
-// that began it (its memory, leaderState.replacing, is lost when
-// leadership changes between the two steps; it also covers another change
-// made between them), also once the log start has passed the removal: the
-// rows below it keep the newest change (pruneVoterRows; sim bug J, seed
-// 19702 x1500, kept only the set in force there).
+// is the new incarnation of a voter an automatic replacement removed: in
+// the voter sets of the log, the newest one that holds node holds it at
+// another directory than dir, and the change after it removed node alone
+// (the replacement's first step). Any leader completes the replacement
+// from the log, not only the one that began it (its memory,
+// leaderState.replacing, is lost when leadership changes between the two
+// steps), also after other changes made since (sim bug J2, seed 85200728
+// x5000: the new incarnation stayed away past FetchTimeout, another voter
+// was added meanwhile, and a rule reading only the newest change never
+// added it back), and once the log start has passed the removal while the
+// rows below it keep it (pruneVoterRows; sim bug J, seed 19702 x1500).
 func (r *Replica) removedIncarnation(node, dir string) bool {
-	removed, ok := r.newestRemoval()
-	return ok && dir != "" && removed.ID == node && removed.DirID != dir
+	if dir == "" {
+		return false
+	}
+	rows := r.log.voterSets
+	if n := len(rows); n == 0 || slices.ContainsFunc(rows[n-1].Voters, func(v protocol.Voter) bool { return v.ID == node }) {
+		return false // a voter now: nothing owed
+	}
+	for i := len(rows) - 1; i > 0; i-- {
+		prev := rows[i-1].Voters
+		j := slices.IndexFunc(prev, func(v protocol.Voter) bool { return v.ID == node })
+		if j < 0 {
+			continue
+		}
+		// rows[i] is the first set after the newest that holds node.
+		if prev[j].DirID == dir {
+			return false // removed at this very directory
+		}
+		return slices.Equal(slices.Delete(slices.Clone(prev), j, j+1), rows[i].Voters)
+	}
+	return false
 }
 
 // newestRemoval returns the voter the newest change of the voter sets
