@@ -89,7 +89,17 @@
 // the default run wipes the sole bootstrap voter too (seed 1551 x1500,
 // 70000336 x20000). A bug found and not fixed yet is steered around by
 // default (a field of Options.Bugs says how), and -sim.bugs=NAME (or all)
-// stops steering, so that runs fail where it bites; none is open now.
+// stops steering, so that runs fail where it bites (reproduce with
+// -sim.seed=N and the steps given):
+//
+//	interleaved     J2, what is left of it: a change made between an
+//	                automatic replacement's two steps, and retention
+//	                pruning the voter-set rows that showed the removal,
+//	                leave no leader able to tell that the wiped voter is
+//	                owed its place (seed 85200728 x5000; 70100495 x5000,
+//	                the case without retention, is fixed: a leader takes
+//	                no other change while a replacement waits, and reads
+//	                the removal from the sets' history)
 //
 // Fixed since, and no longer steered around: (L) a voter whose own set
 // lacked the leader (it appended the set removing that leader, never
@@ -110,9 +120,5 @@
 // meanwhile no leader was ever elected again (seed 3424 x1500): the
 // answer that resets it carries the leader's rows below its log start,
 // and the reset records them (the checker compares them with the
-// committed log's); (J2) a change made between an automatic replacement's
-// two steps hid the removal from the log's newest change, and once the
-// leader that removed the wiped voter lost its leadership no leader added
-// it back (seed 70100495 x5000): a leader now takes no other change while
-// a replacement waits for its second step (R58).
+// committed log's).
 package simulation

@@ -822,7 +822,7 @@ func (s *sim) voterChangeTimer() {
 		return
 	}
 	s.schedule(s.vcBetween(0, 2*s.p.vc.changeEvery), event{kind: evVoterChange})
-	if s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
+	if s.readd() || s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
 		return
 	}
 	via := s.randomUpFrom(s.vr) // the voter stream
@@ -837,6 +837,54 @@ func (s *sim) voterChangeTimer() {
 		return
 	}
 	s.proposeChange(via, ch, healing)
+}
+
+// readd steers around what is left of core bug J2 (Options.Bugs.
+// Interleaved) in runs with automatic replacement: it adds back a wiped
+// voter the replacement removed when the leader can no longer tell
+// (neither its memory, Status.Replacing, nor the voter sets its log keeps
+// show the removal: another change was made between the two steps, and
+// retention pruned the rows that showed it).
+// It reports whether it proposed.
+func (s *sim) readd() bool {
+	if s.opts.Bugs.Interleaved || s.p.vc.manual || s.changesOutstanding() > 0 {
+		return false
+	}
+	l := s.upLeader()
+	if l == nil || s.now < l.pausedUntil {
+		return false
+	}
+	for _, nd := range s.nodes {
+		if !nd.replaceDue || !nd.up || hasID(s.cset, nd.id) || removalVisible(l, nd.id) {
+			continue
+		}
+		if _, planned := l.r.Status().Replacing[nd.id]; planned {
+			continue
+		}
+		s.res.Faults.ReAdds++
+		s.tracef("%s READD: leader %s can no longer tell it replaced it (open core bug J2)", nd.id, l.id)
+		s.proposeChange(l, protocol.VoterChange{Add: true, NodeID: nd.id}, true)
+		return true
+	}
+	return false
+}
+
+// removalVisible says whether the voter sets of nd's log still show the
+// removal of node id, as the core reads them (removedIncarnation): the
+// newest set that holds id is followed by that set less id.
+func removalVisible(nd *node, id string) bool {
+	rows := nd.vrows
+	if n := len(rows); n == 0 || hasID(rows[n-1].Voters, id) {
+		return false
+	}
+	for i := len(rows) - 1; i > 0; i-- {
+		prev := rows[i-1].Voters
+		if !hasID(prev, id) {
+			continue
+		}
+		return len(prev) == len(rows[i].Voters)+1 && setDelta(prev, rows[i].Voters) == 1
+	}
+	return false
 }
 
 // changesOutstanding counts the workload's voter changes not answered yet
