@@ -67,19 +67,12 @@ func (r *Replica) Cursor(name string) (uint64, bool) {
 }
 
 func (r *Replica) proposeKeyed(id uint64, typ protocol.EntryType, key protocol.Key, records [][]byte) {
-	if r.err != nil {
-		r.acks = append(r.acks, Ack{ID: id, Err: r.err})
-		return
-	}
-	if key.IsZero() || len(records) == 0 || len(key.ID) > protocol.MaxKeyLength {
+	if r.err == nil && (key.IsZero() || len(records) == 0 || len(key.ID) > protocol.MaxKeyLength) {
 		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a keyed proposal needs a key (an ID of at most %d bytes) and records", ErrTooLarge, protocol.MaxKeyLength)})
 		return
 	}
-	for _, rec := range records {
-		if len(rec) > r.cfg.MaxRecordSize {
-			r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: %d bytes > %d", ErrTooLarge, len(rec), r.cfg.MaxRecordSize)})
-			return
-		}
+	if r.refuseAtOnce(id, records) {
+		return
 	}
 	switch {
 	case r.role == RoleLeader:

@@ -319,17 +319,27 @@ func (r *Replica) ProposeVoterChange(id uint64, ch protocol.VoterChange) {
 	}
 }
 
-// propose is Propose for records that become entries of type typ.
-func (r *Replica) propose(id uint64, typ protocol.EntryType, records [][]byte) {
+// refuseAtOnce answers proposal id at once, and reports so, if the
+// replica has halted or a record exceeds MaxRecordSize: the checks every
+// proposal goes through, keyed or not.
+func (r *Replica) refuseAtOnce(id uint64, records [][]byte) bool {
 	if r.err != nil {
 		r.acks = append(r.acks, Ack{ID: id, Err: r.err})
-		return
+		return true
 	}
 	for _, rec := range records {
 		if len(rec) > r.cfg.MaxRecordSize {
 			r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: %d bytes > %d", ErrTooLarge, len(rec), r.cfg.MaxRecordSize)})
-			return
+			return true
 		}
+	}
+	return false
+}
+
+// propose is Propose for records that become entries of type typ.
+func (r *Replica) propose(id uint64, typ protocol.EntryType, records [][]byte) {
+	if r.refuseAtOnce(id, records) {
+		return
 	}
 	switch {
 	case r.role == RoleLeader:
