@@ -47,6 +47,9 @@ package replica
 //	                              leader's log start does not record the
 //	                              leader's voter-set rows below it (sim bug
 //	                              I).
+//	replog_bug_no_outgoing        bugNoOutgoing: a replica whose newest,
+//	                              uncommitted voter set removed it observes
+//	                              and never campaigns (sim bug M).
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

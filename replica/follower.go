@@ -206,5 +206,6 @@ func (r *Replica) divergedBelowLogStart(start uint64, resp *protocol.FetchRespon
 func (r *Replica) updateFollowerHW() {
 	if hw := min(r.log.durableEnd, r.leaderHW); hw > r.hw {
 		r.hw = hw
+		r.settleRole() // a removal that commits ends an outgoing replica's candidacy
 	}
 }

@@ -225,7 +225,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 	// Rounds need not be secret, only distinct within this incarnation;
 	// a restart forgets every vote it counted.
 	r.round = r.nextRequestID
-	if r.voter {
+	if r.campaigns() {
 		r.role = RoleFollower
 	} else {
 		r.role = RoleObserver

@@ -224,6 +224,7 @@ func (r *Replica) resetPersisted(seq uint64) {
 	if r.resetSeq != 0 && seq >= r.resetSeq {
 		r.hw = max(r.hw, r.resetHW)
 		r.resetSeq = 0
+		r.settleRole()
 	}
 }
 

@@ -59,7 +59,7 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 	}
 	wasFollowing := r.role == RoleFollower || r.role == RoleObserver
 	wasProspective := r.role == RoleProspective
-	if r.voter {
+	if r.campaigns() {
 		r.role = RoleFollower
 	} else {
 		r.role = RoleObserver
@@ -102,7 +102,7 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 // becomeProspective starts a pre-vote round (KIP-996): nothing persisted,
 // the epoch does not change.
 func (r *Replica) becomeProspective() {
-	if !r.voter || !r.epochLeft() {
+	if !r.campaigns() || !r.epochLeft() {
 		return
 	}
 	if r.role == RoleLeader {

@@ -101,21 +101,54 @@ func (r *Replica) refreshVoters() {
 			}
 		}
 	}
-	if r.voter == was {
-		return
+	if r.voter != was {
+		r.logger.Info("voter set changed our membership", "voter", r.voter, "dir", r.dirID, "voters_offset", r.votersOffset)
 	}
-	switch {
-	case r.voter && r.role == RoleObserver:
-		r.logger.Info("now a voter", "dir", r.dirID, "voters_offset", r.votersOffset)
+	r.settleRole()
+	// A leader removed from the set leads on, not counting itself, until
+	// the change commits (R58: updateLeaderHW resigns then).
+}
+
+// outgoing reports whether the newest voter set removed this replica (it
+// held it at its directory the set before) and this replica does not know
+// that set committed (its HW has not passed the set's entry). Such a
+// replica still campaigns, counting that set and not itself, as Raft's
+// removed leader does: a leader that appended its own removal and lost its
+// quorum before the removal committed would otherwise observe for good,
+// and a voter of the set before that lacks the removal's entry needs its
+// grant, which it refuses to that voter's shorter log: nobody was ever
+// elected (sim bug M, seed 85008750 x1500). Elected, it leads without
+// counting itself until the removal commits, then resigns (R58).
+func (r *Replica) outgoing() bool {
+	if r.voter || r.bootstrap || bugNoOutgoing {
+		return false
+	}
+	rows := r.log.voterSets
+	n := len(rows)
+	if n < 2 || rows[n-1].Offset < r.hw {
+		return false
+	}
+	return slices.Contains(rows[n-2].Voters, protocol.Voter{ID: r.id, DirID: r.dirID})
+}
+
+// campaigns reports whether this replica may stand for election: a voter
+// of the set in force, or outgoing from it.
+func (r *Replica) campaigns() bool { return r.voter || r.outgoing() }
+
+// settleRole moves a replica between following (it may campaign) and
+// observing (it may not) after its voter sets or its HW changed; a leader
+// is left to R58 (resignIfRemoved).
+func (r *Replica) settleRole() {
+	switch c := r.campaigns(); {
+	case c && r.role == RoleObserver:
+		r.logger.Info("now a voter", "dir", r.dirID, "voters_offset", r.votersOffset, "outgoing", !r.voter)
 		r.role = RoleFollower
 		r.resetElectionTimer()
-	case !r.voter && (r.role == RoleFollower || r.role == RoleProspective || r.role == RoleCandidate):
+	case !c && (r.role == RoleFollower || r.role == RoleProspective || r.role == RoleCandidate):
 		r.logger.Info("no longer a voter: observing", "dir", r.dirID, "voters_offset", r.votersOffset)
 		r.role = RoleObserver
 		r.votes = nil
 	}
-	// A leader removed from the set leads on, not counting itself, until
-	// the change commits (R58: updateLeaderHW resigns then).
 }
 
 // isVoterDir reports whether (id, dir) is a voter of the set in force: in

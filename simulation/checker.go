@@ -345,8 +345,8 @@ func (s *sim) becameLeader(nd *node) {
 func (s *sim) checkSend(nd *node, m protocol.Message) {
 	switch b := m.Body.(type) {
 	case *protocol.VoteRequest:
-		if !s.memberInRound(nd) {
-			s.fail("%s (%s), not a voter of its set in force, asks for votes: %s", nd.id, nd.dirID, m)
+		if !s.memberInRound(nd) && !nd.roundOutgoing {
+			s.fail("%s (%s), not a voter of its set in force nor removed by its uncommitted newest set, asks for votes: %s", nd.id, nd.dirID, m)
 		}
 	case *protocol.VoteResponse:
 		if !b.Granted {

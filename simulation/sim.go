@@ -416,14 +416,17 @@ type node struct {
 	// set (wlRemoved: the workload asked to remove it, so nothing is owed
 	// to it); countedHW is the HW up to which its leader counting was
 	// checked.
-	disk       int
-	dirID      string
-	vrows      []protocol.VotersAt
-	roundSets  [][]protocol.Voter
-	maxLEO     uint64
-	replaceDue bool
-	wlRemoved  bool
-	countedHW  uint64
+	disk      int
+	dirID     string
+	vrows     []protocol.VotersAt
+	roundSets [][]protocol.Voter
+	// roundOutgoing: during the round, nd's newest set removed it (it may
+	// campaign: replica's outgoing).
+	roundOutgoing bool
+	maxLEO        uint64
+	replaceDue    bool
+	wlRemoved     bool
+	countedHW     uint64
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;
@@ -1207,6 +1210,7 @@ func (s *sim) round(nd *node) {
 	nd.inbox = nil
 	vs, _, _ := nd.inForce()
 	nd.roundSets = append(nd.roundSets[:0], vs)
+	nd.roundOutgoing = nd.outgoingRows()
 	if s.tracing() {
 		s.tracef("%s round: tick, %d inputs, persisted w%d, ready", nd.id, len(evs), nd.reportedSeq)
 	}

@@ -223,6 +223,20 @@ func (s *sim) member(nd *node) bool {
 	return hasVoter(vs, nd.id, nd.dirID)
 }
 
+// outgoingRows reports whether nd's newest voter set removed it: the set
+// before it holds nd at its directory, the newest does not.
+func (nd *node) outgoingRows() bool {
+	n := len(nd.vrows)
+	return n >= 2 && hasVoter(nd.vrows[n-2].Voters, nd.id, nd.dirID) && !hasVoter(nd.vrows[n-1].Voters, nd.id, nd.dirID)
+}
+
+// outgoing reports whether nd may campaign though its set in force lacks
+// it (sim bug M's fix): its newest set removed it and its HW has not
+// passed that set's entry.
+func (nd *node) outgoing(hw uint64) bool {
+	return nd.outgoingRows() && nd.vrows[len(nd.vrows)-1].Offset >= hw
+}
+
 // memberInRound reports whether nd was a voter of a set it had in force
 // at some point of its current round (the messages of a round may have
 // been built before a fetch answer of the same round changed its set).
@@ -323,6 +337,7 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 		nd.vrows = append(nd.vrows, protocol.VotersAt{Offset: e.Offset, Voters: vs})
 		s.setRecorded = true
 		nd.roundSets = append(nd.roundSets, vs)
+		nd.roundOutgoing = nd.roundOutgoing || nd.outgoingRows()
 		s.tracef("%s voter set %s in force from offset %d", nd.id, fmtVoters(vs), e.Offset)
 		s.setChanged(nd)
 	}
@@ -376,6 +391,7 @@ func (s *sim) rowsTruncate(nd *node, to uint64) {
 		nd.vrows = nd.vrows[:n:n]
 		vs, _, _ := nd.inForce()
 		nd.roundSets = append(nd.roundSets, vs)
+		nd.roundOutgoing = nd.roundOutgoing || nd.outgoingRows()
 		s.setChanged(nd)
 	}
 }
@@ -412,6 +428,7 @@ func (s *sim) rowsReset(nd *node, w protocol.Write) {
 	nd.vrows = append(slices.Clone(w.Voters), keep...)
 	vs, _, _ := nd.inForce()
 	nd.roundSets = append(nd.roundSets, vs)
+	nd.roundOutgoing = nd.roundOutgoing || nd.outgoingRows()
 	s.setChanged(nd)
 }
 
@@ -440,7 +457,10 @@ func (s *sim) checkVoters(nd *node, st replica.Status) bool {
 		s.fail("%s leads epoch %d though its set in force %s (offset %d) removed it and is committed (HW %d): it must resign (R58)",
 			nd.id, st.Epoch, fmtVoters(vs), off, st.HighWatermark)
 		return false
-	case st.Role != replica.RoleObserver && st.Role != replica.RoleLeader && !member:
+	case st.Role == replica.RoleObserver && !member && nd.outgoing(st.HighWatermark):
+		s.fail("%s (%s): its uncommitted set in force %s (offset %d, HW %d) removed it, but it observes: it must still campaign (sim bug M)", nd.id, nd.dirID, fmtVoters(vs), off, st.HighWatermark)
+		return false
+	case st.Role != replica.RoleObserver && st.Role != replica.RoleLeader && !member && !nd.outgoing(st.HighWatermark):
 		s.fail("%s (%s) is not a voter of its set in force %s (bootstrap %v) but has role %s", nd.id, nd.dirID, fmtVoters(vs), boot, st.Role)
 		return false
 	}
