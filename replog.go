@@ -75,11 +75,12 @@ type Status struct {
 	// not a voter at the directory it fetches from (a voter's new
 	// incarnation among them), sorted by ID; nil on other nodes.
 	Observers []Incarnation `json:"observers,omitempty"`
-	// Replacing is, on the leader, each node it removed from Voters
-	// because the node came back with a new directory, with that new
-	// directory: the leader makes it a voter again once it has caught up
-	// (Options.ManualVoterChanges turns this off). Sorted by ID; nil on
-	// other nodes.
+	// Replacing is, on the leader, each node removed from Voters because
+	// it came back with a new directory (the voter set records that it is
+	// owed its place, R58), with the directory its new incarnation fetches
+	// from ("" while none does): the leader makes it a voter again once it
+	// has caught up (Options.ManualVoterChanges turns this off). Sorted by
+	// ID; nil on other nodes.
 	Replacing []Incarnation `json:"replacing,omitempty"`
 	// LEO is the log end offset (written or being written); HW the high
 	// watermark: offsets below it are committed and readable.

@@ -24,8 +24,8 @@ import (
 // those it had before the field existed. The decoder takes exactly that
 // form: a type byte of data, or of an unknown type, is malformed. A
 // FetchResponse ends with its LogStartVoters: a count, then each row's
-// offset (u64) and its set as bytes (EncodeVoters); a set that
-// DecodeVoters refuses is malformed; then its LogStartEpoch (u64).
+// offset (u64) and its set as bytes (EncodeVoterSet); a set that
+// DecodeVoterSet refuses is malformed; then its LogStartEpoch (u64).
 //
 // The encoding carries no length of its own and no checksum: a transport
 // frames it (transport prefixes the length and appends a CRC-32C over both).
@@ -40,8 +40,10 @@ import (
 // ReplicaDirID, VoteRequest.CandidateDirID and VoterDirID,
 // VoteResponse.VoterDirID), FetchRequest.Restand, EntryVoters and
 // EndEpoch; version 5 added VoteResponse.Formed and
-// FetchResponse.LogStartVoters and LogStartEpoch.
-const Version = 5
+// FetchResponse.LogStartVoters and LogStartEpoch; version 6 added voter
+// sets with owed incarnations (EncodeVoterSet's format 2, in entries and
+// in LogStartVoters), which a version-5 node would refuse as malformed.
+const Version = 6
 
 const (
 	// HeaderSize is the length of the header that starts every encoded
@@ -103,7 +105,7 @@ func EncodedSize(m Message) int {
 		}
 		n += 4 + 8
 		for _, r := range b.LogStartVoters {
-			n += 8 + 4 + encodedVotersSize(r.Voters)
+			n += 8 + 4 + encodedVoterSetSize(r.Voters, r.Owed)
 		}
 	case *VoteRequest:
 		if b == nil {
@@ -209,8 +211,8 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		dst = be.AppendUint32(dst, uint32(len(b.LogStartVoters)))
 		for _, r := range b.LogStartVoters {
 			dst = be.AppendUint64(dst, r.Offset)
-			dst = be.AppendUint32(dst, uint32(encodedVotersSize(r.Voters)))
-			dst = append(dst, EncodeVoters(r.Voters)...)
+			dst = be.AppendUint32(dst, uint32(encodedVoterSetSize(r.Voters, r.Owed)))
+			dst = append(dst, EncodeVoterSet(r.Voters, r.Owed)...)
 		}
 		dst = be.AppendUint64(dst, b.LogStartEpoch)
 	case *VoteRequest:
@@ -339,11 +341,11 @@ func DecodeMessage(b []byte) (Message, error) {
 				r := &x.LogStartVoters[i]
 				r.Offset = d.u64("log start voters offset")
 				if set := d.bytes("log start voters set"); d.err == nil {
-					vs, err := DecodeVoters(set)
+					vs, owed, err := DecodeVoterSet(set)
 					if err != nil {
 						d.fail("log start voters set", err)
 					}
-					r.Voters = vs
+					r.Voters, r.Owed = vs, owed
 				}
 			}
 		}

@@ -66,7 +66,7 @@ type Write struct {
 	// below Offset: a follower that resets to its leader's log start
 	// (docs/design.md R53) records the leader's rows there (R55), in the
 	// same write, so that no crash leaves it without them. Each row is
-	// below Offset, in offset order, with a set ValidateVoters accepts.
+	// below Offset, in offset order, with a set ValidateVoterSet accepts.
 	// nil keeps the store's own rows (KeptVoterRows).
 	Voters []VotersAt
 	// Epoch (WriteDeletePrefix), when not 0, is the epoch of the entry

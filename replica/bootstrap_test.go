@@ -127,20 +127,22 @@ func TestAddNeedsAFetchNow(t *testing.T) {
 	}
 }
 
-// TestReplacementBlocksOtherChanges: while an automatic replacement waits
-// for its second step (the newest change removed b's old incarnation, and
-// b fetches from another directory), the leader takes no other change: one
-// would make the removal no longer the newest change, and a later leader
-// could not tell that b is owed its place (sim bug J2). So does a leader
-// younger than FetchTimeout, which may not have heard from b yet. Positive
-// controls: b's add is taken, and once it is in, so is another change;
-// with ManualVoterChanges nothing is blocked.
+// TestReplacementBlocksOtherChanges: the set in force owes b its place
+// (an automatic replacement removed b's old incarnation, R58). While b is
+// away nothing is blocked, and a change carries the debt on (sim bug J2:
+// a change made between the two steps hid the removal from later
+// leaders). Once b fetches from another directory, the leader takes no
+// other change until b is added back, and the set that adds it owes
+// nothing more. Positive controls: b's add is taken, and once it is in, so
+// is another change; with ManualVoterChanges nothing is blocked and b is
+// not added back by the leader.
 func TestReplacementBlocksOtherChanges(t *testing.T) {
+	v := func(id string) protocol.Voter { return protocol.Voter{ID: id, DirID: id} }
 	for _, manual := range []bool{false, true} {
 		store := storage.NewMemory()
 		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
-			votersEntry(0, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}, protocol.Voter{ID: "b", DirID: "b"}),
-			votersEntry(1, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
+			votersEntry(0, 1, v("l"), v("a"), v("b")),
+			owingEntry(1, 1, []protocol.Voter{v("b")}, v("l"), v("a")),
 		}}, {Kind: protocol.WriteHWCheckpoint, Offset: 2}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
 		cfg := testConfig("l", "l", "a", "b")
 		cfg.ManualVoterChanges = manual
@@ -161,35 +163,44 @@ func TestReplacementBlocksOtherChanges(t *testing.T) {
 		if !r.changeCommitted() {
 			t.Fatalf("manual %v: setup: no change possible yet (hw %d)", manual, r.hw)
 		}
-		// A young leadership: blocked (unless manual).
+		// b away: c's add is taken, and its set still owes b.
 		fetchFrom(r, "c", "c", 30, r.log.LEO(), r.epoch)
 		settle(t, r, store)
-		acks := changeAck(t, r, store, 1, protocol.VoterChange{Add: true, NodeID: "c"})
-		if manual {
-			if len(acks) != 0 || r.voterDir("c") != "c" {
-				t.Fatalf("manual: add of c while a removal is the newest change: acks %+v voters %v; want it taken", acks, r.voterSet())
-			}
-			continue
+		if acks := changeAck(t, r, store, 1, protocol.VoterChange{Add: true, NodeID: "c"}); len(acks) != 0 || r.voterDir("c") != "c" || !slices.Equal(r.owed, []protocol.Voter{v("b")}) {
+			t.Fatalf("manual %v: add of c while b is away: acks %+v voters %v owed %v; want it taken, b still owed", manual, acks, r.voterSet(), r.owed)
 		}
-		wantErr(t, "another change while the leadership is young", acks, ErrVoterChangePending)
-		// Older than FetchTimeout, with b fetching from a new directory
-		// but not caught up yet: still blocked; once it has caught up it
-		// is added back.
-		r.Tick(t0.Add(r.cfg.FetchTimeout))
 		for i := range uint64(3) {
 			fetchFrom(r, "a", "a", 12+i, r.log.LEO(), r.epoch)
 			fetchFrom(r, "c", "c", 31+i, r.log.LEO(), r.epoch)
+			settle(t, r, store)
+		}
+		// b fetching from a new directory, not caught up yet: other
+		// changes wait (unless manual); once it has caught up it is added
+		// back.
+		for i := range uint64(2) {
 			fetchFrom(r, "b", "b2", 50+i, 0, 0)
 			settle(t, r, store)
 		}
 		if r.voterDir("b") != "" {
-			t.Fatalf("setup: b added back before it caught up: %v", r.voterSet())
+			t.Fatalf("manual %v: setup: b added back before it caught up: %v", manual, r.voterSet())
 		}
-		wantErr(t, "another change while b is owed its place", changeAck(t, r, store, 2, protocol.VoterChange{Add: true, NodeID: "c"}), ErrVoterChangePending)
+		acks := changeAck(t, r, store, 2, protocol.VoterChange{NodeID: "c"})
+		if manual {
+			if len(acks) != 0 || r.voterDir("c") != "" {
+				t.Fatalf("manual: removal of c while b is owed: acks %+v voters %v; want it taken", acks, r.voterSet())
+			}
+			fetchFrom(r, "b", "b2", 20, r.log.LEO(), r.epoch)
+			settle(t, r, store)
+			if r.voterDir("b") != "" {
+				t.Fatalf("manual: b added back by the leader: %v", r.voterSet())
+			}
+			continue
+		}
+		wantErr(t, "another change while b is owed its place and fetches", acks, ErrVoterChangePending)
 		fetchFrom(r, "b", "b2", 20, r.log.LEO(), r.epoch)
 		settle(t, r, store)
-		if r.voterDir("b") != "b2" {
-			t.Fatalf("b fetching from b2: voters %v, want b added back at b2", r.voterSet())
+		if r.voterDir("b") != "b2" || len(r.owed) != 0 {
+			t.Fatalf("b fetching from b2: voters %v owed %v, want b added back at b2, nothing owed", r.voterSet(), r.owed)
 		}
 		for i := range uint64(3) {
 			fetchFrom(r, "a", "a", 20+i, r.log.LEO(), r.epoch)
@@ -197,8 +208,8 @@ func TestReplacementBlocksOtherChanges(t *testing.T) {
 			fetchFrom(r, "c", "c", 40+i, r.log.LEO(), r.epoch)
 			settle(t, r, store)
 		}
-		if acks := changeAck(t, r, store, 3, protocol.VoterChange{Add: true, NodeID: "c"}); len(acks) != 0 || r.voterDir("c") != "c" {
-			t.Fatalf("add of c after b is back: acks %+v, voters %v; want it taken", acks, r.voterSet())
+		if acks := changeAck(t, r, store, 3, protocol.VoterChange{NodeID: "c"}); len(acks) != 0 || r.voterDir("c") != "" {
+			t.Fatalf("removal of c after b is back: acks %+v, voters %v; want it taken", acks, r.voterSet())
 		}
 	}
 }
@@ -259,40 +270,36 @@ func TestObserverFollowsALeaderItsSetLacks(t *testing.T) {
 	}
 }
 
-// TestRemovedIncarnationAfterOtherChanges: the replacement's second step is
-// read from the voter sets' history, not only their newest change: b's old
-// incarnation was removed, then c was added (the new incarnation stayed
-// away past FetchTimeout, so the change was taken: sim seed 85200728
-// x5000), and b fetching from a new directory is still owed its place. Not
-// when it fetches from the removed directory, nor when its removal came
-// with another change, nor when it is a voter now.
-func TestRemovedIncarnationAfterOtherChanges(t *testing.T) {
+// TestOwedPlace: a node is owed its place when the set in force owes it
+// at another directory than the one it fetches from (R58), whatever
+// changes came since the removal. Not when it fetches from the owed
+// (removed) directory, not for a node the set does not owe (an operator's
+// removal owes nothing), and not once a newer set without the debt is in
+// force.
+func TestOwedPlace(t *testing.T) {
 	v := func(id, dir string) protocol.Voter { return protocol.Voter{ID: id, DirID: dir} }
+	owesB := []protocol.Voter{v("b", "b")}
 	cases := []struct {
 		name string
-		sets [][]protocol.Voter
+		es   []protocol.Entry
 		dir  string
 		want bool
 	}{
-		{"removed, then c added", [][]protocol.Voter{{v("l", "l"), v("a", "a"), v("b", "b")}, {v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("c", "c")}}, "b2", true},
-		{"removed, c added, a copy", [][]protocol.Voter{{v("l", "l"), v("b", "b")}, {v("l", "l")}, {v("l", "l"), v("c", "c")}, {v("l", "l"), v("c", "c")}}, "b2", true},
-		{"fetching from the removed directory", [][]protocol.Voter{{v("l", "l"), v("a", "a"), v("b", "b")}, {v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("c", "c")}}, "b", false},
-		{"a voter now", [][]protocol.Voter{{v("l", "l"), v("a", "a"), v("b", "b")}, {v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("b", "b2")}}, "b3", false},
-		{"never a voter", [][]protocol.Voter{{v("l", "l"), v("a", "a")}, {v("l", "l"), v("a", "a"), v("c", "c")}}, "b2", false},
+		{"removed, then c added", []protocol.Entry{votersEntry(0, 1, v("l", "l"), v("a", "a"), v("b", "b")), owingEntry(1, 1, owesB, v("l", "l"), v("a", "a")), owingEntry(2, 1, owesB, v("l", "l"), v("a", "a"), v("c", "c"))}, "b2", true},
+		{"fetching from the removed directory", []protocol.Entry{votersEntry(0, 1, v("l", "l"), v("b", "b")), owingEntry(1, 1, owesB, v("l", "l"))}, "b", false},
+		{"removed by an operator", []protocol.Entry{votersEntry(0, 1, v("l", "l"), v("a", "a"), v("b", "b")), votersEntry(1, 1, v("l", "l"), v("a", "a"))}, "b2", false},
+		{"added back since", []protocol.Entry{votersEntry(0, 1, v("l", "l"), v("b", "b")), owingEntry(1, 1, owesB, v("l", "l")), votersEntry(2, 1, v("l", "l"), v("b", "b2"))}, "b3", false},
+		{"no fetch directory", []protocol.Entry{votersEntry(0, 1, v("l", "l"), v("b", "b")), owingEntry(1, 1, owesB, v("l", "l"))}, "", false},
 	}
 	for _, c := range cases {
 		store := storage.NewMemory()
-		var es []protocol.Entry
-		for i, vs := range c.sets {
-			es = append(es, votersEntry(uint64(i), 1, vs...))
-		}
-		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: es}})
+		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: c.es}})
 		r, err := New(testConfig("l", "l"), store, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.removedIncarnation("b", c.dir); got != c.want {
-			t.Errorf("%s: removedIncarnation(b, %s) = %v, want %v", c.name, c.dir, got, c.want)
+		if got := r.owedPlace("b", c.dir); got != c.want {
+			t.Errorf("%s: owedPlace(b, %q) = %v, want %v", c.name, c.dir, got, c.want)
 		}
 	}
 }

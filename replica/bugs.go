@@ -50,6 +50,10 @@ package replica
 //	replog_bug_no_outgoing        bugNoOutgoing: a replica whose newest,
 //	                              uncommitted voter set removed it observes
 //	                              and never campaigns (sim bug M).
+//	replog_bug_drop_owed          bugDropOwed: a voter change other than an
+//	                              automatic replacement's steps drops the
+//	                              owed incarnations of the set in force (a
+//	                              replaced node is forgotten, sim bug J2).
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

@@ -352,12 +352,21 @@ func fmtEntries(es []protocol.Entry) string {
 		case protocol.EntryControl:
 			d = "ctrl"
 		case protocol.EntryVoters:
-			vs, err := protocol.DecodeVoters(e.Data)
+			vs, owed, err := protocol.DecodeVoterSet(e.Data)
 			var ids []string
 			for _, v := range vs {
 				ids = append(ids, v.ID+"/"+v.DirID)
 			}
-			d = fmt.Sprintf("voters(%s)%v", strings.Join(ids, ","), errOrEmpty(err))
+			owes := ""
+			for i, v := range owed {
+				if i == 0 {
+					owes = "; owes "
+				} else {
+					owes += ","
+				}
+				owes += v.ID + "/" + v.DirID
+			}
+			d = fmt.Sprintf("voters(%s%s)%v", strings.Join(ids, ","), owes, errOrEmpty(err))
 		}
 		parts = append(parts, fmt.Sprintf("%d@e%d:%s", e.Offset, e.Epoch, d))
 	}

@@ -33,10 +33,6 @@ type leaderState struct {
 	anyFetch    map[string]time.Time
 	// since is when this leadership began.
 	since time.Time
-	// replacing names the nodes this leader removed from the voters
-	// because they came back with a new directory (R58), with that
-	// directory: each is added back once it is caught up.
-	replacing map[string]string
 	// lastFetchID is each replica's last FetchID: a fetch that does not
 	// follow it (a restarted replica, or one that lost our answer) may have
 	// missed the current HW, so it is answered at once.
@@ -82,7 +78,6 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		fetchDir:      make(map[string]string),
 		fetchOffset:   make(map[string]uint64),
 		anyFetch:      make(map[string]time.Time),
-		replacing:     make(map[string]string),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
 		since:         r.now,
 	}

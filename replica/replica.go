@@ -40,6 +40,10 @@ type Replica struct {
 	voterDirs    map[string]string
 	votersOffset uint64
 	bootstrap    bool
+	// owed: the incarnations the set in force owes a place (R58: each
+	// removed by an automatic replacement, its node to be added back at
+	// its new directory). Shared with the log view's row: never modified.
+	owed []protocol.Voter
 	// voter: (id, dirID) is a voter of the set in force.
 	voter bool
 	// vouched: nodes outside our set that a voter of it named as the

@@ -111,7 +111,7 @@ func (r *Replica) deletePrefix(upTo uint64) {
 		// its row (R55), but a follower that resets to our log start (R53)
 		// would never fetch it. A copy above the log start tells it; it is
 		// the same set, no change (R58 does not apply).
-		r.appendVoterSet(r.voterSet())
+		r.appendVoterSet(r.voterSet(), r.owed)
 	}
 }
 
@@ -186,7 +186,7 @@ func rowsBelow(rows []protocol.VotersAt, start uint64) bool {
 		return false
 	}
 	for i, row := range rows {
-		if row.Offset >= start || i > 0 && row.Offset <= rows[i-1].Offset || protocol.ValidateVoters(row.Voters) != nil {
+		if row.Offset >= start || i > 0 && row.Offset <= rows[i-1].Offset || protocol.ValidateVoterSet(row.Voters, row.Owed) != nil {
 			return false
 		}
 	}

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"fmt"
-	"maps"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -88,10 +87,11 @@ type Status struct {
 	// fetched from, with that directory (a wiped voter's new incarnation
 	// is one). nil on other replicas, and when there is none.
 	Observers map[string]string
-	// Replacing is, on the leader, each node it removed from the voters
-	// because it came back with a new directory (R58's automatic
-	// replacement), with that new directory: the leader adds it back once
-	// it has caught up. nil on other replicas, and when there is none.
+	// Replacing is, on the leader, each node the set in force owes its
+	// place (R58: an automatic replacement removed its old incarnation),
+	// with the directory its new incarnation fetches from ("" while none
+	// does): the leader adds it back once it has caught up. nil on other
+	// replicas, and when there is none.
 	Replacing map[string]string
 	// Violations counts invariant violations this replica detected (a
 	// truncation below its HW, refused: the replica halts, see
@@ -139,8 +139,15 @@ func (r *Replica) Status() Status {
 				s.Observers[id] = dir
 			}
 		}
-		if len(ls.replacing) > 0 {
-			s.Replacing = maps.Clone(ls.replacing)
+		for _, o := range r.owed {
+			if s.Replacing == nil {
+				s.Replacing = make(map[string]string)
+			}
+			dir := ""
+			if d := ls.fetchDir[o.ID]; d != o.DirID && r.fetchingNow(o.ID) {
+				dir = d
+			}
+			s.Replacing[o.ID] = dir
 		}
 	}
 	return s

@@ -208,7 +208,7 @@ func (r *Replica) becomeLeader() {
 		// also commits what earlier epochs left above the HW.
 		if vs, ok := r.voterSetFromGrants(); ok {
 			r.logger.Info("recording the first voter set", "voters", vs)
-			r.appendVoterSet(vs)
+			r.appendVoterSet(vs, nil)
 			bootstrapped = true
 		} else {
 			r.logger.Error("a grant carried no directory: no voter set can be recorded, nothing will commit", "grants", r.grantDirs)

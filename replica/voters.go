@@ -22,11 +22,11 @@ func (l *logView) addVoterRows(entries []protocol.Entry) bool {
 		if e.Type != protocol.EntryVoters {
 			continue
 		}
-		vs, err := protocol.DecodeVoters(e.Data)
+		vs, owed, err := protocol.DecodeVoterSet(e.Data)
 		if err != nil {
 			continue
 		}
-		l.voterSets = append(l.voterSets, protocol.VotersAt{Offset: e.Offset, Voters: vs})
+		l.voterSets = append(l.voterSets, protocol.VotersAt{Offset: e.Offset, Voters: vs, Owed: owed})
 		added = true
 	}
 	return added
@@ -45,9 +45,8 @@ func (l *logView) truncateVoterRows(to uint64) bool {
 
 // pruneVoterRows drops the rows below start except the newest of them,
 // the set in force at the log start, which retention must not forget, and
-// the newest before it with another set: the newest change, which an
-// automatic replacement's second step reads (removedIncarnation), as the
-// store keeps them (protocol.KeptVoterRows).
+// the newest before it with another set (the newest change), as the store
+// keeps them (protocol.KeptVoterRows).
 func (l *logView) pruneVoterRows(start uint64) {
 	if kept := protocol.KeptVoterRows(l.voterSets, start); len(kept) != len(l.voterSets) {
 		l.voterSets = slices.Clone(kept)
@@ -70,6 +69,7 @@ func (r *Replica) refreshVoters() {
 	if row, ok := r.log.currentVoters(); ok {
 		r.bootstrap = false
 		r.votersOffset = row.Offset
+		r.owed = row.Owed
 		r.voters = r.voters[:0:0]
 		r.voterDirs = make(map[string]string, len(row.Voters))
 		for _, v := range row.Voters {
@@ -80,6 +80,7 @@ func (r *Replica) refreshVoters() {
 	} else {
 		r.bootstrap = true
 		r.votersOffset = 0
+		r.owed = nil
 		r.voters = slices.Clone(r.cfg.Voters)
 		r.voterDirs = nil
 		// One who was told a cluster exists waits for its set (R60).
@@ -242,7 +243,8 @@ func (r *Replica) leaderVoterChange(p proposal, ch protocol.VoterChange) {
 			// Another incarnation of it votes: remove that one first (R58,
 			// one change at a time); the caller retries the add.
 			r.logger.Info("replacing a voter: removing its old incarnation first", "node", ch.NodeID, "old_dir", d, "new_dir", dir)
-			r.appendVoterSet(slices.DeleteFunc(cur, func(v protocol.Voter) bool { return v.ID == ch.NodeID }))
+			r.appendVoterSet(slices.DeleteFunc(cur, func(v protocol.Voter) bool { return v.ID == ch.NodeID }),
+				r.owedWith(protocol.Voter{ID: ch.NodeID, DirID: d}))
 			r.refuseProposal(p, protocol.AppendVoterChangePending)
 			return
 		}
@@ -256,7 +258,14 @@ func (r *Replica) leaderVoterChange(p proposal, ch protocol.VoterChange) {
 		// again (refusals above are not remembered: a copy is judged again).
 		r.memo.set(doneKey{p.from, p.requestID}, forwardMemo{state: forwardAppended, epoch: r.epoch})
 	}
-	r.leaderPropose(p, protocol.EntryVoters, [][]byte{protocol.EncodeVoters(next)})
+	owed := r.owed
+	if ch.Add {
+		owed = r.owedWithout(ch.NodeID)
+	}
+	if bugDropOwed {
+		owed = nil
+	}
+	r.leaderPropose(p, protocol.EntryVoters, [][]byte{protocol.EncodeVoterSet(next, owed)})
 }
 
 // voterChangeRefusal returns why the leader cannot make change ch now, or
@@ -307,11 +316,45 @@ func (r *Replica) voterChangeRefusal(ch protocol.VoterChange) protocol.AppendErr
 	return protocol.AppendOK
 }
 
-// appendVoterSet appends vs as the new set in force, with no proposal
-// waiting for it (an automatic replacement's step).
-func (r *Replica) appendVoterSet(vs []protocol.Voter) {
+// appendVoterSet appends vs, owing owed, as the new set in force, with no
+// proposal waiting for it (an automatic replacement's step).
+func (r *Replica) appendVoterSet(vs, owed []protocol.Voter) {
 	leo := r.log.LEO()
-	r.appendEntries([]protocol.Entry{{Offset: leo, Epoch: r.epoch, Time: r.now.UnixMilli(), Type: protocol.EntryVoters, Data: protocol.EncodeVoters(vs)}})
+	r.appendEntries([]protocol.Entry{{Offset: leo, Epoch: r.epoch, Time: r.now.UnixMilli(), Type: protocol.EntryVoters, Data: protocol.EncodeVoterSet(vs, owed)}})
+}
+
+// owedWith returns the owed incarnations of the set in force plus v (in
+// place of another incarnation of v's node), as a new slice.
+func (r *Replica) owedWith(v protocol.Voter) []protocol.Voter {
+	return append(r.owedWithout(v.ID), v)
+}
+
+// owedWithout returns the owed incarnations of the set in force without
+// node's, as a new slice (nil if none is left).
+func (r *Replica) owedWithout(node string) []protocol.Voter {
+	var out []protocol.Voter
+	for _, o := range r.owed {
+		if o.ID != node {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// owedPlace reports whether node, fetching from directory dir, is owed its
+// place as a voter (R58): the set in force owes it, at another directory
+// than dir (the incarnation an automatic replacement removed; that one
+// never comes back).
+func (r *Replica) owedPlace(node, dir string) bool {
+	if dir == "" {
+		return false
+	}
+	for _, o := range r.owed {
+		if o.ID == node {
+			return o.DirID != dir
+		}
+	}
+	return false
 }
 
 // refuseProposal answers proposal p (not appended) with e.
@@ -326,8 +369,9 @@ func (r *Replica) refuseProposal(p proposal, e protocol.AppendError) {
 // autoReplace is R58's automatic replacement, run when a fetch shows node
 // from fetching from directory dir: if another incarnation of it is a voter,
 // silent for FetchTimeout, and this one has caught up, the old one is
-// removed; once that is committed, it is added at its new directory: by
-// this leader from its memory, and by any leader from the log.
+// removed, and the set that removes it owes it its place; once that is
+// committed, any leader adds it at its new directory, reading the debt
+// from the set in force.
 func (r *Replica) autoReplace(from, dir string) {
 	if r.cfg.ManualVoterChanges || dir == "" || r.bootstrap {
 		return
@@ -351,15 +395,14 @@ func (r *Replica) autoReplace(from, dir string) {
 			return
 		}
 		r.logger.Info("a voter came back with a new directory: replacing it", "node", from, "old_dir", old, "new_dir", dir)
-		ls.replacing[from] = dir
-		r.appendVoterSet(slices.DeleteFunc(r.voterSet(), func(v protocol.Voter) bool { return v.ID == from }))
-	case !isVoter && (ls.replacing[from] == dir || r.removedIncarnation(from, dir)):
+		r.appendVoterSet(slices.DeleteFunc(r.voterSet(), func(v protocol.Voter) bool { return v.ID == from }),
+			r.owedWith(protocol.Voter{ID: from, DirID: old}))
+	case !isVoter && r.owedPlace(from, dir):
 		if r.voterChangeRefusal(protocol.VoterChange{Add: true, NodeID: from}) != protocol.AppendOK {
 			return
 		}
 		r.logger.Info("adding the new incarnation of a replaced voter", "node", from, "dir", dir)
-		delete(ls.replacing, from)
-		r.appendVoterSet(append(r.voterSet(), protocol.Voter{ID: from, DirID: dir}))
+		r.appendVoterSet(append(r.voterSet(), protocol.Voter{ID: from, DirID: dir}), r.owedWithout(from))
 	}
 }
 
@@ -426,91 +469,21 @@ func (r *Replica) commitAnEntryOfTheEpoch() {
 	}
 }
 
-// removedIncarnation reports whether node, fetching from directory dir,
-// is the new incarnation of a voter an automatic replacement removed: in
-// the voter sets of the log, the newest one that holds node holds it at
-// another directory than dir, and the change after it removed node alone
-// (the replacement's first step). Any leader completes the replacement
-// from the log, not only the one that began it (its memory,
-// leaderState.replacing, is lost when leadership changes between the two
-// steps), also after other changes made since (sim bug J2, seed 85200728
-// x5000: the new incarnation stayed away past FetchTimeout, another voter
-// was added meanwhile, and a rule reading only the newest change never
-// added it back), and once the log start has passed the removal while the
-// rows below it keep it (pruneVoterRows; sim bug J, seed 19702 x1500).
-func (r *Replica) removedIncarnation(node, dir string) bool {
-	if dir == "" {
-		return false
-	}
-	rows := r.log.voterSets
-	if n := len(rows); n == 0 || slices.ContainsFunc(rows[n-1].Voters, func(v protocol.Voter) bool { return v.ID == node }) {
-		return false // a voter now: nothing owed
-	}
-	for i := len(rows) - 1; i > 0; i-- {
-		prev := rows[i-1].Voters
-		j := slices.IndexFunc(prev, func(v protocol.Voter) bool { return v.ID == node })
-		if j < 0 {
-			continue
-		}
-		// rows[i] is the first set after the newest that holds node.
-		if prev[j].DirID == dir {
-			return false // removed at this very directory
-		}
-		return slices.Equal(slices.Delete(slices.Clone(prev), j, j+1), rows[i].Voters)
-	}
-	return false
-}
-
-// newestRemoval returns the voter the newest change of the voter sets
-// removed, if that change removed one voter and added none. Copies of the
-// same set (retention's re-append above the log start, R55) are no change.
-func (r *Replica) newestRemoval() (protocol.Voter, bool) {
-	n := len(r.log.voterSets)
-	if n < 2 {
-		return protocol.Voter{}, false
-	}
-	cur := r.log.voterSets[n-1].Voters
-	i := n - 2
-	for i >= 0 && slices.Equal(r.log.voterSets[i].Voters, cur) {
-		i--
-	}
-	if i < 0 {
-		return protocol.Voter{}, false
-	}
-	prev := r.log.voterSets[i].Voters
-	if len(prev) != len(cur)+1 {
-		return protocol.Voter{}, false
-	}
-	for j, v := range prev {
-		if slices.Equal(slices.Delete(slices.Clone(prev), j, j+1), cur) {
-			return v, true
-		}
-	}
-	return protocol.Voter{}, false
-}
-
-// pendingReplacement returns the node whose automatic replacement waits for
-// its second step (R58): the newest change removed one incarnation of it,
-// and another incarnation fetches from this leader now, or this leadership
-// is younger than FetchTimeout (it may not have heard from it yet). Until
-// the node is added back the leader takes no other change: one would make
-// the removal no longer the newest change, and a later leader could not
-// tell that the node is owed its place (sim bug J2, seed 70100495 x5000).
+// pendingReplacement returns a node whose automatic replacement waits for
+// its second step (R58): the set in force owes it its place, and another
+// incarnation of it fetches from this leader now. Until it is added back
+// the leader takes no other change, so that the re-add is not held up
+// behind changes that keep coming (the debt itself is in the log: other
+// changes carry it on, sim bug J2).
 func (r *Replica) pendingReplacement() (string, bool) {
 	if r.cfg.ManualVoterChanges || r.leader == nil {
 		return "", false
 	}
-	removed, ok := r.newestRemoval()
-	if !ok {
-		return "", false
-	}
 	ls := r.leader
-	if r.now.Sub(ls.since) < r.cfg.FetchTimeout {
-		return removed.ID, true
-	}
-	d := ls.fetchDir[removed.ID]
-	if d != "" && d != removed.DirID && r.now.Sub(ls.anyFetch[removed.ID]) < r.cfg.FetchTimeout {
-		return removed.ID, true
+	for _, o := range r.owed {
+		if d := ls.fetchDir[o.ID]; d != "" && d != o.DirID && r.now.Sub(ls.anyFetch[o.ID]) < r.cfg.FetchTimeout {
+			return o.ID, true
+		}
 	}
 	return "", false
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -111,14 +112,13 @@ func TestWipedNodeCannotRefuseItsEpoch(t *testing.T) {
 }
 
 // TestReplacementCompletedPastTheLogStart: the second step of an automatic
-// replacement is read from the log's newest change (R58), and retention
-// keeps it: once the log start passes the entry that removed the wiped
-// voter, the rows below it still hold the set before the removal, in the
-// store (a leader elected after a restart) and in the core's own view (the
-// leader that deleted it), and the node is added back at its new
-// directory (sim bug J, seed 19702 x1500: only the set in force was kept
-// below the log start, and the node was never added back). Positive
-// control: the removed incarnation itself is not added back.
+// replacement is read from the set in force, which owes the node its
+// place (R58), and retention keeps that set's row: once the log start
+// passes the entry that removed the wiped voter, the row below it still
+// owes it, in the store (a leader elected after a restart) and in the
+// core's own view (the leader that deleted it), and the node is added back
+// at its new directory (sim bug J, seed 19702 x1500). Positive control:
+// the removed incarnation itself is not added back.
 func TestReplacementCompletedPastTheLogStart(t *testing.T) {
 	set := func(ids ...string) []protocol.Voter {
 		vs := make([]protocol.Voter, len(ids))
@@ -139,7 +139,7 @@ func TestReplacementCompletedPastTheLogStart(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := storage.NewMemory()
-			es := []protocol.Entry{votersEntry(0, 1, set("l", "a", "b")...), votersEntry(1, 1, set("l", "a")...)}
+			es := []protocol.Entry{votersEntry(0, 1, set("l", "a", "b")...), owingEntry(1, 1, set("b"), set("l", "a")...)}
 			for o := uint64(2); o < 6; o++ {
 				es = append(es, protocol.Entry{Offset: o, Epoch: 1, Type: protocol.EntryData, Data: []byte{byte(o)}})
 			}
@@ -249,5 +249,102 @@ func TestResetRecordsTheLeadersVoterSets(t *testing.T) {
 	}
 	if g2.bootstrap || g2.electionQuorum() != 2 {
 		t.Fatalf("after a restart: bootstrap %v, election quorum %d; want the recorded set, a majority of 3", g2.bootstrap, g2.electionQuorum())
+	}
+}
+
+// TestReplacementOwedThroughOtherChanges is sim bug J2 end to end (seed
+// 85200728 x5000): an automatic replacement removes b's old incarnation,
+// the new one stays away past FetchTimeout, another change (add c) is
+// made, retention deletes past every voter-set entry, and a leader elected
+// after a restart must still add b back when it returns. The set that
+// removed b owes it its place, and every set after carries the debt on
+// (R58); read from the history of changes instead, the removal was pruned
+// away and b was never added back. Fails with replog_bug_drop_owed.
+func TestReplacementOwedThroughOtherChanges(t *testing.T) {
+	v := func(id string) protocol.Voter { return protocol.Voter{ID: id, DirID: id} }
+	store := storage.NewMemory()
+	applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
+		votersEntry(0, 1, v("l"), v("a"), v("b")),
+	}}, {Kind: protocol.WriteHWCheckpoint, Offset: 1}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
+	cfg := testConfig("l", "l", "a", "b")
+	now := t0
+	var r *Replica
+	lead := func(grants ...string) {
+		t.Helper()
+		var err error
+		if r, err = New(cfg, store, now); err != nil {
+			t.Fatal(err)
+		}
+		r.becomeCandidate()
+		for _, g := range grants {
+			r.Step(protocol.Message{From: g, To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: g, VoterDirID: g, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+		}
+		settle(t, r, store)
+		if r.role != RoleLeader {
+			t.Fatalf("setup: role %v", r.role)
+		}
+	}
+	fetchID := uint64(100)
+	// round: time passes by d; the given incarnations fetch at the LEO.
+	round := func(d time.Duration, who ...protocol.Voter) {
+		t.Helper()
+		now = now.Add(d)
+		r.Tick(now)
+		for range 2 {
+			for _, w := range who {
+				fetchID++
+				fetchFrom(r, w.ID, w.DirID, fetchID, r.log.LEO(), r.epoch)
+				settle(t, r, store)
+			}
+		}
+	}
+	lead("a")
+	round(0, v("a"), v("b"))
+	// b is wiped: b2 fetches, and the old b stays silent for FetchTimeout.
+	for i := 0; len(r.owed) == 0; i++ {
+		if i == 20 {
+			t.Fatalf("setup: b not replaced: voters %v", r.voterSet())
+		}
+		w := v("a")
+		if i%2 == 1 {
+			w = protocol.Voter{ID: "b", DirID: "b2"}
+		}
+		round(cfg.FetchTimeout/8, w)
+	}
+	round(0, v("a")) // commits the removal; b2 is gone from here on
+	if r.voterDir("b") != "" || !slices.Equal(r.owed, []protocol.Voter{v("b")}) || r.hw <= r.votersOffset {
+		t.Fatalf("setup: voters %v owed %v (hw %d, set at %d); want b removed, owed, committed", r.voterSet(), r.owed, r.hw, r.votersOffset)
+	}
+	// b2 goes away for longer than FetchTimeout; c is added meanwhile.
+	for range 6 {
+		round(cfg.FetchTimeout/4, v("a"), v("c"))
+	}
+	if acks := changeAck(t, r, store, 1, protocol.VoterChange{Add: true, NodeID: "c"}); len(acks) != 0 || r.voterDir("c") != "c" {
+		t.Fatalf("setup: add of c: acks %+v voters %v", acks, r.voterSet())
+	}
+	r.Propose(2, [][]byte{[]byte("x")})
+	settle(t, r, store)
+	round(0, v("a"), v("c"))
+	// Retention passes every voter-set entry (the leader copies the set in
+	// force above the log start, R55).
+	if _, err := r.DeleteBefore(r.hw); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, r, store)
+	round(0, v("a"), v("c"))
+	if rows := store.VoterSets(); len(rows) == 0 || rows[0].Offset >= store.LogStart() || slices.ContainsFunc(rows, func(x protocol.VotersAt) bool {
+		return slices.ContainsFunc(x.Voters, func(y protocol.Voter) bool { return y.ID == "b" })
+	}) {
+		t.Fatalf("setup: rows %v (log start %d); want the rows that held b pruned", rows, store.LogStart())
+	}
+	// A new leader, after a restart; b comes back with its new directory.
+	now = now.Add(cfg.FetchTimeout)
+	lead("a", "c")
+	for range 3 {
+		round(cfg.FetchTimeout/4, v("a"), v("c"), protocol.Voter{ID: "b", DirID: "b2"})
+	}
+	if r.voterDir("b") != "b2" || len(r.owed) != 0 {
+		t.Fatalf("b back at b2 after other changes and retention: voters %v owed %v (rows %v); want b added back, nothing owed",
+			r.voterSet(), r.owed, r.log.voterSets)
 	}
 }

@@ -352,26 +352,32 @@ func TestVoteWhenTheCandidatesSetNamesUs(t *testing.T) {
 	}
 }
 
-// votersEntry is an EntryVoters entry of vs (ID = directory) at off.
+// votersEntry is an EntryVoters entry of vs at off, owing nothing.
 func votersEntry(off, epoch uint64, vs ...protocol.Voter) protocol.Entry {
-	return protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryVoters, Data: protocol.EncodeVoters(vs)}
+	return owingEntry(off, epoch, nil, vs...)
+}
+
+// owingEntry is an EntryVoters entry of vs at off that owes owed their
+// places (R58).
+func owingEntry(off, epoch uint64, owed []protocol.Voter, vs ...protocol.Voter) protocol.Entry {
+	return protocol.Entry{Offset: off, Epoch: epoch, Type: protocol.EntryVoters, Data: protocol.EncodeVoterSet(vs, owed)}
 }
 
 // TestReplacementCompletedByAnyLeader: the second step of an automatic
 // replacement (add the new incarnation) is read from the log, not from the
 // memory of the leader that removed the old one: a leader elected after
 // the removal adds the node back when it fetches from another directory
-// than the removed one, and not when it is the removed incarnation itself
-// (R58).
+// than the one the set owes, and not when it is the removed incarnation
+// itself (R58).
 func TestReplacementCompletedByAnyLeader(t *testing.T) {
 	for _, dir := range []string{"b2", "b"} {
 		store := storage.NewMemory()
 		applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
 			votersEntry(0, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}, protocol.Voter{ID: "b", DirID: "b"}),
-			votersEntry(1, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
+			owingEntry(1, 1, []protocol.Voter{{ID: "b", DirID: "b"}}, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
 			// A copy of the same set (retention's re-append above the log
-			// start) is no change: the removal is still read (sim bug J).
-			votersEntry(2, 1, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
+			// start) owes the same (sim bug J).
+			owingEntry(2, 1, []protocol.Voter{{ID: "b", DirID: "b"}}, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
 		}}, {Kind: protocol.WriteHWCheckpoint, Offset: 3}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
 		r, err := New(testConfig("l", "l", "a", "b"), store, t0)
 		if err != nil {
@@ -380,8 +386,8 @@ func TestReplacementCompletedByAnyLeader(t *testing.T) {
 		r.becomeCandidate()
 		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
 		settle(t, r, store)
-		if r.role != RoleLeader || len(r.leader.replacing) != 0 {
-			t.Fatalf("setup: role %v replacing %v", r.role, r.leader.replacing)
+		if r.role != RoleLeader {
+			t.Fatalf("setup: role %v", r.role)
 		}
 		// Commit an entry of the epoch, with b fetching (caught up).
 		for i := range 3 {

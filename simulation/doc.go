@@ -89,19 +89,19 @@
 // the default run wipes the sole bootstrap voter too (seed 1551 x1500,
 // 70000336 x20000). A bug found and not fixed yet is steered around by
 // default (a field of Options.Bugs says how), and -sim.bugs=NAME (or all)
-// stops steering, so that runs fail where it bites (reproduce with
-// -sim.seed=N and the steps given):
+// stops steering, so that runs fail where it bites. None is open now.
 //
-//	interleaved     J2, what is left of it: a change made between an
-//	                automatic replacement's two steps, and retention
-//	                pruning the voter-set rows that showed the removal,
-//	                leave no leader able to tell that the wiped voter is
-//	                owed its place (seed 85200728 x5000; 70100495 x5000,
-//	                the case without retention, is fixed: a leader takes
-//	                no other change while a replacement waits, and reads
-//	                the removal from the sets' history)
-//
-// Fixed since, and no longer steered around: (L) a voter whose own set
+// Fixed since, and no longer steered around: (M) a leader that appended
+// its own removal and lost its quorum before it committed observed for
+// good, while the other voter needed its grant (seed 85008750 x1500): a
+// replica whose uncommitted newest set removed it now campaigns in that
+// set, and the checker fails one that observes instead; (J2) a change made
+// between an automatic replacement's two steps, with retention pruning
+// the rows that showed the removal, left no leader able to tell that the
+// wiped voter was owed its place (seeds 70100495 and 85200728 x5000; the
+// workload re-added the node, counted as ReAdds): a voter set now records
+// whom it owes a place, and the checker fails a leader's set that drops
+// a debt or invents one; (L) a voter whose own set
 // lacked the leader (it appended the set removing that leader, never
 // committed) stayed out for ever: a vote refusal naming the leader of the
 // voter's epoch vouched for it in the epoch the pre-vote asked for, so the

@@ -63,9 +63,6 @@ type FaultCounts struct {
 	// whose new incarnation became a voter of the committed set again.
 	ManualRuns, VoterChanges, VoterProbes, VoterAdds, VoterRemoves, VoterChangesRefused, VoterSetsCommitted, RemovedLeaders int
 	VoterWipes, VoterWipesHeld, Replacements                                                                                int
-	// ReAdds: wiped voters the workload added back, steering around open
-	// core bug J2 (Options.Bugs.Interleaved).
-	ReAdds int
 }
 
 // Add adds o's counts to f.

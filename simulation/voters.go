@@ -301,9 +301,9 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 		if e.Type != protocol.EntryVoters {
 			continue
 		}
-		vs, err := protocol.DecodeVoters(e.Data)
+		vs, owed, err := protocol.DecodeVoterSet(e.Data)
 		if err == nil {
-			err = protocol.ValidateVoters(vs)
+			err = protocol.ValidateVoterSet(vs, owed)
 		}
 		if err != nil {
 			s.fail("%s: appends a voter set at offset %d that is not valid: %v", nd.id, e.Offset, err)
@@ -324,6 +324,10 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 				s.fail("%s: leader of epoch %d appends voter set %s at offset %d, %d voters away from the set in force %s: one change at a time (R58)",
 					nd.id, st.Epoch, fmtVoters(vs), e.Offset, d, fmtVoters(prev))
 				return
+			} else if why := owedCarried(nd.vrows[len(nd.vrows)-1], vs, owed); why != "" {
+				s.fail("%s: leader of epoch %d appends voter set %s owing %s at offset %d after %s owing %s: %s (R58)",
+					nd.id, st.Epoch, fmtVoters(vs), fmtVoters(owed), e.Offset, fmtVoters(prev), fmtVoters(nd.vrows[len(nd.vrows)-1].Owed), why)
+				return
 			} else if added, ok := addedVoter(prev, vs); ok && !s.current(added) && !s.tainted {
 				// The leader added an incarnation whose disk is already
 				// lost (it fetched within the bound R58 allows, then was
@@ -334,7 +338,7 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 				s.taint(fmt.Sprintf("%s added %s/%s at offset %d, a disk already lost", nd.id, added.ID, added.DirID, e.Offset))
 			}
 		}
-		nd.vrows = append(nd.vrows, protocol.VotersAt{Offset: e.Offset, Voters: vs})
+		nd.vrows = append(nd.vrows, protocol.VotersAt{Offset: e.Offset, Voters: vs, Owed: owed})
 		s.setRecorded = true
 		nd.roundSets = append(nd.roundSets, vs)
 		nd.roundOutgoing = nd.roundOutgoing || nd.outgoingRows()
@@ -405,6 +409,25 @@ func (s *sim) rowsPrune(nd *node, start uint64) {
 	}
 }
 
+// owedCarried checks a leader's new set vs, owing owed, against the set in
+// force before it (R58): a debt is never dropped unless its node is a
+// voter again (sim bug J2: a change made between a replacement's two steps
+// hid the removal), and a new one is only the incarnation this very change
+// removed. It returns what is wrong, or "".
+func owedCarried(prev protocol.VotersAt, vs, owed []protocol.Voter) string {
+	for _, o := range prev.Owed {
+		if !hasVoter(owed, o.ID, o.DirID) && !hasID(vs, o.ID) {
+			return fmt.Sprintf("the debt to %s/%s is dropped though %s is no voter", o.ID, o.DirID, o.ID)
+		}
+	}
+	for _, o := range owed {
+		if !hasVoter(prev.Owed, o.ID, o.DirID) && !(hasVoter(prev.Voters, o.ID, o.DirID) && !hasID(vs, o.ID)) {
+			return fmt.Sprintf("it owes %s/%s, which this change did not remove", o.ID, o.DirID)
+		}
+	}
+	return ""
+}
+
 // rowsReset takes the voter-set rows a reset to its leader's log start
 // records below it (R53, R55): they must be the committed log's, the set
 // in force at the log start and the newest change before it, since
@@ -413,9 +436,9 @@ func (s *sim) rowsReset(nd *node, w protocol.Write) {
 	var all []protocol.VotersAt
 	for o := 0; o < len(s.committed) && uint64(o) < w.Offset; o++ {
 		if k := s.committed[o]; k.typ == protocol.EntryVoters {
-			vs, err := protocol.DecodeVoters([]byte(k.data))
+			vs, owed, err := protocol.DecodeVoterSet([]byte(k.data))
 			if err == nil {
-				all = append(all, protocol.VotersAt{Offset: uint64(o), Voters: vs})
+				all = append(all, protocol.VotersAt{Offset: uint64(o), Voters: vs, Owed: owed})
 			}
 		}
 	}
@@ -842,7 +865,7 @@ func (s *sim) voterChangeTimer() {
 		return
 	}
 	s.schedule(s.vcBetween(0, 2*s.p.vc.changeEvery), event{kind: evVoterChange})
-	if s.readd() || s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
+	if s.phase == phaseQuiesce && !heal || s.changesOutstanding() >= 2 {
 		return
 	}
 	via := s.randomUpFrom(s.vr) // the voter stream
@@ -857,54 +880,6 @@ func (s *sim) voterChangeTimer() {
 		return
 	}
 	s.proposeChange(via, ch, healing)
-}
-
-// readd steers around what is left of core bug J2 (Options.Bugs.
-// Interleaved) in runs with automatic replacement: it adds back a wiped
-// voter the replacement removed when the leader can no longer tell
-// (neither its memory, Status.Replacing, nor the voter sets its log keeps
-// show the removal: another change was made between the two steps, and
-// retention pruned the rows that showed it).
-// It reports whether it proposed.
-func (s *sim) readd() bool {
-	if s.opts.Bugs.Interleaved || s.p.vc.manual || s.changesOutstanding() > 0 {
-		return false
-	}
-	l := s.upLeader()
-	if l == nil || s.now < l.pausedUntil {
-		return false
-	}
-	for _, nd := range s.nodes {
-		if !nd.replaceDue || !nd.up || hasID(s.cset, nd.id) || removalVisible(l, nd.id) {
-			continue
-		}
-		if _, planned := l.r.Status().Replacing[nd.id]; planned {
-			continue
-		}
-		s.res.Faults.ReAdds++
-		s.tracef("%s READD: leader %s can no longer tell it replaced it (open core bug J2)", nd.id, l.id)
-		s.proposeChange(l, protocol.VoterChange{Add: true, NodeID: nd.id}, true)
-		return true
-	}
-	return false
-}
-
-// removalVisible says whether the voter sets of nd's log still show the
-// removal of node id, as the core reads them (removedIncarnation): the
-// newest set that holds id is followed by that set less id.
-func removalVisible(nd *node, id string) bool {
-	rows := nd.vrows
-	if n := len(rows); n == 0 || hasID(rows[n-1].Voters, id) {
-		return false
-	}
-	for i := len(rows) - 1; i > 0; i-- {
-		prev := rows[i-1].Voters
-		if !hasID(prev, id) {
-			continue
-		}
-		return len(prev) == len(rows[i].Voters)+1 && setDelta(prev, rows[i].Voters) == 1
-	}
-	return false
 }
 
 // changesOutstanding counts the workload's voter changes not answered yet

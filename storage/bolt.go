@@ -584,7 +584,7 @@ func writeVoters(tx *bolt.Tx, old, cur []protocol.VotersAt) error {
 			delete(had, r.Offset)
 			continue
 		}
-		if err := vb.Put(u64key(r.Offset), encodeVotersRow(r.Offset, r.Voters)); err != nil {
+		if err := vb.Put(u64key(r.Offset), encodeVotersRow(r)); err != nil {
 			return err
 		}
 		delete(had, r.Offset) // overwritten
@@ -611,11 +611,11 @@ func readVoters(tx *bolt.Tx) ([]protocol.VotersAt, error) {
 			return fmt.Errorf("%w: voter-set row key of %d bytes", ErrCorrupt, len(k))
 		}
 		off := binary.BigEndian.Uint64(k)
-		vs, err := decodeVotersRow(off, v)
+		row, err := decodeVotersRow(off, v)
 		if err != nil {
 			return err
 		}
-		rows = append(rows, protocol.VotersAt{Offset: off, Voters: vs})
+		rows = append(rows, row)
 		return nil
 	})
 	return rows, err

@@ -140,16 +140,17 @@ func u64key(v uint64) []byte {
 }
 
 // Voter-set row value (bucket voters, key the 8-byte big-endian offset of
-// the EntryVoters entry): the set as protocol.EncodeVoters encodes it, then
+// the EntryVoters entry): the set as protocol.EncodeVoterSet encodes it
+// (with its owed incarnations, R58), then
 // a CRC-32C (4 bytes, big-endian) over the key and the set. The entry
 // holds the same set under its own CRC; the row's is its own because the
 // row is read at every open and a flipped bit in a directory ID would
 // still decode.
 
-// encodeVotersRow is the stored value of the row (off, vs).
-func encodeVotersRow(off uint64, vs []protocol.Voter) []byte {
-	b := protocol.EncodeVoters(vs)
-	return binary.BigEndian.AppendUint32(b, votersRowCRC(off, b))
+// encodeVotersRow is the stored value of row r.
+func encodeVotersRow(r protocol.VotersAt) []byte {
+	b := protocol.EncodeVoterSet(r.Voters, r.Owed)
+	return binary.BigEndian.AppendUint32(b, votersRowCRC(r.Offset, b))
 }
 
 func votersRowCRC(off uint64, set []byte) uint32 {
@@ -159,19 +160,19 @@ func votersRowCRC(off uint64, set []byte) uint32 {
 
 // decodeVotersRow decodes the value of the row at off; every problem
 // wraps ErrCorrupt and names the offset.
-func decodeVotersRow(off uint64, v []byte) ([]protocol.Voter, error) {
+func decodeVotersRow(off uint64, v []byte) (protocol.VotersAt, error) {
 	if len(v) < 4 {
-		return nil, fmt.Errorf("%w: voter-set row at offset %d of %d bytes", ErrCorrupt, off, len(v))
+		return protocol.VotersAt{}, fmt.Errorf("%w: voter-set row at offset %d of %d bytes", ErrCorrupt, off, len(v))
 	}
 	set, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
 	if got := votersRowCRC(off, set); got != sum {
-		return nil, fmt.Errorf("%w: voter-set row at offset %d: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, off, sum, got)
+		return protocol.VotersAt{}, fmt.Errorf("%w: voter-set row at offset %d: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, off, sum, got)
 	}
-	vs, err := protocol.DecodeVoters(set)
+	vs, owed, err := protocol.DecodeVoterSet(set)
 	if err != nil {
-		return nil, fmt.Errorf("%w: voter-set row at offset %d: %v", ErrCorrupt, off, err)
+		return protocol.VotersAt{}, fmt.Errorf("%w: voter-set row at offset %d: %v", ErrCorrupt, off, err)
 	}
-	return vs, nil
+	return protocol.VotersAt{Offset: off, Voters: vs, Owed: owed}, nil
 }
 
 // quorum state value, version 1: version byte, uvarint epoch, uvarint

@@ -948,7 +948,7 @@ func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, 
 		}
 	}
 	for _, r := range st.voters {
-		if err := bs[string(bucketVoters)].Put(u64key(r.Offset), encodeVotersRow(r.Offset, r.Voters)); err != nil {
+		if err := bs[string(bucketVoters)].Put(u64key(r.Offset), encodeVotersRow(r)); err != nil {
 			return err
 		}
 	}

@@ -116,10 +116,10 @@ func VerifyDir(dir string, opts BoltOptions) (VerifyReport, error) {
 	defer s.Close()
 	r.Identity, r.LogStart, r.LEO = id, s.LogStart(), s.LEO()
 	epochs := s.EpochMap()
-	rows := map[uint64][]protocol.Voter{} // the rows of [LogStart, LEO) not yet matched
+	rows := map[uint64]protocol.VotersAt{} // the rows of [LogStart, LEO) not yet matched
 	for _, row := range s.VoterSets() {
 		if row.Offset >= r.LogStart {
-			rows[row.Offset] = row.Voters
+			rows[row.Offset] = row
 		}
 	}
 	for off := r.LogStart; off < r.LEO; {
@@ -138,14 +138,14 @@ func VerifyDir(dir string, opts BoltOptions) (VerifyReport, error) {
 				continue
 			}
 			row, ok := rows[e.Offset]
-			vs, err := protocol.DecodeVoters(e.Data)
+			vs, owed, err := protocol.DecodeVoterSet(e.Data)
 			switch {
 			case err != nil:
 				return r, fmt.Errorf("replog: store %s: %w: voters entry at offset %d: %v", dir, ErrCorrupt, e.Offset, err)
 			case !ok:
 				return r, fmt.Errorf("replog: store %s: %w: voters entry at offset %d has no voter-set row", dir, ErrCorrupt, e.Offset)
-			case !slices.Equal(row, vs):
-				return r, fmt.Errorf("replog: store %s: %w: voter-set row at offset %d holds %v, its voters entry %v", dir, ErrCorrupt, e.Offset, row, vs)
+			case !slices.Equal(row.Voters, vs) || !slices.Equal(row.Owed, owed):
+				return r, fmt.Errorf("replog: store %s: %w: voter-set row at offset %d holds %v owing %v, its voters entry %v owing %v", dir, ErrCorrupt, e.Offset, row.Voters, row.Owed, vs, owed)
 			}
 			delete(rows, e.Offset)
 		}

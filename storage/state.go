@@ -107,11 +107,11 @@ func validateAppend(s *logState, entries []protocol.Entry) ([]protocol.VotersAt,
 			return nil, fmt.Errorf("%w: entry at offset %d has %v", ErrInvalidAppend, e.Offset, e.Type)
 		}
 		if e.Type == protocol.EntryVoters {
-			vs, err := protocol.DecodeVoters(e.Data)
+			vs, owed, err := protocol.DecodeVoterSet(e.Data)
 			if err != nil {
 				return nil, fmt.Errorf("%w: voters entry at offset %d: %w", ErrInvalidAppend, e.Offset, err)
 			}
-			rows = append(rows, protocol.VotersAt{Offset: e.Offset, Voters: vs})
+			rows = append(rows, protocol.VotersAt{Offset: e.Offset, Voters: vs, Owed: owed})
 		}
 	}
 	return rows, nil
@@ -199,7 +199,7 @@ func (s *logState) checkDeletePrefix(upTo uint64, rows []protocol.VotersAt) (noo
 		if r.Offset >= upTo || i > 0 && r.Offset <= rows[i-1].Offset {
 			return false, fmt.Errorf("%w: prefix deletion to %d with voter-set row at offset %d out of order or not below it", ErrInvalidWrite, upTo, r.Offset)
 		}
-		if err := protocol.ValidateVoters(r.Voters); err != nil {
+		if err := protocol.ValidateVoterSet(r.Voters, r.Owed); err != nil {
 			return false, fmt.Errorf("%w: prefix deletion to %d, voter-set row at offset %d: %w", ErrInvalidWrite, upTo, r.Offset, err)
 		}
 	}
@@ -328,7 +328,7 @@ func cloneVoters(rows []protocol.VotersAt) []protocol.VotersAt {
 	}
 	out := make([]protocol.VotersAt, len(rows))
 	for i, r := range rows {
-		out[i] = protocol.VotersAt{Offset: r.Offset, Voters: slices.Clone(r.Voters)}
+		out[i] = protocol.VotersAt{Offset: r.Offset, Voters: slices.Clone(r.Voters), Owed: slices.Clone(r.Owed)}
 	}
 	return out
 }

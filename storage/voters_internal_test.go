@@ -37,10 +37,11 @@ func votersEntry(off, epoch uint64, k int) protocol.Entry {
 // is ErrCorrupt naming the offset; the row itself decodes.
 func TestVotersRowEveryBitFlipDetected(t *testing.T) {
 	vs := testVoters(2)
-	v := encodeVotersRow(7, vs)
+	row := protocol.VotersAt{Offset: 7, Voters: vs[:1], Owed: vs[1:]} // owed ones are covered too
+	v := encodeVotersRow(row)
 	got, err := decodeVotersRow(7, v)
-	if err != nil || fmt.Sprint(got) != fmt.Sprint(vs) {
-		t.Fatalf("round trip: %v, %v; want %v", got, err, vs)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(row) {
+		t.Fatalf("round trip: %v, %v; want %v", got, err, row)
 	}
 	if _, err := decodeVotersRow(8, v); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "offset 8") {
 		t.Fatalf("row of offset 7 read as offset 8: %v; want ErrCorrupt naming offset 8", err)
@@ -73,19 +74,19 @@ var votersCorruptions = map[string]func(tx *bolt.Tx) error{
 		return tx.Bucket(bucketVoters).Put(u64key(4), binaryAppendCRC(4, set))
 	},
 	"row key of bad length": func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketVoters).Put([]byte{4}, encodeVotersRow(4, testVoters(1)))
+		return tx.Bucket(bucketVoters).Put([]byte{4}, encodeVotersRow(protocol.VotersAt{Offset: 4, Voters: testVoters(1)}))
 	},
 	"row at the LEO": func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketVoters).Put(u64key(12), encodeVotersRow(12, testVoters(1)))
+		return tx.Bucket(bucketVoters).Put(u64key(12), encodeVotersRow(protocol.VotersAt{Offset: 12, Voters: testVoters(1)}))
 	},
 	"three rows below the log start": func(tx *bolt.Tx) error {
 		// Two are allowed: the set in force at the log start and the
 		// newest change before it (R55).
 		vb := tx.Bucket(bucketVoters)
-		if err := vb.Put(u64key(1), encodeVotersRow(1, testVoters(1))); err != nil {
+		if err := vb.Put(u64key(1), encodeVotersRow(protocol.VotersAt{Offset: 1, Voters: testVoters(1)})); err != nil {
 			return err
 		}
-		return vb.Put(u64key(2), encodeVotersRow(2, testVoters(2)))
+		return vb.Put(u64key(2), encodeVotersRow(protocol.VotersAt{Offset: 2, Voters: testVoters(2)}))
 	},
 }
 
@@ -256,13 +257,13 @@ func TestVotersFileWithoutBucket(t *testing.T) {
 func TestVerifyDirChecksVoterRows(t *testing.T) {
 	cases := map[string]func(tx *bolt.Tx) error{
 		"row holds another set": func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketVoters).Put(u64key(4), encodeVotersRow(4, testVoters(5)))
+			return tx.Bucket(bucketVoters).Put(u64key(4), encodeVotersRow(protocol.VotersAt{Offset: 4, Voters: testVoters(5)}))
 		},
 		"row missing": func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketVoters).Delete(u64key(4))
 		},
 		"row without an entry": func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketVoters).Put(u64key(5), encodeVotersRow(5, testVoters(5)))
+			return tx.Bucket(bucketVoters).Put(u64key(5), encodeVotersRow(protocol.VotersAt{Offset: 5, Voters: testVoters(5)}))
 		},
 	}
 	for name, corrupt := range cases {

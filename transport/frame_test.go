@@ -255,7 +255,7 @@ func TestCodecErrors(t *testing.T) {
 		{"bad crc", mutate(good, func(f []byte) []byte { f[len(f)-1] ^= 1; return f }), 0, ErrBadFrame, "checksum", false},
 		{"flipped body bit", mutate(good, func(f []byte) []byte { f[12] ^= 0x10; return f }), 0, ErrBadFrame, "checksum", false},
 		{"bad version", mutate(good, func(f []byte) []byte { f[4] = protocol.Version + 1; return reseal(f) }), 0, ErrBadFrame, "version", true},
-		{"old version", mutate(good, func(f []byte) []byte { f[4] = 1; return reseal(f) }), 0, ErrBadFrame, "version 1, want 5", true},
+		{"old version", mutate(good, func(f []byte) []byte { f[4] = 1; return reseal(f) }), 0, ErrBadFrame, "version 1, want 6", true},
 		{"bad kind", mutate(good, func(f []byte) []byte { f[5] = 42; return reseal(f) }), 0, ErrBadFrame, "unknown kind 42", true},
 		{"kind zero", mutate(good, func(f []byte) []byte { f[5] = 0; return reseal(f) }), 0, ErrBadFrame, "unknown kind 0", true},
 		{"oversize", good, len(good) - 1, ErrFrameTooLarge, "limit", false},

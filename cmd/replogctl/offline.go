@@ -211,7 +211,11 @@ func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
 	fmt.Fprintf(e.stdout, "\nvoter sets:\n")
 	w = tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
 	for _, vs := range r.VoterSets {
-		fmt.Fprintf(w, "  %d\t%s\n", vs.Offset, strings.Join(voterNames(vs.Voters), ","))
+		owes := ""
+		if len(vs.Owed) > 0 {
+			owes = " (owes " + strings.Join(voterNames(vs.Owed), ",") + ")"
+		}
+		fmt.Fprintf(w, "  %d\t%s%s\n", vs.Offset, strings.Join(voterNames(vs.Voters), ","), owes)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -238,6 +242,9 @@ type dumpLine struct {
 	// Voters: a voters entry's set, node/directory each (nil if its data
 	// does not decode: the raw data says what it holds).
 	Voters []string `json:"voters,omitempty"`
+	// Owed: the incarnations a voters entry owes a place (R58: removed by
+	// an automatic replacement, to be added back at a new directory).
+	Owed []string `json:"owed,omitempty"`
 }
 
 // voterNames renders a voter set as node/directory names.
@@ -287,8 +294,11 @@ func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, 
 				line.Type = "control"
 			case protocol.EntryVoters:
 				line.Type = "voters"
-				if vs, err := protocol.DecodeVoters(en.Data); err == nil {
+				if vs, owed, err := protocol.DecodeVoterSet(en.Data); err == nil {
 					line.Voters = voterNames(vs)
+					if len(owed) > 0 {
+						line.Owed = voterNames(owed)
+					}
 				}
 			}
 			if err := enc.Encode(line); err != nil {

@@ -102,7 +102,7 @@ func Samples() []protocol.Message {
 		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 5, LeaderID: "b", Epoch: 6, Error: protocol.FetchOffsetOutOfRange, HighWatermark: 90, LogStartOffset: 80,
 			LogStartVoters: []protocol.VotersAt{
 				{Offset: 3, Voters: []protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}, {ID: "c", DirID: "dc"}}},
-				{Offset: 41, Voters: []protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}}},
+				{Offset: 41, Voters: []protocol.Voter{{ID: "a", DirID: "da"}, {ID: "b", DirID: "db"}}, Owed: []protocol.Voter{{ID: "c", DirID: "dc"}}},
 			}, LogStartEpoch: 5}},
 		{From: "b", To: "a", Body: &protocol.FetchResponse{FetchID: 6, LeaderID: "b", Epoch: 6, Error: protocol.FetchOffsetOutOfRange, LogStartOffset: 80, LogStartVoters: []protocol.VotersAt{}}},
 		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: 9, LeaderID: "l", Successor: "f"}},

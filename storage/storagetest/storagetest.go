@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"VoterSetsResetRows", testVoterSetsResetRows},
 		{"VoterSetsInvalid", testVoterSetsInvalid},
 		{"VoterSetsCopies", testVoterSetsCopies},
+		{"VoterSetsOwed", testVoterSetsOwed},
 	}
 	if h.Damage != nil {
 		tests = append(tests, struct {
@@ -175,9 +176,9 @@ func CheckConsistent(s storage.Store) error {
 				return fmt.Errorf("entry at offset %d has epoch %d, epoch map says %d", off, e.Epoch, want)
 			}
 			if e.Type == protocol.EntryVoters {
-				vs, err := protocol.DecodeVoters(e.Data)
-				if err != nil || len(rows) == 0 || rows[0].Offset != off || !slices.Equal(rows[0].Voters, vs) {
-					return fmt.Errorf("voters entry at offset %d (%v, %v): the next voter-set row is not its (rows %v)", off, vs, err, VoterSetsString(rows))
+				vs, owed, err := protocol.DecodeVoterSet(e.Data)
+				if err != nil || len(rows) == 0 || rows[0].Offset != off || !slices.Equal(rows[0].Voters, vs) || !slices.Equal(rows[0].Owed, owed) {
+					return fmt.Errorf("voters entry at offset %d (%v owing %v, %v): the next voter-set row is not its (rows %v)", off, vs, owed, err, VoterSetsString(rows))
 				}
 				rows = rows[1:]
 			}
@@ -199,6 +200,13 @@ func VoterSetsString(rows []protocol.VotersAt) string {
 			names[j] = v.ID + "/" + v.DirID
 		}
 		parts[i] = fmt.Sprintf("%d:%s", r.Offset, strings.Join(names, ","))
+		if len(r.Owed) > 0 {
+			owed := make([]string, len(r.Owed))
+			for j, v := range r.Owed {
+				owed[j] = v.ID + "/" + v.DirID
+			}
+			parts[i] += " owes " + strings.Join(owed, ",")
+		}
 	}
 	return "[" + strings.Join(parts, " ") + "]"
 }
@@ -1574,6 +1582,48 @@ func testVoterSetsResetRows(t *testing.T, h Harness) {
 	wantVoters(t, s, "after a reset within the log and a truncation", 40, 8)
 	if s.LogStart() != 52 || s.LEO() != 52 {
 		t.Fatalf("log [%d, %d), want [52, 52)", s.LogStart(), s.LEO())
+	}
+}
+
+// testVoterSetsOwed: a voter set's owed incarnations (R58) are kept in its
+// row, through a reopen, a prefix deletion that keeps the row below the
+// log start, and a reset that records the leader's rows; a reset row with
+// an invalid owed list is refused and changes nothing.
+func testVoterSetsOwed(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	defer func() { closeStore(t, s) }()
+	owed := []protocol.Voter{{ID: "gone", DirID: "old"}}
+	es := Batch(0, 6, 1, 10)
+	es[2] = protocol.Entry{Offset: 2, Epoch: 1, Type: protocol.EntryVoters, Data: protocol.EncodeVoterSet(Voters(1), owed)}
+	mustAppend(t, s, es)
+	want := VoterSetsString([]protocol.VotersAt{{Offset: 2, Voters: Voters(1), Owed: owed}})
+	if got := VoterSetsString(s.VoterSets()); got != want {
+		t.Fatalf("after the append: rows %s, want %s", got, want)
+	}
+	s = h.Reopen(t, s, dir)
+	if got := VoterSetsString(s.VoterSets()); got != want {
+		t.Fatalf("after reopen: rows %s, want %s", got, want)
+	}
+	if err := deletePrefix(s, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := VoterSetsString(s.VoterSets()); got != want {
+		t.Fatalf("after DeletePrefix(4): rows %s, want %s (the set in force at the log start)", got, want)
+	}
+	before := snap(t, s)
+	bad := []protocol.VotersAt{{Offset: 7, Voters: Voters(2), Owed: []protocol.Voter{{ID: Voters(2)[0].ID, DirID: "x"}}}}
+	err := s.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: 20, Voters: bad}})
+	expectErr(t, "reset with a row owing a voter", err, storage.ErrInvalidWrite)
+	if d := snap(t, s).diff(before); d != "" {
+		t.Fatalf("refused reset changed the store: %s", d)
+	}
+	leader := []protocol.VotersAt{{Offset: 7, Voters: Voters(2), Owed: owed}}
+	if err := s.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: 20, Voters: leader}}); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen(t, s, dir)
+	if got, w := VoterSetsString(s.VoterSets()), VoterSetsString(leader); got != w {
+		t.Fatalf("after a reset with the leader's rows and a reopen: rows %s, want %s", got, w)
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !replog_bug_drop_owed
+
+package replica
+
+const bugDropOwed = false
