@@ -57,6 +57,9 @@ func TestWipeVoterFaults(t *testing.T) {
 	t.Parallel()
 	o := membershipOpts(t, membershipDuration, FaultWipeVoter, FaultWipeCrashLeader, FaultKillLeader, FaultPause)
 	o.cfg.WipeVoterEvery = *flagWipeVoterEvery
+	if o.cfg.WipeVoterEvery > 0 {
+		o.cfg.MinVoterWipes = 2 // asserted below
+	}
 	rep := faultRun(t, o)
 	checkRun(t, rep)
 	if len(splitList(*flagExpect)) > 0 {

@@ -148,6 +148,12 @@ type Nemesis struct {
 	// WipeVoterEvery after the previous wipe's replacement, besides the
 	// random faults.
 	WipeVoterEvery time.Duration
+	// MinVoterWipes, if positive, is how many voter wipes a run makes at
+	// least: if the schedule's other faults held them back (leaders killed
+	// and paused one after another delay a replacement, and the next wipe
+	// waits for it), more are made after the schedule ends, with every
+	// node healed and no other fault, each waited for as any wipe is.
+	MinVoterWipes int
 
 	rngMu sync.Mutex
 	// voterMu is held by a voter wipe (until its replacement commits) and
@@ -233,7 +239,14 @@ func (nm *Nemesis) Run(ctx context.Context) {
 				nm.mu.Lock()
 				nm.stats.PerFault[FaultWipeVoter]++
 				nm.mu.Unlock()
-				nm.do(ctx, FaultWipeVoter)
+				// A wipe refused for the moment (no committed set of three
+				// running voters: a leader just killed or paused) is tried
+				// again shortly and quietly, so that how many wipes a run
+				// makes does not hang on landing between the schedule's
+				// other faults (a CI run once made one in 20 s).
+				for quiet := false; !nm.wipeVoter(ctx, false, quiet) && ctx.Err() == nil; quiet = true {
+					nm.sleep(ctx, 250*time.Millisecond)
+				}
 			}
 		}()
 	}
@@ -255,6 +268,30 @@ func (nm *Nemesis) Run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	nm.wipeUpToMin(ctx)
+}
+
+// wipeUpToMin makes the run's voter wipes reach MinVoterWipes once the
+// schedule has ended: everything healed first, then wipes tried until
+// enough were made, within ReplaceTimeout each.
+func (nm *Nemesis) wipeUpToMin(ctx context.Context) {
+	wipes := func() int {
+		nm.mu.Lock()
+		defer nm.mu.Unlock()
+		return nm.stats.VoterWipes
+	}
+	if nm.MinVoterWipes <= 0 || wipes() >= nm.MinVoterWipes {
+		return
+	}
+	nm.logf("nemesis: %d voter wipes in the schedule, %d wanted: wiping more after it", wipes(), nm.MinVoterWipes)
+	nm.HealAll()
+	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(nm.MinVoterWipes)*ReplaceTimeout)
+	defer cancel()
+	for wipes() < nm.MinVoterWipes && xctx.Err() == nil {
+		if !nm.wipeVoter(xctx, false, true) {
+			nm.sleep(xctx, 250*time.Millisecond)
+		}
+	}
 }
 
 func (nm *Nemesis) pick() string {
@@ -461,20 +498,26 @@ func (nm *Nemesis) committedVoters(ctx context.Context) []*Node {
 // the leader is SIGKILLed, the paused voter resumed, and the leader
 // restarted after a while. A wiped voter that voted as its old self
 // would elect the paused one, which lacks those acknowledged appends.
-func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
+//
+// It reports whether it wiped a voter; quiet leaves a refusal unlogged.
+func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader, quiet bool) bool {
 	if !nm.voterMu.TryLock() {
-		return
+		return false
 	}
 	defer nm.voterMu.Unlock()
 	voters := nm.committedVoters(ctx)
 	if len(voters) < 3 {
-		nm.logf("nemesis: no voter wiped: committed voter set %s", ids(voters))
-		return
+		if !quiet {
+			nm.logf("nemesis: no voter wiped: committed voter set %s", ids(voters))
+		}
+		return false
 	}
 	for _, n := range voters {
 		if !n.Running() || n.Wiping() {
-			nm.logf("nemesis: no voter wiped: %s is down", n.ID)
-			return
+			if !quiet {
+				nm.logf("nemesis: no voter wiped: %s is down", n.ID)
+			}
+			return false
 		}
 	}
 	leader := nm.leader(ctx)
@@ -482,7 +525,7 @@ func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
 	var paused *Node
 	if crashLeader {
 		if leader == nil || len(voters) != 3 {
-			return
+			return false
 		}
 		var others []*Node
 		for _, n := range voters {
@@ -495,7 +538,7 @@ func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
 			target, paused = paused, target
 		}
 		if !nm.c.Pause(paused) {
-			return
+			return false
 		}
 		nm.count(&nm.stats.Pauses)
 		nm.event("pause", false, "wipe-crash-leader: appends commit on the leader and the voter to wipe", paused)
@@ -511,7 +554,7 @@ func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
 		if paused != nil {
 			nm.c.Resume(paused)
 		}
-		return
+		return false
 	}
 	nm.count(&nm.stats.VoterWipes)
 	nm.event("wipe-voter", target == leader, "data directory deleted, restarted empty", target)
@@ -542,7 +585,7 @@ func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
 		fail(err.Error())
 		nm.c.Kill(target)
 		nm.restart(ctx, target)
-		return
+		return true
 	}
 	ready := time.Now()
 	var dir string
@@ -556,7 +599,7 @@ func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
 	}
 	if err := nm.c.WaitVoter(wctx, target.ID, dir, false); err != nil {
 		fail(err.Error())
-		return
+		return true
 	}
 	d := time.Since(ready)
 	nm.mu.Lock()
@@ -582,6 +625,7 @@ func (nm *Nemesis) wipeVoter(ctx context.Context, crashLeader bool) {
 	} else if err != nil && !errors.Is(err, io.EOF) {
 		nm.logf("nemesis: reading %s's log after its replacement (at %d): %v", target.ID, next, err)
 	}
+	return true
 }
 
 // rollingRestart restarts every voter of the committed set in turn
@@ -743,7 +787,7 @@ func (nm *Nemesis) do(ctx context.Context, f string) {
 		nm.wipe(ctx, target)
 
 	case FaultWipeVoter, FaultWipeCrashLeader:
-		nm.wipeVoter(ctx, f == FaultWipeCrashLeader)
+		nm.wipeVoter(ctx, f == FaultWipeCrashLeader, false)
 
 	case FaultRollingRestart:
 		nm.rollingRestart(ctx)

@@ -55,6 +55,9 @@ type RunConfig struct {
 	// often, each after the previous one's replacement committed
 	// (Nemesis.WipeVoterEvery).
 	WipeVoterEvery time.Duration
+	// MinVoterWipes, if positive, is how many voter wipes the run makes
+	// at least (Nemesis.MinVoterWipes).
+	MinVoterWipes int
 	// VoterChanges runs a voter changer beside the appenders: it makes
 	// the first observer node a voter (AddVoter through a random node)
 	// and removes it again, over and over, and once removes the leader
@@ -185,6 +188,7 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	nm.Concurrency = cfg.NemesisConcurrency
 	nm.WipeEvery = cfg.WipeEvery
 	nm.WipeVoterEvery = cfg.WipeVoterEvery
+	nm.MinVoterWipes = cfg.MinVoterWipes
 	rep := &Report{Seed: cfg.Seed, Nodes: len(c.Voters()), Observers: len(c.Nodes) - len(c.Voters()), Concurrency: max(1, cfg.NemesisConcurrency), History: h}
 
 	stop := make(chan struct{}) // clients: no new operations
