@@ -54,6 +54,11 @@ package replica
 //	                              automatic replacement's steps drops the
 //	                              owed incarnations of the set in force (a
 //	                              replaced node is forgotten, sim bug J2).
+//	replog_bug_removed_stuck      bugNoRemovedRestand: a leader fenced by a
+//	                              removed voter's later epoch does not
+//	                              stand again (the removed voter never
+//	                              learns it was removed: sim seed
+//	                              92067076 x1500).
 //
 // Example: go test -tags replog_bug_truncate_hw ./replica -run TestScenarios
 // (must fail). Never build a binary with these tags.

@@ -157,6 +157,20 @@ func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) boo
 	}
 	if req.CurrentEpoch > r.epoch {
 		if !r.isVoterDir(from, req.ReplicaDirID) {
+			if r.role == RoleLeader && req.Restand && r.formerVoter(from, req.ReplicaDirID) && !r.behind(req.LastFetchedEpoch, req.FetchOffset) && !bugNoRemovedRestand {
+				// R20 for a removed voter: its failed candidacy left it
+				// in a later epoch, and it was removed before it could
+				// learn so from our log. It can follow no leader of an
+				// epoch below its own, so it would never fetch its
+				// removal (sim seed 92067076 x1500): stand again at once
+				// in the epoch after its, as for a voter. Only an
+				// incarnation our log recorded as a voter, told by a
+				// voter of its set that we lead (Restand), is heard.
+				r.logger.Info("fenced by a removed voter's later epoch: standing again at once", "from", from, "epoch", req.CurrentEpoch)
+				r.becomeFollower(req.CurrentEpoch, "")
+				r.becomeCandidate()
+				return false
+			}
 			// Only voters' word moves epochs: a non-voter learns epochs
 			// from voters, so it has nothing to teach us.
 			r.logger.Debug("fetch from a non-voter in a later epoch", "from", from, "epoch", req.CurrentEpoch)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
 )
 
 // TestFencedLeaderStandsAgain is R20's fencing fetch: a voter whose failed
@@ -68,5 +69,64 @@ func TestOwnLeadersVoteRequestIsTaken(t *testing.T) {
 		if from == "c" && (len(resps) != 0 || r.epoch != 1) {
 			t.Fatalf("another candidate while the leader is alive: answers %v epoch %d; want it disregarded", resps, r.epoch)
 		}
+	}
+}
+
+// TestRemovedVoterInALaterEpochIsHeard: a voter removed while a failed
+// candidacy had left it in a later epoch can follow no leader of an epoch
+// below its own, so it never fetches its removal (sim seed 92067076
+// x1500). Its Restand fetch makes the leader stand again in the epoch
+// after its, as R20 does for a voter; then it can follow. Anyone else
+// outside the set still moves no epoch (R45): without Restand, at another
+// directory, a node no set held, or a fetcher whose log is ahead. Fails
+// with replog_bug_removed_stuck.
+func TestRemovedVoterInALaterEpochIsHeard(t *testing.T) {
+	v := func(id, dir string) protocol.Voter { return protocol.Voter{ID: id, DirID: dir} }
+	cases := []struct {
+		name          string
+		from, dir     string
+		restand       bool
+		offset, epoch uint64 // the fetcher's LEO and last epoch
+		stands        bool
+	}{
+		{"removed voter, asked", "b", "b", true, 1, 1, true},
+		{"removed voter, not asked", "b", "b", false, 1, 1, false},
+		{"another incarnation of it", "b", "b2", true, 1, 1, false},
+		{"never a voter", "o", "o", true, 1, 1, false},
+		{"removed voter, log ahead", "b", "b", true, 9, 9, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store := storage.NewMemory()
+			applyWrites(t, store, []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{
+				votersEntry(0, 1, v("l", "l"), v("a", "a"), v("b", "b")),
+				votersEntry(1, 1, v("l", "l"), v("a", "a")),
+			}}, {Kind: protocol.WriteHWCheckpoint, Offset: 2}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
+			r, err := New(testConfig("l", "l", "a", "b"), store, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.becomeCandidate()
+			r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+			settle(t, r, store)
+			if r.role != RoleLeader || r.epoch != 2 {
+				t.Fatalf("setup: role %v epoch %d", r.role, r.epoch)
+			}
+			r.Step(protocol.Message{From: c.from, To: "l", Body: &protocol.FetchRequest{
+				FetchID: 9, ReplicaID: c.from, ReplicaDirID: c.dir, CurrentEpoch: 4, FetchOffset: c.offset, LastFetchedEpoch: c.epoch, Restand: c.restand,
+			}})
+			msgs, _ := settle(t, r, store)
+			if c.stands {
+				votes := bodiesTo[*protocol.VoteRequest](msgs, "a")
+				if r.role != RoleCandidate || r.epoch != 5 || len(votes) != 1 || votes[0].PreVote || votes[0].Epoch != 5 {
+					t.Fatalf("role %v epoch %d, votes to a %v; want a candidate in 5 asking a", r.role, r.epoch, votes)
+				}
+				return
+			}
+			resps := bodiesTo[*protocol.FetchResponse](msgs, c.from)
+			if r.role != RoleLeader || r.epoch != 2 || len(resps) != 1 || resps[0].Error != protocol.FetchNotLeader || resps[0].Epoch != 2 {
+				t.Fatalf("role %v epoch %d, answers %v; want the leader unmoved in 2, answering not-leader", r.role, r.epoch, resps)
+			}
+		})
 	}
 }

@@ -132,6 +132,19 @@ func (r *Replica) outgoing() bool {
 	return slices.Contains(rows[n-2].Voters, protocol.Voter{ID: r.id, DirID: r.dirID})
 }
 
+// formerVoter reports whether (id, dir) is a voter of a voter set the log
+// view keeps (the set in force, or one before it), outside the bootstrap
+// set: a voter removed since, or still one.
+func (r *Replica) formerVoter(id, dir string) bool {
+	v := protocol.Voter{ID: id, DirID: dir}
+	for _, row := range r.log.voterSets {
+		if slices.Contains(row.Voters, v) {
+			return true
+		}
+	}
+	return false
+}
+
 // campaigns reports whether this replica may stand for election: a voter
 // of the set in force, or outgoing from it.
 func (r *Replica) campaigns() bool { return r.voter || r.outgoing() }

@@ -91,7 +91,10 @@
 // default (a field of Options.Bugs says how), and -sim.bugs=NAME (or all)
 // stops steering, so that runs fail where it bites. None is open now.
 //
-// Fixed since, and no longer steered around: (M) a leader that appended
+// Fixed since, and no longer steered around: (N) a voter removed while a
+// failed candidacy had left it in a later epoch campaigned for ever and
+// never fetched its removal (seed 92067076 x1500): a leader now stands
+// again for its Restand fetch; (M) a leader that appended
 // its own removal and lost its quorum before it committed observed for
 // good, while the other voter needed its grant (seed 85008750 x1500): a
 // replica whose uncommitted newest set removed it now campaigns in that

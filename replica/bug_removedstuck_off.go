@@ -1,0 +1,5 @@
+//go:build !replog_bug_removed_stuck
+
+package replica
+
+const bugNoRemovedRestand = false
