@@ -352,7 +352,7 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 		if !b.Granted {
 			return
 		}
-		if !s.memberInRound(nd) && !nd.namedIn[namedRound{m.To, b.Round}] {
+		if !s.memberInRound(nd) && !nd.namedIn[namedRound{m.To, b.Round}] && !(!b.PreVote && nd.votedAsMember[b.Epoch]) {
 			s.fail("%s (%s), not a voter of its set in force nor named by the candidate's, grants a vote: %s", nd.id, nd.dirID, m)
 			return
 		}

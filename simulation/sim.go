@@ -343,6 +343,13 @@ type node struct {
 	// that named its directory (KIP-853: a node its own set does not list
 	// yet may grant them).
 	namedIn map[namedRound]bool
+	// votedAsMember: the epochs in which this process issued its durable
+	// vote for another node in a round where it was a voter of a set it
+	// had in force (or named by the candidate's). The grant is sent only
+	// once that write is durable, in a later round, when a reset may have
+	// changed its set (seed 93038914 x5000: a wiped node, a bootstrap
+	// voter when it granted, had recorded its leader's rows by then).
+	votedAsMember map[uint64]bool
 	// sh runs the process's rounds; r is its core, read (never driven)
 	// by the checker between rounds.
 	sh    *shell.Node
@@ -757,7 +764,7 @@ func (s *sim) start(nd *node) {
 	nd.readable = 0
 	nd.published = 0
 	nd.pending = nil
-	nd.namedIn = nil
+	nd.namedIn, nd.votedAsMember = nil, nil
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
 		nd.store = nd.store.reopen()
@@ -1211,6 +1218,13 @@ func (s *sim) round(nd *node) {
 		if s.tracing() {
 			s.tracef("%s issue %s", nd.id, fmtWrite(w))
 		}
+		if w.Kind == protocol.WriteQuorumState && w.Quorum.VotedFor != "" && w.Quorum.VotedFor != nd.id &&
+			(s.memberInRound(nd) || nd.namedBy(w.Quorum.VotedFor)) {
+			if nd.votedAsMember == nil {
+				nd.votedAsMember = make(map[uint64]bool)
+			}
+			nd.votedAsMember[w.Quorum.Epoch] = true
+		}
 		s.issueWrite(nd, w)
 	}
 	for _, m := range out.Messages {
@@ -1255,4 +1269,15 @@ func (s *sim) dump() string {
 	}
 	fmt.Fprintf(&b, "  committed=%d acked=%d", len(s.committed), len(s.ackedProps))
 	return b.String()
+}
+
+// namedBy says whether this process received a vote request from
+// candidate that named its directory (any round).
+func (nd *node) namedBy(candidate string) bool {
+	for k := range nd.namedIn {
+		if k.candidate == candidate {
+			return true
+		}
+	}
+	return false
 }
