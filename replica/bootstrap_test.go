@@ -146,13 +146,7 @@ func TestReplacementBlocksOtherChanges(t *testing.T) {
 		}}, {Kind: protocol.WriteHWCheckpoint, Offset: 2}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
 		cfg := testConfig("l", "l", "a", "b")
 		cfg.ManualVoterChanges = manual
-		r, err := New(cfg, store, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.becomeCandidate()
-		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
-		settle(t, r, store)
+		r := electOn(t, cfg, store, t0, "a")
 		// Commit an entry of the epoch (R58), a fetching.
 		r.Propose(100, [][]byte{[]byte("x")})
 		settle(t, r, store)

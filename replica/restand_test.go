@@ -102,15 +102,9 @@ func TestRemovedVoterInALaterEpochIsHeard(t *testing.T) {
 				votersEntry(0, 1, v("l", "l"), v("a", "a"), v("b", "b")),
 				votersEntry(1, 1, v("l", "l"), v("a", "a")),
 			}}, {Kind: protocol.WriteHWCheckpoint, Offset: 2}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
-			r, err := New(testConfig("l", "l", "a", "b"), store, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.becomeCandidate()
-			r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
-			settle(t, r, store)
-			if r.role != RoleLeader || r.epoch != 2 {
-				t.Fatalf("setup: role %v epoch %d", r.role, r.epoch)
+			r := electOn(t, testConfig("l", "l", "a", "b"), store, t0, "a")
+			if r.epoch != 2 {
+				t.Fatalf("setup: epoch %d", r.epoch)
 			}
 			r.Step(protocol.Message{From: c.from, To: "l", Body: &protocol.FetchRequest{
 				FetchID: 9, ReplicaID: c.from, ReplicaDirID: c.dir, CurrentEpoch: 4, FetchOffset: c.offset, LastFetchedEpoch: c.epoch, Restand: c.restand,

@@ -210,6 +210,26 @@ func leaderWith(t *testing.T, voters []string, log []uint64, qs protocol.QuorumS
 	return r, store
 }
 
+// electOn opens a replica with cfg on store at now and makes it the leader
+// with the grants of the given voters (each at the directory named like
+// it), failing t otherwise.
+func electOn(t testing.TB, cfg Config, store storage.Store, now time.Time, grants ...string) *Replica {
+	t.Helper()
+	r, err := New(cfg, store, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.becomeCandidate()
+	for _, g := range grants {
+		r.Step(protocol.Message{From: g, To: cfg.ID, Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: g, VoterDirID: g, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
+	}
+	settle(t, r, store)
+	if r.role != RoleLeader {
+		t.Fatalf("setup: role %v, want leader", r.role)
+	}
+	return r
+}
+
 func fetch(r *Replica, from string, id, epoch, offset, lastEpoch uint64) {
 	r.Step(protocol.Message{From: from, To: r.id, Body: &protocol.FetchRequest{
 		FetchID: id, ReplicaID: from, ReplicaDirID: from, CurrentEpoch: epoch, FetchOffset: offset, LastFetchedEpoch: lastEpoch,

@@ -149,16 +149,7 @@ func TestReplacementCompletedPastTheLogStart(t *testing.T) {
 				ws = append(ws, protocol.Write{Kind: protocol.WriteDeletePrefix, Offset: c.storeStart})
 			}
 			applyWrites(t, store, ws)
-			r, err := New(testConfig("l", "l", "a", "b"), store, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.becomeCandidate()
-			r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
-			settle(t, r, store)
-			if r.role != RoleLeader {
-				t.Fatalf("setup: role %v", r.role)
-			}
+			r := electOn(t, testConfig("l", "l", "a", "b"), store, t0, "a")
 			// Commit an entry of the epoch (a only: b is no voter).
 			for i := range 2 {
 				fetchFrom(r, "a", "a", uint64(10+i), r.log.LEO(), r.epoch)
@@ -271,18 +262,7 @@ func TestReplacementOwedThroughOtherChanges(t *testing.T) {
 	var r *Replica
 	lead := func(grants ...string) {
 		t.Helper()
-		var err error
-		if r, err = New(cfg, store, now); err != nil {
-			t.Fatal(err)
-		}
-		r.becomeCandidate()
-		for _, g := range grants {
-			r.Step(protocol.Message{From: g, To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: g, VoterDirID: g, Granted: true, RequestEpoch: r.epoch, Round: r.round}})
-		}
-		settle(t, r, store)
-		if r.role != RoleLeader {
-			t.Fatalf("setup: role %v", r.role)
-		}
+		r = electOn(t, cfg, store, now, grants...)
 	}
 	fetchID := uint64(100)
 	// round: time passes by d; the given incarnations fetch at the LEO.

@@ -379,16 +379,7 @@ func TestReplacementCompletedByAnyLeader(t *testing.T) {
 			// start) owes the same (sim bug J).
 			owingEntry(2, 1, []protocol.Voter{{ID: "b", DirID: "b"}}, protocol.Voter{ID: "l", DirID: "l"}, protocol.Voter{ID: "a", DirID: "a"}),
 		}}, {Kind: protocol.WriteHWCheckpoint, Offset: 3}, {Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}}})
-		r, err := New(testConfig("l", "l", "a", "b"), store, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.becomeCandidate()
-		r.Step(protocol.Message{From: "a", To: "l", Body: &protocol.VoteResponse{Epoch: r.epoch, VoterID: "a", VoterDirID: "a", Granted: true, RequestEpoch: r.epoch, Round: r.round}})
-		settle(t, r, store)
-		if r.role != RoleLeader {
-			t.Fatalf("setup: role %v", r.role)
-		}
+		r := electOn(t, testConfig("l", "l", "a", "b"), store, t0, "a")
 		// Commit an entry of the epoch, with b fetching (caught up).
 		for i := range 3 {
 			fetchFrom(r, "a", "a", uint64(10+i), r.log.LEO(), r.epoch)
