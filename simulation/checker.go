@@ -345,14 +345,14 @@ func (s *sim) becameLeader(nd *node) {
 func (s *sim) checkSend(nd *node, m protocol.Message) {
 	switch b := m.Body.(type) {
 	case *protocol.VoteRequest:
-		if !s.memberInRound(nd) && !nd.roundOutgoing {
+		if !s.memberInRound(nd) && !nd.msgOutgoing {
 			s.fail("%s (%s), not a voter of its set in force nor removed by its uncommitted newest set, asks for votes: %s", nd.id, nd.dirID, m)
 		}
 	case *protocol.VoteResponse:
 		if !b.Granted {
 			return
 		}
-		if !s.memberInRound(nd) && !nd.namedIn[namedRound{m.To, b.Round}] && !(!b.PreVote && nd.votedAsMember[b.Epoch]) {
+		if !s.memberInRound(nd) && !nd.namedIn[namedRound{m.To, b.Round}] {
 			s.fail("%s (%s), not a voter of its set in force nor named by the candidate's, grants a vote: %s", nd.id, nd.dirID, m)
 			return
 		}

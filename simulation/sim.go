@@ -343,13 +343,6 @@ type node struct {
 	// that named its directory (KIP-853: a node its own set does not list
 	// yet may grant them).
 	namedIn map[namedRound]bool
-	// votedAsMember: the epochs in which this process issued its durable
-	// vote for another node in a round where it was a voter of a set it
-	// had in force (or named by the candidate's). The grant is sent only
-	// once that write is durable, in a later round, when a reset may have
-	// changed its set (seed 93038914 x5000: a wiped node, a bootstrap
-	// voter when it granted, had recorded its leader's rows by then).
-	votedAsMember map[uint64]bool
 	// sh runs the process's rounds; r is its core, read (never driven)
 	// by the checker between rounds.
 	sh    *shell.Node
@@ -417,13 +410,22 @@ type node struct {
 	dirID     string
 	vrows     []protocol.VotersAt
 	roundSets [][]protocol.Voter
-	// roundOutgoing: during the round, nd's newest set removed it (it may
-	// campaign: replica's outgoing).
-	roundOutgoing bool
-	maxLEO        uint64
-	replaceDue    bool
-	wlRemoved     bool
-	countedHW     uint64
+	// msgSets holds the sets nd had in force since the oldest round whose
+	// messages may still be held by its core (a message waits for the
+	// writes issued before it: it leaves in the round the core hears they
+	// are durable, and the set may have changed meanwhile: seed 97538327
+	// x5000, a wiped node's bootstrap pre-votes built before it appended
+	// the recorded set, sent after); msgOutgoing says its newest set
+	// removed it at some point of that window (it may campaign: replica's
+	// outgoing); msgsHeld says the last round ended with writes the core
+	// had not heard were durable.
+	msgSets     [][]protocol.Voter
+	msgOutgoing bool
+	msgsHeld    bool
+	maxLEO      uint64
+	replaceDue  bool
+	wlRemoved   bool
+	countedHW   uint64
 
 	// Checker state. hw is the last HW seen in this process lifetime;
 	// checked is the prefix of shadow known to equal the committed log;
@@ -764,7 +766,8 @@ func (s *sim) start(nd *node) {
 	nd.readable = 0
 	nd.published = 0
 	nd.pending = nil
-	nd.namedIn, nd.votedAsMember = nil, nil
+	nd.namedIn = nil
+	nd.msgSets, nd.msgOutgoing, nd.msgsHeld = nil, false, false
 	nd.durableSeq, nd.reportedSeq, nd.reportPending = 0, 0, false
 	if nd.inc > 1 {
 		nd.store = nd.store.reopen()
@@ -1207,7 +1210,11 @@ func (s *sim) round(nd *node) {
 	nd.inbox = nil
 	vs, _, _ := nd.inForce()
 	nd.roundSets = append(nd.roundSets[:0], vs)
-	nd.roundOutgoing = nd.outgoingRows()
+	if !nd.msgsHeld {
+		nd.msgSets, nd.msgOutgoing = nd.msgSets[:0], false
+	}
+	nd.noteMsgSet(vs)
+	fed := nd.reportedSeq // the Persisted this round feeds the core
 	if s.tracing() {
 		s.tracef("%s round: tick, %d inputs, persisted w%d, ready", nd.id, len(evs), nd.reportedSeq)
 	}
@@ -1217,13 +1224,6 @@ func (s *sim) round(nd *node) {
 		s.hash.write(w)
 		if s.tracing() {
 			s.tracef("%s issue %s", nd.id, fmtWrite(w))
-		}
-		if w.Kind == protocol.WriteQuorumState && w.Quorum.VotedFor != "" && w.Quorum.VotedFor != nd.id &&
-			(s.memberInRound(nd) || nd.namedBy(w.Quorum.VotedFor)) {
-			if nd.votedAsMember == nil {
-				nd.votedAsMember = make(map[uint64]bool)
-			}
-			nd.votedAsMember[w.Quorum.Epoch] = true
 		}
 		s.issueWrite(nd, w)
 	}
@@ -1241,6 +1241,11 @@ func (s *sim) round(nd *node) {
 	for _, a := range out.Stray {
 		s.fail("%s acks proposal %d, which its shell was not waiting for (unknown, or answered already)", nd.id, a.ID)
 	}
+	top := nd.durableSeq
+	if n := len(nd.pending); n > 0 {
+		top = nd.pending[n-1].Seq
+	}
+	nd.msgsHeld = top > fed
 	s.checkOutput(nd, out)
 	s.check(nd)
 	s.checkBarriers(nd)
@@ -1269,15 +1274,4 @@ func (s *sim) dump() string {
 	}
 	fmt.Fprintf(&b, "  committed=%d acked=%d", len(s.committed), len(s.ackedProps))
 	return b.String()
-}
-
-// namedBy says whether this process received a vote request from
-// candidate that named its directory (any round).
-func (nd *node) namedBy(candidate string) bool {
-	for k := range nd.namedIn {
-		if k.candidate == candidate {
-			return true
-		}
-	}
-	return false
 }

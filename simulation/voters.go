@@ -237,11 +237,19 @@ func (nd *node) outgoing(hw uint64) bool {
 	return nd.outgoingRows() && nd.vrows[len(nd.vrows)-1].Offset >= hw
 }
 
+// noteMsgSet records vs, now in force on nd, in its message window.
+func (nd *node) noteMsgSet(vs []protocol.Voter) {
+	nd.msgSets = append(nd.msgSets, vs)
+	nd.msgOutgoing = nd.msgOutgoing || nd.outgoingRows()
+}
+
 // memberInRound reports whether nd was a voter of a set it had in force
-// at some point of its current round (the messages of a round may have
-// been built before a fetch answer of the same round changed its set).
+// when the messages it sends now may have been built: during its current
+// round (a fetch answer of the same round may change its set after a
+// message was built) or an earlier one whose messages its core still held
+// for a write (msgSets).
 func (s *sim) memberInRound(nd *node) bool {
-	for _, vs := range nd.roundSets {
+	for _, vs := range nd.msgSets {
 		if vs == nil && slices.Contains(s.voters, nd.id) || hasVoter(vs, nd.id, nd.dirID) {
 			return true
 		}
@@ -341,7 +349,7 @@ func (s *sim) rowsAppend(nd *node, es []protocol.Entry) {
 		nd.vrows = append(nd.vrows, protocol.VotersAt{Offset: e.Offset, Voters: vs, Owed: owed})
 		s.setRecorded = true
 		nd.roundSets = append(nd.roundSets, vs)
-		nd.roundOutgoing = nd.roundOutgoing || nd.outgoingRows()
+		nd.noteMsgSet(vs)
 		s.tracef("%s voter set %s in force from offset %d", nd.id, fmtVoters(vs), e.Offset)
 		s.setChanged(nd)
 	}
@@ -395,7 +403,7 @@ func (s *sim) rowsTruncate(nd *node, to uint64) {
 		nd.vrows = nd.vrows[:n:n]
 		vs, _, _ := nd.inForce()
 		nd.roundSets = append(nd.roundSets, vs)
-		nd.roundOutgoing = nd.roundOutgoing || nd.outgoingRows()
+		nd.noteMsgSet(vs)
 		s.setChanged(nd)
 	}
 }
@@ -451,7 +459,7 @@ func (s *sim) rowsReset(nd *node, w protocol.Write) {
 	nd.vrows = append(slices.Clone(w.Voters), keep...)
 	vs, _, _ := nd.inForce()
 	nd.roundSets = append(nd.roundSets, vs)
-	nd.roundOutgoing = nd.roundOutgoing || nd.outgoingRows()
+	nd.noteMsgSet(vs)
 	s.setChanged(nd)
 }
 
