@@ -31,8 +31,6 @@ type leaderState struct {
 	fetchDir    map[string]string
 	fetchOffset map[string]uint64
 	anyFetch    map[string]time.Time
-	// since is when this leadership began.
-	since time.Time
 	// lastFetchID is each replica's last FetchID: a fetch that does not
 	// follow it (a restarted replica, or one that lost our answer) may have
 	// missed the current HW, so it is answered at once.
@@ -79,7 +77,6 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		fetchOffset:   make(map[string]uint64),
 		anyFetch:      make(map[string]time.Time),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
-		since:         r.now,
 	}
 	// Grace period: every voter counts as heard from at the start.
 	for _, v := range r.voters {

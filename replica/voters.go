@@ -103,7 +103,7 @@ func (r *Replica) refreshVoters() {
 		}
 	}
 	if r.voter != was {
-		r.logger.Info("voter set changed our membership", "voter", r.voter, "dir", r.dirID, "voters_offset", r.votersOffset)
+		r.logger.Debug("voter set changed our membership", "voter", r.voter, "dir", r.dirID, "voters_offset", r.votersOffset)
 	}
 	r.settleRole()
 	// A leader removed from the set leads on, not counting itself, until
