@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/replog-io/replog/protocol"
-	"github.com/replog-io/replog/protocol/protocoltest"
+	"github.com/replog-io/replog/internal/protocoltest"
 )
 
 func roundTrip(t testing.TB, m protocol.Message) {

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/storage/storagetest"
+	"github.com/replog-io/replog/internal/storagetest"
 )
 
 func TestMain(m *testing.M) {

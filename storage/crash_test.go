@@ -16,7 +16,7 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/storage/storagetest"
+	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // The crash test runs a child process (this test binary, re-executed with

@@ -19,7 +19,7 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/storage/storagetest"
+	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // The damage tests open damaged copies of a real data directory in a child

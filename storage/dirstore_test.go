@@ -16,7 +16,7 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/storage/storagetest"
+	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // The segmented store's own tests: rolls, deletions, truncations across

@@ -12,7 +12,7 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/storage/storagetest"
+	"github.com/replog-io/replog/internal/storagetest"
 )
 
 var (

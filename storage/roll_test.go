@@ -10,7 +10,7 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/storage/storagetest"
+	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // Rolls and deletions off the append path (docs/design.md section 4, "Off

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/storage/storagetest"
+	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // Tests of the verification that OpenDir leaves to the background

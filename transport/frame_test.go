@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/replog-io/replog/protocol"
-	"github.com/replog-io/replog/protocol/protocoltest"
+	"github.com/replog-io/replog/internal/protocoltest"
 )
 
 var (

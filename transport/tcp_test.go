@@ -18,7 +18,7 @@ import (
 	"github.com/replog-io/replog/internal/testpki"
 	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/protocol"
-	"github.com/replog-io/replog/protocol/protocoltest"
+	"github.com/replog-io/replog/internal/protocoltest"
 )
 
 type hclogLogger = hclog.Logger

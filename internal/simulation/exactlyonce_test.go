@@ -11,7 +11,7 @@ var flagEOSeeds = flag.Int("sim.eoseeds", 24, "seeds TestSimulationExactlyOnce r
 // over the full nemesis: every acknowledged append, retried across leader
 // changes, lost answers and restarts, is committed once, at the offset
 // every ack of it named. Reproduce a seed with
-// go test ./simulation -run 'TestSimulation$' -sim.exactlyonce -sim.seed=N.
+// go test ./internal/simulation -run 'TestSimulation$' -sim.exactlyonce -sim.seed=N.
 func TestSimulationExactlyOnce(t *testing.T) {
 	var retries, acked int
 	for seed := *flagStart; seed < *flagStart+int64(*flagEOSeeds); seed++ {
@@ -19,7 +19,7 @@ func TestSimulationExactlyOnce(t *testing.T) {
 		o.ExactlyOnce = true
 		res := Run(o)
 		if res.Err != nil {
-			t.Errorf("seed %d: %v\n  reproduce: go test ./simulation -run 'TestSimulation$' -sim.exactlyonce -sim.seed=%d -sim.steps=%d -sim.trace",
+			t.Errorf("seed %d: %v\n  reproduce: go test ./internal/simulation -run 'TestSimulation$' -sim.exactlyonce -sim.seed=%d -sim.steps=%d -sim.trace",
 				seed, res.Err, seed, *flagSteps)
 			continue
 		}

@@ -47,7 +47,7 @@ func runOpts(seed int64, steps int) Options {
 
 // reproduce formats the command line that reruns one seed.
 func reproduce(seed int64, steps int) string {
-	cmd := fmt.Sprintf("go test ./simulation -run TestSimulation -sim.seed=%d", seed)
+	cmd := fmt.Sprintf("go test ./internal/simulation -run TestSimulation -sim.seed=%d", seed)
 	if steps != 5000 {
 		cmd += fmt.Sprintf(" -sim.steps=%d", steps)
 	}

@@ -21,7 +21,7 @@ func TestHarnessSupervisesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := BuildNode(ctx, mod, root, "./faults/internal/fakenode", "", false)
+	bin, err := BuildNode(ctx, mod, root, "./internal/faults/internal/fakenode", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func TestFaults(t *testing.T) {
 // default schedule's voter wipes (a wiped voter resets to the leader's log
 // start, R53). The checker accepts what is missing below a node's log start, and nothing
 // else. It runs for 30s beside TestFaults; -faults.duration sets a longer
-// run (go test ./faults -run TestRetentionFaults -faults.duration=10m
+// run (go test ./internal/faults -run TestRetentionFaults -faults.duration=10m
 // -timeout 0 -v).
 func TestRetentionFaults(t *testing.T) {
 	t.Parallel()
@@ -257,7 +257,7 @@ func TestRetentionFaults(t *testing.T) {
 func testRunOpts(t *testing.T) runOpts {
 	pkg := "./example"
 	if *flagFake {
-		pkg = "./faults/internal/fakenode"
+		pkg = "./internal/faults/internal/fakenode"
 	}
 	faults := splitList(*flagNemesis)
 	if *flagGossip && len(faults) == 0 {
@@ -304,7 +304,7 @@ func checkRun(t *testing.T, rep *Report) {
 // honest independently of replog's own bug tags.
 func TestHarnessCatchesLostWrites(t *testing.T) {
 	rep := faultRun(t, runOpts{
-		pkg: "./faults/internal/fakenode", nodes: 3, nodeArgs: []string{"-fake-bug-lose"}, logEvents: true,
+		pkg: "./internal/faults/internal/fakenode", nodes: 3, nodeArgs: []string{"-fake-bug-lose"}, logEvents: true,
 		cfg: RunConfig{
 			Duration: 6 * time.Second, Seed: 1, Faults: []string{FaultIsolateKillLeader},
 			Appenders: 3, Readers: 2, AppendTimeout: 5 * time.Second, Retries: 2,

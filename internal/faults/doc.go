@@ -95,16 +95,16 @@
 //
 // Runs:
 //
-//	go test -race ./faults                      # checker/proxy unit tests, a 45s fault run, a 30s
+//	go test -race ./internal/faults                      # checker/proxy unit tests, a 45s fault run, a 30s
 //	                                            # retention run, 20s membership runs and an 8s
 //	                                            # pipeline run side by side, a fake-node self-test
-//	go test ./faults -run TestPipelineExactlyOnce -v -faults.duration=5m -timeout 0
-//	go test -race ./faults -run TestFaults -v -timeout 0 \
+//	go test ./internal/faults -run TestPipelineExactlyOnce -v -faults.duration=5m -timeout 0
+//	go test -race ./internal/faults -run TestFaults -v -timeout 0 \
 //	    -faults.duration=10m -faults.seed=N -faults.nodes=5 [-faults.concurrency=2]
-//	go test ./faults -run TestRetentionFaults -v -timeout 0 -faults.duration=10m [-faults.seed=N]
-//	go test ./faults -run 'TestWipeVoterFaults|TestRollingRestartFaults|TestAddRemoveVoterFaults' -v \
+//	go test ./internal/faults -run TestRetentionFaults -v -timeout 0 -faults.duration=10m [-faults.seed=N]
+//	go test ./internal/faults -run 'TestWipeVoterFaults|TestRollingRestartFaults|TestAddRemoveVoterFaults' -v \
 //	    -faults.duration=5m -timeout 0    # longer membership runs
-//	go test ./faults -run TestFaults -v -faults.tags=replog_bug_ack_leader_write \
+//	go test ./internal/faults -run TestFaults -v -faults.tags=replog_bug_ack_leader_write \
 //	    -faults.expect=lost-write               # teeth: the run must find lost writes
 //
 // Other flags: -faults.nemesis=kill,pause,... (a subset of AllFaults),

@@ -13,6 +13,6 @@
 // transport package's exported codec, a gossip member with forged metadata)
 // lives in the test files; the package has no API.
 //
-// Run it with go test -race ./hostile. Nothing here listens on anything but
+// Run it with go test -race ./internal/hostile. Nothing here listens on anything but
 // loopback.
 package hostile

@@ -49,7 +49,7 @@ func membershipOpts(t *testing.T, d time.Duration, faults ...string) runOpts {
 // (the third voter paused, the wiped voter the only other holder of
 // acknowledged appends, the leader SIGKILLed): teeth,
 //
-//	go test ./faults -run TestWipeVoterFaults -v -faults.tags=replog_bug_wiped_voter \
+//	go test ./internal/faults -run TestWipeVoterFaults -v -faults.tags=replog_bug_wiped_voter \
 //	    -faults.nemesis=wipe-crash-leader -faults.wipe-voter-every=0 -faults.expect=lost-write
 //
 // must find lost writes (a wiped voter voting as its old self).
@@ -158,7 +158,7 @@ var (
 // committed voter set naming its new directory is reported
 // (ms/replace; the fill rate as fill-MB/s). Run it once, it is long:
 //
-//	go test ./faults -run '^$' -bench WipedVoterReplace -benchtime 1x -timeout 0 \
+//	go test ./internal/faults -run '^$' -bench WipedVoterReplace -benchtime 1x -timeout 0 \
 //	    -faults.fill-bytes=1073741824 -faults.fill-record=1024
 func BenchmarkWipedVoterReplace(b *testing.B) {
 	ctx := context.Background()

@@ -28,11 +28,11 @@
 //
 // Running it:
 //
-//	go test -race ./simulation                      # CI: 250 seeds x 5000 steps
-//	go test ./simulation -run TestSimulation -sim.seed=N -v [-sim.trace]
-//	go test ./simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000 -sim.stats
-//	go test -tags replog_bug_vote_no_logcheck ./simulation -run TestSimulation -sim.seeds=3000
-//	go test -tags replog_bug_wiped_voter ./simulation -run TestWipedVoterSeeds -v  # must fail (lost committed entries)
+//	go test -race ./internal/simulation                      # CI: 250 seeds x 5000 steps
+//	go test ./internal/simulation -run TestSimulation -sim.seed=N -v [-sim.trace]
+//	go test ./internal/simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000 -sim.stats
+//	go test -tags replog_bug_vote_no_logcheck ./internal/simulation -run TestSimulation -sim.seeds=3000
+//	go test -tags replog_bug_wiped_voter ./internal/simulation -run TestWipedVoterSeeds -v  # must fail (lost committed entries)
 //
 // Flags: -sim.seeds, -sim.steps, -sim.seed, -sim.start, -sim.trace,
 // -sim.maxfail (stop after this many failing seeds), -sim.workers,
