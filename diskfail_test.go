@@ -37,7 +37,7 @@ func (s *failingStore) Apply(ws []protocol.Write) error {
 func TestDiskFailureStopsTheNodeLoudly(t *testing.T) {
 	orig := openStore
 	t.Cleanup(func() { openStore = orig })
-	openStore = func(dir string, id storage.Identity, o storage.BoltOptions) (storage.Store, storage.Identity, error) {
+	openStore = func(dir string, id storage.Identity, o storage.DirOptions) (storage.Store, storage.Identity, error) {
 		s, id, err := storage.OpenDir(dir, id, o)
 		if err != nil {
 			return nil, id, err

@@ -189,12 +189,12 @@ type Options struct {
 	// a slow log, lower SegmentBytes. Default 0: off.
 	RetentionAge time.Duration
 	// SegmentBytes is the size at which the store seals its active segment
-	// file and starts a new one (storage.BoltOptions.SegmentBytes);
+	// file and starts a new one (storage.DirOptions.SegmentBytes);
 	// retention frees disk in whole segments. Default
 	// storage.DefaultSegmentBytes (64 MiB).
 	SegmentBytes int64
 
-	// NoSync disables fsync (storage.BoltOptions.NoSync). Acknowledged
+	// NoSync disables fsync (storage.DirOptions.NoSync). Acknowledged
 	// appends can then be lost on a machine crash (not on a process
 	// crash). For tests only. Default false.
 	NoSync bool
@@ -317,7 +317,7 @@ type components struct {
 	replica    replica.Config
 	transport  transport.TCPConfig
 	membership membership.Config
-	store      storage.BoltOptions
+	store      storage.DirOptions
 	identity   storage.Identity
 }
 
@@ -379,7 +379,7 @@ func (o Options) components(logger hclog.Logger) components {
 			Tuning:    o.GossipTuning,
 			Logger:    logger,
 		},
-		store:    storage.BoltOptions{NoSync: o.NoSync, SegmentBytes: o.SegmentBytes, Logger: logger.Named("storage")},
+		store:    storage.DirOptions{NoSync: o.NoSync, SegmentBytes: o.SegmentBytes, Logger: logger.Named("storage")},
 		identity: storage.Identity{ClusterID: o.ClusterID, NodeID: o.NodeID},
 	}
 	c.transport.EnsureDefaults()

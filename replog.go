@@ -112,7 +112,7 @@ const tickInterval = 5 * time.Millisecond
 
 // openStore opens the node's data directory (see storage.OpenDir); tests
 // replace it to inject faults.
-var openStore = func(dir string, id storage.Identity, opts storage.BoltOptions) (storage.Store, storage.Identity, error) {
+var openStore = func(dir string, id storage.Identity, opts storage.DirOptions) (storage.Store, storage.Identity, error) {
 	return storage.OpenDir(dir, id, opts)
 }
 

@@ -102,7 +102,7 @@ func TestWriterAppliesAPassInOneCall(t *testing.T) {
 // Through the writer, a pass of mixed writes (the vote, entries, the HW
 // checkpoint) costs one bbolt commit: counted by the store's own stats.
 func TestWriterMixedBatchIsOneBoltCommit(t *testing.T) {
-	store, err := storage.OpenBolt(filepath.Join(t.TempDir(), "log.db"), storage.BoltOptions{})
+	store, err := storage.OpenBolt(filepath.Join(t.TempDir(), "log.db"), storage.DirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ const benchEntrySize = 128
 func BenchmarkBoltAppend(b *testing.B) {
 	for _, batch := range []int{1, 64, 1024} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.BoltOptions{})
+			s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.DirOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func BenchmarkBoltAppend(b *testing.B) {
 // over a 100,000-entry log (wrapping around). Metrics: entries/s and MB/s.
 func BenchmarkBoltRead(b *testing.B) {
 	const total, per = 100_000, 1000
-	s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.BoltOptions{NoSync: true})
+	s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.DirOptions{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func BenchmarkBoltApplyMixed(b *testing.B) {
 			name = "apply-per-write"
 		}
 		b.Run(name, func(b *testing.B) {
-			s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.BoltOptions{})
+			s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.DirOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

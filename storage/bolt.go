@@ -17,9 +17,9 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// BoltOptions configures OpenBolt and OpenDir. The zero value is usable:
+// DirOptions configures OpenBolt and OpenDir. The zero value is usable:
 // zero fields take the defaults named on each.
-type BoltOptions struct {
+type DirOptions struct {
 	// NoSync skips fsync at commit. Writes then survive a process crash (they
 	// are in the page cache) but not a machine crash or power loss: a
 	// NoSync store may lose acknowledged writes and must not be used where
@@ -43,18 +43,18 @@ type BoltOptions struct {
 	SegmentBytes int64
 }
 
-// DefaultLockTimeout is BoltOptions.Timeout's default.
+// DefaultLockTimeout is DirOptions.Timeout's default.
 const DefaultLockTimeout = time.Second
 
-// DefaultSegmentBytes is BoltOptions.SegmentBytes's default.
+// DefaultSegmentBytes is DirOptions.SegmentBytes's default.
 const DefaultSegmentBytes = 64 << 20
 
-// ErrInvalidOptions wraps every BoltOptions.Validate error.
+// ErrInvalidOptions wraps every DirOptions.Validate error.
 var ErrInvalidOptions = errors.New("replog: invalid storage options")
 
 // EnsureDefaults sets o's zero fields to their defaults (named on each
 // field). OpenBolt and OpenDir call it on their own copy.
-func (o *BoltOptions) EnsureDefaults() {
+func (o *DirOptions) EnsureDefaults() {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultLockTimeout
 	}
@@ -67,14 +67,14 @@ func (o *BoltOptions) EnsureDefaults() {
 }
 
 // Validate reports the first invalid field of o, as an error wrapping
-// ErrInvalidOptions that names it ("BoltOptions.Timeout"). It does not
+// ErrInvalidOptions that names it ("DirOptions.Timeout"). It does not
 // modify o.
-func (o BoltOptions) Validate() error {
+func (o DirOptions) Validate() error {
 	if o.Timeout < 0 {
-		return fmt.Errorf("%w: BoltOptions.Timeout is negative (%v)", ErrInvalidOptions, o.Timeout)
+		return fmt.Errorf("%w: DirOptions.Timeout is negative (%v)", ErrInvalidOptions, o.Timeout)
 	}
 	if o.SegmentBytes < 0 {
-		return fmt.Errorf("%w: BoltOptions.SegmentBytes is negative (%d)", ErrInvalidOptions, o.SegmentBytes)
+		return fmt.Errorf("%w: DirOptions.SegmentBytes is negative (%d)", ErrInvalidOptions, o.SegmentBytes)
 	}
 	return nil
 }
@@ -175,15 +175,15 @@ type Bolt struct {
 // kill the process. A zero-length or missing file becomes a new, empty
 // store; OpenDir is the entry point that refuses that when the directory
 // shows a store existed. Invalid opts return an error wrapping
-// ErrInvalidOptions (see BoltOptions.Validate). The store starts no
+// ErrInvalidOptions (see DirOptions.Validate). The store starts no
 // goroutine; Close releases the file.
-func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+func OpenBolt(path string, opts DirOptions) (*Bolt, error) {
 	return openBolt(path, opts, true)
 }
 
 // openBolt is OpenBolt; verify false skips the structural check (for the
 // benchmark that measures its cost only).
-func openBolt(path string, opts BoltOptions, verify bool) (*Bolt, error) {
+func openBolt(path string, opts DirOptions, verify bool) (*Bolt, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func openBolt(path string, opts BoltOptions, verify bool) (*Bolt, error) {
 
 // openVerified locks the file at path, verifies its structure and hands
 // the same open file to bbolt; it returns bbolt's handle and the file.
-func openVerified(path string, opts BoltOptions, verify bool) (db *bolt.DB, file *os.File, err error) {
+func openVerified(path string, opts DirOptions, verify bool) (db *bolt.DB, file *os.File, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replog: open store %s: %w", path, err)

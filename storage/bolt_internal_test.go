@@ -20,7 +20,7 @@ import (
 
 func openTestBolt(t *testing.T, path string) *Bolt {
 	t.Helper()
-	b, err := OpenBolt(path, BoltOptions{})
+	b, err := OpenBolt(path, DirOptions{})
 	if err != nil {
 		t.Fatalf("OpenBolt: %v", err)
 	}
@@ -366,7 +366,7 @@ func TestBoltOpenDetectsCorruption(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			b, err = OpenBolt(path, BoltOptions{})
+			b, err = OpenBolt(path, DirOptions{})
 			if err == nil {
 				b.Close()
 				t.Fatal("OpenBolt succeeded on a corrupt file")
@@ -383,7 +383,7 @@ func TestBoltOpenNotABoltFile(t *testing.T) {
 	if err := os.WriteFile(path, bytes.Repeat([]byte("not a bbolt file "), 1000), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenBolt(path, BoltOptions{})
+	b, err := OpenBolt(path, DirOptions{})
 	if err == nil {
 		b.Close()
 		t.Fatal("OpenBolt succeeded on a file that is not a bbolt file")
@@ -396,7 +396,7 @@ func TestBoltOpenNotABoltFile(t *testing.T) {
 func TestBoltLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	b := openTestBolt(t, path)
-	b2, err := OpenBolt(path, BoltOptions{Timeout: 50 * time.Millisecond})
+	b2, err := OpenBolt(path, DirOptions{Timeout: 50 * time.Millisecond})
 	if err == nil {
 		b2.Close()
 		t.Fatal("second OpenBolt on a held file succeeded")

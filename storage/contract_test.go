@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 
 func openBolt(t *testing.T, dir string, noSync bool) *storage.Bolt {
 	t.Helper()
-	b, err := storage.OpenBolt(filepath.Join(dir, "log.db"), storage.BoltOptions{NoSync: noSync})
+	b, err := storage.OpenBolt(filepath.Join(dir, "log.db"), storage.DirOptions{NoSync: noSync})
 	if err != nil {
 		t.Fatalf("OpenBolt: %v", err)
 	}
@@ -96,7 +96,7 @@ func dirHarness(segmentBytes int64, noSync bool) storagetest.Harness {
 	open := func(t *testing.T, dir string) storage.Store {
 		t.Helper()
 		s, _, err := storage.OpenDir(filepath.Join(dir, "data"), storage.Identity{ClusterID: "c", NodeID: "n"},
-			storage.BoltOptions{SegmentBytes: segmentBytes, NoSync: noSync})
+			storage.DirOptions{SegmentBytes: segmentBytes, NoSync: noSync})
 		if err != nil {
 			t.Fatalf("OpenDir: %v", err)
 		}

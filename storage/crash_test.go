@@ -57,7 +57,7 @@ const (
 // crashStages are the rollHook stages the parent has the child die at.
 var crashStages = []string{"prepared", "next", "linked", "renamed", "dropped"}
 
-var crashOpts = storage.BoltOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes}
+var crashOpts = storage.DirOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes}
 
 // crashID is the identity the crash test's directory is opened with.
 var crashID = storage.Identity{ClusterID: "crash", NodeID: "child"}
@@ -556,7 +556,7 @@ func TestOpenDirKilledDuringCreation(t *testing.T) {
 			if (stage == "identity") != os.IsNotExist(statErr) {
 				t.Fatalf("kill at %s: data file: %v", stage, statErr)
 			}
-			s, id, err := storage.OpenDir(dir, crashID, storage.BoltOptions{})
+			s, id, err := storage.OpenDir(dir, crashID, storage.DirOptions{})
 			if err != nil {
 				t.Fatalf("OpenDir after a kill at %s: %v", stage, err)
 			}
@@ -567,7 +567,7 @@ func TestOpenDirKilledDuringCreation(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Close()
-			s, again, err := storage.OpenDir(dir, crashID, storage.BoltOptions{})
+			s, again, err := storage.OpenDir(dir, crashID, storage.DirOptions{})
 			if err != nil || again != id || s.LEO() != 5 {
 				t.Fatalf("reopen: %+v, %v (want %+v)", again, err, id)
 			}

@@ -69,7 +69,7 @@ func TestDamageChild(t *testing.T) {
 	}
 	var res damageResult
 	b, id, err := storage.OpenDir(dir, storage.Identity{ClusterID: os.Getenv(envDamageCluster), NodeID: os.Getenv(envDamageNode)},
-		storage.BoltOptions{Timeout: 10 * time.Second})
+		storage.DirOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		res.Err, res.Corrupt, res.Mismatch = err.Error(), errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrIdentityMismatch)
 	} else {
@@ -127,7 +127,7 @@ type damageTemplate struct {
 }
 
 func buildTemplate(dir string) (*damageTemplate, error) {
-	b, id, err := storage.OpenDir(dir, idN1, storage.BoltOptions{NoSync: true})
+	b, id, err := storage.OpenDir(dir, idN1, storage.DirOptions{NoSync: true})
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ var ErrReadOnly = errors.New("replog: store is read-only")
 // before it — so that every Apply is one bbolt transaction of one file, as
 // for Bolt.
 //
-// When the active file holds BoltOptions.SegmentBytes, the next Apply that
+// When the active file holds DirOptions.SegmentBytes, the next Apply that
 // appends rolls it: a new active file gets that state and the Apply's own
 // writes in one transaction under a temporary name, the old one gets its
 // sealed name (a hard link), and a rename of the new file over
@@ -57,7 +57,7 @@ var ErrReadOnly = errors.New("replog: store is read-only")
 // appends. See docs/design.md section 4.
 type DirStore struct {
 	dir      string
-	opts     BoltOptions // defaults applied
+	opts     DirOptions // defaults applied
 	log      hclog.Logger
 	readOnly bool
 	dirLock  *os.File // the directory, flocked for the store's lifetime
@@ -127,7 +127,7 @@ type activeMeta struct {
 // directory handle lock it takes over on success. A missing or empty
 // active file becomes a new empty store (OpenDir decides before whether
 // that is allowed), except read-only.
-func openDirStore(dir string, lock *os.File, opts BoltOptions, readOnly bool) (*DirStore, error) {
+func openDirStore(dir string, lock *os.File, opts DirOptions, readOnly bool) (*DirStore, error) {
 	d := &DirStore{dir: dir, opts: opts, log: opts.Logger, readOnly: readOnly, openFiles: map[*segFile]struct{}{}}
 	activePath := filepath.Join(dir, DataFileName)
 	d.putter = &Bolt{path: activePath, log: opts.Logger}

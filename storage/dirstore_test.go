@@ -28,7 +28,7 @@ const tinySegment = 16 << 10 // a roll every few appends of segTestBatch
 
 func openSeg(t *testing.T, dir string, segmentBytes int64) *storage.DirStore {
 	t.Helper()
-	s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{SegmentBytes: segmentBytes, NoSync: true})
+	s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{SegmentBytes: segmentBytes, NoSync: true})
 	if err != nil {
 		t.Fatalf("OpenDir: %v", err)
 	}
@@ -359,7 +359,7 @@ func TestDirDamagedSealedSegment(t *testing.T) {
 		if err := os.Remove(name); err != nil {
 			t.Fatal(err)
 		}
-		s, _, err := storage.OpenDir(d, idN1, storage.BoltOptions{SegmentBytes: tinySegment})
+		s, _, err := storage.OpenDir(d, idN1, storage.DirOptions{SegmentBytes: tinySegment})
 		if err == nil {
 			s.Close()
 			t.Fatal("a directory with a segment missing opened")
@@ -402,7 +402,7 @@ func TestDirMigratesSingleFile(t *testing.T) {
 			}
 			// The old layout: OpenBolt's single file (format 1), and the
 			// identity file OpenDir wrote next to it before segments.
-			old, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.BoltOptions{NoSync: true})
+			old, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{NoSync: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,7 +411,7 @@ func TestDirMigratesSingleFile(t *testing.T) {
 			}
 			old.Close()
 			if withIdentity {
-				s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{}) // adopts it: identity file + record
+				s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{}) // adopts it: identity file + record
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -604,7 +604,7 @@ func TestOpenBoltRefusesRolledActiveFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	b, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.BoltOptions{})
+	b, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{})
 	if err != nil {
 		t.Fatalf("positive control, before any roll: %v", err)
 	}
@@ -622,7 +622,7 @@ func TestOpenBoltRefusesRolledActiveFile(t *testing.T) {
 	if s.Stats().Rolls == 0 {
 		t.Fatal("no roll")
 	}
-	b, err = storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.BoltOptions{})
+	b, err = storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{})
 	if err == nil {
 		b.Close()
 		t.Fatal("OpenBolt opened one segment of a directory as a whole log")
@@ -709,7 +709,7 @@ func TestDirVoterSetsAcrossRollsAndDeletions(t *testing.T) {
 	if err := l.s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro, _, err := storage.OpenDirReadOnly(l.s.Dir(), storage.BoltOptions{})
+	ro, _, err := storage.OpenDirReadOnly(l.s.Dir(), storage.DirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +717,7 @@ func TestDirVoterSetsAcrossRollsAndDeletions(t *testing.T) {
 		t.Fatalf("read-only voter sets %s, want %s", got, storagetest.VoterSetsString(rows))
 	}
 	ro.Close()
-	if _, err := storage.VerifyDir(l.s.Dir(), storage.BoltOptions{}); err != nil {
+	if _, err := storage.VerifyDir(l.s.Dir(), storage.DirOptions{}); err != nil {
 		t.Fatalf("VerifyDir: %v", err)
 	}
 	l.s = openSeg(t, l.s.Dir(), tinySegment) // for the cleanup's Close

@@ -38,7 +38,7 @@
 //     start, HW checkpoint, identity, the segment's base offset) and
 //     "segments" (the sealed segments' ranges).
 //   - replog-<base>.seg: the sealed segments, entries from offset base (20
-//     digits), rolled at BoltOptions.SegmentBytes, read-only, opened when
+//     digits), rolled at DirOptions.SegmentBytes, read-only, opened when
 //     a read first needs them, unlinked whole by retention.
 //   - replog.db.next, the next active file: made ahead of a roll once the
 //     active one is half full, and during it (removed at Close, or at open
@@ -88,7 +88,7 @@
 // the caller owns. Apply does not keep the slices it is given, but the
 // caller must not modify them while Apply runs. Close waits for the Apply
 // in progress and releases the file and its lock; OpenBolt and OpenDir
-// block up to BoltOptions.Timeout for that lock.
+// block up to DirOptions.Timeout for that lock.
 //
 // # Errors
 //
@@ -99,7 +99,7 @@
 // until the store is reopened. ErrCorrupt names damaged data (an entry
 // whose CRC fails, a damaged or missing file), ErrIdentityMismatch a
 // directory of another cluster or node, ErrLocked a file another store
-// holds, ErrInvalidOptions a bad BoltOptions field, ErrClosed a closed
+// holds, ErrInvalidOptions a bad DirOptions field, ErrClosed a closed
 // store. Each method's documentation (see Store) lists its own.
 //
 // See docs/design.md: section 4 (the bbolt layout, writes and reads),

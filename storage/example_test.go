@@ -22,7 +22,7 @@ func ExampleOpenDir() {
 	defer os.RemoveAll(dir)
 
 	me := storage.Identity{ClusterID: "demo", NodeID: "n1"} // DirectoryID: left empty
-	s, id, err := storage.OpenDir(dir, me, storage.BoltOptions{})
+	s, id, err := storage.OpenDir(dir, me, storage.DirOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func ExampleOpenDir() {
 
 	// Reopen: same data, same identity (the DirectoryID was generated
 	// once, at creation).
-	s, again, err := storage.OpenDir(dir, me, storage.BoltOptions{})
+	s, again, err := storage.OpenDir(dir, me, storage.DirOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func ExampleOpenDir() {
 	}
 
 	// Another node's directory is refused, and left as it was.
-	_, _, err = storage.OpenDir(dir, storage.Identity{ClusterID: "demo", NodeID: "n2"}, storage.BoltOptions{})
+	_, _, err = storage.OpenDir(dir, storage.Identity{ClusterID: "demo", NodeID: "n2"}, storage.DirOptions{})
 	fmt.Println("n2 refused:", errors.Is(err, storage.ErrIdentityMismatch))
 
 	// Output:

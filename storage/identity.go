@@ -255,8 +255,8 @@ var openDirHook func(stage string)
 // opts.Timeout, then ErrLocked); the store itself then holds the data
 // file's lock as OpenBolt does. A leftover IdentityFileName+".tmp" from a
 // crash is ignored and replaced. Invalid opts return an error wrapping
-// ErrInvalidOptions (see BoltOptions.Validate).
-func OpenDir(dir string, id Identity, opts BoltOptions) (*DirStore, Identity, error) {
+// ErrInvalidOptions (see DirOptions.Validate).
+func OpenDir(dir string, id Identity, opts DirOptions) (*DirStore, Identity, error) {
 	if id.ClusterID == "" || id.NodeID == "" {
 		return nil, Identity{}, fmt.Errorf("replog: OpenDir %s: ClusterID and NodeID are required (got %q, %q)", dir, id.ClusterID, id.NodeID)
 	}
@@ -290,7 +290,7 @@ func OpenDir(dir string, id Identity, opts BoltOptions) (*DirStore, Identity, er
 }
 
 // openDirLocked is OpenDir with the directory locked.
-func openDirLocked(dir string, id Identity, opts BoltOptions) (*DirStore, Identity, error) {
+func openDirLocked(dir string, id Identity, opts DirOptions) (*DirStore, Identity, error) {
 	idPath, dataPath := filepath.Join(dir, IdentityFileName), filepath.Join(dir, DataFileName)
 	rec, haveID, err := readIdentity(idPath)
 	if err != nil {
@@ -398,7 +398,7 @@ func openDirLocked(dir string, id Identity, opts BoltOptions) (*DirStore, Identi
 
 // createData creates the data file for the not yet ready identity rec and
 // marks it ready.
-func createData(dir, dataPath string, rec identityRecord, opts BoltOptions) (*DirStore, Identity, error) {
+func createData(dir, dataPath string, rec identityRecord, opts DirOptions) (*DirStore, Identity, error) {
 	b, err := openDirStore(dir, nil, opts, false)
 	if err != nil {
 		return nil, Identity{}, err

@@ -80,7 +80,7 @@ func FuzzIdentityRoundTrip(f *testing.F) {
 // tree, a deleted prefix: free pages).
 func fuzzTemplate(f testing.TB) []byte {
 	path := filepath.Join(f.TempDir(), "t.db")
-	b, err := OpenBolt(path, BoltOptions{NoSync: true})
+	b, err := OpenBolt(path, DirOptions{NoSync: true})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func FuzzOpenDamaged(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		b, err := OpenBolt(path, BoltOptions{NoSync: true})
+		b, err := OpenBolt(path, DirOptions{NoSync: true})
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("OpenBolt: %v, not ErrCorrupt", err)

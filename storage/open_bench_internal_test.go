@@ -36,7 +36,7 @@ func benchOpenFile(b *testing.B) string {
 			b.Fatal(err)
 		}
 		benchOpenPath = filepath.Join(dir, "100k.db")
-		s, err := OpenBolt(benchOpenPath, BoltOptions{NoSync: true})
+		s, err := OpenBolt(benchOpenPath, DirOptions{NoSync: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func BenchmarkOpen100k(b *testing.B) {
 	})
 	b.Run("OpenBolt", func(b *testing.B) {
 		for b.Loop() {
-			s, err := OpenBolt(path, BoltOptions{NoSync: true})
+			s, err := OpenBolt(path, DirOptions{NoSync: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func BenchmarkOpen100k(b *testing.B) {
 	})
 	b.Run("OpenBolt-unverified", func(b *testing.B) {
 		for b.Loop() {
-			s, err := openBolt(path, BoltOptions{NoSync: true}, false)
+			s, err := openBolt(path, DirOptions{NoSync: true}, false)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func BenchmarkOpen100k(b *testing.B) {
 		}
 	})
 	b.Run("read-all", func(b *testing.B) {
-		s, err := OpenBolt(path, BoltOptions{NoSync: true})
+		s, err := OpenBolt(path, DirOptions{NoSync: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -116,7 +116,7 @@ func fillDir(b *testing.B, dir string, n int) {
 	if os.Getenv(envNoFreelistSync) != "" {
 		defer storage.SetActiveNoFreelistSync(storage.SetActiveNoFreelistSync(true))
 	}
-	s, _, err := storage.OpenDir(dir, benchID, storage.BoltOptions{NoSync: true})
+	s, _, err := storage.OpenDir(dir, benchID, storage.DirOptions{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestOpenBenchChild(t *testing.T) {
 	})
 	defer storage.SetVerifyHook(nil)
 	start := time.Now()
-	s, _, err := storage.OpenDir(dir, benchID, storage.BoltOptions{})
+	s, _, err := storage.OpenDir(dir, benchID, storage.DirOptions{})
 	r.ColdMs = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		r.Err = err.Error()
@@ -255,7 +255,7 @@ func TestOpenBenchChild(t *testing.T) {
 	}
 	s.Close()
 	start = time.Now()
-	s, _, err = storage.OpenDir(dir, benchID, storage.BoltOptions{})
+	s, _, err = storage.OpenDir(dir, benchID, storage.DirOptions{})
 	r.WarmMs = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		r.Err = err.Error()
@@ -324,7 +324,7 @@ func BenchmarkDirAppend(b *testing.B) {
 	}
 	for _, batch := range []int{1, 64, 1024} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s, _, err := storage.OpenDir(b.TempDir(), benchID, storage.BoltOptions{})
+			s, _, err := storage.OpenDir(b.TempDir(), benchID, storage.DirOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -23,7 +23,7 @@ var (
 
 func mustOpenDir(t *testing.T, dir string, id storage.Identity) (*storage.DirStore, storage.Identity) {
 	t.Helper()
-	b, got, err := storage.OpenDir(dir, id, storage.BoltOptions{})
+	b, got, err := storage.OpenDir(dir, id, storage.DirOptions{})
 	if err != nil {
 		t.Fatalf("OpenDir(%s, %+v): %v", dir, id, err)
 	}
@@ -113,7 +113,7 @@ func TestOpenDirCreateAndReopen(t *testing.T) {
 	}
 	// The directory ID, when given, must match.
 	if _, _, err := storage.OpenDir(dir, storage.Identity{ClusterID: "c1", NodeID: "n1", DirectoryID: other.DirectoryID},
-		storage.BoltOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, storage.ErrIdentityMismatch) {
+		storage.DirOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, storage.ErrIdentityMismatch) {
 		t.Fatalf("wrong directory ID: %v", err)
 	}
 }
@@ -133,7 +133,7 @@ func TestOpenDirIdentityMismatch(t *testing.T) {
 		{idC2, `cluster ID is "c1", expected "c2"`},
 		{storage.Identity{ClusterID: "c2", NodeID: "n2"}, `cluster ID is "c1", expected "c2"; node ID is "n1", expected "n2"`},
 	} {
-		b, _, err := storage.OpenDir(dir, tc.id, storage.BoltOptions{})
+		b, _, err := storage.OpenDir(dir, tc.id, storage.DirOptions{})
 		if err == nil {
 			b.Close()
 			t.Fatalf("OpenDir as %+v succeeded on a directory of %+v", tc.id, idN1)
@@ -169,7 +169,7 @@ func TestOpenDirDataFileGone(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := snapshot(t, dir)
-			b, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{})
+			b, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{})
 			if err == nil {
 				b.Close()
 				t.Fatal("OpenDir started a node whose data file is " + kind)
@@ -200,7 +200,7 @@ func TestOpenDirIdentityCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := snapshot(t, dir)
-			s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{})
+			s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{})
 			if err == nil {
 				s.Close()
 				t.Fatal("OpenDir accepted a damaged identity file")
@@ -217,7 +217,7 @@ func TestOpenDirIdentityCorrupt(t *testing.T) {
 // is written with the given IDs, and from then on it is that node's.
 func TestOpenDirAdoptsLegacy(t *testing.T) {
 	dir := t.TempDir()
-	b, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.BoltOptions{})
+	b, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestOpenDirAdoptsLegacy(t *testing.T) {
 		t.Fatalf("adopted as %+v", got)
 	}
 	d.Close()
-	if _, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{}); !errors.Is(err, storage.ErrIdentityMismatch) {
+	if _, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{}); !errors.Is(err, storage.ErrIdentityMismatch) {
 		t.Fatalf("adopted directory opened as another node: %v", err)
 	}
 	d, again := mustOpenDir(t, dir, idN2)
@@ -248,7 +248,7 @@ func TestOpenDirLegacyEmptyRefused(t *testing.T) {
 	if err := os.WriteFile(data, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{}); !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), data) {
+	if _, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{}); !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), data) {
 		t.Fatalf("OpenDir: %v; want ErrCorrupt naming %s", err, data)
 	}
 	if _, err := os.Stat(filepath.Join(dir, storage.IdentityFileName)); !errors.Is(err, os.ErrNotExist) {
@@ -267,7 +267,7 @@ func TestOpenDirIdentityFileLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshot(t, dir)
-	if _, _, err := storage.OpenDir(dir, idN2, storage.BoltOptions{}); !errors.Is(err, storage.ErrIdentityMismatch) ||
+	if _, _, err := storage.OpenDir(dir, idN2, storage.DirOptions{}); !errors.Is(err, storage.ErrIdentityMismatch) ||
 		!strings.Contains(err.Error(), `node ID is "n1", expected "n2"`) {
 		t.Fatalf("OpenDir as n2: %v; want ErrIdentityMismatch", err)
 	}
@@ -292,7 +292,7 @@ func TestOpenDirFilesDisagree(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshot(t, b)
-	if _, _, err := storage.OpenDir(b, idN1, storage.BoltOptions{}); !errors.Is(err, storage.ErrCorrupt) ||
+	if _, _, err := storage.OpenDir(b, idN1, storage.DirOptions{}); !errors.Is(err, storage.ErrCorrupt) ||
 		!strings.Contains(err.Error(), "different directories") {
 		t.Fatalf("OpenDir: %v; want ErrCorrupt (files of different directories)", err)
 	}
@@ -304,7 +304,7 @@ func TestOpenDirFilesDisagree(t *testing.T) {
 func TestOpenDirLocked(t *testing.T) {
 	dir := t.TempDir()
 	b, _ := mustOpenDir(t, dir, idN1)
-	_, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{Timeout: 50 * time.Millisecond})
+	_, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{Timeout: 50 * time.Millisecond})
 	if !errors.Is(err, storage.ErrLocked) {
 		t.Fatalf("second OpenDir: %v; want ErrLocked", err)
 	}
@@ -315,7 +315,7 @@ func TestOpenDirLocked(t *testing.T) {
 
 func TestOpenDirRequiresIDs(t *testing.T) {
 	for _, id := range []storage.Identity{{NodeID: "n1"}, {ClusterID: "c1"}} {
-		if _, _, err := storage.OpenDir(t.TempDir(), id, storage.BoltOptions{}); err == nil {
+		if _, _, err := storage.OpenDir(t.TempDir(), id, storage.DirOptions{}); err == nil {
 			t.Fatalf("OpenDir accepted %+v", id)
 		}
 	}

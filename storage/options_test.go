@@ -13,16 +13,16 @@ import (
 )
 
 func TestBoltOptionsValidate(t *testing.T) {
-	for _, good := range []storage.BoltOptions{{}, {NoSync: true, Timeout: time.Minute, Logger: hclog.NewNullLogger()}} {
+	for _, good := range []storage.DirOptions{{}, {NoSync: true, Timeout: time.Minute, Logger: hclog.NewNullLogger()}} {
 		if err := good.Validate(); err != nil {
 			t.Fatalf("valid %+v refused: %v", good, err)
 		}
 	}
 	cases := []struct {
 		field string
-		opts  storage.BoltOptions
+		opts  storage.DirOptions
 	}{
-		{"BoltOptions.Timeout", storage.BoltOptions{Timeout: -time.Second}},
+		{"DirOptions.Timeout", storage.DirOptions{Timeout: -time.Second}},
 	}
 	for _, tc := range cases {
 		err := tc.opts.Validate()
@@ -50,12 +50,12 @@ func TestBoltOptionsValidate(t *testing.T) {
 }
 
 func TestBoltOptionsEnsureDefaults(t *testing.T) {
-	var o storage.BoltOptions
+	var o storage.DirOptions
 	o.EnsureDefaults()
 	if o.Timeout != storage.DefaultLockTimeout || o.Logger == nil || o.NoSync {
 		t.Fatalf("defaults: %+v", o)
 	}
-	set := storage.BoltOptions{Timeout: time.Minute, NoSync: true}
+	set := storage.DirOptions{Timeout: time.Minute, NoSync: true}
 	set.EnsureDefaults()
 	if set.Timeout != time.Minute || !set.NoSync {
 		t.Fatalf("set fields changed: %+v", set)
@@ -65,7 +65,7 @@ func TestBoltOptionsEnsureDefaults(t *testing.T) {
 // The constructors default a copy: the caller's options keep their zero
 // fields.
 func TestBoltOptionsNotModified(t *testing.T) {
-	var o storage.BoltOptions
+	var o storage.DirOptions
 	s, _, err := storage.OpenDir(t.TempDir(), idN1, o)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestBoltOptionsNotModified(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	if o != (storage.BoltOptions{}) {
+	if o != (storage.DirOptions{}) {
 		t.Fatalf("options modified: %+v", o)
 	}
 }

@@ -27,7 +27,7 @@ import (
 // identity too. The active file is verified as OpenDir verifies it;
 // sealed segments when first read. Only opts.Timeout and opts.Logger are
 // used.
-func OpenDirReadOnly(dir string, opts BoltOptions) (*DirStore, Identity, error) {
+func OpenDirReadOnly(dir string, opts DirOptions) (*DirStore, Identity, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, Identity{}, err
 	}
@@ -53,7 +53,7 @@ func OpenDirReadOnly(dir string, opts BoltOptions) (*DirStore, Identity, error) 
 	return s, id, nil
 }
 
-func openDirReadOnlyLocked(dir string, opts BoltOptions) (*DirStore, Identity, error) {
+func openDirReadOnlyLocked(dir string, opts DirOptions) (*DirStore, Identity, error) {
 	idPath, dataPath := filepath.Join(dir, IdentityFileName), filepath.Join(dir, DataFileName)
 	rec, haveID, err := readIdentity(idPath)
 	if err != nil {
@@ -107,7 +107,7 @@ type VerifyReport struct {
 // log. It returns what it checked, and nil, or the first problem as an
 // error wrapping ErrCorrupt that names the file and the offset (ErrLocked
 // while a node holds the directory).
-func VerifyDir(dir string, opts BoltOptions) (VerifyReport, error) {
+func VerifyDir(dir string, opts DirOptions) (VerifyReport, error) {
 	var r VerifyReport
 	s, id, err := OpenDirReadOnly(dir, opts)
 	if err != nil {

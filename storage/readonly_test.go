@@ -44,7 +44,7 @@ func TestOpenDirReadOnly(t *testing.T) {
 		}
 	}
 	before := snapshot(t, dir)
-	s, id, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{})
+	s, id, err := storage.OpenDirReadOnly(dir, storage.DirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestOpenDirReadOnly(t *testing.T) {
 		t.Fatalf("Apply on a read-only store: %v; want ErrReadOnly", err)
 	}
 	// While it is open, a node cannot open the directory.
-	if _, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, storage.ErrLocked) {
+	if _, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, storage.ErrLocked) {
 		t.Fatalf("OpenDir while a read-only store is open: %v; want ErrLocked", err)
 	}
 	if err := s.Close(); err != nil {
@@ -74,7 +74,7 @@ func TestOpenDirReadOnly(t *testing.T) {
 		}
 	}
 	// And while a node holds the directory, a read-only open is refused.
-	if r, _, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, storage.ErrLocked) {
+	if r, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, storage.ErrLocked) {
 		if err == nil {
 			r.Close()
 		}
@@ -94,7 +94,7 @@ func TestOpenDirReadOnlyNoData(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s, _, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{})
+		s, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{})
 		if err == nil {
 			s.Close()
 			t.Fatalf("%s data file: opened", kind)
@@ -114,7 +114,7 @@ func TestOpenDirReadOnlyNoData(t *testing.T) {
 // directory opens fine (the entry is read only by a read of it).
 func TestVerifyDir(t *testing.T) {
 	dir, model := rolledDir(t)
-	r, err := storage.VerifyDir(dir, storage.BoltOptions{})
+	r, err := storage.VerifyDir(dir, storage.DirOptions{})
 	if err != nil {
 		t.Fatalf("VerifyDir of a sound directory: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestVerifyDir(t *testing.T) {
 	if err := os.WriteFile(name, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = storage.VerifyDir(dir, storage.BoltOptions{})
+	_, err = storage.VerifyDir(dir, storage.DirOptions{})
 	if !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", off)) {
 		t.Fatalf("VerifyDir with entry %d damaged: %v; want ErrCorrupt naming %s and the offset", off, err, name)
 	}

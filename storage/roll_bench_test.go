@@ -82,7 +82,7 @@ func benchAppendRolls(b *testing.B, segBytes int64, retention bool) {
 		}
 		defer storage.SetDropPacing(chunk, d)()
 	}
-	s, _, err := storage.OpenDir(b.TempDir(), benchID, storage.BoltOptions{SegmentBytes: segBytes})
+	s, _, err := storage.OpenDir(b.TempDir(), benchID, storage.DirOptions{SegmentBytes: segBytes})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -332,7 +332,7 @@ const (
 
 // boltOptions returns the bbolt options of a segment of kind k (the
 // choices and their measurements: docs/design.md section 4).
-func (o *BoltOptions) boltOptions(k segmentKind) *bolt.Options {
+func (o *DirOptions) boltOptions(k segmentKind) *bolt.Options {
 	bo := &bolt.Options{Timeout: o.Timeout, NoSync: o.NoSync}
 	switch k {
 	case kindActive, kindNew:
@@ -364,7 +364,7 @@ func (o *BoltOptions) boltOptions(k segmentKind) *bolt.Options {
 // what bbolt's open and OpenDir's reads need, before bbolt maps it, and
 // the rest by a walk the caller starts (check; nil if the whole file was
 // verified), whose version of the file a read transaction pins from here.
-func openSegment(path string, k segmentKind, opts *BoltOptions) (db *bolt.DB, check *activeCheck, err error) {
+func openSegment(path string, k segmentKind, opts *DirOptions) (db *bolt.DB, check *activeCheck, err error) {
 	flag := os.O_RDONLY
 	if k == kindActive || k == kindNew {
 		flag = os.O_RDWR | os.O_CREATE

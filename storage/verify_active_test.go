@@ -31,7 +31,7 @@ import (
 // in batches of 100, all in the active file unless segmentBytes is small.
 func fillActive(t *testing.T, dir string, n int, segmentBytes int64) {
 	t.Helper()
-	s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{NoSync: true, SegmentBytes: segmentBytes})
+	s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{NoSync: true, SegmentBytes: segmentBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestDirVerifiedAfterOpenGates(t *testing.T) {
 	fillActive(t, dir, n, 0)
 	start, writable := make(chan struct{}), make(chan struct{})
 	reached := holdVerify(t, map[string]chan struct{}{"start": start, "writable": writable})
-	s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{NoSync: true})
+	s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestDirCloseStopsVerification(t *testing.T) {
 	fillActive(t, dir, 6000, 0)
 	writable := make(chan struct{})
 	reached := holdVerify(t, map[string]chan struct{}{"writable": writable})
-	s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{NoSync: true})
+	s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestDirFreeListNamingALiveLeaf(t *testing.T) {
 
 	start := make(chan struct{})
 	reached := holdVerify(t, map[string]chan struct{}{"start": start})
-	s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{NoSync: true})
+	s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{NoSync: true})
 	if err != nil {
 		t.Fatalf("Open: %v (want it to leave the leaf to the background)", err)
 	}
@@ -297,7 +297,7 @@ func TestDirVerificationThroughARoll(t *testing.T) {
 			}
 			writable := make(chan struct{})
 			reached := holdVerify(t, map[string]chan struct{}{"writable": writable})
-			s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{NoSync: true, SegmentBytes: 64 << 10})
+			s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{NoSync: true, SegmentBytes: 64 << 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -466,7 +466,7 @@ func TestDirRandomDamageAfterOpen(t *testing.T) {
 	base := t.TempDir()
 	fillActive(t, base, 3000, 0)
 	func() {
-		s, _, err := storage.OpenDir(base, idN1, storage.BoltOptions{NoSync: true})
+		s, _, err := storage.OpenDir(base, idN1, storage.DirOptions{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -511,7 +511,7 @@ func TestDirRandomDamageAfterOpen(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, storage.DataFileName), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, _, err := storage.OpenDir(dir, idN1, storage.BoltOptions{NoSync: true})
+		s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{NoSync: true})
 		if err != nil {
 			if !errors.Is(err, storage.ErrCorrupt) && !errors.Is(err, storage.ErrIdentityMismatch) {
 				t.Fatalf("case %d: Open: %v", i, err)

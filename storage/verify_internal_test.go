@@ -65,7 +65,7 @@ func TestVerifyPreadMatchesMapped(t *testing.T) {
 func TestVerifyAcceptsValidFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "big.db")
-	b, err := OpenBolt(path, BoltOptions{NoSync: true})
+	b, err := OpenBolt(path, DirOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestVerifyAcceptsValidFiles(t *testing.T) {
 	}
 	reopen := func(when string) {
 		t.Helper()
-		b, err := OpenBolt(path, BoltOptions{NoSync: true})
+		b, err := OpenBolt(path, DirOptions{NoSync: true})
 		if err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
@@ -127,7 +127,7 @@ func TestVerifyAcceptsValidFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	b, err = OpenBolt(fresh, BoltOptions{})
+	b, err = OpenBolt(fresh, DirOptions{})
 	if err != nil {
 		t.Fatalf("fresh bbolt file: %v", err)
 	}

@@ -144,7 +144,7 @@ func TestVotersRowDamageAtOpen(t *testing.T) {
 			}
 			b.Close()
 			damageFile(t, path, corrupt)
-			if b, err := OpenBolt(path, BoltOptions{}); err == nil {
+			if b, err := OpenBolt(path, DirOptions{}); err == nil {
 				b.Close()
 				t.Fatal("OpenBolt succeeded")
 			} else if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
@@ -155,7 +155,7 @@ func TestVotersRowDamageAtOpen(t *testing.T) {
 			// DirStore, read-write and read-only.
 			dir := t.TempDir()
 			id := Identity{ClusterID: "c", NodeID: "n"}
-			d, _, err := OpenDir(dir, id, BoltOptions{NoSync: true})
+			d, _, err := OpenDir(dir, id, DirOptions{NoSync: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,13 +163,13 @@ func TestVotersRowDamageAtOpen(t *testing.T) {
 			d.Close()
 			active := filepath.Join(dir, DataFileName)
 			damageFile(t, active, corrupt)
-			if d, _, err := OpenDir(dir, id, BoltOptions{}); err == nil {
+			if d, _, err := OpenDir(dir, id, DirOptions{}); err == nil {
 				d.Close()
 				t.Fatal("OpenDir succeeded")
 			} else if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), active) {
 				t.Fatalf("OpenDir: %v; want ErrCorrupt naming %s", err, active)
 			}
-			if d, _, err := OpenDirReadOnly(dir, BoltOptions{}); err == nil {
+			if d, _, err := OpenDirReadOnly(dir, DirOptions{}); err == nil {
 				d.Close()
 				t.Fatal("OpenDirReadOnly succeeded")
 			} else if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), active) {
@@ -222,7 +222,7 @@ func TestVotersFileWithoutBucket(t *testing.T) {
 
 	dir := t.TempDir()
 	id := Identity{ClusterID: "c", NodeID: "n"}
-	d, _, err := OpenDir(dir, id, BoltOptions{NoSync: true})
+	d, _, err := OpenDir(dir, id, DirOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestVotersFileWithoutBucket(t *testing.T) {
 	}
 	d.Close()
 	damageFile(t, filepath.Join(dir, DataFileName), dropBucket)
-	if d, _, err = OpenDir(dir, id, BoltOptions{NoSync: true}); err != nil {
+	if d, _, err = OpenDir(dir, id, DirOptions{NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
 	if rows := d.VoterSets(); rows != nil {
@@ -241,7 +241,7 @@ func TestVotersFileWithoutBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	if d, _, err = OpenDir(dir, id, BoltOptions{NoSync: true}); err != nil {
+	if d, _, err = OpenDir(dir, id, DirOptions{NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
@@ -269,22 +269,22 @@ func TestVerifyDirChecksVoterRows(t *testing.T) {
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			d, _, err := OpenDir(dir, Identity{ClusterID: "c", NodeID: "n"}, BoltOptions{NoSync: true})
+			d, _, err := OpenDir(dir, Identity{ClusterID: "c", NodeID: "n"}, DirOptions{NoSync: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			votersLog(t, d)
 			d.Close()
-			if r, err := VerifyDir(dir, BoltOptions{}); err != nil || r.Entries != 9 {
+			if r, err := VerifyDir(dir, DirOptions{}); err != nil || r.Entries != 9 {
 				t.Fatalf("VerifyDir of the sound directory: %+v, %v", r, err)
 			}
 			damageFile(t, filepath.Join(dir, DataFileName), corrupt)
-			d, _, err = OpenDirReadOnly(dir, BoltOptions{})
+			d, _, err = OpenDirReadOnly(dir, DirOptions{})
 			if err != nil {
 				t.Fatalf("OpenDirReadOnly: %v (open's checks pass: the row is well-formed)", err)
 			}
 			d.Close()
-			_, err = VerifyDir(dir, BoltOptions{})
+			_, err = VerifyDir(dir, DirOptions{})
 			want := "offset 4"
 			if name == "row without an entry" {
 				want = "offset 5"

@@ -69,7 +69,7 @@ the directory could not be read (a node holds it, no data file).`,
 				if err != nil {
 					return err
 				}
-				r, err := storage.VerifyDir(dir, storage.BoltOptions{Timeout: *timeout})
+				r, err := storage.VerifyDir(dir, storage.DirOptions{Timeout: *timeout})
 				if err != nil {
 					return err
 				}
@@ -156,7 +156,7 @@ type inspectReport struct {
 }
 
 func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
-	s, id, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{Timeout: timeout})
+	s, id, err := storage.OpenDirReadOnly(dir, storage.DirOptions{Timeout: timeout})
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func voterNames(vs []protocol.Voter) []string {
 }
 
 func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, to offsetArg) error {
-	s, _, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{Timeout: timeout})
+	s, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{Timeout: timeout})
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func record(off uint64) []byte {
 func offlineDir(t *testing.T) (string, storage.Identity) {
 	t.Helper()
 	dir := t.TempDir()
-	s, id, err := storage.OpenDir(dir, offlineID, storage.BoltOptions{SegmentBytes: 48 << 10, NoSync: true})
+	s, id, err := storage.OpenDir(dir, offlineID, storage.DirOptions{SegmentBytes: 48 << 10, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestOfflineRefusals(t *testing.T) {
 			t.Errorf("%s of a missing directory: exit %d, %q", name, code, errOut)
 		}
 	}
-	s, _, err := storage.OpenDir(dir, offlineID, storage.BoltOptions{})
+	s, _, err := storage.OpenDir(dir, offlineID, storage.DirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // shows its voters entries with their sets.
 func TestOfflineVoterSets(t *testing.T) {
 	dir := t.TempDir()
-	s, _, err := storage.OpenDir(dir, offlineID, storage.BoltOptions{SegmentBytes: 48 << 10, NoSync: true})
+	s, _, err := storage.OpenDir(dir, offlineID, storage.DirOptions{SegmentBytes: 48 << 10, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func (c *cluster) sameLeadership(lead string, epoch uint64) {
 // readStore reads every entry of a stopped node's data file.
 func readStore(t *testing.T, dir string) []protocol.Entry {
 	t.Helper()
-	s, err := storage.OpenBolt(filepath.Join(dir, "replog.db"), storage.BoltOptions{})
+	s, err := storage.OpenBolt(filepath.Join(dir, "replog.db"), storage.DirOptions{})
 	if err != nil {
 		t.Fatalf("open the stopped node's data file: %v", err)
 	}
@@ -331,7 +331,7 @@ func impersonate(l *replog.Log, fake, dir string, send func(*protocol.FetchReque
 // requests it sends and receives carry it too (R56).
 func dirIDOf(t *testing.T, dir string) string {
 	t.Helper()
-	s, id, err := storage.OpenDirReadOnly(dir, storage.BoltOptions{})
+	s, id, err := storage.OpenDirReadOnly(dir, storage.DirOptions{})
 	if err != nil {
 		t.Fatalf("read the identity of the stopped node's directory: %v", err)
 	}
