@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/internal/protocoltest"
+	"github.com/replog-io/replog/protocol"
 )
 
 func roundTrip(t testing.TB, m protocol.Message) {

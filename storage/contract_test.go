@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/internal/storagetest"
+	"github.com/replog-io/replog/storage"
 )
 
 func TestMain(m *testing.M) {

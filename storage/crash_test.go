@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/internal/storagetest"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // The crash test runs a child process (this test binary, re-executed with

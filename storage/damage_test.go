@@ -17,9 +17,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/replog-io/replog/internal/storagetest"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // The damage tests open damaged copies of a real data directory in a child

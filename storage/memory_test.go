@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/replog-io/replog/internal/storagetest"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/internal/storagetest"
 )
 
 func TestMemoryDeferredCrashLosesUnsynced(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/internal/storagetest"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/internal/storagetest"
 )
 
 var (

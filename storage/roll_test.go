@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/internal/storagetest"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
-	"github.com/replog-io/replog/internal/storagetest"
 )
 
 // Rolls and deletions off the append path (docs/design.md section 4, "Off

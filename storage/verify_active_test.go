@@ -16,8 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/internal/storagetest"
+	"github.com/replog-io/replog/storage"
 )
 
 // Tests of the verification that OpenDir leaves to the background

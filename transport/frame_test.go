@@ -18,8 +18,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/internal/protocoltest"
+	"github.com/replog-io/replog/protocol"
 )
 
 var (

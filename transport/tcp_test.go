@@ -15,10 +15,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replog-io/replog/internal/protocoltest"
 	"github.com/replog-io/replog/internal/testpki"
 	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/protocol"
-	"github.com/replog-io/replog/internal/protocoltest"
 )
 
 type hclogLogger = hclog.Logger
