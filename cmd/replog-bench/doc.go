@@ -45,7 +45,8 @@
 //	-id              give every append its own ID (replog.WithID), as a
 //	                 client deduplicating its retries would (default off)
 //	-no-idempotence  Options.DisableIdempotence: appends carry no producer
-//	                 key (the behaviour before issue 13; default off)
+//	                 key and are not retried after an unknown outcome, to
+//	                 measure what idempotence costs (default off)
 //	-catchup N       catch-up mode: fill the log with N records, run the
 //	                 load for -duration, then start an empty observer under
 //	                 the same load and wait until its readable HW reaches
@@ -100,10 +101,10 @@
 // or the observer did not catch up within 10 minutes.
 //
 // Numbers depend on the machine and its disk: compare runs made in one
-// sitting on one machine (issue 10 asks for -clients 64 and 256, before and
-// after a change; issue 14 compares -clients 1 -async N with -clients 256;
-// issue 11 compares 10-minute runs with and without -retention-bytes, and
-// the append p99 before and during a catch-up). The command uses only
+// sitting on one machine: -clients 64 and 256 before and after a change
+// to the append path; -clients 1 -async N against -clients 256 for
+// asynchronous appends; 10-minute runs with and without -retention-bytes,
+// and the append p99 before and during a catch-up, for retention). The command uses only
 // replog's public API (and storage.DefaultSegmentBytes for the bound);
 // nothing imports it. docs/design.md section 5.4 describes the write path
 // it measures.

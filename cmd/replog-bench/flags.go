@@ -23,7 +23,7 @@ type config struct {
 	nosync     bool
 	cpuprofile string
 
-	// Retention (issue 11), fed to every node's Options.
+	// Retention, fed to every node's Options.
 	retentionBytes int64
 	retentionAge   time.Duration
 	segmentBytes   int64
@@ -34,9 +34,10 @@ type config struct {
 	// this many records, then start an empty observer and time its
 	// catch-up.
 	catchup int
-	// Issue 13: ids gives every append its own replog.WithID;
+	// Exactly once: ids gives every append its own replog.WithID;
 	// noIdempotence sets Options.DisableIdempotence (appends carry no
-	// producer key, the behaviour before issue 13).
+	// producer key and are not retried across leader changes, to
+	// measure what idempotence costs).
 	ids           bool
 	noIdempotence bool
 }

@@ -32,7 +32,7 @@ const (
 	// Duplicate: one payload at two offsets, although no append of it was
 	// retried after an unknown outcome without an idempotency key: every
 	// attempt carried the same Idempotency-Key (the node must append it
-	// at most once, issue 13), or none was retried after an unknown one.
+	// at most once: R63, R64), or none was retried after an unknown one.
 	Duplicate = "duplicate"
 	// DuplicateRetried: one payload at two offsets after an append
 	// without an idempotency key, whose try had an unknown outcome, was

@@ -114,7 +114,7 @@ type Status struct {
 	HW       uint64 `json:"hw"`
 	LogStart uint64 `json:"log_start"`
 	// DirectoryID is the node's data directory's ID: a wiped node comes
-	// back with a new one (issue 12).
+	// back with a new one, and is not its old self as a voter (R56).
 	DirectoryID string `json:"directory_id"`
 	// Voters is the voter set in force on the node, recorded at
 	// VotersOffset (committed once HW passes it).

@@ -44,7 +44,7 @@
 // offset they both still hold; and log starts never go down (but for a
 // wiped node) nor above the LEO, nor a leader's above its HW.
 //
-// Membership (issue 12): the wipe-voter fault SIGKILLs a voter, deletes
+// Membership: the wipe-voter fault SIGKILLs a voter, deletes
 // its data directory and starts it again with the same ID and flags; it
 // comes back as an observer at a new directory ID and the leader must
 // make it a voter again on its own (remove the old incarnation, add the
@@ -62,7 +62,7 @@
 // require every node to agree on the voter set in force, each voter at
 // the directory it runs on.
 //
-// Exactly once (issue 13): every append carries an Idempotency-Key (its
+// Exactly once: every append carries an Idempotency-Key (its
 // payload's id) and is retried with it, through random nodes, until
 // acknowledged; a payload at two offsets is then the violation
 // "duplicate". With -faults.idempotent=false appends carry no key and are
@@ -72,12 +72,13 @@
 // invoked with its payload's first attempt for real-time order. The
 // summary counts the attempts whose outcome stayed unknown, by cause: the
 // node's Log gave up when the append's context expired (node-timeout)
-// or closed (node-closing), the only causes issue 13 leaves; another
+// or closed (node-closing), the only causes the library leaves (R67); another
 // unknown outcome the node answered (node-unknown); the harness's own
 // deadline (client-timeout: a paused or cut-off node) and broken
 // connections (connection: a killed node).
 //
-// TestPipelineExactlyOnce runs issue 13's exactly-once pipeline as a real
+// TestPipelineExactlyOnce runs the exactly-once pipeline (read, append
+// with an ID, commit the cursor) as a real
 // process: the observer o1 runs the example with -pipeline in-=out- (it
 // reads committed inputs from its cursor, appends each output with an ID
 // derived from the input's offset, commits the cursor) and is SIGKILLed

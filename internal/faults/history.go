@@ -38,7 +38,7 @@ type Op struct {
 	Attempt int
 	// Key is the Idempotency-Key the request carried ("" for none): the
 	// same for every attempt of a payload, so that the node appends it
-	// at most once (issue 13).
+	// at most once (R63, R64).
 	Key string
 	// Invoke and Complete are monotonic times since the run started.
 	Invoke, Complete time.Duration
@@ -58,15 +58,16 @@ type Op struct {
 // Causes of an unknown outcome, as the harness tells them apart.
 const (
 	// CauseTimeout: the node answered that the append's context expired
-	// before the outcome was known (504, code "timeout"): the only cause
-	// issue 13 leaves to the library.
+	// before the outcome was known (504, code "timeout"): one of the two
+	// causes the library leaves (R67: it retries until the caller stops
+	// waiting).
 	CauseTimeout = "node-timeout"
 	// CauseNodeClosing: the node's Log closed before the outcome was
-	// known (503 "closing": a SIGTERM, as in a rolling restart), which
-	// issue 13 also leaves.
+	// known (503 "closing": a SIGTERM, as in a rolling restart), the
+	// other cause R67 leaves.
 	CauseNodeClosing = "node-closing"
 	// CauseNodeUnknown: the node answered another unknown outcome (the
-	// leader changing, before issue 13; a failed disk).
+	// leader changing with idempotence disabled; a failed disk).
 	CauseNodeUnknown = "node-unknown"
 	// CauseClientTimeout: the harness's own request deadline passed (a
 	// paused node, or a partition that hides the answer).

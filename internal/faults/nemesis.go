@@ -68,7 +68,8 @@ const (
 	// time; then the wiped node's whole log is read (Read.Reader
 	// WipeReaderBase+k) for the checker.
 	FaultWipeVoter = "wipe-voter"
-	// FaultWipeCrashLeader is issue 12's loss scenario (3 voters): one
+	// FaultWipeCrashLeader is the scenario in which a wiped voter that
+	// voted as its old self would lose acknowledged appends (3 voters): one
 	// follower paused, appends acknowledged by the leader and the other
 	// follower, that one wiped, the leader SIGKILLed, the paused one
 	// resumed, the leader restarted seconds later; then as FaultWipeVoter
@@ -492,8 +493,8 @@ func (nm *Nemesis) committedVoters(ctx context.Context) []*Node {
 // a committed voter set of 3 or more all running (a wipe must not cost
 // the majority).
 //
-// With crashLeader (FaultWipeCrashLeader, 3 voters only) it plays issue
-// 12's loss: the third voter is paused so that appends commit on the
+// With crashLeader (FaultWipeCrashLeader, 3 voters only) it sets up the
+// loss a wiped voter would cause: the third voter is paused so that appends commit on the
 // leader and the target alone, the target is wiped right after an ack,
 // the leader is SIGKILLed, the paused voter resumed, and the leader
 // restarted after a while. A wiped voter that voted as its old self

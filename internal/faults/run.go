@@ -36,7 +36,7 @@ type RunConfig struct {
 	// Idempotent makes every append carry an Idempotency-Key (its
 	// payload's id) and retries it with that key, through random nodes,
 	// until it is acknowledged or the run stops (Retries is then
-	// ignored): the node appends it at most once (issue 13), so a
+	// ignored): the node appends it at most once (R63, R64), so a
 	// payload at two offsets is a violation however often it was retried.
 	Idempotent bool
 	// ConvergeTimeout bounds the wait, after the final heal, for the
@@ -102,7 +102,8 @@ type Report struct {
 	// answer, e.g. "add o1: 200", "remove-leader n2: 200" (VoterChanges
 	// runs only).
 	VoterChanges map[string]int
-	// Outcomes are the appends' figures of issue 13.
+	// Outcomes count what became of the appends (acknowledged, unknown by
+	// cause, replayed as duplicates).
 	Outcomes OutcomeStats
 }
 
@@ -650,7 +651,8 @@ func snapshot(ctx context.Context, c *Cluster) ([]FinalLog, error) {
 		if st.HW != sts[0].HW || st.LEO != sts[0].LEO {
 			return nil, fmt.Errorf("%s hw=%d leo=%d vs %s hw=%d leo=%d", sts[0].NodeID, sts[0].HW, sts[0].LEO, st.NodeID, st.HW, st.LEO)
 		}
-		// The voter set converges too (issue 12).
+		// The voter set converges too: every node must agree on the voters
+		// in force.
 		if st.votersKey() != sts[0].votersKey() {
 			return nil, fmt.Errorf("voters in force: %s has %s, %s has %s", sts[0].NodeID, sts[0].votersKey(), st.NodeID, st.votersKey())
 		}
@@ -845,14 +847,14 @@ type Summary struct {
 	DeletesOK    int `json:"deletes_ok,omitempty"`
 	Resets       int `json:"resets,omitempty"`
 	AckedDeleted int `json:"acked_deleted,omitempty"`
-	// Issue 12: voters wiped, their replacement times (restart to
+	// Membership runs: voters wiped, their replacement times (restart to
 	// committed at the new directory) and the rolling restarts' gaps, in
 	// milliseconds.
 	VoterWipes    int     `json:"voter_wipes,omitempty"`
 	ReplaceMS     []int64 `json:"replace_ms,omitempty"`
 	RollingGapsMS []int64 `json:"rolling_gaps_ms,omitempty"`
 	ReplaceFailed int     `json:"replace_failed,omitempty"`
-	// Issue 13: unknown outcomes by cause, attempts answered as
+	// Exactly once: unknown outcomes by cause, attempts answered as
 	// duplicates, logical appends abandoned when the run stopped, and the
 	// payloads found at two offsets (anomalies duplicate and
 	// duplicate-retried).

@@ -3,7 +3,7 @@
 // them, through their sockets (transport and gossip ports on 127.0.0.1) and
 // their data directories.
 //
-// Each test reproduces one finding of the security review (issue 16) and
+// Each test reproduces one attack the trust rules (R42–R48) answer and
 // asserts the defence: a forged gossip leader, a diverging answer below the
 // high watermark, an impersonated follower, an absurd epoch, a single
 // message that would depose the leader, an append from an unknown node,
