@@ -121,8 +121,16 @@ type TCPConfig struct {
 	// ErrUnauthenticated). At most 255 bytes; "" is a valid ID.
 	ClusterID string
 	// ListenAddr is the "host:port" to listen on; port 0 picks a free port
-	// (see Addr). Required.
+	// (see Addr). Required unless Listener is set; with Listener it must
+	// be empty or Listener's address.
 	ListenAddr string
+	// Listener, if set, is served instead of listening on ListenAddr: a
+	// caller that must know the address before the transport starts (to
+	// hand it to other nodes) binds it itself, with no window in which
+	// another process could take the port. It is wrapped in TLS when TLS
+	// is set. The transport owns it from NewTCP on: Close closes it, and
+	// so does NewTCP when it fails. Default nil.
+	Listener net.Listener
 	// Resolver maps node IDs to addresses. It is called by Send (to answer
 	// ErrUnknownPeer) and before every (re)connect. Required.
 	Resolver Resolver
@@ -273,14 +281,16 @@ func (c TCPConfig) Validate() error {
 		return bad("NodeID", "is %d bytes, limit %d", len(c.NodeID), maxIDLen)
 	case len(c.ClusterID) > maxIDLen:
 		return bad("ClusterID", "is %d bytes, limit %d", len(c.ClusterID), maxIDLen)
-	case c.ListenAddr == "":
-		return bad("ListenAddr", "is required")
+	case c.ListenAddr == "" && c.Listener == nil:
+		return bad("ListenAddr", "is required (or Listener)")
+	case c.Listener != nil && c.ListenAddr != "" && c.ListenAddr != c.Listener.Addr().String():
+		return bad("ListenAddr", "%q is not Listener's address (%s): set one or the other", c.ListenAddr, c.Listener.Addr())
 	case c.Resolver == nil:
 		return bad("Resolver", "is required")
 	case len(c.Secret) > 0 && len(c.Secret) < MinSecretSize:
 		return bad("Secret", "is %d bytes, at least %d required (use 32 random bytes)", len(c.Secret), MinSecretSize)
 	}
-	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil && c.Listener == nil {
 		return bad("ListenAddr", "%q is not host:port: %v", c.ListenAddr, err)
 	}
 	for _, f := range []struct {

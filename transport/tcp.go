@@ -160,10 +160,14 @@ type inboundKey struct {
 
 var _ Transport = (*TCP)(nil)
 
-// NewTCP starts a TCP transport listening on cfg.ListenAddr. Errors wrap
-// ErrInvalidConfig (see TCPConfig.Validate), or are the listener's.
+// NewTCP starts a TCP transport listening on cfg.ListenAddr, or serving
+// cfg.Listener (which it then owns, and closes on failure too). Errors
+// wrap ErrInvalidConfig (see TCPConfig.Validate), or are the listener's.
 func NewTCP(cfg TCPConfig) (*TCP, error) {
 	if err := cfg.Validate(); err != nil {
+		if cfg.Listener != nil {
+			_ = cfg.Listener.Close()
+		}
 		return nil, err
 	}
 	cfg.EnsureDefaults() // cfg is NewTCP's copy
@@ -172,9 +176,14 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		key = deriveAuthKey(cfg.Secret)
 	}
 	cfg.Secret = nil // only the derived key is kept
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return nil, fmt.Errorf("replog: transport listen: %w", err)
+	ln := cfg.Listener
+	cfg.Listener = nil // ln is the one kept
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", cfg.ListenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("replog: transport listen: %w", err)
+		}
 	}
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
@@ -205,7 +214,8 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 }
 
 // Addr returns the address the transport listens on ("host:port"), with
-// the actual port when ListenAddr asked for port 0.
+// the actual port when ListenAddr asked for port 0 (Listener's address
+// when one was given).
 func (t *TCP) Addr() string { return t.addr }
 
 // Stats returns the transport's counters.
