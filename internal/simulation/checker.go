@@ -405,8 +405,8 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 		if o < nd.start && k == (entryKey{}) && o < uint64(len(s.committed)) {
 			// Its entry was committed, then deleted by retention before
 			// the answer went out (a leader may delete up to below its HW
-			// in the round that acks): judge by the committed log (sim seed
-			// 50281420 x1500).
+			// in the round that acks): judge by the committed log, which
+			// keeps it.
 			k = s.committed[o]
 		}
 		if k.typ == protocol.EntryVoters {
@@ -561,8 +561,9 @@ func (s *sim) converged() bool {
 	if s.changesOutstanding() > 0 {
 		// A voter change still unanswered may land later (one that
 		// removes the leader makes it resign, R58): the cluster is not
-		// settled (seed 84069466 x1500 converged with the leader's own
-		// removal in flight, and the stable phase saw it resign).
+		// settled (a leader whose own removal is in flight resigns when
+		// it lands, and the stable phase would take that for a
+		// deposition).
 		return false
 	}
 	var leader *node

@@ -161,7 +161,7 @@ func (s *sim) checkRecovery() {
 	if s.cset == nil {
 		// R57: while no voter set is committed, an election needs the
 		// grant of every bootstrap voter, so split votes cost rounds far
-		// more often (6 or 7 voters: seed 8829 x1500 needed more than
+		// more often (with 6 or 7 voters a bootstrap can need more than
 		// liveRounds); three times the rounds.
 		bound += 2 * liveRounds * s.electionRound()
 	}
@@ -266,8 +266,8 @@ func (s *sim) noteContact(nd *node, from int, m protocol.Message, clean bool) {
 		// Only the first answer to its latest fetch (an answer to an older
 		// fetch, or a second answer to a duplicated request, proves nothing
 		// about now), a successful one from a node that says it leads the
-		// answer's epoch. That proves the leader alive now (issue 9): the
-		// answer that tells a follower who leads counts too.
+		// answer's epoch. That proves the leader alive now: the answer
+		// that tells a follower who leads counts too.
 		if b.FetchID != nd.lastFetchID || b.FetchID == nd.answeredID {
 			return
 		}
@@ -415,8 +415,8 @@ func (s *sim) leaderSteppedDown(nd *node, epoch, newEpoch uint64, role replica.R
 			// elected: its grants may predate the leader, when no voter
 			// had one to be in contact with. Only a fault makes such a
 			// round outlast the election (a pause or a stalled clock on
-			// the candidate keeps its round open while the others elect;
-			// seed 60112327 x5000).
+			// the candidate keeps its round open while the others
+			// elect).
 			s.tracef("%s DEPOSED in epoch %d by a pre-vote round begun at %v, before it led (%v)", nd.id, epoch, r, nd.leaderSince)
 			return
 		}

@@ -177,7 +177,8 @@ func (s *sim) heal(id int) {
 // lulls.
 func (s *sim) faulting() bool { return s.phase == phaseFaults && s.now >= s.lullUntil }
 
-// chooseExtended draws the knobs of issue 9's faults for a non-classic run.
+// chooseExtended draws the knobs of the extended faults (params.extended)
+// for a non-classic run.
 func chooseExtended(p *params, r *rand.Rand) {
 	p.extended = true
 	if r.Intn(4) == 0 {
@@ -213,7 +214,7 @@ func chooseExtended(p *params, r *rand.Rand) {
 	}
 }
 
-// setupExtended starts the timers of issue 9's faults.
+// setupExtended starts the timers of the extended faults.
 func (s *sim) setupExtended() {
 	if !s.p.extended {
 		return

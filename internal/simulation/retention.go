@@ -12,7 +12,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// Retention (issue 11; docs/design.md 3.8, R51–R53) in the simulation.
+// Retention (docs/design.md 3.8, R51–R53) in the simulation.
 //
 // Workload: retention requests (shell.DeleteBefore) on random live nodes
 // while the workload runs, at offsets around the node's HW: below it, at
@@ -25,7 +25,7 @@ import (
 // Nemesis: a node is paused or cut off while its leader deletes past its
 // LEO (it lags, and resets when it is back); an observer's store is wiped
 // and the observer restarts empty, catching up from its leader's log start
-// (an empty rejoin). Voters are wiped by voters.go (issue 12), within the
+// (an empty rejoin). Voters are wiped by voters.go, within the
 // bounds it argues; the observer wipes here leave any node that is a voter
 // of a set that may be in force alone.
 //
@@ -70,8 +70,8 @@ type retParams struct {
 }
 
 // chooseRetention draws retention's knobs: on in three runs of four (the
-// others keep everything, as before issue 11, and replay as they did:
-// retention draws only from its own stream).
+// others keep everything; retention draws only from its own stream, so
+// the other choices of a run do not depend on it).
 func chooseRetention(p *params, r *rand.Rand) {
 	if r.Intn(4) == 0 {
 		return

@@ -50,50 +50,48 @@ type Options struct {
 	// (safety holds: real votes are honest); rule 2 must notice.
 	ForgePreVotes bool
 	// DropAnswers is sabotage for the liveness rules: the shell loses
-	// some fetch answers after the network delivered them cleanly (the
-	// symptom of issue 9's dropped late fetch answer). Followers then
+	// some fetch answers after the network delivered them cleanly (what a
+	// shell that drops a late fetch answer does). Followers then
 	// lose contact with a healthy leader, and rule 3 must notice.
 	DropAnswers bool
-	// CoreContact counts leader contact, for liveness rules 2 and 3, as
-	// the core counted it at commit a2e649b: the fetch answer that tells a
-	// follower who leads is not contact (the core records none for it, and
-	// then drops that leader's BeginEpoch as late). By default any
+	// CoreContact counts leader contact, for liveness rules 2 and 3, the
+	// narrower way: the fetch answer that tells a follower who leads is
+	// not contact (a core that records none for it then drops that
+	// leader's BeginEpoch as late). By default any
 	// successful answer of a leader to the follower's latest fetch is
 	// contact: it proves the leader alive now.
 	CoreContact bool
-	// Classic runs only the faults the simulator had before issue 9: no
-	// lulls, clock jumps or stalls, disk errors, torn writes, NoSync
-	// nodes, cross-incarnation deliveries, false leader hints, clusters
-	// of 6 or 7 voters, retention, or voter changes and voter wipes. The
-	// other faults draw from the random stream as
-	// before (issue 9's draw from their own), though runs differ where
-	// the simulator changed (FetchTimeout at least the core's minimum,
-	// convergence declared a fetch round after the last fault). The new
-	// checks (liveness) still run. Sabotage runs (ForgeVotes, LyingDisk)
-	// are always classic.
+	// Classic runs only the basic faults (crashes, restarts, pauses,
+	// partitions, message drops, duplicates, delays and reordering, clock
+	// drift, true and stale hints): no lulls, clock jumps or stalls, disk
+	// errors, torn writes, NoSync nodes, cross-incarnation deliveries,
+	// false leader hints, clusters of 6 or 7 voters, retention, or voter
+	// changes and voter wipes. Those others draw from random streams of
+	// their own, so a classic run draws from the main stream what the same
+	// seed's full run draws. The liveness rules still run. Sabotage runs
+	// (ForgeVotes, LyingDisk) are always classic.
 	Classic bool
 	// NoLiveness turns off the liveness rules checked while faults run
 	// (liveness.go).
 	NoLiveness bool
-	// NoVoterChanges turns off issue 12's voter changes and voter wipes
-	// (voters.go); disks still have directory IDs.
+	// NoVoterChanges turns off voter changes and voter wipes (voters.go);
+	// disks still have directory IDs.
 	NoVoterChanges bool
 	// ExactlyOnce runs the exactly-once workload (exactlyonce.go): keyed
 	// appends, retried with their key after unknown outcomes, caller IDs
 	// within and past the deduplication window.
 	ExactlyOnce bool
-	// Bugs turns on the faults that find the core bugs of issue 12 not
-	// fixed yet (doc.go lists them). Each is off by default, so that the
-	// default run passes; the sim then steers around the bug the way the
-	// field's doc says.
+	// Bugs turns on the faults that find known core bugs not fixed yet
+	// (KnownBugs' fields). Each is off by default, so that the default run
+	// passes; the sim then steers around the bug the way the field's doc
+	// says.
 	Bugs KnownBugs
 }
 
 // KnownBugs names the core bugs the simulation found and steers around by
-// default (doc.go: "Core bugs found"). A field set to true stops steering
-// around its bug: runs then fail where it bites. None is open now: G, I,
-// J, J2, K, L and M are fixed and their steering gone, and the type stays
-// for the next one.
+// default until they are fixed. A field set to true stops steering around
+// its bug: runs then fail where it bites. None is open now; the type stays
+// so that the next one has a place (doc.go: "Known core bugs").
 type KnownBugs struct{}
 
 // Result describes a finished run.
@@ -113,7 +111,7 @@ type Result struct {
 	Proposals, Acked, Reads           int
 	Crashes, Partitions, LeaderEpochs int
 	CommittedLen                      int
-	// Faults counts the faults of the kinds issue 9 added.
+	// Faults counts the faults injected, by kind (stats.go).
 	Faults FaultCounts
 	// Recoveries counts the quiet periods in which every voter came to
 	// follow one leader (liveness rule 1); MaxRecovery is the longest
@@ -180,8 +178,9 @@ type params struct {
 	massCrashProb              float64       // a crash timer takes down several nodes at once
 	gossipEvery                time.Duration
 
-	// Issue 9's faults (zero in classic runs; drawn from their own
-	// random stream, so that classic runs stay as they were).
+	// The extended faults (zero in classic runs; drawn from their own
+	// random stream, so that the main stream's draws do not depend on
+	// them).
 	extended bool
 	// lulls: faults come in storms separated by lulls of about liveBound,
 	// in which liveness rule 1 is checked.
@@ -203,11 +202,11 @@ type params struct {
 	// falseHintProb: a gossip round also brings a false leader hint.
 	falseHintProb float64
 
-	// Retention (issue 11; retention.go), drawn from its own random
-	// stream: ret turns it on.
+	// Retention (retention.go), drawn from its own random stream: ret
+	// turns it on.
 	ret retParams
-	// Voter changes and voter wipes (issue 12; voters.go), drawn from
-	// their own stream too.
+	// Voter changes and voter wipes (voters.go), drawn from their own
+	// stream too.
 	vc vcParams
 }
 
@@ -413,9 +412,9 @@ type node struct {
 	// msgSets holds the sets nd had in force since the oldest round whose
 	// messages may still be held by its core (a message waits for the
 	// writes issued before it: it leaves in the round the core hears they
-	// are durable, and the set may have changed meanwhile: seed 97538327
-	// x5000, a wiped node's bootstrap pre-votes built before it appended
-	// the recorded set, sent after); msgOutgoing says its newest set
+	// are durable, and the set may have changed meanwhile: a wiped node's
+	// bootstrap pre-votes may be built before it appends the recorded set
+	// and sent after); msgOutgoing says its newest set
 	// removed it at some point of that window (it may campaign: replica's
 	// outgoing); msgsHeld says the last round ended with writes the core
 	// had not heard were durable.
@@ -494,8 +493,8 @@ type sim struct {
 	opts        Options
 	p           params
 	rng         *rand.Rand
-	// xr drives the choices of issue 9's faults, so that a classic run
-	// draws from rng exactly as before.
+	// xr drives the choices of the extended faults, so that a classic
+	// run draws from rng what the full run of its seed draws.
 	xr *rand.Rand
 	// rr drives retention's choices (retention.go), for the same reason;
 	// vr voter changes' and wipes' (voters.go).

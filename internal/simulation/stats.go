@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// FaultCounts counts the faults of the kinds issues 9 and 11 added, per run
-// (or summed over runs by the tests' -sim.stats).
+// FaultCounts counts the faults injected beyond the basic ones (crashes
+// and partitions count in Result), by kind, per run (or summed over runs
+// by the tests' -sim.stats).
 type FaultCounts struct {
 	// Lulls: fault-free stretches of about liveBound inside the fault
 	// phase (liveness rule 1 is checked in each).
@@ -37,7 +38,7 @@ type FaultCounts struct {
 	// BigClusters: runs with 6 or 7 voters. PausesExtended: pauses of an
 	// already paused node (the later resume time is kept).
 	BigClusters, PausesExtended int
-	// Retention (issue 11; retention.go). DeletesRequested: DeleteBefore
+	// Retention (retention.go). DeletesRequested: DeleteBefore
 	// events, on any node; DeletesMoved: prefix deletions of leaders (a
 	// request that moved the log start); FollowDeletes: prefix deletions
 	// of followers and observers following their leader's log start;
@@ -47,7 +48,7 @@ type FaultCounts struct {
 	// store; ReadsOutOfRange: reads below a log start, answered
 	// ErrOutOfRange.
 	DeletesRequested, DeletesMoved, FollowDeletes, Resets, LagFaults, ObserverWipes, ReadsOutOfRange int
-	// Voters (issue 12; voters.go). ManualRuns: runs with
+	// Voters (voters.go). ManualRuns: runs with
 	// ManualVoterChanges (the workload heals wiped voters). VoterChanges:
 	// changes the workload proposed, VoterProbes among them those meant to
 	// be refused (an unknown node to add, a non-voter or the last voter to

@@ -14,7 +14,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// Voter changes and voter wipes (issue 12; docs/design.md R55–R58).
+// Voter changes and voter wipes (docs/design.md R55–R58).
 //
 // Every node's disk has a directory ID, "<id>.d<k>" for its k-th disk
 // (replica.Config.DirID): a wipe (voterWipe, and retention.go's observer
@@ -92,15 +92,11 @@ import (
 //     other than it, anywhere): a leader that appended its own removal
 //     may hold the newest log yet no longer take itself for a voter (R55),
 //     so it neither campaigns nor grants to a less up-to-date candidate,
-//     and is as good as a second voter lost;
-//   - (steering around the open core bugs G and I, Options.Bugs) the
-//     victim is not the sole bootstrap voter, and every voter of the
-//     committed set has it, or a set one change away, in force.
+//     and is as good as a second voter lost.
 //
 // Observer wipes (retention.go) wait while the committed set has one voter:
 // an observer may be added as the second from a fetch of its old disk
-// delivered late, and a set of two with a lost disk commits nothing again
-// (seed 2001951 x5000 before this rule).
+// delivered late, and a set of two with a lost disk commits nothing again.
 //
 // The workload keeps every set it makes at 3 voters or more: it removes a
 // voter only from a committed set of 4 or more, and never while a voter has
@@ -126,8 +122,8 @@ type vcParams struct {
 	// wipeEvery: the mean gap between two voter wipes (0: none);
 	// wipeAfterCommitProb: a voter that holds what a leader just
 	// committed is wiped right after, and the leader may crash soon
-	// after that (the issue's scenario: the entry then lives on fewer
-	// than a majority of disks).
+	// after that (what R56 guards against: the entry then lives on
+	// fewer than a majority of disks).
 	wipeEvery           time.Duration
 	wipeAfterCommitProb float64
 }
@@ -149,8 +145,9 @@ func chooseVoterChanges(p *params, r *rand.Rand) {
 		p.vc.wipeAfterCommitProb = 0.1 * r.Float64()
 	}
 	if p.vc.wipeEvery > 0 && p.vc.changeEvery == 0 {
-		// The timer only heals wiped voters (manual runs, or steering
-		// around open core bug J): no other change.
+		// The timer only heals wiped voters (manual runs); in automatic
+		// runs it proposes nothing, and its draws keep the voter stream
+		// as the trace hashes record it.
 		p.vc.changeEvery, p.vc.healOnly = ms(30+300*r.Float64()), true
 	}
 }
@@ -231,8 +228,9 @@ func (nd *node) outgoingRows() bool {
 }
 
 // outgoing reports whether nd may campaign though its set in force lacks
-// it (sim bug M's fix): its newest set removed it and its HW has not
-// passed that set's entry.
+// it (R55: a replica counts its newest set, and a leader that removed
+// itself leads until the removal commits): its newest set removed it and
+// its HW has not passed that set's entry.
 func (nd *node) outgoing(hw uint64) bool {
 	return nd.outgoingRows() && nd.vrows[len(nd.vrows)-1].Offset >= hw
 }
@@ -419,9 +417,9 @@ func (s *sim) rowsPrune(nd *node, start uint64) {
 
 // owedCarried checks a leader's new set vs, owing owed, against the set in
 // force before it (R58): a debt is never dropped unless its node is a
-// voter again (sim bug J2: a change made between a replacement's two steps
-// hid the removal), and a new one is only the incarnation this very change
-// removed. It returns what is wrong, or "".
+// voter again (a change made between a replacement's two steps must not
+// hide the removal), and a new one is only the incarnation this very
+// change removed. It returns what is wrong, or "".
 func owedCarried(prev protocol.VotersAt, vs, owed []protocol.Voter) string {
 	for _, o := range prev.Owed {
 		if !hasVoter(owed, o.ID, o.DirID) && !hasID(vs, o.ID) {
@@ -489,7 +487,7 @@ func (s *sim) checkVoters(nd *node, st replica.Status) bool {
 			nd.id, st.Epoch, fmtVoters(vs), off, st.HighWatermark)
 		return false
 	case st.Role == replica.RoleObserver && !member && nd.outgoing(st.HighWatermark):
-		s.fail("%s (%s): its uncommitted set in force %s (offset %d, HW %d) removed it, but it observes: it must still campaign (sim bug M)", nd.id, nd.dirID, fmtVoters(vs), off, st.HighWatermark)
+		s.fail("%s (%s): its uncommitted set in force %s (offset %d, HW %d) removed it, but it observes: it must still campaign (R55)", nd.id, nd.dirID, fmtVoters(vs), off, st.HighWatermark)
 		return false
 	case st.Role != replica.RoleObserver && st.Role != replica.RoleLeader && !member && !nd.outgoing(st.HighWatermark):
 		s.fail("%s (%s) is not a voter of its set in force %s (bootstrap %v) but has role %s", nd.id, nd.dirID, fmtVoters(vs), boot, st.Role)
@@ -803,8 +801,8 @@ func (s *sim) voterWipeEvent(ev event) {
 	v.replaceDue = hasVoter(s.cset, v.id, v.dirID) && !v.wlRemoved
 	s.wipe(v, "voter")
 	if ev.id == wipeNode && s.vr.Intn(2) == 0 {
-		// The issue's scenario: the leader goes too, before the entries
-		// it committed reached the others.
+		// What R56 guards against: the leader goes too, before the
+		// entries it committed reached the others.
 		if l := s.upLeader(); l != nil && l != v {
 			s.schedule(s.vcBetween(0, s.p.netMax+s.p.diskMax), event{kind: evCrash, node: l.idx, inc: l.inc})
 		}
@@ -867,8 +865,8 @@ func (s *sim) voterChangeTimer() {
 	// While quiescing, the timer lives on as long as a heal may still
 	// become due: a set naming a wiped disk that is appended but not yet
 	// committed (an add in flight at the wipe) makes it due only when it
-	// commits (seed 81019443 x1500 stopped the timer before and never
-	// converged).
+	// commits (a timer stopped before would leave that voter unhealed,
+	// and the run would never converge).
 	if s.phase == phaseStable || s.phase == phaseQuiesce && !due && !s.changeInFlight() && s.changesOutstanding() == 0 {
 		return
 	}
