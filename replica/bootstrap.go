@@ -96,7 +96,8 @@ func (r *Replica) bootstrapAnswer(from string, resp *protocol.VoteResponse, inRo
 		r.logger.Warn("a cluster exists: not bootstrapping one; observing until its voter set is fetched (R60)",
 			"told_by", from, "leader", resp.LeaderID, "epoch", resp.Epoch)
 		r.clusterSeen = true
-		r.refreshVoters() // an observer now
+		r.refreshVoters() // no longer a voter of the bootstrap set (R60)
+		r.settleRole()    // an observer now
 		r.fetchHint = resp.LeaderID
 		if r.fetchHint == "" || r.fetchHint == r.id {
 			r.fetchHint = from

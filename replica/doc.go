@@ -88,21 +88,33 @@
 // The files, each named for what it holds, and the layers of calls between
 // them (a layer calls only the layers below it, never one above):
 //
-//	step.go, replica.go (Tick, Propose, Persisted, Ready), hint.go
+//	step.go, replica.go (New, Tick, Propose, Persisted, Ready), hint.go
 //	    entry points: dispatch to the handlers
-//	election.go (vote requests and answers, BeginEpoch),
-//	leader.go (fetch fencing and serving, check-quorum, HW),
-//	follower.go (fetch responses, fetch timers), forward.go (forwarded
-//	proposals, both sides, and the memo of answers)
-//	    handlers: they decide, and change role only through transitions
-//	transitions.go (becomeFollower/Prospective/Candidate/Leader, stepDown)
-//	    role changes: they call each other (an election that wins at once)
-//	    and the bookkeeping below, never a handler
-//	leader.go (updateLeaderHW, ackUpTo, leaderPropose), forward.go
-//	(abandonForwarded, failProposal), election.go (countVotes,
-//	logUpToDate, leader contact)
-//	    bookkeeping of one role's state
-//	writes.go (send, emit, appendEntries, truncate), log.go (logView over
-//	the LogReader), status.go, ready.go, config.go, errors.go
+//	election.go (vote requests and answers, BeginEpoch), bootstrap.go,
+//	leader.go (fetch fencing and serving, check-quorum), follower.go
+//	(fetch responses, fetch timers), forward.go (forwarded proposals, both
+//	sides, and the memo of answers), voters.go (voter changes),
+//	retention.go, transfer.go, producers.go, keys.go
+//	    handlers: they decide, and change role only through transitions;
+//	    one whose write or new HW may change whether this replica may
+//	    campaign calls settleRole (a leader, resignIfRemoved) after it
+//	transitions.go (becomeFollower/Prospective/Candidate/Leader, stepDown,
+//	settleRole, resignIfRemoved, restoreRole)
+//	    role changes, the only code that assigns the role: they call each
+//	    other (an election that wins at once) and the layers below, never
+//	    a handler
+//	leader.go (updateLeaderHW, ackUpTo, leaderPropose), follower.go
+//	(updateFollowerHW), forward.go (abandonForwarded, failProposal),
+//	election.go (countVotes, logUpToDate)
+//	    bookkeeping of one role's state: it moves no role
+//	writes.go (send, emit, appendEntries, truncate), retention.go
+//	(resetLog, deletePrefix), with what a write records: voters.go
+//	(refreshVoters, the set in force), keys.go (the key table), log.go
+//	(logView over the LogReader)
+//	    writes: they record log and voter-set state, never a role
+//	status.go, ready.go, config.go, errors.go
 //	    plumbing and types
+//
+// layers_test.go checks the two claims about roles: only transitions.go
+// assigns one, and no write or HW bookkeeping reaches a transition.
 package replica

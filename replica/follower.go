@@ -156,21 +156,25 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 			// answer is a violation: the plain truncation below goes below
 			// the HW, which halts (R43).
 			r.divergedBelowLogStart(d.LogStart, resp)
-			break
+		} else {
+			r.logger.Info("diverging log: truncating", "to", d.TruncateTo, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
+			r.truncate(d.TruncateTo)
 		}
-		r.logger.Info("diverging log: truncating", "to", d.TruncateTo, "leo", r.log.LEO(), "leader_epoch", d.Epoch)
-		r.truncate(d.TruncateTo)
+		r.settleRole() // the set in force may be one the truncation uncovered (R55)
 	case fetcher.Append:
 		r.leaderContact()
 		if len(d.Entries) > 0 {
 			r.appendEntries(d.Entries)
+			r.settleRole() // a set among them is in force once appended (R55)
 		}
 		r.leaderHW = max(r.leaderHW, d.HighWatermark)
 		r.updateFollowerHW()
+		r.settleRole() // a removal that commits ends an outgoing replica's candidacy
 		r.followLogStart(d.LogStart)
 	case fetcher.OutOfRange:
 		r.leaderContact()
 		r.resetToLogStart(d.LogStart, resp)
+		r.settleRole() // the reset takes the leader's sets below its log start (R55)
 	}
 }
 
@@ -202,10 +206,11 @@ func (r *Replica) divergedBelowLogStart(start uint64, resp *protocol.FetchRespon
 	}
 }
 
-// updateFollowerHW sets HW = min(durable LEO, leader's HW), never backwards.
+// updateFollowerHW sets HW = min(durable LEO, leader's HW), never
+// backwards. It moves no role: its caller then calls settleRole (a removal
+// that commits ends an outgoing replica's candidacy).
 func (r *Replica) updateFollowerHW() {
 	if hw := min(r.log.durableEnd, r.leaderHW); hw > r.hw {
 		r.hw = hw
-		r.settleRole() // a removal that commits ends an outgoing replica's candidacy
 	}
 }

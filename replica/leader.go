@@ -265,6 +265,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	if voter {
 		ls.remote[from] = req.FetchOffset
 		r.updateLeaderHW()
+		r.resignIfRemoved()
 	}
 	if r.role != RoleLeader {
 		return // resigned (R58)
@@ -365,7 +366,7 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 
 // updateLeaderHW is docs/design.md §3.5: the largest offset a majority of voters
 // hold (the leader with its durable LEO), only past the epoch start, never
-// backwards.
+// backwards. It moves no role: its caller then calls resignIfRemoved (R58).
 func (r *Replica) updateLeaderHW() {
 	ls := r.leader
 	if r.bootstrap {
@@ -393,7 +394,6 @@ func (r *Replica) updateLeaderHW() {
 	}
 	r.hw = o
 	r.ackUpTo(r.hw)
-	r.resignIfRemoved()
 }
 
 // ackUpTo acknowledges pending proposals that end at or below limit.

@@ -229,15 +229,12 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 	// Rounds need not be secret, only distinct within this incarnation;
 	// a restart forgets every vote it counted.
 	r.round = r.nextRequestID
-	if r.campaigns() {
-		r.role = RoleFollower
-	} else {
-		r.role = RoleObserver
-	}
-	r.resetElectionTimer()
+	r.restoreRole()
 	r.dropTornBatch() // R61
+	r.settleRole()    // the torn batch may have held a voter set
 	if bugTruncateToHW && r.log.LEO() > r.hw {
 		r.truncate(r.hw)
+		r.settleRole()
 	}
 	if r.voter && len(r.voters) == 1 {
 		// A fresh store with members to ask asks them first (R60).
@@ -370,16 +367,19 @@ func (r *Replica) Persisted(seq uint64) {
 	}
 	r.persistedSeq = seq
 	r.resetPersisted(seq)
+	r.settleRole() // the HW may have passed an outgoing replica's removal
 	if !r.log.persisted(seq) {
 		return
 	}
 	if r.role == RoleLeader {
 		r.updateLeaderHW()
+		r.resignIfRemoved()
 		if bugAckLeaderWrite {
 			r.ackUpTo(r.log.durableEnd)
 		}
 	} else {
 		r.updateFollowerHW()
+		r.settleRole() // as above
 	}
 }
 

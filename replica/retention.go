@@ -219,12 +219,11 @@ func (r *Replica) logStartVoters() []protocol.VotersAt {
 }
 
 // resetPersisted raises the HW to the log start of a reset once it is
-// durable (resetLog).
+// durable (resetLog). It moves no role: its caller then calls settleRole.
 func (r *Replica) resetPersisted(seq uint64) {
 	if r.resetSeq != 0 && seq >= r.resetSeq {
 		r.hw = max(r.hw, r.resetHW)
 		r.resetSeq = 0
-		r.settleRole()
 	}
 }
 

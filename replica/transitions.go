@@ -8,6 +8,14 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
+// This file is the one place that moves a replica between roles: r.role
+// is assigned nowhere else. A transition changes the role and what goes
+// with it (epoch, vote, leader, election timer, leader state, the fetch
+// outstanding), and calls other transitions (an election won at once), the
+// bookkeeping and the writes, never a handler. Writes never move a role
+// (writes.go): a handler whose write may have changed the voter set in
+// force calls settleRole once the write is recorded.
+
 // resetElectionTimer arms a follower's election timer: FetchTimeout plus a
 // random part of ElectionTimeout from now.
 func (r *Replica) resetElectionTimer() {
@@ -96,6 +104,34 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 	}
 	if bugTruncateToHW && (changed || !wasFollowing) && r.log.LEO() > r.hw {
 		r.truncate(r.hw)
+		r.settleRole()
+	}
+}
+
+// restoreRole gives the replica New restored its first role: following if
+// it may campaign, else observing, with its election timer armed.
+func (r *Replica) restoreRole() {
+	if r.campaigns() {
+		r.role = RoleFollower
+	} else {
+		r.role = RoleObserver
+	}
+	r.resetElectionTimer()
+}
+
+// settleRole moves a replica between following (it may campaign) and
+// observing (it may not) after its voter sets or its HW changed; a leader
+// is left to R58 (resignIfRemoved).
+func (r *Replica) settleRole() {
+	switch c := r.campaigns(); {
+	case c && r.role == RoleObserver:
+		r.logger.Info("now a voter", "dir", r.dirID, "voters_offset", r.votersOffset, "outgoing", !r.voter)
+		r.role = RoleFollower
+		r.resetElectionTimer()
+	case !c && (r.role == RoleFollower || r.role == RoleProspective || r.role == RoleCandidate):
+		r.logger.Info("no longer a voter: observing", "dir", r.dirID, "voters_offset", r.votersOffset)
+		r.role = RoleObserver
+		r.votes = nil
 	}
 }
 
@@ -220,6 +256,7 @@ func (r *Replica) becomeLeader() {
 		r.appendControlEntry()
 	}
 	r.updateLeaderHW()
+	r.resignIfRemoved()
 }
 
 // stepDown ends this replica's leadership: every pending proposal gets an
@@ -259,4 +296,15 @@ func (r *Replica) newRound() {
 	r.votes = map[string]bool{r.id: true}
 	r.grantDirs = map[string]string{}
 	r.answered = nil
+}
+
+// resignIfRemoved makes a leader that is no longer a voter step down once
+// the set that removed it is committed (R58).
+func (r *Replica) resignIfRemoved() {
+	if r.role != RoleLeader || r.voter || r.hw <= r.votersOffset {
+		return
+	}
+	r.logger.Info("removed from the voters and the change is committed: resigning", "epoch", r.epoch)
+	r.becomeFollower(r.epoch, "")
+	r.lastLeaderContact = time.Time{}
 }

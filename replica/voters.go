@@ -2,7 +2,6 @@ package replica
 
 import (
 	"slices"
-	"time"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -62,8 +61,10 @@ func (l *logView) currentVoters() (protocol.VotersAt, bool) {
 }
 
 // refreshVoters makes the newest voter set of the log view the one in
-// force, and moves this replica between voter and observer if its own
-// membership changed. It runs after every change of the view's rows.
+// force (the voters, their directories, the majority, whether this
+// replica votes). It runs after every change of the view's rows. It moves
+// no role: the handler whose write changed the rows settles that through
+// transitions.go (settleRole), once the write is recorded.
 func (r *Replica) refreshVoters() {
 	was, wasDirs := r.voter, r.voterDirs
 	if row, ok := r.log.currentVoters(); ok {
@@ -105,7 +106,6 @@ func (r *Replica) refreshVoters() {
 	if r.voter != was {
 		r.logger.Debug("voter set changed our membership", "voter", r.voter, "dir", r.dirID, "voters_offset", r.votersOffset)
 	}
-	r.settleRole()
 	// A leader removed from the set leads on, not counting itself, until
 	// the change commits (R58: updateLeaderHW resigns then).
 }
@@ -148,22 +148,6 @@ func (r *Replica) formerVoter(id, dir string) bool {
 // campaigns reports whether this replica may stand for election: a voter
 // of the set in force, or outgoing from it.
 func (r *Replica) campaigns() bool { return r.voter || r.outgoing() }
-
-// settleRole moves a replica between following (it may campaign) and
-// observing (it may not) after its voter sets or its HW changed; a leader
-// is left to R58 (resignIfRemoved).
-func (r *Replica) settleRole() {
-	switch c := r.campaigns(); {
-	case c && r.role == RoleObserver:
-		r.logger.Info("now a voter", "dir", r.dirID, "voters_offset", r.votersOffset, "outgoing", !r.voter)
-		r.role = RoleFollower
-		r.resetElectionTimer()
-	case !c && (r.role == RoleFollower || r.role == RoleProspective || r.role == RoleCandidate):
-		r.logger.Info("no longer a voter: observing", "dir", r.dirID, "voters_offset", r.votersOffset)
-		r.role = RoleObserver
-		r.votes = nil
-	}
-}
 
 // isVoterDir reports whether (id, dir) is a voter of the set in force: in
 // the bootstrap set any directory of a listed node is (nothing is recorded
@@ -417,17 +401,6 @@ func (r *Replica) autoReplace(from, dir string) {
 		r.logger.Info("adding the new incarnation of a replaced voter", "node", from, "dir", dir)
 		r.appendVoterSet(append(r.voterSet(), protocol.Voter{ID: from, DirID: dir}), r.owedWithout(from))
 	}
-}
-
-// resignIfRemoved makes a leader that is no longer a voter step down once
-// the set that removed it is committed (R58).
-func (r *Replica) resignIfRemoved() {
-	if r.role != RoleLeader || r.voter || r.hw <= r.votersOffset {
-		return
-	}
-	r.logger.Info("removed from the voters and the change is committed: resigning", "epoch", r.epoch)
-	r.becomeFollower(r.epoch, "")
-	r.lastLeaderContact = time.Time{}
 }
 
 // mayLead reports whether this replica follows node as the leader of

@@ -150,7 +150,11 @@ func TestVoterSetFollowsTheLog(t *testing.T) {
 	settle(t, r, store)
 	r.leaderHW = 2
 	r.updateFollowerHW()
-	if r.hw != 2 || r.voter || r.outgoing() || r.role != RoleObserver {
+	if r.hw != 2 || r.role != RoleFollower {
+		t.Fatalf("the HW moved no role before the handler settles it: hw %d role %v", r.hw, r.role)
+	}
+	r.settleRole()
+	if r.voter || r.outgoing() || r.role != RoleObserver {
 		t.Fatalf("after the set without it committed: hw %d voter %v outgoing %v role %v", r.hw, r.voter, r.outgoing(), r.role)
 	}
 }

@@ -7,6 +7,14 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
+// This file issues the writes (emit) and the messages that wait for them
+// (send). A write records what it changes and nothing more: the log view,
+// the voter set in force (refreshVoters, with a leader's grace for a voter
+// new to it) and the key table; a truncation below the HW halts instead.
+// It never moves the replica between roles, nor changes its epoch, vote or
+// leader: the handler that wrote settles the role through transitions.go
+// (settleRole) once the write is recorded.
+
 // send queues m to be handed out once every quorum-state write issued so
 // far is persisted.
 func (r *Replica) send(to string, body protocol.Body) {
