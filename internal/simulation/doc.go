@@ -1,127 +1,144 @@
-// Package simulation holds replog's deterministic cluster simulator: whole
-// clusters of nodes, each the protocol core (replica.Replica) in the real
-// shell's round (internal/shell.Node, the type the root's loop drives: the
-// same order of Tick, Step, Persisted and Ready, the same proposal
-// outcomes and reader wake-ups, readers reading through shell.ReadBatch),
-// driven single-threaded by a
-// discrete-event scheduler in simulated time, over a simulated network
-// (network.go: delays, drops, duplicates, reordering, partitions, delivery
-// across restarts) and simulated disks (disk.go: random write latency,
-// crashes that lose what was not yet durable, failing writes, torn writes,
-// nodes without fsync), with a workload of appends and reads (workload.go)
-// and of retention requests (retention.go: deletions below offsets around
-// a node's HW, on any node), a nemesis (nemesis.go: crashes, pauses,
-// partitions, clock jumps and stalls, lulls; retention.go: nodes lagging
-// while their leader deletes, observers restarted on an empty store),
-// voter changes and voter wipes (voters.go: adds, removes of followers and
-// of the leader, voters restarted on an empty store with a new directory
-// ID and replaced automatically or by the workload),
-// gossip hints true, stale and false (gossip.go), and an
-// invariant checker run after every event (checker.go for safety,
-// liveness.go for liveness while faults run).
+// Package simulation holds replog's deterministic cluster simulator. It
+// runs whole clusters of nodes, each the protocol core (replica.Replica)
+// in the real shell's round (internal/shell.Node, the type the root
+// package's loop drives: the same order of Tick, Step, Persisted and
+// Ready, the same proposal outcomes and reader wake-ups, readers reading
+// through shell.ReadBatch), single-threaded, under a discrete-event
+// scheduler in simulated time. Nothing in a run reads a real clock, starts
+// a goroutine or does I/O.
+//
+// # Determinism
 //
 // One *rand.Rand seeded from Options.Seed drives every choice, including
-// the cores' own randomness (issue 9's faults draw from a second stream
-// seeded from it too), so a seed names one exact run: the same seed always
-// produces the same trace (see Result.Hash). A failure reports its seed;
-// rerunning that seed reproduces it.
+// the cores' own randomness. The extended faults, retention, voter
+// changes, read barriers and the exactly-once workload each draw from a
+// stream of their own seeded from the same seed, so that turning one of
+// them off (Options.Classic, NoVoterChanges) leaves the others' draws as
+// they were. A seed therefore names one exact run: the same seed and
+// options always give the same trace, summed up by Result.Hash (an FNV
+// hash of every event, message, write, acknowledgement and their times,
+// trace.go). A failure reports its seed and the command that reruns it;
+// a rerun that does not fail the same way is reported as
+// NONDETERMINISTIC, a bug of the simulator or of the node code.
 //
-// Running it:
+// # What a run simulates
 //
-//	go test -race ./internal/simulation                      # CI: 250 seeds x 5000 steps
-//	go test ./internal/simulation -run TestSimulation -sim.seed=N -v [-sim.trace]
-//	go test ./internal/simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000 -sim.stats
-//	go test -tags replog_bug_vote_no_logcheck ./internal/simulation -run TestSimulation -sim.seeds=3000
-//	go test -tags replog_bug_wiped_voter ./internal/simulation -run TestWipedVoterSeeds -v  # must fail (lost committed entries)
-//
-// Flags: -sim.seeds, -sim.steps, -sim.seed, -sim.start, -sim.trace,
-// -sim.maxfail (stop after this many failing seeds), -sim.workers,
-// -sim.safetyonly (check consequences only, not protocol rules),
-// -sim.stable=false (skip the final false-hint stability phase),
-// -sim.classic (only the faults of before issue 9, drawn from the same
-// random stream), -sim.live=false (no liveness rules), -sim.corecontact
-// (liveness counts leader contact as the core did at a2e649b), -sim.stats
-// (print the totals of issues 9's, 11's and 12's fault kinds; -v prints
-// them too), -sim.voters=false (no voter changes or voter wipes),
-// -sim.bugs (stop steering around known core bugs, below).
-//
-// A run: 1–7 voters and 0–2 observers (at least one in runs with voter
-// changes, to add); faults (crashes that lose unsynced
-// writes, some leaving torn writes, power cuts, failing writes, NoSync
-// nodes losing their page cache, restarts, stalls, clock jumps and stalls,
-// partitions symmetric and one-way, message drops, duplicates, delays and
-// reordering, delivery to a restarted receiver, clock drift, stale and
-// false membership hints) for the first 70% of the steps, in some runs in
-// storms separated by lulls; then a fault-free workload; then no workload
-// until the cluster converges (one leader, every replica with the same log
-// and HW), which must happen within a bound of simulated time; then
+// A run has 1–7 voters and 0–2 observers (at least one in runs with voter
+// changes, to add). Its phases: faults and workload for the first 70% of
+// the steps (in some runs in storms separated by lulls), then the
+// workload without faults, then no workload until the cluster converges
+// (one leader, every replica with the same log and HW, no voter change
+// unanswered), which must happen within a bound of simulated time; then
 // (Options.Stable) false "leader failed" gossip hints, which must not
-// depose the healthy leader. All along, the liveness rules of liveness.go
-// hold: a leader every voter follows within a bound of the last fault, no
-// leader that a majority reaches deposed, no follower leaving a leader
-// that answers it.
+// depose the healthy leader.
 //
-// Voters (issue 12; voters.go has the checks and the argument for how many
-// voters may lose their disks, and when): each disk has a directory ID
-// ("v1.d0", then "v1.d1" after a wipe); the workload proposes voter changes
-// on random nodes, and in a quarter of the runs every node has
-// ManualVoterChanges and the workload heals wiped voters itself. The
-// checker counts every majority against the voter set in force at the
-// directories it records, never a new incarnation as the old one, and one
-// uncommitted change at a time; -sim.stats counts VoterChanges,
-// VoterAdds, VoterRemoves, RemovedLeaders, VoterWipes, Replacements and
-// more (stats.go).
+// Workload (workload.go, barrier.go, exactlyonce.go): appends of 1..n
+// records and reads on random live nodes; read barriers (R50); in
+// exactly-once runs (Options.ExactlyOnce, R61–R67) keyed appends retried
+// with their key after unknown outcomes, caller IDs reused within and
+// past the deduplication window; retention requests at offsets around a
+// node's HW, on any node (retention.go, R51–R53); voter changes proposed
+// on random nodes, and in a quarter of the runs ManualVoterChanges on
+// every node with the workload healing wiped voters itself (voters.go,
+// R55–R58).
 //
-// Core bugs found. The simulation found six bugs in the first core of
-// issue 12 (c2e6d06), all fixed since (19f3731, 86727c5), and the default
-// run now exercises each: (A) check-quorum ignored a voter just added, so
-// a leader whose new majority needed it resigned at once; (B) a node
-// refused every vote while its own log did not list it as a voter, so
-// growing one voter to two deadlocked; (C) a node removed while cut off
-// stayed prospective for ever (vote requests dropped unanswered, no
-// fetches); (D) a reset that truncates kept the truncated entries' voter
-// sets; (E) a leader with nothing uncommitted made no voter change until a
-// user appended; (F) the automatic replacement's add was leader memory.
-// (G) a fresh store whose bootstrap voters were all fresh too (a single
-// voter, or every listed voter wiped) bootstrapped a second cluster: now
-// a bootstrap round asks every member it knows of whether a cluster exists
-// (R60; Config.Members is the simulated join's view: every node), and
-// the default run wipes the sole bootstrap voter too (seed 1551 x1500,
-// 70000336 x20000). A bug found and not fixed yet is steered around by
-// default (a field of Options.Bugs says how), and -sim.bugs=NAME (or all)
-// stops steering, so that runs fail where it bites. None is open now.
+// Fault kinds. The basic ones, in every run: crashes that lose what was
+// not yet durable, restarts, pauses, partitions symmetric and one-way,
+// message drops, duplicates, delays and reordering, clock drift, true
+// and stale membership hints (network.go, nemesis.go, gossip.go). The
+// extended ones, off in classic runs (Options.Classic): lulls, clock
+// jumps and stalls, failing writes, torn writes, NoSync nodes losing
+// their page cache, messages delivered across a restart to the
+// receiver's next incarnation, false leader hints, clusters of 6 or 7
+// voters (nemesis.go, disk.go, network.go, gossip.go); nodes lagging
+// while their leader deletes, observers restarted on an empty store
+// (retention.go); voters restarted on an empty store with a new
+// directory ID, "v1.d0" then "v1.d1" (voters.go, which argues how many
+// voters may lose their disks, and when). FaultCounts (stats.go) counts
+// each kind; a default sweep of 500 seeds or more fails if any kind was
+// never injected.
 //
-// Fixed since, and no longer steered around: (N) a voter removed while a
-// failed candidacy had left it in a later epoch campaigned for ever and
-// never fetched its removal (seed 92067076 x1500): a leader now stands
-// again for its Restand fetch; (M) a leader that appended
-// its own removal and lost its quorum before it committed observed for
-// good, while the other voter needed its grant (seed 85008750 x1500): a
-// replica whose uncommitted newest set removed it now campaigns in that
-// set, and the checker fails one that observes instead; (J2) a change made
-// between an automatic replacement's two steps, with retention pruning
-// the rows that showed the removal, left no leader able to tell that the
-// wiped voter was owed its place (seeds 70100495 and 85200728 x5000; the
-// workload re-added the node, counted as ReAdds): a voter set now records
-// whom it owes a place, and the checker fails a leader's set that drops
-// a debt or invents one; (L) a voter whose own set
-// lacked the leader (it appended the set removing that leader, never
-// committed) stayed out for ever: a vote refusal naming the leader of the
-// voter's epoch vouched for it in the epoch the pre-vote asked for, so the
-// replica refused to follow it in its own epoch and dropped its answers
-// and the not-leader answers naming it (seeds 1009695 x1500, 2000583
-// x5000, 3000059 x20000); (K) a wiped node answered a late copy of a
-// forwarded append for an epoch its old disk led with a final "not
-// leader", though that disk appended it (seed 1000409 x1500): a node now
-// refuses for good only when it knows who led its epoch; (J) a leader
-// completed another's automatic replacement only while its voter sets
-// showed the removal, and once the log start passed the removal's entry
-// its rows were pruned and the wiped voter was never added back (seed
-// 19702 x1500): below the log start, the rows now keep the newest change
-// too; (I) a voter reset to its leader's log start held no voter set until
-// it fetched the copy above that log start, and with the leader lost
-// meanwhile no leader was ever elected again (seed 3424 x1500): the
-// answer that resets it carries the leader's rows below its log start,
-// and the reset records them (the checker compares them with the
-// committed log's).
+// # Invariants
+//
+// Checked after every event (checker.go has the full list): no two
+// replicas hold different entries below their HWs; a newly committed
+// entry is durable on a majority of the voter set in force, each voter at
+// the directory the set records; one leader per epoch, holding every
+// entry committed before its epoch; a leader's HW moves only onto an
+// entry of its own epoch; HW and ReadableHW never move back; a vote is
+// durable before it is sent, one grant per epoch per disk; appends are
+// contiguous and epochs never decrease along a log; acknowledgements are
+// declared only for committed records at the acked offsets, ErrNotLeader
+// only when nothing was appended; readers get exactly the committed
+// entries; no record is committed at two offsets, and every ack of a
+// keyed append names the same offset; the voter sets obey R55–R60 (one
+// uncommitted change at a time, majorities counted against the set in
+// force, a wiped incarnation never counted as its old self, debts of the
+// automatic replacement carried until paid); log starts never move back
+// and nothing at or above the HW is deleted (retention.go); after
+// convergence every store holds exactly the committed log. While faults
+// run, three liveness rules hold (liveness.go): a leader every voter
+// follows within a bound of the last fault, no leader that a majority
+// reaches deposed, no follower leaving a leader that answers it.
+// Options.SafetyOnly keeps only the consequence checks (lost or changed
+// entries), to show that a broken rule is caught by what it breaks.
+//
+// The checker has teeth: sabotage options (ForgeVotes, ForgePreVotes,
+// LyingDisk, DropAnswers) must make it fail (TestCheckerHasTeeth,
+// TestCheckerCatchesLyingDisk, TestLivenessHasTeeth), and the core built
+// with a deliberate bug (-tags replog_bug_*, the replica package's bug
+// toggles) must fail the regression seeds that guard its rule.
+//
+// # Tests and flags
+//
+//	go test -race ./internal/simulation       # CI: TestSimulation's 250 seeds x 5000 steps, and the rest
+//	go test ./internal/simulation -run TestSimulation -sim.seed=N -sim.steps=S -v [-sim.trace]
+//	go test ./internal/simulation -run TestSimulation -sim.seeds=100000 -sim.start=1000000 -sim.steps=1500 -sim.stats
+//	go test ./internal/simulation -run TestRegressionSeeds -v
+//	go test ./internal/simulation -run TestTraceHashes -sim.hashes=/tmp/h -sim.hashes.write -sim.seeds=2000 -sim.steps=1500
+//	go test -tags replog_bug_wiped_voter ./internal/simulation -run 'TestRegressionSeeds/^(55|120|3726)_' # must fail
+//
+// TestRegressionSeeds (regress_test.go) runs one table of seeds that
+// failed once, each with its length, its options and the rule or failure
+// it guards; a seed a sweep finds failing goes there once fixed.
+// TestTraceHashes checks that the runs of testdata/trace_hashes.txt keep
+// their hashes (a refactoring must not change behaviour; a change of
+// behaviour rewrites the file on purpose). TestDeterminism runs seeds
+// twice, plain and exactly-once, and compares the hashes.
+//
+// Flags: -sim.seeds (number of seeds, from -sim.start), -sim.steps
+// (workload steps per seed; the convergence phase comes on top),
+// -sim.seed (run only this seed), -sim.trace (print its trace),
+// -sim.maxfail (stop after this many failing seeds), -sim.workers
+// (parallel seeds), -sim.stats (print the fault and liveness totals; -v
+// prints them too); options of the runs: -sim.safetyonly, -sim.stable=false
+// (no final false-hint phase), -sim.classic (basic faults only),
+// -sim.live=false (no liveness rules), -sim.corecontact (liveness counts
+// leader contact the narrower way, Options.CoreContact),
+// -sim.voters=false (no voter changes or wipes), -sim.exactlyonce (the
+// exactly-once workload; -sim.eoseeds is how many seeds
+// TestSimulationExactlyOnce runs), -sim.bugs (stop steering around known
+// core bugs, below); -sim.hashes and -sim.hashes.write (TestTraceHashes'
+// file, and writing it instead of checking it).
+//
+// # Reproducing a seed
+//
+// A failing seed prints its reproduce line: the seed, its steps, the
+// options that differ from the defaults and any build tags, e.g.
+//
+//	go test ./internal/simulation -run TestSimulation -sim.seed=19702 -sim.steps=1500 -v -sim.trace
+//
+// -sim.trace prints every event, message, write and outcome with its
+// simulated time; the failure itself prints the last 80 lines. The run is
+// the same at every rerun, on any machine, with or without -race or the
+// trace. Once the bug is fixed, add the seed to TestRegressionSeeds'
+// table with one line on what it guards.
+//
+// # Known core bugs
+//
+// A core bug the simulation finds and that is not fixed at once may be
+// steered around by default, so that the default run passes: a field of
+// KnownBugs says how, and -sim.bugs=NAME (or all) stops steering, so
+// that runs fail where it bites. None is open now; -sim.bugs accepts
+// the names of fixed ones and changes nothing.
 package simulation

@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	flagSeeds   = flag.Int("sim.seeds", 250, "number of seeds TestSimulation runs (CI default: 250, which keeps the package's -race run within its time before issue 9 added fault kinds and the shell's rounds; long sweeps set it)")
+	flagSeeds   = flag.Int("sim.seeds", 250, "number of seeds TestSimulation runs (CI default: 250, which keeps the package's -race run within its time budget; long sweeps set it)")
 	flagSteps   = flag.Int("sim.steps", 5000, "workload steps (events) per seed; the fault-free convergence phase comes on top")
 	flagSeed    = flag.Int64("sim.seed", -1, "run only this seed (with -sim.trace to print its trace)")
 	flagStart   = flag.Int64("sim.start", 1, "first seed TestSimulation runs")
@@ -25,11 +25,11 @@ var (
 	flagWorkers = flag.Int("sim.workers", 0, "parallel seeds (default GOMAXPROCS)")
 	flagStable  = flag.Bool("sim.stable", true, "after convergence, false failure hints must not depose the healthy leader")
 	flagSafety  = flag.Bool("sim.safetyonly", false, "check only consequences (lost or changed entries), not protocol rules")
-	flagClassic = flag.Bool("sim.classic", false, "only the faults of before issue 9 (Options.Classic)")
+	flagClassic = flag.Bool("sim.classic", false, "only the basic faults (Options.Classic)")
 	flagLive    = flag.Bool("sim.live", true, "check liveness while faults run (liveness.go)")
-	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact as the core does today (Options.CoreContact)")
-	flagStats   = flag.Bool("sim.stats", false, "print the totals of issue 9's fault kinds and liveness checks (also in -v output)")
-	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (issue 12; voters.go); false: Options.NoVoterChanges")
+	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact the narrower way (Options.CoreContact)")
+	flagStats   = flag.Bool("sim.stats", false, "print the totals of the fault kinds and liveness checks (also in -v output)")
+	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (voters.go); false: Options.NoVoterChanges")
 	flagEO      = flag.Bool("sim.exactlyonce", false, "the exactly-once workload (Options.ExactlyOnce: keyed appends retried with their key; TestSimulationExactlyOnce runs it)")
 	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list; none is open (the names of fixed ones, solebootstrap, resetnoset, reappend, wipedleader, staleset, interleaved, change nothing)")
 )
@@ -68,6 +68,9 @@ func reproduce(seed int64, steps int) string {
 	}
 	if !*flagVoters {
 		cmd += " -sim.voters=false"
+	}
+	if *flagEO {
+		cmd += " -sim.exactlyonce"
 	}
 	if *flagBugs != "" {
 		cmd += " -sim.bugs=" + *flagBugs
@@ -188,7 +191,7 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min; slowest convergence %v (seed %d)",
 		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
 		el.Round(time.Millisecond), float64(done)/el.Minutes(), total.ConvergeTime, total.Seed)
-	stats := fmt.Sprintf("faults (issue 9 kinds) over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d",
+	stats := fmt.Sprintf("faults over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d",
 		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers)
 	t.Log(stats)
 	if *flagStats {
@@ -198,7 +201,7 @@ func TestSimulation(t *testing.T) {
 		t.Errorf("%d seeds completed no read barrier (barrier.go's workload is wired to nothing)", done)
 	}
 	if !*flagClassic && done >= 500 && steps >= 1500 {
-		// Every kind of issue 9's faults must have been injected (a
+		// Every fault kind FaultCounts counts must have been injected (a
 		// fault kind wired to nothing would count 0). A tainted run (and a
 		// dead add, which taints) is an outcome, not a fault: it may not
 		// happen.
@@ -282,7 +285,7 @@ func TestCheckerCatchesLyingDisk(t *testing.T) {
 // honest) make candidates
 // that depose leaders a majority still reaches (rule 2); fetch answers the
 // shell loses after clean delivery make followers leave a healthy leader
-// (rule 3, the symptom of issue 9's dropped late answer).
+// (rule 3, the symptom of a shell that drops a late answer).
 func TestLivenessHasTeeth(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -1,0 +1,157 @@
+package simulation
+
+import (
+	"fmt"
+	"testing"
+)
+
+// regressMode is the options a regression seed runs with, besides the
+// defaults (Stable on, liveness on, voter changes on, every fault kind).
+type regressMode int
+
+const (
+	modeDefault     regressMode = iota
+	modeClassic                 // Options.Classic: the basic faults only
+	modeSafetyOnly              // Options.SafetyOnly: consequence checks only
+	modeExactlyOnce             // Options.ExactlyOnce: the keyed workload
+)
+
+func (m regressMode) String() string {
+	return [...]string{"", "classic", "safetyonly", "exactlyonce"}[m]
+}
+
+// options are the Options of seed's run in mode m: fixed, whatever the
+// command line's -sim.* flags say, so that a row always replays its run.
+func (m regressMode) options(seed int64, steps int) Options {
+	o := Options{Seed: seed, Steps: steps, Stable: true, Bugs: knownBugs()}
+	switch m {
+	case modeClassic:
+		o.Classic = true
+	case modeSafetyOnly:
+		o.SafetyOnly = true
+	case modeExactlyOnce:
+		o.ExactlyOnce = true
+	}
+	return o
+}
+
+// regression is one row of the regression table: a seed that once failed
+// (or made the checker fail falsely), the length and options of its run,
+// and the rule or failure it guards. Where a replica bug toggle
+// (-tags replog_bug_*, replica's bugs doc) makes the run fail, guards
+// names it: the row then has teeth for that rule.
+type regression struct {
+	seed  int64
+	steps int
+	mode  regressMode
+	// guards is the rule or failure the run guards against.
+	guards string
+	// exercised, if set, checks that the run still does what the seed was
+	// chosen for (the random streams change with the simulator, and a
+	// seed may drift away from its scenario): it returns what is missing,
+	// or "".
+	exercised func(Result) string
+}
+
+func wipedAVoter(r Result) string {
+	if r.Faults.VoterWipes == 0 {
+		return "it wiped no voter"
+	}
+	return ""
+}
+
+func madeADeadAdd(r Result) string {
+	if r.Faults.DeadAdds == 0 || !r.Tainted {
+		return fmt.Sprintf("it made no dead add (DeadAdds %d, tainted %v)", r.Faults.DeadAdds, r.Tainted)
+	}
+	return ""
+}
+
+// regressions are the simulation's regression seeds, one table. A seed a
+// sweep finds failing goes here once what it found is fixed.
+var regressions = []regression{
+	// Elections and epochs.
+	{130025491, 1500, modeClassic, "a vote answer counts only for the round it answers: a late pre-vote grant of an earlier round must not make a candidate that deposes a healthy leader (R20)", nil},
+	{80201032, 5000, modeDefault, "a follower reset to its leader's log start compares in elections as the log it stands for (the leader's epoch below its log start), so it never elects a candidate without committed entries (R53; fails with replog_bug_vote_no_logcheck and replog_bug_no_outgoing)", nil},
+	{80201032, 1500, modeDefault, "as at 5000 steps: a reset log compares as the log it stands for (R53; fails with replog_bug_no_outgoing)", nil},
+	{80124747, 1500, modeDefault, "a voter judges a candidate its own set lacks (it lacks the entry adding it) by the candidate's set, so the longest log can still be elected (R42, Raft §4.2.3; fails with replog_bug_vote_no_logcheck and replog_bug_wiped_voter)", nil},
+
+	// Voter sets: a leader that removes itself (R55, R58).
+	{85008750, 1500, modeDefault, "a leader that appended its own removal and lost its quorum before it committed still campaigns in that set, else nobody is electable (R55 outgoing; fails with replog_bug_no_outgoing)", nil},
+	{70100862, 5000, modeDefault, "an outgoing replica (its uncommitted newest set removed it) campaigns until the removal commits (R55; fails with replog_bug_no_outgoing and replog_bug_vote_no_logcheck)", nil},
+	{70110741, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55); a wiped voter's new incarnation is not counted as its old self (R56; fails with replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
+	{70107078, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55; fails with replog_bug_no_outgoing and replog_bug_vote_no_logcheck)", nil},
+	{70111570, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55; fails with replog_bug_no_outgoing, replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
+	{70102668, 5000, modeDefault, "an outgoing replica campaigns until the removal commits, with a wiped observer re-added (R55; fails with replog_bug_no_outgoing)", nil},
+	{70114583, 5000, modeDefault, "an outgoing replica campaigns until the removal commits; a commit counts voters at their recorded directories (R55, R56; fails with replog_bug_no_outgoing and replog_bug_wiped_voter)", nil},
+
+	// Wiped voters (R56) and their automatic replacement (R58).
+	{55, 1500, modeSafetyOnly, "a wiped voter's new incarnation, its log empty, is never counted as its old self: no committed entry is lost (R56; fails with replog_bug_wiped_voter: durable on only 1 voter)", wipedAVoter},
+	{120, 1500, modeSafetyOnly, "as seed 55: a wiped voter is not counted as its old self (R56; fails with replog_bug_wiped_voter)", wipedAVoter},
+	{3726, 1500, modeSafetyOnly, "as seed 55: a wiped voter is not counted as its old self (R56; fails with replog_bug_wiped_voter)", wipedAVoter},
+	{84027860, 1500, modeDefault, "a replica that votes in no set of its own (a wiped sole bootstrap voter holding the first set) follows whoever leads, catches up and is replaced (R42; fails with replog_bug_wiped_voter)", nil},
+	{82044543, 1500, modeDefault, "an add needs a fetch now (within FetchMaxWait+ElectionTimeout): a node wiped just after its last fetch is not added at its dead directory (R58)", nil},
+	{84083734, 5000, modeDefault, "a leader adding an incarnation whose disk was lost since its last fetch (within R58's bound) stops the run as tainted, not failed: with one more voter lost no protocol elects", madeADeadAdd},
+	{84054482, 5000, modeDefault, "as 84083734: a dead add taints the run (R58; fails with replog_bug_wiped_voter)", madeADeadAdd},
+	{19702, 1500, modeDefault, "below the log start, voter-set rows keep the newest change too, so any leader completes an automatic replacement whose removal retention passed (R58; fails with replog_bug_wiped_voter)", nil},
+	{3424, 1500, modeDefault, "a follower reset to its leader's log start records the leader's voter-set rows below it, so it holds a set and the cluster can elect again (R53, R55)", nil},
+	{70100495, 5000, modeDefault, "a change made between an automatic replacement's two steps carries the debt to the wiped voter, which is added back (R58 owed; fails with replog_bug_wiped_voter)", nil},
+	{85200728, 5000, modeDefault, "a voter set carries whom it owes a place even once retention pruned the rows that showed the removal (R58 owed; fails with replog_bug_drop_owed, replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
+
+	// Bootstrap (R57, R60).
+	{1551, 1500, modeDefault, "a wiped sole bootstrap voter asks the members before it bootstraps and joins its cluster instead of forking a second one (R60; fails with replog_bug_fresh_bootstrap)", nil},
+	{70000336, 20000, modeDefault, "every bootstrap voter wiped: a fresh store asks the members before it bootstraps, no second cluster (R60; fails with replog_bug_no_outgoing, replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
+	{82044721, 1500, modeDefault, "a bootstrap round asks again those that have not answered, so seven voters and two observers elect (R57, R60)", nil},
+	{82042895, 1500, modeDefault, "a cluster counts as formed only once a voter set is committed: a first set held only by an observer does not make every bootstrap voter observe for ever (R60)", nil},
+	{84206751, 5000, modeDefault, "a Formed answer means a cluster exists that the asker is not part of as it is now (R60; fails with replog_bug_wiped_voter)", nil},
+
+	// The simulator's own judgement: runs that once failed falsely.
+	{130036950, 1500, modeClassic, "the cluster has not converged while its leader is paused: the stable phase must not start then", nil},
+	{130063570, 1500, modeClassic, "as 130036950: convergence waits for a paused leader", nil},
+	{93038914, 5000, modeDefault, "a vote grant is judged by the voter set of the round that issued it: the grant waits for its durable write, and a reset may change the set meanwhile (fails with replog_bug_wiped_voter)", nil},
+	{97538327, 5000, modeDefault, "a node's messages are judged by the sets it had while they may have been built: a message waits in the core for the writes before it (fails with replog_bug_wiped_voter)", nil},
+}
+
+// reproduceRow is the command line that reruns r's seed with its trace.
+func reproduceRow(r regression) string {
+	cmd := fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d", r.seed, r.steps)
+	if r.mode != modeDefault {
+		cmd += " -sim." + r.mode.String()
+	}
+	if tags := buildTags(); tags != "" {
+		cmd = "go test -tags " + tags + cmd[len("go test"):]
+	}
+	return cmd + " -v -sim.trace"
+}
+
+// TestRegressionSeeds runs the regression table: every seed must pass, and
+// still do what it was chosen for. Built with a bug toggle, the rows whose
+// guards name it must fail (go test -tags replog_bug_no_outgoing
+// ./internal/simulation -run TestRegressionSeeds fails).
+func TestRegressionSeeds(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range regressions {
+		name := fmt.Sprintf("%d_x%d", r.seed, r.steps)
+		if r.mode != modeDefault {
+			name += "_" + r.mode.String()
+		}
+		if seen[name] {
+			t.Fatalf("row %s is listed twice", name)
+		}
+		seen[name] = true
+		if r.guards == "" {
+			t.Errorf("row %s does not say what it guards", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			res := Run(r.mode.options(r.seed, r.steps))
+			if res.Err != nil {
+				t.Fatalf("seed %d x%d %s: %v\n  guards: %s\n  reproduce: %s", r.seed, r.steps, r.mode, res.Err, r.guards, reproduceRow(r))
+			}
+			if r.exercised != nil {
+				if miss := r.exercised(res); miss != "" {
+					t.Errorf("seed %d x%d %s passes but %s: it no longer tests what it guards (%s); choose another seed", r.seed, r.steps, r.mode, miss, r.guards)
+				}
+			}
+		})
+	}
+}
