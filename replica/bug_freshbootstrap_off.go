@@ -1,5 +1,0 @@
-//go:build !replog_bug_fresh_bootstrap
-
-package replica
-
-const bugFreshBootstrap = false

@@ -1,5 +1,0 @@
-//go:build !replog_bug_no_outgoing
-
-package replica
-
-const bugNoOutgoing = false

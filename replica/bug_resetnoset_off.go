@@ -1,5 +1,0 @@
-//go:build !replog_bug_reset_no_set
-
-package replica
-
-const bugResetNoSet = false

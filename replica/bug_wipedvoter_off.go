@@ -1,5 +1,0 @@
-//go:build !replog_bug_wiped_voter
-
-package replica
-
-const bugIgnoreDirs = false
