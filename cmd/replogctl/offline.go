@@ -1,15 +1,13 @@
 package main
 
 // The offline commands read a stopped node's data directory, read-only
-// (storage.OpenDirReadOnly): nothing in it is changed, and while a node
-// holds the directory they fail (the directory is locked) instead of
-// reading a log that moves under them.
+// (openDir): nothing in it is changed, and while a node holds the
+// directory they fail (the directory is locked) instead of reading a log
+// that moves under them.
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -28,16 +26,22 @@ func init() {
 		Summary: "describe a stopped node's data directory: identity, segments, offsets, epochs, voter sets, vote, HW",
 		Usage:   "[--json] [--timeout D] DIR",
 		Help: `Prints what the data directory DIR holds, read-only: its identity
-(cluster, node, directory ID), the log start and LEO, the epoch map
-(epoch and first offset), the voter sets (the offset of each voters
-entry and its voters as node/directory; a first one below the log start
-is the set in force there), the HW checkpoint, the quorum state (epoch,
-vote, leader) and the segment files (offset range, size; the active one
-last). Only the active segment is read. --json prints the same as one
-JSON object.
+(cluster, node, directory ID), the log start and LEO (log end offset),
+the epoch map (epoch and first offset), the voter sets (the offset of
+each voters entry and its voters as node/directory; a first one below
+the log start is the set in force there), the HW checkpoint, the quorum
+state (epoch, vote, leader) and the segment files (offset range, size;
+the active one last). Only the active segment is read. --json prints the
+same as one JSON object.
+
+The HW checkpoint is the high watermark (the end of what is committed)
+as the node last saved it, at most once a second: it may lag the LEO,
+even after a clean shutdown, by design. A starting node learns the real
+high watermark from its leader; nothing above the checkpoint is lost or
+cut because of it.
 
 Exit status: 0 if the directory could be read; 1 if not (a node holds
-it, it is damaged, or there is no data file).`,
+it, it is damaged, or it is not a replog data directory).`,
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 			asJSON := fs.Bool("json", false, "print one JSON object")
 			timeout := fs.Duration("timeout", time.Second, "wait this long for the directory's lock")
@@ -69,9 +73,12 @@ the directory could not be read (a node holds it, no data file).`,
 				if err != nil {
 					return err
 				}
+				if err := checkDir(dir); err != nil {
+					return err
+				}
 				r, err := storage.VerifyDir(dir, storage.DirOptions{Timeout: *timeout})
 				if err != nil {
-					return err
+					return dirError(dir, *timeout, err)
 				}
 				fmt.Fprintf(e.stdout, "ok: %d entries [%d, %d) in %d segment files, every checksum verified\n",
 					r.Entries, r.LogStart, r.LEO, r.Segments)
@@ -84,13 +91,33 @@ the directory could not be read (a node holds it, no data file).`,
 		Summary: "print entries of a stopped node's data directory as JSON lines",
 		Usage:   "[--from N] [--to M] [--timeout D] DIR",
 		Help: `Prints the entries of the data directory DIR with offsets in
-[--from, --to), read-only, one JSON object per line:
-{"offset","epoch","type","time","data"}: type "data", "control" or
-"voters" (a voter set; its voters, as node/directory, in "voters"), time
-the leader's append time in milliseconds since the Unix epoch (0:
-unknown), data the record in base64 (as tail --json prints it). Without
---from it starts at the log start, without --to it ends at the LEO.
-Every entry's checksum is verified as it is read.
+[--from, --to), read-only, one JSON object per line, decoded: a record
+as the user appended it, the protocol's own entries as what they hold.
+
+  offset, epoch  the entry's offset and leader epoch
+  time           the leader's append time, ms since the Unix epoch (0: unknown)
+  type           the stored type: "data" or "keyed" (a user's record,
+                 readers see it), "control", "voters" or "state" (the
+                 protocol's, readers never see them)
+  kind           what it is for: "record"; "epoch-start" (the first entry
+                 of an epoch: its new leader's, or the epoch's first
+                 barrier), "barrier" (Barrier, WaitReady, Cursor),
+                 "control" (a control entry at the log start, where the
+                 epoch map no longer tells which), "voter-set", "cursor"
+                 (a CommitCursor), "key-copies" (the leader's copies of
+                 live producer and ID records, kept above the log start)
+  data           a record's bytes, base64 (as tail --json prints them)
+  key            a keyed append's key, on its batch's last entry and on a
+                 cursor commit: producer (16 hex digits), seq, low, id
+                 (WithID), first and entries (the batch's offsets)
+  voters, owed   a voter set, node/directory each, and whom it owes a place
+  state          a state entry's records: {"kind":"cursor","name","next"},
+                 {"kind":"producer",...} or {"kind":"id",...}
+  raw, malformed an entry that does not decode: its stored bytes (base64)
+                 and why
+
+Without --from it starts at the log start, without --to it ends at the
+LEO. Every entry's checksum is verified as it is read.
 
 Exit status: 0 if every entry asked for was printed; 1 if the range is
 outside the log (below its start or above its LEO), an entry is
@@ -156,18 +183,18 @@ type inspectReport struct {
 }
 
 func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
-	s, id, err := storage.OpenDirReadOnly(dir, storage.DirOptions{Timeout: timeout})
+	s, id, err := openDir(dir, timeout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	r := inspectReport{Dir: dir, Identity: id, LogStart: s.LogStart(), LEO: s.LEO(), Epochs: s.EpochMap(), VoterSets: s.VoterSets(), Segments: s.Segments()}
 	if r.Quorum, err = s.QuorumState(); err != nil {
-		return err
+		return dirError(dir, timeout, err)
 	}
 	hw, ok, err := s.HWCheckpoint()
 	if err != nil {
-		return err
+		return dirError(dir, timeout, err)
 	}
 	if ok {
 		r.HWCheckpoint = &hw
@@ -185,12 +212,12 @@ func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
 		fmt.Fprintf(w, "identity\tcluster %q, node %q, directory %s\n", id.ClusterID, id.NodeID, id.DirectoryID)
 	}
 	fmt.Fprintf(w, "log start\t%d\n", r.LogStart)
-	fmt.Fprintf(w, "LEO\t%d\n", r.LEO)
+	fmt.Fprintf(w, "LEO\t%d (log end offset: the next entry goes here)\n", r.LEO)
 	fmt.Fprintf(w, "entries\t%d\n", r.LEO-r.LogStart)
 	if r.HWCheckpoint != nil {
-		fmt.Fprintf(w, "HW checkpoint\t%d\n", *r.HWCheckpoint)
+		fmt.Fprintf(w, "HW checkpoint\t%d (the high watermark last saved to disk; see below)\n", *r.HWCheckpoint)
 	} else {
-		fmt.Fprintf(w, "HW checkpoint\tnone\n")
+		fmt.Fprintf(w, "HW checkpoint\tnone saved yet (see below)\n")
 	}
 	fmt.Fprintf(w, "quorum state\tepoch %d, voted for %q, leader %q\n", r.Quorum.Epoch, r.Quorum.VotedFor, r.Quorum.LeaderID)
 	fmt.Fprintf(w, "epochs\t%d (epoch: first offset)\n", len(r.Epochs))
@@ -229,23 +256,23 @@ func inspect(e *env, dir string, timeout time.Duration, asJSON bool) error {
 		}
 		fmt.Fprintf(w, "  %s\t[%d, %d)\t%d\n", name, seg.Base, seg.End, seg.Bytes)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "\n%s\n", hwCheckpointNote)
+	return err
 }
 
-// dumpLine is one line of dump's output.
-type dumpLine struct {
-	Offset uint64 `json:"offset"`
-	Epoch  uint64 `json:"epoch"`
-	Type   string `json:"type"`
-	Time   int64  `json:"time"`
-	Data   string `json:"data"`
-	// Voters: a voters entry's set, node/directory each (nil if its data
-	// does not decode: the raw data says what it holds).
-	Voters []string `json:"voters,omitempty"`
-	// Owed: the incarnations a voters entry owes a place (R58: removed by
-	// an automatic replacement, to be added back at a new directory).
-	Owed []string `json:"owed,omitempty"`
-}
+// hwCheckpointNote explains the HW checkpoint: beside the LEO, a lower
+// number looks like lost or uncommitted entries, and it is neither.
+const hwCheckpointNote = `The HW checkpoint is the high watermark (the end of what is committed) as
+this node last saved it. It is saved at most once a second, and only for
+readers: the node does not wait for it to be on disk before it commits,
+so it may lag the LEO, even after a clean shutdown. That is by design, not
+lost data. On start the node serves reads up to the checkpoint, then
+learns the real high watermark from its leader (or, as the leader, from
+its followers' fetches); entries above the checkpoint are kept and are
+never cut because of it.`
 
 // voterNames renders a voter set as node/directory names.
 func voterNames(vs []protocol.Voter) []string {
@@ -257,12 +284,13 @@ func voterNames(vs []protocol.Voter) []string {
 }
 
 func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, to offsetArg) error {
-	s, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{Timeout: timeout})
+	s, _, err := openDir(dir, timeout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	start, end := s.LogStart(), s.LEO()
+	logStart, leo := s.LogStart(), s.LEO()
+	start, end := logStart, leo
 	if from.set {
 		start = from.v
 	}
@@ -272,9 +300,12 @@ func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, 
 	switch {
 	case end < start:
 		return usageError("--to %d is below --from %d", end, start)
-	case start < s.LogStart() || end > s.LEO():
-		return fmt.Errorf("%w: [%d, %d) is not inside the log [%d, %d)", storage.ErrOutOfRange, start, end, s.LogStart(), s.LEO())
+	case start < logStart:
+		return fmt.Errorf("--from %d is out of range: the log holds [%d, %d); the entries below %d were deleted (retention or DeleteBefore)", start, logStart, leo, logStart)
+	case end > leo:
+		return fmt.Errorf("--to %d is out of range: the log holds [%d, %d) (--to is the offset after the last to print)", end, logStart, leo)
 	}
+	epochs := newEpochStarts(s.EpochMap(), logStart)
 	enc := json.NewEncoder(e.stdout)
 	for off := start; off < end; {
 		if err := ctx.Err(); err != nil {
@@ -282,26 +313,13 @@ func dump(ctx context.Context, e *env, dir string, timeout time.Duration, from, 
 		}
 		es, err := s.Entries(off, int(min(end-off, 10_000)), 16<<20)
 		if err != nil {
-			return err
+			return dirError(dir, timeout, err)
 		}
 		if len(es) == 0 {
-			return errors.New("the store returned no entry below its LEO") // not reached
+			return fmt.Errorf("data directory %s is damaged: no entry at offset %d, below its LEO %d", dir, off, leo)
 		}
 		for _, en := range es {
-			line := dumpLine{Offset: en.Offset, Epoch: en.Epoch, Type: "data", Time: en.Time, Data: base64.StdEncoding.EncodeToString(en.Data)}
-			switch en.Type {
-			case protocol.EntryControl:
-				line.Type = "control"
-			case protocol.EntryVoters:
-				line.Type = "voters"
-				if vs, owed, err := protocol.DecodeVoterSet(en.Data); err == nil {
-					line.Voters = voterNames(vs)
-					if len(owed) > 0 {
-						line.Owed = voterNames(owed)
-					}
-				}
-			}
-			if err := enc.Encode(line); err != nil {
+			if err := enc.Encode(decodeEntry(en, epochs)); err != nil {
 				return err
 			}
 		}

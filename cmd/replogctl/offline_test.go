@@ -173,15 +173,20 @@ func TestDump(t *testing.T) {
 		t.Fatalf("dump --from 250 --to 420: %d lines, %+v ... %+v", len(ls), ls[0], ls[len(ls)-1])
 	}
 	for _, l := range ls {
-		data, err := base64.StdEncoding.DecodeString(l.Data)
+		if l.Offset == 300 {
+			if l.Type != "control" || l.Kind != "epoch-start" || l.Epoch != 2 || l.Data != nil {
+				t.Fatalf("offset 300: %+v, want epoch 2's control entry, the first of its epoch", l)
+			}
+			continue
+		}
+		if l.Data == nil {
+			t.Fatalf("offset %d: %+v, a record without data", l.Offset, l)
+		}
+		data, err := base64.StdEncoding.DecodeString(*l.Data)
 		switch {
 		case err != nil:
 			t.Fatal(err)
-		case l.Offset == 300:
-			if l.Type != "control" || l.Epoch != 2 || len(data) != 0 {
-				t.Fatalf("offset 300: %+v, want epoch 2's control entry", l)
-			}
-		case l.Type != "data" || !bytes.Equal(data, record(l.Offset)) || l.Time != 1700000000000+int64(l.Offset):
+		case l.Type != "data" || l.Kind != "record" || !bytes.Equal(data, record(l.Offset)) || l.Time != 1700000000000+int64(l.Offset):
 			t.Fatalf("offset %d: %+v", l.Offset, l)
 		}
 	}
@@ -222,7 +227,7 @@ func TestOfflineRefusals(t *testing.T) {
 	}
 	for _, name := range []string{"inspect", "verify", "dump"} {
 		code, out, errOut := runCmd(t, name, "--timeout", "50ms", dir)
-		if code != exitFailure || out != "" || !strings.Contains(errOut, "in use") {
+		if code != exitFailure || out != "" || !strings.Contains(errOut, "locked by a running node") {
 			t.Errorf("%s while a node holds the directory: exit %d, %q, %q", name, code, out, errOut)
 		}
 	}
