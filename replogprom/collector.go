@@ -1,7 +1,10 @@
 package replogprom
 
 import (
+	"errors"
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,15 +33,57 @@ type Collector struct {
 
 var _ prometheus.Collector = (*Collector)(nil)
 
-// NewCollector returns a Collector of l's metrics (see the package doc),
-// labelled with l's node ID. Register it once per Log.
-func NewCollector(l *replog.Log) *Collector {
-	return newCollector(l.Status().NodeID, l.Stats)
+// ErrInvalidOptions is wrapped by the errors of CollectorOptions.Validate.
+var ErrInvalidOptions = errors.New("replogprom: invalid options")
+
+// CollectorOptions configures NewCollectorWith. The zero value is what
+// NewCollector uses.
+type CollectorOptions struct {
+	// Log is the value of every series' log label: a name that tells
+	// apart the Logs of one process that share a node ID (a service that
+	// opens one Log per data set, each a cluster of its own), so that
+	// their collectors can share a registry. Any UTF-8 string. Default ""
+	// (Prometheus stores a series with an empty label as one without it,
+	// so a process with one Log per node ID loses nothing by leaving it
+	// out).
+	Log string
 }
 
-// newCollector is NewCollector for any source of Stats.
-func newCollector(nodeID string, stats func() replog.Stats) *Collector {
-	labels := prometheus.Labels{"node": nodeID}
+// Validate reports an invalid field, naming it, as an error wrapping
+// ErrInvalidOptions. It does not modify o.
+func (o CollectorOptions) Validate() error {
+	if !utf8.ValidString(o.Log) {
+		return fmt.Errorf("%w: Log %q is not valid UTF-8 (Prometheus label values must be)", ErrInvalidOptions, o.Log)
+	}
+	return nil
+}
+
+// NewCollector returns a Collector of l's metrics (see the package doc),
+// labelled with l's node ID and an empty log label: NewCollectorWith with
+// zero CollectorOptions. Register it once per Log; two Logs with
+// different node IDs share a registry as they are, two with one node ID
+// need a Log label each (NewCollectorWith).
+func NewCollector(l *replog.Log) *Collector {
+	return newCollector(l.Status().NodeID, "", l.Stats)
+}
+
+// NewCollectorWith returns a Collector of l's metrics labelled with l's
+// node ID and o.Log. Errors: o.Validate's (ErrInvalidOptions). Registering
+// two collectors with the same node ID and Log in one registry fails with
+// a prometheus.AlreadyRegisteredError.
+func NewCollectorWith(l *replog.Log, o CollectorOptions) (*Collector, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return newCollector(l.Status().NodeID, o.Log, l.Stats), nil
+}
+
+// newCollector is NewCollectorWith for any source of Stats.
+func newCollector(nodeID, log string, stats func() replog.Stats) *Collector {
+	// Both labels are on every series, log even when empty: a registry
+	// refuses two descriptors of one name with different label names, so
+	// a collector with a log name and one without could not share it.
+	labels := prometheus.Labels{"node": nodeID, "log": log}
 	d := func(name, help string, variable ...string) *prometheus.Desc {
 		return prometheus.NewDesc("replog_"+name, help, variable, labels)
 	}

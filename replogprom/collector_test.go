@@ -35,47 +35,47 @@ func fakeStats() replog.Stats {
 }
 
 func TestCollectorMetrics(t *testing.T) {
-	c := newCollector("n1", fakeStats)
+	c := newCollector("n1", "", fakeStats)
 	want := `
 # HELP replog_append_bytes_total Bytes of the records counted by replog_appends_total.
 # TYPE replog_append_bytes_total counter
-replog_append_bytes_total{node="n1"} 40
+replog_append_bytes_total{log="",node="n1"} 40
 # HELP replog_appends_total Records committed through this node's Append and AppendBatch calls.
 # TYPE replog_appends_total counter
-replog_appends_total{node="n1"} 5
+replog_appends_total{log="",node="n1"} 5
 # HELP replog_commit_duration_seconds Time from the node's event loop taking an append to its commit.
 # TYPE replog_commit_duration_seconds histogram
-replog_commit_duration_seconds_bucket{node="n1",le="0.001"} 1
-replog_commit_duration_seconds_bucket{node="n1",le="0.01"} 3
-replog_commit_duration_seconds_bucket{node="n1",le="+Inf"} 4
-replog_commit_duration_seconds_sum{node="n1"} 1.5
-replog_commit_duration_seconds_count{node="n1"} 4
+replog_commit_duration_seconds_bucket{log="",node="n1",le="0.001"} 1
+replog_commit_duration_seconds_bucket{log="",node="n1",le="0.01"} 3
+replog_commit_duration_seconds_bucket{log="",node="n1",le="+Inf"} 4
+replog_commit_duration_seconds_sum{log="",node="n1"} 1.5
+replog_commit_duration_seconds_count{log="",node="n1"} 4
 # HELP replog_errors_total Errors by kind (see replog.Stats.Errors).
 # TYPE replog_errors_total counter
-replog_errors_total{kind="append_not_leader",node="n1"} 4
-replog_errors_total{kind="transport_send",node="n1"} 0
+replog_errors_total{kind="append_not_leader",log="",node="n1"} 4
+replog_errors_total{kind="transport_send",log="",node="n1"} 0
 # HELP replog_follower_lag_entries On the leader: its LEO minus the follower's, in offsets.
 # TYPE replog_follower_lag_entries gauge
-replog_follower_lag_entries{follower="n2",node="n1"} 0
-replog_follower_lag_entries{follower="n3",node="n1"} 3
+replog_follower_lag_entries{follower="n2",log="",node="n1"} 0
+replog_follower_lag_entries{follower="n3",log="",node="n1"} 3
 # HELP replog_follower_lag_seconds On the leader: how long the follower has not been caught up (0 while it is).
 # TYPE replog_follower_lag_seconds gauge
-replog_follower_lag_seconds{follower="n2",node="n1"} 0
-replog_follower_lag_seconds{follower="n3",node="n1"} 1.5
+replog_follower_lag_seconds{follower="n2",log="",node="n1"} 0
+replog_follower_lag_seconds{follower="n3",log="",node="n1"} 1.5
 # HELP replog_has_leader 1 while this node knows a leader (itself included), else 0.
 # TYPE replog_has_leader gauge
-replog_has_leader{node="n1"} 1
+replog_has_leader{log="",node="n1"} 1
 # HELP replog_role 1 for the node's current role, 0 for the others.
 # TYPE replog_role gauge
-replog_role{node="n1",role="candidate"} 0
-replog_role{node="n1",role="closed"} 0
-replog_role{node="n1",role="follower"} 0
-replog_role{node="n1",role="leader"} 1
-replog_role{node="n1",role="observer"} 0
-replog_role{node="n1",role="prospective"} 0
+replog_role{log="",node="n1",role="candidate"} 0
+replog_role{log="",node="n1",role="closed"} 0
+replog_role{log="",node="n1",role="follower"} 0
+replog_role{log="",node="n1",role="leader"} 1
+replog_role{log="",node="n1",role="observer"} 0
+replog_role{log="",node="n1",role="prospective"} 0
 # HELP replog_storage_size_bytes Size of the files in the node's data directory.
 # TYPE replog_storage_size_bytes gauge
-replog_storage_size_bytes{node="n1"} 32768
+replog_storage_size_bytes{log="",node="n1"} 32768
 `
 	names := []string{"replog_append_bytes_total", "replog_appends_total", "replog_commit_duration_seconds", "replog_errors_total",
 		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes"}
@@ -98,7 +98,7 @@ replog_storage_size_bytes{node="n1"} 32768
 // TestCollectorNames: the names pass Prometheus' own lint (units, _total
 // on counters, no camel case).
 func TestCollectorNames(t *testing.T) {
-	problems, err := testutil.CollectAndLint(newCollector("n1", fakeStats))
+	problems, err := testutil.CollectAndLint(newCollector("n1", "", fakeStats))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +112,11 @@ func TestCollectorNames(t *testing.T) {
 func TestCollectorFollowersVanish(t *testing.T) {
 	s := fakeStats()
 	s.Role, s.LeaderID, s.Followers = "somethingnew", "", nil
-	c := newCollector("n1", func() replog.Stats { return s })
+	c := newCollector("n1", "", func() replog.Stats { return s })
 	if n := testutil.CollectAndCount(c, "replog_follower_lag_entries", "replog_follower_lag_seconds"); n != 0 {
 		t.Errorf("%d follower series on a node that does not lead", n)
 	}
-	if v := values(t, c)[`replog_has_leader{node="n1"}`]; v != 0 {
+	if v := values(t, c)[`replog_has_leader{log="",node="n1"}`]; v != 0 {
 		t.Errorf("replog_has_leader = %v with no leader, want 0", v)
 	}
 	if n := testutil.CollectAndCount(c, "replog_role"); n != len(roles)+1 {
@@ -130,7 +130,13 @@ func values(t *testing.T, c prometheus.Collector) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	mfs, err := reg.Gather()
+	return gathered(t, reg)
+}
+
+// gathered is values of everything g gathers.
+func gathered(t *testing.T, g prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

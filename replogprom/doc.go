@@ -12,10 +12,26 @@
 //
 // # Metrics
 //
-// Every metric carries the constant label node (the node's ID), so that
-// several nodes in one process (tests, the benchmark) can share a
-// registry. Names follow Prometheus' conventions: the replog_ prefix,
-// base units (seconds, bytes), _total on counters.
+// Every metric carries two constant labels: node, the node's ID, and
+// log, a name for the Log within the process (CollectorOptions.Log,
+// empty by default, which Prometheus stores as no label). The
+// collectors of several Logs of one process share a registry as long as
+// no two have the same node and log: nodes of a test cluster or the
+// benchmark differ by node as they are, a service that opens two Logs
+// with one node ID names each with NewCollectorWith:
+//
+//	orders, _ := replogprom.NewCollectorWith(ordersLog, replogprom.CollectorOptions{Log: "orders"})
+//	payments, _ := replogprom.NewCollectorWith(paymentsLog, replogprom.CollectorOptions{Log: "payments"})
+//	reg.MustRegister(orders, payments)
+//
+// A second collector with the same node and log is refused
+// (prometheus.AlreadyRegisteredError, "duplicate metrics collector
+// registration attempted"). The log label is on every series, empty or
+// not, because a registry refuses two descriptors of one name with
+// different label names.
+//
+// Names follow Prometheus' conventions: the replog_ prefix, base units
+// (seconds, bytes), _total on counters.
 //
 // Gauges of the node's state: replog_log_end_offset,
 // replog_durable_log_end_offset, replog_high_watermark,
