@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // A fresh store does not know whether it is the first of a new cluster or
@@ -34,7 +35,7 @@ func (r *Replica) addMember(id string) {
 // askedMembers returns the members a bootstrap round asks besides the
 // bootstrap voters, sorted (messages go out in a deterministic order).
 func (r *Replica) askedMembers() []string {
-	if bugFreshBootstrap {
+	if bugs.FreshBootstrap {
 		return nil
 	}
 	var ms []string
@@ -71,7 +72,7 @@ func (r *Replica) roundWon() bool {
 	if r.countVotes() < r.electionQuorum() {
 		return false
 	}
-	if r.bootstrap && !bugFreshBootstrap {
+	if r.bootstrap && !bugs.FreshBootstrap {
 		for m := range r.members {
 			if !slices.Contains(r.voters, m) && !r.answered[m] {
 				return false
@@ -89,7 +90,7 @@ func (r *Replica) roundWon() bool {
 // counted as answered. It reports whether the answer is used up (the
 // caller counts nothing more of it).
 func (r *Replica) bootstrapAnswer(from string, resp *protocol.VoteResponse, inRound bool) bool {
-	if !r.bootstrap || !inRound || resp.VoterID != from || bugFreshBootstrap {
+	if !r.bootstrap || !inRound || resp.VoterID != from || bugs.FreshBootstrap {
 		return false
 	}
 	if resp.Formed {

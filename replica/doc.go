@@ -115,6 +115,10 @@
 //	status.go, ready.go, config.go, errors.go
 //	    plumbing and types
 //
+// internal/bugs holds the deliberate bugs that replog_bug_* build tags
+// turn on, for tests only: its doc lists each tag, the rule it breaks and
+// the tests that must fail with it.
+//
 // layers_test.go checks the two claims about roles: only transitions.go
 // assigns one, and no write or HW bookkeeping reaches a transition.
 package replica

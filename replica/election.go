@@ -1,6 +1,9 @@
 package replica
 
-import "github.com/replog-io/replog/protocol"
+import (
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
+)
 
 // heardFromLeaderRecently reports whether this replica is a leader or had
 // contact with a leader within FetchTimeout: it then refuses pre-votes, so
@@ -35,7 +38,7 @@ func (r *Replica) countVotes() int {
 // logUpToDate reports whether a candidate's (LastEpoch, LEO) is at least
 // this replica's.
 func (r *Replica) logUpToDate(lastEpoch, leo uint64) bool {
-	if bugVoteNoLogCheck {
+	if bugs.VoteNoLogCheck {
 		return true
 	}
 	own := r.log.voteEpoch()
@@ -126,7 +129,7 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 // at its new directory, refused v2 as another incarnation, and with v3
 // wiped three of four voters could never agree).
 func (r *Replica) dirsMatch(from string, req *protocol.VoteRequest) bool {
-	if bugIgnoreDirs {
+	if bugs.IgnoreDirs {
 		return true
 	}
 	if req.VoterDirID != r.dirID && (req.VoterDirID != "" || !r.bootstrap) {
@@ -152,7 +155,7 @@ func (r *Replica) voteResponse(req *protocol.VoteRequest, grant bool) *protocol.
 // directory is kept for the binding (R57). It reports whether the round
 // now has its quorum.
 func (r *Replica) countGrant(from string, resp *protocol.VoteResponse) bool {
-	if !r.bootstrap && r.voterDir(from) != resp.VoterDirID && !bugIgnoreDirs {
+	if !r.bootstrap && r.voterDir(from) != resp.VoterDirID && !bugs.IgnoreDirs {
 		r.logger.Debug("not counting a grant from another incarnation of a voter", "from", from, "dir", resp.VoterDirID)
 		return false
 	}

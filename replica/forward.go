@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // forwardedProposal is a proposal a follower forwarded to the leader.
@@ -172,7 +173,7 @@ func (r *Replica) refuseForward(from string, req *protocol.AppendRequest) {
 // has since learned of, was refused as never appended (sim bug K, seed
 // 1000409 x1500).
 func (r *Replica) knowsWhoLedItsEpoch() bool {
-	if bugWipedNotLeader {
+	if bugs.WipedNotLeader {
 		return true
 	}
 	return r.epochLeader != "" || !r.bootstrap && r.voter

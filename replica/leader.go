@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // leaderState is what a leader keeps for its epoch only: it is dropped at
@@ -154,7 +155,7 @@ func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) boo
 	}
 	if req.CurrentEpoch > r.epoch {
 		if !r.isVoterDir(from, req.ReplicaDirID) {
-			if r.role == RoleLeader && req.Restand && r.formerVoter(from, req.ReplicaDirID) && !r.behind(req.LastFetchedEpoch, req.FetchOffset) && !bugNoRemovedRestand {
+			if r.role == RoleLeader && req.Restand && r.formerVoter(from, req.ReplicaDirID) && !r.behind(req.LastFetchedEpoch, req.FetchOffset) && !bugs.NoRemovedRestand {
 				// R20 for a removed voter: its failed candidacy left it
 				// in a later epoch, and it was removed before it could
 				// learn so from our log. It can follow no leader of an
@@ -389,7 +390,7 @@ func (r *Replica) updateLeaderHW() {
 	if o <= r.hw {
 		return
 	}
-	if o <= ls.epochStartLEO && !bugHWNoEpochStart {
+	if o <= ls.epochStartLEO && !bugs.HWNoEpochStart {
 		return
 	}
 	r.hw = o

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replog-io/replog/fetcher"
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // MaxEpoch bounds epochs: no replica ever reaches it (one that would, by
@@ -232,7 +233,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 	r.restoreRole()
 	r.dropTornBatch() // R61
 	r.settleRole()    // the torn batch may have held a voter set
-	if bugTruncateToHW && r.log.LEO() > r.hw {
+	if bugs.TruncateToHW && r.log.LEO() > r.hw {
 		r.truncate(r.hw)
 		r.settleRole()
 	}
@@ -374,7 +375,7 @@ func (r *Replica) Persisted(seq uint64) {
 	if r.role == RoleLeader {
 		r.updateLeaderHW()
 		r.resignIfRemoved()
-		if bugAckLeaderWrite {
+		if bugs.AckLeaderWrite {
 			r.ackUpTo(r.log.durableEnd)
 		}
 	} else {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // Retention (docs/design.md R51–R53): the log start moves up, never down.
@@ -88,8 +89,8 @@ func (r *Replica) followLogStart(leaderLogStart uint64) {
 // ever.
 func (r *Replica) deletePrefix(upTo uint64) {
 	limit := min(r.hw, r.log.durableEnd)
-	if bugRetentionAboveHW && r.role == RoleLeader {
-		limit = r.log.durableEnd // deliberately ignores the HW (bugs.go)
+	if bugs.RetentionAboveHW && r.role == RoleLeader {
+		limit = r.log.durableEnd // deliberately ignores the HW (a test-only bug)
 	}
 	upTo = DeletionReach(r.log.epochs, r.log.logStart, upTo, limit)
 	if upTo <= r.log.logStart {
@@ -160,10 +161,10 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64, resp *protocol.FetchRes
 // below start are not taken (the store would refuse the write); nil keeps
 // the view's own (R55).
 func (r *Replica) resetLog(start uint64, truncate bool, rows []protocol.VotersAt, epoch uint64) {
-	if !rowsBelow(rows, start) || bugResetNoSet {
+	if !rowsBelow(rows, start) || bugs.ResetNoSet {
 		rows = nil
 	}
-	if epoch > r.epoch || bugResetNoEpoch {
+	if epoch > r.epoch || bugs.ResetNoEpoch {
 		epoch = 0 // never above an epoch this replica knows of (a malformed answer)
 	}
 	if truncate {

@@ -1,6 +1,9 @@
 package replica
 
-import "github.com/replog-io/replog/protocol"
+import (
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
+)
 
 // Step handles one inbound message. Malformed or stale messages are
 // dropped (and logged).
@@ -186,7 +189,7 @@ func (r *Replica) admissible(m protocol.Message) bool {
 	case *protocol.EndEpoch:
 		leader, epoch = b.LeaderID, b.Epoch
 	}
-	if _, ok := m.Body.(*protocol.VoteResponse); !ok || bugVouchRequestEpoch {
+	if _, ok := m.Body.(*protocol.VoteResponse); !ok || bugs.VouchRequestEpoch {
 		leaderEpoch = epoch
 	}
 	if leader != "" && leader != m.From && r.isVoter(m.From) && !r.isVoter(leader) && namesItsLeader(m.Body) {

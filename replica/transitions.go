@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // This file is the one place that moves a replica between roles: r.role
@@ -102,7 +103,7 @@ func (r *Replica) becomeFollower(epoch uint64, leader string) {
 		}
 		r.electionDeadline = d
 	}
-	if bugTruncateToHW && (changed || !wasFollowing) && r.log.LEO() > r.hw {
+	if bugs.TruncateToHW && (changed || !wasFollowing) && r.log.LEO() > r.hw {
 		r.truncate(r.hw)
 		r.settleRole()
 	}

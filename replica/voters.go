@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // The voter set in force (docs/design.md R55–R58) is the one of the newest
@@ -121,7 +122,7 @@ func (r *Replica) refreshVoters() {
 // elected (sim bug M, seed 85008750 x1500). Elected, it leads without
 // counting itself until the removal commits, then resigns (R58).
 func (r *Replica) outgoing() bool {
-	if r.voter || r.bootstrap || bugNoOutgoing {
+	if r.voter || r.bootstrap || bugs.NoOutgoing {
 		return false
 	}
 	rows := r.log.voterSets
@@ -153,7 +154,7 @@ func (r *Replica) campaigns() bool { return r.voter || r.outgoing() }
 // the bootstrap set any directory of a listed node is (nothing is recorded
 // yet).
 func (r *Replica) isVoterDir(id, dir string) bool {
-	if r.bootstrap || bugIgnoreDirs {
+	if r.bootstrap || bugs.IgnoreDirs {
 		return slices.Contains(r.voters, id)
 	}
 	d, ok := r.voterDirs[id]
@@ -259,7 +260,7 @@ func (r *Replica) leaderVoterChange(p proposal, ch protocol.VoterChange) {
 	if ch.Add {
 		owed = r.owedWithout(ch.NodeID)
 	}
-	if bugDropOwed {
+	if bugs.DropOwed {
 		owed = nil
 	}
 	r.leaderPropose(p, protocol.EntryVoters, [][]byte{protocol.EncodeVoterSet(next, owed)})

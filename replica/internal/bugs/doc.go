@@ -1,0 +1,109 @@
+// Package bugs holds the core's deliberate protocol bugs, for tests only.
+//
+// Each constant is false in every normal build. Its build tag turns it on,
+// to prove that the tests catch the rule it breaks: a tag whose tests pass
+// shows a rule that nothing checks. The replica reads the constants where
+// the rule is applied (bugs.TruncateToHW and so on); off, the compiler
+// drops the bug's branch. Never build a binary with these tags.
+//
+// Every tag, the constant it turns on, the rule of docs/design.md it
+// breaks, and the tests that must fail with it:
+//
+//	replog_bug_truncate_hw          TruncateToHW (R15): a follower truncates
+//	                                its log to its HW on restart and on
+//	                                becoming follower (pre-KIP-101 Kafka).
+//	                                Fails: TestScenarios (kip101_hw_truncation,
+//	                                cluster_restart and others),
+//	                                TestRandomized, TestTornKeyedBatchIsDropped.
+//	replog_bug_hw_no_epoch_start    HWNoEpochStart (R32): the leader's HW
+//	                                ignores the epoch-start condition and
+//	                                commits old-epoch entries by counting
+//	                                (Raft figure 8). Fails: TestScenarios
+//	                                (raft_figure8), TestLeaderHW.
+//	replog_bug_vote_no_logcheck     VoteNoLogCheck (R21, R24): votes and
+//	                                pre-votes are granted without the log
+//	                                up-to-date check. Fails: TestScenarios
+//	                                (kip101_hw_truncation), TestVoteRules,
+//	                                TestResetLogComparesInElections.
+//	replog_bug_ack_leader_write     AckLeaderWrite (R36): the leader
+//	                                acknowledges a proposal once its own
+//	                                write is durable, without waiting for the
+//	                                HW. Fails: TestScenarios (zombie_leader,
+//	                                seed, idle_hw_propagation and others),
+//	                                TestProposeOutcomes; faults TestFaults
+//	                                (-faults.tags).
+//	replog_bug_retention_above_hw   RetentionAboveHW (R51): the leader's
+//	                                DeleteBefore moves its log start up to
+//	                                its durable LEO, ignoring its HW: it
+//	                                deletes entries not yet committed.
+//	                                Fails: TestDeletionBounds,
+//	                                TestDeleteRecords; the simulation's
+//	                                retention checks (TestSimulation).
+//	replog_bug_wiped_voter          IgnoreDirs (R56): voters are judged by
+//	                                node ID alone: a vote request's and a
+//	                                grant's directories are not checked, and
+//	                                any fetch from a voter's ID counts, so a
+//	                                wiped voter votes as its old self.
+//	                                Fails: TestScenarios (wiped_voter),
+//	                                TestVoterChanges,
+//	                                TestAutoReplaceWaitsForTheOldIncarnation;
+//	                                faults TestWipeVoterFaults (-faults.tags).
+//	replog_bug_fresh_bootstrap      FreshBootstrap (R60): a store whose log
+//	                                holds no voter set asks only its
+//	                                bootstrap voters before bootstrapping, so
+//	                                a wiped node listing only fresh voters
+//	                                forks the cluster. Fails: TestScenarios
+//	                                (fresh_bootstrap),
+//	                                TestBootstrapRoundAsksAgain; root
+//	                                TestWipedSoleBootstrapVoterJoinsItsCluster.
+//	replog_bug_reset_no_epoch       ResetNoEpoch (R53, R21): a follower's
+//	                                reset to its leader's log start keeps no
+//	                                epoch row, so its emptied log compares as
+//	                                epoch 0 in elections and grants a
+//	                                candidate that lacks committed entries.
+//	                                Fails: TestResetLogComparesInElections.
+//	replog_bug_vouch_request_epoch  VouchRequestEpoch (R42): a vote answer
+//	                                naming its leader vouches for it in the
+//	                                epoch the request asked for, not in the
+//	                                responder's own. Fails:
+//	                                TestStaleSetFollowsTheNamedLeader.
+//	replog_bug_wiped_not_leader     WipedNotLeader (R47, R39): a node refuses
+//	                                a forwarded append of its epoch as never
+//	                                appended though it cannot tell who led
+//	                                the epoch (a wiped node's old disk may
+//	                                have appended it). Fails:
+//	                                TestWipedNodeCannotRefuseItsEpoch.
+//	replog_bug_reset_no_set         ResetNoSet (R53, R55): a follower that
+//	                                resets to its leader's log start does not
+//	                                record the leader's voter-set rows below
+//	                                it, and takes itself for a bootstrap
+//	                                voter until it fetches a set. Fails:
+//	                                TestResetRecordsTheLeadersVoterSets.
+//	replog_bug_no_outgoing          NoOutgoing (R58): a replica whose newest,
+//	                                uncommitted voter set removed it observes
+//	                                and never campaigns, so a leader that
+//	                                removed itself and lost its quorum before
+//	                                the removal committed leaves nobody
+//	                                electable. Fails: TestVoterSetFollowsTheLog,
+//	                                TestScenarios (removed_leader).
+//	replog_bug_drop_owed            DropOwed (R58): a voter change other than
+//	                                an automatic replacement's steps drops
+//	                                the owed incarnations of the set in
+//	                                force, so a replaced node is never added
+//	                                back. Fails:
+//	                                TestReplacementOwedThroughOtherChanges,
+//	                                TestReplacementBlocksOtherChanges.
+//	replog_bug_removed_stuck        NoRemovedRestand (R20, R45): a leader
+//	                                fenced by a removed voter's later epoch
+//	                                does not stand again, so the removed
+//	                                voter never learns it was removed.
+//	                                Fails: TestRemovedVoterInALaterEpochIsHeard.
+//
+// Tests named alone are in package replica. For example:
+//
+//	go test -tags replog_bug_truncate_hw ./replica                 # must fail
+//	go test -tags replog_bug_no_outgoing ./replica -run 'TestVoterSetFollowsTheLog|TestScenarios'
+//
+// internal/simulation keeps the tags in a failure's reproduce line, and
+// internal/faults builds its node binary with -faults.tags.
+package bugs
