@@ -2,10 +2,13 @@ package replog
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,23 +21,100 @@ import (
 // handler at Debug drops them.
 const SlogLevelTrace = slog.LevelDebug - 4
 
+// The attributes replog's loggers carry on their records (besides each
+// call's own), as SlogLogger writes them unless SlogOptions say otherwise.
+const (
+	// SlogAttrNode is the node's ID (Options.NodeID), which Open adds
+	// with With to every record of the Log: a service whose handler
+	// already carries its node ID (slog.With("node", id)) would see it
+	// twice, and omits or renames it with SlogOptions.
+	SlogAttrNode = "node"
+	// SlogAttrLogger is the component that logged, the hclog name
+	// replog's Named gives it: "storage", "writer", "replica" (whose
+	// records also carry "id", its node ID), "transport" (its
+	// connections' records "peer" and "lane", or "remote"), "membership"
+	// and "membership.memberlist"; absent on the node's own records. A
+	// name given to Options.Logger comes first ("replog.transport").
+	SlogAttrLogger = "logger"
+)
+
+// SlogOptions adjust the attributes a logger from SlogLoggerWith writes.
+// They apply to what a logger carries (the name in SlogAttrLogger and
+// With's attributes, SlogAttrNode among them), not to the attributes of
+// a single call: there "node" may name another node (gossip's records
+// about a member). The zero value writes every attribute under replog's
+// key.
+type SlogOptions struct {
+	// Omit lists keys left out, e.g. SlogAttrNode when the handler
+	// already carries the service's node ID. Default none.
+	Omit []string
+	// Rename maps a key to the key it is written under, e.g.
+	// {SlogAttrLogger: "component"} for a service that names its own
+	// parts so. Default none.
+	Rename map[string]string
+}
+
+// Validate reports the first invalid field, naming it, as an error
+// wrapping ErrInvalidOptions. It does not modify o.
+func (o SlogOptions) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: SlogOptions.%s %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
+	}
+	for _, k := range o.Omit {
+		if k == "" {
+			return bad("Omit", "lists an empty key")
+		}
+	}
+	from := make(map[string]string, len(o.Rename))
+	for _, k := range slices.Sorted(maps.Keys(o.Rename)) {
+		to := o.Rename[k]
+		switch {
+		case k == "" || to == "":
+			return bad("Rename", "maps %q to %q: keys must not be empty", k, to)
+		case slices.Contains(o.Omit, k):
+			return bad("Rename", "renames %q, which Omit leaves out", k)
+		case from[to] != "":
+			return bad("Rename", "maps both %q and %q to %q", from[to], k, to)
+		}
+		from[to] = k
+	}
+	return nil
+}
+
 // SlogLogger returns an hclog.Logger that writes every record to l, for
 // Options.Logger: a service that logs with log/slog gets replog's logs,
-// memberlist's included, in the same handler.
+// memberlist's included, in the same handler. It is SlogLoggerWith with
+// zero SlogOptions.
 //
 // Levels map to slog's (Trace to SlogLevelTrace, Debug, Info, Warn and
 // Error to theirs); l's handler decides what is emitted, and SetLevel on
 // the returned logger (or on one derived from it) filters further for
 // that logger and those derived from it. The hclog name, dotted
 // ("n1.transport" once replog has named it), goes in the attribute
-// "logger"; With's key/value pairs become attributes, as slog.Logger.With
-// makes them. Source positions, if l's handler records them, name the
-// caller of the hclog method. Loggers from StandardLogger and
-// StandardWriter write each line as one record, at the level its
-// "[ERR]"/"[WARN]"-style prefix names with InferLevels, else at Info (or
-// ForceLevel).
+// "logger" (SlogAttrLogger); With's key/value pairs become attributes,
+// as slog.Logger.With makes them (Open adds SlogAttrNode). Source
+// positions, if l's handler records them, name the caller of the hclog
+// method. Loggers from StandardLogger and StandardWriter write each line
+// as one record, at the level its "[ERR]"/"[WARN]"-style prefix names
+// with InferLevels, else at Info (or ForceLevel).
 func SlogLogger(l *slog.Logger) hclog.Logger {
 	return &slogLogger{l: l, level: new(atomic.Int32)}
+}
+
+// SlogLoggerWith is SlogLogger with o applied to the attributes the
+// logger carries: with SlogOptions{Omit: []string{replog.SlogAttrNode}},
+// a handler that already carries the service's node ID gets it once.
+// Errors: o.Validate's (ErrInvalidOptions).
+func SlogLoggerWith(l *slog.Logger, o SlogOptions) (hclog.Logger, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	keys := make(map[string]string, len(o.Omit)+len(o.Rename))
+	for _, k := range o.Omit {
+		keys[k] = ""
+	}
+	maps.Copy(keys, o.Rename)
+	return &slogLogger{l: l, level: new(atomic.Int32), keys: keys}, nil
 }
 
 // slogLogger is SlogLogger's hclog.Logger.
@@ -46,6 +126,46 @@ type slogLogger struct {
 	// emitted; shared with the loggers derived from this one, as hclog's
 	// SetLevel is.
 	level *atomic.Int32
+	// keys maps a carried attribute's key to the key it is written under
+	// ("": left out); nil writes every key as it is (SlogOptions).
+	keys map[string]string
+}
+
+// key returns the key a carried attribute k is written under ("": none).
+func (s *slogLogger) key(k string) string {
+	if to, ok := s.keys[k]; ok {
+		return to
+	}
+	return k
+}
+
+// carried rewrites With's arguments by s.keys (a new slice; args is the
+// caller's).
+func (s *slogLogger) carried(args []any) []any {
+	if len(s.keys) == 0 {
+		return args
+	}
+	out := make([]any, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		switch a := args[i].(type) {
+		case slog.Attr:
+			if a.Key = s.key(a.Key); a.Key != "" {
+				out = append(out, a)
+			}
+		case string:
+			if i+1 == len(args) {
+				out = append(out, a) // a key without a value: slog's !BADKEY
+				continue
+			}
+			if k := s.key(a); k != "" {
+				out = append(out, k, args[i+1])
+			}
+			i++
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 var _ hclog.Logger = (*slogLogger)(nil)
@@ -86,8 +206,8 @@ func (s *slogLogger) emit(skip int, level hclog.Level, msg string, args []any) {
 	var pcs [1]uintptr
 	runtime.Callers(skip+2, pcs[:]) // Callers and emit
 	r := slog.NewRecord(time.Now(), slogLevel(level), msg, pcs[0])
-	if s.name != "" {
-		r.AddAttrs(slog.String("logger", s.name))
+	if k := s.key(SlogAttrLogger); s.name != "" && k != "" {
+		r.AddAttrs(slog.String(k, s.name))
 	}
 	r.Add(args...)
 	_ = s.l.Handler().Handle(context.Background(), r)
@@ -110,7 +230,7 @@ func (s *slogLogger) ImpliedArgs() []any { return append([]any(nil), s.implied..
 
 func (s *slogLogger) With(args ...any) hclog.Logger {
 	c := *s
-	c.l = s.l.With(args...)
+	c.l = s.l.With(s.carried(args)...)
 	c.implied = append(append([]any(nil), s.implied...), args...)
 	return &c
 }

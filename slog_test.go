@@ -3,6 +3,7 @@ package replog
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -132,5 +133,106 @@ func TestSlogLoggerCarriesANodesLogs(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no Info record of the storage component (node %s) in:\n%s", DefaultNodeID, buf.String())
+	}
+}
+
+// count returns how often key appears as a JSON key in line.
+func count(line, key string) int { return strings.Count(line, `"`+key+`":`) }
+
+// TestSlogLoggerOmitsAndRenamesCarriedAttributes: with SlogOptions, the
+// attributes a logger carries (With's, the name) are left out or renamed,
+// so a handler that already carries the node ID writes it once; a call's
+// own attributes are written as given.
+func TestSlogLoggerOmitsAndRenamesCarriedAttributes(t *testing.T) {
+	var plain, opted bytes.Buffer
+	service := func(b *bytes.Buffer) *slog.Logger {
+		return slog.New(slog.NewJSONHandler(b, nil)).With(SlogAttrNode, "svc-1")
+	}
+	use := func(l hclog.Logger) {
+		l.Named("transport").With(SlogAttrNode, "n1", slog.String("lane", "fetch"), "peer", "n2").Info("connected", "attempt", 1)
+		l.With("peer", "n3").Info("call", SlogAttrNode, "n4")
+	}
+	// Control: without options the node ID comes twice, the service's and
+	// replog's.
+	use(SlogLogger(service(&plain)))
+	if line := strings.Split(plain.String(), "\n")[0]; count(line, "node") != 2 || count(line, "logger") != 1 {
+		t.Fatalf("without options: %s; want node twice and logger once", line)
+	}
+
+	l, err := SlogLoggerWith(service(&opted), SlogOptions{
+		Omit:   []string{SlogAttrNode},
+		Rename: map[string]string{SlogAttrLogger: "component", "lane": "replog_lane"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use(l)
+	lines := strings.Split(strings.TrimSpace(opted.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2:\n%s", len(lines), opted.String())
+	}
+	first := lines[0]
+	if count(first, "node") != 1 || !strings.Contains(first, `"node":"svc-1"`) || count(first, "logger") != 0 ||
+		!strings.Contains(first, `"component":"transport"`) || !strings.Contains(first, `"replog_lane":"fetch"`) ||
+		count(first, "lane") != 0 || !strings.Contains(first, `"peer":"n2"`) || !strings.Contains(first, `"attempt":1`) {
+		t.Errorf("first record %s; want the service's node only, component for logger, replog_lane for lane, peer and attempt as given", first)
+	}
+	// A call's own attributes are not the logger's: its node (here another
+	// node, as gossip's records name members) stays.
+	if second := lines[1]; !strings.Contains(second, `"node":"n4"`) || count(second, "component") != 0 || !strings.Contains(second, `"peer":"n3"`) {
+		t.Errorf("second record %s; want the call's node n4, peer n3 and no component (the logger has no name)", second)
+	}
+	if got := l.With(SlogAttrNode, "n1").ImpliedArgs(); len(got) != 2 || got[0] != SlogAttrNode {
+		t.Errorf("ImpliedArgs %v: want what With was given", got)
+	}
+}
+
+// TestSlogLoggerOmitsTheNodeOfAnOpenedLog: a node opened with a logger
+// that omits SlogAttrNode writes only the service's node attribute.
+func TestSlogLoggerOmitsTheNodeOfAnOpenedLog(t *testing.T) {
+	var buf testwait.Buffer
+	logger, err := SlogLoggerWith(slog.New(slog.NewJSONHandler(&buf, nil)).With(SlogAttrNode, "svc-1"), SlogOptions{Omit: []string{SlogAttrNode}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(Options{Dir: t.TempDir(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("the node logged nothing")
+	}
+	for _, line := range lines {
+		if count(line, "node") != 1 || !strings.Contains(line, `"node":"svc-1"`) {
+			t.Errorf("record %s: want the service's node attribute once", line)
+		}
+	}
+}
+
+func TestSlogOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		o     SlogOptions
+	}{
+		{"Omit", SlogOptions{Omit: []string{""}}},
+		{"Rename", SlogOptions{Rename: map[string]string{"logger": ""}}},
+		{"Rename", SlogOptions{Rename: map[string]string{"": "x"}}},
+		{"Rename", SlogOptions{Omit: []string{"node"}, Rename: map[string]string{"node": "n"}}},
+		{"Rename", SlogOptions{Rename: map[string]string{"node": "x", "logger": "x"}}},
+	} {
+		err := tc.o.Validate()
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "SlogOptions."+tc.field) {
+			t.Errorf("%+v: %v, want ErrInvalidOptions naming %s", tc.o, err, tc.field)
+		}
+		if _, err := SlogLoggerWith(slog.Default(), tc.o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("SlogLoggerWith(%+v) = %v, want ErrInvalidOptions", tc.o, err)
+		}
+	}
+	if err := (SlogOptions{Omit: []string{"node"}, Rename: map[string]string{"logger": "component"}}).Validate(); err != nil {
+		t.Errorf("valid options: %v", err)
 	}
 }
