@@ -55,11 +55,10 @@ func (r *Replica) askedMembers() []string {
 // it so (clusterSeen). A set that records id at dir needs no warning: id
 // is a voter of it that lacks its entries, and R57's unanimity already
 // keeps id from bootstrapping past voters that hold them (a first leader's
-// set that no voter kept, held by an observer alone, made every bootstrap
-// voter observe for ever: sim seed 82042895 x1500). Whether the set is
-// committed is no criterion: a restarted node's HW may be 0 for a while,
-// and the wiped sole bootstrap voter it answered bootstrapped a second
-// cluster (sim seed 84206751 x5000).
+// set that no voter kept, held by an observer alone, would make every
+// bootstrap voter observe for ever). Whether the set is committed is no
+// criterion: a restarted node's HW may be 0 for a while, and a wiped sole
+// bootstrap voter it answered "no cluster" would bootstrap a second one.
 func (r *Replica) formedFor(id, dir string) bool {
 	return r.clusterSeen || !r.bootstrap && r.voterDirs[id] != dir
 }
@@ -125,8 +124,8 @@ func (r *Replica) bootstrapAnswer(from string, resp *protocol.VoteResponse, inRo
 // resendBootstrapRequests asks again, every quarter of ElectionTimeout, the
 // bootstrap voters and members that have not answered the round: a round
 // that needs every one of them (R57, R60) would otherwise fail whenever one
-// message of it is lost, and with seven voters and two observers it failed
-// round after round (sim seed 82044721 x1500). Answers are idempotent: a
+// message of it is lost, and with many voters and observers to ask it
+// would fail round after round. Answers are idempotent: a
 // voter grants the candidate it voted for again, and a pre-vote changes
 // nothing.
 func (r *Replica) resendBootstrapRequests() {

@@ -72,8 +72,8 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 	// §4.2.3: requests are judged without consulting the configuration; a
 	// majority of the candidate's set, counted by the candidate, elects):
 	// a voter that has not fetched the set adding the candidate may be the
-	// vote that set needs (sim seed 80124747 x1500: v1 lacked the set
-	// adding o2, o2 held the longest log, and no leader was ever elected).
+	// vote that set needs (if the added voter holds the longest log, no
+	// one else can be elected).
 	if !r.voter && !named || !r.dirsMatch(from, req) {
 		r.send(from, r.voteResponse(req, false))
 		return
@@ -125,9 +125,9 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 // checked against our set: a candidate whose set names us holds a set in
 // which it votes at the directory it has (else it would observe, R55), and
 // the candidate counts its majority in that set (R56); our set may be
-// older (sim seed 70000040 x20000: v1, without the entry that re-added v2
-// at its new directory, refused v2 as another incarnation, and with v3
-// wiped three of four voters could never agree).
+// older (a voter without the entry that re-added the candidate at its new
+// directory would refuse it as another incarnation, and with one more
+// voter wiped the rest could never agree).
 func (r *Replica) dirsMatch(from string, req *protocol.VoteRequest) bool {
 	if bugs.IgnoreDirs {
 		return true
@@ -225,7 +225,7 @@ func (r *Replica) handlePreVoteResponse(from string, resp *protocol.VoteResponse
 		// stands at once in the epoch after ours, which its followers
 		// and we grant (else the cluster elects a leader in an epoch we
 		// can join after a timeout, and two overlapping pre-vote rounds
-		// could depose leader after leader: sim seed 61249797 x1500).
+		// could depose leader after leader).
 		r.becomeFollower(r.epoch, "")
 		r.fetchHint = resp.LeaderID
 		r.restand = true

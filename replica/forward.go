@@ -170,8 +170,7 @@ func (r *Replica) refuseForward(from string, req *protocol.AppendRequest) {
 // (R58) or its grant (R57), in an epoch after any its ID's earlier
 // directories led. A node whose directory was wiped knows neither: a late
 // copy of a request its old disk appended, naming the epoch the new one
-// has since learned of, was refused as never appended (sim bug K, seed
-// 1000409 x1500).
+// has since learned of, must not be refused as never appended.
 func (r *Replica) knowsWhoLedItsEpoch() bool {
 	if bugs.WipedNotLeader {
 		return true

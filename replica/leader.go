@@ -106,9 +106,8 @@ func (r *Replica) tickLeader() {
 // (itself included) fetched from it within FetchTimeout. It runs in Ready,
 // not in Tick: a tick that crosses the deadline comes first in a shell's
 // round, and a fetch that arrived in that same round (stepped after the
-// tick) must still count, or a leader a majority reaches resigns (the
-// leader's side of issue 9's late fetch answer; found by the simulation
-// once it ran the shell's real round order: seed 895 x1500).
+// tick) must still count, or a leader a majority reaches resigns whenever
+// the fetches keeping it arrive just before its deadline.
 func (r *Replica) checkQuorum() {
 	ls := r.leader
 	n := 0
@@ -160,7 +159,7 @@ func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) boo
 				// in a later epoch, and it was removed before it could
 				// learn so from our log. It can follow no leader of an
 				// epoch below its own, so it would never fetch its
-				// removal (sim seed 92067076 x1500): stand again at once
+				// removal: stand again at once
 				// in the epoch after its, as for a voter. Only an
 				// incarnation our log recorded as a voter, told by a
 				// voter of its set that we lead (Restand), is heard.

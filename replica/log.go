@@ -69,7 +69,7 @@ type logView struct {
 	// Seq is persisted, entries below end are durable.
 	marks []tailMark
 	// epochs is the epoch map of the view. The leader's row for its epoch
-	// is added when it is elected (KAFKA-7415), before any entry of it.
+	// is added when it is elected, before any entry of it (R25).
 	epochs []protocol.EpochStart
 	// voterSets has one row per EntryVoters entry of the view (R55), in
 	// offset order, and below the log start the newest one only.

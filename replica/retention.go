@@ -81,12 +81,11 @@ func (r *Replica) followLogStart(leaderLogStart uint64) {
 // the log start. And the epoch of the entry below the log start: it is
 // never the first offset of an epoch (then lower), so the row covering it
 // also covers the offset before. Without the first, a follower that deleted
-// up to its HW and then truncated what it held above it had no entry and
-// no epoch row left, and granted votes as an empty log to candidates that
-// lacked the committed entries it had deleted (sim seed 95102495 x5000);
-// without the second, a follower caught up to exactly the log start fetched
-// with an epoch the leader no longer had, and was answered diverging for
-// ever.
+// up to its HW and then truncated what it held above it would have no
+// entry and no epoch row left, and grant votes as an empty log to
+// candidates that lack the committed entries it deleted; without the
+// second, a follower caught up to exactly the log start would fetch with
+// an epoch the leader no longer has, and be answered diverging for ever.
 func (r *Replica) deletePrefix(upTo uint64) {
 	limit := min(r.hw, r.log.durableEnd)
 	if bugs.RetentionAboveHW && r.role == RoleLeader {
@@ -141,23 +140,22 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64, resp *protocol.FetchRes
 // leader's entry below start (FetchResponse.LogStartEpoch): the emptied
 // log keeps it as its one epoch row, in the store too (Write.Epoch), so
 // that it compares in elections as the log it stands for (R21); without
-// it, it compared as an empty log and granted a candidate that lacked
-// committed entries below start, which was elected without them (sim seed
-// 80201032 x5000: v3, reset to 61, elected v2 whose log ended at 30).
+// it, it would compare as an empty log and grant a candidate that lacks
+// committed entries below start, which could then be elected without them.
 // The HW does not move at once: until the reset is durable the store still
 // holds the old entries, and readers read the store below the HW. Once it
 // is (Persisted), the HW rises to start: everything below the leader's log
 // start was committed (R51), and a node that leads before any leader
-// answered it must not name a log start above its own HW (sim seed
-// 44001058 x5000).
+// answered it must not name a log start above its own HW.
 //
 // rows are the leader's voter-set rows below start (its log start): the
 // set in force there and the newest change before it. The reset records
 // them, in its deletion, in place of its own (which may be of entries
 // never committed): it holds none of their entries, and until it fetched
-// the leader's copy of the set above start it held no set at all, took
-// itself for a bootstrap voter, and with the leader lost no leader was
-// ever elected again (sim bug I, seed 3424 x1500). Rows that do not fit
+// the leader's copy of the set above start it would hold no set at all and
+// take itself for a bootstrap voter (an election then needs every
+// bootstrap voter): with the leader lost, no leader could be elected
+// again. Rows that do not fit
 // below start are not taken (the store would refuse the write); nil keeps
 // the view's own (R55).
 func (r *Replica) resetLog(start uint64, truncate bool, rows []protocol.VotersAt, epoch uint64) {

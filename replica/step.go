@@ -166,9 +166,9 @@ func (r *Replica) admissible(m protocol.Message) bool {
 	case *protocol.VoteResponse:
 		// LeaderID is the leader of the responder's own epoch, not of the
 		// epoch the request asked for: vouching for it in RequestEpoch (a
-		// pre-vote asks for ours + 1) made us refuse to follow it in its
-		// epoch, and a voter whose set lacked the leader stayed out for
-		// ever (sim bug L, seed 1009695 x1500).
+		// pre-vote asks for ours + 1) would make us refuse to follow it in
+		// its epoch, and a voter whose set lacks the leader would stay out
+		// for ever.
 		leader, leaderEpoch = b.LeaderID, b.Epoch
 		epoch = max(b.Epoch, b.RequestEpoch)
 		if b.Formed && r.bootstrap {

@@ -228,7 +228,8 @@ func (r *Replica) becomeLeader() {
 	r.fetch.Cancel()
 	r.writeQuorumState()
 	leo := r.log.LEO()
-	// KAFKA-7415: the epoch is in the map before anything is served.
+	// The epoch is in the map before anything is served (R25), so that an
+	// answer's epochs are already those the epoch's entries will have.
 	r.log.addEpoch(r.epoch, leo)
 	r.leader = newLeaderState(r, leo)
 	r.logger.Info("leader", "epoch", r.epoch, "leo", leo, "hw", r.hw)

@@ -108,7 +108,7 @@ func (r *Replica) refreshVoters() {
 		r.logger.Debug("voter set changed our membership", "voter", r.voter, "dir", r.dirID, "voters_offset", r.votersOffset)
 	}
 	// A leader removed from the set leads on, not counting itself, until
-	// the change commits (R58: updateLeaderHW resigns then).
+	// the change commits (R58: resignIfRemoved then).
 }
 
 // outgoing reports whether the newest voter set removed this replica (it
@@ -118,8 +118,8 @@ func (r *Replica) refreshVoters() {
 // removed leader does: a leader that appended its own removal and lost its
 // quorum before the removal committed would otherwise observe for good,
 // and a voter of the set before that lacks the removal's entry needs its
-// grant, which it refuses to that voter's shorter log: nobody was ever
-// elected (sim bug M, seed 85008750 x1500). Elected, it leads without
+// grant, which it refuses to that voter's shorter log: nobody could ever
+// be elected. Elected, it leads without
 // counting itself until the removal commits, then resigns (R58).
 func (r *Replica) outgoing() bool {
 	if r.voter || r.bootstrap || bugs.NoOutgoing {
@@ -302,7 +302,7 @@ func (r *Replica) voterChangeRefusal(ch protocol.VoterChange) protocol.AppendErr
 		// arrive at least every FetchMaxWait plus a round trip. Within
 		// FetchTimeout, a node wiped just after its last fetch was added
 		// at its dead directory, and with one more voter lost the new set
-		// could never elect (sim seed 82044543 x1500).
+		// could never elect.
 		return protocol.AppendUnknownNode
 	}
 	if len(r.voters) >= protocol.MaxVoters {
@@ -419,8 +419,8 @@ func (r *Replica) mayLead(node string, epoch uint64) bool {
 		// in no majority. Its own set may be one its log has only caught
 		// up to, without the leader: a wiped sole bootstrap voter
 		// fetching one entry per answer held {itself at its old
-		// directory} and dropped every answer of the leader added since
-		// (sim seed 84027860 x1500).
+		// directory} and would drop every answer of the leader added
+		// since.
 		return true
 	}
 	e, ok := r.vouched[node]
@@ -461,7 +461,7 @@ func (r *Replica) commitAnEntryOfTheEpoch() {
 // incarnation of it fetches from this leader now. Until it is added back
 // the leader takes no other change, so that the re-add is not held up
 // behind changes that keep coming (the debt itself is in the log: other
-// changes carry it on, sim bug J2).
+// changes carry it on, so retention pruning the history loses nothing).
 func (r *Replica) pendingReplacement() (string, bool) {
 	if r.cfg.ManualVoterChanges || r.leader == nil {
 		return "", false

@@ -64,10 +64,10 @@ func (r *Replica) appendEntries(entries []protocol.Entry) {
 // anyone's word.
 func (r *Replica) truncate(to uint64) {
 	// Nothing below the log start is held (retention, R51–R53): a point
-	// below it means "all we hold" (sim seed 46000525 x20000: a follower
-	// restarted between a reset's deletion and its truncation held
-	// divergent entries above a log start that was also its HW, and a
-	// leader's diverging answer below that log start halted it).
+	// below it means "all we hold". A follower restarted between a reset's
+	// deletion and its truncation holds divergent entries above a log
+	// start that is also its HW; a leader's diverging answer below that
+	// log start must empty them, not halt it.
 	to = max(to, r.log.logStart)
 	if to >= r.log.LEO() {
 		return
@@ -91,8 +91,8 @@ func (r *Replica) truncate(to uint64) {
 // durably after it stepped down, until the epoch changes: after a restart
 // it must still know that a forwarded append naming this epoch may have
 // been appended by its earlier life, and answer a late copy "unknown",
-// never a final "not leader" (R47; sim seed 21025480). New never follows
-// itself, so the stored name only says who led.
+// never a final "not leader" (R47). New never follows itself, so the
+// stored name only says who led.
 func (r *Replica) writeQuorumState() {
 	leader := r.leaderID
 	if r.epochLeader == r.id {
