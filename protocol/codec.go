@@ -32,8 +32,10 @@ import (
 // Fixed-width integers keep encoding and decoding branch-free and let the
 // decoder bound a count by the bytes left before allocating anything.
 
-// Version is the first byte of every message this package encodes. A
-// message with another version is rejected with ErrMalformed. Version 2
+// Version is the first byte of every message this package encodes
+// (AppendMessageAt: the version asked for). A message with a version
+// outside MinVersion..Version is rejected with ErrMalformed (one above
+// Version also with ErrUnknownMessage). Version 2
 // added VoteRequest.Round, VoteResponse.RequestEpoch and Round, and
 // AppendRequest.Epoch; version 3 added Entry.Time, AppendRequest.Type and
 // DeleteRecords; version 4 added the directory IDs (FetchRequest.
@@ -43,7 +45,18 @@ import (
 // FetchResponse.LogStartVoters and LogStartEpoch; version 6 added voter
 // sets with owed incarnations (EncodeVoterSet's format 2, in entries and
 // in LogStartVoters), which a version-5 node would refuse as malformed.
+//
+// Version is the newest version this package encodes and decodes,
+// MinVersion the oldest: a node speaks every version between them, and
+// the transport encodes each connection's frames in the highest version
+// both ends speak (AppendMessageAt). A later format change adds a
+// version; its new kinds and fields are encoded only at that version, so
+// a peer is never sent what it cannot read, and MinVersion moves up only
+// when no supported release speaks the older version any more.
 const Version = 6
+
+// MinVersion is the oldest version this package encodes and decodes.
+const MinVersion = 6
 
 const (
 	// HeaderSize is the length of the header that starts every encoded
@@ -82,6 +95,15 @@ var (
 	// ErrTooLarge: a message to encode is above 4 GiB, which its uint32
 	// lengths cannot describe.
 	ErrTooLarge = errors.New("replog: message too large")
+	// ErrUnknownMessage: a message of a kind this package does not know,
+	// or of a version above Version: what a newer peer may send, not
+	// garbage. It is wrapped together with ErrMalformed; a receiver that
+	// framed the message correctly may drop it and carry on (the feature
+	// is absent here) instead of treating the stream as broken.
+	ErrUnknownMessage = errors.New("replog: unknown message kind or version")
+	// ErrVersion: AppendMessageAt was asked for a version outside
+	// MinVersion..Version.
+	ErrVersion = errors.New("replog: wire version not spoken")
 )
 
 // EncodedSize returns the size in bytes of m's encoding (what
@@ -161,6 +183,18 @@ func EncodedSize(m Message) int {
 // one above 4 GiB (ErrTooLarge); callers enforce their own, smaller limit
 // with EncodedSize before encoding. On failure dst is returned unchanged.
 func AppendMessage(dst []byte, m Message) ([]byte, error) {
+	return AppendMessageAt(dst, m, Version)
+}
+
+// AppendMessageAt is AppendMessage in the encoding of wire version v, one
+// of MinVersion..Version (else ErrVersion, dst unchanged): the version a
+// connection negotiated with its peer. MinVersion is Version today, so
+// there is one encoding; once they differ, what a later version added is
+// left out (or refused) below it.
+func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
+	if v < MinVersion || v > Version {
+		return dst, fmt.Errorf("%w: %d (this node speaks %d..%d)", ErrVersion, v, MinVersion, Version)
+	}
 	size := EncodedSize(m)
 	if size < 0 {
 		return dst, fmt.Errorf("%w: message %s->%s has no body", ErrMalformed, m.From, m.To)
@@ -175,7 +209,7 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 		dst = grown
 	}
 	be := binary.BigEndian
-	dst = append(dst, Version, byte(m.Body.Kind()))
+	dst = append(dst, v, byte(m.Body.Kind()))
 	dst = appendString(dst, m.From)
 	dst = appendString(dst, m.To)
 	switch b := m.Body.(type) {
@@ -293,8 +327,11 @@ func DecodeMessage(b []byte) (Message, error) {
 	if len(b) < MinSize {
 		return Message{}, fmt.Errorf("%w: %d bytes is below the minimum %d", ErrMalformed, len(b), MinSize)
 	}
-	if v := b[0]; v != Version {
-		return Message{}, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, Version)
+	switch v := b[0]; {
+	case v > Version:
+		return Message{}, unknownMessage(fmt.Sprintf("version %d, want %s", v, versionsSpoken()))
+	case v < MinVersion:
+		return Message{}, fmt.Errorf("%w: version %d, want %s", ErrMalformed, v, versionsSpoken())
 	}
 	kind := Kind(b[1])
 	d := decoder{b: b, off: HeaderSize}
@@ -418,8 +455,12 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.LeaderID = d.string("leader id")
 		x.Successor = d.string("successor")
 		m.Body = x
+	case 0:
+		return Message{}, fmt.Errorf("%w: unknown kind 0", ErrMalformed)
 	default:
-		return Message{}, fmt.Errorf("%w: unknown kind %d", ErrMalformed, uint8(kind))
+		// Kinds are numbered from 1 and never renumbered: any other is
+		// one a newer version added.
+		return Message{}, unknownMessage(fmt.Sprintf("unknown kind %d", uint8(kind)))
 	}
 	if d.err != nil {
 		return Message{}, fmt.Errorf("%w: %s: %w", ErrMalformed, kind, d.err)
@@ -428,6 +469,25 @@ func DecodeMessage(b []byte) (Message, error) {
 		return Message{}, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, kind, len(b)-d.off)
 	}
 	return m, nil
+}
+
+// unknownMessage is the error of a message a newer peer may send: it
+// reads as the ErrMalformed it always was and is also ErrUnknownMessage.
+type unknownMessage string
+
+func (e unknownMessage) Error() string { return ErrMalformed.Error() + ": " + string(e) }
+
+func (e unknownMessage) Is(target error) bool {
+	return target == ErrMalformed || target == ErrUnknownMessage
+}
+
+// versionsSpoken formats MinVersion..Version for errors ("6" when they
+// are one).
+func versionsSpoken() string {
+	if MinVersion == Version {
+		return fmt.Sprint(Version)
+	}
+	return fmt.Sprintf("%d..%d", MinVersion, Version)
 }
 
 // errShort is wrapped by decoder errors for fields running past the message.

@@ -352,9 +352,8 @@ func TestAuthReplayRefused(t *testing.T) {
 	// The frames the dialer sent after its proof.
 	frames := proxy.fromDialer.Bytes()[len(fromDialer[0])+len(fromDialer[1]):]
 
-	reflected := append([]byte(nil), fromAcceptor[1]...)
-	reflected[5] = hsProof
-	reflected = withCRC(reflected[:len(reflected)-crcSize])
+	// The acceptor's MAC sent back as the dialer's proof.
+	reflected := appendHandshake(nil, handshake{Version: accepted.Version, Type: hsProof, Lane: accepted.Lane, MAC: accepted.MAC})
 
 	for _, c := range []struct {
 		name  string
@@ -470,7 +469,7 @@ func TestAuthHandshakeUnit(t *testing.T) {
 			h, acceptErr = acceptHandshake(c2, acceptor, nil)
 			c2.Close()
 		}()
-		dialErr = dialHandshake(c1, dialer, peer)
+		_, dialErr = dialHandshake(c1, dialer, peer)
 		c1.Close()
 		<-done
 		return
@@ -511,11 +510,14 @@ func TestAuthHandshakeUnit(t *testing.T) {
 // auth.go, independently of authMAC: HMAC-SHA256 keyed by
 // HKDF-SHA256(secret, info "replog transport handshake v2") over
 // "replog-auth" 0 version lane, the cluster ID, dialer and acceptor IDs
-// (each a uint16 length and bytes), nonceD, nonceA and the direction.
-func oracleMAC(key []byte, lane uint8, cluster, dialer, acceptor string, nonceD, nonceA []byte, dir byte) []byte {
+// (each a uint16 length and bytes), nonceD, nonceA and the direction; in
+// version 3 then the dialer's wire range (here the package's, which the
+// fuzzed dialer offers) and, in the acceptor's, the version it chose
+// (here protocol.Version).
+func oracleMAC(key []byte, version, lane uint8, cluster, dialer, acceptor string, nonceD, nonceA []byte, dir byte) []byte {
 	var b []byte
 	b = append(b, "replog-auth\x00"...)
-	b = append(b, 2, lane)
+	b = append(b, version, lane)
 	for _, s := range []string{cluster, dialer, acceptor} {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
 		b = append(b, s...)
@@ -523,6 +525,12 @@ func oracleMAC(key []byte, lane uint8, cluster, dialer, acceptor string, nonceD,
 	b = append(b, nonceD...)
 	b = append(b, nonceA...)
 	b = append(b, dir)
+	if version >= 3 {
+		b = append(b, protocol.MinVersion, protocol.Version)
+		if dir == 'A' {
+			b = append(b, protocol.Version)
+		}
+	}
 	m := hmac.New(sha256.New, key)
 	m.Write(b)
 	return m.Sum(nil)
@@ -544,12 +552,20 @@ func FuzzAuthHandshake(f *testing.F) {
 	nonceD := bytes.Repeat([]byte{0x5A}, nonceSize)
 	// Seeds: valid transcripts for both sides and lanes, broken ones, raw
 	// bytes.
-	for _, lane := range []uint8{laneControl, laneData} {
-		f.Add(uint8(0), uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
-		f.Add(uint8(1), uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
-		f.Add(uint8(0), uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
-		f.Add(uint8(1), uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
-		f.Add(uint8(1), uint8(hsAccept), uint8(0), lane, acceptorID, []byte(nil), []byte(nil), []byte(nil))
+	// side: bit 0 picks the side under test, bit 2 the handshake version
+	// (3, or 2 as a node of the previous release speaks it).
+	for _, v := range []uint8{ProtocolVersion, minProtocolVersion} {
+		vb := uint8(0)
+		if v == minProtocolVersion {
+			vb = 4
+		}
+		for _, lane := range []uint8{laneControl, laneData} {
+			f.Add(vb|0, uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
+			f.Add(vb|1, uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
+			f.Add(vb|0, uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
+			f.Add(vb|1, uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
+			f.Add(vb|1, uint8(hsAccept), uint8(0), lane, acceptorID, []byte(nil), []byte(nil), []byte(nil))
+		}
 	}
 	f.Add(uint8(0), uint8(hsHello), uint8(0), uint8(0), dialerID, []byte(nil), []byte(nil), []byte(nil))
 	f.Add(uint8(0), uint8(0), uint8(0), uint8(0), "", []byte(nil), []byte(nil), []byte{'R', 'P', 'L', 'G', 2, 5})
@@ -559,13 +575,17 @@ func FuzzAuthHandshake(f *testing.F) {
 			return
 		}
 		in := raw
+		ver := uint8(ProtocolVersion)
+		if side&4 != 0 {
+			ver = minProtocolVersion
+		}
 		if len(in) == 0 {
-			m1 := handshake{Version: ProtocolVersion, Type: typ1, Lane: lane, NodeID: nodeID}
+			m1 := handshake{Version: ver, Type: typ1, Lane: lane, NodeID: nodeID, Wire: localWire, Chosen: protocol.Version}
 			if typ1 == hsHello || typ1 == hsAccept {
 				m1.ClusterID = cluster
 			}
 			copy(m1.Nonce[:], nonce)
-			m2 := handshake{Version: ProtocolVersion, Type: typ2, Lane: lane}
+			m2 := handshake{Version: ver, Type: typ2, Lane: lane, Chosen: protocol.Version}
 			copy(m2.MAC[:], mac)
 			in = appendHandshake(appendHandshake(nil, m1), m2)
 		}
@@ -590,7 +610,7 @@ func FuzzAuthHandshake(f *testing.F) {
 				var n [nonceSize]byte
 				copy(n[:], nonce)
 				if len(raw) == 0 && typ1 == hsAuthHello && typ2 == hsProof && lane < 2 && nodeID != "" && nodeID != acceptorID &&
-					bytes.Equal(mac, oracleMAC(key, lane, cluster, nodeID, acceptorID, n[:], nonceA, 'D')) {
+					bytes.Equal(mac, oracleMAC(key, ver, lane, cluster, nodeID, acceptorID, n[:], nonceA, 'D')) {
 					t.Fatalf("valid dialer transcript refused: %v", err)
 				}
 				return
@@ -602,18 +622,18 @@ func FuzzAuthHandshake(f *testing.F) {
 				t.Fatalf("accepted without an authHello: %+v / %+v %v", h, hello, err1)
 			}
 			proof, err2 := readHandshake(r)
-			want := oracleMAC(key, h.Lane, cluster, h.NodeID, acceptorID, hello.Nonce[:], nonceA, 'D')
+			want := oracleMAC(key, hello.Version, h.Lane, cluster, h.NodeID, acceptorID, hello.Nonce[:], nonceA, 'D')
 			if err2 != nil || proof.Type != hsProof || proof.Lane != h.Lane || !bytes.Equal(proof.MAC[:], want) {
 				t.Fatalf("accepted %q with proof %+v %v, want MAC %x", h.NodeID, proof, err2, want)
 			}
 			return
 		}
 		// The dialer under test; the input is the acceptor.
-		ds := hsSide{key: key, clusterID: cluster, nodeID: dialerID, lane: side / 2 % 2, rand: bytes.NewReader(nonceD)}
+		ds := hsSide{key: key, clusterID: cluster, nodeID: dialerID, lane: side / 2 % 2, version: ver, rand: bytes.NewReader(nonceD)}
 		if len(raw) == 0 {
 			ds.lane = lane % 2
 		}
-		err := dialHandshake(rw, ds, acceptorID)
+		_, err := dialHandshake(rw, ds, acceptorID)
 		if bytes.Contains(out.Bytes(), []byte(cluster)) {
 			t.Fatalf("dialer wrote the cluster ID: %q", out.Bytes())
 		}
@@ -622,7 +642,7 @@ func FuzzAuthHandshake(f *testing.F) {
 			var n [nonceSize]byte
 			copy(n[:], nonce)
 			if len(raw) == 0 && typ1 == hsChallenge && typ2 == hsAuthAccept && lane < 2 &&
-				bytes.Equal(mac, oracleMAC(key, ds.lane, cluster, dialerID, acceptorID, nonceD, n[:], 'A')) {
+				bytes.Equal(mac, oracleMAC(key, ver, ds.lane, cluster, dialerID, acceptorID, nonceD, n[:], 'A')) {
 				t.Fatalf("valid acceptor transcript refused: %v", err)
 			}
 			return
@@ -633,7 +653,7 @@ func FuzzAuthHandshake(f *testing.F) {
 			t.Fatalf("dialer accepted without a challenge: %+v %v", ch, err1)
 		}
 		acc, err2 := readHandshake(r)
-		want := oracleMAC(key, ds.lane, cluster, dialerID, acceptorID, nonceD, ch.Nonce[:], 'A')
+		want := oracleMAC(key, ver, ds.lane, cluster, dialerID, acceptorID, nonceD, ch.Nonce[:], 'A')
 		if err2 != nil || acc.Type != hsAuthAccept || acc.Lane != ds.lane || !bytes.Equal(acc.MAC[:], want) {
 			t.Fatalf("dialer accepted %+v %v, want MAC %x", acc, err2, want)
 		}
@@ -652,7 +672,7 @@ func TestAuthSpoofedFromClosed(t *testing.T) {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(waitTimeout))
 	side := hsSide{key: deriveAuthKey(testSecret), clusterID: "c", nodeID: "m", lane: laneControl, rand: bytes.NewReader(bytes.Repeat([]byte{9}, nonceSize))}
-	if err := dialHandshake(conn, side, "b"); err != nil {
+	if _, err := dialHandshake(conn, side, "b"); err != nil {
 		t.Fatal(err)
 	}
 	own, _ := AppendFrame(nil, protocol.Message{From: "m", To: "b", Body: &protocol.VoteRequest{Epoch: 1, CandidateID: "m"}})

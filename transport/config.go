@@ -145,6 +145,15 @@ type TCPConfig struct {
 	// it neither encrypts nor integrity-protects the stream after the
 	// handshake (use TLS as well on a network you do not trust).
 	Secret []byte
+	// NextSecret, if set, is a second secret this node accepts: a dialer
+	// that proves either Secret or NextSecret is let in, and answered
+	// under the one it used. The node itself always proves Secret. That
+	// rotates the secret without an outage, in rolling restarts: every
+	// node to (Secret old, NextSecret new); then every node to (new, old);
+	// then every node to (new) alone. Any two nodes in adjacent steps hold
+	// a secret the other accepts. At least MinSecretSize bytes, and only
+	// with Secret. Default none.
+	NextSecret []byte
 	// TLS, if set, secures every connection: the listener uses it as a
 	// server config (set Certificates, and ClientAuth/ClientCAs for mutual
 	// TLS), the dialer as a client config (set RootCAs, and Certificates
@@ -289,6 +298,10 @@ func (c TCPConfig) Validate() error {
 		return bad("Resolver", "is required")
 	case len(c.Secret) > 0 && len(c.Secret) < MinSecretSize:
 		return bad("Secret", "is %d bytes, at least %d required (use 32 random bytes)", len(c.Secret), MinSecretSize)
+	case len(c.NextSecret) > 0 && len(c.Secret) == 0:
+		return bad("NextSecret", "is set without Secret (the node proves Secret; NextSecret is only accepted besides it)")
+	case len(c.NextSecret) > 0 && len(c.NextSecret) < MinSecretSize:
+		return bad("NextSecret", "is %d bytes, at least %d required (use 32 random bytes)", len(c.NextSecret), MinSecretSize)
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil && c.Listener == nil {
 		return bad("ListenAddr", "%q is not host:port: %v", c.ListenAddr, err)

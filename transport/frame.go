@@ -48,6 +48,17 @@ func EncodedSize(m protocol.Message) int {
 // frame above 4 GiB (ErrFrameTooLarge); callers enforce their own, smaller
 // limit with EncodedSize before encoding.
 func AppendFrame(dst []byte, m protocol.Message) ([]byte, error) {
+	return AppendFrameAt(dst, m, protocol.Version)
+}
+
+// AppendFrameAt is AppendFrame with the message encoded in wire version v
+// (protocol.AppendMessageAt): what a connection negotiated in its
+// handshake. A version this node does not speak is refused (ErrBadFrame
+// wrapping protocol.ErrVersion), dst unchanged.
+func AppendFrameAt(dst []byte, m protocol.Message, v uint8) ([]byte, error) {
+	if v < protocol.MinVersion || v > protocol.Version {
+		return dst, fmt.Errorf("%w: %w: %d", ErrBadFrame, protocol.ErrVersion, v)
+	}
 	size := EncodedSize(m)
 	if size < 0 {
 		return dst, fmt.Errorf("%w: message %s->%s has no body", ErrBadFrame, m.From, m.To)
@@ -62,7 +73,7 @@ func AppendFrame(dst []byte, m protocol.Message) ([]byte, error) {
 		dst = grown
 	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(size-lenSize))
-	dst, err := protocol.AppendMessage(dst, m)
+	dst, err := protocol.AppendMessageAt(dst, m, v)
 	if err != nil { // unreachable after the checks above
 		return dst[:start], fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // The handshake opens every TCP connection (inside TLS when TLS is on).
@@ -20,14 +22,14 @@ import (
 //
 // Bodies by type:
 //
-//	hello          cluster ID, node ID (the dialer's)
-//	accept         cluster ID, node ID (the acceptor's)
+//	hello          cluster ID, node ID (the dialer's), [v3] wire min, max
+//	accept         cluster ID, node ID (the acceptor's), [v3] wire chosen
 //	refuseCluster  empty: another cluster ID, or another version
 //	refuse         empty: anything else
-//	authHello      node ID (the dialer's), nonce [32]byte
+//	authHello      node ID (the dialer's), nonce [32]byte, [v3] wire min, max
 //	challenge      nonce [32]byte
 //	proof          mac [32]byte
-//	authAccept     mac [32]byte
+//	authAccept     mac [32]byte, [v3] wire chosen
 //
 // Without a secret (TCPConfig.Secret empty: insecure mode, or mutual TLS
 // doing the authentication) the dialer sends hello and the acceptor
@@ -69,13 +71,70 @@ import (
 // version mismatch from garbage and answer it with a refusal (in its own
 // version, which the dialer reports).
 //
-// Version 2 (this one) made refusals bare, added the authenticated
-// exchange and keepalives; version 1 nodes and version 2 nodes refuse each
-// other as being of another version.
+// Version 2 made refusals bare, added the authenticated exchange and
+// keepalives; version 1 nodes and version 2 nodes refuse each other as
+// being of another version.
+//
+// Version 3 (this one) negotiates the wire version (protocol.Version, the
+// first byte of every frame) per connection: hello and authHello end with
+// the dialer's range of wire versions (min uint8, max uint8), accept and
+// authAccept with the one chosen (uint8): the highest both speak. Both
+// MACs bind the dialer's range, the acceptor's also the choice, so a
+// party on the path cannot alter either. A version-2 peer checks the
+// version byte strictly and ignores nothing, so there is no room in a
+// version-2 message for a range; a version-3 node speaks version 2 too:
+//
+//   - as acceptor, it answers a version-2 hello in version 2, exactly as
+//     a version-2 node would, and the wire version is 6 (all a version-2
+//     node speaks);
+//   - as dialer, it sends version 3 first; a version-2 node refuses it as
+//     another version, in version 2 (refuseCluster), and the dialer then
+//     dials again at once and speaks version 2. So the first connection to
+//     an older node costs one refused connection (logged on the old node
+//     as "wrong cluster or version"); every later format change can roll
+//     the same way, since a refusal says the refuser's version.
+//
+// What the fallback does not prevent: a party on the path can forge the
+// version-2 refusal and so hold two version-3 nodes at version 2 (wire
+// version 6). That is harmless while every wire version it could force is
+// one this node is willing to speak; a version with a security property
+// the older ones lack would have to raise the range's minimum.
 
-// ProtocolVersion is the handshake protocol version. Peers with another
-// version are refused with ErrWrongCluster.
-const ProtocolVersion = 2
+// ProtocolVersion is the handshake protocol version this node dials with.
+// It also accepts minProtocolVersion; peers with any other version are
+// refused with ErrWrongCluster.
+const ProtocolVersion = 3
+
+// minProtocolVersion is the oldest handshake version this node speaks:
+// version 2, which carries no wire range and means wire version
+// legacyWireVersion.
+const minProtocolVersion = 2
+
+// legacyWireVersion is the wire version a version-2 handshake implies.
+const legacyWireVersion = 6
+
+// versionRange is a range of wire versions (protocol.Version values) a
+// node speaks, min and max included.
+type versionRange struct{ min, max uint8 }
+
+// localWire is the range of wire versions this build speaks.
+var localWire = versionRange{protocol.MinVersion, protocol.Version}
+
+// valid reports whether r is not empty.
+func (r versionRange) valid() bool { return r.min <= r.max }
+
+// negotiate returns the highest wire version both a and b speak, or false
+// if they share none (or either range is empty).
+func negotiate(a, b versionRange) (uint8, bool) {
+	if !a.valid() || !b.valid() {
+		return 0, false
+	}
+	lo, hi := max(a.min, b.min), min(a.max, b.max)
+	if lo > hi {
+		return 0, false
+	}
+	return hi, true
+}
 
 var handshakeMagic = [4]byte{'R', 'P', 'L', 'G'}
 
@@ -99,8 +158,9 @@ const (
 )
 
 const (
-	hsFixedSize      = 4 + 1 + 1 + 1 + 2
-	maxHandshakeBody = 2 * (2 + maxIDLen)
+	hsFixedSize = 4 + 1 + 1 + 1 + 2
+	// maxHandshakeBody: a hello's two IDs and its range (version 3).
+	maxHandshakeBody = 2*(2+maxIDLen) + 2
 	// maxIDLen bounds node and cluster IDs.
 	maxIDLen = 255
 	// nonceSize and macSize: 256-bit nonces and HMAC-SHA256 tags.
@@ -118,6 +178,10 @@ type handshake struct {
 	NodeID    string
 	Nonce     [nonceSize]byte
 	MAC       [macSize]byte
+	// Wire is the dialer's range of wire versions (hello, authHello) and
+	// Chosen the acceptor's choice (accept, authAccept): version 3 only.
+	Wire   versionRange
+	Chosen uint8
 }
 
 func appendHandshake(dst []byte, h handshake) []byte {
@@ -126,6 +190,7 @@ func appendHandshake(dst []byte, h handshake) []byte {
 	dst = append(dst, h.Version, h.Type, h.Lane)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0)
+	v3 := h.Version >= 3
 	switch h.Type {
 	case hsHello, hsAccept:
 		dst = appendHSString(dst, h.ClusterID)
@@ -137,6 +202,14 @@ func appendHandshake(dst []byte, h handshake) []byte {
 		dst = append(dst, h.Nonce[:]...)
 	case hsProof, hsAuthAccept:
 		dst = append(dst, h.MAC[:]...)
+	}
+	if v3 {
+		switch h.Type {
+		case hsHello, hsAuthHello:
+			dst = append(dst, h.Wire.min, h.Wire.max)
+		case hsAccept, hsAuthAccept:
+			dst = append(dst, h.Chosen)
+		}
 	}
 	binary.BigEndian.PutUint16(dst[lenAt:], uint16(len(dst)-lenAt-2))
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
@@ -169,8 +242,8 @@ func parseHandshakeHeader(b []byte) (h handshake, size int, err error) {
 		return h, 0, fmt.Errorf("%w: bad handshake magic %q", ErrBadFrame, b[:4])
 	}
 	h.Version, h.Type, h.Lane = b[4], b[5], b[6]
-	if h.Version != ProtocolVersion {
-		return h, 0, fmt.Errorf("%w: protocol version %d, want %d", ErrWrongCluster, h.Version, ProtocolVersion)
+	if h.Version < minProtocolVersion || h.Version > ProtocolVersion {
+		return h, 0, fmt.Errorf("%w: protocol version %d, want %d..%d", ErrWrongCluster, h.Version, minProtocolVersion, ProtocolVersion)
 	}
 	body := int(binary.BigEndian.Uint16(b[7:]))
 	if body > maxHandshakeBody {
@@ -212,6 +285,15 @@ func decodeHandshake(b []byte) (handshake, error) {
 	default:
 		return h, fmt.Errorf("%w: unknown handshake type %d", ErrBadFrame, h.Type)
 	}
+	if h.Version >= 3 {
+		switch h.Type {
+		case hsHello, hsAuthHello:
+			h.Wire.min = d.u8("wire min")
+			h.Wire.max = d.u8("wire max")
+		case hsAccept, hsAuthAccept:
+			h.Chosen = d.u8("wire version")
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: handshake: %d trailing bytes", ErrBadFrame, len(d.b))
 	}
@@ -240,6 +322,12 @@ func (d *hsDecoder) string(field string) string {
 	s := string(d.b[2 : 2+n])
 	d.b = d.b[2+n:]
 	return s
+}
+
+func (d *hsDecoder) u8(field string) uint8 {
+	var b [1]byte
+	d.fixed(field, b[:])
+	return b[0]
 }
 
 func (d *hsDecoder) fixed(field string, dst []byte) {

@@ -136,7 +136,7 @@ func TestPartialFrameBudget(t *testing.T) {
 	var wg sync.WaitGroup
 	conns := make([]net.Conn, attackers)
 	for i := range conns {
-		conn, ans, err := rawHello(t, b.Addr(), handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneData, ClusterID: "c", NodeID: fmt.Sprintf("x%d", i)})
+		conn, ans, err := rawHello(t, b.Addr(), handshake{Version: ProtocolVersion, Type: hsHello, Wire: localWire, Lane: laneData, ClusterID: "c", NodeID: fmt.Sprintf("x%d", i)})
 		if err != nil || ans.Type != hsAccept {
 			t.Fatalf("attacker %d handshake: %+v %v", i, ans, err)
 		}
@@ -198,7 +198,7 @@ func TestIdleTimeout(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, IdleTimeout: idle})
 	res.set("b", b.Addr())
 
-	conn, ans, err := rawHello(t, b.Addr(), handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "c", NodeID: "x"})
+	conn, ans, err := rawHello(t, b.Addr(), handshake{Version: ProtocolVersion, Type: hsHello, Wire: localWire, Lane: laneControl, ClusterID: "c", NodeID: "x"})
 	if err != nil || ans.Type != hsAccept {
 		t.Fatalf("handshake: %+v %v", ans, err)
 	}
@@ -252,7 +252,7 @@ func expectRefusedAtOnce(t *testing.T, c net.Conn) {
 func expectAccepted(t *testing.T, c net.Conn, node string) {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(waitTimeout))
-	if _, err := c.Write(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsHello, ClusterID: "c", NodeID: node})); err != nil {
+	if _, err := c.Write(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsHello, Wire: localWire, ClusterID: "c", NodeID: node})); err != nil {
 		t.Fatal(err)
 	}
 	if ans, err := readHandshake(c); err != nil || ans.Type != hsAccept {
@@ -296,7 +296,7 @@ func TestInboundConnCaps(t *testing.T) {
 // by its dead connections); the newer one delivers.
 func TestInboundReplacedByNewer(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: newResolverMap().resolve})
-	hello := handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "c", NodeID: "x"}
+	hello := handshake{Version: ProtocolVersion, Type: hsHello, Wire: localWire, Lane: laneControl, ClusterID: "c", NodeID: "x"}
 	old, ans, err := rawHello(t, b.Addr(), hello)
 	if err != nil || ans.Type != hsAccept {
 		t.Fatalf("handshake: %+v %v", ans, err)

@@ -72,6 +72,11 @@ type TCPStats struct {
 	// KeepalivesSent counts keepalives written on idle outbound
 	// connections.
 	KeepalivesSent uint64
+	// UnknownMessages counts inbound frames dropped, their connection
+	// kept, because they carry a message kind or wire version this node
+	// does not know (protocol.ErrUnknownMessage): what a newer peer may
+	// send; the feature is absent here.
+	UnknownMessages uint64
 }
 
 // TCP is the TCP (optionally TLS) Transport.
@@ -150,7 +155,9 @@ type TCP struct {
 	closeOnce sync.Once
 
 	sent, received, droppedQueue, droppedNoConn, droppedInbound, peerClosed, badConns atomic.Uint64
-	unauthenticated, refusedConns, idleClosed, replaced, keepalives                   atomic.Uint64
+	unauthenticated, refusedConns, idleClosed, replaced, keepalives, unknownMessages  atomic.Uint64
+	// nextKey is deriveAuthKey(NextSecret), or nil.
+	nextKey []byte
 }
 
 type inboundKey struct {
@@ -175,7 +182,11 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 	if len(cfg.Secret) > 0 {
 		key = deriveAuthKey(cfg.Secret)
 	}
-	cfg.Secret = nil // only the derived key is kept
+	var nextKey []byte
+	if len(cfg.NextSecret) > 0 {
+		nextKey = deriveAuthKey(cfg.NextSecret)
+	}
+	cfg.Secret, cfg.NextSecret = nil, nil // only the derived keys are kept
 	ln := cfg.Listener
 	cfg.Listener = nil // ln is the one kept
 	if ln == nil {
@@ -196,6 +207,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		addr:    ln.Addr().String(),
 		recv:    make(chan protocol.Message, cfg.ReceiveQueueSize),
 		authKey: key,
+		nextKey: nextKey,
 		rand:    cryptorand.Reader,
 		budget:  newFrameBudget(cfg.PartialFrameBudget),
 		logLim:  newLogLimiter(cfg.RefusalLogInterval),
@@ -241,6 +253,7 @@ func (t *TCP) Stats() TCPStats {
 		PartialFramePeak:  peak,
 		InboundConns:      inbound,
 		KeepalivesSent:    t.keepalives.Load(),
+		UnknownMessages:   t.unknownMessages.Load(),
 	}
 }
 
@@ -414,6 +427,9 @@ type lane struct {
 	// unflushed counts messages written since the last successful flush:
 	// those a broken connection may have lost.
 	unflushed uint64
+	// wire is the wire version the connection's handshake negotiated:
+	// every frame on it is encoded in it.
+	wire uint8
 }
 
 // maxKeptBuffer caps the encode buffer a lane keeps between frames.
@@ -583,7 +599,26 @@ func (l *lane) dial() error {
 		_ = conn.Close()
 		return ErrClosed
 	}
-	if err := l.handshake(conn, addr); err != nil {
+	err = l.handshake(conn, addr, ProtocolVersion)
+	if errors.Is(err, errOlderHandshake) {
+		// A node of an earlier release: it closed the connection after
+		// refusing our handshake version, so dial again in its version.
+		t.untrack(conn)
+		if t.cfg.TLS != nil {
+			conn, err = (&tls.Dialer{NetDialer: nd, Config: t.cfg.TLS}).DialContext(ctx, "tcp", addr)
+		} else {
+			conn, err = nd.DialContext(ctx, "tcp", addr)
+		}
+		if err != nil {
+			return err
+		}
+		if !t.track(conn) {
+			_ = conn.Close()
+			return ErrClosed
+		}
+		err = l.handshake(conn, addr, minProtocolVersion)
+	}
+	if err != nil {
 		t.untrack(conn)
 		return err
 	}
@@ -601,13 +636,17 @@ func (l *lane) dial() error {
 	return nil
 }
 
-func (l *lane) handshake(conn net.Conn, addr string) error {
+// handshake runs the dialer's handshake in the given version and records
+// the wire version negotiated.
+func (l *lane) handshake(conn net.Conn, addr string, version uint8) error {
 	t := l.t
 	_ = conn.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
-	side := hsSide{key: t.authKey, clusterID: t.cfg.ClusterID, nodeID: t.cfg.NodeID, lane: l.kind, rand: t.rand}
-	if err := dialHandshake(conn, side, l.peer); err != nil {
+	side := hsSide{key: t.authKey, clusterID: t.cfg.ClusterID, nodeID: t.cfg.NodeID, lane: l.kind, version: version, rand: t.rand}
+	wire, err := dialHandshake(conn, side, l.peer)
+	if err != nil {
 		return fmt.Errorf("handshake with %s at %s: %w", l.peer, addr, err)
 	}
+	l.wire = wire
 	_ = conn.SetDeadline(time.Time{})
 	return nil
 }
@@ -621,7 +660,7 @@ func (l *lane) write(m protocol.Message) error {
 		l.log.Warn("message above MaxFrameSize, dropped", "msg", m.Body, "size", size, "limit", t.cfg.MaxFrameSize)
 		return nil
 	}
-	buf, err := AppendFrame(l.buf[:0], m)
+	buf, err := AppendFrameAt(l.buf[:0], m, l.wire)
 	if err != nil {
 		l.log.Warn("cannot encode message, dropped", "msg", m.Body, "error", err)
 		return nil
@@ -812,7 +851,7 @@ func (t *TCP) serve(c net.Conn, ip string) {
 		}
 		return t.cfg.VerifyPeer(nodeID, cs)
 	}
-	side := hsSide{key: t.authKey, clusterID: t.cfg.ClusterID, nodeID: t.cfg.NodeID, rand: t.rand}
+	side := hsSide{key: t.authKey, nextKey: t.nextKey, clusterID: t.cfg.ClusterID, nodeID: t.cfg.NodeID, rand: t.rand}
 	h, err := acceptHandshake(c, side, check)
 	if err != nil {
 		if t.isClosed() {
@@ -845,6 +884,14 @@ func (t *TCP) serve(c net.Conn, ip string) {
 	var timer *time.Timer
 	for {
 		m, err := fr.read()
+		if errors.Is(err, protocol.ErrUnknownMessage) {
+			// Framed and checksummed, so the stream is in step: a newer
+			// peer's message this node cannot read is dropped like a lost
+			// one, and the connection (and the peer) stays.
+			t.unknownMessages.Add(1)
+			t.warnLimited(log, "unknown message", "message of an unknown kind or wire version dropped (a newer peer?); connection kept", "error", err)
+			continue
+		}
 		if err != nil {
 			switch {
 			case t.isClosed():

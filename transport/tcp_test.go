@@ -197,7 +197,7 @@ func expectBareRefusal(t *testing.T, raw []byte, typ uint8, secrets ...string) {
 // close; the positive control with the right cluster ID is accepted.
 func TestTCPHandshakeRefusals(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "node-bbb", ClusterID: "cluster-green", Resolver: newResolverMap().resolve, HandshakeTimeout: 500 * time.Millisecond})
-	hello := handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "cluster-green", NodeID: "a"}
+	hello := handshake{Version: ProtocolVersion, Type: hsHello, Wire: localWire, Lane: laneControl, ClusterID: "cluster-green", NodeID: "a"}
 	hidden := []string{"cluster-green", "green", "node-bbb", "bbb"}
 
 	t.Run("WrongCluster", func(t *testing.T) {
@@ -265,7 +265,7 @@ func TestTCPBadConnections(t *testing.T) {
 	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: "a"}})
 	recvOne(t, b)
 
-	hello := handshake{Version: ProtocolVersion, Type: hsHello, Lane: laneControl, ClusterID: "c", NodeID: "x"}
+	hello := handshake{Version: ProtocolVersion, Type: hsHello, Wire: localWire, Lane: laneControl, ClusterID: "c", NodeID: "x"}
 	vote, _ := AppendFrame(nil, protocol.Message{From: "x", To: "b", Body: &protocol.VoteRequest{Epoch: 5, CandidateID: "x"}})
 	badCRC := append([]byte(nil), vote...)
 	badCRC[len(badCRC)-1] ^= 0xff
@@ -528,7 +528,7 @@ func TestTCPControlNotBehindFetch(t *testing.T) {
 				if err != nil {
 					return
 				}
-				_, _ = c.Write(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsAccept, Lane: h.Lane, ClusterID: "c", NodeID: "b"}))
+				_, _ = c.Write(appendHandshake(nil, handshake{Version: ProtocolVersion, Type: hsAccept, Lane: h.Lane, ClusterID: "c", NodeID: "b", Chosen: protocol.Version}))
 				if h.Lane == laneData {
 					fetchConn <- struct{}{}
 					return // never read: the writer's socket fills up
