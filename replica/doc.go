@@ -96,8 +96,9 @@
 //	sides, and the memo of answers), voters.go (voter changes),
 //	retention.go, transfer.go, producers.go, keys.go
 //	    handlers: they decide, and change role only through transitions;
-//	    one whose write or new HW may change whether this replica may
-//	    campaign calls settleRole (a leader, resignIfRemoved) after it
+//	    a handler whose write or new HW may change whether this replica
+//	    may campaign calls settleRole right after it (a leader,
+//	    resignIfRemoved)
 //	transitions.go (becomeFollower/Prospective/Candidate/Leader, stepDown,
 //	settleRole, resignIfRemoved, restoreRole)
 //	    role changes, the only code that assigns the role: they call each
