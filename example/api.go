@@ -179,7 +179,10 @@ type server struct {
 	sampler *sampler
 	// metrics serves GET /metrics (Prometheus text); nil: 404.
 	metrics http.Handler
-	logger  hclog.Logger
+	// admin is the node's replogadmin handler, served under /admin/ (what
+	// replogctl status and tail ask); nil: not served.
+	admin  http.Handler
+	logger hclog.Logger
 }
 
 // handler returns the node's HTTP handler. Web pages from the other
@@ -199,6 +202,9 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
 	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))
 	mux.HandleFunc("/metrics", s.only(http.MethodGet, s.handleMetrics))
+	if s.admin != nil {
+		mux.Handle("/admin/", http.StripPrefix("/admin", s.admin))
+	}
 	mux.Handle("/{$}", s.only(http.MethodGet, serveIndex))
 	mux.Handle("/static/", s.only(http.MethodGet, staticHandler().ServeHTTP))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/replogadmin"
 	"github.com/replog-io/replog/replogprom"
 )
 
@@ -101,6 +102,11 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		hist = nil
 	}
 
+	// Read-only: the example's own API already serves the changes.
+	admin, err := replogadmin.New(log, replogadmin.Options{})
+	if err != nil {
+		return err
+	}
 	s := &server{
 		node:          log,
 		self:          cfg.id,
@@ -115,6 +121,7 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		hist:          hist,
 		sampler:       smp,
 		metrics:       metricsHandler(log, logger.Named("metrics")),
+		admin:         admin,
 		logger:        logger.Named("http"),
 	}
 	if cfg.pipeline != "" {

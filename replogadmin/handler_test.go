@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog"
-	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/replogtest"
 )
 
 // openLog opens a single-node Log (no peers: it leads at once).
@@ -371,35 +371,18 @@ func TestOptions(t *testing.T) {
 // follower refuses /followers naming the leader, and a transfer through
 // the handler moves the leadership.
 func TestCluster(t *testing.T) {
-	secret := []byte("replogadmin test secret, 32 byte")
-	voters := []string{"n1", "n2", "n3"}
-	nodes := map[string]*replog.Log{}
-	var join []string
-	for _, id := range voters {
-		l, err := replog.Open(replog.Options{
-			NodeID: id, Dir: t.TempDir(), Voters: voters, Secret: secret, NoSync: true,
-			RPCAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Join: join, GossipTuning: membership.FastForTests(),
-			FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, ElectionTimeout: 200 * time.Millisecond,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		nodes[id] = l
-		join = append(join, l.Status().GossipAddr)
-	}
+	c := replogtest.NewCluster(t, 3)
+	leader := c.Leader()
+	leaderID := leader.Status().NodeID
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, l := range nodes {
-		if err := l.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	leaderID := nodes["n1"].Status().LeaderID
-	leader := nodes[leaderID]
 	off, err := leader.Append(ctx, []byte("x"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	nodes := map[string]*replog.Log{}
+	for _, id := range c.IDs() {
+		nodes[id] = c.Node(id)
 	}
 	urls := map[string]string{}
 	for id, l := range nodes {

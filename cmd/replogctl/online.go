@@ -1,7 +1,9 @@
 package main
 
-// The online commands talk to a running node through the HTTP API of the
-// example service (example/README.md): GET /status and GET /entries.
+// The online commands talk to a running node through its admin API: the
+// replogadmin handler, which a service mounts on its own HTTP server
+// (the example service mounts it under /admin/). status reads GET
+// /status, tail pages through GET /entries.
 
 import (
 	"bufio"
@@ -23,30 +25,54 @@ import (
 	"unicode/utf8"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/replogadmin"
 )
+
+// defaultAdminPath is where replogctl looks for the admin handler: where
+// the example service mounts it, and what replogadmin's doc suggests.
+const defaultAdminPath = "/admin"
+
+// addrFlags are the flags that say where a node's admin API is.
+type addrFlags struct {
+	addr, path *string
+}
+
+func declareAddr(fs *flag.FlagSet) addrFlags {
+	return addrFlags{
+		addr: fs.String("addr", "", "the node's HTTP address, HOST:PORT or scheme://HOST:PORT (required)"),
+		path: fs.String("path", defaultAdminPath, "where the service mounts the replogadmin handler (\"/\": at the root)"),
+	}
+}
+
+// base returns the admin API's base URL, without a trailing slash.
+func (a addrFlags) base() (string, error) { return baseURL(*a.addr, *a.path) }
 
 func init() {
 	register(&command{
 		Name:    "status",
-		Summary: "show a running node's replication state (its HTTP API's GET /status)",
-		Usage:   "--addr HOST:PORT [--json] [--timeout D]",
+		Summary: "show a running node's replication state (its admin API's GET /status)",
+		Usage:   "--addr HOST:PORT [--path /admin] [--json] [--timeout D]",
 		Help: `Prints the node's ID, role, epoch, leader, voters, offsets (LEO,
 durable LEO, high watermark, readable HW, log start), on the leader each
 follower's LEO and lag, and its addresses. --json prints the node's
 answer as it is (replog.Status).
 
+It asks the node's admin API: the replogadmin handler, which the service
+mounts on its HTTP server (--path, default /admin; the example service
+mounts it there).
+
 Exit status: 0 if the node answered and serves; 1 if it could not be
 reached, or reports a failure (its disk failed, or it halted): the
 failure is printed too.`,
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-			addr := fs.String("addr", "", "the node's HTTP address, HOST:PORT or a URL (required)")
+			where := declareAddr(fs)
 			asJSON := fs.Bool("json", false, "print the node's JSON answer")
 			timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) > 0 {
 					return usageError("unexpected arguments %q", args)
 				}
-				base, err := baseURL(*addr)
+				base, err := where.base()
 				if err != nil {
 					return err
 				}
@@ -59,30 +85,35 @@ failure is printed too.`,
 	register(&command{
 		Name:    "tail",
 		Summary: "print a running node's committed entries, following new ones (GET /entries)",
-		Usage:   "--addr HOST:PORT [--from N] [--follow=false] [--max N] [--json]",
+		Usage:   "--addr HOST:PORT [--path /admin] [--from N] [--follow=false] [--max N] [--json]",
 		Help: `Prints committed entries from offset --from on, one per line:
 OFFSET, EPOCH and the record, as text if it is printable UTF-8, else as
 "base64:" and its base64. Offsets have gaps where control entries sit:
 resume from the last offset + 1. Without --from it starts at the node's
-high watermark (new entries only). It follows the log until interrupted,
-or with --follow=false stops at the node's high watermark as of the
-call; --max stops after that many entries. --json prints the API's lines
-({"offset","epoch","data"}, data in base64).
+readable high watermark (new entries only). It follows the log until
+interrupted, or with --follow=false stops at the node's high watermark
+as of the call; --max stops after that many entries. --json prints one
+JSON object per entry ({"offset","epoch","time","data"}, data in
+base64).
+
+It pages through the node's admin API (GET /entries of the replogadmin
+handler, at --path, default /admin), waiting at the end of the log for
+new entries.
 
 Exit status: 0 when it stopped as asked (or was interrupted); 1 if the
 node could not be reached or reported an error (e.g. --from below the
-log start).`,
+log start: the error names the offset to resume from).`,
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-			addr := fs.String("addr", "", "the node's HTTP address, HOST:PORT or a URL (required)")
-			from := fs.String("from", "", "first offset (default: the node's high watermark, new entries only)")
+			where := declareAddr(fs)
+			from := fs.String("from", "", "first offset (default: the node's readable high watermark, new entries only)")
 			follow := fs.Bool("follow", true, "wait for new entries; false: stop at the high watermark as of the call")
 			maxN := fs.Uint64("max", 0, "stop after this many entries (0: no limit)")
-			asJSON := fs.Bool("json", false, "print the API's JSON lines")
+			asJSON := fs.Bool("json", false, "print one JSON object per entry")
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) > 0 {
 					return usageError("unexpected arguments %q", args)
 				}
-				base, err := baseURL(*addr)
+				base, err := where.base()
 				if err != nil {
 					return err
 				}
@@ -100,9 +131,9 @@ log start).`,
 	})
 }
 
-// baseURL turns --addr (HOST:PORT or an http(s) URL) into a base URL
-// without a trailing slash.
-func baseURL(addr string) (string, error) {
+// baseURL turns --addr (HOST:PORT or an http(s) URL without a path) and
+// --path into the admin API's base URL, without a trailing slash.
+func baseURL(addr, path string) (string, error) {
 	if addr == "" {
 		return "", usageError("--addr is required")
 	}
@@ -113,7 +144,14 @@ func baseURL(addr string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", usageError("--addr %q: want HOST:PORT or an http(s) URL", addr)
 	}
-	return strings.TrimSuffix(u.String(), "/"), nil
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
+		return "", usageError("--addr %q: give only the scheme and HOST:PORT; where the admin handler is mounted goes in --path", addr)
+	}
+	if !strings.HasPrefix(path, "/") {
+		return "", usageError("--path %q: want an absolute path such as /admin", path)
+	}
+	u.Path = strings.TrimSuffix(path, "/")
+	return u.String(), nil
 }
 
 // client has no overall timeout: tail follows for as long as it runs.
@@ -124,45 +162,62 @@ var client = &http.Client{Transport: &http.Transport{
 	IdleConnTimeout:       30 * time.Second,
 }}
 
-// get GETs base+path and returns the response if it is 200; otherwise
-// the API's error message.
-func get(ctx context.Context, base, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+// adminError is the admin API's error body.
+type adminError struct {
+	Error    string  `json:"error"`
+	Code     string  `json:"code"`
+	Leader   string  `json:"leader"`
+	LogStart *uint64 `json:"log_start"`
+}
+
+// get GETs base+route and returns the body if the answer is 200;
+// otherwise an error saying what the node (or whatever answered) said.
+func get(ctx context.Context, base, route string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+route, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode == http.StatusOK {
-		return resp, nil
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is named below
+		}
+		return nil, fmt.Errorf("%s: %w", base+route, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var apiErr struct {
-		Error string `json:"error"`
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the answer: %w", base+route, err)
 	}
-	if json.Unmarshal(body, &apiErr) == nil && apiErr.Error != "" {
-		return nil, fmt.Errorf("%s: %s: %s", path, resp.Status, apiErr.Error)
+	if resp.StatusCode == http.StatusOK {
+		return body, nil
 	}
-	return nil, fmt.Errorf("%s: %s: %.200s", path, resp.Status, body)
+	var ae adminError
+	if json.Unmarshal(body, &ae) == nil && ae.Error != "" && ae.Code != "" {
+		switch {
+		case ae.Code == "out_of_range" && ae.LogStart != nil:
+			return nil, fmt.Errorf("%s: %s: the entries below offset %d were deleted; resume with --from %d", route, ae.Error, *ae.LogStart, *ae.LogStart)
+		case ae.Leader != "":
+			return nil, fmt.Errorf("%s: %s (leader: %s)", route, ae.Error, ae.Leader)
+		}
+		return nil, fmt.Errorf("%s: %s", route, ae.Error)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("%s: 404 Not Found: no replog admin API there; is --path right? (the service mounts the replogadmin handler somewhere; the default is %s)", base+route, defaultAdminPath)
+	}
+	return nil, fmt.Errorf("%s: %s: %.200s", base+route, resp.Status, body)
 }
 
 // fetchStatus returns the node's status and its raw JSON.
 func fetchStatus(ctx context.Context, base string) (replog.Status, []byte, error) {
-	resp, err := get(ctx, base, "/status")
-	if err != nil {
-		return replog.Status{}, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	raw, err := get(ctx, base, "/status")
 	if err != nil {
 		return replog.Status{}, nil, err
 	}
 	var st replog.Status
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return replog.Status{}, nil, fmt.Errorf("/status: not a node's status: %w", err)
+	if err := json.Unmarshal(raw, &st); err != nil || st.NodeID == "" {
+		return replog.Status{}, nil, fmt.Errorf("%s/status: the answer is not a replog node's status (is --path right?)", base)
 	}
 	return st, raw, nil
 }
@@ -270,72 +325,81 @@ func printStatus(w io.Writer, st replog.Status) {
 // tailer is one run of tail.
 type tailer struct {
 	base   string
-	from   *uint64 // nil: the node's high watermark
+	from   *uint64 // nil: the node's readable high watermark
 	follow bool
 	max    uint64
 	json   bool
 }
 
-// entryLine is one line of GET /entries: an entry, or a last error.
-type entryLine struct {
-	Offset uint64  `json:"offset"`
-	Epoch  uint64  `json:"epoch"`
-	Data   []byte  `json:"data"`
-	Error  *string `json:"error"`
-}
+// tailWait is how long one page request waits at the end of the log:
+// below the client's ResponseHeaderTimeout and replogadmin's default
+// MaxWait, so that a quiet log costs a request every tailWait.
+const tailWait = 20 * time.Second
 
 func (t tailer) run(ctx context.Context, e *env) error {
-	from := uint64(0)
+	var next uint64
 	if t.from != nil {
-		from = *t.from
+		next = *t.from
 	} else {
 		st, _, err := fetchStatus(ctx, t.base)
 		if err != nil {
-			return err
+			return t.ended(ctx, err)
 		}
-		from = st.HighWatermark
+		next = st.ReadableHW
 	}
-	resp, err := get(ctx, t.base, fmt.Sprintf("/entries?from=%d&follow=%t", from, t.follow))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // interrupted
-		}
-		return err
-	}
-	defer resp.Body.Close()
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 8<<20) // a 1 MiB record is ~1.4 MB of base64
+	enc := json.NewEncoder(out)
+	stop, first := uint64(0), true // stop: with --follow=false, the HW of the first page
 	var n uint64
-	for sc.Scan() {
-		line := sc.Bytes()
-		var el entryLine
-		if err := json.Unmarshal(line, &el); err != nil {
-			return fmt.Errorf("/entries: bad line %.100q: %w", line, err)
-		}
-		if el.Error != nil {
-			return fmt.Errorf("/entries: the node reports: %s", *el.Error)
-		}
-		if t.json {
-			_, _ = out.Write(line)
-			_ = out.WriteByte('\n')
-		} else {
-			fmt.Fprintf(out, "%d\t%d\t%s\n", el.Offset, el.Epoch, printable(el.Data))
-		}
+	for {
+		route := fmt.Sprintf("/entries?from=%d&limit=1000", next)
 		if t.follow {
-			if err := out.Flush(); err != nil {
+			route += "&wait=" + tailWait.String()
+		}
+		raw, err := get(ctx, t.base, route)
+		if err != nil {
+			return t.ended(ctx, err)
+		}
+		var page replogadmin.PageJSON
+		if err := json.Unmarshal(raw, &page); err != nil || page.Next < next {
+			return fmt.Errorf("%s%s: not a page of entries", t.base, route)
+		}
+		if first {
+			stop, first = page.HW, false
+		}
+		for _, en := range page.Entries {
+			if !t.follow && en.Offset >= stop {
+				return nil
+			}
+			if t.json {
+				err = enc.Encode(en)
+			} else {
+				_, err = fmt.Fprintf(out, "%d\t%d\t%s\n", en.Offset, en.Epoch, printable(en.Data))
+			}
+			if err != nil {
 				return err
 			}
+			if n++; t.max > 0 && n >= t.max {
+				return nil
+			}
 		}
-		if n++; t.max > 0 && n >= t.max {
+		if err := out.Flush(); err != nil {
+			return err
+		}
+		next = page.Next
+		if !t.follow && next >= stop {
 			return nil
 		}
 	}
-	if err := sc.Err(); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("/entries: %w", err)
+}
+
+// ended returns what tail reports for err: nothing if it was interrupted.
+func (t tailer) ended(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
 	}
-	return nil
+	return err
 }
 
 // printable returns data as text if it is printable UTF-8 (spaces

@@ -16,40 +16,20 @@ import (
 	"time"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/replogadmin"
 )
 
-// fakeNode serves /status and /entries as the example's API does.
+// fakeNode serves GET /admin/status as a node's replogadmin handler does,
+// with a status no single-node Log has (followers, a failure).
 type fakeNode struct {
-	status  replog.Status
-	entries []string // NDJSON lines, in offset order
-	trailer string   // a last line, e.g. an error
-	mu      sync.Mutex
-	queries []string // /entries queries received
+	status replog.Status
 }
 
 func (f *fakeNode) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/admin/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(f.status)
-	})
-	mux.HandleFunc("/entries", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.queries = append(f.queries, r.URL.RawQuery)
-		f.mu.Unlock()
-		if r.URL.Query().Get("from") == "1" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
-			fmt.Fprintln(w, `{"error":"offset 1 is below the log start 5"}`)
-			return
-		}
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		for _, l := range f.entries {
-			fmt.Fprintln(w, l)
-		}
-		if f.trailer != "" {
-			fmt.Fprintln(w, f.trailer)
-		}
 	})
 	return mux
 }
@@ -59,6 +39,29 @@ func startFake(t *testing.T, f *fakeNode) string {
 	srv := httptest.NewServer(f.handler())
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// startNode opens a single-node Log and serves its admin handler under
+// path on a test server; it returns the Log and the server's HOST:PORT.
+func startNode(t *testing.T, path string, opts replogadmin.Options) (*replog.Log, string) {
+	t.Helper()
+	l, err := replog.Open(replog.Options{NodeID: "n1", Dir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	if err := l.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h, err := replogadmin.New(l, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(path+"/", http.StripPrefix(path, h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return l, strings.TrimPrefix(srv.URL, "http://")
 }
 
 func leaderStatus() replog.Status {
@@ -126,52 +129,103 @@ func TestStatusFailures(t *testing.T) {
 }
 
 func TestTail(t *testing.T) {
-	f := &fakeNode{status: leaderStatus(), entries: []string{
-		`{"offset":2,"epoch":1,"data":"aGVsbG8gd29ybGQ="}`, // "hello world"
-		`{"offset":5,"epoch":2,"data":"AAEC/w=="}`,         // binary
-		`{"offset":6,"epoch":2,"data":""}`,
-	}}
-	addr := startFake(t, f)
+	l, addr := startNode(t, "/admin", replogadmin.Options{})
+	ctx := context.Background()
+	var offs []uint64
+	for _, rec := range [][]byte{[]byte("hello world"), {0, 1, 2, 0xff}, {}} {
+		off, err := l.Append(ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, off)
+	}
+	if err := l.Barrier(ctx); err != nil { // a control entry: a gap in the offsets
+		t.Fatal(err)
+	}
+	last, err := l.Append(ctx, []byte("after the barrier"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	code, out, errOut := runCmd(t, "tail", "--addr", addr, "--from", "0", "--follow=false")
-	want := "2\t1\thello world\n5\t2\tbase64:AAEC/w==\n6\t2\t\n"
+	want := fmt.Sprintf("%d\t1\thello world\n%d\t1\tbase64:AAEC/w==\n%d\t1\t\n%d\t1\tafter the barrier\n", offs[0], offs[1], offs[2], last)
 	if code != exitOK || out != want {
 		t.Fatalf("tail: exit %d, stderr %q, output\n%q\nwant\n%q", code, errOut, out, want)
 	}
-	// Without --from it starts at the high watermark (10), following.
-	if code, _, _ := runCmd(t, "tail", "--addr", addr, "--max", "2"); code != exitOK {
-		t.Fatalf("tail --max 2: exit %d", code)
-	}
 	code, out, _ = runCmd(t, "tail", "--addr", addr, "--from", "0", "--json", "--max", "1")
-	if code != exitOK || out != f.entries[0]+"\n" {
+	var en replogadmin.EntryJSON
+	if code != exitOK || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &en) != nil || en.Offset != offs[0] || string(en.Data) != "hello world" || en.Time.IsZero() {
 		t.Errorf("tail --json --max 1: exit %d, %q", code, out)
 	}
-	f.mu.Lock()
-	queries := f.queries
-	f.mu.Unlock()
-	if want := []string{"from=0&follow=false", "from=10&follow=true", "from=0&follow=true"}; strings.Join(queries, " ") != strings.Join(want, " ") {
-		t.Errorf("queries %q, want %q", queries, want)
+	// Pages end at the high watermark as of the call, even when the
+	// first page is not the last: --max 2 from the second record.
+	code, out, _ = runCmd(t, "tail", "--addr", addr, "--from", fmt.Sprint(offs[1]), "--follow=false", "--max", "2")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != exitOK || len(lines) != 2 || !strings.HasPrefix(lines[0], fmt.Sprint(offs[1])) {
+		t.Errorf("tail --from %d --max 2: exit %d, %q", offs[1], code, out)
 	}
 
-	// The node's errors: before the first line (a status code) and after.
-	if code, _, errOut := runCmd(t, "tail", "--addr", addr, "--from", "1"); code != exitFailure || !strings.Contains(errOut, "below the log start 5") {
-		t.Errorf("from below the log start: exit %d, stderr %q", code, errOut)
+	// Following from the readable HW (no --from): the next entry shows up.
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var tailOut syncWriter
+	tailOut.w = &strings.Builder{}
+	done := make(chan int)
+	go func() {
+		done <- run(fctx, []string{"tail", "--addr", addr, "--max", "1"}, &tailOut, os.Stderr)
+	}()
+	// Appended until tail sees one: whether an append lands before tail
+	// read the HW or after, a later one is new to it.
+	var code2 int
+	for waiting := true; waiting; {
+		if _, err := l.Append(ctx, []byte("news")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case code2 = <-done:
+			waiting = false
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	f.trailer = `{"error":"replog: log closed"}`
-	code, out, errOut = runCmd(t, "tail", "--addr", addr, "--from", "0", "--follow=false")
-	if code != exitFailure || !strings.Contains(errOut, "log closed") || !strings.HasPrefix(out, "2\t1\thello world\n") {
-		t.Errorf("an error line: exit %d, stdout %q, stderr %q", code, out, errOut)
+	if got := tailOut.String(); code2 != exitOK || !strings.HasSuffix(strings.TrimSpace(got), "\tnews") || strings.Count(got, "\n") != 1 {
+		t.Errorf("tail following: exit %d, output %q", code2, got)
+	}
+
+	// The node's errors: --from below the log start names where to resume.
+	if _, err := l.DeleteBefore(ctx, offs[2]); err != nil {
+		t.Fatal(err)
+	}
+	start := l.Status().LogStart
+	code, _, errOut = runCmd(t, "tail", "--addr", addr, "--from", "0", "--follow=false")
+	if code != exitFailure || !strings.Contains(errOut, fmt.Sprintf("resume with --from %d", start)) {
+		t.Errorf("from below the log start %d: exit %d, stderr %q", start, code, errOut)
 	}
 	if code, _, _ := runCmd(t, "tail", "--addr", addr, "--from", "x"); code != exitUsage {
 		t.Errorf("--from x: exit %d, want %d", code, exitUsage)
 	}
 }
 
+// --path finds a handler mounted elsewhere; a wrong one says to check it.
+func TestPath(t *testing.T) {
+	_, addr := startNode(t, "/ops/replog", replogadmin.Options{})
+	if code, out, errOut := runCmd(t, "status", "--addr", addr, "--path", "/ops/replog/"); code != exitOK || !strings.Contains(out, "role            leader") {
+		t.Errorf("status --path /ops/replog/: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, _, errOut := runCmd(t, "status", "--addr", addr); code != exitFailure || !strings.Contains(errOut, "--path") || !strings.Contains(errOut, "404") {
+		t.Errorf("status at the default path of a service mounting elsewhere: exit %d, %q", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"status", "--addr", "http://" + addr + "/ops/replog"},
+		{"status", "--addr", addr, "--path", "ops"},
+	} {
+		if code, _, errOut := runCmd(t, args...); code != exitUsage || !strings.Contains(errOut, "--path") {
+			t.Errorf("%q: exit %d, %q; want a usage error pointing at --path", args, code, errOut)
+		}
+	}
+}
+
 func TestTailInterrupted(t *testing.T) {
-	// A node that sends the headers of a follow stream and then nothing.
+	// A node that never answers a page request.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
@@ -281,4 +335,10 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }
