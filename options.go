@@ -23,10 +23,12 @@ import (
 // Options configures a Log. The zero value plus Dir is a working
 // single-node log. Open never modifies the caller's Options.
 type Options struct {
-	// Dir is the node's data directory: its bbolt file (replog.db) and
-	// identity file (replog.identity, which records ClusterID and NodeID
-	// when the directory is created; Open refuses a directory of another
-	// cluster or node). Created if missing. Required.
+	// Dir is the node's data directory, owned by the storage package
+	// (storage.OpenDir): the log as bbolt segment files (the active one,
+	// replog.db, and the sealed ones, replog-<base>.seg, rolled at
+	// SegmentBytes) and the identity file (replog.identity, which records
+	// ClusterID and NodeID when the directory is created; Open refuses a
+	// directory of another cluster or node). Created if missing. Required.
 	Dir string
 	// NodeID names this node; unique in the cluster. Default "node1".
 	NodeID string
@@ -274,22 +276,20 @@ func (o *Options) EnsureDefaults() {
 	}
 	// The core's timings and sizes take the core's defaults
 	// (replica.Config.EnsureDefaults), written back because the root uses
-	// them too (MaxRecordSize in AppendBatch, the ceilings in Validate).
-	rc := replica.Config{
-		ID:              o.NodeID,
-		FetchTimeout:    o.FetchTimeout,
-		ElectionTimeout: o.ElectionTimeout,
-		FetchMaxWait:    o.FetchMaxWait,
-		FetchMaxBytes:   o.FetchMaxBytes,
-		MaxRecordSize:   o.MaxRecordSize,
-
-		DedupWindow:         o.DedupWindow,
-		ProducerIdleTimeout: o.ProducerIdleTimeout,
+	// them too (MaxRecordSize in AppendBatch, the ceilings in Validate):
+	// the core's rows of derivations, there and back.
+	var c components
+	for _, d := range derivations {
+		if d.component == coreConfig && d.applies(o) {
+			d.set(&c, o)
+		}
 	}
-	rc.EnsureDefaults()
-	o.DedupWindow, o.ProducerIdleTimeout = rc.DedupWindow, rc.ProducerIdleTimeout
-	o.FetchTimeout, o.ElectionTimeout, o.FetchMaxWait = rc.FetchTimeout, rc.ElectionTimeout, rc.FetchMaxWait
-	o.FetchMaxBytes, o.MaxRecordSize = rc.FetchMaxBytes, rc.MaxRecordSize
+	c.replica.EnsureDefaults()
+	for _, d := range derivations {
+		if d.component == coreConfig && d.back != nil && d.applies(o) {
+			d.back(o, &c)
+		}
+	}
 }
 
 // withDefaults returns a copy of o with its defaults applied
@@ -321,103 +321,165 @@ type components struct {
 	identity   storage.Identity
 }
 
+// The components' names in derivations and in Validate's errors: their
+// package and type.
+const (
+	coreConfig       = "replica.Config"
+	transportConfig  = "transport.TCPConfig"
+	membershipConfig = "membership.Config"
+	storeConfig      = "storage.DirOptions"
+	identityConfig   = "storage.Identity"
+)
+
+// derivation is one component field fed by an Options field: the names of
+// both (what Validate's errors say) and the assignment. components applies
+// every row; a component's Validate error is restated in Options' terms by
+// looking its field up here (Options.optionFor), so the field that is set
+// and the name an error gives it come from the same row.
+type derivation struct {
+	option    string // the Options field
+	component string // coreConfig, transportConfig, ...
+	field     string // the component's field
+	// when, if not nil, says whether the row applies to o: a component
+	// field fed by one Options field or, failing it, another.
+	when func(o *Options) bool
+	set  func(c *components, o *Options)
+	// back, if not nil, copies the component's field back into the Options
+	// field; EnsureDefaults uses it on the core's rows to take the core's
+	// defaults.
+	back func(o *Options, c *components)
+}
+
+func (d derivation) applies(o *Options) bool { return d.when == nil || d.when(o) }
+
+// copied is the derivation of a component field that holds the Options
+// field's value as it is; at returns the two fields.
+func copied[T any](option, component, field string, at func(o *Options, c *components) (from, to *T)) derivation {
+	return derivation{
+		option: option, component: component, field: field,
+		set:  func(c *components, o *Options) { from, to := at(o, c); *to = *from },
+		back: func(o *Options, c *components) { from, to := at(o, c); *from = *to },
+	}
+}
+
+// derivations says which Options field feeds which component field: the
+// one place to add an Options field that a component uses (a row here;
+// Validate's errors then name it, and options_test checks the row).
+// What components sets from no Options field (the loggers, the core's
+// MaxForwardBytes) it sets itself.
+var derivations = []derivation{
+	copied("NodeID", coreConfig, "ID", func(o *Options, c *components) (*string, *string) { return &o.NodeID, &c.replica.ID }),
+	copied("Voters", coreConfig, "Voters", func(o *Options, c *components) (*[]string, *[]string) { return &o.Voters, &c.replica.Voters }),
+	copied("FetchTimeout", coreConfig, "FetchTimeout", func(o *Options, c *components) (*time.Duration, *time.Duration) {
+		return &o.FetchTimeout, &c.replica.FetchTimeout
+	}),
+	copied("ElectionTimeout", coreConfig, "ElectionTimeout", func(o *Options, c *components) (*time.Duration, *time.Duration) {
+		return &o.ElectionTimeout, &c.replica.ElectionTimeout
+	}),
+	copied("FetchMaxWait", coreConfig, "FetchMaxWait", func(o *Options, c *components) (*time.Duration, *time.Duration) {
+		return &o.FetchMaxWait, &c.replica.FetchMaxWait
+	}),
+	copied("FetchMaxBytes", coreConfig, "FetchMaxBytes", func(o *Options, c *components) (*int, *int) { return &o.FetchMaxBytes, &c.replica.FetchMaxBytes }),
+	copied("MaxRecordSize", coreConfig, "MaxRecordSize", func(o *Options, c *components) (*int, *int) { return &o.MaxRecordSize, &c.replica.MaxRecordSize }),
+	copied("DedupWindow", coreConfig, "DedupWindow", func(o *Options, c *components) (*time.Duration, *time.Duration) {
+		return &o.DedupWindow, &c.replica.DedupWindow
+	}),
+	copied("ProducerIdleTimeout", coreConfig, "ProducerIdleTimeout", func(o *Options, c *components) (*time.Duration, *time.Duration) {
+		return &o.ProducerIdleTimeout, &c.replica.ProducerIdleTimeout
+	}),
+	copied("ManualVoterChanges", coreConfig, "ManualVoterChanges", func(o *Options, c *components) (*bool, *bool) {
+		return &o.ManualVoterChanges, &c.replica.ManualVoterChanges
+	}),
+
+	copied("NodeID", transportConfig, "NodeID", func(o *Options, c *components) (*string, *string) { return &o.NodeID, &c.transport.NodeID }),
+	copied("ClusterID", transportConfig, "ClusterID", func(o *Options, c *components) (*string, *string) { return &o.ClusterID, &c.transport.ClusterID }),
+	copied("RPCAddr", transportConfig, "ListenAddr", func(o *Options, c *components) (*string, *string) { return &o.RPCAddr, &c.transport.ListenAddr }),
+	copied("Secret", transportConfig, "Secret", func(o *Options, c *components) (*[]byte, *[]byte) { return &o.Secret, &c.transport.Secret }),
+	copied("TLS", transportConfig, "TLS", func(o *Options, c *components) (**tls.Config, **tls.Config) { return &o.TLS, &c.transport.TLS }),
+	{option: "TLSVerifyNodeID", component: transportConfig, field: "VerifyPeer", set: func(c *components, o *Options) {
+		if o.TLSVerifyNodeID {
+			c.transport.VerifyPeer = transport.VerifyCertNamesNode
+		}
+	}},
+
+	copied("NodeID", membershipConfig, "NodeID", func(o *Options, c *components) (*string, *string) { return &o.NodeID, &c.membership.NodeID }),
+	copied("ClusterID", membershipConfig, "ClusterID", func(o *Options, c *components) (*string, *string) { return &o.ClusterID, &c.membership.ClusterID }),
+	copied("GossipAddr", membershipConfig, "BindAddr", func(o *Options, c *components) (*string, *string) { return &o.GossipAddr, &c.membership.BindAddr }),
+	// The address gossip advertises: AdvertiseRPCAddr, else RPCAddr (Open
+	// puts the transport's bound address there once it has one).
+	{option: "AdvertiseRPCAddr", component: membershipConfig, field: "RPCAddr",
+		when: func(o *Options) bool { return o.AdvertiseRPCAddr != "" },
+		set:  func(c *components, o *Options) { c.membership.RPCAddr = o.AdvertiseRPCAddr }},
+	{option: "RPCAddr", component: membershipConfig, field: "RPCAddr",
+		when: func(o *Options) bool { return o.AdvertiseRPCAddr == "" },
+		set:  func(c *components, o *Options) { c.membership.RPCAddr = o.RPCAddr }},
+	{option: "Voters", component: membershipConfig, field: "Voter", set: func(c *components, o *Options) {
+		c.membership.Voter = slices.Contains(o.Voters, o.NodeID)
+	}},
+	copied("Join", membershipConfig, "Join", func(o *Options, c *components) (*[]string, *[]string) { return &o.Join, &c.membership.Join }),
+	copied("GossipKey", membershipConfig, "SecretKey", func(o *Options, c *components) (*[]byte, *[]byte) { return &o.GossipKey, &c.membership.SecretKey }),
+	copied("GossipLabel", membershipConfig, "Label", func(o *Options, c *components) (*string, *string) { return &o.GossipLabel, &c.membership.Label }),
+	copied("GossipTuning", membershipConfig, "Tuning", func(o *Options, c *components) (*membership.Tuning, *membership.Tuning) {
+		return &o.GossipTuning, &c.membership.Tuning
+	}),
+
+	copied("NoSync", storeConfig, "NoSync", func(o *Options, c *components) (*bool, *bool) { return &o.NoSync, &c.store.NoSync }),
+	copied("SegmentBytes", storeConfig, "SegmentBytes", func(o *Options, c *components) (*int64, *int64) { return &o.SegmentBytes, &c.store.SegmentBytes }),
+
+	copied("ClusterID", identityConfig, "ClusterID", func(o *Options, c *components) (*string, *string) { return &o.ClusterID, &c.identity.ClusterID }),
+	copied("NodeID", identityConfig, "NodeID", func(o *Options, c *components) (*string, *string) { return &o.NodeID, &c.identity.NodeID }),
+}
+
 // components derives every part's configuration from o (defaults applied:
-// see withDefaults): the one place that says which Options field feeds
-// which component field. Each configuration then has its own defaults
-// applied (their EnsureDefaults; replica.New applies the core's). Left for
-// Open to fill, because they exist only at run time: the transport's
-// Resolver, the replica's Rand, and, when AdvertiseRPCAddr is empty,
-// membership's RPCAddr (the transport's bound address; RPCAddr until
+// see withDefaults) by the rows of derivations. Each configuration then has
+// its own defaults applied (their EnsureDefaults; replica.New applies the
+// core's). Left for Open to fill, because they exist only at run time: the
+// transport's Resolver, the replica's Rand, and, when AdvertiseRPCAddr is
+// empty, membership's RPCAddr (the transport's bound address; RPCAddr until
 // then). logger is the node's logger (nil: a null logger).
 func (o Options) components(logger hclog.Logger) components {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	var verifyPeer func(string, *tls.ConnectionState) error
-	if o.TLSVerifyNodeID {
-		verifyPeer = transport.VerifyCertNamesNode
+	var c components
+	for _, d := range derivations {
+		if d.applies(&o) {
+			d.set(&c, &o)
+		}
 	}
-	rpcAddr := o.AdvertiseRPCAddr
-	if rpcAddr == "" {
-		rpcAddr = o.RPCAddr
-	}
-	c := components{
-		replica: replica.Config{
-			ID:              o.NodeID,
-			Voters:          o.Voters,
-			FetchTimeout:    o.FetchTimeout,
-			ElectionTimeout: o.ElectionTimeout,
-			FetchMaxWait:    o.FetchMaxWait,
-			FetchMaxBytes:   o.FetchMaxBytes,
-			MaxRecordSize:   o.MaxRecordSize,
-			MaxForwardBytes: maxConfiguredSize,
-			Logger:          logger,
-
-			DedupWindow:         o.DedupWindow,
-			ProducerIdleTimeout: o.ProducerIdleTimeout,
-
-			ManualVoterChanges: o.ManualVoterChanges,
-		},
-		transport: transport.TCPConfig{
-			NodeID:     o.NodeID,
-			ClusterID:  o.ClusterID,
-			ListenAddr: o.RPCAddr,
-			Secret:     o.Secret,
-			TLS:        o.TLS,
-			VerifyPeer: verifyPeer,
-			Logger:     logger,
-		},
-		membership: membership.Config{
-			NodeID:    o.NodeID,
-			ClusterID: o.ClusterID,
-			BindAddr:  o.GossipAddr,
-			RPCAddr:   rpcAddr,
-			Voter:     slices.Contains(o.Voters, o.NodeID),
-			Join:      o.Join,
-			SecretKey: o.GossipKey,
-			Label:     o.GossipLabel,
-			Tuning:    o.GossipTuning,
-			Logger:    logger,
-		},
-		store:    storage.DirOptions{NoSync: o.NoSync, SegmentBytes: o.SegmentBytes, Logger: logger.Named("storage")},
-		identity: storage.Identity{ClusterID: o.ClusterID, NodeID: o.NodeID},
-	}
+	// Not fed by Options: the loggers, and the largest batch a follower
+	// forwards (what the transport's frame carries).
+	c.replica.Logger, c.transport.Logger, c.membership.Logger = logger, logger, logger
+	c.store.Logger = logger.Named("storage")
+	c.replica.MaxForwardBytes = maxConfiguredSize
 	c.transport.EnsureDefaults()
 	c.membership.EnsureDefaults()
 	c.store.EnsureDefaults()
 	return c
 }
 
-// feeds maps a component's field to the Options field it is derived from
-// (see components), to name the Options field in Validate's errors.
-func (o Options) feeds(component, field string) string {
-	var m map[string]string
-	switch component {
-	case "replica":
-		m = map[string]string{"ID": "NodeID", "Voters": "Voters", "FetchTimeout": "FetchTimeout", "ElectionTimeout": "ElectionTimeout",
-			"FetchMaxWait": "FetchMaxWait", "FetchMaxBytes": "FetchMaxBytes", "MaxRecordSize": "MaxRecordSize",
-			"DedupWindow": "DedupWindow", "ProducerIdleTimeout": "ProducerIdleTimeout"}
-	case "transport":
-		m = map[string]string{"NodeID": "NodeID", "ClusterID": "ClusterID", "ListenAddr": "RPCAddr", "Secret": "Secret", "TLS": "TLS"}
-	case "membership":
-		rpc := "RPCAddr"
-		if o.AdvertiseRPCAddr != "" {
-			rpc = "AdvertiseRPCAddr"
-		}
-		m = map[string]string{"NodeID": "NodeID", "ClusterID": "ClusterID", "BindAddr": "GossipAddr", "RPCAddr": rpc,
-			"Join": "Join", "SecretKey": "GossipKey", "Label": "GossipLabel", "Tuning": "GossipTuning"}
-	}
+// optionFor names the Options field that feeds field of component on o,
+// field being a component's path as its Validate names it ("Tuning.ProbeTimeout",
+// "Join[1]", or several joined by '/': "NodeID/ClusterID/RPCAddr"). It
+// returns "" if some part is fed by no Options field.
+func (o *Options) optionFor(component, field string) string {
 	parts := strings.Split(field, "/")
 	for i, p := range parts {
 		head, rest := p, ""
 		if j := strings.IndexAny(p, ".["); j >= 0 {
 			head, rest = p[:j], p[j:]
 		}
-		if f, ok := m[head]; ok {
-			parts[i] = f + rest
-		} else {
-			return "" // not fed by Options
+		name := ""
+		for _, d := range derivations {
+			if d.component == component && d.field == head && d.applies(o) {
+				name = d.option
+				break
+			}
 		}
+		if name == "" {
+			return ""
+		}
+		parts[i] = name + rest
 	}
 	return strings.Join(parts, "/")
 }
@@ -435,14 +497,15 @@ func (e *optionsError) Unwrap() []error { return []error{ErrInvalidOptions, e.ca
 // componentError restates a component's Validate error in Options' terms:
 // the Options field that feeds the bad field, then the component's field
 // in parentheses.
-func (o Options) componentError(component, typ, field, reason string, cause error) error {
-	of := o.feeds(component, field)
+func (o Options) componentError(component, field, reason string, cause error) error {
+	of := o.optionFor(component, field)
 	if of == "" {
-		// A field Options does not feed: a bug in components.
+		// A field no row of derivations feeds (the loggers,
+		// MaxForwardBytes): a bug in components.
 		of = "(derived configuration)"
 	}
 	return &optionsError{
-		msg:   fmt.Sprintf("%v: %s %s (%s.%s.%s)", ErrInvalidOptions, of, reason, component, typ, field),
+		msg:   fmt.Sprintf("%v: %s %s (%s.%s)", ErrInvalidOptions, of, reason, component, field),
 		cause: cause,
 	}
 }
@@ -458,7 +521,7 @@ func (d Options) validateComponents() error {
 	if err := c.replica.Validate(); err != nil {
 		var ce *replica.ConfigError
 		if errors.As(err, &ce) {
-			return d.componentError("replica", "Config", ce.Field, ce.Reason, err)
+			return d.componentError(coreConfig, ce.Field, ce.Reason, err)
 		}
 		return fmt.Errorf("%w: replica: %w", ErrInvalidOptions, err)
 	}
@@ -470,7 +533,7 @@ func (d Options) validateComponents() error {
 	if err := tc.Validate(); err != nil {
 		var ce *transport.ConfigError
 		if errors.As(err, &ce) {
-			return d.componentError("transport", "TCPConfig", ce.Field, ce.Reason, err)
+			return d.componentError(transportConfig, ce.Field, ce.Reason, err)
 		}
 		return fmt.Errorf("%w: transport: %w", ErrInvalidOptions, err)
 	}
@@ -484,7 +547,7 @@ func (d Options) validateComponents() error {
 	if err := mc.Validate(); err != nil {
 		var ce *membership.ConfigError
 		if errors.As(err, &ce) {
-			return d.componentError("membership", "Config", ce.Field, ce.Reason, err)
+			return d.componentError(membershipConfig, ce.Field, ce.Reason, err)
 		}
 		return fmt.Errorf("%w: membership: %w", ErrInvalidOptions, err)
 	}

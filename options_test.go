@@ -364,3 +364,178 @@ func TestOptionsGossipKeyDerivedFromSecret(t *testing.T) {
 		t.Fatalf("gossip key without a secret: %x", none.GossipKey)
 	}
 }
+
+// configsOf lists c's configurations by the names derivations give them;
+// it fails the test if components gained a part the list lacks.
+func configsOf(t *testing.T, c components) map[string]any {
+	t.Helper()
+	m := map[string]any{
+		coreConfig:       c.replica,
+		transportConfig:  c.transport,
+		membershipConfig: c.membership,
+		storeConfig:      c.store,
+		identityConfig:   c.identity,
+	}
+	if n := reflect.TypeOf(c).NumField(); n != len(m) {
+		t.Fatalf("components has %d parts, configsOf lists %d", n, len(m))
+	}
+	return m
+}
+
+// perturb changes v (a settable field of Options) to another value of its
+// type; it returns false for a kind it cannot change (the Logger).
+func perturb(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "-p")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int64:
+		v.SetInt(v.Int() + 7)
+	case reflect.Slice:
+		switch v.Type().Elem().Kind() {
+		case reflect.String:
+			v.Set(reflect.ValueOf([]string{"perturbed"}))
+		case reflect.Uint8:
+			v.SetBytes(bytes.Repeat([]byte{'p'}, 32))
+		default:
+			return false
+		}
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		m.SetMapIndex(reflect.ValueOf("perturbed"), reflect.ValueOf("127.0.0.1:9"))
+		v.Set(m)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+	case reflect.Struct:
+		return perturb(v.Field(0))
+	default:
+		return false
+	}
+	return true
+}
+
+// sameValue compares two component field values; functions by identity.
+func sameValue(a, b reflect.Value) bool {
+	if a.Kind() == reflect.Func {
+		return a.IsNil() == b.IsNil() && (a.IsNil() || a.Pointer() == b.Pointer())
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
+// Every row of derivations names a real Options field and a real field of
+// its component, and carries the value: changing the Options field changes
+// that component field. Conversely, every component field that an Options
+// field changes has a row naming that Options field, so that Validate's
+// errors about it name the right Options field: a row lost, a field set
+// outside derivations, or a row naming the wrong field fails here.
+func TestOptionsDerivationsNameEveryDerivedField(t *testing.T) {
+	// Every field set (and TLS non-zero), AdvertiseRPCAddr empty so that
+	// RPCAddr feeds gossip's address (the perturbation sets it).
+	base := Options{
+		Dir: "/tmp/x", NodeID: "n1", ClusterID: "c1", Voters: []string{"n1", "n2"}, ManualVoterChanges: false,
+		RPCAddr: "10.0.0.1:7400", Peers: map[string]string{"n2": "10.0.0.2:7400"},
+		TLS: &tls.Config{ServerName: "base"}, Secret: testSecret, GossipAddr: "10.0.0.1:7946",
+		Join: []string{"10.0.0.2:7946"}, GossipKey: testSecret[:16], GossipLabel: "l",
+		GossipTuning: membership.Tuning{ProbeInterval: 3 * time.Second},
+		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: 5 * time.Second, ElectionTimeout: time.Second,
+		FetchMaxBytes: 2 << 20, MaxRecordSize: 3 << 20, DedupWindow: time.Minute, ProducerIdleTimeout: time.Hour,
+		CloseTransferTimeout: time.Second, RetentionBytes: 1 << 30, RetentionAge: time.Hour, SegmentBytes: 1 << 20,
+	}
+	// Component fields that follow an Options field by a component's own
+	// default or by a second input, not by a row of their own.
+	followers := map[string]bool{
+		"NodeID " + membershipConfig + ".Voter": true, // the node is a voter if Voters lists its NodeID
+	}
+	ot := reflect.TypeOf(Options{})
+	for _, d := range derivations {
+		if _, ok := ot.FieldByName(d.option); !ok {
+			t.Errorf("row %s.%s: Options has no field %s", d.component, d.field, d.option)
+		}
+		cfg, ok := configsOf(t, components{})[d.component]
+		if !ok {
+			t.Errorf("row %s.%s: no component %s", d.component, d.field, d.component)
+			continue
+		}
+		if _, ok := reflect.TypeOf(cfg).FieldByName(d.field); !ok {
+			t.Errorf("row %s.%s: %s has no field %s", d.component, d.field, d.component, d.field)
+		}
+	}
+	before := configsOf(t, base.components(nil))
+	carried := map[int]bool{} // rows seen to carry their value
+	for i := 0; i < ot.NumField(); i++ {
+		name := ot.Field(i).Name
+		o := base
+		if !perturb(reflect.ValueOf(&o).Elem().Field(i)) {
+			continue
+		}
+		after := configsOf(t, o.components(nil))
+		for comp, cfg := range after {
+			av, bv := reflect.ValueOf(cfg), reflect.ValueOf(before[comp])
+			for j := 0; j < av.NumField(); j++ {
+				field := av.Type().Field(j).Name
+				if sameValue(av.Field(j), bv.Field(j)) {
+					continue
+				}
+				row := -1
+				for k, d := range derivations {
+					if d.option == name && d.component == comp && d.field == field && d.applies(&o) {
+						row = k
+					}
+				}
+				if row >= 0 {
+					carried[row] = true
+				} else if !followers[name+" "+comp+"."+field] {
+					t.Errorf("Options.%s changes %s.%s, and no row of derivations says so", name, comp, field)
+				}
+				if got := o.optionFor(comp, field); row >= 0 && got != name {
+					t.Errorf("optionFor(%s, %s) = %q, want %s", comp, field, got, name)
+				}
+			}
+		}
+	}
+	for k, d := range derivations {
+		if !carried[k] {
+			t.Errorf("row %s -> %s.%s: changing Options.%s does not change %s.%s", d.option, d.component, d.field, d.option, d.component, d.field)
+		}
+	}
+	// The other branch of a row with a condition: AdvertiseRPCAddr set
+	// feeds gossip's address, and errors name it.
+	adv := base
+	adv.AdvertiseRPCAddr = "10.0.0.9:7400"
+	if got := adv.optionFor(membershipConfig, "RPCAddr"); got != "AdvertiseRPCAddr" {
+		t.Errorf("with AdvertiseRPCAddr, optionFor(membership RPCAddr) = %q", got)
+	}
+	if got := base.optionFor(membershipConfig, "NodeID/ClusterID/RPCAddr"); got != "NodeID/ClusterID/RPCAddr" {
+		t.Errorf("optionFor of a joined path = %q", got)
+	}
+	if got := base.optionFor(membershipConfig, "Tuning.ProbeTimeout"); got != "GossipTuning.ProbeTimeout" {
+		t.Errorf("optionFor of a nested path = %q", got)
+	}
+	if got := base.optionFor(coreConfig, "MaxForwardBytes"); got != "" {
+		t.Errorf("optionFor of a field no Options field feeds = %q, want empty", got)
+	}
+}
+
+// EnsureDefaults takes the core's defaults for the fields that feed the
+// core (its rows' way back), and nothing from the other components'.
+func TestOptionsEnsureDefaultsTakesTheCoresDefaults(t *testing.T) {
+	o := Options{Dir: "/tmp/x"}
+	o.EnsureDefaults()
+	var rc replica.Config
+	rc.ID, rc.Voters = o.NodeID, o.Voters
+	rc.EnsureDefaults()
+	if o.FetchTimeout != rc.FetchTimeout || o.ElectionTimeout != rc.ElectionTimeout || o.FetchMaxWait != rc.FetchMaxWait ||
+		o.FetchMaxBytes != rc.FetchMaxBytes || o.MaxRecordSize != rc.MaxRecordSize || o.DedupWindow != rc.DedupWindow ||
+		o.ProducerIdleTimeout != rc.ProducerIdleTimeout {
+		t.Errorf("Options defaults %+v differ from the core's %+v", o, rc)
+	}
+	if o.GossipLabel != "" || o.GossipTuning != (membership.Tuning{}) || o.SegmentBytes != 0 {
+		t.Errorf("EnsureDefaults filled a component's own defaults: %+v", o)
+	}
+	set := Options{Dir: "/tmp/x", FetchTimeout: 9 * time.Second, MaxRecordSize: 5}
+	set.EnsureDefaults()
+	if set.FetchTimeout != 9*time.Second || set.MaxRecordSize != 5 {
+		t.Errorf("EnsureDefaults replaced set fields: %+v", set)
+	}
+}
