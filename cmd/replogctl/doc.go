@@ -1,7 +1,8 @@
 // Command replogctl inspects and queries replog nodes, in the spirit of
 // etcdutl and bbolt's command: online commands ask a running node through
-// the example service's HTTP API (example/README.md), offline commands
-// read a stopped node's data directory.
+// its admin API (the replogadmin handler, which any service embedding a
+// replog.Log mounts on its HTTP server), offline commands read a stopped
+// node's data directory.
 //
 // Usage:
 //
@@ -9,19 +10,44 @@
 //	replogctl help                      # the commands
 //	replogctl COMMAND --help            # one command: synopsis, output, exit status, flags
 //
-// Online:
+// Online, against the replogadmin handler of a running node:
 //
 //	replogctl status --addr 127.0.0.1:8081          # role, epoch, leader, offsets, followers
 //	replogctl status --addr 127.0.0.1:8081 --json   # the node's replog.Status as JSON
 //	replogctl tail --addr 127.0.0.1:8081            # new committed entries, as they come
 //	replogctl tail --addr 127.0.0.1:8081 --from 0 --follow=false   # everything committed so far
 //
-// Offline, on a stopped node's data directory (read-only; refused while a
-// node holds it):
+// --addr is the service's HTTP address (HOST:PORT, or http(s)://HOST:PORT);
+// --path is where the service mounts the handler, /admin by default. A
+// service makes itself operable by replogctl with three lines:
 //
-//	replogctl inspect DIR                # identity, segments, offsets, epochs, vote, HW checkpoint
+//	admin, err := replogadmin.New(l, replogadmin.Options{}) // read-only
+//	...
+//	mux.Handle("/admin/", http.StripPrefix("/admin", admin))
+//
+// The example service (go run ./example) mounts it so, read-only, beside
+// its own API. status reads GET /status; tail pages through GET /entries,
+// waiting at the end of the log for new entries. The handler is not
+// authenticated: the service binds it to localhost or puts it behind its
+// own authentication and TLS (see package replogadmin).
+//
+// Offline, on a stopped node's data directory (read-only; refused while a
+// node holds it, with an error that says so):
+//
+//	replogctl inspect DIR                # identity, segments, offsets, epochs, voter sets, vote, HW checkpoint
 //	replogctl verify DIR                 # every segment, every entry's checksum; exit 1 if damaged
-//	replogctl dump --from 100 --to 200 DIR   # entries as JSON lines
+//	replogctl dump --from 100 --to 200 DIR   # entries as JSON lines, decoded
+//
+// inspect explains the HW checkpoint beside the LEO: the high watermark
+// as last saved (at most once a second), which may lag the LEO by design;
+// a starting node learns the real one from its leader. dump decodes what
+// the protocol stores, with the protocol package's decoders: a record as
+// the user appended it (not the key header stored in front of a keyed
+// record), with its producer, sequence number and ID where the batch
+// carries them; voter sets, cursor commits, the leader's key copies,
+// barriers and epoch starts labelled as such. Errors name what is wrong
+// with the directory (missing, not a replog directory, locked by a
+// running node, damaged), not the functions that found it.
 //
 // Exit status: 0 success, 1 failure, 2 a bad command line; a command may
 // document others (its --help says).
@@ -32,7 +58,8 @@
 // that holds it (register in main.go): its name, one-line summary,
 // synopsis, help text and a Setup that declares its flags and returns the
 // function that runs it. online.go holds status and tail; offline.go the
-// commands on a data directory. main.go dispatches, prints --help from
+// commands on a data directory (dir.go opens it, decode.go decodes dump's
+// entries). main.go dispatches, prints --help from
 // those fields, and maps errors to exit statuses (errUsage: 2; *exitError:
 // its Code; others: 1).
 package main

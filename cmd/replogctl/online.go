@@ -183,7 +183,7 @@ func get(ctx context.Context, base, route string) ([]byte, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is named below
 		}
-		return nil, fmt.Errorf("%s: %w", base+route, err)
+		return nil, fmt.Errorf("cannot reach the node at %s: %w", base+route, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
