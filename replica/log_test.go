@@ -131,7 +131,7 @@ func TestLogViewReadBounds(t *testing.T) {
 
 // Every store satisfies the core's read-only view of the log.
 var (
-	_ LogReader = (*storage.Bolt)(nil)
+	_ LogReader = (*storage.DirStore)(nil)
 	_ LogReader = (*storage.Memory)(nil)
 	_ LogReader = storage.Store(nil)
 )

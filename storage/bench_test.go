@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,17 +39,28 @@ func writeBytes(b *testing.B) int64 {
 
 const benchEntrySize = 128
 
-// BenchmarkBoltAppend: one Append of batch entries of 128 bytes per op,
-// fsync on. Metrics: entries/s, wamp (write_bytes of /proc/self/io /
-// payload bytes), wamp-bbolt (bbolt's page writes, meta pages included /
-// payload bytes), p50-µs (median commit latency of one Append).
+// openOneFile opens a data directory whose log stays in one bbolt file
+// (SegmentBytes beyond what any run appends: no roll): what the Bolt*
+// benchmarks measure, named for that one bbolt file, is its cost, not
+// that of rolls (BenchmarkDirAppendRolls measures those).
+func openOneFile(b *testing.B, noSync bool) *storage.DirStore {
+	b.Helper()
+	s, _, err := storage.OpenDir(b.TempDir(), idN1, storage.DirOptions{NoSync: noSync, SegmentBytes: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkBoltAppend: one Append of batch entries of 128 bytes per op to
+// a data directory in one segment, fsync on. Metrics: entries/s, wamp
+// (write_bytes of /proc/self/io / payload bytes), wamp-bbolt (bbolt's page
+// writes, meta pages included / payload bytes), p50-µs (median commit
+// latency of one Append).
 func BenchmarkBoltAppend(b *testing.B) {
 	for _, batch := range []int{1, 64, 1024} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.DirOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := openOneFile(b, false)
 			defer s.Close()
 			payload := make([]byte, benchEntrySize)
 			for i := range payload {
@@ -91,13 +101,11 @@ func BenchmarkBoltAppend(b *testing.B) {
 }
 
 // BenchmarkBoltRead: sequential reads of 1000 entries of 128 bytes per op
-// over a 100,000-entry log (wrapping around). Metrics: entries/s and MB/s.
+// over a 100,000-entry log in one segment (wrapping around). Metrics:
+// entries/s and MB/s.
 func BenchmarkBoltRead(b *testing.B) {
 	const total, per = 100_000, 1000
-	s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.DirOptions{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := openOneFile(b, true)
 	defer s.Close()
 	payload := make([]byte, benchEntrySize)
 	for off := uint64(0); off < total; off += 10_000 {
@@ -126,8 +134,9 @@ func BenchmarkBoltRead(b *testing.B) {
 // BenchmarkBoltApplyMixed: one pass of the node's writer in steady state —
 // the quorum state, an append of 64 entries of 128 bytes and an HW
 // checkpoint — fsync on, applied as one Apply (what the writer does) and
-// as one Apply per write (what it did before: one call per write). Metrics:
-// entries/s, commits/op (BoltStats), p50-µs (median latency of the pass).
+// as one Apply per write (what it did before: one call per write), to a
+// data directory in one segment. Metrics: entries/s, commits/op
+// (DirStats), p50-µs (median latency of the pass).
 func BenchmarkBoltApplyMixed(b *testing.B) {
 	for _, split := range []bool{false, true} {
 		name := "one-apply"
@@ -135,11 +144,9 @@ func BenchmarkBoltApplyMixed(b *testing.B) {
 			name = "apply-per-write"
 		}
 		b.Run(name, func(b *testing.B) {
-			s, err := storage.OpenBolt(filepath.Join(b.TempDir(), "log.db"), storage.DirOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := openOneFile(b, false)
 			defer s.Close()
+			var err error
 			const batch = 64
 			payload := make([]byte, benchEntrySize)
 			es := make([]protocol.Entry, batch)

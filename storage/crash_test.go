@@ -208,7 +208,7 @@ func parseOp(fields []string) (crashOp, error) {
 }
 
 // TestCrashHelper is the child's body; it does nothing unless run by
-// TestBoltCrashRecovery.
+// TestDirCrashRecovery.
 func TestCrashHelper(t *testing.T) {
 	dir := os.Getenv(envCrashDir)
 	if dir == "" {
@@ -290,7 +290,7 @@ func TestCrashHelper(t *testing.T) {
 	}
 }
 
-func TestBoltCrashRecovery(t *testing.T) {
+func TestDirCrashRecovery(t *testing.T) {
 	if os.Getenv(envCrashDir) != "" {
 		return // we are the child
 	}

@@ -112,7 +112,7 @@ func TestDamageChild(t *testing.T) {
 	fmt.Printf("\nDAMAGE-RESULT %s\n", out)
 }
 
-// damageTemplate is a data directory written by OpenDir and Bolt, and what
+// damageTemplate is a data directory written by OpenDir, and what
 // its bbolt file's pages are.
 type damageTemplate struct {
 	dir       string

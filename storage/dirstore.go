@@ -31,8 +31,8 @@ var ErrReadOnly = errors.New("replog: store is read-only")
 // it holds the newest entries and the whole of the log's small state — the
 // log start, the epoch map, the voter-set rows, the quorum state, the HW
 // checkpoint, the directory's identity, and the table of sealed segments
-// before it — so that every Apply is one bbolt transaction of one file, as
-// for Bolt.
+// before it — so that every Apply is one bbolt transaction of one file
+// (bbolt commits it with two fsyncs: the pages, then the meta page).
 //
 // When the active file holds DirOptions.SegmentBytes, the next Apply that
 // appends rolls it: a new active file gets that state and the Apply's own
@@ -69,11 +69,9 @@ type DirStore struct {
 	// Open did not (nil: Open verified it all); see activeCheck.
 	check *activeCheck
 
-	// mu serializes Apply and Close, and guards failed, putter and
-	// nextAsked.
+	// mu serializes Apply and Close, and guards failed and nextAsked.
 	mu        sync.Mutex
 	failed    error
-	putter    *Bolt    // the writes of one Apply, shared with Bolt (put)
 	nextAsked *segFile // the active file for which bg was last asked to prepare the next one
 
 	// bg is the goroutine of a read-write store: the next active file made
@@ -101,8 +99,16 @@ type dirState struct {
 
 // DirStats are a DirStore's counters, for tests and benchmarks.
 type DirStats struct {
-	// Applies, Writes and Commits count as BoltStats' do.
-	Applies, Writes, Commits uint64
+	// Applies is the number of Apply calls that ran a transaction (those
+	// refused because the store was closed, read-only or had failed are
+	// not counted), and Writes the number of writes (protocol.Write) in
+	// them.
+	Applies, Writes uint64
+	// Commits is the number of write transactions committed: at most one
+	// per Apply, whatever it holds (none for an Apply that changed
+	// nothing), so one bbolt commit (two fsyncs) per Apply; a rolling
+	// Apply's commit is the new active file's.
+	Commits uint64
 	// Rolls is the number of segments sealed since the store was opened.
 	Rolls uint64
 	// SegmentsDeleted is the number of sealed segment files unlinked since
@@ -112,6 +118,12 @@ type DirStats struct {
 	// Sealed is the number of sealed segments in the log now, and Open how
 	// many of them have an open handle.
 	Sealed, Open int
+	// PagesWritten is the number of bbolt pages (meta pages included) the
+	// active segment file has written since it was opened or became the
+	// active one (0 once the store is closed), and PageSize their size:
+	// the store's own share of write amplification.
+	PagesWritten uint64
+	PageSize     int
 }
 
 // activeMeta is what an active file says about the log.
@@ -130,7 +142,6 @@ type activeMeta struct {
 func openDirStore(dir string, lock *os.File, opts DirOptions, readOnly bool) (*DirStore, error) {
 	d := &DirStore{dir: dir, opts: opts, log: opts.Logger, readOnly: readOnly, openFiles: map[*segFile]struct{}{}}
 	activePath := filepath.Join(dir, DataFileName)
-	d.putter = &Bolt{path: activePath, log: opts.Logger}
 	kind := kindActive
 	if readOnly {
 		kind = kindReadOnly
@@ -573,7 +584,7 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 		if next == st {
 			continue
 		}
-		if err := d.putter.put(tx, eb, st, next, w); err != nil {
+		if err := putWrite(tx, eb, st, next, w, d.log); err != nil {
 			return d.fail(err, len(ws))
 		}
 		switch w.Kind {
@@ -960,7 +971,10 @@ func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, 
 	return nil
 }
 
-// fail latches err (see Bolt.fail).
+// fail latches err, an error of the transaction of an Apply of n writes
+// (the caller holds mu), and returns what that Apply returns: after a
+// failed fsync or page write the file and bbolt's in-memory free list may
+// disagree, so no later transaction may run.
 func (d *DirStore) fail(err error, n int) error {
 	d.log.Error("commit failed", "dir", d.dir, "writes", n, "error", err)
 	err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
@@ -1218,7 +1232,13 @@ func (d *DirStore) Stats() DirStats {
 	st := d.state.Load()
 	d.cacheMu.Lock()
 	open := len(d.openFiles)
+	db := st.active.db
 	d.cacheMu.Unlock()
+	var pages uint64
+	pageSize := 0
+	if db != nil {
+		pages, pageSize = pagesWritten(db), db.Info().PageSize
+	}
 	return DirStats{
 		Applies:         d.applies.Load(),
 		Writes:          d.writes.Load(),
@@ -1227,6 +1247,8 @@ func (d *DirStore) Stats() DirStats {
 		SegmentsDeleted: d.segsDeleted.Load(),
 		Sealed:          len(st.sealed),
 		Open:            open,
+		PagesWritten:    pages,
+		PageSize:        pageSize,
 	}
 }
 

@@ -400,16 +400,11 @@ func TestDirMigratesSingleFile(t *testing.T) {
 			if err := model.Apply(ws); err != nil {
 				t.Fatal(err)
 			}
-			// The old layout: OpenBolt's single file (format 1), and the
-			// identity file OpenDir wrote next to it before segments.
-			old, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{NoSync: true})
-			if err != nil {
+			// The old layout: a single file (format 1), and the identity
+			// file OpenDir wrote next to it before segments.
+			if err := storage.WriteLegacyDataFile(filepath.Join(dir, storage.DataFileName), ws); err != nil {
 				t.Fatal(err)
 			}
-			if err := old.Apply(ws); err != nil {
-				t.Fatal(err)
-			}
-			old.Close()
 			if withIdentity {
 				s, _, err := storage.OpenDir(dir, idN1, storage.DirOptions{}) // adopts it: identity file + record
 				if err != nil {
@@ -591,44 +586,6 @@ func TestDirReadsDuringRollsAndDeletions(t *testing.T) {
 	}
 	if err := storagetest.CheckConsistent(s); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// OpenBolt refuses the active file of a directory that has rolled (it is
-// one segment of the log, not a whole log), saying to open the directory;
-// before the first roll the file is a whole log and OpenBolt reads it.
-func TestOpenBoltRefusesRolledActiveFile(t *testing.T) {
-	dir := t.TempDir()
-	s := openSeg(t, dir, tinySegment)
-	if err := s.Append(storagetest.Batch(0, 10, 1, 100)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	b, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{})
-	if err != nil {
-		t.Fatalf("positive control, before any roll: %v", err)
-	}
-	if b.LEO() != 10 {
-		t.Fatalf("LEO %d", b.LEO())
-	}
-	b.Close()
-	s = openSeg(t, dir, tinySegment)
-	for i := range 30 {
-		if err := s.Append(storagetest.Batch(uint64(10+20*i), 20, 1, 100)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.Close()
-	if s.Stats().Rolls == 0 {
-		t.Fatal("no roll")
-	}
-	b, err = storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{})
-	if err == nil {
-		b.Close()
-		t.Fatal("OpenBolt opened one segment of a directory as a whole log")
-	}
-	if !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), "OpenDir") {
-		t.Fatalf("OpenBolt: %v; want ErrCorrupt saying to use OpenDir", err)
 	}
 }
 

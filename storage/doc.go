@@ -2,15 +2,15 @@
 // entries a replica keeps, its leader-epoch map (Kafka's leader-epoch
 // checkpoint) and its durable quorum state (the vote).
 //
-// Three implementations share one contract (see the tests): [DirStore],
-// a node's data directory of bbolt segment files ([OpenDir]), [Bolt], a
-// single bbolt file holding a whole log ([OpenBolt]: tests, benchmarks,
-// tools), and [Memory], an in-memory store for tests and the deterministic
-// simulation, which can also simulate a crash.
+// Two implementations share one contract (see the tests): [DirStore], the
+// store: a node's data directory of bbolt segment files ([OpenDir]; read
+// by tools with [OpenDirReadOnly]), and [Memory], an in-memory store for
+// tests and the deterministic simulation, which can also simulate a crash.
 //
 // Every change is a protocol.Write, and a store's one write method,
 // [Store.Apply], takes a batch of them and applies it in order as one
-// atomic, durable transaction (for [Bolt]: one bbolt commit). The protocol
+// atomic, durable transaction (for [DirStore]: one bbolt commit of the
+// active segment file, two fsyncs, whatever the batch holds). The protocol
 // core issues the writes; the node's writer hands the store everything
 // queued in one Apply (group commit). Readers (the public iterator, the
 // fetch path) may read concurrently with Apply.
@@ -48,12 +48,12 @@
 // A store holds a lock on the directory for as long as it is open: a
 // second OpenDir, or OpenDirReadOnly, fails with ErrLocked.
 //
-// Damage never takes the process down: [OpenBolt] and [OpenDir] verify the
-// bbolt file's structure before bbolt touches it (for a directory: a
-// sealed segment when first read; the active segment's pages that opening
-// reads at open, and the rest in a goroutine the store runs from Open
-// until the walk ends or Close, while writes and reads wait for the pages
-// they need: [DirStore.WaitVerified]), and return an error wrapping
+// Damage never takes the process down: [OpenDir] verifies each segment
+// file's structure before bbolt touches it (a sealed segment when first
+// read; the active segment's pages that opening reads at open, and the
+// rest in a goroutine the store runs from Open until the walk ends or
+// Close, while writes and reads wait for the pages they need:
+// [DirStore.WaitVerified]), and returns an error wrapping
 // [ErrCorrupt] naming the file and what is wrong (damage found after Open
 // fails every later Apply, and the reads of the damaged entries); every
 // entry read verifies the entry's CRC.
@@ -72,14 +72,14 @@
 //
 // # Concurrency and ownership
 //
-// DirStore, Bolt and Memory are safe for concurrent use. Bolt and Memory
-// start no goroutines; a read-write DirStore runs one from Open to Close
+// DirStore and Memory are safe for concurrent use. Memory starts no
+// goroutine; a read-write DirStore runs one from Open to Close
 // for the file work its appends must not wait for (the next active file
 // made ahead of a roll, a prefix deletion's files closed and unlinked
 // after its Apply), and one that verifies the active file after Open
 // until it ends; Close stops both.
-// Apply calls are serialized (a second waits for the first); on Bolt one
-// returns once its transaction is durable (a deferred Memory makes it
+// Apply calls are serialized (a second waits for the first); on DirStore
+// one returns once its transaction is durable (a deferred Memory makes it
 // durable only at the next Sync). Readers run alongside and see each
 // Apply wholly or not at all. LEO, LogStart, LastEpoch, EpochMap,
 // EndOffsetForEpoch, VoterSets, QuorumState and HWCheckpoint answer from
@@ -87,8 +87,8 @@
 // Every slice a store returns, and the Data of every returned entry, is a copy
 // the caller owns. Apply does not keep the slices it is given, but the
 // caller must not modify them while Apply runs. Close waits for the Apply
-// in progress and releases the file and its lock; OpenBolt and OpenDir
-// block up to DirOptions.Timeout for that lock.
+// in progress and releases the files and the directory's lock; OpenDir
+// blocks up to DirOptions.Timeout for that lock.
 //
 // # Errors
 //
@@ -98,7 +98,7 @@
 // written); a failed commit latches, and every later Apply returns it
 // until the store is reopened. ErrCorrupt names damaged data (an entry
 // whose CRC fails, a damaged or missing file), ErrIdentityMismatch a
-// directory of another cluster or node, ErrLocked a file another store
+// directory of another cluster or node, ErrLocked a directory another store
 // holds, ErrInvalidOptions a bad DirOptions field, ErrClosed a closed
 // store. Each method's documentation (see Store) lists its own.
 //

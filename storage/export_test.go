@@ -1,6 +1,14 @@
 package storage
 
-import "time"
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replog-io/replog/protocol"
+)
 
 // SetOpenDirHook lets the external tests kill the process at a stage of a
 // directory's creation.
@@ -48,4 +56,42 @@ func SetDropPacing(chunk int64, pause time.Duration) (restore func()) {
 	c, p := dropChunk, dropPause
 	dropChunk, dropPause = chunk, pause
 	return func() { dropChunk, dropPause = c, p }
+}
+
+// WriteLegacyDataFile writes at path a data file of the layout from before
+// identities and segments (one bbolt file, format 1, no identity record)
+// holding ws, for the tests of a legacy directory's adoption and of its
+// migration to segments.
+func WriteLegacyDataFile(path string, ws []protocol.Write) error {
+	dir, err := os.MkdirTemp(filepath.Dir(path), "legacy-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	d, _, err := OpenDir(dir, Identity{ClusterID: "legacy", NodeID: "legacy"}, DirOptions{NoSync: true, SegmentBytes: 1 << 40})
+	if err != nil {
+		return err
+	}
+	err = d.Apply(ws)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// Before the first roll the active file is format 1: what is left of
+	// the layout is the identity record.
+	src := filepath.Join(dir, DataFileName)
+	db, err := bolt.Open(src, 0o600, &bolt.Options{})
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(keyIdentity) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(src, path)
 }

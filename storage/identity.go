@@ -28,7 +28,9 @@ type Identity struct {
 
 // Names of the files of a data directory (see the package documentation).
 const (
-	// DataFileName is the store's bbolt file in a data directory.
+	// DataFileName is the active segment file of a data directory: the
+	// bbolt file the store writes (the sealed segments are
+	// replog-<base>.seg).
 	DataFileName = "replog.db"
 	// IdentityFileName is the identity file in a data directory.
 	IdentityFileName = "replog.identity"
@@ -219,7 +221,8 @@ var openDirHook func(stage string)
 // require that very incarnation of the directory).
 //
 // A data directory holds two files (see the package documentation):
-// DataFileName, the store's bbolt file, and IdentityFileName, which records
+// DataFileName, the store's active bbolt segment file (with, once it has
+// rolled, the sealed segments), and IdentityFileName, which records
 // the cluster ID, the node ID and a random directory ID. OpenDir
 //
 //   - in an empty (or missing) directory: writes the identity with a new
@@ -233,8 +236,8 @@ var openDirHook func(stage string)
 //     nothing; refuses a ready identity whose data file is missing or
 //     empty with an error wrapping ErrCorrupt (a node existed here and its
 //     vote and log are gone: restore the file, or wipe the directory so the
-//     node rejoins as a new incarnation); otherwise opens the data file as
-//     OpenBolt does (a damaged one returns ErrCorrupt naming the file);
+//     node rejoins as a new incarnation); otherwise opens the store on its
+//     segment files (a damaged one returns ErrCorrupt naming the file);
 //   - in a legacy directory (a data file from before identities, no
 //     identity file): opens and verifies the data file, then adopts it:
 //     records an identity with id's cluster and node IDs and a new
@@ -253,7 +256,7 @@ var openDirHook func(stage string)
 // error wrapping ErrCorrupt naming the file. Concurrent OpenDir calls on
 // one directory are serialized by a lock on the directory (waiting up to
 // opts.Timeout, then ErrLocked); the store itself then holds the data
-// file's lock as OpenBolt does. A leftover IdentityFileName+".tmp" from a
+// directory's lock and its active file's. A leftover IdentityFileName+".tmp" from a
 // crash is ignored and replaced. Invalid opts return an error wrapping
 // ErrInvalidOptions (see DirOptions.Validate).
 func OpenDir(dir string, id Identity, opts DirOptions) (*DirStore, Identity, error) {
@@ -403,7 +406,7 @@ func createData(dir, dataPath string, rec identityRecord, opts DirOptions) (*Dir
 	if err != nil {
 		return nil, Identity{}, err
 	}
-	// OpenBolt committed the new file's buckets; record the identity in it
+	// openDirStore committed the new file's buckets; record the identity in it
 	// too, and make its name durable before the identity file says it
 	// exists.
 	err = b.storeIdentity(rec.Identity)

@@ -2,11 +2,14 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -76,11 +79,12 @@ func FuzzIdentityRoundTrip(f *testing.F) {
 	})
 }
 
-// fuzzTemplate is a small data file written by Bolt (a two-level entries
-// tree, a deleted prefix: free pages).
-func fuzzTemplate(f testing.TB) []byte {
-	path := filepath.Join(f.TempDir(), "t.db")
-	b, err := OpenBolt(path, DirOptions{NoSync: true})
+// fuzzTemplate returns the active file and the identity file of a small
+// data directory in one segment (a two-level entries tree, free pages, a
+// deleted prefix).
+func fuzzTemplate(f testing.TB) (data, ident []byte) {
+	dir := f.TempDir()
+	d, _, err := OpenDir(dir, testID, DirOptions{NoSync: true, SegmentBytes: oneSegment})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -89,36 +93,52 @@ func fuzzTemplate(f testing.TB) []byte {
 		for j := range es {
 			es[j] = protocol.Entry{Offset: uint64(i + j), Epoch: 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{byte(j)}, 40)}
 		}
-		if err := b.Append(es); err != nil {
+		if err := d.Append(es); err != nil {
 			f.Fatal(err)
 		}
 	}
-	if err := b.DeletePrefix(100); err != nil {
+	if err := d.TruncateSuffix(550); err != nil {
 		f.Fatal(err)
 	}
-	if b.Stats().CleanupCommits == 0 { // done in the deletion's own transaction
-		f.Fatal("the deleted prefix was not cleaned up")
-	}
-	if err := b.SetQuorumState(protocol.QuorumState{Epoch: 1, VotedFor: "n"}); err != nil {
+	if err := d.DeletePrefix(100); err != nil {
 		f.Fatal(err)
 	}
-	if err := b.Close(); err != nil {
+	if err := d.SetQuorumState(protocol.QuorumState{Epoch: 1, VotedFor: "n"}); err != nil {
 		f.Fatal(err)
 	}
-	data, err := os.ReadFile(path)
+	if st := d.Stats(); st.Rolls != 0 {
+		f.Fatalf("the template rolled: %+v", st)
+	}
+	if err := d.Close(); err != nil {
+		f.Fatal(err)
+	}
+	path := filepath.Join(dir, DataFileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
 	if err != nil {
 		f.Fatal(err)
 	}
-	return data
+	free := db.Stats().FreePageN
+	db.Close()
+	if free == 0 {
+		f.Fatal("the template has no free pages")
+	}
+	if data, err = os.ReadFile(path); err != nil {
+		f.Fatal(err)
+	}
+	if ident, err = os.ReadFile(filepath.Join(dir, IdentityFileName)); err != nil {
+		f.Fatal(err)
+	}
+	return data, ident
 }
 
-// FuzzOpenDamaged patches a real data file (bytes written at an offset,
-// then possibly truncated) and opens it: Open either fails with ErrCorrupt
-// or succeeds, and then every read either works or fails with ErrCorrupt.
-// A panic or fault anywhere (bbolt's free-list walk runs in a goroutine
-// of its own, where a panic kills the fuzzing process) is a failure.
+// FuzzOpenDamaged patches a real active file (bytes written at an offset,
+// then possibly truncated) and opens its directory: OpenDir either fails
+// with ErrCorrupt or succeeds, and then the verification that follows it,
+// and every read, either passes or fails with ErrCorrupt. A panic or fault
+// anywhere (bbolt's free-list walk runs in a goroutine of its own, where a
+// panic kills the fuzzing process) is a failure.
 func FuzzOpenDamaged(f *testing.F) {
-	tmpl := fuzzTemplate(f)
+	tmpl, ident := fuzzTemplate(f)
 	f.Add(uint32(0), []byte{0}, uint32(0))
 	f.Add(uint32(4096*5+10), []byte{0xff, 0xff}, uint32(0))
 	f.Add(uint32(4096*7+20), []byte{0xff, 0xff, 0xff, 0}, uint32(0))
@@ -132,22 +152,28 @@ func FuzzOpenDamaged(f *testing.F) {
 		if truncTo > 0 && int(truncTo) < len(data) {
 			data = data[:truncTo]
 		}
-		path := filepath.Join(t.TempDir(), "f.db")
-		if err := os.WriteFile(path, data, 0o600); err != nil {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, IdentityFileName), ident, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		b, err := OpenBolt(path, DirOptions{NoSync: true})
+		if err := os.WriteFile(filepath.Join(dir, DataFileName), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d, _, err := OpenDir(dir, testID, DirOptions{NoSync: true, SegmentBytes: oneSegment})
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("OpenBolt: %v, not ErrCorrupt", err)
+				t.Fatalf("OpenDir: %v, not ErrCorrupt", err)
 			}
 			return
 		}
-		defer b.Close()
-		if _, err := b.Entries(b.LogStart(), 0, 1<<30); err != nil && !errors.Is(err, ErrCorrupt) {
+		defer d.Close()
+		if err := d.WaitVerified(context.Background()); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("WaitVerified: %v", err)
+		}
+		if _, err := d.Entries(d.LogStart(), 0, 1<<30); err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("Entries: %v", err)
 		}
 		// A write must not crash either (its error is the store's to report).
-		_ = b.Append([]protocol.Entry{{Offset: b.LEO(), Epoch: max(b.LastEpoch(), 1), Type: protocol.EntryData, Data: []byte("x")}})
+		_ = d.Append([]protocol.Entry{{Offset: d.LEO(), Epoch: max(d.LastEpoch(), 1), Type: protocol.EntryData, Data: []byte("x")}})
 	})
 }

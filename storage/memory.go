@@ -7,12 +7,12 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// Memory is an in-memory Store with the same contract as Bolt, for tests and
+// Memory is an in-memory Store with the same contract as DirStore, for tests and
 // the deterministic simulation. It is safe for concurrent use.
 //
 // A Memory made by NewMemory treats every Apply as durable when it returns:
 // Crash returns a store with everything applied so far (like closing and
-// reopening a Bolt).
+// reopening a DirStore).
 //
 // A Memory made by NewMemoryDeferred simulates a disk with a volatile write
 // cache: an Apply is visible to reads at once but becomes durable only at

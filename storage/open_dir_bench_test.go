@@ -21,7 +21,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// BenchmarkDirOpen (issue 15): fills a data directory with N entries of
+// BenchmarkDirOpen: fills a data directory with N entries of
 // 128-byte records (batches of 10,000, NoSync, then every file synced),
 // then per iteration opens it in a fresh child process (this test binary,
 // TestOpenBenchChild) and reports what the child measured:

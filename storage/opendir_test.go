@@ -217,14 +217,10 @@ func TestOpenDirIdentityCorrupt(t *testing.T) {
 // is written with the given IDs, and from then on it is that node's.
 func TestOpenDirAdoptsLegacy(t *testing.T) {
 	dir := t.TempDir()
-	b, err := storage.OpenBolt(filepath.Join(dir, storage.DataFileName), storage.DirOptions{})
-	if err != nil {
+	legacy := []protocol.Write{{Kind: protocol.WriteAppend, Entries: storagetest.Batch(0, 7, 1, 10)}}
+	if err := storage.WriteLegacyDataFile(filepath.Join(dir, storage.DataFileName), legacy); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Append(storagetest.Batch(0, 7, 1, 10)); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
 	d, got := mustOpenDir(t, dir, idN2)
 	if len(readAll(t, d)) != 7 || got.NodeID != "n2" || got.DirectoryID == "" {
 		t.Fatalf("adopted as %+v", got)

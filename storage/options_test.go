@@ -12,7 +12,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-func TestBoltOptionsValidate(t *testing.T) {
+func TestDirOptionsValidate(t *testing.T) {
 	for _, good := range []storage.DirOptions{{}, {NoSync: true, Timeout: time.Minute, Logger: hclog.NewNullLogger()}} {
 		if err := good.Validate(); err != nil {
 			t.Fatalf("valid %+v refused: %v", good, err)
@@ -23,20 +23,15 @@ func TestBoltOptionsValidate(t *testing.T) {
 		opts  storage.DirOptions
 	}{
 		{"DirOptions.Timeout", storage.DirOptions{Timeout: -time.Second}},
+		{"DirOptions.SegmentBytes", storage.DirOptions{SegmentBytes: -1}},
 	}
 	for _, tc := range cases {
 		err := tc.opts.Validate()
 		if !errors.Is(err, storage.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: Validate() = %v, want ErrInvalidOptions naming it", tc.field, err)
 		}
-		// Both constructors refuse it, and create nothing.
+		// OpenDir refuses it, and creates nothing.
 		dir := t.TempDir()
-		if s, err := storage.OpenBolt(filepath.Join(dir, "x.db"), tc.opts); !errors.Is(err, storage.ErrInvalidOptions) {
-			if s != nil {
-				s.Close()
-			}
-			t.Errorf("%s: OpenBolt: %v", tc.field, err)
-		}
 		if s, _, err := storage.OpenDir(filepath.Join(dir, "d"), idN1, tc.opts); !errors.Is(err, storage.ErrInvalidOptions) {
 			if s != nil {
 				s.Close()
@@ -49,33 +44,34 @@ func TestBoltOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestBoltOptionsEnsureDefaults(t *testing.T) {
+func TestDirOptionsEnsureDefaults(t *testing.T) {
 	var o storage.DirOptions
 	o.EnsureDefaults()
-	if o.Timeout != storage.DefaultLockTimeout || o.Logger == nil || o.NoSync {
+	if o.Timeout != storage.DefaultLockTimeout || o.Logger == nil || o.NoSync || o.SegmentBytes != storage.DefaultSegmentBytes {
 		t.Fatalf("defaults: %+v", o)
 	}
-	set := storage.DirOptions{Timeout: time.Minute, NoSync: true}
+	set := storage.DirOptions{Timeout: time.Minute, NoSync: true, SegmentBytes: 5}
 	set.EnsureDefaults()
-	if set.Timeout != time.Minute || !set.NoSync {
+	if set.Timeout != time.Minute || !set.NoSync || set.SegmentBytes != 5 {
 		t.Fatalf("set fields changed: %+v", set)
 	}
 }
 
-// The constructors default a copy: the caller's options keep their zero
-// fields.
-func TestBoltOptionsNotModified(t *testing.T) {
+// OpenDir and OpenDirReadOnly default a copy: the caller's options keep
+// their zero fields.
+func TestDirOptionsNotModified(t *testing.T) {
 	var o storage.DirOptions
-	s, _, err := storage.OpenDir(t.TempDir(), idN1, o)
+	dir := t.TempDir()
+	s, _, err := storage.OpenDir(dir, idN1, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	b, err := storage.OpenBolt(filepath.Join(t.TempDir(), "x.db"), o)
+	r, _, err := storage.OpenDirReadOnly(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Close()
+	r.Close()
 	if o != (storage.DirOptions{}) {
 		t.Fatalf("options modified: %+v", o)
 	}

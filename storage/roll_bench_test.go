@@ -12,7 +12,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// BenchmarkDirAppendRolls (issue 11): appends with retention on the
+// BenchmarkDirAppendRolls: appends with retention on the
 // append path's clock. One op is one Apply appending rollBatch entries of
 // 128 bytes, fsync on, with segments of segment-MiB, so that the active
 // file rolls every few hundred ops; every rollRetentionEvery ops a

@@ -30,7 +30,8 @@ const (
 	// boltFormatSegmented is the format of an active segment made by a roll:
 	// its segments bucket names the sealed segments before it. A format 1
 	// file (boltFormat) is a whole log on its own: no sealed segments, base
-	// 0 (OpenBolt's files, and a data directory until its first roll).
+	// 0 (a data directory until its first roll, and every data file from
+	// before segments).
 	boltFormatSegmented = 2
 
 	// maxOpenSealed bounds the sealed segments kept open (mapped) beyond

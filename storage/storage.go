@@ -41,8 +41,8 @@ var (
 // Every change goes through Apply: a slice of protocol.Writes (appends,
 // suffix truncations, prefix deletions, the quorum state, the HW
 // checkpoint) applied in order as one atomic, durable change (one
-// transaction; for Bolt one bbolt commit, whose two fsyncs are paid once
-// per Apply whatever it holds). Calls to Apply are serialized; a caller that
+// transaction; for DirStore one bbolt commit of its active segment file,
+// whose two fsyncs are paid once per Apply whatever it holds). Calls to Apply are serialized; a caller that
 // wants group commit hands the store everything waiting in one call (the
 // store does not merge calls itself).
 //

@@ -57,7 +57,7 @@ import (
 // against the high-water mark) catch truncation and meta damage, but not
 // a damaged page in the middle of the tree, which is exactly what the
 // walk then trips on. The cost grows with the file, as bbolt's own walk
-// does (issue 15's segmented store makes both per segment): on a 100k-entry
+// does (a data directory's segments bound both per file): on a 100k-entry
 // file (17 MiB, warm cache) the walk takes about as long as bbolt's
 // rebuild that follows it (~5 ms each; see BenchmarkOpen100k), and with a
 // cold cache it does the reading bbolt's walk would have done. Reading

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -16,7 +17,7 @@ import (
 // The pread path (platforms without mmap) finds what the mapped path
 // finds: the same verdict and message on the same damaged files.
 func TestVerifyPreadMatchesMapped(t *testing.T) {
-	tmpl := fuzzTemplate(t)
+	tmpl, _ := fuzzTemplate(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	path := filepath.Join(t.TempDir(), "v.db")
 	corrupt := 0
@@ -59,13 +60,14 @@ func TestVerifyPreadMatchesMapped(t *testing.T) {
 	t.Logf("%d of 300 damaged files refused", corrupt)
 }
 
-// Files bbolt writes legitimately pass: entries spanning overflow pages,
-// a file whose free list was synced by a bbolt opened without
-// NoFreelistSync (another tool), and one fresh from bbolt's init.
+// Files bbolt writes legitimately pass, whole (the verification that
+// follows Open included): entries spanning overflow pages, a file written
+// since by a bbolt of another tool, and one fresh from bbolt's init.
 func TestVerifyAcceptsValidFiles(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "big.db")
-	b, err := OpenBolt(path, DirOptions{NoSync: true})
+	path := filepath.Join(dir, DataFileName)
+	opts := DirOptions{NoSync: true, SegmentBytes: oneSegment}
+	d, _, err := OpenDir(dir, testID, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,29 +75,32 @@ func TestVerifyAcceptsValidFiles(t *testing.T) {
 	for i, n := range []int{10, 5000, 100 << 10, 3, 1 << 20, 0} {
 		es = append(es, protocol.Entry{Offset: uint64(i), Epoch: 1, Type: protocol.EntryData, Data: bytes.Repeat([]byte{byte(i)}, n)})
 	}
-	if err := b.Append(es); err != nil {
+	if err := d.Append(es); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.DeletePrefix(2); err != nil {
+	if err := d.DeletePrefix(2); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Close(); err != nil {
+	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 	reopen := func(when string) {
 		t.Helper()
-		b, err := OpenBolt(path, DirOptions{NoSync: true})
+		d, _, err := OpenDir(dir, testID, opts)
 		if err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
-		defer b.Close()
-		got, err := b.Entries(2, 0, 1<<30)
+		defer d.Close()
+		if err := d.WaitVerified(context.Background()); err != nil {
+			t.Fatalf("%s: verification after Open: %v", when, err)
+		}
+		got, err := d.Entries(2, 0, 1<<30)
 		if err != nil || len(got) != 4 || len(got[2].Data) != 1<<20 {
 			t.Fatalf("%s: %d entries, %v", when, len(got), err)
 		}
 	}
 	reopen("overflow pages")
-	// Another tool opens it with the free list synced.
+	// Another tool writes to it, its free list synced.
 	db, err := bolt.Open(path, 0o600, &bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -119,17 +124,21 @@ func TestVerifyAcceptsValidFiles(t *testing.T) {
 	if !hasFreelist {
 		t.Fatal("the file has no free-list page: the case is not exercised")
 	}
-	reopen("synced free list")
-	// Fresh from bbolt's init (its meta names free-list page 2).
-	fresh := filepath.Join(dir, "fresh.db")
-	db, err = bolt.Open(fresh, 0o600, &bolt.Options{NoFreelistSync: true})
+	reopen("written by another tool")
+	// Fresh from bbolt's init (its meta names free-list page 2), in a
+	// directory without identity, which OpenDir adopts.
+	fresh := t.TempDir()
+	db, err = bolt.Open(filepath.Join(fresh, DataFileName), 0o600, &bolt.Options{NoFreelistSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
-	b, err = OpenBolt(fresh, DirOptions{})
+	d, _, err = OpenDir(fresh, testID, DirOptions{})
 	if err != nil {
 		t.Fatalf("fresh bbolt file: %v", err)
 	}
-	b.Close()
+	if err := d.WaitVerified(context.Background()); err != nil {
+		t.Fatalf("fresh bbolt file: verification after Open: %v", err)
+	}
+	d.Close()
 }

@@ -127,32 +127,12 @@ func damageFile(t *testing.T, path string, f func(tx *bolt.Tx) error) {
 	}
 }
 
-// A damaged row fails the open (OpenBolt, OpenDir, OpenDirReadOnly) with
+// A damaged row fails the open (OpenDir, OpenDirReadOnly) with
 // ErrCorrupt naming the file (and the offset, for a row's own damage);
-// the undamaged file (positive control) opens with its rows.
+// the undamaged directory (positive control) opens with its rows.
 func TestVotersRowDamageAtOpen(t *testing.T) {
 	for name, corrupt := range votersCorruptions {
 		t.Run(name, func(t *testing.T) {
-			// Bolt.
-			path := filepath.Join(t.TempDir(), "log.db")
-			b := openTestBolt(t, path)
-			votersLog(t, b)
-			b.Close()
-			b = openTestBolt(t, path) // positive control
-			if len(b.VoterSets()) != 3 {
-				t.Fatalf("reopen: rows %v", b.VoterSets())
-			}
-			b.Close()
-			damageFile(t, path, corrupt)
-			if b, err := OpenBolt(path, DirOptions{}); err == nil {
-				b.Close()
-				t.Fatal("OpenBolt succeeded")
-			} else if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
-				t.Fatalf("OpenBolt: %v; want ErrCorrupt naming %s", err, path)
-			} else if name == "row checksum fails" && !strings.Contains(err.Error(), "offset 4") {
-				t.Fatalf("OpenBolt: %v; want the offset named", err)
-			}
-			// DirStore, read-write and read-only.
 			dir := t.TempDir()
 			id := Identity{ClusterID: "c", NodeID: "n"}
 			d, _, err := OpenDir(dir, id, DirOptions{NoSync: true})
@@ -161,6 +141,13 @@ func TestVotersRowDamageAtOpen(t *testing.T) {
 			}
 			votersLog(t, d)
 			d.Close()
+			if d, _, err = OpenDir(dir, id, DirOptions{}); err != nil { // positive control
+				t.Fatal(err)
+			}
+			if len(d.VoterSets()) != 3 {
+				t.Fatalf("reopen: rows %v", d.VoterSets())
+			}
+			d.Close()
 			active := filepath.Join(dir, DataFileName)
 			damageFile(t, active, corrupt)
 			if d, _, err := OpenDir(dir, id, DirOptions{}); err == nil {
@@ -168,6 +155,8 @@ func TestVotersRowDamageAtOpen(t *testing.T) {
 				t.Fatal("OpenDir succeeded")
 			} else if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), active) {
 				t.Fatalf("OpenDir: %v; want ErrCorrupt naming %s", err, active)
+			} else if name == "row checksum fails" && !strings.Contains(err.Error(), "offset 4") {
+				t.Fatalf("OpenDir: %v; want the offset named", err)
 			}
 			if d, _, err := OpenDirReadOnly(dir, DirOptions{}); err == nil {
 				d.Close()
@@ -188,39 +177,13 @@ func fileSum(t *testing.T, path string) [32]byte {
 	return sha256.Sum256(b)
 }
 
-// A file from before voter sets (no voters bucket) opens with no rows and
-// is not changed by the open; the first row written creates the bucket,
-// and the row survives a reopen. Likewise for a directory's active file.
+// An active file from before voter sets (no voters bucket) opens with no
+// rows and is not changed by the open; the first row written creates the
+// bucket, and the row survives a reopen.
 func TestVotersFileWithoutBucket(t *testing.T) {
 	dropBucket := func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketVoters) }
-	path := filepath.Join(t.TempDir(), "log.db")
-	b := openTestBolt(t, path)
-	if err := b.Append(ents(0, 3, 1)); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	damageFile(t, path, dropBucket)
-	before := fileSum(t, path)
-	b = openTestBolt(t, path)
-	if rows := b.VoterSets(); rows != nil {
-		t.Fatalf("rows %v in a file without the bucket", rows)
-	}
-	b.Close()
-	if fileSum(t, path) != before {
-		t.Fatal("opening a file without the voters bucket changed it")
-	}
-	b = openTestBolt(t, path)
-	if err := b.Append([]protocol.Entry{votersEntry(3, 1, 1)}); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	b = openTestBolt(t, path)
-	defer b.Close()
-	if got := fmt.Sprint(b.VoterSets()); got != fmt.Sprint([]protocol.VotersAt{{Offset: 3, Voters: testVoters(1)}}) {
-		t.Fatalf("rows after reopen %s", got)
-	}
-
 	dir := t.TempDir()
+	path := filepath.Join(dir, DataFileName)
 	id := Identity{ClusterID: "c", NodeID: "n"}
 	d, _, err := OpenDir(dir, id, DirOptions{NoSync: true})
 	if err != nil {
@@ -230,12 +193,20 @@ func TestVotersFileWithoutBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	damageFile(t, filepath.Join(dir, DataFileName), dropBucket)
+	damageFile(t, path, dropBucket)
+	before := fileSum(t, path)
 	if d, _, err = OpenDir(dir, id, DirOptions{NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
 	if rows := d.VoterSets(); rows != nil {
 		t.Fatalf("rows %v in a directory without the bucket", rows)
+	}
+	d.Close()
+	if fileSum(t, path) != before {
+		t.Fatal("opening a file without the voters bucket changed it")
+	}
+	if d, _, err = OpenDir(dir, id, DirOptions{NoSync: true}); err != nil {
+		t.Fatal(err)
 	}
 	if err := d.Append([]protocol.Entry{votersEntry(3, 1, 1)}); err != nil {
 		t.Fatal(err)

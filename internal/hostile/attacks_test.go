@@ -3,7 +3,6 @@ package hostile
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,12 +47,12 @@ func (c *cluster) sameLeadership(lead string, epoch uint64) {
 	}
 }
 
-// readStore reads every entry of a stopped node's data file.
+// readStore reads every entry of a stopped node's data directory.
 func readStore(t *testing.T, dir string) []protocol.Entry {
 	t.Helper()
-	s, err := storage.OpenBolt(filepath.Join(dir, "replog.db"), storage.DirOptions{})
+	s, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{})
 	if err != nil {
-		t.Fatalf("open the stopped node's data file: %v", err)
+		t.Fatalf("open the stopped node's data directory: %v", err)
 	}
 	defer s.Close()
 	es, err := s.Entries(s.LogStart(), 0, math.MaxInt)

@@ -1,0 +1,72 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// DirOptions configures OpenDir (and OpenDirReadOnly, which reads Timeout
+// and Logger). The zero value is usable: zero fields take the defaults
+// named on each.
+type DirOptions struct {
+	// NoSync skips fsync at commit. Writes then survive a process crash (they
+	// are in the page cache) but not a machine crash or power loss: a
+	// NoSync store may lose acknowledged writes and must not be used where
+	// durability matters. For tests and benchmarks only. Default false.
+	NoSync bool
+	// Timeout is how long OpenDir and OpenDirReadOnly wait for the
+	// directory's lock (and a segment file's) before ErrLocked. Default
+	// DefaultLockTimeout (1s); negative is invalid.
+	Timeout time.Duration
+	// Logger receives the store's log lines. Default: a null logger. It is
+	// used as given: name it (Named("storage")) before passing it.
+	Logger hclog.Logger
+	// SegmentBytes is the size at which OpenDir's store rolls its active
+	// segment file: the first Apply that appends once the active file
+	// holds SegmentBytes or more (bbolt's pages in use) seals it and starts
+	// a new one, so a segment may exceed it by one Apply. Retention deletes
+	// whole segments, so it is also the granularity of deletion. Default
+	// DefaultSegmentBytes (64 MiB); negative is invalid; values of a few
+	// KiB roll at almost every append (tests); a value larger than the log
+	// keeps it in one file. See docs/design.md section 4.
+	SegmentBytes int64
+}
+
+// DefaultLockTimeout is DirOptions.Timeout's default.
+const DefaultLockTimeout = time.Second
+
+// DefaultSegmentBytes is DirOptions.SegmentBytes's default.
+const DefaultSegmentBytes = 64 << 20
+
+// ErrInvalidOptions wraps every DirOptions.Validate error.
+var ErrInvalidOptions = errors.New("replog: invalid storage options")
+
+// EnsureDefaults sets o's zero fields to their defaults (named on each
+// field). OpenDir calls it on its own copy.
+func (o *DirOptions) EnsureDefaults() {
+	if o.Timeout == 0 {
+		o.Timeout = DefaultLockTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+}
+
+// Validate reports the first invalid field of o, as an error wrapping
+// ErrInvalidOptions that names it ("DirOptions.Timeout"). It does not
+// modify o.
+func (o DirOptions) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("%w: DirOptions.Timeout is negative (%v)", ErrInvalidOptions, o.Timeout)
+	}
+	if o.SegmentBytes < 0 {
+		return fmt.Errorf("%w: DirOptions.SegmentBytes is negative (%d)", ErrInvalidOptions, o.SegmentBytes)
+	}
+	return nil
+}
