@@ -82,5 +82,5 @@
 // the demo reads its children's http=ADDR lines, so its flags, its HTTP
 // API and that line are their interface too: change them together. It uses replog only through the root package's
 // public API, and internal/nodeproc to supervise the demo's children.
-// docs/design.md section 5.1 places it among the packages.
+// docs/architecture.md section 2 places it among the packages.
 package main

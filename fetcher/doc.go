@@ -7,7 +7,7 @@
 // randomness (the first fetch ID is the caller's). The protocol core
 // (package replica) owns a Fetcher per replica, drives it from its one
 // goroutine and carries out its decisions; nothing else touches it. The
-// decisions follow docs/design.md §3.3 (the follower side of the fetch) and
+// decisions follow docs/protocol.md §3.3 (the follower side of the fetch) and
 // KIP-101/KIP-279: truncation follows the leader's epoch history, never the
 // local HW.
 //

@@ -17,7 +17,7 @@
 // hostile-peer suite joins a cluster with forged metadata).
 //
 // Everything this package says about other nodes is advisory
-// (docs/design.md, R30 in section 3.4): gossip liveness may only make an
+// (docs/protocol.md, R30 in section 3.4): gossip liveness may only make an
 // election start sooner, never decide one, and a gossiped leader claim is
 // verified by fetching from it (epoch fencing), never trusted. In
 // particular:
@@ -86,6 +86,7 @@
 // Close (SetLeader and Join also after Leave). ErrBadMeta is what
 // undecodable metadata of another member is logged with.
 //
-// See docs/design.md: R30 (section 3.4) for what a hint may change, 5.1
-// and 5.2 for the package's place, and 7 (R48) for the gossip key.
+// See docs/protocol.md R30 (section 3.4) for what a hint may change,
+// docs/architecture.md (sections 2 and 5) for the package's place, and
+// docs/security.md R48 for the gossip key.
 package membership

@@ -52,7 +52,7 @@ const (
 	LeaderClaim
 	// MemberJoined: Node joined (or came back to life). A node whose log
 	// holds no voter set asks every member it knows of whether a cluster
-	// exists before it bootstraps one (docs/design.md R60).
+	// exists before it bootstraps one (docs/protocol.md R60).
 	MemberJoined
 )
 

@@ -15,7 +15,7 @@ const (
 	EntryControl EntryType = 2
 	// EntryVoters is a control entry written by a leader whose Data is an
 	// encoded voter set (EncodeVoters): the voters in force from this
-	// offset on, until the next one (docs/design.md R55). Readers never
+	// offset on, until the next one (docs/protocol.md R55). Readers never
 	// see it. In an AppendRequest the type marks a voter-change request
 	// instead, whose one record is an encoded VoterChange.
 	EntryVoters EntryType = 3

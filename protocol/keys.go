@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Keyed appends (docs/design.md R61–R66, exactly once). A keyed proposal is
+// Keyed appends (docs/protocol.md R61–R66, exactly once). A keyed proposal is
 // one batch carrying a Key: the producer that made it and its sequence
 // number (Kafka's idempotent producer), and optionally a caller-supplied ID
 // (JetStream's message ID). The key header rides on the batch's last entry;

@@ -119,7 +119,7 @@ type FetchResponse struct {
 	// (KeptVoterRows: the set in force there and the newest change before
 	// it), sent with FetchOffsetOutOfRange and with a diverging answer of
 	// epoch 0: a follower that resets to the log start holds none of their
-	// entries, and records them instead (docs/design.md R53, R55).
+	// entries, and records them instead (docs/protocol.md R53, R55).
 	LogStartVoters []VotersAt
 	// LogStartEpoch, with LogStartVoters, is the epoch of the leader's
 	// entry just below LogStartOffset (0 if it does not know it): a
@@ -191,7 +191,7 @@ type AppendRequest struct {
 	Records [][]byte
 	// Type is what the records become: data entries (EntryData, or the
 	// zero value, which means the same), or control entries
-	// (EntryControl: a barrier, whose one record is empty; docs/design.md
+	// (EntryControl: a barrier, whose one record is empty; docs/protocol.md
 	// R50). A leader appends control records only when they are empty.
 	// EntryKeyed and EntryState mark a keyed request (R61): its last record
 	// is the encoded KeyHeader (N: the records before it), the others are
@@ -276,7 +276,7 @@ type AppendResponse struct {
 }
 
 // DeleteRecords asks the leader of Epoch to move its log start up to
-// Offset (Kafka's DeleteRecords; docs/design.md R54). It is one-way: the
+// Offset (Kafka's DeleteRecords; docs/protocol.md R54). It is one-way: the
 // sender learns the outcome from its own log start, which follows the
 // leader's through fetch answers (R52). The leader bounds Offset by its HW
 // (R51), so a request can never delete anything uncommitted.

@@ -8,7 +8,7 @@ import (
 // Voter is one member of a voter set: a node, and the directory ID of the
 // one incarnation of it that votes (its store's identity, made when the
 // directory was created). A node whose directory was wiped comes back with
-// another DirID and is not this voter (docs/design.md R56).
+// another DirID and is not this voter (docs/protocol.md R56).
 type Voter struct {
 	ID    string
 	DirID string
@@ -32,7 +32,7 @@ func EncodeVoters(vs []Voter) []byte { return EncodeVoterSet(vs, nil) }
 // EncodeVoterSet encodes a voter set as the Data of an EntryVoters entry:
 // a format byte, a count (u8), then each voter's ID and DirID as strings
 // (u32 length and bytes), in the order given. With owed incarnations
-// (docs/design.md R58: each one an automatic replacement removed, whose
+// (docs/protocol.md R58: each one an automatic replacement removed, whose
 // node is owed its place back at another directory) the format byte is 2
 // and the voters are followed by the owed ones, encoded the same way; with
 // none it is 1 and nothing follows. The caller passes a set that
@@ -211,7 +211,7 @@ type VotersAt struct {
 // below it, the newest (the set in force at start) and the newest before
 // it whose set differs (the change that put it in force), so that
 // retention never forgets who votes, nor the newest change (an automatic
-// replacement's second step reads it: docs/design.md R55, R58). The
+// replacement's second step reads it: docs/protocol.md R55, R58). The
 // result may share rows' backing array; rows is not modified. Stores, the
 // core's log view and the simulation's mirror all prune with it.
 func KeptVoterRows(rows []VotersAt, start uint64) []VotersAt {

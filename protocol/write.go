@@ -64,7 +64,7 @@ type Write struct {
 	Quorum QuorumState
 	// Voters (WriteDeletePrefix), when not nil, replace the voter-set rows
 	// below Offset: a follower that resets to its leader's log start
-	// (docs/design.md R53) records the leader's rows there (R55), in the
+	// (docs/protocol.md R53) records the leader's rows there (R55), in the
 	// same write, so that no crash leaves it without them. Each row is
 	// below Offset, in offset order, with a set ValidateVoterSet accepts.
 	// nil keeps the store's own rows (KeptVoterRows).

@@ -66,6 +66,7 @@
 // (with a Secret a refusal never says which). The codec returns
 // ErrFrameTooLarge and ErrBadFrame.
 //
-// See docs/design.md: section 5.1 (which package owns what), 5.2 (who
-// imports whom) and 7 (R48, the authenticated transport and its limits).
+// See docs/architecture.md: section 2 (which package owns what), 5 (who
+// imports whom); and docs/security.md (R48, the authenticated transport
+// and its limits).
 package transport

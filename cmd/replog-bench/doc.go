@@ -106,6 +106,6 @@
 // asynchronous appends; 10-minute runs with and without -retention-bytes,
 // and the append p99 before and during a catch-up, for retention). The command uses only
 // replog's public API (and storage.DefaultSegmentBytes for the bound);
-// nothing imports it. docs/design.md section 5.4 describes the write path
+// nothing imports it. docs/architecture.md section 4 describes the write path
 // it measures.
 package main

@@ -22,6 +22,6 @@
 // caller's. A CA is never modified after New, and its Pool may be shared
 // by every node of a test.
 //
-// See docs/design.md section 7 (R48: mutual TLS as the alternative to a
+// See docs/security.md (R48: mutual TLS as the alternative to a
 // cluster secret).
 package testpki
