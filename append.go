@@ -36,7 +36,7 @@ type appendOptions struct {
 // consumer re-processing an input after a restart. If an entry with the
 // same ID was appended within Options.DedupWindow (by the leader's clock),
 // nothing is appended: the call returns the original's first offset, once
-// it is committed, with an error wrapping ErrDuplicate (docs/design.md
+// it is committed, with an error wrapping ErrDuplicate (docs/protocol.md
 // R64). A batch carries one ID for the whole batch.
 func WithID(id string) AppendOption {
 	return func(o *appendOptions) { o.id, o.idSet = id, true }
@@ -60,7 +60,7 @@ const keyHeadroom = MaxIDLength + 64 + protocol.EntryOverhead
 // its own, with the same sequence number, while no leader is known, when
 // the leader changes, and when an answer is lost, until ctx ends or the
 // Log closes; a leader that already holds the entry answers with its
-// offset instead of appending it again (docs/design.md R63). So an entry
+// offset instead of appending it again (docs/protocol.md R63). So an entry
 // is appended at most once per call, and the outcome is unknown only if
 // the caller stops waiting. Test errors in this order:
 //   - ErrDuplicate (with the original's offset): WithID's ID was appended

@@ -15,7 +15,7 @@ import (
 // Read).
 //
 // It appends a barrier through the log: one control entry without data,
-// forwarded to the leader by a follower as an append is (docs/design.md
+// forwarded to the leader by a follower as an append is (docs/protocol.md
 // R50). Once that entry is committed, every append acknowledged before the
 // call is at a lower offset; Barrier then waits until this node's readable
 // high watermark has passed it. The entry takes an offset that readers

@@ -8,7 +8,7 @@ import (
 
 // CommitCursor durably records the position of cursor name: next is the
 // next offset its consumer will read (Kafka's committed offsets, NATS
-// JetStream's durable consumers; docs/design.md R65). The position is an
+// JetStream's durable consumers; docs/protocol.md R65). The position is an
 // entry of the replicated log (readers never see it), so Cursor reads it
 // back on any node, after fail-overs and restarts, and retention keeps the
 // latest position of every cursor however old (R66). It returns once the

@@ -112,7 +112,7 @@ var (
 
 	// ErrDuplicate: an append's WithID ID was appended within
 	// Options.DedupWindow; nothing was appended, and the call returns the
-	// original's offset (docs/design.md R64).
+	// original's offset (docs/protocol.md R64).
 	ErrDuplicate = replica.ErrDuplicate
 	// ErrNoCursor: Cursor names a cursor that was never committed.
 	ErrNoCursor = errors.New("replog: no such cursor")

@@ -18,7 +18,7 @@ import (
 	"testing"
 )
 
-// The layering of the module (docs/design.md 5.2), as a test: the import
+// The layering of the module (docs/architecture.md section 5), as a test: the import
 // graph of the module's packages, read with go list (non-test imports
 // only: tests may import anything), must keep every rule of layerRules,
 // and the deterministic packages must start no goroutine and read no

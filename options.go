@@ -36,7 +36,7 @@ type Options struct {
 	// are refused. Default "replog".
 	ClusterID string
 	// Voters is the bootstrap voter set: the voters of a brand-new cluster
-	// (docs/design.md R57). Its first election needs every one of them up
+	// (docs/protocol.md R57). Its first election needs every one of them up
 	// and granting (before voter directories are recorded, nobody can
 	// tell a wiped voter from its old self); the first leader records them
 	// in the log. Afterwards the log is the truth: AddVoter and
@@ -163,7 +163,7 @@ type Options struct {
 
 	// DedupWindow: an append WithID whose ID was appended within this
 	// window is not appended again; it returns the original's offset and
-	// ErrDuplicate (docs/design.md R64; NATS JetStream's duplicate window).
+	// ErrDuplicate (docs/protocol.md R64; NATS JetStream's duplicate window).
 	// Default DefaultDedupWindow (2 minutes). An exactly-once consumer must
 	// redo an input within it.
 	DedupWindow time.Duration

@@ -10,7 +10,7 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// producer is what makes a Log an idempotent producer (docs/design.md
+// producer is what makes a Log an idempotent producer (docs/protocol.md
 // R61-R63): an ID drawn at Open, a sequence number per append (kept
 // across its retries), and the lowest sequence number still in flight,
 // which every request carries so that the leader may forget the ones

@@ -56,7 +56,7 @@ type Status struct {
 	// stops following it (a prospective or candidate names none), and
 	// after Close.
 	LeaderID string `json:"leader_id"`
-	// Voters is the voter set in force (docs/design.md R55): the newest one
+	// Voters is the voter set in force (docs/protocol.md R55): the newest one
 	// recorded in this node's log (committed once HighWatermark passes
 	// VotersOffset), in its recorded order. Before any set is recorded (a
 	// brand-new cluster, until its first leader is elected) it is
@@ -258,7 +258,7 @@ func Open(opts Options) (*Log, error) {
 	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32
 	rcfg := cfgs.replica
 	rcfg.Rand = rand.New(rand.NewSource(seed))
-	// A voter is this node at this directory (docs/design.md R56).
+	// A voter is this node at this directory (docs/protocol.md R56).
 	rcfg.DirID = ident.DirectoryID
 	rcfg.Members = l.knownMembers()
 	core, err := replica.New(rcfg, store, time.Now())

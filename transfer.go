@@ -9,7 +9,7 @@ import (
 	"github.com/replog-io/replog/replica"
 )
 
-// Errors of TransferLeadership (docs/design.md R59).
+// Errors of TransferLeadership (docs/protocol.md R59).
 var (
 	// ErrNoSuccessor: TransferLeadership named a node that is not another
 	// voter, or, with "", no other voter fetches from the leader (a single
@@ -32,7 +32,7 @@ type transferTo struct{ to string }
 
 // TransferLeadership hands this node's leadership over to voter to, or,
 // with to == "", to the voter with the longest log among those that fetch
-// from it, and returns once another node leads (docs/design.md R59;
+// from it, and returns once another node leads (docs/protocol.md R59;
 // KRaft's EndQuorumEpoch with a preferred successor). It is called on the
 // leader: on any other node it returns a *NotLeaderError naming the leader
 // this node knows (call it there).

@@ -19,7 +19,7 @@ type VoterStatus struct {
 	// DirectoryID is the data directory of the one incarnation of the
 	// node that votes ("" before the cluster recorded its first voter
 	// set). The same node running on another (wiped, replaced) directory
-	// is not this voter: it fetches as an observer (docs/design.md R56).
+	// is not this voter: it fetches as an observer (docs/protocol.md R56).
 	DirectoryID string `json:"directory_id"`
 	// CaughtUp is known on the leader only (false on other nodes): the
 	// leader itself, or a voter whose latest fetch, from DirectoryID and
@@ -43,7 +43,7 @@ const voterChangeRetry = 200 * time.Millisecond
 
 // AddVoter makes node nodeID a voter, at the data directory it fetches
 // from, and returns once that change is committed and, unless ctx ends
-// first, this node holds it (its Status shows it) (docs/design.md R58). It
+// first, this node holds it (its Status shows it) (docs/protocol.md R58). It
 // works on any node: a follower or observer forwards it to the leader, as
 // it does appends. The node must be running and fetching from the leader
 // (as an observer: a node whose ID is not in Options.Voters, or a voter
@@ -81,7 +81,7 @@ func (l *Log) AddVoter(ctx context.Context, nodeID string) error {
 
 // RemoveVoter removes node nodeID from the voters and returns once that
 // change is committed and, unless ctx ends first, this node holds it
-// (docs/design.md R58). It works on any node, as
+// (docs/protocol.md R58). It works on any node, as
 // AddVoter does, and waits for another voter change to commit first. The
 // removed node keeps running as an observer (it fetches and serves reads)
 // until it is closed. Removing the leader makes it step down once the

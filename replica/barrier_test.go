@@ -7,7 +7,7 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// TestBarrierRules covers docs/design.md R50: a barrier is one control
+// TestBarrierRules covers docs/protocol.md R50: a barrier is one control
 // entry without data, appended, forwarded and acknowledged as an append is;
 // a peer's control request is appended only when its records are empty.
 func TestBarrierRules(t *testing.T) {

@@ -22,7 +22,7 @@ type Config struct {
 	// DirID is the directory ID of this node's store (storage.Identity's
 	// DirectoryID): a voter is a node ID and a directory ID, so a node whose
 	// directory was wiped, which comes back with another DirID, is not
-	// counted as its old self (docs/design.md R56). Default: ID (for tests
+	// counted as its old self (docs/protocol.md R56). Default: ID (for tests
 	// and in-memory stores; a real shell always sets it).
 	DirID string
 	// Voters is the bootstrap voter set: the voters of a cluster whose log
@@ -104,7 +104,7 @@ const (
 	DefaultDedupWindow = 2 * time.Minute
 	// DefaultProducerIdleTimeout is Kafka's producer.id.expiration.ms
 	// (KIP-854): longer than any append keeps retrying, and a producer costs
-	// about 100 bytes (docs/design.md R66).
+	// about 100 bytes (docs/protocol.md R66).
 	DefaultProducerIdleTimeout = 24 * time.Hour
 )
 

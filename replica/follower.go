@@ -84,7 +84,7 @@ func (r *Replica) maybeFetch() {
 	r.send(target, req)
 }
 
-// handleFetchResponse is docs/design.md §3.3 (follower side): the fetcher decides,
+// handleFetchResponse is docs/protocol.md §3.3 (follower side): the fetcher decides,
 // the replica carries it out.
 //
 // Only an answer to a fetch this replica is waiting for counts for

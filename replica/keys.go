@@ -7,7 +7,7 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// The keyed-state table (docs/design.md R62): producers, caller IDs and
+// The keyed-state table (docs/protocol.md R62): producers, caller IDs and
 // cursors, derived from the log alone. Every replica builds it by applying
 // its log's keyed entries in offset order (its own appends and fetched ones
 // alike), undoes what a truncation removes, and rebuilds it after a restart

@@ -143,7 +143,7 @@ func (r *Replica) serveParked() {
 	ls.parked = kept
 }
 
-// fenceFetchRequest is the part of docs/design.md §3.2 every role does the
+// fenceFetchRequest is the part of docs/protocol.md §3.2 every role does the
 // same (stepCommon): a voter's fetch naming a later epoch moves this replica
 // to that epoch first (if it leads, it is stale); a non-voter's is answered
 // not-leader, since only voters' word moves epochs. It reports whether the
@@ -209,7 +209,7 @@ func (r *Replica) answerNotLeader(from string, req *protocol.FetchRequest, leade
 	})
 }
 
-// serveFetch is docs/design.md §3.2 (leader side), for a fetch that passed
+// serveFetch is docs/protocol.md §3.2 (leader side), for a fetch that passed
 // fenceFetchRequest.
 func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	ls := r.leader
@@ -364,7 +364,7 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 	})
 }
 
-// updateLeaderHW is docs/design.md §3.5: the largest offset a majority of voters
+// updateLeaderHW is docs/protocol.md §3.5: the largest offset a majority of voters
 // hold (the leader with its durable LEO), only past the epoch start, never
 // backwards. It moves no role: its caller then calls resignIfRemoved (R58).
 func (r *Replica) updateLeaderHW() {

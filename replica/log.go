@@ -41,7 +41,7 @@ type LogReader interface {
 	// one.
 	HWCheckpoint() (hw uint64, ok bool, err error)
 	// VoterSets returns one row per EntryVoters entry, in offset order,
-	// and below the log start the newest such row only (docs/design.md
+	// and below the log start the newest such row only (docs/protocol.md
 	// R55). The slice is the core's.
 	VoterSets() []protocol.VotersAt
 }

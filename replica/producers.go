@@ -9,7 +9,7 @@ import (
 )
 
 // Keyed proposals: the leader recognises a producer's retry and a caller
-// ID seen within the deduplication window (docs/design.md R61–R65).
+// ID seen within the deduplication window (docs/protocol.md R61–R65).
 
 // ErrDuplicate is the error of a keyed proposal whose caller ID was
 // appended within Config.DedupWindow (R64): nothing was appended, and the

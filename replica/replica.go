@@ -282,7 +282,7 @@ func (r *Replica) Propose(id uint64, records [][]byte) {
 }
 
 // ProposeBarrier asks to append a barrier: one control entry with no data
-// (docs/design.md R50). It is decided as a one-record Propose is (the Ack
+// (docs/protocol.md R50). It is decided as a one-record Propose is (the Ack
 // carries the entry's offset once it is committed; a follower forwards it;
 // the same errors), but readers never see the entry. Every append
 // acknowledged anywhere before the call is at a lower offset than a
@@ -293,7 +293,7 @@ func (r *Replica) ProposeBarrier(id uint64) {
 	r.propose(id, protocol.EntryControl, [][]byte{nil})
 }
 
-// ProposeVoterChange asks to add a voter or remove one (docs/design.md
+// ProposeVoterChange asks to add a voter or remove one (docs/protocol.md
 // R58): ch.Add adds ch.NodeID at the directory it fetches from, else it
 // removes ch.NodeID. It is decided as Propose is (a follower forwards it to
 // the leader; NotLeaderError, ErrUnknownOutcome); the Ack carries the

@@ -5,7 +5,7 @@ import (
 	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
-// Retention (docs/design.md R51–R53): the log start moves up, never down.
+// Retention (docs/protocol.md R51–R53): the log start moves up, never down.
 // The leader moves its own (DeleteBefore, on the shell's word: an explicit
 // call or a retention policy), never to or above its HW; its log start
 // travels in every fetch response, and a follower or observer follows it,

@@ -83,7 +83,7 @@ func bodiesTo[T protocol.Body](msgs []protocol.Message, to string) []T {
 	return out
 }
 
-// TestVoteRules covers docs/design.md §3.4 votes and pre-votes.
+// TestVoteRules covers docs/protocol.md §3.4 votes and pre-votes.
 func TestVoteRules(t *testing.T) {
 	type tc struct {
 		name      string
@@ -237,7 +237,7 @@ func fetch(r *Replica, from string, id, epoch, offset, lastEpoch uint64) {
 	}})
 }
 
-// TestLeaderFetchRules covers docs/design.md §3.2 (leader side): fencing,
+// TestLeaderFetchRules covers docs/protocol.md §3.2 (leader side): fencing,
 // divergence, remote LEO, out of range, parking.
 func TestLeaderFetchRules(t *testing.T) {
 	// Leader log: epochs 1,1,2,2 (offsets 0-3); quorum epoch 2 → leads
@@ -431,7 +431,7 @@ func TestParkedFetch(t *testing.T) {
 	})
 }
 
-// TestLeaderHW covers docs/design.md §3.5 on the leader.
+// TestLeaderHW covers docs/protocol.md §3.5 on the leader.
 func TestLeaderHW(t *testing.T) {
 	type tc struct {
 		name       string

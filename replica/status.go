@@ -60,7 +60,7 @@ type Status struct {
 	// only; nil otherwise). A voter not yet heard from in this epoch is
 	// absent.
 	RemoteLEO map[string]uint64
-	// Voters is the voter set in force (docs/design.md R55), in its
+	// Voters is the voter set in force (docs/protocol.md R55), in its
 	// recorded order, each voter with its directory ID ("" while Bootstrap).
 	Voters []protocol.Voter
 	// VotersOffset is the offset of the EntryVoters entry that recorded

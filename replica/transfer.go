@@ -7,7 +7,7 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// Leadership transfer (docs/design.md R59; KRaft's EndQuorumEpoch with a
+// Leadership transfer (docs/protocol.md R59; KRaft's EndQuorumEpoch with a
 // preferred successor, Raft §3.10's TimeoutNow). The leader stops
 // appending: new proposals are held, neither appended nor failed. Once the
 // successor's fetch offset (from its recorded directory, R56) has reached

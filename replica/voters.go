@@ -7,7 +7,7 @@ import (
 	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
-// The voter set in force (docs/design.md R55–R58) is the one of the newest
+// The voter set in force (docs/protocol.md R55–R58) is the one of the newest
 // EntryVoters entry of the log view, committed or not; with none, the
 // bootstrap set of Config.Voters, whose directories are unknown. The log
 // view keeps one row per EntryVoters entry (logView.voterSets), as the

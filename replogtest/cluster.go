@@ -211,7 +211,7 @@ func (c *Cluster) Running() []string {
 // reach it (neither paused nor partitioned from it) follows it and holds
 // the recorded voter set, and returns its ID. Until a node has the
 // recorded set it counts the bootstrap voters, whose first election needs
-// every one of them (docs/design.md R57): a test that kills the first
+// every one of them (docs/protocol.md R57): a test that kills the first
 // leader before this returned might wait for ever. It fails the test
 // after the Timeout.
 func (c *Cluster) WaitLeader() string {

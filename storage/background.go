@@ -11,7 +11,7 @@ import (
 )
 
 // background is a read-write DirStore's goroutine for the file work that
-// Apply must not wait for (docs/design.md section 4, "Off the append
+// Apply must not wait for (docs/storage.md section 4, "Off the append
 // path"):
 //
 //   - It prepares the next active file: once the active file's pages pass

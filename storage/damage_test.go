@@ -261,7 +261,7 @@ func tail(b []byte, n int) []byte {
 // leaves every file as it was. Damage in a page Open checks itself fails
 // the open; damage in a leaf of the entries that Open does not read (it
 // reads the paths to the first and last entries and to the log start,
-// docs/design.md section 4.1) is found by the verification that follows
+// docs/storage.md section 9) is found by the verification that follows
 // Open: WaitVerified returns it, an append is refused with it, and a read
 // of the damaged entries fails with ErrCorrupt. Damage that loses nothing
 // (a free page) opens and reads back everything, as does the undamaged

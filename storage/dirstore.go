@@ -54,7 +54,7 @@ var ErrReadOnly = errors.New("replog: store is read-only")
 // verified, when a read first needs it, and at most maxOpenSealed unused
 // ones stay open. Reads take no lock that Apply takes (only a short one
 // around the open-file cache), so reads of old segments never hold up
-// appends. See docs/design.md section 4.
+// appends. See docs/storage.md.
 type DirStore struct {
 	dir      string
 	opts     DirOptions // defaults applied
@@ -806,7 +806,7 @@ func (r *rolling) end() {
 // file's transaction is committed and the file synced, (2) the old active
 // file is linked to its sealed name, directory synced, (3) the new file is
 // renamed over DataFileName, directory synced: the commit point of the
-// roll and of the Apply (docs/design.md section 4 lists what a crash
+// roll and of the Apply (docs/storage.md lists what a crash
 // between the steps leaves). The old file's trimming and the closing of
 // handles it evicts are left to the store's goroutine.
 func (d *DirStore) commitRoll(r *rolling, next *dirState) (err error) {
@@ -1305,7 +1305,7 @@ func (d *DirStore) Close() error {
 
 // WaitVerified waits until the verification that Open leaves to the
 // background (of the pages of the active file that Open itself does not
-// read; see docs/design.md section 4.1) has ended, and returns its result:
+// read; see docs/storage.md section 9) has ended, and returns its result:
 // nil if the file was sound (or Open verified all of it), an error
 // wrapping ErrCorrupt naming the file and the damaged page, ErrClosed if
 // the store was closed before the end, or ctx's error. Once damage is

@@ -589,7 +589,7 @@ func TestDirReadsDuringRollsAndDeletions(t *testing.T) {
 	}
 }
 
-// Voter-set rows live in the active file only (docs/design.md section 4):
+// Voter-set rows live in the active file only (docs/storage.md):
 // each roll copies them into the new active file, a deletion of whole
 // segments keeps the newest row below the new log start, a truncation into
 // a sealed segment drops the rows at or above the point; every state

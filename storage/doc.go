@@ -102,7 +102,7 @@
 // holds, ErrInvalidOptions a bad DirOptions field, ErrClosed a closed
 // store. Each method's documentation (see Store) lists its own.
 //
-// See docs/design.md: section 4 (the bbolt layout, writes and reads),
-// 4.1 (the directory's identity and damaged files) and 5.3 (the writer's
-// group commit).
+// See docs/storage.md (the bbolt layout, writes and reads; section 9: the
+// directory's identity and damaged files) and docs/architecture.md
+// section 3 (the writer's group commit).
 package storage

@@ -113,7 +113,7 @@ func ExampleOpenDir() {
 	// n2 refused: true
 }
 
-// The voter-set rows (docs/design.md R55): each voters entry adds one; a
+// The voter-set rows (docs/protocol.md R55): each voters entry adds one; a
 // truncation below one brings back the set before it; retention deletes
 // the entries but keeps, below the new log start, the newest row (the set
 // in force there) and the newest change before it.

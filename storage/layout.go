@@ -10,7 +10,7 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// The layout of a segment file (docs/design.md section 4): every segment
+// The layout of a segment file (docs/storage.md): every segment
 // of a data directory is a bbolt file with these buckets; the active one
 // also holds the log's small state (meta, epochs, voters, quorum, and in
 // format 2 the sealed segments' table, segfile.go).

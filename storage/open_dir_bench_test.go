@@ -37,7 +37,7 @@ import (
 //	              open alone
 //	writable-ms   from the start of the cold open until the verification
 //	              that follows it has checked the free list (appends
-//	              wait for that; docs/design.md section 4.1)
+//	              wait for that; docs/storage.md section 9)
 //	verified-ms   until that verification ended (reads of old entries
 //	              and truncations wait for it); rss-verified-MB the
 //	              VmRSS then
@@ -317,7 +317,7 @@ func fadviseDontNeed(f *os.File) error {
 // a few seconds). Metrics as BenchmarkBoltAppend's: entries/s, wamp
 // (write_bytes of /proc/self/io / payload bytes), p50-µs. With
 // REPLOG_BENCH_NO_FREELIST_SYNC set the active segment does not write its
-// free list at commits, the choice not made (docs/design.md section 4).
+// free list at commits, the choice not made (docs/storage.md).
 func BenchmarkDirAppend(b *testing.B) {
 	if os.Getenv(envNoFreelistSync) != "" {
 		defer storage.SetActiveNoFreelistSync(storage.SetActiveNoFreelistSync(true))

@@ -31,7 +31,7 @@ type DirOptions struct {
 	// whole segments, so it is also the granularity of deletion. Default
 	// DefaultSegmentBytes (64 MiB); negative is invalid; values of a few
 	// KiB roll at almost every append (tests); a value larger than the log
-	// keeps it in one file. See docs/design.md section 4.
+	// keeps it in one file. See docs/storage.md.
 	SegmentBytes int64
 }
 

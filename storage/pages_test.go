@@ -127,7 +127,7 @@ func (l *boltLayout) leafOf(t *testing.T, off uint64) entryPage {
 }
 
 // openPages returns the pages of the entries tree that Open checks itself
-// (docs/design.md section 4.1): the paths to the first and the last entry
+// (docs/storage.md section 9): the paths to the first and the last entry
 // and to the entry at lo, the live offset lowest in the file.
 func (l *boltLayout) openPages(t *testing.T, lo uint64) map[int]bool {
 	t.Helper()

@@ -31,7 +31,7 @@ import (
 //	                       machine's own noise)
 //
 // plus entries/s, rolls and deletions. Run each segment size with its own
-// -benchtime=Nx (the figures of docs/design.md section 4: 4000x at 4 MiB,
+// -benchtime=Nx (the figures of docs/storage.md: 4000x at 4 MiB,
 // 40 rolls; 12000x at 16 MiB, 30 rolls; 40000x at 64 MiB, the default,
 // 25 rolls). REPLOG_BENCH_DROP_PACING="<bytes> <pause>" sets the steps by
 // which a deleted segment's file is shrunk before its unlink ("0 0s":

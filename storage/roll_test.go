@@ -13,7 +13,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// Rolls and deletions off the append path (docs/design.md section 4, "Off
+// Rolls and deletions off the append path (docs/storage.md section 4, "Off
 // the append path"): the store's goroutine prepares the next active file
 // before the roll needs it, and unlinks a deletion's files after its Apply.
 

@@ -14,7 +14,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// The files of a segmented data directory (docs/design.md section 4):
+// The files of a segmented data directory (docs/storage.md):
 //
 //	replog.db                     the active segment (DataFileName): the only file written
 //	replog-<20-digit base>.seg    a sealed segment, entries from offset base
@@ -291,7 +291,7 @@ func (d *DirStore) unlinkDropped(victims []*bolt.DB, files []droppedFile, paced 
 // is empty or the store closes. Unlinking a large file at once frees all
 // its blocks in one journal transaction, and the next fsync of the active
 // file waits for that commit, on ext4 mounted with discard for the discard
-// of all of them too (measured: 6–10 ms for 16 MiB, docs/design.md section
+// of all of them too (measured: 6–10 ms for 16 MiB, docs/storage.md section
 // 4); in steps, each commit frees a little. Errors are ignored: the unlink
 // follows anyway.
 func (d *DirStore) shrinkDropped(path string) {
@@ -332,7 +332,7 @@ const (
 )
 
 // boltOptions returns the bbolt options of a segment of kind k (the
-// choices and their measurements: docs/design.md section 4).
+// choices and their measurements: docs/storage.md).
 func (o *DirOptions) boltOptions(k segmentKind) *bolt.Options {
 	bo := &bolt.Options{Timeout: o.Timeout, NoSync: o.NoSync}
 	switch k {
@@ -341,7 +341,7 @@ func (o *DirOptions) boltOptions(k segmentKind) *bolt.Options {
 		// active file reads it instead of rebuilding it by walking (and
 		// mapping into memory) every page: measured, a few percent more
 		// bytes per commit buy an open whose resident memory no longer
-		// grows with the active file (docs/design.md section 4). Its
+		// grows with the active file (docs/storage.md). Its
 		// mapping is reserved for a full segment, so that it never
 		// remaps as it grows (a remap waits for every read transaction of
 		// the file).

@@ -21,7 +21,7 @@ type logState struct {
 	// order, and at most two rows below the log start: of those a prefix
 	// deletion removed, the newest (the set in force at the log start) and
 	// the newest before it with another set (the newest change;
-	// protocol.KeptVoterRows, docs/design.md R55).
+	// protocol.KeptVoterRows, docs/protocol.md R55).
 	voters []protocol.VotersAt
 	quorum protocol.QuorumState
 	hw     uint64

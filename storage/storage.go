@@ -57,7 +57,7 @@ var (
 // crash) each stored entry's epoch equals the epoch the map gives for its
 // offset.
 //
-// Voter-set rows change the same way (docs/design.md R55): an append adds
+// Voter-set rows change the same way (docs/protocol.md R55): an append adds
 // a row (o, set) for each EntryVoters entry at offset o; a truncation
 // removes the rows at or after the truncation point; a prefix deletion
 // removes the rows below the new log start except the newest of them, the

@@ -15,7 +15,7 @@ import (
 )
 
 // activeCheck is the verification of the active segment's file split in
-// two (docs/design.md section 4.1): OpenDir checks at once what can fault
+// two (docs/storage.md section 9): OpenDir checks at once what can fault
 // the process or what it reads itself, and the rest of the file is checked
 // by a goroutine the store runs from Open until the walk ends or Close
 // stops it. Until then nothing bbolt does on the store's behalf touches a

@@ -21,7 +21,7 @@ import (
 )
 
 // Tests of the verification that OpenDir leaves to the background
-// (docs/design.md section 4.1): Open checks the pages it needs, a
+// (docs/storage.md section 9): Open checks the pages it needs, a
 // goroutine walks the rest of the active file, and until it has passed a
 // page nothing touches it: appends wait for the free list's check,
 // truncations for the whole walk, reads below the walk's mark for the

@@ -16,7 +16,7 @@ import (
 	"github.com/replog-io/replog/protocol"
 )
 
-// The voter-set rows' storage (docs/design.md R55, section 4): the row
+// The voter-set rows' storage (docs/protocol.md R55, docs/storage.md section 2): the row
 // codec, damaged rows at open, files from before voter sets, and rows
 // that disagree with their entries (VerifyDir). The rows' semantics are
 // the contract suite's (storagetest: VoterSets*).

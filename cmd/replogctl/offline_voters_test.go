@@ -11,7 +11,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// A directory whose log holds voters entries (docs/design.md R55), one of
+// A directory whose log holds voters entries (docs/protocol.md R55), one of
 // them below the log start after a deletion: verify passes it, inspect
 // lists its voter sets (the one in force at the log start first), dump
 // shows its voters entries with their sets.

@@ -2,7 +2,7 @@
 // per-round logic around the core (replica) that the root package's event
 // loop and the simulation both drive, so that the simulation runs the same
 // round order, proposal bookkeeping, reader wake-ups and leader claims as
-// a real node (docs/design.md 5.3, 6; issue 10's "the whole node under
+// a real node (docs/architecture.md section 3, docs/testing.md; issue 10's "the whole node under
 // simulation").
 //
 // What it owns: a Node wraps one *replica.Replica and fixes the order of a

@@ -3,7 +3,7 @@ package shell
 import "github.com/replog-io/replog/protocol"
 
 // ProposeKeyed is the event of a keyed proposal (replica.ProposeKeyed,
-// docs/design.md R61-R64): a producer's retry is resolved with the
+// docs/protocol.md R61-R64): a producer's retry is resolved with the
 // original's offset, a caller ID seen within the window with the
 // original's offset and replica.ErrDuplicate.
 func ProposeKeyed(id uint64, key protocol.Key, records [][]byte) Event {

@@ -32,13 +32,13 @@ const (
 	// caller asks again later).
 	EventDeleteBefore
 	// EventVoterChange: add or remove a voter (Event.ID, Event.Change;
-	// replica.ProposeVoterChange, docs/design.md R58). It is resolved as a
+	// replica.ProposeVoterChange, docs/protocol.md R58). It is resolved as a
 	// proposal is, with the offset of the new voter set once that is
 	// committed, or with the refusal (replica.ErrVoterChangePending,
 	// ErrUnknownNode, ErrLastVoter, ErrNotCaughtUp: nothing changed).
 	EventVoterChange
 	// EventTransfer: hand the leadership over to Event.To (Event.ID; see
-	// Transfer, transfer.go, docs/design.md R59).
+	// Transfer, transfer.go, docs/protocol.md R59).
 	EventTransfer
 	// EventCursor: record cursor Event.Cursor at position Event.Offset
 	// (Event.ID, Event.Key; replica.ProposeCursor, R65), resolved as a

@@ -3,7 +3,7 @@ package shell
 import "github.com/replog-io/replog/replica"
 
 // Transfer is the event of a leadership transfer (replica.TransferLeadership,
-// docs/design.md R59): hand this node's leadership over to voter to ("":
+// docs/protocol.md R59): hand this node's leadership over to voter to ("":
 // the most caught-up voter). It is resolved as a proposal is, without an
 // offset: nil once the leadership was handed over (EndEpoch sent, the core
 // stepped down), or the core's refusal (a *replica.NotLeaderError,

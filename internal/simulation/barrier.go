@@ -10,7 +10,7 @@ import (
 	"github.com/replog-io/replog/replica"
 )
 
-// Read barriers (docs/design.md R50): the workload asks random nodes for
+// Read barriers (docs/protocol.md R50): the workload asks random nodes for
 // barriers through the shell's Barrier event, as Log.Barrier does, and a
 // barrier completes, as Log.Barrier returns, once its node's published
 // ReadableHW has passed the barrier's offset. Then the invariant: what the

@@ -11,7 +11,7 @@ import (
 	"github.com/replog-io/replog/replica"
 )
 
-// The exactly-once workload (Options.ExactlyOnce; docs/design.md R61-R67):
+// The exactly-once workload (Options.ExactlyOnce; docs/protocol.md R61-R67):
 // every append is keyed by its node's producer (one per incarnation, as a
 // Log is one per Open) and a sequence number, a quarter also carry a
 // caller ID, and an append that ends with an unknown outcome or

@@ -32,7 +32,7 @@ func (s *sim) gossip(nd *node) {
 // falseLeaderHint sends nd a leader hint that is false, not merely stale
 // (a confused or hostile gossip member): naming a voter that does not
 // lead, a non-voter, or a bogus epoch far above any real one. Gossip gives
-// hints only (docs/design.md §3.4): this must neither depose a leader nor keep a
+// hints only (docs/protocol.md §3.4): this must neither depose a leader nor keep a
 // voter from following it (liveness.go), and a non-voter is never a leader.
 func (s *sim) falseLeaderHint(nd *node) {
 	var maxEpoch uint64

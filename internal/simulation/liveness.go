@@ -54,7 +54,7 @@ import (
 // as disturbances, a voter set that drops a node's leader, adds a node that
 // does not know it yet, or a removed leader stepping down.
 // Gossip hints, true, stale or false, are never faults: gossip must not
-// decide elections (docs/design.md §3.4). Clock drift within ±5% is normal.
+// decide elections (docs/protocol.md §3.4). Clock drift within ±5% is normal.
 
 // forever: no end; never: a node no fault has touched yet.
 const (

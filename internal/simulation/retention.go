@@ -12,7 +12,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// Retention (docs/design.md 3.8, R51–R53) in the simulation.
+// Retention (docs/protocol.md 3.8, R51–R53) in the simulation.
 //
 // Workload: retention requests (shell.DeleteBefore) on random live nodes
 // while the workload runs, at offsets around the node's HW: below it, at

@@ -42,7 +42,7 @@ type Options struct {
 	LyingDisk bool
 	// Stable adds a last phase after convergence: gossip falsely reports
 	// the healthy leader dead to every node, and the leader must stay
-	// (docs/design.md §3.4: gossip never decides an election).
+	// (docs/protocol.md §3.4: gossip never decides an election).
 	Stable bool
 	// ForgePreVotes is sabotage for the liveness rules: the network turns
 	// some refused pre-votes (only those) into grants, so a prospective
@@ -953,7 +953,7 @@ func (s *sim) stableWindow() time.Duration {
 // startStable begins the last phase: the cluster has converged, and
 // gossip now falsely reports the healthy leader dead to every node, a few
 // times. Gossip may make an election start sooner, never decide one
-// (docs/design.md §3.4): the leader must stay.
+// (docs/protocol.md §3.4): the leader must stay.
 func (s *sim) startStable() {
 	s.phase = phaseStable
 	s.stableAt = s.now

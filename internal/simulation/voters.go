@@ -14,7 +14,7 @@ import (
 	"github.com/replog-io/replog/storage"
 )
 
-// Voter changes and voter wipes (docs/design.md R55–R58).
+// Voter changes and voter wipes (docs/protocol.md R55–R58).
 //
 // Every node's disk has a directory ID, "<id>.d<k>" for its k-th disk
 // (replica.Config.DirID): a wipe (voterWipe, and retention.go's observer

@@ -130,7 +130,7 @@ func VotersEntry(offset, epoch uint64, vs []protocol.Voter) protocol.Entry {
 // the last row's epoch; the voter-set rows are in offset order, below the
 // LEO, at most two below LogStart (with different sets), and those at or
 // above it are exactly
-// the log's EntryVoters entries with their sets (docs/design.md R55).
+// the log's EntryVoters entries with their sets (docs/protocol.md R55).
 func CheckConsistent(s storage.Store) error {
 	m := s.EpochMap()
 	start, leo := s.LogStart(), s.LEO()

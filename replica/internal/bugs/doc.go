@@ -6,8 +6,9 @@
 // the rule is applied (bugs.TruncateToHW and so on); off, the compiler
 // drops the bug's branch. Never build a binary with these tags.
 //
-// Every tag, the constant it turns on, the rule of docs/design.md it
-// breaks, and the tests that must fail with it:
+// Every tag, the constant it turns on, the rule it breaks
+// (docs/protocol.md; docs/README.md lists every rule), and the tests
+// that must fail with it:
 //
 //	replog_bug_truncate_hw          TruncateToHW (R15): a follower truncates
 //	                                its log to its HW on restart and on
