@@ -43,6 +43,15 @@ type Config struct {
 	// 32 bytes). Members with another key cannot join. Default: none
 	// (plain gossip).
 	SecretKey []byte
+	// ExtraKeys are further gossip keys this node accepts (decrypts)
+	// besides SecretKey, which alone encrypts what it sends: memberlist's
+	// keyring with SecretKey as its primary key. Rotating the key goes in
+	// rolling restarts, every node at each step before the next: add the
+	// new key here (SecretKey old, ExtraKeys [new]); make it SecretKey and
+	// keep the old one here (new, [old]); drop it (new). Nodes in adjacent
+	// steps each read what the other sends. Each 16, 24 or 32 bytes; only
+	// with SecretKey. Default none.
+	ExtraKeys [][]byte
 	// Label is memberlist's label: gossip carrying another label is
 	// refused. At most 255 bytes. Default: ClusterID.
 	Label string
@@ -241,6 +250,14 @@ func (c Config) Validate() error {
 	default:
 		return bad("SecretKey", "%d bytes, want 16, 24 or 32", len(c.SecretKey))
 	}
+	for i, k := range c.ExtraKeys {
+		switch {
+		case len(c.SecretKey) == 0:
+			return bad("ExtraKeys", "set without SecretKey (it encrypts; the extra keys only decrypt)")
+		case len(k) != 16 && len(k) != 24 && len(k) != 32:
+			return bad(fmt.Sprintf("ExtraKeys[%d]", i), "%d bytes, want 16, 24 or 32", len(k))
+		}
+	}
 	if len(c.Label) > memberlist.LabelMaxSize {
 		return bad("Label", "%d bytes, limit %d", len(c.Label), memberlist.LabelMaxSize)
 	}
@@ -274,6 +291,21 @@ func (c Config) Validate() error {
 		return &ConfigError{Field: "NodeID/ClusterID/RPCAddr", Reason: err.Error(), Err: err}
 	}
 	return nil
+}
+
+// keyring returns memberlist's keyring for c: SecretKey primary, the
+// extra keys accepted; nil without extra keys (memberlist then makes its
+// own of SecretKey). The keys are copied: the keyring keeps what it is
+// given.
+func (c Config) keyring() (*memberlist.Keyring, error) {
+	if len(c.ExtraKeys) == 0 {
+		return nil, nil
+	}
+	keys := make([][]byte, 0, len(c.ExtraKeys))
+	for _, k := range c.ExtraKeys {
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	return memberlist.NewKeyring(keys, append([]byte(nil), c.SecretKey...))
 }
 
 // splitIPPort parses "ip:port" with a literal IP (memberlist binds and

@@ -182,6 +182,9 @@ func New(cfg Config) (*Membership, error) {
 	}
 	mc.Label = label
 	mc.SecretKey = cfg.SecretKey
+	if mc.Keyring, err = cfg.keyring(); err != nil {
+		return nil, fmt.Errorf("replog: membership: keyring: %w", err)
+	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*delegate)(m)
 	mc.Conflict = (*delegate)(m)
