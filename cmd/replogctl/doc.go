@@ -17,6 +17,14 @@
 //	replogctl tail --addr 127.0.0.1:8081            # new committed entries, as they come
 //	replogctl tail --addr 127.0.0.1:8081 --from 0 --follow=false   # everything committed so far
 //
+// Changes, only through a handler built with replogadmin.Options.AllowChanges
+// (a read-only one refuses them, saying so):
+//
+//	replogctl transfer --addr LEADER [--to n2]      # hand the leadership over
+//	replogctl add-voter --addr 127.0.0.1:8081 n4    # make a caught-up observer a voter
+//	replogctl remove-voter --addr 127.0.0.1:8081 n1
+//	replogctl delete-before --addr 127.0.0.1:8081 1000   # delete the entries below 1000
+//
 // --addr is the service's HTTP address (HOST:PORT, or http(s)://HOST:PORT);
 // --path is where the service mounts the handler, /admin by default. A
 // service makes itself operable by replogctl with three lines:
@@ -57,7 +65,8 @@
 // Each command is a *command registered from an init function of the file
 // that holds it (register in main.go): its name, one-line summary,
 // synopsis, help text and a Setup that declares its flags and returns the
-// function that runs it. online.go holds status and tail; offline.go the
+// function that runs it. online.go holds status and tail, change.go the
+// commands that change the cluster; offline.go the
 // commands on a data directory (dir.go opens it, decode.go decodes dump's
 // entries). main.go dispatches, prints --help from
 // those fields, and maps errors to exit statuses (errUsage: 2; *exitError:

@@ -170,14 +170,27 @@ type adminError struct {
 	LogStart *uint64 `json:"log_start"`
 }
 
+// changeClient makes the requests that change the cluster: a change may
+// take as long as the handler's ChangeTimeout before the answer's
+// headers come, so only the command's --timeout bounds it.
+var changeClient = &http.Client{Transport: &http.Transport{
+	Proxy:           http.ProxyFromEnvironment,
+	IdleConnTimeout: 30 * time.Second,
+}}
+
 // get GETs base+route and returns the body if the answer is 200;
 // otherwise an error saying what the node (or whatever answered) said.
 func get(ctx context.Context, base, route string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+route, nil)
+	return request(ctx, client, http.MethodGet, base, route)
+}
+
+// request makes one request of the admin API (see get).
+func request(ctx context.Context, c *http.Client, method, base, route string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+route, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
