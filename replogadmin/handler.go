@@ -18,13 +18,19 @@ import (
 // message names the field.
 var ErrInvalidOptions = errors.New("replogadmin: invalid options")
 
-// Defaults of Options fields left zero.
+// Defaults: of a GET /entries page's limit, and of the Options fields
+// left zero.
 const (
-	DefaultPageEntries    = 100
+	// DefaultPageEntries is a page's limit when the request names none.
+	DefaultPageEntries = 100
+	// DefaultMaxPageEntries is Options.MaxPageEntries's default.
 	DefaultMaxPageEntries = 1000
-	DefaultMaxPageBytes   = 4 << 20
-	DefaultMaxWait        = 30 * time.Second
-	DefaultChangeTimeout  = 30 * time.Second
+	// DefaultMaxPageBytes is Options.MaxPageBytes's default.
+	DefaultMaxPageBytes = 4 << 20
+	// DefaultMaxWait is Options.MaxWait's default.
+	DefaultMaxWait = 30 * time.Second
+	// DefaultChangeTimeout is Options.ChangeTimeout's default.
+	DefaultChangeTimeout = 30 * time.Second
 )
 
 // Options configures a Handler. The zero value is a read-only handler
