@@ -3,17 +3,15 @@ package hostile
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/replog-io/replog"
 	"github.com/replog-io/replog/internal/nodeproc"
+	"github.com/replog-io/replog/internal/testnode"
 	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/protocol"
@@ -42,8 +40,8 @@ func (s security) String() string {
 	return "insecure"
 }
 
-// nodeOptions are the protocol timings of the root package's cluster
-// tests: fast, with room for a loaded machine under -race.
+// nodeOptions are the protocol timings of every in-process test cluster
+// (internal/testnode): fast, with room for a loaded machine under -race.
 func nodeOptions(dir, id string, voters []string, sec security) replog.Options {
 	o := replog.Options{
 		Dir:             dir,
@@ -53,24 +51,14 @@ func nodeOptions(dir, id string, voters []string, sec security) replog.Options {
 		RPCAddr:         "127.0.0.1:0",
 		GossipAddr:      "127.0.0.1:0",
 		GossipTuning:    membership.FastForTests(),
-		FetchMaxWait:    100 * time.Millisecond,
-		FetchTimeout:    time.Second,
-		ElectionTimeout: 200 * time.Millisecond,
+		FetchMaxWait:    testnode.FetchMaxWait,
+		FetchTimeout:    testnode.FetchTimeout,
+		ElectionTimeout: testnode.ElectionTimeout,
 		NoSync:          true,
-		Logger:          testLogger(),
+		Logger:          testnode.Logger(),
 	}
 	applySecurity(&o, sec)
 	return o
-}
-
-// testLogger logs to stderr when REPLOG_TEST_LOG names a level (e.g.
-// debug); tests are quiet otherwise.
-func testLogger() hclog.Logger {
-	lvl := os.Getenv("REPLOG_TEST_LOG")
-	if lvl == "" {
-		return nil
-	}
-	return hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(lvl), Output: os.Stderr})
 }
 
 // cluster runs replog nodes in this process, on loopback, found by gossip.
