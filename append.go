@@ -4,18 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
-)
-
-// The wait between tries while no leader is known (Append, Barrier,
-// AppendAsync's retries in the loop): it doubles from retryFirst up to
-// retryMax, so an election is noticed within a few ms and a long one costs
-// at most ten tries a second.
-const (
-	retryFirst = 5 * time.Millisecond
-	retryMax   = 100 * time.Millisecond
 )
 
 // maxBatchBytes bounds one AppendBatch (records plus per-entry overhead) so
@@ -71,8 +62,10 @@ const keyHeadroom = MaxIDLength + 64 + protocol.EntryOverhead
 //     or may not be in the log. With Options.DisableIdempotence also when
 //     the leader lost its leadership first; retrying may then store it
 //     twice (unless it carries an ID).
-//   - ErrTooLarge: data is larger than Options.MaxRecordSize, or an ID is
-//     longer than MaxIDLength; nothing appended.
+//   - ErrTooLarge: data is larger than Options.MaxRecordSize (the message
+//     says both sizes); nothing appended.
+//   - ErrInvalidArgument: WithID's ID is empty or longer than
+//     MaxIDLength; nothing appended.
 //   - *NotLeaderError (ErrNotLeader): ctx ended while no leader would take
 //     the entry; nothing appended. The error also wraps ctx.Err().
 //   - ctx.Err() alone: ctx ended before the entry was handed to the
@@ -81,7 +74,7 @@ const keyHeadroom = MaxIDLength + 64 + protocol.EntryOverhead
 //   - ErrStorageFailed alone: this node's disk failed earlier; nothing
 //     appended. Close the Log and open it again.
 func (l *Log) Append(ctx context.Context, data []byte, opts ...AppendOption) (uint64, error) {
-	return l.AppendBatch(ctx, [][]byte{data}, opts...)
+	return l.appendBatch(ctx, [][]byte{data}, true, opts)
 }
 
 // AppendBatch appends records as consecutive entries in one write and
@@ -95,121 +88,126 @@ func (l *Log) Append(ctx context.Context, data []byte, opts ...AppendOption) (ui
 // protocol.EntryOverhead each exceed transport.DefaultMaxPayload in total
 // (what one transport frame carries: 16 MiB less transport.FrameOverhead;
 // a little less for an idempotent batch or one with an ID), returns
-// ErrTooLarge or an error before anything is appended. The records are
-// copied: the caller may reuse them once AppendBatch returns.
+// ErrTooLarge or an error before anything is appended; a record over
+// Options.MaxRecordSize returns ErrTooLarge naming its index. The records
+// are copied: the caller may reuse them once AppendBatch returns.
 func (l *Log) AppendBatch(ctx context.Context, records [][]byte, opts ...AppendOption) (uint64, error) {
+	return l.appendBatch(ctx, records, false, opts)
+}
+
+// appendBatch is Append (single: one record, named so in errors) and
+// AppendBatch.
+func (l *Log) appendBatch(ctx context.Context, records [][]byte, single bool, opts []AppendOption) (uint64, error) {
+	r := new(request)
+	if err := l.newAppend(r, records, single, opts); err != nil {
+		return 0, err
+	}
+	if r.prod != nil {
+		defer r.prod.end(r.seq)
+	}
+	return l.appendUntilKnown(ctx, r)
+}
+
+// newAppend checks and copies a batch and makes r its request, keyed with
+// a new sequence number of this Log's producer (unless idempotence is off)
+// and the caller's ID.
+func (l *Log) newAppend(r *request, records [][]byte, single bool, opts []AppendOption) error {
 	var ao appendOptions
 	for _, o := range opts {
 		o(&ao)
 	}
-	p, err := l.newAppend(records, ao)
-	if err != nil {
-		return 0, err
-	}
-	if p.prod != nil {
-		defer p.prod.end(p.seq)
-	}
-	return l.proposeUntilKnown(ctx, p)
-}
-
-// newAppend checks and copies a batch and makes its proposal, keyed with
-// a new sequence number of this Log's producer (unless idempotence is off)
-// and the caller's ID.
-func (l *Log) newAppend(records [][]byte, ao appendOptions) (*proposal, error) {
-	if ao.idSet && (ao.id == "" || len(ao.id) > MaxIDLength) {
-		return nil, fmt.Errorf("%w: an append ID is 1 to %d bytes", ErrTooLarge, MaxIDLength)
+	if ao.idSet {
+		if err := checkName("an append ID", ao.id); err != nil {
+			return err
+		}
 	}
 	keyed := !l.opts.DisableIdempotence || ao.id != ""
-	own, err := l.ownRecords(records, keyed)
+	own, err := l.ownRecords(records, keyed, single)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	p := &proposal{records: own, id: ao.id}
-	if !l.opts.DisableIdempotence {
-		p.prod = l.prod
-		p.seq, p.key = l.prod.begin(ao.id)
-	} else {
-		p.refreshKey()
-	}
-	return p, nil
-}
-
-// refreshKey sets the key of p's next try: Low as the producer has it now.
-func (p *proposal) refreshKey() {
+	r.ev = shell.Propose(0, own)
+	r.id = ao.id
 	switch {
-	case p.prod != nil:
-		p.key = p.prod.key(p.seq, p.id)
-	case p.id != "":
-		p.key = protocol.Key{ID: p.id}
+	case !l.opts.DisableIdempotence:
+		r.prod = l.prod
+		r.seq, r.ev.Key = l.prod.begin(ao.id)
+	case ao.id != "":
+		r.ev.Key = protocol.Key{ID: ao.id}
+	}
+	return nil
+}
+
+// checkName checks a WithID ID or a cursor name (what names it): 1 to
+// MaxIDLength bytes, else an error wrapping ErrInvalidArgument.
+func checkName(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: %s is empty (it is 1 to %d bytes)", ErrInvalidArgument, what, MaxIDLength)
+	case len(name) > MaxIDLength:
+		return fmt.Errorf("%w: %s is %d bytes, over MaxIDLength (%d)", ErrInvalidArgument, what, len(name), MaxIDLength)
+	}
+	return nil
+}
+
+// refreshKey sets the key of r's next try: Low as the producer has it now.
+func (r *request) refreshKey() {
+	if r.prod != nil {
+		r.ev.Key = r.prod.key(r.seq, r.id)
 	}
 }
 
-// proposeUntilKnown hands p to the loop until its outcome is known: it
-// tries again while no leader is known, and, for a producer's append
-// (R63), after an unknown outcome that was not the caller's (ctx, Close)
-// or the disk's.
-func (l *Log) proposeUntilKnown(ctx context.Context, p *proposal) (uint64, error) {
-	return retryUntilKnown(ctx, l.closing, func() (uint64, error) { return l.submit(ctx, p) },
-		func() bool { return p.prod != nil && l.failed() == nil }, p.refreshKey)
+// appendUntilKnown hands r, an append or a cursor commit, to the loop until
+// its outcome is known (see judgeAppend).
+func (l *Log) appendUntilKnown(ctx context.Context, r *request) (uint64, error) {
+	pol := l.appendPolicy(ctx, r)
+	return retry(ctx, l.closing, &pol, func() (uint64, error) { return l.submit(ctx, r) })
 }
 
-// retryUntilKnown is proposeUntilKnown's loop: try submits one try;
-// mayRetryUnknown says whether an unknown outcome may be tried again (the
-// same key, R63); next prepares the next try. Once a try's outcome was
-// unknown, the append may be in the log whatever later tries see (a
-// forwarded append committed, then its node was cut off and saw no
-// leader): an end by ctx or Close then reports ErrUnknownOutcome, never
-// the last try's "not the leader", which means "not appended" (fault run
-// TestAddRemoveVoterFaults seed 422844).
-func retryUntilKnown(ctx context.Context, closing <-chan struct{}, try func() (uint64, error), mayRetryUnknown func() bool, next func()) (uint64, error) {
-	backoff := retryFirst
-	unknown := false // some try's outcome was unknown
-	for {
-		offset, err := try()
-		var nl *NotLeaderError
-		switch {
-		case err == nil:
-			return offset, nil
-		case errors.Is(err, ErrDuplicate):
-			return offset, fmt.Errorf("%w: appended at offset %d", ErrDuplicate, offset)
-		case errors.As(err, &nl):
-			// Nothing was appended by this try: wait for an election or
-			// a leader to become known, then try again.
-		case errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil && !errors.Is(err, ErrClosed) && mayRetryUnknown():
-			// The leader changed or the answer was lost: the same
-			// sequence number again; a leader that holds it answers with
-			// its offset.
-			unknown = true
-		case unknown && !errors.Is(err, ErrUnknownOutcome):
-			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-		default:
-			return offset, err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			if nl != nil && !unknown {
-				return 0, fmt.Errorf("%w (%w)", err, ctx.Err())
-			}
-			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
-		case <-closing:
-			t.Stop()
-			if nl != nil && !unknown {
-				return 0, ErrClosed
-			}
-			return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrClosed)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, retryMax)
-		next()
+// appendPolicy is the retry policy of append r under ctx.
+func (l *Log) appendPolicy(ctx context.Context, r *request) retryPolicy {
+	return retryPolicy{
+		judge: func(off uint64, err error, _ bool) (verdict, uint64, error) {
+			return l.judgeAppend(r, ctx.Err(), off, err)
+		},
+		ended:   notLeaderEnded,
+		prepare: r.refreshKey,
 	}
+}
+
+// judgeAppend is the retry policy of an append or a cursor commit r (R63,
+// R67), for Append, AppendBatch, CommitCursor and AppendAsync's retries in
+// the loop; ctxErr is its context's error now. It tries again while no
+// leader takes r, and, for a producer's append, after an unknown outcome
+// that was not the caller's (ctx, Close) or the disk's: the same sequence
+// number again, which a leader that holds it answers with its offset.
+func (l *Log) judgeAppend(r *request, ctxErr error, off uint64, err error) (verdict, uint64, error) {
+	var nl *NotLeaderError
+	switch {
+	case errors.Is(err, ErrDuplicate):
+		return settle, off, fmt.Errorf("%w: appended at offset %d", ErrDuplicate, off)
+	case errors.As(err, &nl):
+		return again, 0, err
+	case errors.Is(err, ErrUnknownOutcome) && ctxErr == nil && !errors.Is(err, ErrClosed) && r.prod != nil && l.failed() == nil:
+		return againUnknown, 0, err
+	}
+	return fail, off, err
+}
+
+// notLeaderEnded is an append's error when ctx ends while no leader would
+// take it (last is that refusal): nothing was appended.
+func notLeaderEnded(last, ctxErr error) error {
+	if last == nil {
+		return ctxErr
+	}
+	return fmt.Errorf("%w (%w)", last, ctxErr)
 }
 
 // ownRecords checks a batch against the size limits and returns a copy of
 // it: the core keeps the records until they are durable, and the caller
 // may reuse its buffers once the append call returns.
-func (l *Log) ownRecords(records [][]byte, keyed bool) ([][]byte, error) {
+// single names the record as an Append's (not a batch's) in errors.
+func (l *Log) ownRecords(records [][]byte, keyed, single bool) ([][]byte, error) {
 	if len(records) == 0 {
 		return nil, errors.New("replog: AppendBatch: no records")
 	}
@@ -222,7 +220,7 @@ func (l *Log) ownRecords(records [][]byte, keyed bool) ([][]byte, error) {
 	var total int
 	for i, r := range records {
 		if len(r) > maxRecord {
-			return nil, fmt.Errorf("%w: record %d is %d bytes (MaxRecordSize %d)", ErrTooLarge, i, len(r), maxRecord)
+			return nil, l.recordTooLarge(i, len(r), maxRecord, single)
 		}
 		total += len(r)
 		if total+(i+1)*perRecord > maxBatch {
@@ -240,21 +238,35 @@ func (l *Log) ownRecords(records [][]byte, keyed bool) ([][]byte, error) {
 	return own, nil
 }
 
-// submit hands p to the loop and waits for its outcome.
-func (l *Log) submit(ctx context.Context, p *proposal) (uint64, error) {
+// recordTooLarge is the error of record i (of size n) over its limit
+// limit, which is Options.MaxRecordSize or, for a keyed record, what is left of
+// the largest record size once the key has its room.
+func (l *Log) recordTooLarge(i, n, limit int, single bool) error {
+	which := "record"
+	if !single {
+		which = fmt.Sprintf("record %d of the batch", i)
+	}
+	if limit < l.opts.MaxRecordSize {
+		return fmt.Errorf("%w: %s is %d bytes, over the %d a keyed record holds (the largest record size less the key's %d bytes)", ErrTooLarge, which, n, limit, keyHeadroom)
+	}
+	return fmt.Errorf("%w: %s is %d bytes, over Options.MaxRecordSize (%d)", ErrTooLarge, which, n, limit)
+}
+
+// submit hands r to the loop and waits for its outcome: one try.
+func (l *Log) submit(ctx context.Context, r *request) (uint64, error) {
 	if err := l.failed(); err != nil {
 		return 0, err
 	}
-	p.result = make(chan proposalResult, 1)
+	r.result = make(chan outcome, 1)
 	select {
 	case <-l.closing:
 		return 0, ErrClosed
 	case <-ctx.Done():
 		return 0, ctx.Err()
-	case l.proposals <- p:
+	case l.requests <- r:
 	}
 	select {
-	case r := <-p.result:
+	case r := <-r.result:
 		return r.offset, r.err
 	case <-ctx.Done():
 		return 0, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
@@ -262,7 +274,7 @@ func (l *Log) submit(ctx context.Context, p *proposal) (uint64, error) {
 		// The loop answers every proposal it took before it ends; one
 		// still unanswered never reached the protocol.
 		select {
-		case r := <-p.result:
+		case r := <-r.result:
 			return r.offset, r.err
 		default:
 			return 0, ErrClosed

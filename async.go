@@ -2,7 +2,6 @@ package replog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,17 +14,15 @@ type AppendResult struct {
 	offset uint64 // set before done is closed
 	err    error  // set before done is closed
 
-	p proposal // what the loop works on (p.async points back here)
+	req request // what the loop works on (req.async points back here)
 
 	mu    sync.Mutex
 	state asyncState
 	ctx   context.Context
 	stop  func() bool // unregisters the context.AfterFunc
-	// notLeader is the last answer that made the loop try again (an
-	// ErrNotLeader, or a producer's ErrUnknownOutcome), returned (with
-	// ctx.Err()) if ctx ends before the next try.
-	notLeader error
-	backoff   time.Duration // the loop's wait before the next try
+	// tries is the retry state of the loop's tries (retry.go): the same
+	// backoff and verdicts as Append's.
+	tries tries
 }
 
 type asyncState uint8
@@ -64,13 +61,13 @@ func (r *AppendResult) finishLocked(offset uint64, err error) {
 	}
 	r.state = asyncDone
 	r.offset, r.err = offset, err
-	if r.p.prod != nil {
-		r.p.prod.end(r.p.seq) // never tried again
+	if r.req.prod != nil {
+		r.req.prod.end(r.req.seq) // never tried again
 	}
 	if r.stop != nil {
 		r.stop()
 	}
-	r.ctx, r.notLeader = nil, nil
+	r.ctx, r.tries.last = nil, nil
 	close(r.done)
 }
 
@@ -87,9 +84,9 @@ func (r *AppendResult) ctxDone() {
 	defer r.mu.Unlock()
 	switch r.state {
 	case asyncRetry:
-		// Refused for want of a leader, and not handed to the core again:
-		// nothing was appended.
-		r.finishLocked(0, fmt.Errorf("%w (%w)", r.notLeader, r.ctx.Err()))
+		// Waiting to be handed to the core again: as Append's ctx ending
+		// between tries.
+		r.finishLocked(0, r.tries.ctxEnded(&asyncPolicy, r.ctx.Err()))
 	case asyncSubmitted:
 		r.finishLocked(0, fmt.Errorf("%w: %w", ErrUnknownOutcome, r.ctx.Err()))
 	}
@@ -135,20 +132,14 @@ func (l *Log) AppendAsync(ctx context.Context, data []byte, opts ...AppendOption
 		r.finish(0, err)
 		return r
 	}
-	var ao appendOptions
-	for _, o := range opts {
-		o(&ao)
-	}
-	p, err := l.newAppend([][]byte{data}, ao)
-	if err != nil {
+	if err := l.newAppend(&r.req, [][]byte{data}, true, opts); err != nil {
 		r.finish(0, err)
 		return r
 	}
-	r.p = *p
-	r.p.async = r
+	r.req.async = r
 	r.ctx = ctx
 	select {
-	case l.proposals <- &r.p:
+	case l.requests <- &r.req:
 	case <-l.closing:
 		r.finish(0, ErrClosed)
 		return r
@@ -170,21 +161,25 @@ func (l *Log) AppendAsync(ctx context.Context, data []byte, opts ...AppendOption
 	return r
 }
 
-// asyncRetryItem is an asynchronous append waiting in the loop to be proposed
-// again after ErrNotLeader.
+// asyncPolicy is the part of an append's retry policy that AppendAsync's
+// handles use outside the loop's verdicts (judgeAppend): the end by ctx.
+var asyncPolicy = retryPolicy{ended: notLeaderEnded}
+
+// asyncRetryItem is an asynchronous append waiting in the loop to be
+// proposed again.
 type asyncRetryItem struct {
-	at time.Time
-	p  *proposal
+	at  time.Time
+	req *request
 }
 
-// deliver hands a proposal its outcome (the loop calls it). A synchronous
-// caller gets it on its channel; an asynchronous one has its handle
-// completed, or, refused for want of a leader, is proposed again later by
-// the loop (retryDue), as Append would retry.
-func (l *Log) deliver(p *proposal, res proposalResult) {
-	a := p.async
+// deliver hands a request its outcome (the loop calls it). A synchronous
+// caller gets it on its channel; an asynchronous append has its handle
+// completed, or, if judgeAppend says to try again, is proposed again later
+// by the loop (retryDue), as Append would retry.
+func (l *Log) deliver(r *request, res outcome) {
+	a := r.async
 	if a == nil {
-		p.result <- res
+		r.result <- res
 		return
 	}
 	a.mu.Lock()
@@ -192,26 +187,22 @@ func (l *Log) deliver(p *proposal, res proposalResult) {
 	if a.state == asyncDone {
 		return
 	}
-	var nl *NotLeaderError
-	switch {
-	case errors.Is(res.err, ErrDuplicate):
-		res.err = fmt.Errorf("%w: appended at offset %d", ErrDuplicate, res.offset)
-	case errors.As(res.err, &nl) || p.prod != nil && errors.Is(res.err, ErrUnknownOutcome) && !errors.Is(res.err, ErrClosed) && l.failed() == nil:
-		// Nothing appended (no leader), or a producer's append whose
-		// leader changed or whose answer was lost: the same sequence
-		// number again (R63), as Append would.
-		a.state = asyncRetry
-		a.notLeader = res.err
-		a.backoff = min(max(2*a.backoff, retryFirst), retryMax)
-		l.retries = append(l.retries, asyncRetryItem{at: time.Now().Add(a.backoff), p: p})
-		return
+	off, err := res.offset, res.err
+	if err != nil {
+		var end bool
+		v, o, e := l.judgeAppend(r, a.ctx.Err(), off, err)
+		if end, off, err = a.tries.after(v, o, e, retryMax); !end {
+			a.state = asyncRetry
+			l.retries = append(l.retries, asyncRetryItem{at: time.Now().Add(a.tries.backoff), req: r})
+			return
+		}
 	}
-	a.finishLocked(res.offset, res.err)
+	a.finishLocked(off, err)
 }
 
-// retryDue proposes again (through add) the asynchronous appends whose
-// wait after ErrNotLeader is over. The loop calls it before each round.
-func (l *Log) retryDue(add func(any)) {
+// retryDue proposes again (into p's round) the asynchronous appends whose
+// wait is over. The loop calls it before each round.
+func (l *Log) retryDue(p *pump) {
 	if len(l.retries) == 0 {
 		return
 	}
@@ -222,7 +213,7 @@ func (l *Log) retryDue(add func(any)) {
 			kept = append(kept, it)
 			continue
 		}
-		a := it.p.async
+		a := it.req.async
 		a.mu.Lock()
 		again := a.state == asyncRetry // else its context ended meanwhile
 		if again {
@@ -230,43 +221,38 @@ func (l *Log) retryDue(add func(any)) {
 		}
 		a.mu.Unlock()
 		if again {
-			it.p.refreshKey()
-			add(it.p)
+			it.req.refreshKey()
+			p.add(it.req)
 		}
 	}
 	clear(l.retries[len(kept):])
 	l.retries = kept
 }
 
-// failRetries ends the appends waiting for a retry with err (nothing of
-// them was appended): the loop is stopping.
+// failRetries ends the appends waiting for a retry with err (ErrClosed, or
+// the node's failure), as Append's tries end when the Log stops between
+// them: the loop is stopping.
 func (l *Log) failRetries(err error) {
 	for _, it := range l.retries {
-		a := it.p.async
+		a := it.req.async
 		a.mu.Lock()
-		var nl *NotLeaderError
-		if a.notLeader != nil && !errors.As(a.notLeader, &nl) {
-			// An earlier try may have been appended.
-			a.finishLocked(0, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
-		} else {
-			a.finishLocked(0, err)
-		}
+		a.finishLocked(0, a.tries.stopped(&asyncPolicy, err))
 		a.mu.Unlock()
 	}
 	clear(l.retries)
 	l.retries = l.retries[:0]
 }
 
-// failStranded answers the proposals left in the queue once the loop has
+// failStranded answers the requests left in the queue once the loop has
 // ended: they never reached the core. Anyone may call it then.
 func (l *Log) failStranded() {
 	for {
 		select {
-		case p := <-l.proposals:
-			if p.async != nil {
-				p.async.finish(0, ErrClosed)
+		case r := <-l.requests:
+			if r.async != nil {
+				r.async.finish(0, ErrClosed)
 			} else {
-				p.result <- proposalResult{err: ErrClosed}
+				r.result <- outcome{err: ErrClosed}
 			}
 		default:
 			return

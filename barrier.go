@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/replog-io/replog/internal/shell"
 )
 
 // Barrier returns once this node's readers see every append that was
@@ -41,49 +42,43 @@ func (l *Log) Barrier(ctx context.Context) error {
 }
 
 // commitBarrier proposes barriers until one commits, and returns its
-// offset.
+// offset. A barrier of unknown outcome is simply proposed again (a barrier
+// committed twice does no harm), so its end is never unknown.
 func (l *Log) commitBarrier(ctx context.Context) (uint64, error) {
-	backoff := retryFirst
-	for {
-		off, err := l.submit(ctx, &proposal{barrier: true})
-		if err == nil {
-			return off, nil
+	// noLeader: no leader would take the last try, or this node knew none
+	// (a node that lost its leader may still have sent it there).
+	noLeader := false
+	ctxEnded := func(ctxErr error) error {
+		if noLeader || l.watch.view().ev.LeaderID == "" {
+			return fmt.Errorf("replog: barrier: %w (%w)", ErrNoLeader, ctxErr)
 		}
-		if ferr := l.failed(); ferr != nil {
-			return 0, ferr
-		}
-		var nl *NotLeaderError
-		// No leader would take it: one refused it, or this node knows none
-		// (a node that lost its leader may still have sent it there).
-		noLeader := errors.As(err, &nl) || l.watch.view().ev.LeaderID == ""
-		switch {
-		case errors.Is(err, ErrClosed):
-			return 0, ErrClosed
-		case ctx.Err() != nil && noLeader:
-			return 0, fmt.Errorf("replog: barrier: %w (%w)", ErrNoLeader, ctx.Err())
-		case ctx.Err() != nil:
-			return 0, fmt.Errorf("replog: barrier: %w", ctx.Err())
-		case !errors.As(err, &nl) && !errors.Is(err, ErrUnknownOutcome):
-			return 0, fmt.Errorf("replog: barrier: %w", err)
-		}
-		// Nothing was appended (no leader yet), or the leader changed
-		// while the barrier was in flight: try again once a leader may be
-		// known.
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			if noLeader || l.watch.view().ev.LeaderID == "" {
-				return 0, fmt.Errorf("replog: barrier: %w (%w)", ErrNoLeader, ctx.Err())
-			}
-			return 0, fmt.Errorf("replog: barrier: %w", ctx.Err())
-		case <-l.closing:
-			t.Stop()
-			return 0, ErrClosed
-		case <-t.C:
-		}
-		backoff = min(2*backoff, retryMax)
+		return fmt.Errorf("replog: barrier: %w", ctxErr)
 	}
+	pol := retryPolicy{
+		judge: func(off uint64, err error, _ bool) (verdict, uint64, error) {
+			if ferr := l.failed(); ferr != nil {
+				return fail, 0, ferr
+			}
+			var nl *NotLeaderError
+			noLeader = errors.As(err, &nl) || l.watch.view().ev.LeaderID == ""
+			switch {
+			case errors.Is(err, ErrClosed):
+				return fail, 0, ErrClosed
+			case ctx.Err() != nil:
+				return fail, 0, ctxEnded(ctx.Err())
+			case nl == nil && !errors.Is(err, ErrUnknownOutcome):
+				return fail, 0, fmt.Errorf("replog: barrier: %w", err)
+			}
+			// Nothing was appended (no leader yet), or the leader changed
+			// while the barrier was in flight: try again once a leader may
+			// be known.
+			return again, 0, err
+		},
+		ended: func(_, ctxErr error) error { return ctxEnded(ctxErr) },
+	}
+	return retry(ctx, l.closing, &pol, func() (uint64, error) {
+		return l.submit(ctx, &request{ev: shell.Barrier(0)})
+	})
 }
 
 // waitReadable waits until this node's readable high watermark reaches

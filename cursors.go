@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/protocol"
 )
 
 // CommitCursor durably records the position of cursor name: next is the
@@ -16,35 +19,44 @@ import (
 // idempotent Append is (always, whatever Options.DisableIdempotence), so a
 // retried commit never lands after a newer one of this Log.
 //
-// name is 1 to MaxIDLength bytes (else ErrTooLarge). Errors are those of
-// Append: ErrUnknownOutcome when ctx ends or the Log closes before the
+// name is 1 to MaxIDLength bytes: an empty or longer one returns an error
+// wrapping ErrInvalidArgument (nothing recorded). Other errors are those
+// of Append: ErrUnknownOutcome when ctx ends or the Log closes before the
 // outcome is known (the commit may or may not have landed), a
 // *NotLeaderError wrapping ctx.Err() while no leader was known, ErrClosed,
 // ErrStorageFailed.
 func (l *Log) CommitCursor(ctx context.Context, name string, next uint64) error {
-	if name == "" || len(name) > MaxIDLength {
-		return fmt.Errorf("%w: a cursor name is 1 to %d bytes", ErrTooLarge, MaxIDLength)
+	if err := checkName("a cursor name", name); err != nil {
+		return err
 	}
-	p := &proposal{cursor: name, cursorNext: next, prod: l.prod}
-	p.seq, p.key = l.prod.begin("")
-	defer l.prod.end(p.seq)
-	_, err := l.proposeUntilKnown(ctx, p)
+	r := &request{prod: l.prod}
+	var key protocol.Key
+	r.seq, key = l.prod.begin("")
+	r.ev = shell.CommitCursor(0, key, name, next)
+	defer l.prod.end(r.seq)
+	_, err := l.appendUntilKnown(ctx, r)
 	return err
 }
 
 // Cursor returns the position of cursor name: the next offset its consumer
 // reads. It reflects every CommitCursor acknowledged before the call, on
 // any node: it runs a Barrier first (R50), then reads the position this
-// node holds committed. Errors: ErrNoCursor if the cursor was never
-// committed, and those of Barrier (ctx, ErrClosed, ErrStorageFailed, a
-// *NotLeaderError while no leader is known).
+// node holds committed. Errors: an error wrapping ErrInvalidArgument if
+// name is empty or longer than MaxIDLength; one wrapping ErrNoCursor,
+// naming the cursor, if it was never committed; and those of Barrier (ctx,
+// ErrClosed, ErrStorageFailed, ErrNoLeader while no leader is known).
 func (l *Log) Cursor(ctx context.Context, name string) (uint64, error) {
+	if err := checkName("a cursor name", name); err != nil {
+		return 0, err
+	}
 	if err := l.Barrier(ctx); err != nil {
 		return 0, err
 	}
-	next, err := l.submit(ctx, &proposal{query: name})
-	if err != nil && !errors.Is(err, ErrNoCursor) {
-		return 0, err
-	}
-	return next, err
+	// The loop answers a read in the round it takes it: tried once.
+	return retry(ctx, l.closing, once(func(err error) error {
+		if errors.Is(err, ErrNoCursor) {
+			return fmt.Errorf("%w: %q was never committed (as of this node's committed log)", ErrNoCursor, name)
+		}
+		return err
+	}), func() (uint64, error) { return l.submit(ctx, &request{ev: shell.CursorRead(0, name)}) })
 }

@@ -3,6 +3,7 @@ package replog
 import (
 	"errors"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
@@ -31,9 +32,15 @@ var (
 	// store it twice.
 	ErrUnknownOutcome = replica.ErrUnknownOutcome
 
-	// ErrTooLarge: a record exceeds Options.MaxRecordSize. Nothing was
-	// appended.
+	// ErrTooLarge: a record exceeds Options.MaxRecordSize, or a batch what
+	// one transport frame carries; the message says the sizes and, in a
+	// batch, which record. Nothing was appended.
 	ErrTooLarge = replica.ErrTooLarge
+
+	// ErrInvalidArgument: an argument is outside its documented range (a
+	// WithID ID or a cursor name that is empty or longer than
+	// MaxIDLength); the message says which and why. Nothing was done.
+	ErrInvalidArgument = errors.New("replog: invalid argument")
 
 	// ErrCorrupt: the data directory is damaged: a stored entry failed its
 	// checksum (the message names the offset), the data file cannot be
@@ -65,7 +72,10 @@ var (
 	// how long the node has known no leader.
 	ErrNoLeader = errors.New("replog: no leader")
 
-	// ErrLocked: another process holds the log's directory.
+	// ErrLocked: Open found the log's directory held by another open Log,
+	// in this process or another one; the message names the directory,
+	// the node and which of the two holds it. Close the other Log, or
+	// point Dir elsewhere.
 	ErrLocked = storage.ErrLocked
 
 	// ErrCommittedTruncation: a peer told this node to truncate its log
@@ -114,8 +124,10 @@ var (
 	// Options.DedupWindow; nothing was appended, and the call returns the
 	// original's offset (docs/protocol.md R64).
 	ErrDuplicate = replica.ErrDuplicate
-	// ErrNoCursor: Cursor names a cursor that was never committed.
-	ErrNoCursor = errors.New("replog: no such cursor")
+
+	// ErrNoCursor: Cursor names a cursor that was never committed; the
+	// message names it.
+	ErrNoCursor = shell.ErrNoCursor
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

@@ -120,7 +120,7 @@ func TestWithIDIsAppendedOnce(t *testing.T) {
 		t.Fatalf("another ID: %d, %v", other, err)
 	}
 	checkExactlyOnce(t, ctx, logs[2], map[string]uint64{"order": off})
-	if _, err := logs[0].Append(ctx, []byte("x"), WithID("")); !errors.Is(err, ErrTooLarge) {
+	if _, err := logs[0].Append(ctx, []byte("x"), WithID("")); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("empty ID: %v", err)
 	}
 }

@@ -19,195 +19,217 @@ const maxEventsPerRound = 256
 // into the deterministic shell.Node, which runs the round (its order of
 // Tick, Step, Persisted and Ready is the Node's, and the simulation drives
 // the same Node): each round it waits for an event, drains what else is
-// queued, runs the round, then carries out the Output: writes to the writer
-// goroutine, messages to the transport, outcomes to the waiting Append
-// calls, a Status snapshot, a reader wake-up and the gossip leader claim.
+// queued, runs the round, then carries out the Output. A failed node stops
+// pumping and only answers (failed).
 func (l *Log) loop() {
 	defer l.wg.Done()
 	defer close(l.loopDone)
-	ticker := time.NewTicker(tickInterval)
-	defer ticker.Stop()
-
-	var recv <-chan protocol.Message
-	if l.tr != nil {
-		recv = l.tr.Receive()
-	}
-	var hints <-chan membership.Hint
-	if l.ml != nil {
-		hints = l.ml.Hints()
-	}
-	pending := make(map[uint64]*proposal)
-	var nextID uint64
-	events := make([]shell.Event, 0, maxEventsPerRound+1)
-
-	add := func(ev any) {
-		switch ev := ev.(type) {
-		case *proposal:
-			if ev.query != "" {
-				// A cursor read (cursors.go): the core's table as of its
-				// readable HW, now.
-				next, ok := l.node.Cursor(ev.query)
-				var err error
-				if !ok {
-					err = ErrNoCursor
-				}
-				l.deliver(ev, proposalResult{offset: next, err: err})
-				return
-			}
-			nextID++
-			pending[nextID] = ev
-			switch {
-			case ev.barrier:
-				events = append(events, shell.Barrier(nextID))
-			case ev.change != nil:
-				events = append(events, shell.VoterChange(nextID, *ev.change))
-			case ev.transfer != nil:
-				events = append(events, shell.Transfer(nextID, ev.transfer.to))
-			case ev.cursor != "":
-				events = append(events, shell.CommitCursor(nextID, ev.key, ev.cursor, ev.cursorNext))
-			case !ev.key.IsZero():
-				events = append(events, shell.ProposeKeyed(nextID, ev.key, ev.records))
-			default:
-				events = append(events, shell.Propose(nextID, ev.records))
-			}
-		case protocol.Message:
-			events = append(events, shell.Message(ev))
-		case membership.Hint:
-			if h, ok := coreHint(ev); ok {
-				events = append(events, shell.Hint(h))
-			}
-		}
-	}
-	resolve := func(rs []shell.Resolved) {
-		for _, r := range rs {
-			p, ok := pending[r.ID]
-			if !ok {
-				continue
-			}
-			delete(pending, r.ID)
-			l.deliver(p, proposalResult{offset: r.Offset, err: r.Err})
-		}
-	}
-
+	p := l.newPump()
+	defer p.ticker.Stop()
 	for {
-		// Wait for one event.
-		proposed := false
-		select {
-		case <-l.closing:
-			resolve(l.node.Close(ErrClosed))
+		requested, open := p.wait()
+		if !open {
+			p.resolve(l.node.Close(ErrClosed))
 			l.failRetries(ErrClosed)
 			return
-		case p := <-l.proposals:
-			add(p)
-			proposed = true
-		case off := <-l.deletes:
-			events = append(events, shell.DeleteBefore(off))
-		case m, ok := <-recv:
-			if !ok {
-				recv = nil
-				continue
-			}
-			add(m)
-		case h, ok := <-hints:
-			if !ok {
-				hints = nil
-				continue
-			}
-			add(h)
-		case <-l.wakeLoop:
-		case <-ticker.C:
 		}
 		if err := l.failed(); err != nil {
-			// The disk refused a write, or the core halted: stop serving
-			// rather than acknowledge anything the disk may not hold.
-			resolve(l.node.Close(err))
-			l.failProposals(events, pending, err)
-			l.failRetries(err)
-			l.publish(l.node.Replica().Status(), l.node.Replica().ReadableHW(), true)
-			for {
-				select {
-				case <-l.closing:
-					return
-				case p := <-l.proposals:
-					l.deliver(p, proposalResult{err: err})
-				case <-l.deletes:
-					// DeleteBefore sees the failure at its next check.
-				}
-			}
+			p.failed(err)
+			return
 		}
-		if proposed {
+		if requested {
 			// Yield once before draining, so that the appenders that are
 			// runnable (those the last rounds answered, about to append
-			// again) queue their proposals first. Without it the first one
+			// again) queue their requests first. Without it the first one
 			// to send wakes this goroutine, which Go runs ahead of the
-			// others: each round takes one or two proposals and pays the
+			// others: each round takes one or two requests and pays the
 			// round's fixed cost (Tick, Ready, Status, publish, a writer
 			// wake-up) for each.
 			runtime.Gosched()
 		}
-		// Drain what else is waiting, without blocking.
-	drain:
-		for i := 0; i < maxEventsPerRound; i++ {
-			select {
-			case p := <-l.proposals:
-				add(p)
-			case m, ok := <-recv:
-				if !ok {
-					recv = nil
-					break drain
-				}
-				add(m)
-			default:
-				break drain
+		p.drain()
+		out := p.round()
+		p.carryOut(&out)
+	}
+}
+
+// pump is the loop goroutine's state: the inputs it reads, the events of
+// the round being collected, and the requests waiting for their outcome.
+type pump struct {
+	l       *Log
+	recv    <-chan protocol.Message // nil once the transport closed it
+	hints   <-chan membership.Hint  // nil once gossip closed it
+	ticker  *time.Ticker
+	events  []shell.Event
+	pending map[uint64]*request // by event ID
+	nextID  uint64
+}
+
+func (l *Log) newPump() *pump {
+	p := &pump{
+		l:       l,
+		ticker:  time.NewTicker(tickInterval),
+		events:  make([]shell.Event, 0, maxEventsPerRound+1),
+		pending: make(map[uint64]*request),
+	}
+	if l.tr != nil {
+		p.recv = l.tr.Receive()
+	}
+	if l.ml != nil {
+		p.hints = l.ml.Hints()
+	}
+	return p
+}
+
+// wait waits for one event and adds it to the round. It reports whether
+// the event was a request, and open false once the Log is closing.
+func (p *pump) wait() (requested, open bool) {
+	l := p.l
+	for {
+		select {
+		case <-l.closing:
+			return false, false
+		case r := <-l.requests:
+			p.add(r)
+			return true, true
+		case off := <-l.deletes:
+			p.events = append(p.events, shell.DeleteBefore(off))
+		case m, ok := <-p.recv:
+			if !ok {
+				p.recv = nil
+				continue
 			}
-		}
-		l.retryDue(add)
-		l.node.Persisted(l.persisted.Load())
-		now := time.Now()
-		out := l.node.Round(now, events...)
-		l.stats.round(now, events, &out)
-		clear(events)
-		events = events[:0]
-		if out.Halted != nil && l.failed() == nil {
-			// The core refused to go on (it was told to destroy committed
-			// entries, or ran out of epochs): stop serving, loudly, the way
-			// a failed disk write stops the node.
-			l.logger.Error("replica halted: this node stops serving; close it and investigate", "error", out.Halted)
-			err := out.Halted
-			l.failErr.CompareAndSwap(nil, &err)
-			select {
-			case l.wakeLoop <- struct{}{}:
-			default:
+			p.events = append(p.events, shell.Message(m))
+		case h, ok := <-p.hints:
+			if !ok {
+				p.hints = nil
+				continue
 			}
-		}
-		l.writer.enqueue(out.Writes)
-		for _, m := range out.Messages {
-			if err := l.tr.Send(m); err != nil {
-				l.stats.count(errKindSend)
-				l.logger.Trace("send", "to", m.To, "error", err)
+			if h, ok := coreHint(h); ok {
+				p.events = append(p.events, shell.Hint(h))
 			}
+		case <-l.wakeLoop:
+		case <-p.ticker.C:
 		}
-		// The view first: a caller whose append this round answers then
-		// sees it in Status (and a single node's readers are woken) when
-		// Append returns.
-		l.publish(out.Status, out.ReadableHW, out.ReadableMoved)
-		resolve(out.Resolved)
-		if l.ml != nil && out.ClaimChanged {
-			l.advertiseLeader(out.Claim.Leader, out.Claim.Epoch)
+		return false, true
+	}
+}
+
+// drain adds what else is queued, without blocking, up to a round's worth.
+func (p *pump) drain() {
+	l := p.l
+	for i := 0; i < maxEventsPerRound; i++ {
+		select {
+		case r := <-l.requests:
+			p.add(r)
+		case m, ok := <-p.recv:
+			if !ok {
+				p.recv = nil
+				return
+			}
+			p.events = append(p.events, shell.Message(m))
+		default:
+			return
 		}
 	}
 }
 
-// failProposals answers the proposals of a round that never ran: they
-// never reached the core, so nothing was appended.
-func (l *Log) failProposals(events []shell.Event, pending map[uint64]*proposal, err error) {
-	for _, ev := range events {
-		if ev.Kind != shell.EventPropose && ev.Kind != shell.EventBarrier && ev.Kind != shell.EventVoterChange && ev.Kind != shell.EventTransfer && ev.Kind != shell.EventCursor {
+// add adds request r's event to the round, under a new ID.
+func (p *pump) add(r *request) {
+	p.nextID++
+	r.ev.ID = p.nextID
+	p.pending[p.nextID] = r
+	p.events = append(p.events, r.ev)
+}
+
+// round runs one round of the Node with the events collected (and the
+// asynchronous appends due to be tried again).
+func (p *pump) round() shell.Output {
+	l := p.l
+	l.retryDue(p)
+	l.node.Persisted(l.persisted.Load())
+	now := time.Now()
+	out := l.node.Round(now, p.events...)
+	l.stats.round(now, p.events, &out)
+	clear(p.events)
+	p.events = p.events[:0]
+	return out
+}
+
+// carryOut carries out a round's Output: writes to the writer goroutine,
+// messages to the transport, a Status snapshot and a reader wake-up,
+// outcomes to the waiting calls, and the gossip leader claim.
+func (p *pump) carryOut(out *shell.Output) {
+	l := p.l
+	if out.Halted != nil && l.failed() == nil {
+		// The core refused to go on (it was told to destroy committed
+		// entries, or ran out of epochs): stop serving, loudly, the way
+		// a failed disk write stops the node.
+		l.logger.Error("replica halted: this node stops serving; close it and investigate", "error", out.Halted)
+		err := out.Halted
+		l.failErr.CompareAndSwap(nil, &err)
+		select {
+		case l.wakeLoop <- struct{}{}:
+		default:
+		}
+	}
+	l.writer.enqueue(out.Writes)
+	for _, m := range out.Messages {
+		if err := l.tr.Send(m); err != nil {
+			l.stats.count(errKindSend)
+			l.logger.Trace("send", "to", m.To, "error", err)
+		}
+	}
+	// The view first: a caller whose append this round answers then
+	// sees it in Status (and a single node's readers are woken) when
+	// Append returns.
+	l.publish(out.Status, out.ReadableHW, out.ReadableMoved)
+	p.resolve(out.Resolved)
+	if l.ml != nil && out.ClaimChanged {
+		l.advertiseLeader(out.Claim.Leader, out.Claim.Epoch)
+	}
+}
+
+// resolve answers the requests the Node resolved.
+func (p *pump) resolve(rs []shell.Resolved) {
+	for _, res := range rs {
+		r, ok := p.pending[res.ID]
+		if !ok {
 			continue
 		}
-		if p, ok := pending[ev.ID]; ok {
-			delete(pending, ev.ID)
-			l.deliver(p, proposalResult{err: err})
+		delete(p.pending, res.ID)
+		p.l.deliver(r, outcome{offset: res.Offset, err: res.Err})
+	}
+}
+
+// failed stops the node: the disk refused a write, or the core halted, so
+// it stops serving rather than acknowledge anything the disk may not hold.
+// Every request is answered with err: those the core took (of unknown
+// outcome), those of the round that will not run (they never reached the
+// core: nothing was done), the asynchronous appends waiting to be tried
+// again, and every later one, until the Log closes.
+func (p *pump) failed(err error) {
+	l := p.l
+	p.resolve(l.node.Close(err))
+	for _, ev := range p.events {
+		if !ev.Kind.Resolves() {
+			continue
+		}
+		if r, ok := p.pending[ev.ID]; ok {
+			delete(p.pending, ev.ID)
+			l.deliver(r, outcome{err: err})
+		}
+	}
+	l.failRetries(err)
+	l.publish(l.node.Replica().Status(), l.node.Replica().ReadableHW(), true)
+	for {
+		select {
+		case <-l.closing:
+			return
+		case r := <-l.requests:
+			l.deliver(r, outcome{err: err})
+		case <-l.deletes:
+			// DeleteBefore sees the failure at its next check.
 		}
 	}
 }

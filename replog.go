@@ -14,7 +14,6 @@ import (
 
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/membership"
-	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
 	"github.com/replog-io/replog/transport"
@@ -129,7 +128,8 @@ type Log struct {
 	ml     *membership.Membership
 	writer *writer
 
-	proposals chan *proposal
+	// requests carries the calls' requests into the loop (request).
+	requests chan *request
 	// prod makes this Log an idempotent producer (producer.go, R63).
 	prod *producer
 	// deletes carries DeleteBefore's and the retention policies' requests
@@ -159,6 +159,10 @@ type Log struct {
 	watch   watchState
 	retries []asyncRetryItem
 
+	// unregister removes the directory from openDirs once the store is
+	// closed.
+	unregister func()
+
 	closing   chan struct{}
 	loopDone  chan struct{} // closed when the loop goroutine has ended
 	closeOnce sync.Once
@@ -166,32 +170,24 @@ type Log struct {
 	wg        sync.WaitGroup
 }
 
-// proposal is one Append, AppendBatch, AppendAsync or Barrier waiting in
-// the loop.
-type proposal struct {
-	records [][]byte
-	// key makes the proposal keyed (R61-R64): prod and seq are this Log's
-	// producer and the append's sequence number (nil: idempotence off),
-	// id the caller's ID. cursor names a cursor commit (next in cursorNext),
-	// query a cursor to read (answered at once by the loop: cursors.go).
-	key        protocol.Key
-	prod       *producer
-	seq        uint64
-	id         string
-	cursor     string
-	cursorNext uint64
-	query      string
+// request is one call's request waiting in the loop. ev is the request as
+// the shell consumes it, built once, when the call is made (the loop only
+// gives it its ID); the rest is how to answer it.
+type request struct {
+	ev shell.Event
+	// prod and seq are this Log's producer and the sequence number of an
+	// append or cursor commit made as its producer (R63; nil: none), id
+	// its caller's ID: what each try's key is made from (refreshKey).
+	prod *producer
+	seq  uint64
+	id   string
 
-	barrier bool                  // a read barrier (no records)
-	change  *protocol.VoterChange // a voter change (no records; voters.go)
-	result  chan proposalResult   // cap 1: the loop never blocks on it (nil for async)
-	async   *AppendResult         // AppendAsync's handle, completed by the loop (async.go)
-
-	// transfer is a leadership transfer (no records; transfer.go).
-	transfer *transferTo
+	result chan outcome  // cap 1: the loop never blocks on it (nil for async)
+	async  *AppendResult // AppendAsync's handle, completed by the loop (async.go)
 }
 
-type proposalResult struct {
+// outcome is a request's answer from the loop.
+type outcome struct {
 	offset uint64
 	err    error
 }
@@ -199,8 +195,8 @@ type proposalResult struct {
 // Open opens (or creates) the node's log in opts.Dir, starts replication and
 // joins the cluster. Options.Validate errors come back wrapping
 // ErrInvalidOptions (a networked node without Secret, mutual TLS or
-// Insecure among them); a directory held by another process gives
-// ErrLocked; a directory created for another cluster or node
+// Insecure among them); a directory another open Log holds, in this
+// process or another, gives ErrLocked (the message says which); a directory created for another cluster or node
 // ErrIdentityMismatch (nothing in it is changed); a damaged store, or a
 // directory whose data file is missing or empty although a node lived
 // there, ErrCorrupt naming the file; another live process with this
@@ -221,21 +217,26 @@ func Open(opts Options) (*Log, error) {
 	// file vanished restarts empty and votes as if it had it).
 	store, ident, err := openStore(o.Dir, cfgs.identity, cfgs.store)
 	if err != nil {
+		if errors.Is(err, ErrLocked) {
+			return nil, lockedErr(o.Dir, o.NodeID, err)
+		}
 		return nil, fmt.Errorf("replog: open store: %w", err)
 	}
+	unregister := openDirs.add(o.Dir, o.NodeID)
 	logger.Debug("opened data directory", "dir", o.Dir, "directory_id", ident.DirectoryID)
 	l := &Log{
-		opts:      o,
-		logger:    logger,
-		store:     store,
-		proposals: make(chan *proposal, 1024),
-		prod:      newProducer(),
-		deletes:   make(chan uint64, 1),
-		claims:    make(chan leaderClaim, 1),
-		wakeLoop:  make(chan struct{}, 1),
-		hwChanged: make(chan struct{}),
-		closing:   make(chan struct{}),
-		loopDone:  make(chan struct{}),
+		unregister: unregister,
+		opts:       o,
+		logger:     logger,
+		store:      store,
+		requests:   make(chan *request, 1024),
+		prod:       newProducer(),
+		deletes:    make(chan uint64, 1),
+		claims:     make(chan leaderClaim, 1),
+		wakeLoop:   make(chan struct{}, 1),
+		hwChanged:  make(chan struct{}),
+		closing:    make(chan struct{}),
+		loopDone:   make(chan struct{}),
 	}
 	cleanup := func() {
 		if l.ml != nil {
@@ -245,6 +246,7 @@ func Open(opts Options) (*Log, error) {
 			_ = l.tr.Close()
 		}
 		_ = store.Close()
+		unregister()
 	}
 
 	// The network starts first: gossip's join tells the core who else is
@@ -400,6 +402,7 @@ func (l *Log) shutdown(graceful bool) {
 		}
 		l.writer.stop()
 		errs = append(errs, l.store.Close())
+		l.unregister()
 		l.closeErr = errors.Join(errs...)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/replica"
 )
 
@@ -26,9 +27,6 @@ var (
 
 // DefaultCloseTransferTimeout is Options.CloseTransferTimeout's default.
 const DefaultCloseTransferTimeout = time.Second
-
-// transferTo is TransferLeadership's request to the loop (proposal.transfer).
-type transferTo struct{ to string }
 
 // TransferLeadership hands this node's leadership over to voter to, or,
 // with to == "", to the voter with the longest log among those that fetch
@@ -67,8 +65,7 @@ type transferTo struct{ to string }
 // same successor, or none; Close on a leader transfers first (see
 // Options.CloseTransferTimeout).
 func (l *Log) TransferLeadership(ctx context.Context, to string) error {
-	_, err := l.submit(ctx, &proposal{transfer: &transferTo{to}})
-	if err != nil {
+	_, err := retry(ctx, l.closing, once(func(err error) error {
 		if ferr := l.failed(); ferr != nil {
 			return ferr
 		}
@@ -82,6 +79,9 @@ func (l *Log) TransferLeadership(ctx context.Context, to string) error {
 			return fmt.Errorf("replog: transfer leadership: %w", ctx.Err())
 		}
 		return fmt.Errorf("replog: transfer leadership: %w", err)
+	}), func() (uint64, error) { return l.submit(ctx, &request{ev: shell.Transfer(0, to)}) })
+	if err != nil {
+		return err
 	}
 	for {
 		v := l.watch.view()

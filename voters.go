@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 )
@@ -120,56 +121,53 @@ func (l *Log) changeVoters(ctx context.Context, ch protocol.VoterChange) error {
 	if ch.NodeID == "" {
 		return fmt.Errorf("replog: %s: %w: empty node ID", what, ErrUnknownNode)
 	}
-	backoff := retryFirst
-	uncertain := false // a leader may have taken one of our tries
-	var last error     // the latest refusal, for the error at ctx's end
-	for {
-		off, err := l.submit(ctx, &proposal{change: &ch})
-		if err == nil {
-			l.waitHolds(ctx, off)
-			return nil
-		}
-		if ferr := l.failed(); ferr != nil {
-			return ferr
-		}
-		var nl *NotLeaderError
-		switch {
-		case errors.Is(err, ErrClosed):
-			return ErrClosed
-		case errors.Is(err, ErrUnknownOutcome):
-			uncertain = true
-		case errors.As(err, &nl), errors.Is(err, ErrVoterChangeInProgress), errors.Is(err, ErrNotCaughtUp):
-			// Nothing changed: try again.
-		case errors.Is(err, ErrUnknownNode) && !ch.Add && uncertain:
-			return nil // removed, maybe by our own earlier try
-		case errors.Is(err, ErrUnknownNode) && ch.Add:
-			// It may not be fetching yet (starting, or not reached the
-			// leader): try again until ctx ends.
-		case errors.Is(err, ctx.Err()):
-			// ctx ended before the change was handed over: below.
-		default:
-			// ErrUnknownNode (remove), ErrLastVoter, anything unforeseen.
-			return fmt.Errorf("replog: %s %s: %w", what, ch.NodeID, err)
-		}
-		if !errors.Is(err, ctx.Err()) || last == nil {
-			last = err
-		}
-		if ctx.Err() == nil {
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-l.closing:
-				t.Stop()
-				return ErrClosed
-			case <-t.C:
+	var last error // the latest refusal, for the error at ctx's end
+	pol := retryPolicy{
+		judge: func(off uint64, err error, uncertain bool) (verdict, uint64, error) {
+			if ferr := l.failed(); ferr != nil {
+				return fail, 0, ferr
 			}
-			backoff = min(2*backoff, voterChangeRetry)
-		}
-		if ctx.Err() != nil {
-			return l.voterChangeEnded(ctx, ch, what, uncertain, last)
-		}
+			if !errors.Is(err, ctx.Err()) || last == nil {
+				last = err
+			}
+			var nl *NotLeaderError
+			switch {
+			case errors.Is(err, ErrClosed):
+				return fail, 0, ErrClosed
+			case errors.Is(err, ErrUnknownOutcome):
+				return againUnknown, 0, err
+			case errors.As(err, &nl), errors.Is(err, ErrVoterChangeInProgress), errors.Is(err, ErrNotCaughtUp):
+				return again, 0, err // nothing changed: try again
+			case errors.Is(err, ErrUnknownNode) && !ch.Add && uncertain:
+				return settle, off, nil // removed, maybe by our own earlier try
+			case errors.Is(err, ErrUnknownNode) && ch.Add:
+				// It may not be fetching yet (starting, or not reached the
+				// leader): try again until ctx ends.
+				return again, 0, err
+			case errors.Is(err, ctx.Err()):
+				return again, 0, err // ctx ended before the change was handed over: retry ends it
+			}
+			// ErrUnknownNode (remove), ErrLastVoter, anything unforeseen.
+			return fail, 0, fmt.Errorf("replog: %s %s: %w", what, ch.NodeID, err)
+		},
+		ended: func(_, ctxErr error) error { return l.voterChangeEnded(ch, what, last, ctxErr) },
+		// A try of unknown outcome may have made the change.
+		settled: func() bool { return l.voterChangeShown(ch) },
+		unknown: func(cause error) error {
+			return fmt.Errorf("replog: %s %s: %w: %w", what, ch.NodeID, ErrUnknownOutcome, cause)
+		},
+		maxWait: voterChangeRetry,
 	}
+	committed := false // a try of ours committed (not merely found done)
+	off, err := retry(ctx, l.closing, &pol, func() (uint64, error) {
+		off, err := l.submit(ctx, &request{ev: shell.VoterChange(0, ch)})
+		committed = err == nil
+		return off, err
+	})
+	if committed {
+		l.waitHolds(ctx, off)
+	}
+	return err
 }
 
 // waitHolds waits until this node's readable high watermark has passed
@@ -191,32 +189,34 @@ func (l *Log) waitHolds(ctx context.Context, offset uint64) {
 	}
 }
 
-// voterChangeEnded is changeVoters' answer once ctx ended: nil if this
-// node's committed voter set shows the change done (a try of unknown
-// outcome may have made it), else why it was not done, with ctx.Err().
-func (l *Log) voterChangeEnded(ctx context.Context, ch protocol.VoterChange, what string, uncertain bool, last error) error {
+// voterChangeShown reports whether this node's committed voter set shows
+// change ch done.
+func (l *Log) voterChangeShown(ch protocol.VoterChange) bool {
 	st := l.Status()
 	recorded := len(st.Voters) > 0 && st.Voters[0].DirectoryID != ""
-	if uncertain && recorded && st.HighWatermark > st.VotersOffset {
-		in := slices.ContainsFunc(st.Voters, func(v VoterStatus) bool { return v.ID == ch.NodeID })
-		if in == ch.Add {
-			return nil
-		}
+	if !recorded || st.HighWatermark <= st.VotersOffset {
+		return false
 	}
+	in := slices.ContainsFunc(st.Voters, func(v VoterStatus) bool { return v.ID == ch.NodeID })
+	return in == ch.Add
+}
+
+// voterChangeEnded is changeVoters' answer once ctx ended while no try's
+// outcome was unknown: why the change was not done (last is the latest
+// refusal), with ctxErr.
+func (l *Log) voterChangeEnded(ch protocol.VoterChange, what string, last, ctxErr error) error {
 	var nl *NotLeaderError
 	switch {
-	case uncertain:
-		return fmt.Errorf("replog: %s %s: %w (%w)", what, ch.NodeID, ErrUnknownOutcome, ctx.Err())
-	case errors.As(last, &nl) || st.LeaderID == "":
-		return fmt.Errorf("replog: %s %s: %w (%w)", what, ch.NodeID, ErrNoLeader, ctx.Err())
+	case errors.As(last, &nl) || l.status.Load().LeaderID == "":
+		return fmt.Errorf("replog: %s %s: %w (%w)", what, ch.NodeID, ErrNoLeader, ctxErr)
 	case errors.Is(last, ErrUnknownNode):
-		return fmt.Errorf("replog: %s %s: %w: it does not fetch from the leader (not running, or not reaching it) (%w)", what, ch.NodeID, ErrUnknownNode, ctx.Err())
+		return fmt.Errorf("replog: %s %s: %w: it does not fetch from the leader (not running, or not reaching it) (%w)", what, ch.NodeID, ErrUnknownNode, ctxErr)
 	case errors.Is(last, ErrNotCaughtUp):
-		return fmt.Errorf("replog: %s %s: %w: still catching up with the leader's log (%w)", what, ch.NodeID, ErrNotCaughtUp, ctx.Err())
+		return fmt.Errorf("replog: %s %s: %w: still catching up with the leader's log (%w)", what, ch.NodeID, ErrNotCaughtUp, ctxErr)
 	case errors.Is(last, ErrVoterChangeInProgress):
-		return fmt.Errorf("replog: %s %s: %w: another voter change is not committed yet (%w)", what, ch.NodeID, ErrVoterChangeInProgress, ctx.Err())
+		return fmt.Errorf("replog: %s %s: %w: another voter change is not committed yet (%w)", what, ch.NodeID, ErrVoterChangeInProgress, ctxErr)
 	}
-	return fmt.Errorf("replog: %s %s: %w", what, ch.NodeID, ctx.Err())
+	return fmt.Errorf("replog: %s %s: %w", what, ch.NodeID, ctxErr)
 }
 
 // voterView fills st's voter fields from the core's status cs, reusing

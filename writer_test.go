@@ -3,7 +3,6 @@ package replog
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -102,7 +101,7 @@ func TestWriterAppliesAPassInOneCall(t *testing.T) {
 // Through the writer, a pass of mixed writes (the vote, entries, the HW
 // checkpoint) costs one bbolt commit: counted by the store's own stats.
 func TestWriterMixedBatchIsOneBoltCommit(t *testing.T) {
-	store, err := storage.OpenBolt(filepath.Join(t.TempDir(), "log.db"), storage.DirOptions{})
+	store, _, err := storage.OpenDir(t.TempDir(), storage.Identity{ClusterID: "c", NodeID: "n1"}, storage.DirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,16 @@
 // per-round logic around the core (replica) that the root package's event
 // loop and the simulation both drive, so that the simulation runs the same
 // round order, proposal bookkeeping, reader wake-ups and leader claims as
-// a real node (docs/architecture.md section 3, docs/testing.md; issue 10's "the whole node under
-// simulation").
+// a real node (docs/architecture.md section 3, docs/testing.md): what the simulation checks is the
+// node that runs, not a model of it.
 //
 // What it owns: a Node wraps one *replica.Replica and fixes the order of a
 // round (Tick, then the round's events in arrival order, then Persisted
 // with the highest durable Seq reported since, then Ready); it remembers
-// the proposals handed to the core (appends, read barriers, voter
-// changes) and resolves each exactly once (acked,
-// refused, or of unknown outcome when the core halts or the node closes);
+// the requests handed to the core (appends, read barriers, voter
+// changes, transfers, cursor commits and reads) and resolves each exactly
+// once (acked, refused, or of unknown outcome when the core halts or the
+// node closes);
 // it says when the readable high watermark moved (readers must be woken)
 // and when the leader claim this node should gossip changed. ReadBatch is
 // the reader view: which entries a reader of a store sees below the

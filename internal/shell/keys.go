@@ -1,6 +1,14 @@
 package shell
 
-import "github.com/replog-io/replog/protocol"
+import (
+	"errors"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// ErrNoCursor is an EventCursorRead's Err: the cursor was never committed
+// (or its first commit is not readable on this node yet).
+var ErrNoCursor = errors.New("replog: no such cursor")
 
 // ProposeKeyed is the event of a keyed proposal (replica.ProposeKeyed,
 // docs/protocol.md R61-R64): a producer's retry is resolved with the
@@ -17,6 +25,22 @@ func CommitCursor(id uint64, key protocol.Key, name string, next uint64) Event {
 	return Event{Kind: EventCursor, ID: id, Key: key, Cursor: name, Offset: next}
 }
 
-// Cursor returns cursor name's position as of this node's readable HW, and
-// whether it has one (replica.Cursor).
-func (n *Node) Cursor(name string) (uint64, bool) { return n.r.Cursor(name) }
+// CursorRead is the event of a cursor read (replica.Cursor): cursor name's
+// position as of this node's readable HW, resolved in the round it is fed
+// to, with the position as Offset, or ErrNoCursor.
+func CursorRead(id uint64, name string) Event {
+	return Event{Kind: EventCursorRead, ID: id, Cursor: name}
+}
+
+// readCursor answers a cursor read event: it appends nothing, so it is
+// resolved at once, in this round.
+func (n *Node) readCursor(ev Event) {
+	res := Resolved{ID: ev.ID}
+	next, ok := n.r.Cursor(ev.Cursor)
+	if ok {
+		res.Offset = next
+	} else {
+		res.Err = ErrNoCursor
+	}
+	n.reads = append(n.reads, res)
+}

@@ -44,7 +44,23 @@ const (
 	// (Event.ID, Event.Key; replica.ProposeCursor, R65), resolved as a
 	// proposal is.
 	EventCursor
+	// EventCursorRead: read cursor Event.Cursor's position as of the
+	// readable HW (Event.ID; replica.Cursor, R65). It appends nothing and
+	// is resolved in the round it is fed to, with the position as Offset,
+	// or ErrNoCursor.
+	EventCursorRead
 )
+
+// Resolves reports whether events of kind k are requests the Node
+// resolves, once each, with a Resolved carrying the event's ID: a caller
+// waits for them, and answers them itself when a round never runs.
+func (k EventKind) Resolves() bool {
+	switch k {
+	case EventPropose, EventBarrier, EventVoterChange, EventTransfer, EventCursor, EventCursorRead:
+		return true
+	}
+	return false
+}
 
 // Event is one input of a round, other than the clock and persistence.
 type Event struct {
@@ -164,6 +180,8 @@ type Node struct {
 	closed   bool
 	// transfers are the transfer events waiting (transfer.go).
 	transfers transferWaits
+	// reads are this round's answered cursor reads (keys.go).
+	reads []Resolved
 }
 
 // New wraps r, which the Node drives from now on: the caller must not call
@@ -194,7 +212,8 @@ func (n *Node) Pending() int { return len(n.pending) }
 // The order is the Node's, not the caller's: a tick that crosses a fetch
 // timeout never comes after the answer it should have let in, and the
 // fetch that replaces a timed-out one is built only in Ready, after every
-// answer of the round was stepped (issue 9's late fetch answer).
+// answer of the round was stepped: an answer that arrives in the round
+// whose tick times its fetch out still counts.
 //
 // After Close, Round does nothing and returns an empty Output.
 func (n *Node) Round(now time.Time, events ...Event) Output {
@@ -222,6 +241,8 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 			n.r.ProposeVoterChange(ev.ID, ev.Change)
 		case EventTransfer:
 			n.transfer(ev)
+		case EventCursorRead:
+			n.readCursor(ev)
 		case EventMessage:
 			n.r.Step(ev.Message)
 		case EventHint:
@@ -249,6 +270,9 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		out.Resolved = append(out.Resolved, Resolved{ID: a.ID, Offset: a.FirstOffset, Err: a.Err})
 	}
 	out.Resolved = append(out.Resolved, n.transfersResolved(rd.Transfers)...)
+	out.Resolved = append(out.Resolved, n.reads...)
+	clear(n.reads)
+	n.reads = n.reads[:0]
 	if err := n.r.Err(); err != nil {
 		n.halted = err
 		// The core will never answer what it took before it halted: those

@@ -156,8 +156,8 @@ func fetchResponsesTo(ms []protocol.Message, to string) []protocol.Message {
 	return out
 }
 
-// TestRoundOrderKeepsLateFetchAnswer is issue 9's dropped late fetch
-// answer as a property of the round: the leader's answer to a parked fetch
+// TestRoundOrderKeepsLateFetchAnswer: a late fetch answer is never
+// dropped, as a property of the round: the leader's answer to a parked fetch
 // arrives in the very round whose tick crosses the follower's fetch retry
 // timeout. The Node ticks first, steps the answer, and only then takes
 // Ready (which builds the replacement fetch): the answer counts, its entry
