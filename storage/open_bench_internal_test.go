@@ -16,9 +16,10 @@ import (
 // segment (its active file; warm page cache):
 //
 //	verify:      verifyBoltFile alone (the structural walk of a whole file)
-//	bbolt-open:  bolt.Open read-write with NoFreelistSync (its free-list
-//	             rebuild walks every page) and Close: what opening cost
-//	             before the walk was added, less load
+//	bbolt-open:  bolt.Open read-write with NoFreelistSync and Close, less
+//	             load: the active file records its free list, so bbolt
+//	             reads it instead of walking every page (a file without
+//	             one, from another tool, costs that walk)
 //	OpenDir:     the whole open (locks, identity, the active file's
 //	             verification, the part that follows Open included, bbolt,
 //	             load) and Close
