@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/replog-io/replog/protocol"
@@ -447,9 +449,30 @@ func (r *Replica) keepLiveKeys(upTo uint64) uint64 {
 		}
 	}
 	if len(recs) > 0 && !r.transferring() {
+		sortStateRecords(recs)
 		r.appendStateCopies(recs)
 	}
 	return bound
+}
+
+// sortStateRecords puts copies gathered from the table's maps in one order
+// (kind, then producer or name, a producer's sequence numbers ascending):
+// the entries a leader appends must not depend on map iteration order, or
+// the same inputs would give different logs (and a simulated seed would
+// not reproduce).
+func sortStateRecords(recs []protocol.StateRecord) {
+	for i := range recs {
+		slices.SortFunc(recs[i].Seqs, func(a, b protocol.SeqAt) int { return cmp.Compare(a.Seq, b.Seq) })
+	}
+	slices.SortFunc(recs, func(a, b protocol.StateRecord) int {
+		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Producer, b.Producer); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
 }
 
 // appendStateCopies appends recs as EntryState entries of at most

@@ -457,3 +457,29 @@ func TestTornKeyedBatchIsDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestSortStateRecords: the copies a leader gathers from its key maps are
+// put in one order (kind, producer or name, sequence numbers ascending),
+// so the same table always gives the same copy entries.
+func TestSortStateRecords(t *testing.T) {
+	recs := []protocol.StateRecord{
+		{Kind: protocol.StateCursor, Name: "b"},
+		{Kind: protocol.StateID, Name: "z"},
+		{Kind: protocol.StateProducer, Producer: 9, Seqs: []protocol.SeqAt{{Seq: 3}, {Seq: 1}, {Seq: 2}}},
+		{Kind: protocol.StateCursor, Name: "a"},
+		{Kind: protocol.StateProducer, Producer: 2},
+		{Kind: protocol.StateID, Name: "m"},
+	}
+	sortStateRecords(recs)
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%d/%d/%s", r.Kind, r.Producer, r.Name))
+	}
+	want := []string{"1/0/a", "1/0/b", "2/2/", "2/9/", "3/0/m", "3/0/z"} // cursors, producers, IDs
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	if s := recs[3].Seqs; s[0].Seq != 1 || s[1].Seq != 2 || s[2].Seq != 3 {
+		t.Fatalf("sequence numbers %v, want ascending", s)
+	}
+}

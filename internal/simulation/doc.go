@@ -21,14 +21,11 @@
 // a rerun that does not fail the same way is reported as
 // NONDETERMINISTIC, a bug of the simulator or of the node code.
 //
-// One such bug is open in the node code: a leader copying live keys
-// above the log start (R66) builds the copies' records by iterating the
-// core's key maps, so in exactly-once runs that retain data the copies'
-// bytes, and with them the trace hash, differ from run to run (the run's
-// events and outcomes do not, as long as the copies fit one entry).
-// TestDeterminism and testdata/trace_hashes.txt hold exactly-once seeds
-// that make no such copy; the others join them once the core orders its
-// copies.
+// Node code must not depend on map iteration order either: where the
+// core builds output from a map (a leader's copies of live keys above the
+// log start, R66) it sorts it first. TestDeterminism and
+// testdata/trace_hashes.txt hold exactly-once seeds whose leaders make
+// such copies.
 //
 // # What a run simulates
 //
