@@ -22,9 +22,10 @@ type appendOptions struct {
 	idSet bool
 }
 
-// WithID gives the append a caller-supplied ID (1 to MaxIDLength bytes),
-// for retries that cross processes: a client retrying an HTTP request, a
-// consumer re-processing an input after a restart. If an entry with the
+// WithID gives the append a caller-supplied ID (1 to MaxIDLength bytes;
+// the append returns ErrInvalidArgument otherwise), for retries that
+// cross processes: a client retrying an HTTP request, a consumer
+// re-processing an input after a restart. If an entry with the
 // same ID was appended within Options.DedupWindow (by the leader's clock),
 // nothing is appended: the call returns the original's first offset, once
 // it is committed, with an error wrapping ErrDuplicate (docs/protocol.md

@@ -196,11 +196,12 @@ type outcome struct {
 // joins the cluster. Options.Validate errors come back wrapping
 // ErrInvalidOptions (a networked node without Secret, mutual TLS or
 // Insecure among them); a directory another open Log holds, in this
-// process or another, gives ErrLocked (the message says which); a directory created for another cluster or node
-// ErrIdentityMismatch (nothing in it is changed); a damaged store, or a
-// directory whose data file is missing or empty although a node lived
-// there, ErrCorrupt naming the file; another live process with this
-// NodeID in the gossip cluster, ErrDuplicateNodeID.
+// process or another, gives ErrLocked (the message says which); a
+// directory created for another cluster or node ErrIdentityMismatch
+// (nothing in it is changed); a damaged store, or a directory whose data
+// file is missing or empty although a node lived there, ErrCorrupt naming
+// the file; another live process with this NodeID in the gossip cluster,
+// ErrDuplicateNodeID.
 func Open(opts Options) (*Log, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err

@@ -191,7 +191,7 @@ var (
 // every node is back and caught up, every acknowledged append is in the
 // log once at its offset, nothing is in it twice. It logs (go test -v -run
 // TestRollingRestart) the longest time without a successful append around
-// each restart: the figure issue 12 targets (at most 300 ms per restart;
+// each restart: what leadership transfer is for (at most 300 ms per restart;
 // before leadership transfer a leader's restart cost about 2.2 s with the
 // default timings: -rolling.defaults, and -rolling.notransfer to compare).
 func TestRollingRestart(t *testing.T) {
