@@ -1,9 +1,19 @@
 package transport
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"math/big"
+	"net"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -93,4 +103,132 @@ func TestNextSecretValidated(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("Secret and NextSecret: %v", err)
 	}
+}
+
+// rotCA is a CA for TestTLSRotation, whose certificate can go into pools
+// of several CAs.
+type rotCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newRotCA(t *testing.T, name string) *rotCA {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rotCA{cert: cert, key: key}
+}
+
+func (ca *rotCA) issue(t *testing.T, name string) *tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		DNSNames: []string{name, "localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func poolOf(cas ...*rotCA) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, ca := range cas {
+		p.AddCert(ca.cert)
+	}
+	return p
+}
+
+// TestTLSRotation: a CA rotation with mutual TLS. Nodes that trust both
+// the old and the new CA talk whichever issued their certificates; nodes
+// that trust only the CA of their own certificate do not (the control).
+// A node whose certificate comes from GetCertificate and
+// GetClientCertificate (read per handshake, e.g. from files an agent
+// renews) moves to a new certificate without a restart: refused by a peer
+// that trusts only the new CA while it presents the old one, then let in
+// both ways once the callback returns the new one.
+func TestTLSRotation(t *testing.T) {
+	oldCA, newCA := newRotCA(t, "old CA"), newRotCA(t, "new CA")
+	mtls := func(cert *tls.Certificate, trust *x509.CertPool) *tls.Config {
+		return &tls.Config{Certificates: []tls.Certificate{*cert}, RootCAs: trust, ClientCAs: trust,
+			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+	}
+	// delivered sends from a to b until b receives it.
+	delivered := func(t *testing.T, a, b *TCP) {
+		t.Helper()
+		eventually(t, a.cfg.NodeID+" to "+b.cfg.NodeID, func() bool {
+			mustSend(t, a, protocol.Message{To: b.cfg.NodeID, Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: a.cfg.NodeID}})
+			select {
+			case m := <-b.Receive():
+				return m.From == a.cfg.NodeID
+			case <-time.After(50 * time.Millisecond):
+				return false
+			}
+		})
+	}
+	// refused sends from a to b until b has refused a connection, then
+	// checks that nothing was delivered.
+	refused := func(t *testing.T, a, b *TCP) {
+		t.Helper()
+		before := b.Stats().BadConns
+		eventually(t, b.cfg.NodeID+" refuses "+a.cfg.NodeID, func() bool {
+			mustSend(t, a, protocol.Message{To: b.cfg.NodeID, Body: &protocol.BeginEpoch{Epoch: 1, LeaderID: a.cfg.NodeID}})
+			return b.Stats().BadConns > before
+		})
+		expectNothing(t, b)
+	}
+	t.Run("both CAs trusted", func(t *testing.T) {
+		res := newResolverMap()
+		both := poolOf(oldCA, newCA)
+		a := newTestTCP(t, fastRetry(TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, TLS: mtls(oldCA.issue(t, "a"), both)}))
+		b := newTestTCP(t, fastRetry(TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: mtls(newCA.issue(t, "b"), both)}))
+		res.set("a", a.Addr())
+		res.set("b", b.Addr())
+		delivered(t, a, b)
+		delivered(t, b, a)
+	})
+	t.Run("own CA only", func(t *testing.T) {
+		res := newResolverMap()
+		a := newTestTCP(t, fastRetry(TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, TLS: mtls(oldCA.issue(t, "a"), poolOf(oldCA)), HandshakeTimeout: time.Second}))
+		b := newTestTCP(t, fastRetry(TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: mtls(newCA.issue(t, "b"), poolOf(newCA)), HandshakeTimeout: time.Second}))
+		res.set("a", a.Addr())
+		res.set("b", b.Addr())
+		refused(t, a, b)
+		refused(t, b, a)
+	})
+	t.Run("certificate reloaded per handshake", func(t *testing.T) {
+		res := newResolverMap()
+		var cur atomic.Pointer[tls.Certificate]
+		cur.Store(oldCA.issue(t, "a"))
+		cfgA := &tls.Config{
+			GetCertificate:       func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cur.Load(), nil },
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cur.Load(), nil },
+			RootCAs:              poolOf(oldCA, newCA), ClientCAs: poolOf(oldCA, newCA),
+			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
+		}
+		a := newTestTCP(t, fastRetry(TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve, TLS: cfgA, HandshakeTimeout: time.Second}))
+		b := newTestTCP(t, fastRetry(TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve, TLS: mtls(newCA.issue(t, "b"), poolOf(newCA)), HandshakeTimeout: time.Second}))
+		res.set("a", a.Addr())
+		res.set("b", b.Addr())
+		refused(t, a, b)
+		cur.Store(newCA.issue(t, "a"))
+		delivered(t, a, b)
+		delivered(t, b, a)
+	})
 }
