@@ -61,7 +61,7 @@
 //
 // # Codes
 //
-// 400 bad_request (a bad parameter); 403 read_only, or cross_origin (a
+// 400 bad_request (a bad parameter, or one the Log refuses); 403 read_only, or cross_origin (a
 // browser page of another origin tried a change); 404 not_found, or
 // unknown_node; 405 method_not_allowed; 409 not_leader (with "leader"
 // when known), no_successor, transfer_in_progress, change_in_progress,

@@ -78,6 +78,7 @@ func errorStatus(err error) (int, apiError) {
 		{errors.Is(err, replog.ErrCommittedTruncation), http.StatusInternalServerError, codeHalted},
 		{errors.Is(err, replog.ErrCorrupt), http.StatusInternalServerError, codeCorrupt},
 		{errors.Is(err, replog.ErrUnknownOutcome), http.StatusGatewayTimeout, codeUnknownOutcome},
+		{errors.Is(err, replog.ErrInvalidArgument), http.StatusBadRequest, codeBadRequest},
 		{errors.Is(err, replog.ErrLastVoter), http.StatusConflict, codeLastVoter},
 		{errors.Is(err, replog.ErrNoSuccessor), http.StatusConflict, codeNoSuccessor},
 		{errors.Is(err, replog.ErrTransferInProgress), http.StatusConflict, codeTransferBusy},

@@ -338,6 +338,7 @@ func TestErrorStatus(t *testing.T) {
 		{replog.ErrClosed, 503, codeClosed},
 		{fmt.Errorf("%w: disk", replog.ErrStorageFailed), 500, codeStorageFailed},
 		{context.DeadlineExceeded, 504, codeTimeout},
+		{fmt.Errorf("%w: name too long", replog.ErrInvalidArgument), 400, codeBadRequest},
 		{errors.New("something else"), 500, codeInternal},
 	} {
 		status, body := errorStatus(c.err)
