@@ -146,7 +146,10 @@ const scratchLimit = 64 << 10
 // of stream (between frames), io.ErrUnexpectedEOF (or the stream's error)
 // inside a frame, ErrFrameTooLarge for a length prefix above the limit
 // (checked before allocating anything) and ErrBadFrame for a frame that
-// does not decode. After an error the stream is out of step: close it.
+// does not decode. After an error the stream is out of step: close it;
+// but for a frame that wraps protocol.ErrUnknownMessage (a kind or wire
+// version of a newer peer), which was read whole, so the caller may skip
+// it and read on.
 //
 // The returned message is owned by the caller: frames that carry byte
 // slices (FetchResponse, AppendRequest) are read into a buffer of their
