@@ -78,7 +78,8 @@ type Event struct {
 	// To is EventTransfer's successor ("": any).
 	To string
 	// Key makes an EventPropose keyed (replica.ProposeKeyed, R61-R64) and
-	// is EventCursor's key; Cursor is EventCursor's name.
+	// is EventCursor's key; Cursor is EventCursor's and EventCursorRead's
+	// name.
 	Key    protocol.Key
 	Cursor string
 }
@@ -125,7 +126,8 @@ type Resolved struct {
 	// ErrNotCaughtUp: nothing appended), the core's halt error for a
 	// proposal made after it halted (nothing appended), or an error
 	// wrapping replica.ErrUnknownOutcome (with the halt or close cause).
-	// A transfer event's Err is its outcome (see Transfer), with no Offset.
+	// A transfer event's Err is its outcome (see Transfer), with no Offset;
+	// a cursor read's is nil (Offset is the position) or ErrNoCursor.
 	Err error
 }
 
