@@ -223,6 +223,8 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 		dst = be.AppendUint32(dst, b.MaxBytes)
 		dst = be.AppendUint32(dst, b.MaxWaitMs)
 		dst = appendBool(dst, b.Restand)
+		// FeatureLevel is not encoded below FeatureLevelVersion (above
+		// Version today): a version-6 peer would refuse the byte.
 	case *FetchResponse:
 		dst = be.AppendUint64(dst, b.FetchID)
 		dst = appendString(dst, b.LeaderID)

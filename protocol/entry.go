@@ -23,13 +23,14 @@ const (
 
 // Known reports whether t is one of the entry types above.
 func (t EntryType) Known() bool {
-	return t == EntryData || t == EntryControl || t == EntryVoters || t == EntryKeyed || t == EntryState
+	return t == EntryData || t == EntryControl || t == EntryVoters || t == EntryKeyed || t == EntryState || t == EntryFeature
 }
 
 // Visible reports whether readers see entries of type t (data, keyed data).
 func (t EntryType) Visible() bool { return t == EntryData || t == EntryKeyed }
 
-// String returns "data", "control", "voters" or "type(N)".
+// String returns "data", "control", "voters", "keyed", "state", "feature"
+// or "type(N)".
 func (t EntryType) String() string {
 	switch t {
 	case EntryData:
@@ -42,6 +43,8 @@ func (t EntryType) String() string {
 		return "keyed"
 	case EntryState:
 		return "state"
+	case EntryFeature:
+		return "feature"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }

@@ -64,6 +64,10 @@ type FetchRequest struct {
 	// receiver its leader of an earlier epoch. The receiver, fenced by it,
 	// stands again at once if its log is at least as up to date (R20).
 	Restand bool
+	// FeatureLevel is the highest cluster feature level the fetcher
+	// supports (R68); 0 means BaseFeatureLevel, as from a node that does
+	// not send it. Encoded from FeatureLevelVersion on only.
+	FeatureLevel uint8
 }
 
 // FetchError is the outcome carried by a FetchResponse.

@@ -85,6 +85,19 @@ type Config struct {
 	// that comes later than this after its producer's last append may be
 	// appended again. Default 24 hours.
 	ProducerIdleTimeout time.Duration
+	// SupportedFeatureLevel is the highest cluster feature level this node
+	// can run at (docs/protocol.md R68): the newest wire version its code
+	// speaks. It is sent with every fetch, for the leader's decision to
+	// raise the level, and a committed level above it halts the node
+	// (ErrFeatureLevel). Default protocol.Version. Only a test sets it
+	// (the simulation runs nodes of two releases on one core this way).
+	SupportedFeatureLevel int
+	// MaxFeatureLevel holds the cluster's feature level: as leader, this
+	// node raises it no higher (R68). 0 (the default) raises it as far as
+	// every node supports; protocol.BaseFeatureLevel keeps a cluster at the
+	// level it started at, so that any node can still go back to the
+	// previous release. Never lowers a level already raised.
+	MaxFeatureLevel int
 	// Rand drives every random choice (timeouts). Required for determinism;
 	// if nil, a source seeded from ID is used.
 	Rand *rand.Rand
@@ -148,6 +161,9 @@ func (c *Config) EnsureDefaults() {
 	if c.ProducerIdleTimeout == 0 {
 		c.ProducerIdleTimeout = DefaultProducerIdleTimeout
 	}
+	if c.SupportedFeatureLevel == 0 {
+		c.SupportedFeatureLevel = protocol.Version
+	}
 	if c.Rand == nil {
 		h := fnv.New64a()
 		h.Write([]byte(c.ID))
@@ -202,6 +218,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxForwardBytes < 0 {
 		return bad("MaxForwardBytes", "must be positive, not %d", c.MaxForwardBytes)
+	}
+	if c.SupportedFeatureLevel < protocol.BaseFeatureLevel || c.SupportedFeatureLevel > math.MaxUint8 {
+		return bad("SupportedFeatureLevel", "must be in [%d, %d], not %d", protocol.BaseFeatureLevel, math.MaxUint8, c.SupportedFeatureLevel)
+	}
+	if c.MaxFeatureLevel != 0 && (c.MaxFeatureLevel < protocol.BaseFeatureLevel || c.MaxFeatureLevel > math.MaxUint8) {
+		return bad("MaxFeatureLevel", "must be 0 (no hold) or in [%d, %d], not %d", protocol.BaseFeatureLevel, math.MaxUint8, c.MaxFeatureLevel)
 	}
 	if c.MaxRecordSize > c.MaxForwardBytes-protocol.EntryOverhead {
 		// A record a follower could never forward would append on the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -29,6 +30,10 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"FetchMaxBytes", func(c *Config) { c.FetchMaxBytes = -1 }},
 		{"MaxRecordSize", func(c *Config) { c.MaxRecordSize = -1 }},
 		{"MaxForwardBytes", func(c *Config) { c.MaxForwardBytes = -1 }},
+		{"SupportedFeatureLevel", func(c *Config) { c.SupportedFeatureLevel = protocol.BaseFeatureLevel - 1 }},
+		{"SupportedFeatureLevel", func(c *Config) { c.SupportedFeatureLevel = 256 }},
+		{"MaxFeatureLevel", func(c *Config) { c.MaxFeatureLevel = protocol.BaseFeatureLevel - 1 }},
+		{"MaxFeatureLevel", func(c *Config) { c.MaxFeatureLevel = -1 }},
 		// A record a follower could not forward (its batch limit less one
 		// entry's overhead) is refused at configuration, not at run time.
 		{"MaxRecordSize", func(c *Config) { c.MaxForwardBytes = DefaultMaxRecordSize }},

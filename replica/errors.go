@@ -17,6 +17,11 @@ var (
 	// ErrEpochExhausted: starting an election would take the epoch to
 	// MaxEpoch.
 	ErrEpochExhausted = errors.New("replog: epochs exhausted")
+	// ErrFeatureLevel: the log committed a cluster feature level above
+	// Config.SupportedFeatureLevel (R68): entries past it may use formats
+	// this node cannot read, so it halts rather than misread them. The
+	// cluster's level is never lowered: run a release that supports it.
+	ErrFeatureLevel = errors.New("replog: cluster feature level above what this node supports")
 )
 
 // Errors reported in Acks.

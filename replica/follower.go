@@ -81,6 +81,9 @@ func (r *Replica) maybeFetch() {
 	req := r.fetch.Build(target, r.epoch, &r.log, r.now)
 	req.ReplicaDirID = r.dirID
 	req.Restand = restand
+	if l := r.cfg.SupportedFeatureLevel; l > protocol.BaseFeatureLevel {
+		req.FeatureLevel = uint8(l) // R68; absent means the base level
+	}
 	r.send(target, req)
 }
 

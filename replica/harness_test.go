@@ -43,10 +43,15 @@ import (
 //	run [n1 ...] +3s [step=50ms]  tick in steps, stabilizing after each
 //	                         step, then print status
 //	crash n2 / restart n2
+//	cluster/restart ... [supports=7] [hold=6]  the feature level the
+//	                         node(s) support and the one a leader holds at
+//	                         (Config.SupportedFeatureLevel, MaxFeatureLevel;
+//	                         R68): a node of another release
 //	partition n1 n2,n3       cut every link between the groups; heal
 //	hint n2 failed=n1 / hint n4 leader=n1 epoch=2
 //	transfer n1 [to=n2]      the leader n1 hands over (R59; "": the most
 //	                         caught-up voter); outcomes print as they come
+//	delete n1 before=N       the leader's DeleteBefore (R51)
 //	status [n1 ...]   log [n1 ...]   msgs
 type harness struct {
 	t        testing.TB
@@ -292,6 +297,9 @@ func (h *harness) status(ids []string) {
 			}
 			h.printf(" remote=(%s)", strings.Join(parts, ","))
 		}
+		if s.FeatureLevel != protocol.BaseFeatureLevel {
+			h.printf(" level=%d", s.FeatureLevel)
+		}
 		if s.Violations > 0 {
 			h.printf(" VIOLATIONS=%d", s.Violations)
 		}
@@ -325,8 +333,8 @@ func (h *harness) checkInvariants() {
 		if s.HighWatermark > s.LEO {
 			h.t.Errorf("%s: hw %d > leo %d", id, s.HighWatermark, s.LEO)
 		}
-		if len(n.pending) > 0 {
-			continue
+		if len(n.pending) > 0 || n.r.Err() != nil {
+			continue // a halted replica writes nothing more
 		}
 		if s.LEO != n.store.LEO() || s.DurableLEO != s.LEO {
 			h.t.Errorf("%s: view leo %d (durable %d) != store leo %d", id, s.LEO, s.DurableLEO, n.store.LEO())
@@ -351,6 +359,9 @@ func fmtEntries(es []protocol.Entry) string {
 		switch e.Type {
 		case protocol.EntryControl:
 			d = "ctrl"
+		case protocol.EntryFeature:
+			l, err := protocol.DecodeFeatureLevel(e.Data)
+			d = fmt.Sprintf("level(%d)%s", l, errOrEmpty(err))
 		case protocol.EntryVoters:
 			vs, owed, err := protocol.DecodeVoterSet(e.Data)
 			var ids []string
@@ -391,7 +402,11 @@ func errOrEmpty(err error) string {
 func fmtMsg(m protocol.Message) string {
 	switch b := m.Body.(type) {
 	case *protocol.FetchRequest:
-		return fmt.Sprintf("%s->%s Fetch epoch=%d offset=%d lastEpoch=%d", m.From, m.To, b.CurrentEpoch, b.FetchOffset, b.LastFetchedEpoch)
+		s := fmt.Sprintf("%s->%s Fetch epoch=%d offset=%d lastEpoch=%d", m.From, m.To, b.CurrentEpoch, b.FetchOffset, b.LastFetchedEpoch)
+		if b.FeatureLevel != 0 {
+			s += fmt.Sprintf(" level=%d", b.FeatureLevel)
+		}
+		return s
 	case *protocol.FetchResponse:
 		s := fmt.Sprintf("%s->%s FetchResp epoch=%d %s hw=%d", m.From, m.To, b.Epoch, b.Error, b.HighWatermark)
 		switch b.Error {
@@ -452,6 +467,16 @@ func argVals(d *datadriven.TestData, key string) []string {
 	return nil
 }
 
+// setLevels applies the supports= and hold= arguments to n's config.
+func (h *harness) setLevels(d *datadriven.TestData, n *hnode) {
+	if v := argVals(d, "supports"); v != nil {
+		n.cfg.SupportedFeatureLevel, _ = strconv.Atoi(v[0])
+	}
+	if v := argVals(d, "hold"); v != nil {
+		n.cfg.MaxFeatureLevel, _ = strconv.Atoi(v[0])
+	}
+}
+
 func (h *harness) idsOr(ids []string) []string {
 	if len(ids) == 0 {
 		return h.order
@@ -484,6 +509,9 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		}
 		for i, id := range argVals(d, "observers") {
 			h.addNode(id, int64(100+i))
+		}
+		for _, id := range h.order {
+			h.setLevels(d, h.nodes[id])
 		}
 		// Every node starts knowing the others, as gossip's join tells
 		// it (Config.Members, R60).
@@ -648,6 +676,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		for _, id := range args {
 			n := h.node(id)
 			n.restarts++
+			h.setLevels(d, n)
 			h.start(n)
 		}
 		h.status(args)
@@ -732,6 +761,13 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 			}
 			n.r.Hint(Hint{Kind: HintLeader, Node: v[0], Epoch: epoch})
 		}
+		h.ready(n)
+	case "delete":
+		// delete n1 before=N: the leader's DeleteBefore (R51).
+		n := h.node(args[0])
+		before, _ := strconv.ParseUint(argVals(d, "before")[0], 10, 64)
+		start, err := n.r.DeleteBefore(before)
+		h.printf("%s: log start %d%s\n", n.id, start, errOrEmpty(err))
 		h.ready(n)
 	case "status":
 		h.status(h.idsOr(args))

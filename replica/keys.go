@@ -88,6 +88,10 @@ type keyTable struct {
 	// allocate a new one.
 	undo    []keyUndo
 	undoArr []keyUndo
+	// levels has one row per EntryFeature entry applied (R68), in offset
+	// order: the cluster feature level rides on the table's rebuild and
+	// undo, though it is not a key.
+	levels []levelRow
 	// applied: the entries below it are in the table.
 	applied uint64
 	// waiting are keyed proposals a leader holds until the table has caught
@@ -128,6 +132,9 @@ func (r *Replica) keysTruncated(to uint64) {
 	for len(t.undo) > 0 && t.undo[len(t.undo)-1].off >= to {
 		t.undoOne(t.undo[len(t.undo)-1])
 		t.undo = t.undo[:len(t.undo)-1]
+	}
+	for len(t.levels) > 0 && t.levels[len(t.levels)-1].off >= to {
+		t.levels = t.levels[:len(t.levels)-1]
 	}
 	t.applied = min(t.applied, to)
 }
@@ -181,6 +188,10 @@ func (r *Replica) keysCatchUp() bool {
 func (t *keyTable) apply(e *protocol.Entry, logger interface {
 	Warn(string, ...any)
 }) {
+	if e.Type == protocol.EntryFeature {
+		t.applyLevel(e, logger)
+		return
+	}
 	if !keyedEntry(e.Type) || len(e.Data) > 0 && e.Data[0] == 0 && e.Type == protocol.EntryKeyed {
 		return // not keyed, or a keyed batch's entry before its last
 	}
@@ -452,7 +463,7 @@ func (r *Replica) keepLiveKeys(upTo uint64) uint64 {
 		sortStateRecords(recs)
 		r.appendStateCopies(recs)
 	}
-	return bound
+	return r.keepFeatureLevel(upTo, bound)
 }
 
 // sortStateRecords puts copies gathered from the table's maps in one order

@@ -14,6 +14,8 @@ type leaderState struct {
 	// epochStartLEO is the LEO when the epoch began: the HW moves only past
 	// it (an entry of this epoch must commit first; Raft §5.4.2).
 	epochStartLEO uint64
+	// since is when this leadership began.
+	since time.Time
 	// remote is each other voter's LEO, from its latest valid fetch in this
 	// epoch. Absent: not heard from yet.
 	remote map[string]uint64
@@ -32,6 +34,9 @@ type leaderState struct {
 	fetchDir    map[string]string
 	fetchOffset map[string]uint64
 	anyFetch    map[string]time.Time
+	// fetchLevel is the feature level each replica's latest valid fetch in
+	// this epoch said it supports (R68).
+	fetchLevel map[string]int
 	// lastFetchID is each replica's last FetchID: a fetch that does not
 	// follow it (a restarted replica, or one that lost our answer) may have
 	// missed the current HW, so it is answered at once.
@@ -69,6 +74,7 @@ type proposal struct {
 func newLeaderState(r *Replica, leo uint64) *leaderState {
 	ls := &leaderState{
 		epochStartLEO: leo,
+		since:         r.now,
 		remote:        make(map[string]uint64),
 		lastFetch:     make(map[string]time.Time),
 		observerFetch: make(map[string]time.Time),
@@ -77,6 +83,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		fetchDir:      make(map[string]string),
 		fetchOffset:   make(map[string]uint64),
 		anyFetch:      make(map[string]time.Time),
+		fetchLevel:    make(map[string]int),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
 	}
 	// Grace period: every voter counts as heard from at the start.
@@ -262,6 +269,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		return
 	}
 	ls.fetchDir[from], ls.fetchOffset[from], ls.anyFetch[from] = req.ReplicaDirID, req.FetchOffset, r.now
+	ls.fetchLevel[from] = max(int(req.FeatureLevel), protocol.BaseFeatureLevel)
 	if voter {
 		ls.remote[from] = req.FetchOffset
 		r.updateLeaderHW()

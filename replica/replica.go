@@ -51,8 +51,11 @@ type Replica struct {
 	// leader of an epoch (mayLead).
 	vouched  map[string]uint64
 	majority int
-	logger   hclog.Logger
-	rand     *rand.Rand
+	// level is the cluster feature level known finalized (feature.go,
+	// R68): it only rises while the replica runs.
+	level  int
+	logger hclog.Logger
+	rand   *rand.Rand
 
 	now time.Time
 
@@ -184,6 +187,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		logger: cfg.Logger.Named("replica").With("id", cfg.ID),
 		rand:   cfg.Rand,
 		now:    now,
+		level:  protocol.BaseFeatureLevel,
 	}
 	qs, err := log.QuorumState()
 	if err != nil {
@@ -394,11 +398,17 @@ func (r *Replica) Ready() Ready {
 		return rd
 	}
 	r.keysRound()
+	if r.checkFeatureLevel(); r.err != nil {
+		return r.Ready() // halted (R68)
+	}
 	if r.role == RoleLeader {
 		r.checkQuorum()
 	}
 	if r.role == RoleLeader {
 		r.progressTransfer() // R59: hand over, or give up and append again
+	}
+	if r.role == RoleLeader {
+		r.raiseFeatureLevel() // R68
 	}
 	switch r.role {
 	case RoleLeader:

@@ -98,25 +98,36 @@ type Status struct {
 	// Replica.Err). Always 0 in a correct protocol; the simulation asserts
 	// on it.
 	Violations uint64
+	// FeatureLevel is the cluster feature level this replica knows to be
+	// finalized (R68): the newest committed EntryFeature entry's level in
+	// its log, protocol.BaseFeatureLevel with none. It never goes down
+	// while the replica runs (after a restart, once the log is read again:
+	// the keyed state's rebuild reads it).
+	FeatureLevel int
+	// SupportedLevels is the range of feature levels this replica can run
+	// at: protocol.MinVersion to Config.SupportedFeatureLevel.
+	SupportedLevels [2]int
 }
 
 // Status returns a snapshot of the replica's state.
 func (r *Replica) Status() Status {
 	s := Status{
-		ID:            r.id,
-		Role:          r.role,
-		Epoch:         r.epoch,
-		LeaderID:      r.leaderID,
-		VotedFor:      r.votedFor,
-		LEO:           r.log.LEO(),
-		DurableLEO:    r.log.durableEnd,
-		HighWatermark: r.hw,
-		LogStart:      r.log.logStart,
-		Violations:    r.violations,
-		VotersOffset:  r.votersOffset,
-		Bootstrap:     r.bootstrap,
-		ClusterSeen:   r.bootstrap && r.clusterSeen,
-		DirID:         r.dirID,
+		ID:              r.id,
+		Role:            r.role,
+		Epoch:           r.epoch,
+		LeaderID:        r.leaderID,
+		VotedFor:        r.votedFor,
+		LEO:             r.log.LEO(),
+		DurableLEO:      r.log.durableEnd,
+		HighWatermark:   r.hw,
+		LogStart:        r.log.logStart,
+		Violations:      r.violations,
+		VotersOffset:    r.votersOffset,
+		Bootstrap:       r.bootstrap,
+		ClusterSeen:     r.bootstrap && r.clusterSeen,
+		DirID:           r.dirID,
+		FeatureLevel:    r.level,
+		SupportedLevels: [2]int{protocol.MinVersion, r.cfg.SupportedFeatureLevel},
 	}
 	s.Voters = make([]protocol.Voter, len(r.voters))
 	for i, id := range r.voters {
@@ -177,5 +188,5 @@ func (r *Replica) ReadableHW() uint64 { return min(r.hw, r.log.durableEnd) }
 // does nothing more: Tick, Step, Persisted and Hint are ignored, Ready hands
 // out no writes or messages, and proposals fail with this error. The shell
 // must stop the node loudly (as after a failed write). Errors wrap
-// ErrCommittedTruncation or ErrEpochExhausted.
+// ErrCommittedTruncation, ErrEpochExhausted or ErrFeatureLevel.
 func (r *Replica) Err() error { return r.err }

@@ -99,6 +99,14 @@
 //	                                does not stand again, so the removed
 //	                                voter never learns it was removed.
 //	                                Fails: TestRemovedVoterInALaterEpochIsHeard.
+//	replog_bug_level_ignores_peers  LevelIgnoresPeers (R68): a leader raises
+//	                                the cluster feature level to what it
+//	                                supports itself, without asking what the
+//	                                voters and observers support, at once
+//	                                when it is elected. Fails: TestScenarios
+//	                                (feature_level); the simulation's
+//	                                version-mix runs (TestSimulation
+//	                                -sim.versions).
 //
 // Tests named alone are in package replica. For example:
 //

@@ -1,0 +1,54 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Cluster feature levels (docs/protocol.md R68; Kafka's metadata.version,
+// etcd's cluster version). A level is a wire version the whole cluster may
+// use: what needs every node to read it (a new entry kind, a new stored
+// format) is written only once the log's committed EntryFeature entries
+// have raised the level to the version that brought it. What only the
+// peer of one connection must read follows that connection's negotiated
+// version instead (AppendMessageAt). A cluster starts, and stays until a
+// leader raises it, at BaseFeatureLevel, and writes no EntryFeature entry
+// at that level: a node of a release before levels never receives one.
+
+// BaseFeatureLevel is the level of a log without an EntryFeature entry:
+// the wire version of the first release that knows levels, which every
+// node of a cluster that holds one supports.
+const BaseFeatureLevel = 6
+
+// FeatureLevelVersion is the wire version from which a FetchRequest
+// carries FeatureLevel: a version-6 peer cannot read the field, so at
+// version 6 it is not encoded and decodes as 0 (BaseFeatureLevel).
+const FeatureLevelVersion = 7
+
+// EntryFeature is a control entry (readers never see it) whose Data is an
+// encoded level (EncodeFeatureLevel): the cluster's feature level from
+// this entry on, once committed. Levels in a log never go down. It is
+// itself gated: a leader writes the first one only when it raises the
+// level above BaseFeatureLevel, which needs every node to support it.
+const EntryFeature EntryType = 6
+
+// EncodeFeatureLevel returns the Data of an EntryFeature entry.
+func EncodeFeatureLevel(level uint8) []byte {
+	return binary.AppendUvarint(nil, uint64(level))
+}
+
+// DecodeFeatureLevel decodes an EntryFeature entry's Data. It fails with
+// ErrMalformed on trailing bytes, a truncated varint, or a level below
+// BaseFeatureLevel or above 255.
+func DecodeFeatureLevel(data []byte) (uint8, error) {
+	v, n := binary.Uvarint(data)
+	switch {
+	case n <= 0:
+		return 0, fmt.Errorf("%w: feature level: bad varint", ErrMalformed)
+	case n != len(data):
+		return 0, fmt.Errorf("%w: feature level: %d trailing bytes", ErrMalformed, len(data)-n)
+	case v < BaseFeatureLevel || v > 255:
+		return 0, fmt.Errorf("%w: feature level %d outside %d..255", ErrMalformed, v, BaseFeatureLevel)
+	}
+	return uint8(v), nil
+}

@@ -1,0 +1,62 @@
+package protocol_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// TestFeatureLevelEntry: an EntryFeature entry's level round-trips, and
+// what is not a level (empty, trailing bytes, below the base level) is
+// refused rather than read as one.
+func TestFeatureLevelEntry(t *testing.T) {
+	for _, l := range []uint8{protocol.BaseFeatureLevel, 7, 255} {
+		got, err := protocol.DecodeFeatureLevel(protocol.EncodeFeatureLevel(l))
+		if err != nil || got != l {
+			t.Errorf("level %d: decoded %d, %v", l, got, err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"empty":    nil,
+		"trailing": append(protocol.EncodeFeatureLevel(7), 0),
+		"below":    protocol.EncodeFeatureLevel(protocol.BaseFeatureLevel - 1),
+		"above":    {0x80, 0x02}, // 256
+	} {
+		if _, err := protocol.DecodeFeatureLevel(b); !errors.Is(err, protocol.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	if !protocol.EntryFeature.Known() || protocol.EntryFeature.Visible() || protocol.EntryFeature.String() != "feature" {
+		t.Errorf("EntryFeature: known %v, visible %v, %q", protocol.EntryFeature.Known(), protocol.EntryFeature.Visible(), protocol.EntryFeature)
+	}
+}
+
+// TestFetchFeatureLevelNotAtVersion6: a version-6 peer cannot read a
+// fetch's FeatureLevel, so it is not encoded at version 6 and reads back
+// as 0 (the base level): a fetch at 6 says "supports 6", whatever the
+// sender supports.
+func TestFetchFeatureLevelNotAtVersion6(t *testing.T) {
+	req := &protocol.FetchRequest{FetchID: 1, ReplicaID: "b", FeatureLevel: 7}
+	plain, err := protocol.AppendMessageAt(nil, protocol.Message{From: "b", To: "a", Body: &protocol.FetchRequest{FetchID: 1, ReplicaID: "b"}}, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protocol.AppendMessageAt(nil, protocol.Message{From: "b", To: "a", Body: req}, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(plain) {
+		t.Fatalf("FeatureLevel changed the version-6 encoding")
+	}
+	m, err := protocol.DecodeMessage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Body.(*protocol.FetchRequest).FeatureLevel; got != 0 {
+		t.Fatalf("decoded FeatureLevel %d, want 0 (base level)", got)
+	}
+	if protocol.FeatureLevelVersion <= 6 {
+		t.Fatalf("FeatureLevelVersion %d: the field must come with a version above 6", protocol.FeatureLevelVersion)
+	}
+}
