@@ -761,6 +761,9 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 			}
 			n.r.Hint(Hint{Kind: HintLeader, Node: v[0], Epoch: epoch})
 		}
+		if v := argVals(d, "down"); v != nil {
+			n.r.PeerDown(v[0]) // the transport saw v[0]'s connection close (R69)
+		}
 		h.ready(n)
 	case "delete":
 		// delete n1 before=N: the leader's DeleteBefore (R51).

@@ -108,6 +108,8 @@ type Replica struct {
 	restand           bool
 	lastLeaderContact time.Time
 	leaderHW          uint64
+	// closedAt is when each peer's connection last closed (PeerDown, R69).
+	closedAt map[string]time.Time
 	// resetHW is the log start of a reset (resetLog) whose write, resetSeq,
 	// is not yet durable (0: none); the HW rises to it once it is.
 	resetHW, resetSeq uint64
@@ -244,6 +246,11 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 	if r.voter && len(r.voters) == 1 {
 		// A fresh store with members to ask asks them first (R60).
 		r.becomeProspective()
+	} else if r.bootstrap && r.leaderID == "" && r.role == RoleFollower {
+		// No cluster this node knows of has elected a leader yet: there
+		// is none to protect, so the first election need not wait out
+		// FetchTimeout (R60's round still asks everyone first).
+		r.electionDeadline = r.now.Add(r.randDuration(r.cfg.ElectionTimeout))
 	}
 	return r, nil
 }

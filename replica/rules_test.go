@@ -909,7 +909,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{ID: "a", Voters: []string{"a"}, FetchTimeout: time.Second, FetchMaxWait: 2 * time.Second},
 		// Issue 9.5: FetchTimeout below 2*(FetchMaxWait+ElectionTimeout).
 		{ID: "a", Voters: []string{"a"}, FetchTimeout: 2*time.Second - 1, FetchMaxWait: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond},
-		{ID: "a", Voters: []string{"a"}, FetchTimeout: time.Second, FetchMaxWait: 100 * time.Millisecond},
+		// With the default ElectionTimeout (200ms) the bound is 600ms.
+		{ID: "a", Voters: []string{"a"}, FetchTimeout: 600*time.Millisecond - 1, FetchMaxWait: 100 * time.Millisecond},
 		{ID: "a", Voters: []string{"a"}, FetchMaxWait: -time.Second},
 	} {
 		if _, err := New(cfg, store, t0); !errors.Is(err, ErrInvalidConfig) {

@@ -133,13 +133,14 @@ func (r *Replica) Transfer() (to string, epoch uint64, ok bool) {
 
 // mostCaughtUpVoter returns the other voter with the highest fetch offset
 // from its recorded directory among those that fetched within
-// FetchTimeout, the first in voter order on a tie; "" if none.
+// FetchTimeout and whose connection has not closed since (R69), the first
+// in voter order on a tie; "" if none.
 func (r *Replica) mostCaughtUpVoter() string {
 	ls := r.leader
 	best, bestLEO := "", uint64(0)
 	for _, v := range r.voters {
 		leo, ok := ls.remote[v] // only fetches from the recorded directory
-		if v == r.id || !ok || r.now.Sub(ls.lastFetch[v]) >= r.cfg.FetchTimeout {
+		if v == r.id || !ok || !r.heardFrom(v) {
 			continue
 		}
 		if best == "" || leo > bestLEO {

@@ -107,6 +107,12 @@
 //	                                (feature_level); the simulation's
 //	                                version-mix runs (TestSimulation
 //	                                -sim.versions).
+//	replog_bug_peer_down_prevote    PeerDownSkipsPreVote (R69): a follower
+//	                                that sees its leader's connection close
+//	                                stands as candidate at once, without a
+//	                                pre-vote, so a connection reset by a
+//	                                flapping link deposes a live leader.
+//	                                Fails: TestScenarios (peer_down).
 //
 // Tests named alone are in package replica. For example:
 //
