@@ -132,6 +132,7 @@ type TCP struct {
 	ln      net.Listener
 	addr    string // ln's address, formatted once: the loop asks every round
 	recv    chan protocol.Message
+	down    chan string
 	authKey []byte
 	rand    io.Reader
 	budget  *frameBudget
@@ -206,6 +207,7 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		ln:      ln,
 		addr:    ln.Addr().String(),
 		recv:    make(chan protocol.Message, cfg.ReceiveQueueSize),
+		down:    make(chan string, peerDownQueue),
 		authKey: key,
 		nextKey: nextKey,
 		rand:    cryptorand.Reader,
@@ -336,6 +338,41 @@ func (t *TCP) Send(m protocol.Message) error {
 // Receive implements Transport.
 func (t *TCP) Receive() <-chan protocol.Message { return t.recv }
 
+// peerDownQueue is PeerDown's buffer. Reports beyond it are dropped: the
+// receiver acts on the first one for a peer, and the fetch timeout still
+// notices a peer that is gone.
+const peerDownQueue = 64
+
+// PeerDown returns the channel of peers whose established connection, in
+// or out, this transport saw end by the peer's doing: end of stream or a
+// reset (its process ended, or it closed its transport). A connection that
+// only goes quiet (a partition, a paused process) is not reported, nor one
+// this transport closed itself (Close, a newer connection from the same
+// peer, a misbehaving peer cut). Each ended connection is one report, so a
+// peer that dies is usually reported more than once; reports the receiver
+// does not take in time are dropped. The channel is closed by Close. The
+// root feeds it to the core (replica.Replica.PeerDown, docs/protocol.md
+// R69).
+func (t *TCP) PeerDown() <-chan string { return t.down }
+
+// peerDown reports that peer ended a connection (PeerDown).
+func (t *TCP) peerDown(peer string) {
+	if t.isClosed() {
+		return
+	}
+	select {
+	case t.down <- peer:
+	default:
+	}
+}
+
+// hungUp reports whether a read error means the peer ended the connection
+// (end of stream, reset), not this side's close, a deadline or a bad frame.
+func hungUp(err error) bool {
+	return err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) &&
+		!errors.Is(err, ErrBadFrame) && !errors.Is(err, ErrFrameTooLarge)
+}
+
 // Close implements Transport: it stops the listener, closes every
 // connection, waits for every goroutine and closes Receive. Messages still
 // queued are dropped.
@@ -356,6 +393,7 @@ func (t *TCP) Close() error {
 		}
 		t.wg.Wait()
 		close(t.recv)
+		close(t.down)
 		t.log.Debug("closed")
 	})
 	return nil
@@ -389,7 +427,7 @@ type peer struct {
 func (t *TCP) newPeerLocked(id string) *peer {
 	p := &peer{}
 	for i := range p.lanes {
-		l := &lane{t: t, peer: id, kind: uint8(i), q: make(chan protocol.Message, t.cfg.QueueSize)}
+		l := &lane{t: t, peer: id, kind: uint8(i), q: make(chan protocol.Message, t.cfg.QueueSize), kick: make(chan struct{}, 1)}
 		l.log = t.log.With("peer", id, "lane", laneName(l.kind))
 		p.lanes[i] = l
 		t.wg.Add(1)
@@ -424,6 +462,10 @@ type lane struct {
 	// peerGone is closed when the current connection's watcher sees it
 	// end.
 	peerGone chan struct{}
+	// kick ends a backoff early: the peer just dialed us, so it is up
+	// (a node that starts last is reached at once, not after a backoff
+	// of up to BackoffMax grown while it was down).
+	kick chan struct{}
 	// unflushed counts messages written since the last successful flush:
 	// those a broken connection may have lost.
 	unflushed uint64
@@ -535,10 +577,16 @@ func (l *lane) connect() bool {
 			timer.Stop()
 			return false
 		case <-timer.C:
+		case <-l.kick:
+			timer.Stop()
 		}
 	}
 	err := l.dial()
 	if err == nil {
+		select {
+		case <-l.kick: // stale: we are connected
+		default:
+		}
 		l.backoff = 0
 		l.log.Debug("connected", "addr", l.conn.RemoteAddr().String())
 		return true
@@ -625,7 +673,7 @@ func (l *lane) dial() error {
 	l.conn = conn
 	l.peerGone = make(chan struct{})
 	t.wg.Add(1)
-	go t.watch(conn, l.peerGone)
+	go t.watch(conn, l.peer, l.peerGone)
 	if l.bw == nil {
 		l.bw = bufio.NewWriterSize(conn, 64<<10)
 	} else {
@@ -693,8 +741,9 @@ func (l *lane) refreshWriteDeadline() {
 // sends anything after the handshake, so the read returns only when the
 // connection ends (or the peer misbehaves): then it closes gone. This
 // notices a peer that closed the connection while it was idle, before the
-// next message is written into it and lost.
-func (t *TCP) watch(c net.Conn, gone chan struct{}) {
+// next message is written into it and lost, and reports a peer that hung
+// up (PeerDown).
+func (t *TCP) watch(c net.Conn, peer string, gone chan struct{}) {
 	defer t.wg.Done()
 	var b [1]byte
 	_, err := c.Read(b[:])
@@ -702,6 +751,9 @@ func (t *TCP) watch(c net.Conn, gone chan struct{}) {
 		t.peerClosed.Add(1)
 	}
 	close(gone)
+	if hungUp(err) {
+		t.peerDown(peer)
+	}
 }
 
 func (l *lane) disconnect() {
@@ -808,6 +860,23 @@ func (t *TCP) establish(c net.Conn, k inboundKey) {
 	}
 }
 
+// peerUp ends the backoff of node's lanes that wait to redial: it just
+// dialed us.
+func (t *TCP) peerUp(node string) {
+	t.mu.Lock()
+	p := t.peers[node]
+	t.mu.Unlock()
+	if p == nil {
+		return
+	}
+	for _, l := range p.lanes {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (t *TCP) disestablish(c net.Conn, k inboundKey) {
 	t.mu.Lock()
 	if t.lanesIn[k] == c {
@@ -867,6 +936,7 @@ func (t *TCP) serve(c net.Conn, ip string) {
 	}
 	key := inboundKey{h.NodeID, h.Lane}
 	t.establish(c, key)
+	t.peerUp(h.NodeID)
 	defer t.disestablish(c, key)
 	_ = c.SetDeadline(time.Time{})
 	log = log.With("peer", h.NodeID, "lane", laneName(h.Lane))
@@ -903,6 +973,9 @@ func (t *TCP) serve(c net.Conn, ip string) {
 				t.warnLimited(log, "bad frame", "bad frame, closing connection", "error", err)
 			default:
 				log.Debug("inbound connection ended", "error", err)
+				if hungUp(err) {
+					t.peerDown(h.NodeID)
+				}
 			}
 			return
 		}
