@@ -59,6 +59,7 @@ type pump struct {
 	l       *Log
 	recv    <-chan protocol.Message // nil once the transport closed it
 	hints   <-chan membership.Hint  // nil once gossip closed it
+	down    <-chan string           // the transport's PeerDown; nil once closed
 	ticker  *time.Ticker
 	events  []shell.Event
 	pending map[uint64]*request // by event ID
@@ -74,6 +75,9 @@ func (l *Log) newPump() *pump {
 	}
 	if l.tr != nil {
 		p.recv = l.tr.Receive()
+	}
+	if l.tcp != nil {
+		p.down = l.tcp.PeerDown()
 	}
 	if l.ml != nil {
 		p.hints = l.ml.Hints()
@@ -108,6 +112,12 @@ func (p *pump) wait() (requested, open bool) {
 			if h, ok := coreHint(h); ok {
 				p.events = append(p.events, shell.Hint(h))
 			}
+		case id, ok := <-p.down:
+			if !ok {
+				p.down = nil
+				continue
+			}
+			p.events = append(p.events, shell.PeerDown(id))
 		case <-l.wakeLoop:
 		case <-p.ticker.C:
 		}

@@ -49,6 +49,10 @@ const (
 	// is resolved in the round it is fed to, with the position as Offset,
 	// or ErrNoCursor.
 	EventCursorRead
+	// EventPeerDown: a connection to or from peer Event.To ended by the
+	// peer's doing (end of stream, reset), as the transport saw it
+	// (replica.PeerDown, docs/protocol.md R69).
+	EventPeerDown
 )
 
 // Resolves reports whether events of kind k are requests the Node
@@ -75,7 +79,7 @@ type Event struct {
 	Offset uint64
 	// Change is EventVoterChange's change.
 	Change protocol.VoterChange
-	// To is EventTransfer's successor ("": any).
+	// To is EventTransfer's successor ("": any) and EventPeerDown's peer.
 	To string
 	// Key makes an EventPropose keyed (replica.ProposeKeyed, R61-R64) and
 	// is EventCursor's key; Cursor is EventCursor's and EventCursorRead's
@@ -113,6 +117,10 @@ func Message(m protocol.Message) Event { return Event{Kind: EventMessage, Messag
 
 // Hint is the event of a membership hint.
 func Hint(h replica.Hint) Event { return Event{Kind: EventHint, Hint: h} }
+
+// PeerDown is the event of a connection to or from peer that the peer
+// ended (replica.PeerDown).
+func PeerDown(peer string) Event { return Event{Kind: EventPeerDown, To: peer} }
 
 // Resolved is the outcome of one proposal.
 type Resolved struct {
@@ -249,6 +257,8 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 			n.r.Step(ev.Message)
 		case EventHint:
 			n.r.Hint(ev.Hint)
+		case EventPeerDown:
+			n.r.PeerDown(ev.To)
 		case EventDeleteBefore:
 			// With no leader known (ErrNotLeader) nothing happens; a halt
 			// is reported by the Output.

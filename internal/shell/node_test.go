@@ -657,3 +657,45 @@ func TestStatusShowsAReplacement(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerDownEvent: EventPeerDown reaches the core (R69). The leader
+// crashes (its messages stop) and both followers are told its connection
+// closed: one of them leads within ElectionTimeout plus a round trip,
+// long before FetchTimeout would elect anyone. Without the event they
+// would still follow the dead leader then.
+func TestPeerDownEvent(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	leader, now := c.elect(t)
+	var others []string
+	for _, id := range c.ids {
+		if id != leader {
+			others = append(others, id)
+		}
+	}
+	c.ids = others // the leader is gone: it runs no more rounds
+	for _, id := range others {
+		c.procs[id].inbox = append(c.procs[id].inbox, PeerDown(leader))
+	}
+	end := now.Add(2 * electionTimeout)
+	for now.Before(end) {
+		now = now.Add(5 * time.Millisecond)
+		for _, id := range others {
+			for _, m := range c.procs[id].round(t, now).Messages {
+				if m.To != leader {
+					c.procs[m.To].inbox = append(c.procs[m.To].inbox, Message(m))
+				}
+			}
+		}
+	}
+	leads := 0
+	for _, id := range others {
+		st := c.procs[id].out.Status
+		if st.Role == replica.RoleLeader {
+			leads++
+		}
+	}
+	if leads != 1 {
+		t.Fatalf("%v after the leader's connections closed: want a new leader among %v within 2*ElectionTimeout (FetchTimeout is %v)",
+			[]replica.Status{c.procs[others[0]].out.Status, c.procs[others[1]].out.Status}, others, fetchTimeout)
+	}
+}
