@@ -129,18 +129,23 @@ type Options struct {
 	GossipTuning membership.Tuning
 
 	// FetchMaxWait is how long the leader parks an empty fetch (Kafka's
-	// replica.fetch.wait.max.ms). Default 500ms.
+	// replica.fetch.wait.max.ms). Default 150ms: an idle follower fetches
+	// about 7 times a second.
 	FetchMaxWait time.Duration
 	// FetchTimeout: a voter that has not fetched successfully for this
 	// long starts an election; a leader without fetches from a majority for
-	// this long resigns. Default 2s. Must be at least
+	// this long resigns. Default 700ms. Must be at least
 	// 2*(FetchMaxWait+ElectionTimeout): a follower retries a fetch after
 	// FetchMaxWait+ElectionTimeout without an answer, and the retry may be
 	// parked for FetchMaxWait too, so only then does one lost fetch or
 	// answer not cost leader contact (and set off an election).
 	FetchTimeout time.Duration
 	// ElectionTimeout is the base of randomised election timeouts.
-	// Default 500ms.
+	// Default 200ms. A silent leader is replaced FetchTimeout plus a
+	// random part of ElectionTimeout after its followers last heard from
+	// it (0.7 to 0.9s with the defaults); one whose connections close
+	// (its process died) within about half an ElectionTimeout
+	// (docs/protocol.md R69).
 	ElectionTimeout time.Duration
 	// CloseTransferTimeout bounds how long Close on the leader waits for
 	// it to hand its leadership over (TransferLeadership to the most

@@ -181,7 +181,7 @@ func TestCloseHandsOver(t *testing.T) {
 // Flags of TestRollingRestart's figures (its assertions do not change).
 var (
 	rollingDefaults = flag.Bool("rolling.defaults", false,
-		"TestRollingRestart: the Options' default timings (FetchTimeout 2s, ElectionTimeout and FetchMaxWait 500ms) instead of the tests' fast ones")
+		"TestRollingRestart: the Options' default timings (FetchTimeout 700ms, ElectionTimeout 200ms, FetchMaxWait 150ms) instead of the tests' fast ones")
 	rollingNoTransfer = flag.Bool("rolling.notransfer", false,
 		"TestRollingRestart: Close does not hand the leadership over (CloseTransferTimeout -1), for comparison")
 )
