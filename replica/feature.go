@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica/internal/bugs"
@@ -33,6 +34,22 @@ func (t *keyTable) applyLevel(e *protocol.Entry, logger interface{ Warn(string, 
 		return
 	}
 	t.levels = append(t.levels, levelRow{off: e.Offset, level: int(l)})
+}
+
+// levelSeen is a level a replica's fetch said, and when.
+type levelSeen struct {
+	level int
+	at    time.Time
+}
+
+// noteFetchLevel records that from's fetch says it supports l: it replaces
+// what was recorded if it is no higher, or if that is older than
+// FetchTimeout.
+func (r *Replica) noteFetchLevel(from string, l int) {
+	ls := r.leader
+	if cur, ok := ls.fetchLevel[from]; !ok || l <= cur.level || r.now.Sub(cur.at) >= r.cfg.FetchTimeout {
+		ls.fetchLevel[from] = levelSeen{level: l, at: r.now}
+	}
 }
 
 // logLevel is the level of the newest EntryFeature entry of the log,
@@ -108,11 +125,11 @@ func (r *Replica) raiseFeatureLevel() {
 			if !r.fetchingNow(v) || !r.isVoterDir(v, ls.fetchDir[v]) {
 				return // not known: it may run the previous release
 			}
-			target = min(target, ls.fetchLevel[v])
+			target = min(target, ls.fetchLevel[v].level)
 		}
 		for id, dir := range ls.fetchDir {
 			if id != r.id && r.fetchingNow(id) && !r.isVoterDir(id, dir) {
-				target = min(target, ls.fetchLevel[id]) // an observer
+				target = min(target, ls.fetchLevel[id].level) // an observer
 			}
 		}
 	}

@@ -34,9 +34,11 @@ type leaderState struct {
 	fetchDir    map[string]string
 	fetchOffset map[string]uint64
 	anyFetch    map[string]time.Time
-	// fetchLevel is the feature level each replica's latest valid fetch in
-	// this epoch said it supports (R68).
-	fetchLevel map[string]int
+	// fetchLevel is the feature level each replica supports as its valid
+	// fetches in this epoch say (R68): the lowest one said within
+	// FetchTimeout, so that a late fetch of an earlier incarnation (a node
+	// since rolled back) does not speak for the node for long.
+	fetchLevel map[string]levelSeen
 	// lastFetchID is each replica's last FetchID: a fetch that does not
 	// follow it (a restarted replica, or one that lost our answer) may have
 	// missed the current HW, so it is answered at once.
@@ -83,7 +85,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		fetchDir:      make(map[string]string),
 		fetchOffset:   make(map[string]uint64),
 		anyFetch:      make(map[string]time.Time),
-		fetchLevel:    make(map[string]int),
+		fetchLevel:    make(map[string]levelSeen),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
 	}
 	// Grace period: every voter counts as heard from at the start.
@@ -269,7 +271,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		return
 	}
 	ls.fetchDir[from], ls.fetchOffset[from], ls.anyFetch[from] = req.ReplicaDirID, req.FetchOffset, r.now
-	ls.fetchLevel[from] = max(int(req.FeatureLevel), protocol.BaseFeatureLevel)
+	r.noteFetchLevel(from, max(int(req.FeatureLevel), protocol.BaseFeatureLevel))
 	if voter {
 		ls.remote[from] = req.FetchOffset
 		r.updateLeaderHW()

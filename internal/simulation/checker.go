@@ -52,6 +52,9 @@ import (
 // waiting at the old value would otherwise sleep through new entries).
 func (s *sim) checkOutput(nd *node, out shell.Output) {
 	if out.Halted != nil {
+		if s.levelHalt(nd, out.Halted) {
+			return
+		}
 		s.fail("%s: the shell reports the core halted: %v", nd.id, out.Halted)
 		return
 	}
@@ -87,6 +90,9 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		return
 	}
 	if err := nd.r.Err(); err != nil {
+		if s.levelHalt(nd, err) {
+			return // R68: rolled forward
+		}
 		// The core halted (a truncation below its HW, epochs exhausted):
 		// the shell would stop the node loudly. No run without a NoSync
 		// loss (which stops the run first) may get there.
@@ -94,6 +100,9 @@ func (s *sim) checkState(nd *node, afterReady bool) {
 		return
 	}
 	if !s.checkVoters(nd, st) {
+		return
+	}
+	if s.checkLevel(nd, st); s.err != nil {
 		return
 	}
 	if st.Epoch < nd.epoch {
@@ -231,6 +240,9 @@ func (s *sim) extend(nd *node, hw uint64) {
 		s.checkMajority(nd, o, k)
 		if k.typ == protocol.EntryVoters {
 			s.committedVoters(nd, o, k)
+		}
+		if k.typ == protocol.EntryFeature {
+			s.committedLevel(nd, o, k)
 		}
 		if k.typ == protocol.EntryData {
 			// Exactly once: a record is committed at one offset only (a

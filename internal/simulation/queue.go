@@ -35,6 +35,7 @@ const (
 	evVoterChange                      // workload: a voter change (voters.go)
 	evVoterWipe                        // nemesis: a voter restarts on an empty store (voters.go)
 	evRetry                            // exactly-once workload: an append tried again (exactlyonce.go)
+	evVersion                          // version mix: an upgrade, rollback or roll-forward (versions.go)
 )
 
 var evNames = [...]string{
@@ -43,7 +44,7 @@ var evNames = [...]string{
 	evCrashTimer: "crash-timer", evPartitionTimer: "partition-timer", evHeal: "heal",
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
-	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry",
+	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry", evVersion: "version",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -81,6 +81,10 @@ type Options struct {
 	// appends, retried with their key after unknown outcomes, caller IDs
 	// within and past the deduplication window.
 	ExactlyOnce bool
+	// NoVersionMix turns off the version mix (versions.go): nodes of two
+	// releases, upgrades and rollbacks, in a third of the runs that are
+	// not classic.
+	NoVersionMix bool
 	// Bugs turns on the faults that find known core bugs not fixed yet
 	// (KnownBugs' fields). Each is off by default, so that the default run
 	// passes; the sim then steers around the bug the way the field's doc
@@ -135,6 +139,10 @@ type Result struct {
 	Barriers int
 	// Retries counts the exactly-once workload's retries (exactlyonce.go).
 	Retries int
+	// The version mix (versions.go): upgrades and rollbacks asked for,
+	// rollbacks refused (the level was raised), raises of the level, and
+	// nodes that halted at a level they could not run at (rolled forward).
+	Upgrades, Rollbacks, RollbacksRefused, LevelRaises, LevelHalts int
 }
 
 // String summarises a result on one line.
@@ -205,6 +213,7 @@ type params struct {
 	// Retention (retention.go), drawn from its own random stream: ret
 	// turns it on.
 	ret retParams
+	ver versionParams
 	// Voter changes and voter wipes (voters.go), drawn from their own
 	// stream too.
 	vc vcParams
@@ -493,6 +502,10 @@ type sim struct {
 	opts        Options
 	p           params
 	rng         *rand.Rand
+	// wr drives the version mix's choices (versions.go), ver is its
+	// state.
+	wr  *rand.Rand
+	ver versionState
 	// xr drives the choices of the extended faults, so that a classic
 	// run draws from rng what the full run of its seed draws.
 	xr *rand.Rand
@@ -620,6 +633,7 @@ func newSim(opts Options) *sim {
 		xr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0009)),
 		rr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0011)),
 		vr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0012)),
+		wr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0015)),
 		lost:          map[string]lostDisk{},
 		leaderStart:   map[uint64]uint64{},
 		hash:          newHasher(),
@@ -644,6 +658,9 @@ func newSim(opts Options) *sim {
 		chooseRetention(&s.p, s.rr)
 		if !opts.NoVoterChanges {
 			chooseVoterChanges(&s.p, s.vr)
+		}
+		if !opts.NoVersionMix {
+			chooseVersions(&s.p, s.wr)
 		}
 	}
 	if opts.ExactlyOnce {
@@ -733,6 +750,7 @@ func (s *sim) setup() {
 		}
 	}
 	s.tracef("cluster voters=%v observers=%d params=%+v", s.voters, s.p.observers, s.p)
+	s.setupVersions()
 	for _, nd := range s.nodes {
 		s.start(nd)
 	}
@@ -815,6 +833,7 @@ func (s *sim) start(nd *node) {
 	if s.opts.ExactlyOnce {
 		cfg.DedupWindow = eoDedupWindow
 	}
+	s.versionConfig(nd, &cfg)
 	s.hash.byte(0xA0)
 	s.hash.u64(uint64(nd.idx))
 	s.hash.u64(uint64(nd.inc))
@@ -1163,6 +1182,9 @@ func (s *sim) dispatch(ev event) {
 	case evVoterWipe:
 		s.voterWipeEvent(ev)
 
+	case evVersion:
+		s.versionEvent(ev)
+
 	case evHint:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
@@ -1218,6 +1240,7 @@ func (s *sim) round(nd *node) {
 		s.tracef("%s round: tick, %d inputs, persisted w%d, ready", nd.id, len(evs), nd.reportedSeq)
 	}
 	out := nd.sh.Round(nd.clock(s.now), evs...)
+	s.checkLevelWrites(nd, out.Writes)
 	for _, w := range out.Writes {
 		s.hash.byte(0xB0)
 		s.hash.write(w)

@@ -30,6 +30,7 @@ var (
 	flagCoreCt  = flag.Bool("sim.corecontact", false, "liveness: count leader contact the narrower way (Options.CoreContact)")
 	flagStats   = flag.Bool("sim.stats", false, "print the totals of the fault kinds and liveness checks (also in -v output)")
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (voters.go); false: Options.NoVoterChanges")
+	flagVer     = flag.Bool("sim.versions", true, "the version mix in a third of the non-classic runs (versions.go); false: Options.NoVersionMix")
 	flagEO      = flag.Bool("sim.exactlyonce", false, "the exactly-once workload (Options.ExactlyOnce: keyed appends retried with their key; TestSimulationExactlyOnce runs it)")
 	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list; none is open (the names of fixed ones, solebootstrap, resetnoset, reappend, wipedleader, staleset, interleaved, change nothing)")
 )
@@ -42,7 +43,7 @@ func knownBugs() KnownBugs { return KnownBugs{} }
 func runOpts(seed int64, steps int) Options {
 	return Options{Seed: seed, Steps: steps, SafetyOnly: *flagSafety, Stable: *flagStable,
 		Classic: *flagClassic, NoLiveness: !*flagLive, CoreContact: *flagCoreCt,
-		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO}
+		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -71,6 +72,9 @@ func reproduce(seed int64, steps int) string {
 	}
 	if *flagEO {
 		cmd += " -sim.exactlyonce"
+	}
+	if !*flagVer {
+		cmd += " -sim.versions=false"
 	}
 	if *flagBugs != "" {
 		cmd += " -sim.bugs=" + *flagBugs
@@ -156,6 +160,11 @@ func TestSimulation(t *testing.T) {
 				total.Recoveries += res.Recoveries
 				total.Depositions += res.Depositions
 				total.Barriers += res.Barriers
+				total.Upgrades += res.Upgrades
+				total.Rollbacks += res.Rollbacks
+				total.RollbacksRefused += res.RollbacksRefused
+				total.LevelRaises += res.LevelRaises
+				total.LevelHalts += res.LevelHalts
 				if res.MaxRecoveryRatio > total.MaxRecoveryRatio {
 					total.MaxRecoveryRatio, total.MaxRecovery = res.MaxRecoveryRatio, res.MaxRecovery
 					ratioSeed = res.Seed
@@ -191,14 +200,19 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min; slowest convergence %v (seed %d)",
 		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
 		el.Round(time.Millisecond), float64(done)/el.Minutes(), total.ConvergeTime, total.Seed)
-	stats := fmt.Sprintf("faults over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d",
-		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers)
+	stats := fmt.Sprintf("faults over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d; versions: upgrades=%d rollbacks=%d (refused %d) level raises=%d level halts=%d",
+		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers,
+		total.Upgrades, total.Rollbacks, total.RollbacksRefused, total.LevelRaises, total.LevelHalts)
 	t.Log(stats)
 	if *flagStats {
 		fmt.Fprintln(os.Stderr, "simulation: "+stats)
 	}
 	if !*flagClassic && done >= 100 && steps >= 1500 && total.Barriers == 0 {
 		t.Errorf("%d seeds completed no read barrier (barrier.go's workload is wired to nothing)", done)
+	}
+	if !*flagClassic && *flagVer && done >= 100 && steps >= 1500 && (total.Upgrades == 0 || total.Rollbacks == 0 || total.LevelRaises == 0) {
+		t.Errorf("%d seeds: the version mix made %d upgrades, %d rollbacks and %d level raises (versions.go is wired to nothing)",
+			done, total.Upgrades, total.Rollbacks, total.LevelRaises)
 	}
 	if !*flagClassic && done >= 500 && steps >= 1500 {
 		// Every fault kind FaultCounts counts must have been injected (a

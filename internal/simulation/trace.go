@@ -80,6 +80,9 @@ func (h *hasher) msg(m protocol.Message) {
 		h.u64(b.LastFetchedEpoch)
 		h.u64(uint64(b.MaxBytes))
 		h.u64(uint64(b.MaxWaitMs))
+		if b.FeatureLevel != 0 {
+			h.u64(uint64(b.FeatureLevel)) // only in version-mix runs
+		}
 	case *protocol.FetchResponse:
 		h.byte(byte(protocol.KindFetchResponse))
 		h.u64(b.FetchID)
