@@ -46,7 +46,13 @@
 // node's HW, on any node (retention.go, R51–R53); voter changes proposed
 // on random nodes, and in a quarter of the runs ManualVoterChanges on
 // every node with the workload healing wiped voters itself (voters.go,
-// R55–R58).
+// R55–R58); in a third of the non-classic runs the version mix
+// (versions.go, R68): nodes of two releases, one supporting feature level
+// 6 and one 7 (replica.Config.SupportedFeatureLevel), upgrades and
+// rollbacks as restarts among the faults (a rollback refused once a level
+// above 6 was written), in some runs every node holding the level at 6
+// until its hold is released, and a node halted at a level it cannot run
+// at rolled forward.
 //
 // Fault kinds. The basic ones, in every run: crashes that lose what was
 // not yet durable, restarts, pauses, partitions symmetric and one-way,
@@ -81,7 +87,12 @@
 // uncommitted change at a time, majorities counted against the set in
 // force, a wiped incarnation never counted as its old self, debts of the
 // automatic replacement carried until paid); log starts never move back
-// and nothing at or above the HW is deleted (retention.go); after
+// and nothing at or above the HW is deleted (retention.go); committed
+// feature levels never go down, no node runs above its release or passes
+// a committed level it cannot run at without halting, and a leader raises
+// the level only within its release and hold, after every other voter
+// told it within FetchTimeout that it supports the level (versions.go);
+// after
 // convergence every store holds exactly the committed log. While faults
 // run, three liveness rules hold (liveness.go): a leader every voter
 // follows within a bound of the last fault, no leader that a majority
@@ -121,7 +132,8 @@
 // (no final false-hint phase), -sim.classic (basic faults only),
 // -sim.live=false (no liveness rules), -sim.corecontact (liveness counts
 // leader contact the narrower way, Options.CoreContact),
-// -sim.voters=false (no voter changes or wipes), -sim.exactlyonce (the
+// -sim.voters=false (no voter changes or wipes), -sim.versions=false (no
+// version mix, Options.NoVersionMix), -sim.exactlyonce (the
 // exactly-once workload; -sim.eoseeds is how many seeds
 // TestSimulationExactlyOnce runs), -sim.bugs (stop steering around known
 // core bugs, below); -sim.hashes and -sim.hashes.write (TestTraceHashes'
