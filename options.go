@@ -182,6 +182,14 @@ type Options struct {
 	// then end with ErrUnknownOutcome when the leader changes, and a retry
 	// may store an entry twice. WithID still deduplicates. Default false.
 	DisableIdempotence bool
+	// MaxFeatureLevel holds the cluster feature level (docs/protocol.md
+	// R68): as leader, this node raises it no higher. Default 0: the
+	// leader raises it on its own as far as every voter and observer
+	// supports. protocol.BaseFeatureLevel (6) keeps the cluster where it
+	// started, so that any node can still go back to the previous release;
+	// lift it in a later rolling restart. Otherwise at least 6 (Validate).
+	// It never lowers a level already raised (Status.FeatureLevel).
+	MaxFeatureLevel int
 
 	// RetentionBytes, when positive, keeps the log to about this many bytes
 	// on disk: while this node leads, the oldest whole segment files go
@@ -394,6 +402,9 @@ var derivations = []derivation{
 	}),
 	copied("ManualVoterChanges", coreConfig, "ManualVoterChanges", func(o *Options, c *components) (*bool, *bool) {
 		return &o.ManualVoterChanges, &c.replica.ManualVoterChanges
+	}),
+	copied("MaxFeatureLevel", coreConfig, "MaxFeatureLevel", func(o *Options, c *components) (*int, *int) {
+		return &o.MaxFeatureLevel, &c.replica.MaxFeatureLevel
 	}),
 
 	copied("NodeID", transportConfig, "NodeID", func(o *Options, c *components) (*string, *string) { return &o.NodeID, &c.transport.NodeID }),

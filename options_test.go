@@ -139,6 +139,7 @@ func TestOptionsValidateDelegatesToComponents(t *testing.T) {
 		{"FetchTimeout", Options{Dir: "/tmp/x", FetchTimeout: time.Second}, "FetchTimeout", "replica.Config.FetchTimeout"},
 		{"FetchMaxWait", Options{Dir: "/tmp/x", FetchMaxWait: 1 << 62}, "FetchMaxWait", "replica.Config.FetchMaxWait"},
 		{"ElectionTimeout", Options{Dir: "/tmp/x", ElectionTimeout: -1}, "ElectionTimeout", "replica.Config.ElectionTimeout"},
+		{"MaxFeatureLevel", Options{Dir: "/tmp/x", MaxFeatureLevel: 5}, "MaxFeatureLevel", "replica.Config.MaxFeatureLevel"},
 		{"gossip metadata too large", Options{Dir: "/tmp/x", AdvertiseRPCAddr: strings.Repeat("h", 600) + ":1"},
 			"NodeID/ClusterID/AdvertiseRPCAddr", "membership.Config.NodeID/ClusterID/RPCAddr"},
 	}
