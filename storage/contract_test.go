@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -65,10 +66,14 @@ func TestMemoryDeferredContract(t *testing.T) {
 // of a few KiB make it roll at almost every append, so that reads,
 // truncations and prefix deletions cross segment boundaries all the time.
 func dirHarness(segmentBytes int64, noSync bool) storagetest.Harness {
+	return dirHarnessOpts(storage.DirOptions{SegmentBytes: segmentBytes, NoSync: noSync})
+}
+
+// dirHarnessOpts runs the contract on OpenDir's store with opts.
+func dirHarnessOpts(opts storage.DirOptions) storagetest.Harness {
 	open := func(t *testing.T, dir string) storage.Store {
 		t.Helper()
-		s, _, err := storage.OpenDir(filepath.Join(dir, "data"), storage.Identity{ClusterID: "c", NodeID: "n"},
-			storage.DirOptions{SegmentBytes: segmentBytes, NoSync: noSync})
+		s, _, err := storage.OpenDir(filepath.Join(dir, "data"), storage.Identity{ClusterID: "c", NodeID: "n"}, opts)
 		if err != nil {
 			t.Fatalf("OpenDir: %v", err)
 		}
@@ -88,6 +93,9 @@ func dirHarness(segmentBytes int64, noSync bool) storagetest.Harness {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The journal keeps the bytes of records it has cut: the
+			// segments' copy is the one read.
+			files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == storage.JournalFileName })
 			return damageEntry(t, files, offset)
 		},
 	}
@@ -105,4 +113,20 @@ func TestDirContractTinySegments(t *testing.T) {
 
 func TestDirContractSmallSegments(t *testing.T) {
 	storagetest.Run(t, dirHarness(48<<10, true))
+}
+
+// The contract with the commit journal in front of the segments: a small
+// journal (checkpoints every few Applies, Applies waiting for room, the
+// suite's large batches applied directly) and tiny segments (checkpoints
+// roll).
+func TestDirContractJournal(t *testing.T) {
+	storagetest.Run(t, dirHarnessOpts(storage.DirOptions{Journal: true, JournalBytes: 64 << 10}))
+}
+
+func TestDirContractJournalTinySegments(t *testing.T) {
+	storagetest.Run(t, dirHarnessOpts(storage.DirOptions{Journal: true, JournalBytes: 128 << 10, SegmentBytes: 4 << 10, NoSync: true}))
+}
+
+func TestDirContractJournalDefaults(t *testing.T) {
+	storagetest.Run(t, dirHarnessOpts(storage.DirOptions{Journal: true, NoSync: true}))
 }

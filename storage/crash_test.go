@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,6 +59,25 @@ const (
 var crashStages = []string{"prepared", "next", "linked", "renamed", "dropped"}
 
 var crashOpts = storage.DirOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes}
+
+// With envCrashJournal set the child (and the parent's reopen) runs the
+// commit journal, small enough that checkpoints and cuts happen every
+// few batches and Applies wait for room; the child also dies at the
+// journal's stages (journalHook: a record written, not yet synced; a
+// checkpoint committed, the journal not yet cut).
+const envCrashJournal = "REPLOG_CRASH_HELPER_JOURNAL"
+
+var crashJournalStages = []string{"append", "cut"}
+
+var crashJournalOpts = storage.DirOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes, Journal: true, JournalBytes: 64 << 10}
+
+// crashOptions are the options of the mode the environment says.
+func crashOptions() storage.DirOptions {
+	if os.Getenv(envCrashJournal) != "" {
+		return crashJournalOpts
+	}
+	return crashOpts
+}
 
 // crashID is the identity the crash test's directory is opened with.
 var crashID = storage.Identity{ClusterID: "crash", NodeID: "child"}
@@ -231,16 +251,18 @@ func TestCrashHelper(t *testing.T) {
 			fmt.Printf("E %s=%q: %v\n", envCrashRollAt, at, err)
 			os.Exit(3)
 		}
-		storage.SetRollHook(func(s string) {
+		hook := func(s string) {
 			if s == stage {
 				if n--; n == 0 {
 					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 					select {} // the signal is on its way
 				}
 			}
-		})
+		}
+		storage.SetRollHook(hook)
+		storage.SetJournalHook(hook)
 	}
-	s, id, err := storage.OpenDir(dir, crashID, crashOpts)
+	s, id, err := storage.OpenDir(dir, crashID, crashOptions())
 	if err != nil {
 		fmt.Printf("E open: %v\n", err)
 		os.Exit(3)
@@ -286,7 +308,7 @@ func TestCrashHelper(t *testing.T) {
 		}
 		fmt.Printf("K %d %d\n", seq, batch.payloadSum())
 		st := s.Stats()
-		fmt.Printf("S rolls %d deleted %d\n", st.Rolls, st.SegmentsDeleted)
+		fmt.Printf("S rolls %d deleted %d checkpoints %d\n", st.Rolls, st.SegmentsDeleted, st.Checkpoints)
 	}
 }
 
@@ -294,6 +316,26 @@ func TestDirCrashRecovery(t *testing.T) {
 	if os.Getenv(envCrashDir) != "" {
 		return // we are the child
 	}
+	testCrashRecovery(t, crashStages)
+}
+
+// TestDirCrashRecoveryJournal is TestDirCrashRecovery with the commit
+// journal: kills at random moments (mostly during journal appends), at
+// the stages of a roll or deletion (inside checkpoints) and at the
+// journal's stages (an append written but not synced, a checkpoint
+// committed but the journal not cut).
+func TestDirCrashRecoveryJournal(t *testing.T) {
+	if os.Getenv(envCrashDir) != "" {
+		return // we are the child
+	}
+	t.Setenv(envCrashJournal, "1") // the children inherit it
+	testCrashRecovery(t, append(slices.Clone(crashStages), crashJournalStages...))
+}
+
+// testCrashRecovery runs the crash test, every other child dying at one
+// of stages in turn.
+func testCrashRecovery(t *testing.T, stages []string) {
+	crashOpts := crashOptions()
 	kills := 24
 	if v := os.Getenv(envCrashKills); v != "" {
 		kills, _ = strconv.Atoi(v)
@@ -306,7 +348,7 @@ func TestDirCrashRecovery(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 	var acked []crashBatch // every acknowledged batch so far, in order
-	inFlightApplied, totalEntries, totalWrites, rolls, deleted := 0, 0, 0, uint64(0), uint64(0)
+	inFlightApplied, totalEntries, totalWrites, rolls, deleted, checkpoints := 0, 0, 0, uint64(0), uint64(0), uint64(0)
 	voterRows, rowsBelowStart := 0, 0 // the most rows after a kill; kills after which one was below the log start
 	staged := map[string]int{}
 	dirID := ""
@@ -315,7 +357,7 @@ func TestDirCrashRecovery(t *testing.T) {
 	for k := 0; k < kills; k++ {
 		stage := ""
 		if k%2 == 1 {
-			stage = fmt.Sprintf("%s %d", crashStages[(k/2)%len(crashStages)], 1+rng.IntN(4))
+			stage = fmt.Sprintf("%s %d", stages[(k/2)%len(stages)], 1+rng.IntN(4))
 		}
 		lines, selfKilled, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond, stage)
 		if err != nil {
@@ -408,19 +450,23 @@ func TestDirCrashRecovery(t *testing.T) {
 		}
 		rolls += parseCount(lines, "rolls")
 		deleted += parseCount(lines, "deleted")
+		checkpoints += parseCount(lines, "checkpoints")
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d kills (%v at a stage of a roll or deletion), %d acknowledged batches (%d writes, %d entries appended), %d unacknowledged batches found applied; at least %d rolls and %d segments deleted; up to %d voter-set rows, one below the log start after %d kills",
-		kills, staged, len(acked), totalWrites, totalEntries, inFlightApplied, rolls, deleted, voterRows, rowsBelowStart)
+	t.Logf("%d kills (%v at a stage), %d acknowledged batches (%d writes, %d entries appended), %d unacknowledged batches found applied; at least %d rolls, %d segments deleted and %d checkpoints; up to %d voter-set rows, one below the log start after %d kills",
+		kills, staged, len(acked), totalWrites, totalEntries, inFlightApplied, rolls, deleted, checkpoints, voterRows, rowsBelowStart)
+	if crashOpts.Journal && checkpoints == 0 {
+		t.Fatal("no checkpoint in any run: the journal's checkpoints and cuts were never killed")
+	}
 	if len(acked) < kills {
 		t.Fatalf("only %d batches acknowledged in %d runs: the child made no progress", len(acked), kills)
 	}
 	if voterRows == 0 {
 		t.Fatal("no voter-set row after any kill: the voters entries were never exercised")
 	}
-	if kills >= 2*len(crashStages) && len(staged) < len(crashStages) {
+	if kills >= 2*len(stages) && len(staged) < len(stages) {
 		t.Fatalf("the children died at stages %v: not every stage of a roll and a deletion was reached", staged)
 	}
 }

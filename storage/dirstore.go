@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -14,6 +15,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
@@ -69,10 +71,27 @@ type DirStore struct {
 	// Open did not (nil: Open verified it all); see activeCheck.
 	check *activeCheck
 
-	// mu serializes Apply and Close, and guards failed and nextAsked.
+	// mu serializes Apply and Close, and guards nextAsked (with the
+	// journal: ckMu guards it) and pending.
 	mu        sync.Mutex
-	failed    error
 	nextAsked *segFile // the active file for which bg was last asked to prepare the next one
+	// failMu guards failed, the latched error of a failed commit or
+	// checkpoint.
+	failMu sync.Mutex
+	failed error
+
+	// With the commit journal (dirjournal.go): j is the journal, jv the
+	// published journal view (nil without a journal), pending the batches
+	// in the journal not yet in the segments, ckMu serializes the
+	// transactions of the segments (checkpoints, and an Apply too large
+	// for the journal), cond (on mu) wakes Applies waiting for room when
+	// a checkpoint cuts the journal, ckpt is the checkpointer goroutine.
+	j       *Journal
+	jv      atomic.Pointer[journalView]
+	pending []pendingBatch
+	ckMu    sync.Mutex
+	cond    *sync.Cond
+	ckpt    *checkpointer
 
 	// bg is the goroutine of a read-write store: the next active file made
 	// ahead of the roll, a deletion's files closed and unlinked after its
@@ -85,7 +104,8 @@ type DirStore struct {
 	openFiles map[*segFile]struct{} // sealed segments with an open handle
 	useClock  uint64
 
-	applies, writes, commits, rolls, segsDeleted atomic.Uint64
+	applies, writes, commits, rolls, segsDeleted                             atomic.Uint64
+	checkpoints, checkpointNanos, checkpointMax, journalWaits, directApplies atomic.Uint64
 }
 
 // dirState is one published version of a DirStore's state; never mutated.
@@ -124,6 +144,32 @@ type DirStats struct {
 	// the store's own share of write amplification.
 	PagesWritten uint64
 	PageSize     int
+
+	// Fsyncs is the number of fsyncs (fdatasyncs) of the store's commits
+	// and checkpoints: two per bbolt commit (its pages, then its meta
+	// page) and one per journal record and per journal cut (a roll's
+	// syncs of the new file and of the directory are not counted).
+	// Without the journal it is 2 × Commits; with it, an Apply costs one.
+	Fsyncs uint64
+	// GroupCommits is the number of journal records written: one per
+	// Apply that changed something (0 without the journal).
+	GroupCommits uint64
+	// JournalBytes is the bytes written to the journal's records (headers
+	// and padding included), and JournalLive the bytes of those not yet
+	// cut (in the journal, waiting for a checkpoint).
+	JournalBytes uint64
+	JournalLive  int64
+	// JournalWaits is the number of times an Apply waited for a
+	// checkpoint because the journal was full, and DirectApplies the
+	// number of Applies too large for the journal, applied to the
+	// segments directly.
+	JournalWaits, DirectApplies uint64
+	// Checkpoints is the number of checkpoint transactions (journal
+	// writes moved into the segments, each a bbolt commit followed by a
+	// cut of the journal), CheckpointTime their total duration and
+	// CheckpointMax the longest.
+	Checkpoints                   uint64
+	CheckpointTime, CheckpointMax time.Duration
 }
 
 // activeMeta is what an active file says about the log.
@@ -133,6 +179,7 @@ type activeMeta struct {
 	table    [][2]uint64 // sealed segments: base, end
 	identity *Identity
 	format   byte
+	jseq     uint64 // the newest journal record the file holds (0: none)
 }
 
 // openDirStore opens the store of data directory dir, whose flocked
@@ -141,6 +188,11 @@ type activeMeta struct {
 // that is allowed), except read-only.
 func openDirStore(dir string, lock *os.File, opts DirOptions, readOnly bool) (*DirStore, error) {
 	d := &DirStore{dir: dir, opts: opts, log: opts.Logger, readOnly: readOnly, openFiles: map[*segFile]struct{}{}}
+	d.cond = sync.NewCond(&d.mu)
+	format, stamped, err := readFormat(dir)
+	if err != nil {
+		return nil, err
+	}
 	activePath := filepath.Join(dir, DataFileName)
 	kind := kindActive
 	if readOnly {
@@ -179,7 +231,7 @@ func openDirStore(dir string, lock *os.File, opts DirOptions, readOnly bool) (*D
 		return fail(fmt.Errorf("replog: open store %s: %w", activePath, err))
 	}
 	d.identity = m.identity
-	active := &segFile{path: activePath, db: db, active: true, check: check}
+	active := &segFile{path: activePath, db: db, active: true, check: check, pageSize: db.Info().PageSize}
 	st := &dirState{log: m.st, base: m.base, active: active, format: m.format}
 	if err := d.attachSealed(st, m.table); err != nil {
 		return fail(err)
@@ -197,6 +249,11 @@ func openDirStore(dir string, lock *os.File, opts DirOptions, readOnly bool) (*D
 		active.refs++
 		d.check = check
 		go check.run(d)
+	}
+	if err := d.openJournal(format, stamped, m.jseq); err != nil {
+		d.dirLock = nil // the caller keeps its lock
+		_ = d.Close()
+		return nil, err
 	}
 	d.log.Debug("store opened", "dir", dir, "log_start", m.st.logStart, "leo", m.st.leo, "last_epoch", m.st.lastEpoch(),
 		"sealed_segments", len(st.sealed), "active_base", m.base, "read_only", readOnly, "no_sync", opts.NoSync)
@@ -324,6 +381,12 @@ func readActive(tx *bolt.Tx, m *activeMeta, paths func(lo uint64) error) error {
 			return fmt.Errorf("%w: HW checkpoint record of %d bytes", ErrCorrupt, len(v))
 		}
 		st.hw, st.hwOK = binary.BigEndian.Uint64(v), true
+	}
+	if v := meta.Get(keyJournalSeq); v != nil {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: journal sequence record of %d bytes", ErrCorrupt, len(v))
+		}
+		m.jseq = binary.BigEndian.Uint64(v)
 	}
 	if v := meta.Get(keyIdentity); v != nil {
 		r, err := decodeIdentity(v)
@@ -503,6 +566,8 @@ func (d *DirStore) openSealed(path string, base, end uint64, st *dirState) (*bol
 // is lost; rolls copy it into each new active file. Called by OpenDir
 // before the store is handed out; Apply never touches this key.
 func (d *DirStore) storeIdentity(id Identity) error {
+	d.ckMu.Lock() // a checkpoint may be rolling the active file
+	defer d.ckMu.Unlock()
 	db := d.state.Load().active.db
 	if d.check != nil {
 		if err := d.check.awaitWrite(false); err != nil {
@@ -539,9 +604,20 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 	if d.readOnly {
 		return ErrReadOnly
 	}
-	if d.failed != nil {
-		return d.failed
+	if err := d.failure(); err != nil {
+		return err
 	}
+	if d.j != nil {
+		return d.applyJournal(ws)
+	}
+	return d.applyBolt(ws, 0)
+}
+
+// applyBolt applies ws in one transaction of the active segment file (see
+// Apply), recording jseq as the newest journal record the segments hold
+// if it is not 0 (a checkpoint). The caller holds mu, or with the journal
+// ckMu.
+func (d *DirStore) applyBolt(ws []protocol.Write, jseq uint64) error {
 	if d.check != nil {
 		// Until the walk of the active file as Open found it has passed
 		// the free list (a page both free and in use would be handed out
@@ -553,8 +629,10 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 			return fmt.Errorf("replog: store %s: %w (the store refuses writes once its files are found damaged; close it, then restore the directory or wipe it)", d.dir, err)
 		}
 	}
-	d.applies.Add(1)
-	d.writes.Add(uint64(len(ws)))
+	if d.j == nil {
+		d.applies.Add(1)
+		d.writes.Add(uint64(len(ws)))
+	}
 	cur := d.state.Load()
 	tx, err := cur.active.db.Begin(true)
 	if err != nil {
@@ -603,6 +681,11 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 	}
 	if !changed {
 		return nil // nothing to write: no fsync (no roll either)
+	}
+	if jseq != 0 {
+		if err := tx.Bucket(bucketMeta).Put(keyJournalSeq, u64key(jseq)); err != nil {
+			return d.fail(err, len(ws))
+		}
 	}
 	if base != cur.base || len(truncated)+len(deleted) > 0 || !slices.Equal(sealed, cur.sealed) {
 		if err := writeTable(tx, cur, base, sealed); err != nil {
@@ -859,7 +942,7 @@ func (d *DirStore) commitRoll(r *rolling, next *dirState) (err error) {
 		return err
 	}
 	r.renamed = true
-	next.active = &segFile{path: activePath, db: r.db, active: true}
+	next.active = &segFile{path: activePath, db: r.db, active: true, pageSize: r.db.Info().PageSize}
 	d.state.Store(next)
 	d.rolls.Add(1)
 	old := r.old.active
@@ -978,7 +1061,7 @@ func writeNewActive(tx *bolt.Tx, st *logState, base uint64, sealed []sealedSeg, 
 func (d *DirStore) fail(err error, n int) error {
 	d.log.Error("commit failed", "dir", d.dir, "writes", n, "error", err)
 	err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
-	d.failed = fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err)
+	d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err))
 	return err
 }
 
@@ -992,6 +1075,16 @@ func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []proto
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
+	if d.jv.Load() != nil {
+		return d.journalEntries(from, maxCount, maxBytes)
+	}
+	budget := protocol.Budget{Max: maxBytes}
+	return d.boltEntries(from, math.MaxUint64, maxCount, &budget, nil)
+}
+
+// boltEntries is Entries of the segments, of the offsets below hi,
+// appended to out and counted against budget.
+func (d *DirStore) boltEntries(from, hi uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) (_ []protocol.Entry, err error) {
 	where, off := d.dir, from
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -999,7 +1092,6 @@ func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []proto
 			out, err = nil, fmt.Errorf("replog: store %s: %w: reading entries from offset %d: %v", where, ErrCorrupt, off, r)
 		}
 	}()
-	budget := protocol.Budget{Max: maxBytes}
 	st := d.state.Load()
 	for retries := 0; ; {
 		if maxCount > 0 && len(out) >= maxCount {
@@ -1049,18 +1141,18 @@ func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []proto
 		where = path
 		var next uint64
 		if isActive {
-			out, err = readActiveRange(db, path, off, cont, st.base, maxCount, &budget, out)
+			out, err = readActiveRange(db, path, off, cont, st.base, hi, maxCount, budget, out)
 		} else {
 			if sealedReadHook != nil {
 				sealedReadHook(path)
 			}
-			out, next, err = readSealedRange(db, path, off, end, maxCount, &budget, out)
+			out, next, err = readSealedRange(db, path, off, min(end, hi), maxCount, budget, out)
 		}
 		d.release(f)
 		if err != nil {
 			return nil, err
 		}
-		if isActive || next < end {
+		if isActive || next < end || next >= hi {
 			return out, nil // the active segment is the last
 		}
 		off = next
@@ -1073,7 +1165,7 @@ func (d *DirStore) Entries(from uint64, maxCount int, maxBytes int) (out []proto
 // sealed segment just read ended, expected to be this file's base; if the
 // file says otherwise (a truncation below it since), out is returned as
 // it is.
-func readActiveRange(db *bolt.DB, path string, off uint64, cont bool, wantBase uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) ([]protocol.Entry, error) {
+func readActiveRange(db *bolt.DB, path string, off uint64, cont bool, wantBase, hi uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) ([]protocol.Entry, error) {
 	tx, err := db.Begin(false)
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return nil, ErrClosed
@@ -1105,7 +1197,7 @@ func readActiveRange(db *bolt.DB, path string, off uint64, cont bool, wantBase u
 			return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, off, logStart, leo)
 		}
 	}
-	out, _, err = readRange(c, path, off, leo, maxCount, budget, out)
+	out, _, err = readRange(c, path, off, min(leo, hi), maxCount, budget, out)
 	return out, err
 }
 
@@ -1187,32 +1279,40 @@ func (d *DirStore) SetHWCheckpoint(hw uint64) error {
 	return d.Apply([]protocol.Write{{Kind: protocol.WriteHWCheckpoint, Offset: hw}})
 }
 
+// logical is the log's state: the journal view's, or the segments'.
+func (d *DirStore) logical() *logState {
+	if jv := d.jv.Load(); jv != nil {
+		return jv.log
+	}
+	return d.state.Load().log
+}
+
 // LEO implements Store.
-func (d *DirStore) LEO() uint64 { return d.state.Load().log.leo }
+func (d *DirStore) LEO() uint64 { return d.logical().leo }
 
 // LogStart implements Store.
-func (d *DirStore) LogStart() uint64 { return d.state.Load().log.logStart }
+func (d *DirStore) LogStart() uint64 { return d.logical().logStart }
 
 // LastEpoch implements Store.
-func (d *DirStore) LastEpoch() uint64 { return d.state.Load().log.lastEpoch() }
+func (d *DirStore) LastEpoch() uint64 { return d.logical().lastEpoch() }
 
 // EndOffsetForEpoch implements Store.
 func (d *DirStore) EndOffsetForEpoch(epoch uint64) (uint64, uint64) {
-	return d.state.Load().log.endOffsetForEpoch(epoch)
+	return d.logical().endOffsetForEpoch(epoch)
 }
 
 // EpochMap implements Store.
-func (d *DirStore) EpochMap() []protocol.EpochStart { return cloneEpochs(d.state.Load().log.epochs) }
+func (d *DirStore) EpochMap() []protocol.EpochStart { return cloneEpochs(d.logical().epochs) }
 
 // VoterSets implements Store.
-func (d *DirStore) VoterSets() []protocol.VotersAt { return cloneVoters(d.state.Load().log.voters) }
+func (d *DirStore) VoterSets() []protocol.VotersAt { return cloneVoters(d.logical().voters) }
 
 // QuorumState implements Store.
 func (d *DirStore) QuorumState() (protocol.QuorumState, error) {
 	if d.closed.Load() {
 		return protocol.QuorumState{}, ErrClosed
 	}
-	return d.state.Load().log.quorum, nil
+	return d.logical().quorum, nil
 }
 
 // HWCheckpoint implements Store.
@@ -1220,7 +1320,7 @@ func (d *DirStore) HWCheckpoint() (uint64, bool, error) {
 	if d.closed.Load() {
 		return 0, false, ErrClosed
 	}
-	st := d.state.Load().log
+	st := d.logical()
 	return st.hw, st.hwOK, nil
 }
 
@@ -1237,9 +1337,26 @@ func (d *DirStore) Stats() DirStats {
 	var pages uint64
 	pageSize := 0
 	if db != nil {
-		pages, pageSize = pagesWritten(db), db.Info().PageSize
+		pages, pageSize = pagesWritten(db), st.active.pageSize
+	}
+	var fsyncs, groups, jbytes uint64
+	var live int64
+	if j := d.j; j != nil {
+		fsyncs, groups, jbytes, live = j.syncs.Load(), j.records.Load(), j.bytes.Load(), j.Live()
+	}
+	if !d.opts.NoSync {
+		fsyncs += 2 * d.commits.Load()
 	}
 	return DirStats{
+		Fsyncs:          fsyncs,
+		GroupCommits:    groups,
+		JournalBytes:    jbytes,
+		JournalLive:     live,
+		JournalWaits:    d.journalWaits.Load(),
+		DirectApplies:   d.directApplies.Load(),
+		Checkpoints:     d.checkpoints.Load(),
+		CheckpointTime:  time.Duration(d.checkpointNanos.Load()),
+		CheckpointMax:   time.Duration(d.checkpointMax.Load()),
 		Applies:         d.applies.Load(),
 		Writes:          d.writes.Load(),
 		Commits:         d.commits.Load(),
@@ -1262,6 +1379,7 @@ func (d *DirStore) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	d.closeJournal()
 	if c := d.check; c != nil {
 		// Stopped first: it holds a read transaction, which bbolt's close
 		// would wait for, and an Apply may be waiting for it under mu.
@@ -1294,6 +1412,11 @@ func (d *DirStore) Close() error {
 	for _, db := range dbs {
 		if cerr := db.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("replog: close store %s: %w", db.Path(), cerr)
+		}
+	}
+	if d.j != nil {
+		if cerr := d.j.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("replog: close journal %s: %w", d.j.path, cerr)
 		}
 	}
 	if d.dirLock != nil {

@@ -95,3 +95,9 @@ func WriteLegacyDataFile(path string, ws []protocol.Write) error {
 	}
 	return os.Rename(src, path)
 }
+
+// SetJournalHook sets journalHook (see journal.go).
+func SetJournalHook(f func(stage string)) { journalHook = f }
+
+// SetFormatHook sets formatHook (see format.go).
+func SetFormatHook(f func(stage string)) { formatHook = f }

@@ -294,6 +294,10 @@ func OpenDir(dir string, id Identity, opts DirOptions) (*DirStore, Identity, err
 
 // openDirLocked is OpenDir with the directory locked.
 func openDirLocked(dir string, id Identity, opts DirOptions) (*DirStore, Identity, error) {
+	// A newer build's directory is refused before anything in it is read.
+	if _, _, err := readFormat(dir); err != nil {
+		return nil, Identity{}, err
+	}
 	idPath, dataPath := filepath.Join(dir, IdentityFileName), filepath.Join(dir, DataFileName)
 	rec, haveID, err := readIdentity(idPath)
 	if err != nil {

@@ -33,7 +33,26 @@ type DirOptions struct {
 	// KiB roll at almost every append (tests); a value larger than the log
 	// keeps it in one file. See docs/storage.md.
 	SegmentBytes int64
+	// Journal puts the commit journal in front of the segment files
+	// (storage format 2, docs/storage.md section 10): an Apply is durable
+	// after one write and one fdatasync of a preallocated journal file,
+	// and the segments take its writes in the background. A node turns it
+	// on only once every node of its cluster reads format 2 (the cluster's
+	// feature level). Opening a format 2 directory with it off moves the
+	// journal's writes into the segments, removes the journal and records
+	// format 1. Default false.
+	Journal bool
+	// JournalBytes is the journal file's size (preallocated). A checkpoint
+	// starts when a quarter of it holds writes not yet in the segments;
+	// when it is full, Apply waits for the checkpoint; an Apply whose
+	// record needs more than half of it goes to the segments directly
+	// (after the journal's). Open reads the whole file. Default
+	// DefaultJournalBytes (8 MiB); below 64 KiB (other than 0) is invalid.
+	JournalBytes int64
 }
+
+// DefaultJournalBytes is DirOptions.JournalBytes's default.
+const DefaultJournalBytes = 8 << 20
 
 // DefaultLockTimeout is DirOptions.Timeout's default.
 const DefaultLockTimeout = time.Second
@@ -56,6 +75,9 @@ func (o *DirOptions) EnsureDefaults() {
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
 	}
+	if o.JournalBytes == 0 {
+		o.JournalBytes = DefaultJournalBytes
+	}
 }
 
 // Validate reports the first invalid field of o, as an error wrapping
@@ -67,6 +89,9 @@ func (o DirOptions) Validate() error {
 	}
 	if o.SegmentBytes < 0 {
 		return fmt.Errorf("%w: DirOptions.SegmentBytes is negative (%d)", ErrInvalidOptions, o.SegmentBytes)
+	}
+	if o.JournalBytes != 0 && o.JournalBytes < minJournalBytes {
+		return fmt.Errorf("%w: DirOptions.JournalBytes is %d, below the minimum %d", ErrInvalidOptions, o.JournalBytes, minJournalBytes)
 	}
 	return nil
 }

@@ -54,6 +54,9 @@ func OpenDirReadOnly(dir string, opts DirOptions) (*DirStore, Identity, error) {
 }
 
 func openDirReadOnlyLocked(dir string, opts DirOptions) (*DirStore, Identity, error) {
+	if _, _, err := readFormat(dir); err != nil {
+		return nil, Identity{}, err
+	}
 	idPath, dataPath := filepath.Join(dir, IdentityFileName), filepath.Join(dir, DataFileName)
 	rec, haveID, err := readIdentity(idPath)
 	if err != nil {

@@ -107,6 +107,11 @@ type segFile struct {
 	// active one at Open (nil otherwise, or once... never reset: it
 	// answers at once when it passed). Reads wait for it (awaitRead).
 	check *activeCheck
+
+	// pageSize is the active file's page size, read when it became the
+	// active one (Stats must not call bbolt's Info while a commit may
+	// remap the file).
+	pageSize int
 }
 
 // sealedSeg is a sealed segment in a DirStore's state: its file and the

@@ -1,0 +1,546 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+)
+
+// A DirStore with the commit journal (DirOptions.Journal, format 2) makes
+// an Apply durable with one write and one fdatasync of the journal; the
+// segments take the journal's writes later, in large transactions (a
+// checkpoint, run by the store's checkpointer goroutine), each a normal
+// bbolt commit that also records the sequence number of the last journal
+// record it holds (meta/journal_seq). Once it is committed the journal is
+// cut (its header moved past those records). Open replays the records
+// above the segments' sequence number into memory; they are checkpointed
+// like any others.
+//
+// Between an Apply and the checkpoint that takes it, the log's state is
+// the journal view: the segments' state with the pending batches applied,
+// and the entries the segments cannot serve (from memLo up) in memory.
+
+// journalLogID is the log ID of a DirStore's records: one log per journal
+// until several logs share one.
+const journalLogID = 0
+
+// keyJournalSeq: meta key, 8-byte BE sequence number of the newest journal
+// record the segments hold (absent before the first checkpoint).
+var keyJournalSeq = []byte("journal_seq")
+
+// journalView is one published version of a journaled store's state;
+// never mutated.
+type journalView struct {
+	log *logState
+	// memLo is the first offset served from mem: the segments hold the
+	// entries of [log.logStart, memLo) as they are in this view.
+	memLo uint64
+	mem   []protocol.Entry // the entries of [memLo, log.leo)
+	// truncs counts truncations applied: a read that saw the segments
+	// while it changed is retried (a checkpoint of a truncation changes
+	// the segments below memLo).
+	truncs uint64
+}
+
+// pendingBatch is an Apply in the journal, not yet in the segments.
+type pendingBatch struct {
+	seq  uint64
+	pos  int64 // of its record
+	size int64 // of its record
+	ws   []protocol.Write
+	// point: the lowest offset whose entry the batch changes
+	// (math.MaxUint64 if none).
+	point uint64
+}
+
+// after applies ws (validated against v's state) and returns the new view,
+// the lowest offset ws changes, and whether anything changed. Entries'
+// Data are kept as they are: the caller passes writes it owns.
+func (v *journalView) after(ws []protocol.Write) (*journalView, uint64, bool, error) {
+	n := *v
+	st := v.log
+	point := uint64(math.MaxUint64)
+	changed := false
+	for i := range ws {
+		w := &ws[i]
+		next, err := st.after(w)
+		if err != nil {
+			return nil, 0, false, writeErr(ws, i, err)
+		}
+		if next == st {
+			continue
+		}
+		changed = true
+		switch w.Kind {
+		case protocol.WriteAppend:
+			point = min(point, w.Entries[0].Offset)
+			n.mem = append(n.mem, w.Entries...)
+		case protocol.WriteTruncate:
+			point = min(point, w.Offset)
+			n.truncs++
+			if w.Offset <= n.memLo {
+				n.memLo, n.mem = w.Offset, nil
+			} else {
+				// A copy: readers of older views read the old backing array.
+				n.mem = slices.Clone(n.mem[:w.Offset-n.memLo])
+			}
+		case protocol.WriteDeletePrefix:
+			if next.leo == next.logStart && w.Offset >= st.leo { // emptied, restarted at Offset
+				point = min(point, w.Offset)
+				n.memLo, n.mem = w.Offset, nil
+			} else if w.Offset > n.memLo {
+				n.mem = n.mem[w.Offset-n.memLo:]
+				n.memLo = w.Offset
+			}
+		}
+		st = next
+	}
+	n.log = st
+	return &n, point, changed, nil
+}
+
+// trimmed returns v with memLo raised to what the pending batches need
+// (the segments hold everything below it).
+func (v *journalView) trimmed(pending []pendingBatch) *journalView {
+	lo := v.log.leo
+	for _, b := range pending {
+		lo = min(lo, b.point)
+	}
+	lo = max(lo, v.log.logStart)
+	if lo <= v.memLo {
+		return v
+	}
+	n := *v
+	n.mem = v.mem[lo-v.memLo:]
+	n.memLo = lo
+	return &n
+}
+
+// checkpointer is a journaled store's goroutine: it runs a checkpoint when
+// asked (the journal a quarter full, or an Apply waiting for room).
+type checkpointer struct {
+	ask    chan struct{}
+	stop   chan struct{}
+	exited chan struct{}
+}
+
+func (c *checkpointer) request() {
+	select {
+	case c.ask <- struct{}{}:
+	default:
+	}
+}
+
+func (d *DirStore) runCheckpointer() {
+	c := d.ckpt
+	defer close(c.exited)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.ask:
+		}
+		if err := d.checkpoint(); err != nil {
+			return // latched: every later Apply returns it
+		}
+	}
+}
+
+// setFailed latches err (the store refuses writes from now on).
+func (d *DirStore) setFailed(err error) {
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	if d.failed == nil {
+		d.failed = err
+	}
+}
+
+func (d *DirStore) failure() error {
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	return d.failed
+}
+
+// checkpointChunk is the journal bytes one checkpoint transaction takes at
+// most: a segment overshoots SegmentBytes by at most one of them.
+func (d *DirStore) checkpointChunk() int64 {
+	return max(min(d.opts.SegmentBytes/4, 4<<20), 1)
+}
+
+// checkpoint moves every pending batch into the segments, a chunk per
+// transaction, cutting the journal after each. A failure is latched.
+func (d *DirStore) checkpoint() error {
+	d.mu.Lock()
+	batch := slices.Clone(d.pending)
+	d.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	d.ckMu.Lock()
+	defer d.ckMu.Unlock()
+	for len(batch) > 0 {
+		n, bytes := 0, int64(0)
+		for n < len(batch) && (n == 0 || bytes+batch[n].size <= d.checkpointChunk()) {
+			bytes += batch[n].size
+			n++
+		}
+		var ws []protocol.Write
+		for _, b := range batch[:n] {
+			ws = append(ws, b.ws...)
+		}
+		start := time.Now()
+		if err := d.applyBolt(ws, batch[n-1].seq); err != nil {
+			err = fmt.Errorf("replog: store %s: checkpoint of journal records %d to %d: %w", d.dir, batch[0].seq, batch[n-1].seq, err)
+			d.log.Error("checkpoint failed", "dir", d.dir, "error", err)
+			d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed checkpoint; close and reopen it: the journal keeps the writes)", err))
+			d.mu.Lock()
+			d.cond.Broadcast()
+			d.mu.Unlock()
+			return err
+		}
+		if journalHook != nil {
+			journalHook("cut")
+		}
+		d.mu.Lock()
+		d.pending = d.pending[n:]
+		var live int64
+		for _, b := range d.pending {
+			live += b.size
+		}
+		var err error
+		if len(d.pending) > 0 {
+			err = d.j.cut(d.pending[0].seq, d.pending[0].pos, live)
+		} else {
+			err = d.j.cut(0, 0, 0)
+		}
+		if err != nil {
+			d.setFailed(fmt.Errorf("replog: store %s: cut the journal: %w (the store refuses writes; close and reopen it)", d.dir, err))
+		} else {
+			d.jv.Store(d.jv.Load().trimmed(d.pending))
+		}
+		d.cond.Broadcast()
+		d.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		took := time.Since(start)
+		d.checkpoints.Add(1)
+		d.checkpointNanos.Add(uint64(took))
+		for {
+			old := d.checkpointMax.Load()
+			if uint64(took) <= old || d.checkpointMax.CompareAndSwap(old, uint64(took)) {
+				break
+			}
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// applyJournal is Apply for a journaled store (d.mu held): the writes are
+// validated against the journal view, written as one record and synced
+// (one write, one fdatasync), then published; the checkpointer moves them
+// into the segments later. A batch too large for the journal waits for
+// every pending one to be checkpointed and is applied to the segments
+// directly.
+func (d *DirStore) applyJournal(ws []protocol.Write) error {
+	d.applies.Add(1)
+	d.writes.Add(uint64(len(ws)))
+	// Validated first against the caller's writes (their errors name
+	// them); again below against the state after any wait for room.
+	st, changed := d.jv.Load().log, false
+	for i := range ws {
+		next, err := st.after(&ws[i])
+		if err != nil {
+			return writeErr(ws, i, err)
+		}
+		changed = changed || next != st
+		st = next
+	}
+	if !changed {
+		return nil // nothing to write: no fsync
+	}
+	payload, err := encodeBatch(ws)
+	if err != nil {
+		return err
+	}
+	// The decoded copy is what the store keeps (its Data alias payload,
+	// which nothing else holds): the caller's slices are not kept.
+	dws, err := decodeBatch(payload)
+	if err != nil {
+		return fmt.Errorf("replog: store %s: journal encoding: %w", d.dir, err) // not reached
+	}
+	rs := recordSize(len(payload))
+	var pos int64
+	for {
+		if d.closed.Load() {
+			return ErrClosed
+		}
+		if err := d.failure(); err != nil {
+			return err
+		}
+		if rs > d.j.Capacity()/2 || len(payload) > journalMaxPayload {
+			if len(d.pending) > 0 {
+				d.ckpt.request()
+				d.cond.Wait()
+				continue
+			}
+			return d.applyDirect(ws)
+		}
+		var ok bool
+		if pos, ok = d.j.place(rs); ok {
+			break
+		}
+		if len(d.pending) == 0 {
+			if err := d.j.rewind(); err != nil {
+				d.setFailed(fmt.Errorf("%w (the store refuses writes; close and reopen it)", err))
+				return err
+			}
+			continue
+		}
+		d.journalWaits.Add(1)
+		d.ckpt.request()
+		d.cond.Wait()
+	}
+	jv := d.jv.Load()
+	next, point, changed, err := jv.after(dws)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		return nil // another Apply, while this one waited, made it a no-op
+	}
+	seq := d.j.nextSeq
+	if err := d.j.writeAt(pos, seq, journalLogID, payload); err != nil {
+		d.log.Error("journal write failed", "dir", d.dir, "writes", len(ws), "error", err)
+		err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
+		d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err))
+		return err
+	}
+	d.pending = append(d.pending, pendingBatch{seq: seq, pos: pos, size: rs, ws: dws, point: point})
+	d.jv.Store(next)
+	if d.j.Live() >= d.j.Capacity()/4 {
+		d.ckpt.request()
+	}
+	return nil
+}
+
+// applyDirect applies ws to the segments (d.mu held, nothing pending).
+func (d *DirStore) applyDirect(ws []protocol.Write) error {
+	d.ckMu.Lock()
+	defer d.ckMu.Unlock()
+	if err := d.applyBolt(ws, 0); err != nil {
+		return err
+	}
+	jv := d.jv.Load()
+	st := d.state.Load().log
+	truncs := jv.truncs
+	if truncates(ws) {
+		truncs++
+	}
+	d.jv.Store(&journalView{log: st, memLo: st.leo, truncs: truncs})
+	d.directApplies.Add(1)
+	return nil
+}
+
+// openJournal opens the journal of a store just opened (before it is
+// handed out), whose segments hold the journal's records up to jseq:
+// the records after it are replayed into memory. Then, read-write, with
+// DirOptions.Journal the directory is format 2 with a journal (created if
+// missing) and the checkpointer runs; without it, every record is
+// checkpointed, the journal removed and the directory format 1. Read-only,
+// the records are only replayed (nothing in the directory changes).
+func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
+	path := filepath.Join(d.dir, JournalFileName)
+	if !d.readOnly {
+		if err := os.Remove(filepath.Join(d.dir, journalTmpName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("replog: open store %s: %w", d.dir, err)
+		}
+	}
+	_, err := os.Stat(path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("replog: open store %s: %w", d.dir, err)
+	}
+	if exists && format < StorageFormatJournal && stamped {
+		d.log.Warn("journal file in a format 1 directory (left by a crash while the journal was turned off); replaying it", "path", path)
+	}
+	if exists {
+		j, recs, err := openJournal(path, d.readOnly, d.opts.NoSync)
+		if err != nil {
+			return err
+		}
+		d.j = j
+		st := d.state.Load().log
+		jv := &journalView{log: st, memLo: st.leo}
+		stale := 0
+		for _, r := range recs {
+			if r.seq <= jseq {
+				stale++ // in the segments already (a crash before the cut)
+				continue
+			}
+			ws, err := decodeBatch(r.payload)
+			if err == nil {
+				var point uint64
+				var next *journalView
+				if next, point, _, err = jv.after(ws); err == nil {
+					jv = next
+					d.pending = append(d.pending, pendingBatch{seq: r.seq, pos: r.pos, size: r.size, ws: ws, point: point})
+				}
+			}
+			if err != nil {
+				_ = j.Close()
+				d.j = nil
+				return fmt.Errorf("replog: journal %s: %w: record at offset %d (sequence %d) does not apply to the log: %v", path, ErrCorrupt, r.pos, r.seq, err)
+			}
+		}
+		if j.nextSeq <= jseq {
+			j.nextSeq = jseq + 1 // not reached: the segments never hold a record the journal has not written
+		}
+		d.jv.Store(jv)
+		d.log.Debug("journal replayed", "path", path, "records", len(d.pending), "already_in_segments", stale)
+		if stale > 0 && !d.readOnly {
+			var live int64
+			for _, b := range d.pending {
+				live += b.size
+			}
+			if len(d.pending) > 0 {
+				err = j.cut(d.pending[0].seq, d.pending[0].pos, live)
+			} else {
+				err = j.cut(0, 0, 0)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if d.readOnly {
+		return nil
+	}
+	if !d.opts.Journal {
+		if exists {
+			d.ckpt = &checkpointer{ask: make(chan struct{}, 1)}
+			if err := d.checkpoint(); err != nil {
+				return err
+			}
+			_ = d.j.Close()
+			d.j, d.ckpt = nil, nil
+			d.jv.Store(nil)
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("replog: open store %s: remove the journal: %w", d.dir, err)
+			}
+			if !d.opts.NoSync {
+				if err := syncDir(d.dir); err != nil {
+					return fmt.Errorf("replog: open store %s: %w", d.dir, err)
+				}
+			}
+			d.log.Info("journal turned off: its records moved into the segments and the file removed", "path", path)
+		}
+		if format != StorageFormatSegments || !stamped {
+			return writeFormat(d.dir, StorageFormatSegments, d.opts.NoSync)
+		}
+		return nil
+	}
+	if format != StorageFormatJournal || !stamped {
+		// Recorded before the journal exists: a build that reads the
+		// format file never finds a journal in a directory it takes for
+		// format 1.
+		if err := writeFormat(d.dir, StorageFormatJournal, d.opts.NoSync); err != nil {
+			return err
+		}
+	}
+	if d.j == nil {
+		j, err := createJournal(path, d.opts.JournalBytes, jseq+1, d.opts.NoSync)
+		if err != nil {
+			return err
+		}
+		d.j = j
+		st := d.state.Load().log
+		d.jv.Store(&journalView{log: st, memLo: st.leo})
+	}
+	d.ckpt = &checkpointer{ask: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+	// What Open replayed is checkpointed as the Applies' writes are,
+	// once the journal is a quarter full (or at Close).
+	go d.runCheckpointer()
+	return nil
+}
+
+// closeJournal stops the checkpointer and checkpoints what is pending, so
+// that a closed directory's segments hold the whole log (a failure leaves
+// the records in the journal, replayed at the next open).
+func (d *DirStore) closeJournal() {
+	if d.ckpt == nil {
+		return
+	}
+	d.mu.Lock()
+	d.cond.Broadcast() // Applies waiting for room return ErrClosed
+	d.mu.Unlock()
+	if d.ckpt.stop != nil {
+		close(d.ckpt.stop)
+		<-d.ckpt.exited
+	}
+	if d.failure() == nil {
+		_ = d.checkpoint()
+	}
+}
+
+// journalEntries is Entries for a journaled store: the entries below the
+// view's memLo come from the segments, the rest from memory.
+func (d *DirStore) journalEntries(from uint64, maxCount int, maxBytes int) ([]protocol.Entry, error) {
+	for retries := 0; ; retries++ {
+		jv := d.jv.Load()
+		st := jv.log
+		if from == st.leo {
+			return nil, nil
+		}
+		if from < st.logStart || from > st.leo {
+			return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, from, st.logStart, st.leo)
+		}
+		budget := protocol.Budget{Max: maxBytes}
+		var out []protocol.Entry
+		off := from
+		if off < jv.memLo {
+			var err error
+			out, err = d.boltEntries(off, jv.memLo, maxCount, &budget, nil)
+			if now := d.jv.Load(); now.truncs != jv.truncs || (err != nil && now != jv) {
+				if retries < 1000 {
+					continue // the segments changed under the read
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+			off += uint64(len(out))
+			if off < jv.memLo {
+				return out, nil // the count or the budget ran out
+			}
+		}
+		n := len(out)
+		size := 0
+		for ; off < st.leo; off++ {
+			if maxCount > 0 && len(out) >= maxCount {
+				break
+			}
+			e := jv.mem[off-jv.memLo]
+			if !budget.Take(len(e.Data)) {
+				break
+			}
+			size += len(e.Data)
+			out = append(out, e)
+		}
+		arena := make([]byte, 0, size)
+		for i := n; i < len(out); i++ {
+			start := len(arena)
+			arena = append(arena, out[i].Data...)
+			out[i].Data = arena[start:len(arena):len(arena)]
+		}
+		return out, nil
+	}
+}

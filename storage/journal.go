@@ -1,0 +1,419 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// The commit journal (format 2, DirOptions.Journal): one preallocated file
+// per node, written as a ring of checksummed records, each one group
+// commit of one log (tagged with the log's ID so that several logs can
+// share the file and its fsync). See docs/storage.md section 10.
+//
+// Layout: two header slots of journalSlotSize bytes at offsets 0 and
+// journalSlotSize (a header write can tear only the slot it writes: the
+// valid slot with the higher counter counts), then the ring of records
+// from journalDataStart to the end of the file. A header says where the
+// oldest record not yet in the bbolt segments starts and its sequence
+// number. A record, at an 8-byte aligned offset:
+//
+//	0  magic "RLJR"     4  payload length (u32)
+//	8  sequence (u64)   16 log ID (u32)
+//	20 CRC-32C of the payload (u32)
+//	24 CRC-32C of bytes 0..24 (u32)   28 zero (u32)
+//	32 payload, then zero padding to 8 bytes
+//
+// Sequence numbers grow by one per record over the file's whole life, so
+// a record is live only if its checksums hold and its sequence is the one
+// expected: what an earlier lap of the ring left is never taken for a
+// record. Records follow each other; a record that does not fit before
+// the end of the file goes to journalDataStart instead (the reader tries
+// the next offset, then journalDataStart).
+const (
+	// JournalFileName is the commit journal of a format 2 data directory.
+	JournalFileName = "replog.journal"
+	journalTmpName  = JournalFileName + ".tmp"
+
+	journalSlotSize   = 4096
+	journalDataStart  = 2 * journalSlotSize
+	journalRecHeader  = 32
+	journalHeaderLen  = 44
+	journalVersion    = 1
+	journalRecMagic   = 0x524c4a52 // "RLJR"
+	journalHdrMagic   = 0x524c4a48 // "RLJH"
+	minJournalBytes   = 64 << 10
+	journalMaxPayload = 1<<31 - 1
+)
+
+// journalHook, when set by a test, is called at the stages of the
+// journal's work ("append": a record written, not yet synced; "cut": a
+// checkpoint committed to the segments, the header not yet moved), so a
+// test can kill the process there.
+var journalHook func(stage string)
+
+// Journal is a commit journal file. Its methods are called by one writer
+// at a time (the store's Apply, or a checkpoint's cut); Stats-like
+// counters may be read at any time.
+type Journal struct {
+	path   string
+	f      *os.File
+	size   int64
+	noSync bool
+
+	mu       sync.Mutex
+	counter  uint64 // of the newest header
+	start    int64  // offset of the oldest live record (durable in the header)
+	startSeq uint64
+	tail     int64  // where the next record goes, unless it wraps
+	nextSeq  uint64 // of the next record
+	live     int64  // bytes of live records
+
+	syncs, records, bytes atomic.Uint64
+}
+
+// journalRecord is one record read back from a journal.
+type journalRecord struct {
+	seq     uint64
+	logID   uint32
+	pos     int64 // offset of the record
+	size    int64 // its bytes in the file, header and padding included
+	payload []byte
+}
+
+func align8(n int64) int64 { return (n + 7) &^ 7 }
+
+// recordSize is the bytes a record of n payload bytes takes.
+func recordSize(n int) int64 { return journalRecHeader + align8(int64(n)) }
+
+func encodeJournalHeader(counter uint64, size, start int64, startSeq uint64) []byte {
+	b := make([]byte, journalHeaderLen)
+	binary.BigEndian.PutUint32(b[0:], journalHdrMagic)
+	binary.BigEndian.PutUint32(b[4:], journalVersion)
+	binary.BigEndian.PutUint64(b[8:], counter)
+	binary.BigEndian.PutUint64(b[16:], uint64(size))
+	binary.BigEndian.PutUint64(b[24:], uint64(start))
+	binary.BigEndian.PutUint64(b[32:], startSeq)
+	binary.BigEndian.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
+	return b
+}
+
+type journalHeader struct {
+	counter, startSeq uint64
+	size, start       int64
+}
+
+func decodeJournalHeader(b []byte) (journalHeader, error) {
+	var h journalHeader
+	if len(b) < journalHeaderLen {
+		return h, errors.New("short header")
+	}
+	if binary.BigEndian.Uint32(b[0:]) != journalHdrMagic {
+		return h, errors.New("no header magic")
+	}
+	if got, want := crc32.Checksum(b[:40], castagnoli), binary.BigEndian.Uint32(b[40:]); got != want {
+		return h, fmt.Errorf("header checksum mismatch (stored %08x, computed %08x)", want, got)
+	}
+	if v := binary.BigEndian.Uint32(b[4:]); v != journalVersion {
+		return h, fmt.Errorf("journal version %d, this build reads %d", v, journalVersion)
+	}
+	h.counter = binary.BigEndian.Uint64(b[8:])
+	h.size = int64(binary.BigEndian.Uint64(b[16:]))
+	h.start = int64(binary.BigEndian.Uint64(b[24:]))
+	h.startSeq = binary.BigEndian.Uint64(b[32:])
+	if h.start < journalDataStart || h.start > h.size || h.start%8 != 0 {
+		return h, fmt.Errorf("start offset %d outside the ring", h.start)
+	}
+	return h, nil
+}
+
+// appendRecord appends the record (seq, logID, payload) to dst.
+func appendRecord(dst []byte, seq uint64, logID uint32, payload []byte) []byte {
+	var h [journalRecHeader]byte
+	binary.BigEndian.PutUint32(h[0:], journalRecMagic)
+	binary.BigEndian.PutUint32(h[4:], uint32(len(payload)))
+	binary.BigEndian.PutUint64(h[8:], seq)
+	binary.BigEndian.PutUint32(h[16:], logID)
+	binary.BigEndian.PutUint32(h[20:], crc32.Checksum(payload, castagnoli))
+	binary.BigEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
+	dst = append(dst, h[:]...)
+	dst = append(dst, payload...)
+	for pad := align8(int64(len(payload))) - int64(len(payload)); pad > 0; pad-- {
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// parseRecord reads the record at b[0:], if there is a whole one whose
+// checksums hold. It never panics.
+func parseRecord(b []byte) (r journalRecord, ok bool) {
+	if len(b) < journalRecHeader || binary.BigEndian.Uint32(b[0:]) != journalRecMagic {
+		return r, false
+	}
+	if crc32.Checksum(b[:24], castagnoli) != binary.BigEndian.Uint32(b[24:]) || binary.BigEndian.Uint32(b[28:]) != 0 {
+		return r, false
+	}
+	n := int64(binary.BigEndian.Uint32(b[4:]))
+	if journalRecHeader+n > int64(len(b)) {
+		return r, false
+	}
+	payload := b[journalRecHeader : journalRecHeader+n]
+	if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(b[20:]) {
+		return r, false
+	}
+	return journalRecord{
+		seq: binary.BigEndian.Uint64(b[8:]), logID: binary.BigEndian.Uint32(b[16:]),
+		size: recordSize(int(n)), payload: payload,
+	}, true
+}
+
+// scanJournal reads the live records of a journal file's contents img (a
+// whole file): from the header's start, each record the one with the next
+// sequence number, at the next offset or at journalDataStart. It returns
+// them and the offset after the last (where the next record goes). The
+// first offset where the chain ends is the tail if nothing after it holds
+// a record of a later sequence number (a write that did not complete
+// before a crash: cut, never replayed); if something does, the record
+// there is damage (ErrCorrupt naming the offset). It never panics.
+func scanJournal(img []byte) (h journalHeader, recs []journalRecord, tail int64, err error) {
+	if len(img) < journalDataStart+journalRecHeader {
+		return h, nil, 0, fmt.Errorf("%w: %d bytes, too short for a journal", ErrCorrupt, len(img))
+	}
+	h0, err0 := decodeJournalHeader(img[:journalSlotSize])
+	h1, err1 := decodeJournalHeader(img[journalSlotSize:journalDataStart])
+	switch {
+	case err0 != nil && err1 != nil:
+		return h, nil, 0, fmt.Errorf("%w: no valid header (slot 0: %v; slot 1: %v)", ErrCorrupt, err0, err1)
+	case err1 != nil || (err0 == nil && h0.counter > h1.counter):
+		h = h0
+	default:
+		h = h1
+	}
+	if h.size != int64(len(img)) {
+		return h, nil, 0, fmt.Errorf("%w: the header says %d bytes, the file has %d", ErrCorrupt, h.size, len(img))
+	}
+	pos, seq := h.start, h.startSeq
+	at := func(p int64) (journalRecord, bool) {
+		if p < journalDataStart || p >= int64(len(img)) {
+			return journalRecord{}, false
+		}
+		r, ok := parseRecord(img[p:])
+		if !ok || r.seq != seq {
+			return r, false
+		}
+		r.pos = p
+		return r, true
+	}
+	var live int64
+	for live < int64(len(img)) {
+		r, ok := at(pos)
+		if !ok && pos != journalDataStart {
+			r, ok = at(journalDataStart)
+		}
+		if !ok {
+			break
+		}
+		recs = append(recs, r)
+		live += r.size
+		pos, seq = r.pos+r.size, seq+1
+	}
+	// Nothing later may be intact: a record of a later sequence number
+	// means the chain broke at pos by damage, not by a crash mid-write
+	// (each record is synced before the next is written).
+	for p := int64(journalDataStart); p+journalRecHeader <= int64(len(img)); p += 8 {
+		if binary.BigEndian.Uint32(img[p:]) != journalRecMagic {
+			continue
+		}
+		if r, ok := parseRecord(img[p:]); ok && r.seq > seq {
+			return h, nil, 0, fmt.Errorf("%w: damaged record at offset %d (sequence %d): the record at offset %d (sequence %d) after it is intact",
+				ErrCorrupt, pos, seq, p, r.seq)
+		}
+	}
+	return h, recs, pos, nil
+}
+
+// createJournal creates the journal file at path of size bytes, empty,
+// its first record numbered firstSeq: written whole under a temporary name,
+// synced, renamed into place and the directory synced.
+func createJournal(path string, size int64, firstSeq uint64, noSync bool) (*Journal, error) {
+	tmp := filepath.Join(filepath.Dir(path), journalTmpName)
+	size &^= 7
+	img := make([]byte, size)
+	copy(img, encodeJournalHeader(1, size, journalDataStart, firstSeq))
+	err := writeFileSynced(tmp, img, noSync)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil && !noSync {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replog: create journal %s: %w", path, err)
+	}
+	j, recs, err := openJournal(path, false, noSync)
+	if err == nil && len(recs) != 0 {
+		err = fmt.Errorf("replog: journal %s: %w: a new journal holds records", path, ErrCorrupt)
+	}
+	return j, err
+}
+
+// openJournal opens the journal at path and returns its live records (see
+// scanJournal). Errors wrap ErrCorrupt and name the file.
+func openJournal(path string, readOnly, noSync bool) (*Journal, []journalRecord, error) {
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replog: open journal %s: %w", path, err)
+	}
+	img, err := io.ReadAll(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("replog: read journal %s: %w", path, err)
+	}
+	h, recs, tail, err := scanJournal(img)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("replog: journal %s: %w", path, err)
+	}
+	// The records' payloads alias img: keep only theirs.
+	for i := range recs {
+		recs[i].payload = append([]byte(nil), recs[i].payload...)
+	}
+	j := &Journal{path: path, f: f, size: h.size, noSync: noSync, counter: h.counter,
+		start: h.start, startSeq: h.startSeq, tail: tail, nextSeq: h.startSeq + uint64(len(recs))}
+	if len(recs) > 0 {
+		j.start = recs[0].pos // the header's start, or the wrapped first record
+	} else {
+		j.start = tail
+	}
+	for _, r := range recs {
+		j.live += r.size
+	}
+	return j, recs, nil
+}
+
+// Capacity is the bytes of records the journal holds at most.
+func (j *Journal) Capacity() int64 { return j.size - journalDataStart }
+
+// Live is the bytes of records not yet cut.
+func (j *Journal) Live() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.live
+}
+
+// place returns where a record of rs bytes goes, or ok false if the
+// journal has no room for it until a cut.
+func (j *Journal) place(rs int64) (pos int64, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.live == 0 {
+		// Empty: the record may go at the tail or at the start of the
+		// ring, where a reader starting at the header's start looks.
+		if j.tail+rs <= j.size {
+			return j.tail, true
+		}
+		return journalDataStart, rs <= j.size-journalDataStart && (journalDataStart+rs <= j.start || j.start == journalDataStart)
+	}
+	if j.tail == j.start {
+		return 0, false // wrapped round to the oldest record: full
+	}
+	if j.tail > j.start { // not wrapped: the ring's free space is after tail and before start
+		if j.tail+rs <= j.size {
+			return j.tail, true
+		}
+		return journalDataStart, journalDataStart+rs <= j.start
+	}
+	return j.tail, j.tail+rs <= j.start
+}
+
+// writeAt writes the record (seq, logID, payload) at pos (from place) and
+// syncs the file (fdatasync): the one write and one sync of a group
+// commit. Then the record is live.
+func (j *Journal) writeAt(pos int64, seq uint64, logID uint32, payload []byte) error {
+	rec := appendRecord(make([]byte, 0, recordSize(len(payload))), seq, logID, payload)
+	if _, err := j.f.WriteAt(rec, pos); err != nil {
+		return fmt.Errorf("replog: journal %s: write at offset %d: %w", j.path, pos, err)
+	}
+	if journalHook != nil {
+		journalHook("append")
+	}
+	if !j.noSync {
+		if err := fdatasync(j.f); err != nil {
+			return fmt.Errorf("replog: journal %s: sync: %w", j.path, err)
+		}
+		j.syncs.Add(1)
+	}
+	j.records.Add(1)
+	j.bytes.Add(uint64(len(rec)))
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.live == 0 {
+		j.start, j.startSeq = pos, seq
+	}
+	j.tail, j.nextSeq = pos+int64(len(rec)), seq+1
+	j.live += int64(len(rec))
+	return nil
+}
+
+// cut drops the records below sequence seq (they are in the segments,
+// durably): the header is rewritten to start at the record of sequence
+// seq, at pos (or, if none is live, at the tail), and synced. It is
+// called by the writer (or with the writer excluded).
+func (j *Journal) cut(seq uint64, pos int64, live int64) error {
+	j.mu.Lock()
+	counter := j.counter + 1
+	if live == 0 {
+		pos, seq = j.tail, j.nextSeq
+	}
+	j.mu.Unlock()
+	slot := int64(counter%2) * journalSlotSize
+	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, pos, seq), slot); err != nil {
+		return fmt.Errorf("replog: journal %s: write header: %w", j.path, err)
+	}
+	if !j.noSync {
+		if err := fdatasync(j.f); err != nil {
+			return fmt.Errorf("replog: journal %s: sync: %w", j.path, err)
+		}
+		j.syncs.Add(1)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.counter, j.start, j.startSeq, j.live = counter, pos, seq, live
+	return nil
+}
+
+// rewind moves an empty journal's ring to its beginning (the header
+// rewritten and synced), so that a record that fits in the ring but not
+// between the tail and the end of the file finds room.
+func (j *Journal) rewind() error {
+	j.mu.Lock()
+	counter, seq := j.counter+1, j.nextSeq
+	j.mu.Unlock()
+	slot := int64(counter%2) * journalSlotSize
+	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, journalDataStart, seq), slot); err != nil {
+		return fmt.Errorf("replog: journal %s: write header: %w", j.path, err)
+	}
+	if !j.noSync {
+		if err := fdatasync(j.f); err != nil {
+			return fmt.Errorf("replog: journal %s: sync: %w", j.path, err)
+		}
+		j.syncs.Add(1)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.counter, j.start, j.startSeq, j.tail = counter, journalDataStart, seq, journalDataStart
+	return nil
+}
+
+// Close closes the file.
+func (j *Journal) Close() error { return j.f.Close() }
