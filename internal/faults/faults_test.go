@@ -74,6 +74,9 @@ type runOpts struct {
 	cfg          RunConfig
 	keep         bool
 	logEvents    bool
+	// fetchTimeout, electionTimeout, fetchMaxWait are the nodes' timings
+	// (zero: the -faults.* flags').
+	fetchTimeout, electionTimeout, fetchMaxWait time.Duration
 }
 
 // faultRun builds the node binary, starts the cluster (stopped by
@@ -176,9 +179,15 @@ func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, s
 	if o.logEvents {
 		logf = tb.Logf
 	}
+	or := func(d time.Duration, flag *time.Duration) time.Duration {
+		if d != 0 {
+			return d
+		}
+		return *flag
+	}
 	c, err := StartCluster(ctx, ClusterConfig{
 		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
-		FetchTimeout: *flagFetchTO, ElectionTimeout: *flagElectTO, FetchMaxWait: *flagMaxWait,
+		FetchTimeout: or(o.fetchTimeout, flagFetchTO), ElectionTimeout: or(o.electionTimeout, flagElectTO), FetchMaxWait: or(o.fetchMaxWait, flagMaxWait),
 		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, ObserverArgs: o.observerArgs, Gossip: o.gossip,
 		Logf: logf,
 	})

@@ -323,6 +323,29 @@ func Failovers(ops []Op, events []Event) []time.Duration {
 	return out
 }
 
+// LeaderFaultGaps returns, for every event of kind that hit the node then
+// leading (Event.Leader), the time from the event to the completion of the
+// first acknowledged append invoked after it: the fail-over as a client
+// sees it. Failovers is this for kills, but for crash-majority's.
+func LeaderFaultGaps(ops []Op, events []Event, kind string) []time.Duration {
+	var out []time.Duration
+	for _, e := range events {
+		if !e.Leader || e.Kind != kind {
+			continue
+		}
+		best := time.Duration(-1)
+		for _, o := range ops {
+			if o.Outcome == OK && o.Invoke > e.Time && (best < 0 || o.Complete < best) {
+				best = o.Complete
+			}
+		}
+		if best >= 0 {
+			out = append(out, best-e.Time)
+		}
+	}
+	return out
+}
+
 // RollingGap is one restart of a rolling restart: the node, whether it
 // led when it got SIGTERM, and the longest time without an acknowledged
 // append around it.

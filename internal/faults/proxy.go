@@ -3,6 +3,7 @@ package faults
 import (
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -54,6 +55,9 @@ type Proxy struct {
 	accepted int
 	dropped  int64
 	delay    time.Duration // added before forwarding each chunk, both ways
+	// loss is the share of chunks held for lossRTO, both ways (SetLoss).
+	loss    float64
+	lossRTO time.Duration
 	wg       sync.WaitGroup
 }
 
@@ -134,6 +138,18 @@ func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.delay = d
+}
+
+// SetLoss makes the link lossy the way TCP sees a lossy network: each
+// chunk, both ways, is held with probability p for rto before it is
+// forwarded, with everything behind it (a lost segment is sent again
+// after the retransmission timeout, and the stream waits for it; Linux's
+// minimum RTO is 200ms). Bytes are never lost: the stream stays whole.
+// Zero p removes it; Heal does not.
+func (p *Proxy) SetLoss(prob float64, rto time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loss, p.lossRTO = prob, rto
 }
 
 // Heal lets both directions pass again. Connections that dropped bytes
@@ -250,6 +266,9 @@ func (p *Proxy) pump(c *proxyConn, dst io.Writer, src io.Reader, forward bool) {
 				p.dropped += int64(n)
 			}
 			delay := p.delay
+			if p.loss > 0 && rand.Float64() < p.loss {
+				delay += p.lossRTO
+			}
 			p.mu.Unlock()
 			if delay > 0 && mode == 0 {
 				time.Sleep(delay)

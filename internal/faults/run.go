@@ -64,6 +64,12 @@ type RunConfig struct {
 	// and adds it back, so that the voter set moves between the bootstrap
 	// voters and one more while the nemesis runs.
 	VoterChanges bool
+	// Script, if set, replaces the nemesis's random schedule: it runs
+	// until it returns or its context (Duration) ends, then every fault
+	// is healed. It drives the faults through nm (leader, kill, restart,
+	// the cluster's Pause and Net), recording them as events, so that the
+	// figures (Failovers, LeaderFaultGaps) come from the history.
+	Script func(ctx context.Context, nm *Nemesis)
 	// ReaderLag, if positive, makes a reader pause up to ReaderLag before
 	// one session in three: a lagging consumer, which retention overtakes
 	// (it is then sent on to the log start).
@@ -248,7 +254,16 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	}
 
 	nctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	nm.Run(nctx) // returns after the final heal
+	if cfg.Script != nil {
+		wctx, stopWatchers := context.WithCancel(context.WithoutCancel(nctx))
+		nm.watchCtx = wctx
+		cfg.Script(nctx, nm)
+		nm.HealAll()
+		stopWatchers()
+		nm.watchers.Wait()
+	} else {
+		nm.Run(nctx) // returns after the final heal
+	}
 	cancel()
 	rep.Nemesis = nm.Stats()
 	rep.Duration = h.Now()
