@@ -55,10 +55,10 @@ type Proxy struct {
 	accepted int
 	dropped  int64
 	delay    time.Duration // added before forwarding each chunk, both ways
+	wg       sync.WaitGroup
 	// loss is the share of chunks held for lossRTO, both ways (SetLoss).
 	loss    float64
 	lossRTO time.Duration
-	wg       sync.WaitGroup
 }
 
 type proxyConn struct {
