@@ -486,7 +486,7 @@ func (d *DirStore) closeJournal() {
 		close(d.ckpt.stop)
 		<-d.ckpt.exited
 	}
-	if d.failure() == nil {
+	if d.failure() == nil && !d.abandon {
 		_ = d.checkpoint()
 	}
 }

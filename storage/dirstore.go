@@ -92,6 +92,8 @@ type DirStore struct {
 	ckMu    sync.Mutex
 	cond    *sync.Cond
 	ckpt    *checkpointer
+	// abandon (tests): Close checkpoints nothing, as if the process died.
+	abandon bool
 
 	// bg is the goroutine of a read-write store: the next active file made
 	// ahead of the roll, a deletion's files closed and unlinked after its

@@ -101,3 +101,29 @@ func SetJournalHook(f func(stage string)) { journalHook = f }
 
 // SetFormatHook sets formatHook (see format.go).
 func SetFormatHook(f func(stage string)) { formatHook = f }
+
+// Abandon closes d without the checkpoint Close makes: the journal keeps
+// what it holds, as after a crash (the process's writes are all in the
+// files: a kill, not a power loss).
+func (d *DirStore) Abandon() error {
+	d.abandon = true
+	return d.Close()
+}
+
+// JournalRecordSpans returns the offset and size of each live record of
+// the journal file at path.
+func JournalRecordSpans(path string) ([][2]int64, error) {
+	img, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	_, recs, _, err := scanJournal(img)
+	var out [][2]int64
+	for _, r := range recs {
+		out = append(out, [2]int64{r.pos, r.size})
+	}
+	return out, err
+}
+
+// EncodeFormat is a format file's contents for format v.
+func EncodeFormat(v int) []byte { return encodeFormat(v) }

@@ -1,0 +1,401 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/replog-io/replog/internal/storagetest"
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
+)
+
+var journalID = storage.Identity{ClusterID: "c", NodeID: "n"}
+
+func openJournaled(t *testing.T, dir string, opts storage.DirOptions) *storage.DirStore {
+	t.Helper()
+	opts.Journal = true
+	s, _, err := storage.OpenDir(dir, journalID, opts)
+	if err != nil {
+		t.Fatalf("OpenDir: %v", err)
+	}
+	return s
+}
+
+func readFormatFile(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, storage.FormatFileName))
+	if err != nil {
+		t.Fatalf("format file: %v", err)
+	}
+	return string(b)
+}
+
+// journalWorkload applies a mix of writes to s and to the model m, batch
+// by batch: appends of large and small entries, a truncation with a new
+// epoch, a prefix deletion, quorum states, HW checkpoints.
+func journalWorkload(t *testing.T, s, m storage.Store, batches int) {
+	t.Helper()
+	epoch := max(m.LastEpoch(), 1)
+	for i := 0; i < batches; i++ {
+		leo := m.LEO()
+		var ws []protocol.Write
+		switch {
+		case i%17 == 16 && leo > m.LogStart()+5:
+			epoch++
+			ws = []protocol.Write{{Kind: protocol.WriteTruncate, Offset: leo - 3},
+				{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: epoch, VotedFor: "n"}}}
+		case i%23 == 22:
+			ws = []protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: m.LogStart() + (leo-m.LogStart())/3}}
+		default:
+			size := 100
+			if i%5 == 0 {
+				size = 16 << 10 // a large record: its journal write, no overflow pages on the commit path
+			}
+			ws = []protocol.Write{{Kind: protocol.WriteAppend, Entries: storagetest.Batch(leo, 1+i%4, epoch, size)},
+				{Kind: protocol.WriteHWCheckpoint, Offset: leo}}
+		}
+		if err := s.Apply(ws); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if err := m.Apply(ws); err != nil {
+			t.Fatalf("model, batch %d: %v", i, err)
+		}
+	}
+}
+
+// An Apply with the journal costs one fsync (its record's), and the
+// segments' commits come in checkpoints of many Applies; every entry
+// reads back, from memory or the segments, and after a reopen.
+func TestJournalOneFsyncPerApply(t *testing.T) {
+	dir := t.TempDir()
+	s := openJournaled(t, dir, storage.DirOptions{JournalBytes: 512 << 10})
+	m := storage.NewMemory()
+	journalWorkload(t, s, m, 120)
+	st := s.Stats()
+	if st.GroupCommits != st.Applies || st.Applies != 120 {
+		t.Fatalf("%d group commits for %d Applies (want 120 each)", st.GroupCommits, st.Applies)
+	}
+	if st.Checkpoints == 0 || st.Commits != st.Checkpoints {
+		t.Fatalf("%d checkpoints, %d segment commits: want checkpoints, one commit each", st.Checkpoints, st.Commits)
+	}
+	if st.Commits*4 > st.Applies {
+		t.Fatalf("%d segment commits for %d Applies: the checkpoints do not batch", st.Commits, st.Applies)
+	}
+	// One fdatasync per record and per cut, two per segment commit.
+	if want := st.GroupCommits + st.Checkpoints + 2*st.Commits; st.Fsyncs != want {
+		t.Fatalf("%d fsyncs, want %d (%+v)", st.Fsyncs, want, st)
+	}
+	if st.JournalBytes == 0 || st.CheckpointTime <= 0 || st.CheckpointMax > st.CheckpointTime {
+		t.Fatalf("journal counters: %+v", st)
+	}
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openJournaled(t, dir, storage.DirOptions{JournalBytes: 512 << 10})
+	defer s.Close()
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+	if got := s.Stats().JournalLive; got != 0 {
+		t.Fatalf("Close left %d journal bytes not checkpointed", got)
+	}
+}
+
+// Without the journal the counters say what a commit costs: two fsyncs.
+func TestNoJournalTwoFsyncsPerApply(t *testing.T) {
+	s, _, err := storage.OpenDir(t.TempDir(), journalID, storage.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 5 {
+		if err := s.Append(storagetest.Batch(uint64(i), 1, 1, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats()
+	if st.Fsyncs != 2*st.Commits || st.Commits < 5 || st.GroupCommits != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// A store abandoned with writes only in the journal (a kill) reopens with
+// all of them: Open replays the journal into memory; reads serve them;
+// the next checkpoint moves them into the segments.
+func TestJournalReplay(t *testing.T) {
+	dir := t.TempDir()
+	opts := storage.DirOptions{JournalBytes: 4 << 20} // no checkpoint before the abandon
+	s := openJournaled(t, dir, opts)
+	m := storage.NewMemory()
+	journalWorkload(t, s, m, 60)
+	if st := s.Stats(); st.Checkpoints != 0 {
+		t.Fatalf("%d checkpoints: the test needs the writes in the journal only", st.Checkpoints)
+	}
+	if err := s.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	s = openJournaled(t, dir, opts)
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatalf("after replay: %v", err)
+	}
+	if err := storagetest.CheckConsistent(s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats().JournalLive == 0 {
+		t.Fatal("the replayed writes are not in the journal any more")
+	}
+	journalWorkload(t, s, m, 10)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Read-only: the journal's writes are replayed too, and nothing
+	// changes on disk.
+	s = openJournaled(t, dir, opts)
+	journalWorkload(t, s, m, 7)
+	if err := s.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, storage.JournalFileName))
+	ro, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storagetest.Compare(ro, m); err != nil {
+		t.Fatalf("read-only: %v", err)
+	}
+	ro.Close()
+	if after, _ := os.ReadFile(filepath.Join(dir, storage.JournalFileName)); string(after) != string(before) {
+		t.Fatal("a read-only open changed the journal")
+	}
+}
+
+// A torn last record (a write the crash interrupted) is cut: the batch is
+// absent, the ones before it present, and the journal goes on from there.
+func TestJournalTornTail(t *testing.T) {
+	for _, keep := range []int{0, 20, 40} { // bytes of the last record that reached the disk
+		t.Run(fmt.Sprint(keep), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := storage.DirOptions{JournalBytes: 1 << 20}
+			s := openJournaled(t, dir, opts)
+			m := storage.NewMemory()
+			journalWorkload(t, s, m, 8)
+			leo := s.LEO()
+			last := []protocol.Write{{Kind: protocol.WriteAppend, Entries: storagetest.Batch(leo, 3, 1, 300)}}
+			if err := s.Apply(last); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Abandon(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, storage.JournalFileName)
+			spans, err := storage.JournalRecordSpans(path)
+			if err != nil || len(spans) != 9 {
+				t.Fatalf("%d records, %v", len(spans), err)
+			}
+			tear(t, path, spans[8][0]+int64(keep), spans[8][1]-int64(keep))
+			s = openJournaled(t, dir, opts)
+			if err := storagetest.Compare(s, m); err != nil {
+				t.Fatalf("after a torn last record: %v", err)
+			}
+			if err := s.Apply(last); err != nil { // its place and sequence number are free again
+				t.Fatal(err)
+			}
+			_ = m.Apply(last)
+			if err := s.Abandon(); err != nil {
+				t.Fatal(err)
+			}
+			s = openJournaled(t, dir, opts)
+			defer s.Close()
+			if err := storagetest.Compare(s, m); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// tear zeroes n bytes of the file at path from off.
+func tear(t *testing.T, path string, off, n int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Damage to a record before the tail is never skipped: Open fails with
+// ErrCorrupt naming the journal and the record's offset.
+func TestJournalDamageBeforeTail(t *testing.T) {
+	for _, at := range []struct {
+		name string
+		byte int64 // offset in the record
+	}{{"payload", 40}, {"header", 6}} {
+		t.Run(at.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := storage.DirOptions{JournalBytes: 1 << 20}
+			s := openJournaled(t, dir, opts)
+			journalWorkload(t, s, storage.NewMemory(), 5)
+			if err := s.Abandon(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, storage.JournalFileName)
+			spans, err := storage.JournalRecordSpans(path)
+			if err != nil || len(spans) != 5 {
+				t.Fatalf("%d records, %v", len(spans), err)
+			}
+			b, _ := os.ReadFile(path)
+			b[spans[2][0]+at.byte] ^= 0x10
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = storage.OpenDir(dir, journalID, storage.DirOptions{Journal: true, JournalBytes: 1 << 20})
+			if !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), path) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("offset %d", spans[2][0])) {
+				t.Fatalf("OpenDir of a journal damaged at offset %d: %v", spans[2][0], err)
+			}
+			// Nor is it skipped with the journal turned off, or read-only.
+			if _, _, err = storage.OpenDir(dir, journalID, storage.DirOptions{}); !errors.Is(err, storage.ErrCorrupt) {
+				t.Fatalf("OpenDir without the journal: %v", err)
+			}
+			if _, _, err = storage.OpenDirReadOnly(dir, storage.DirOptions{}); !errors.Is(err, storage.ErrCorrupt) {
+				t.Fatalf("OpenDirReadOnly: %v", err)
+			}
+		})
+	}
+}
+
+// A record too large for the journal goes to the segments, after the
+// journal's; a journal full of records waits for the checkpoint.
+func TestJournalLargeAndFull(t *testing.T) {
+	dir := t.TempDir()
+	opts := storage.DirOptions{JournalBytes: 64 << 10}
+	s := openJournaled(t, dir, opts)
+	m := storage.NewMemory()
+	journalWorkload(t, s, m, 30)
+	big := []protocol.Write{{Kind: protocol.WriteAppend, Entries: storagetest.Batch(m.LEO(), 3, max(m.LastEpoch(), 1), 16<<10)}}
+	for _, st := range []storage.Store{s, m} {
+		if err := st.Apply(big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	journalWorkload(t, s, m, 30)
+	st := s.Stats()
+	if st.DirectApplies == 0 || st.GroupCommits+st.DirectApplies != st.Applies || st.Checkpoints == 0 {
+		t.Fatalf("%+v", st)
+	}
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Turning the journal off moves its writes into the segments, removes it
+// and records format 1; turning it on records format 2 before the journal
+// is created.
+func TestJournalOnOff(t *testing.T) {
+	dir := t.TempDir()
+	s := openJournaled(t, dir, storage.DirOptions{JournalBytes: 1 << 20})
+	if !strings.Contains(readFormatFile(t, dir), "format 2\n") {
+		t.Fatalf("format file of a journaled directory:\n%s", readFormatFile(t, dir))
+	}
+	m := storage.NewMemory()
+	journalWorkload(t, s, m, 20)
+	if err := s.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatalf("journal off: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, storage.JournalFileName)); !os.IsNotExist(err) {
+		t.Fatalf("journal file after turning it off: %v", err)
+	}
+	if !strings.Contains(readFormatFile(t, dir), "format 1\n") {
+		t.Fatalf("format file after turning the journal off:\n%s", readFormatFile(t, dir))
+	}
+	journalWorkload(t, s, m, 5)
+	s.Close()
+	s = openJournaled(t, dir, storage.DirOptions{JournalBytes: 1 << 20})
+	defer s.Close()
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A directory's storage format: stamped at the first read-write open of
+// a directory from before formats were recorded; a newer one refused,
+// naming both versions, nothing changed; a damaged one is ErrCorrupt.
+func TestStorageFormat(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(storagetest.Batch(0, 3, 1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !strings.Contains(readFormatFile(t, dir), "format 1\n") {
+		t.Fatalf("format file of a new directory:\n%s", readFormatFile(t, dir))
+	}
+	// From before formats: no file. A read-only open leaves it so.
+	if err := os.Remove(filepath.Join(dir, storage.FormatFileName)); err != nil {
+		t.Fatal(err)
+	}
+	ro, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{})
+	if err != nil || ro.LEO() != 3 {
+		t.Fatalf("read-only open of an unversioned directory: %v", err)
+	}
+	ro.Close()
+	if _, err := os.Stat(filepath.Join(dir, storage.FormatFileName)); !os.IsNotExist(err) {
+		t.Fatalf("a read-only open stamped the format: %v", err)
+	}
+	s, _, err = storage.OpenDir(dir, journalID, storage.DirOptions{})
+	if err != nil || s.LEO() != 3 {
+		t.Fatalf("open of an unversioned directory: %v", err)
+	}
+	s.Close()
+	if !strings.Contains(readFormatFile(t, dir), "format 1\n") {
+		t.Fatalf("format file after stamping:\n%s", readFormatFile(t, dir))
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, storage.FormatFileName), storage.EncodeFormat(3), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("data directory %s has storage format 3; this build reads formats 1 to 2", dir)
+	for name, open := range map[string]func() error{
+		"OpenDir":         func() error { _, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{Journal: true}); return err },
+		"OpenDirReadOnly": func() error { _, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{}); return err },
+	} {
+		if err := open(); !errors.Is(err, storage.ErrNewerFormat) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s of a format 3 directory: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, storage.JournalFileName)); !os.IsNotExist(err) {
+		t.Fatalf("the refused open created a journal: %v", err)
+	}
+
+	b := storage.EncodeFormat(2)
+	b[len(b)-3] ^= 1 // the checksum
+	if err := os.WriteFile(filepath.Join(dir, storage.FormatFileName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{}); !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), storage.FormatFileName) {
+		t.Fatalf("damaged format file: %v", err)
+	}
+}
