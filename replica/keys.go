@@ -177,6 +177,16 @@ func (r *Replica) keysCatchUp() bool {
 		clear(t.undo[:n])
 		t.undo = t.undo[n:]
 	}
+	// Level rows below the floor cannot be truncated either: the newest
+	// of them is all the level needs (retention's copies would otherwise
+	// add a row per deletion for ever).
+	n = 0
+	for n+1 < len(t.levels) && t.levels[n+1].off < floor {
+		n++
+	}
+	if n > 0 {
+		t.levels = append(t.levels[:0], t.levels[n:]...)
+	}
 	if !r.now.Before(t.nextSweep) {
 		t.nextSweep = r.now.Add(keySweepInterval)
 		r.sweepExpiredKeys()

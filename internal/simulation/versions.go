@@ -98,7 +98,7 @@ type versionState struct {
 }
 
 type heard struct {
-	at  time.Duration
+	at  time.Time // the receiver's clock
 	inc int
 }
 
@@ -230,7 +230,7 @@ func (s *sim) noteFetchLevel(nd *node, from int, m protocol.Message) {
 		return
 	}
 	if f, ok := m.Body.(*protocol.FetchRequest); ok && int(f.FeatureLevel) >= levelNew {
-		s.ver.heardNew[nd.idx][from] = heard{at: s.now, inc: nd.inc}
+		s.ver.heardNew[nd.idx][from] = heard{at: nd.clock(s.now), inc: nd.inc}
 	}
 }
 
@@ -279,8 +279,10 @@ func (s *sim) checkLevelWrites(nd *node, ws []protocol.Write) {
 // while a voter of its set has long run a release that cannot run at it.
 func (s *sim) checkRaise(nd *node, e protocol.Entry, l int) {
 	st := nd.r.Status()
-	if st.Role != replica.RoleLeader || st.Epoch != e.Epoch {
-		s.fail("%s first wrote level entry %d@e%d but does not lead that epoch", nd.id, e.Offset, e.Epoch)
+	// The leader the checker recorded for the epoch (it may have stepped
+	// down later in the same round), or, in its first round, itself now.
+	if l, ok := s.leaders[e.Epoch]; ok && l != nd.idx || !ok && (st.Role != replica.RoleLeader || st.Epoch != e.Epoch) {
+		s.fail("%s first wrote level entry %d@e%d but did not lead that epoch", nd.id, e.Offset, e.Epoch)
 		return
 	}
 	prev := levelBelow(nd.shadow, e.Offset)
@@ -299,15 +301,15 @@ func (s *sim) checkRaise(nd *node, e protocol.Entry, l int) {
 	s.res.LevelRaises++
 	if !s.opts.SafetyOnly {
 		// The rule itself: every other voter of its set told this
-		// leader process, within FetchTimeout (its clock runs at most
-		// 5% slow), that it supports the level.
-		window := s.p.fetchTimeout * 106 / 100
+		// leader process, within FetchTimeout by its clock, that it
+		// supports the level.
+		now := nd.clock(s.now)
 		for _, vt := range st.Voters {
 			i, ok := s.byID[vt.ID]
 			if !ok || s.nodes[i] == nd {
 				continue
 			}
-			if h := s.ver.heardNew[nd.idx][i]; h.inc != nd.inc || h.at == 0 || s.now-h.at > window {
+			if h := s.ver.heardNew[nd.idx][i]; h.inc != nd.inc || h.at.IsZero() || now.Sub(h.at) >= s.p.fetchTimeout {
 				s.fail("%s raised the level to %d, but voter %s has not told it it supports %d within FetchTimeout", nd.id, l, vt.ID, l)
 				return
 			}
