@@ -69,6 +69,10 @@ const envCrashJournal = "REPLOG_CRASH_HELPER_JOURNAL"
 
 var crashJournalStages = []string{"append", "cut"}
 
+// envCrashFormatAt makes the child kill itself at a stage of the stamp of
+// the directory's storage format ("tmp" or "renamed", see formatHook).
+const envCrashFormatAt = "REPLOG_CRASH_HELPER_FORMAT_AT"
+
 var crashJournalOpts = storage.DirOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes, Journal: true, JournalBytes: 64 << 10}
 
 // crashOptions are the options of the mode the environment says.
@@ -238,6 +242,14 @@ func TestCrashHelper(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	if stage := os.Getenv(envCrashDieAt); stage != "" {
 		storage.SetOpenDirHook(func(at string) {
+			if at == stage {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+		})
+	}
+	if stage := os.Getenv(envCrashFormatAt); stage != "" {
+		storage.SetFormatHook(func(at string) {
 			if at == stage {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {} // the signal is on its way
@@ -619,5 +631,67 @@ func TestOpenDirKilledDuringCreation(t *testing.T) {
 			}
 			s.Close()
 		})
+	}
+}
+
+// A SIGKILL in the middle of stamping a directory's format (one from
+// before formats were recorded; with the journal turned on, the stamp of
+// format 2 before the journal is made) leaves the old state (no format
+// file) or the new one (the whole file), never a mix, and the directory
+// opens with its log.
+func TestFormatStampKilled(t *testing.T) {
+	if os.Getenv(envCrashDir) != "" {
+		return // we are the child
+	}
+	for _, journal := range []bool{false, true} {
+		for _, stage := range []string{"tmp", "renamed"} {
+			t.Run(fmt.Sprintf("journal=%v/%s", journal, stage), func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "d")
+				s, _, err := storage.OpenDir(dir, crashID, storage.DirOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Append(crashEntries(0, 5, 1)); err != nil {
+					t.Fatal(err)
+				}
+				s.Close()
+				if err := os.Remove(filepath.Join(dir, storage.FormatFileName)); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
+				cmd.Env = append(os.Environ(), envCrashDir+"="+dir, envCrashSeed+"=1", envCrashFormatAt+"="+stage)
+				want := "format 1\n"
+				if journal {
+					cmd.Env = append(cmd.Env, envCrashJournal+"=1")
+					want = "format 2\n"
+				}
+				out, err := cmd.CombinedOutput()
+				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+					t.Fatalf("child did not die of SIGKILL at %s: %v; output:\n%s", stage, err, out)
+				}
+				b, err := os.ReadFile(filepath.Join(dir, storage.FormatFileName))
+				switch {
+				case stage == "tmp" && !os.IsNotExist(err):
+					t.Fatalf("killed before the rename: format file %q, %v", b, err)
+				case stage == "renamed" && (err != nil || string(b) != string(storage.EncodeFormat(int(want[7]-'0')))):
+					t.Fatalf("killed after the rename: format file %q, %v", b, err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, storage.JournalFileName)); !os.IsNotExist(err) {
+					t.Fatalf("a journal before its format was recorded: %v", err)
+				}
+				opts := storage.DirOptions{Journal: journal}
+				s, _, err = storage.OpenDir(dir, crashID, opts)
+				if err != nil {
+					t.Fatalf("OpenDir after a kill at %s: %v", stage, err)
+				}
+				if s.LEO() != 5 {
+					t.Fatalf("LEO %d after a kill at %s, want 5", s.LEO(), stage)
+				}
+				s.Close()
+				if b, _ := os.ReadFile(filepath.Join(dir, storage.FormatFileName)); !strings.Contains(string(b), want) {
+					t.Fatalf("format file after the reopen: %q", b)
+				}
+			})
+		}
 	}
 }

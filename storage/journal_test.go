@@ -379,7 +379,10 @@ func TestStorageFormat(t *testing.T) {
 	}
 	want := fmt.Sprintf("data directory %s has storage format 3; this build reads formats 1 to 2", dir)
 	for name, open := range map[string]func() error{
-		"OpenDir":         func() error { _, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{Journal: true}); return err },
+		"OpenDir": func() error {
+			_, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{Journal: true})
+			return err
+		},
 		"OpenDirReadOnly": func() error { _, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{}); return err },
 	} {
 		if err := open(); !errors.Is(err, storage.ErrNewerFormat) || !strings.Contains(err.Error(), want) {
