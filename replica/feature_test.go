@@ -12,7 +12,9 @@ func (h *harness) run(t *testing.T, cmd string, args ...datadriven.CmdArg) strin
 	return h.handle(t, &datadriven.TestData{Cmd: cmd, CmdArgs: args})
 }
 
-func arg(key string, vals ...string) datadriven.CmdArg { return datadriven.CmdArg{Key: key, Vals: vals} }
+func arg(key string, vals ...string) datadriven.CmdArg {
+	return datadriven.CmdArg{Key: key, Vals: vals}
+}
 
 // TestFeatureLevelRowsStayBounded (R68): retention copies the level entry
 // above the log start at every deletion that passes it, and the rows the
