@@ -156,6 +156,5 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 		s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
 		return
 	}
-	s.noteFetchLevel(nd, from, m)
 	s.input(nd, shell.Message(m))
 }

@@ -1239,6 +1239,7 @@ func (s *sim) round(nd *node) {
 	if s.tracing() {
 		s.tracef("%s round: tick, %d inputs, persisted w%d, ready", nd.id, len(evs), nd.reportedSeq)
 	}
+	s.noteFetchLevels(nd, evs)
 	out := nd.sh.Round(nd.clock(s.now), evs...)
 	s.checkLevelWrites(nd, out.Writes)
 	for _, w := range out.Writes {

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"time"
 
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 )
@@ -224,13 +225,18 @@ func (s *sim) levelHalt(nd *node, err error) bool {
 	return true
 }
 
-// noteFetchLevel records a fetch saying levelNew delivered to nd.
-func (s *sim) noteFetchLevel(nd *node, from int, m protocol.Message) {
+// noteFetchLevels records the fetches saying levelNew among a round's
+// inputs, at the round's clock (the time the core sees them at).
+func (s *sim) noteFetchLevels(nd *node, evs []shell.Event) {
 	if !s.p.ver.on {
 		return
 	}
-	if f, ok := m.Body.(*protocol.FetchRequest); ok && int(f.FeatureLevel) >= levelNew {
-		s.ver.heardNew[nd.idx][from] = heard{at: nd.clock(s.now), inc: nd.inc}
+	for _, ev := range evs {
+		if f, ok := ev.Message.Body.(*protocol.FetchRequest); ok && ev.Kind == shell.EventMessage && int(f.FeatureLevel) >= levelNew {
+			if from, ok := s.byID[ev.Message.From]; ok {
+				s.ver.heardNew[nd.idx][from] = heard{at: nd.clock(s.now), inc: nd.inc}
+			}
+		}
 	}
 }
 
