@@ -1,0 +1,65 @@
+package storage_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
+)
+
+// BenchmarkDirApply and BenchmarkDirApplyJournal: one Apply per op of
+// batch entries of size bytes (128 as BenchmarkDirAppend's, and 16 KiB
+// records) and an HW checkpoint, on OpenDir's store with fsync on and
+// default segments, without and with the commit journal (default
+// JournalBytes, so checkpoints run during the benchmark). Metrics:
+// entries/s, wamp (write_bytes of /proc/self/io / payload bytes, the
+// checkpoints' included), fsyncs/op (DirStats.Fsyncs), p50-µs and p99-µs.
+func BenchmarkDirApply(b *testing.B) { benchDirApply(b, false) }
+
+func BenchmarkDirApplyJournal(b *testing.B) { benchDirApply(b, true) }
+
+func benchDirApply(b *testing.B, journal bool) {
+	for _, shape := range []struct{ batch, size int }{{1, 128}, {64, 128}, {1024, 128}, {1, 16 << 10}, {8, 16 << 10}} {
+		b.Run(fmt.Sprintf("batch=%d/size=%d", shape.batch, shape.size), func(b *testing.B) {
+			s, _, err := storage.OpenDir(b.TempDir(), benchID, storage.DirOptions{Journal: journal})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			payload := make([]byte, shape.size)
+			es := make([]protocol.Entry, shape.batch)
+			for i := range es {
+				es[i] = protocol.Entry{Epoch: 1, Type: protocol.EntryData, Data: payload}
+			}
+			ws := []protocol.Write{{Kind: protocol.WriteAppend, Entries: es}, {Kind: protocol.WriteHWCheckpoint}}
+			lat := make([]time.Duration, 0, b.N)
+			f0 := s.Stats().Fsyncs
+			w0 := writeBytes(b)
+			start := time.Now()
+			for b.Loop() {
+				leo := s.LEO()
+				for i := range es {
+					es[i].Offset = leo + uint64(i)
+				}
+				ws[1].Offset = leo
+				t0 := time.Now()
+				if err := s.Apply(ws); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			elapsed := time.Since(start)
+			written := writeBytes(b) - w0
+			n := len(lat)
+			slices.Sort(lat)
+			b.ReportMetric(float64(n*shape.batch)/elapsed.Seconds(), "entries/s")
+			b.ReportMetric(float64(written)/float64(n*shape.batch*shape.size), "wamp")
+			b.ReportMetric(float64(s.Stats().Fsyncs-f0)/float64(n), "fsyncs/op")
+			b.ReportMetric(float64(lat[n/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[n*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
