@@ -10,7 +10,10 @@
 // Every change is a protocol.Write, and a store's one write method,
 // [Store.Apply], takes a batch of them and applies it in order as one
 // atomic, durable transaction (for [DirStore]: one bbolt commit of the
-// active segment file, two fsyncs, whatever the batch holds). The protocol
+// active segment file, two fsyncs, whatever the batch holds; with
+// DirOptions.Journal, one record written to the commit journal and one
+// fdatasync, the segments taking the journal's writes in the background).
+// The protocol
 // core issues the writes; the node's writer hands the store everything
 // queued in one Apply (group commit). Readers (the public iterator, the
 // fetch path) may read concurrently with Apply.
@@ -44,6 +47,17 @@
 //     active one is half full, and during it (removed at Close, or at open
 //     after a crash).
 //   - replog.identity.tmp, only briefly (or after a crash, then ignored).
+//   - replog.format ([FormatFileName]): the directory's storage format
+//     (1: the files above; 2: with the journal), replaced atomically. A
+//     directory without it (written before formats were recorded) is
+//     format 1 and is stamped at its first read-write open; a format
+//     newer than [MaxStorageFormat] is refused with [ErrNewerFormat].
+//   - replog.journal ([JournalFileName], format 2 only): the commit
+//     journal, a preallocated ring of checksummed records, each one
+//     Apply; checkpoints move its writes into the segments, then cut it.
+//     Open replays what the segments do not hold yet; a torn last record
+//     is cut, a damaged one before it is ErrCorrupt naming the file and
+//     the offset.
 //
 // A store holds a lock on the directory for as long as it is open: a
 // second OpenDir, or OpenDirReadOnly, fails with ErrLocked.
@@ -77,7 +91,8 @@
 // for the file work its appends must not wait for (the next active file
 // made ahead of a roll, a prefix deletion's files closed and unlinked
 // after its Apply), and one that verifies the active file after Open
-// until it ends; Close stops both.
+// until it ends, and with the journal a checkpointer; Close stops them
+// (the checkpointer after a last checkpoint).
 // Apply calls are serialized (a second waits for the first); on DirStore
 // one returns once its transaction is durable (a deferred Memory makes it
 // durable only at the next Sync). Readers run alongside and see each
@@ -103,6 +118,7 @@
 // store. Each method's documentation (see Store) lists its own.
 //
 // See docs/storage.md (the bbolt layout, writes and reads; section 9: the
-// directory's identity and damaged files) and docs/architecture.md
+// directory's identity and damaged files; section 10: storage formats and
+// the commit journal) and docs/architecture.md
 // section 3 (the writer's group commit).
 package storage
