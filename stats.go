@@ -13,6 +13,7 @@ import (
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
 )
 
 // Stats is a snapshot of a node's counters and gauges, for metrics
@@ -73,6 +74,22 @@ type Stats struct {
 	StorageCommitLatency Histogram
 	// StorageBytes is the size of the files in the data directory.
 	StorageBytes uint64
+	// The data directory's counters (storage.DirStats), since the node
+	// opened it: StorageFsyncs is its fsyncs (two per bbolt commit; with
+	// the commit journal one per group commit, plus the checkpoints'),
+	// StorageCommits its bbolt commits, StorageGroupCommits the journal
+	// records written (one per durable batch of writes; 0 without the
+	// journal), StorageJournalBytes their bytes, StorageCheckpoints the
+	// checkpoints (journal writes moved into the bbolt segments) and
+	// StorageCheckpointTime their total duration. "One fsync per commit"
+	// shows as StorageFsyncs close to StorageGroupCommits. Zero for a
+	// store other than a data directory's.
+	StorageFsyncs         uint64
+	StorageCommits        uint64
+	StorageGroupCommits   uint64
+	StorageJournalBytes   uint64
+	StorageCheckpoints    uint64
+	StorageCheckpointTime time.Duration
 
 	// Followers is, on the leader, each other voter's replication lag,
 	// sorted by ID; nil on other nodes.
@@ -536,6 +553,11 @@ func (l *Log) Stats() Stats {
 		out.StorageCommitLatency = (&histogram{bounds: storageBounds}).snapshot()
 	}
 	out.Errors[errKindNames[errKindStorageWrite]] += writeFailures
+	if ds, ok := l.store.(interface{ Stats() storage.DirStats }); ok {
+		d := ds.Stats()
+		out.StorageFsyncs, out.StorageCommits, out.StorageGroupCommits = d.Fsyncs, d.Commits, d.GroupCommits
+		out.StorageJournalBytes, out.StorageCheckpoints, out.StorageCheckpointTime = d.JournalBytes, d.Checkpoints, d.CheckpointTime
+	}
 	out.Errors[errKindConflict] = 0
 	if l.ml != nil {
 		out.Errors[errKindConflict] = l.ml.Conflicts()

@@ -28,6 +28,8 @@ type Collector struct {
 
 	commit, fetchWait, storageCommit *prometheus.Desc
 
+	storageFsyncs, storageCommits, storageGroupCommits, storageJournalBytes, storageCheckpoints, storageCheckpointSeconds *prometheus.Desc
+
 	lagEntries, lagSeconds *prometheus.Desc
 }
 
@@ -113,6 +115,13 @@ func newCollector(nodeID, log string, stats func() replog.Stats) *Collector {
 		fetchWait:     d("fetch_wait_seconds", "Time a fetch waited at this node before its answer (parked fetches wait up to FetchMaxWait)."),
 		storageCommit: d("storage_commit_duration_seconds", "Time to make one batch of writes durable: a bbolt transaction and its fsyncs."),
 
+		storageFsyncs:            d("storage_fsyncs_total", "Fsyncs of the data directory's commits and checkpoints (two per bbolt commit, one per journal record and cut)."),
+		storageCommits:           d("storage_bolt_commits_total", "Transactions committed to the bbolt segment files."),
+		storageGroupCommits:      d("storage_group_commits_total", "Commit journal records written: one per durable batch of writes (0 without the journal)."),
+		storageJournalBytes:      d("storage_journal_bytes_total", "Bytes written to the commit journal's records."),
+		storageCheckpoints:       d("storage_checkpoints_total", "Checkpoints: commit journal writes moved into the bbolt segments."),
+		storageCheckpointSeconds: d("storage_checkpoint_seconds_total", "Total time spent in checkpoints."),
+
 		lagEntries: d("follower_lag_entries", "On the leader: its LEO minus the follower's, in offsets.", "follower"),
 		lagSeconds: d("follower_lag_seconds", "On the leader: how long the follower has not been caught up (0 while it is).", "follower"),
 	}
@@ -124,6 +133,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.leo, c.durableLEO, c.hw, c.readableHW, c.logStart, c.epoch, c.role, c.hasLeader, c.storageBytes,
 		c.leaderChanges, c.elections, c.appends, c.appendBytes, c.fwdSent, c.fwdReceived, c.fetchesServed, c.errors,
 		c.commit, c.fetchWait, c.storageCommit, c.lagEntries, c.lagSeconds,
+		c.storageFsyncs, c.storageCommits, c.storageGroupCommits, c.storageJournalBytes, c.storageCheckpoints, c.storageCheckpointSeconds,
 	} {
 		ch <- d
 	}
@@ -165,6 +175,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.fwdSent, s.ForwardedAppendsSent)
 	counter(c.fwdReceived, s.ForwardedAppendsReceived)
 	counter(c.fetchesServed, s.FetchesServed)
+	counter(c.storageFsyncs, s.StorageFsyncs)
+	counter(c.storageCommits, s.StorageCommits)
+	counter(c.storageGroupCommits, s.StorageGroupCommits)
+	counter(c.storageJournalBytes, s.StorageJournalBytes)
+	counter(c.storageCheckpoints, s.StorageCheckpoints)
+	ch <- prometheus.MustNewConstMetric(c.storageCheckpointSeconds, prometheus.CounterValue, s.StorageCheckpointTime.Seconds())
 	for kind, n := range s.Errors {
 		counter(c.errors, n, kind)
 	}

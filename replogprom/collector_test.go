@@ -26,6 +26,8 @@ func fakeStats() replog.Stats {
 		FetchWait:            replog.Histogram{Bounds: []time.Duration{time.Second}, Counts: []uint64{2, 0}, Count: 2, Sum: time.Second},
 		StorageCommitLatency: replog.Histogram{Bounds: []time.Duration{time.Millisecond}, Counts: []uint64{0, 0}},
 		StorageBytes:         32768,
+		StorageFsyncs:        12, StorageCommits: 2, StorageGroupCommits: 8, StorageJournalBytes: 4096,
+		StorageCheckpoints: 2, StorageCheckpointTime: 250 * time.Millisecond,
 		Followers: []replog.FollowerStats{
 			{ID: "n2", Known: true, RemoteLEO: 12},
 			{ID: "n3", Known: true, RemoteLEO: 9, LagEntries: 3, LagTime: 1500 * time.Millisecond},
@@ -76,9 +78,19 @@ replog_role{log="",node="n1",role="prospective"} 0
 # HELP replog_storage_size_bytes Size of the files in the node's data directory.
 # TYPE replog_storage_size_bytes gauge
 replog_storage_size_bytes{log="",node="n1"} 32768
+# HELP replog_storage_fsyncs_total Fsyncs of the data directory's commits and checkpoints (two per bbolt commit, one per journal record and cut).
+# TYPE replog_storage_fsyncs_total counter
+replog_storage_fsyncs_total{log="",node="n1"} 12
+# HELP replog_storage_group_commits_total Commit journal records written: one per durable batch of writes (0 without the journal).
+# TYPE replog_storage_group_commits_total counter
+replog_storage_group_commits_total{log="",node="n1"} 8
+# HELP replog_storage_checkpoint_seconds_total Total time spent in checkpoints.
+# TYPE replog_storage_checkpoint_seconds_total counter
+replog_storage_checkpoint_seconds_total{log="",node="n1"} 0.25
 `
 	names := []string{"replog_append_bytes_total", "replog_appends_total", "replog_commit_duration_seconds", "replog_errors_total",
-		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes"}
+		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes",
+		"replog_storage_fsyncs_total", "replog_storage_group_commits_total", "replog_storage_checkpoint_seconds_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +102,8 @@ replog_storage_size_bytes{log="",node="n1"} 32768
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 22 {
-		t.Errorf("gathered %d metric families, want 22 (every descriptor)", len(mfs))
+	if len(mfs) != 28 {
+		t.Errorf("gathered %d metric families, want 28 (every descriptor)", len(mfs))
 	}
 }
 
