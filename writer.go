@@ -33,8 +33,9 @@ import (
 //   - The writer's drain of its queue (here) is the group commit: the one
 //     place where writes are batched for the disk.
 //
-// The store merges nothing itself (storage.Bolt runs each Apply as its own
-// transaction on the caller's goroutine).
+// The store merges nothing itself (storage.DirStore runs each Apply as its
+// own transaction on the caller's goroutine; with the commit journal, as
+// its own journal record and one fdatasync).
 type writer struct {
 	store  storage.Store
 	logger hclog.Logger

@@ -196,7 +196,11 @@ func (d *DirStore) checkpoint() error {
 			ws = append(ws, b.ws...)
 		}
 		start := time.Now()
-		if err := d.applyBolt(ws, batch[n-1].seq); err != nil {
+		err := d.applyBolt(ws, batch[n-1].seq)
+		if err == nil {
+			d.segJSeq = batch[n-1].seq
+		}
+		if err != nil {
 			err = fmt.Errorf("replog: store %s: checkpoint of journal records %d to %d: %w", d.dir, batch[0].seq, batch[n-1].seq, err)
 			d.log.Error("checkpoint failed", "dir", d.dir, "error", err)
 			d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed checkpoint; close and reopen it: the journal keeps the writes)", err))
@@ -214,7 +218,6 @@ func (d *DirStore) checkpoint() error {
 		for _, b := range d.pending {
 			live += b.size
 		}
-		var err error
 		if len(d.pending) > 0 {
 			err = d.j.cut(d.pending[0].seq, d.pending[0].pos, live)
 		} else {
@@ -358,6 +361,7 @@ func (d *DirStore) applyDirect(ws []protocol.Write) error {
 // checkpointed, the journal removed and the directory format 1. Read-only,
 // the records are only replayed (nothing in the directory changes).
 func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
+	d.segJSeq = jseq
 	path := filepath.Join(d.dir, JournalFileName)
 	if !d.readOnly {
 		if err := os.Remove(filepath.Join(d.dir, journalTmpName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -378,6 +382,7 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 			return err
 		}
 		d.j = j
+		d.jstat.Store(j)
 		st := d.state.Load().log
 		jv := &journalView{log: st, memLo: st.leo}
 		stale := 0
@@ -398,6 +403,7 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 			if err != nil {
 				_ = j.Close()
 				d.j = nil
+				d.jstat.Store(nil)
 				return fmt.Errorf("replog: journal %s: %w: record at offset %d (sequence %d) does not apply to the log: %v", path, ErrCorrupt, r.pos, r.seq, err)
 			}
 		}
@@ -432,6 +438,7 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 			}
 			_ = d.j.Close()
 			d.j, d.ckpt = nil, nil
+			d.jstat.Store(nil)
 			d.jv.Store(nil)
 			if err := os.Remove(path); err != nil {
 				return fmt.Errorf("replog: open store %s: remove the journal: %w", d.dir, err)
@@ -457,34 +464,94 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 		}
 	}
 	if d.j == nil {
-		j, err := createJournal(path, d.opts.JournalBytes, jseq+1, d.opts.NoSync)
-		if err != nil {
-			return err
-		}
-		d.j = j
-		st := d.state.Load().log
-		d.jv.Store(&journalView{log: st, memLo: st.leo})
+		return d.startJournal()
 	}
-	d.ckpt = &checkpointer{ask: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
 	// What Open replayed is checkpointed as the Applies' writes are,
 	// once the journal is a quarter full (or at Close).
+	d.ckpt = newCheckpointer()
 	go d.runCheckpointer()
 	return nil
+}
+
+func newCheckpointer() *checkpointer {
+	return &checkpointer{ask: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// startJournal creates the journal of a store without one, the directory
+// already recorded as format 2, and starts the checkpointer (d.mu held,
+// or before the store is handed out).
+func (d *DirStore) startJournal() error {
+	j, err := createJournal(filepath.Join(d.dir, JournalFileName), d.opts.JournalBytes, d.segJSeq+1, d.opts.NoSync)
+	if err != nil {
+		return err
+	}
+	st := d.state.Load().log
+	d.jv.Store(&journalView{log: st, memLo: st.leo})
+	d.j = j
+	d.jstat.Store(j)
+	d.ckpt = newCheckpointer()
+	go d.runCheckpointer()
+	return nil
+}
+
+// EnableJournal turns the commit journal on in an open store, as if it
+// had been opened with DirOptions.Journal: the directory is recorded as
+// storage format 2, the journal created (DirOptions.JournalBytes) and the
+// checkpointer started; the next Apply goes to the journal. A no-op if
+// the journal is on. A node calls it once its cluster's feature level
+// allows format 2, and from then on opens the directory with
+// DirOptions.Journal (DirFormat tells it the directory is format 2):
+// opened without it, the journal's writes go back into the segments and
+// the directory is format 1 again. It waits for the Apply in progress.
+// Errors: ErrClosed, ErrReadOnly, the error latched by a failed commit, or
+// the error of writing the format file or the journal.
+func (d *DirStore) EnableJournal() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.closed.Load():
+		return ErrClosed
+	case d.readOnly:
+		return ErrReadOnly
+	case d.j != nil:
+		return nil
+	}
+	if err := d.failure(); err != nil {
+		return err
+	}
+	if err := writeFormat(d.dir, StorageFormatJournal, d.opts.NoSync); err != nil {
+		return err
+	}
+	if err := d.startJournal(); err != nil {
+		return fmt.Errorf("replog: store %s: enable the journal: %w", d.dir, err)
+	}
+	d.log.Info("commit journal turned on", "dir", d.dir)
+	return nil
+}
+
+// DirFormat returns the storage format of the data directory dir (1 for
+// a directory from before formats were recorded, or one that does not
+// exist yet). A format newer than this build reads is ErrNewerFormat; a
+// damaged format file ErrCorrupt.
+func DirFormat(dir string) (int, error) {
+	v, _, err := readFormat(dir)
+	return v, err
 }
 
 // closeJournal stops the checkpointer and checkpoints what is pending, so
 // that a closed directory's segments hold the whole log (a failure leaves
 // the records in the journal, replayed at the next open).
 func (d *DirStore) closeJournal() {
-	if d.ckpt == nil {
-		return
-	}
 	d.mu.Lock()
+	c := d.ckpt
 	d.cond.Broadcast() // Applies waiting for room return ErrClosed
 	d.mu.Unlock()
-	if d.ckpt.stop != nil {
-		close(d.ckpt.stop)
-		<-d.ckpt.exited
+	if c == nil {
+		return
+	}
+	if c.stop != nil {
+		close(c.stop)
+		<-c.exited
 	}
 	if d.failure() == nil && !d.abandon {
 		_ = d.checkpoint()

@@ -87,6 +87,8 @@ type DirStore struct {
 	// for the journal), cond (on mu) wakes Applies waiting for room when
 	// a checkpoint cuts the journal, ckpt is the checkpointer goroutine.
 	j       *Journal
+	jstat   atomic.Pointer[Journal] // j, for Stats (which takes no lock)
+	segJSeq uint64                  // the newest journal record in the segments (guarded by ckMu)
 	jv      atomic.Pointer[journalView]
 	pending []pendingBatch
 	ckMu    sync.Mutex
@@ -1343,7 +1345,7 @@ func (d *DirStore) Stats() DirStats {
 	}
 	var fsyncs, groups, jbytes uint64
 	var live int64
-	if j := d.j; j != nil {
+	if j := d.jstat.Load(); j != nil {
 		fsyncs, groups, jbytes, live = j.syncs.Load(), j.records.Load(), j.bytes.Load(), j.Live()
 	}
 	if !d.opts.NoSync {

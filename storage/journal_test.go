@@ -402,3 +402,48 @@ func TestStorageFormat(t *testing.T) {
 		t.Fatalf("damaged format file: %v", err)
 	}
 }
+
+// EnableJournal turns the journal on in an open store (what a node does
+// once its cluster's feature level allows format 2); DirFormat then says
+// format 2, and the next open with the journal replays it.
+func TestEnableJournal(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{JournalBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := storage.NewMemory()
+	journalWorkload(t, s, m, 10)
+	if v, err := storage.DirFormat(dir); err != nil || v != 1 {
+		t.Fatalf("DirFormat before: %d, %v", v, err)
+	}
+	for range 2 { // the second is a no-op
+		if err := s.EnableJournal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := storage.DirFormat(dir); err != nil || v != 2 {
+		t.Fatalf("DirFormat after: %d, %v", v, err)
+	}
+	commits := s.Stats().Commits
+	journalWorkload(t, s, m, 10)
+	if st := s.Stats(); st.GroupCommits != 10 || st.Commits != commits {
+		t.Fatalf("after EnableJournal: %d group commits, %d segment commits (%d before)", st.GroupCommits, st.Commits, commits)
+	}
+	if err := s.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	s = openJournaled(t, dir, storage.DirOptions{JournalBytes: 1 << 20})
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ro, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.EnableJournal(); !errors.Is(err, storage.ErrReadOnly) {
+		t.Fatalf("EnableJournal read-only: %v", err)
+	}
+}
