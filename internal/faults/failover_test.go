@@ -16,6 +16,9 @@ var (
 	flagFailoverRounds = flag.Int("faults.failover-rounds", 4, "TestFailover: leader faults of each kind (SIGKILL, SIGSTOP, isolation)")
 	flagCalm           = flag.Duration("faults.calm", 20*time.Second, "TestNoFalseFailover: how long the cluster runs without a fault (the long mode: 10m)")
 	flagCalmAppenders  = flag.Int("faults.calm-appenders", 64, "TestNoFalseFailover: concurrent appenders")
+	flagCalmLoss       = flag.Float64("faults.calm-loss", 0.01, "TestNoFalseFailover: share of chunks held 200ms on every link")
+	flagCalmHog        = flag.Bool("faults.calm-hog", false, "TestNoFalseFailover: a CPU hog per core besides the nodes (off by default: it starves the harness's own proxies and clients too, and the proxies' delays then exceed FetchTimeout)")
+	flagCalmStall      = flag.Duration("faults.calm-stall", 200*time.Millisecond, "TestNoFalseFailover: the leader's stall every 5s (0: none)")
 )
 
 // Bounds of TestFailover: generous, because the machines running it are
@@ -39,7 +42,7 @@ const (
 func TestFailover(t *testing.T) {
 	t.Parallel()
 	o := testRunOpts(t)
-	o.fetchTimeout, o.electionTimeout, o.fetchMaxWait = replog.DefaultFetchTimeout, replog.DefaultElectionTimeout, replog.DefaultFetchMaxWait
+	defaultTimings(&o)
 	rounds := *flagFailoverRounds
 	// Each round: the fault, a hold well past the fail-over, the undo and
 	// a rest for the cluster to settle.
@@ -68,6 +71,19 @@ func TestFailover(t *testing.T) {
 			t.Errorf("leader %s: fail-over took up to %v, above %v", k.kind, pmax, k.bound)
 		}
 	}
+}
+
+// defaultTimings gives o the library's default timings, unless the
+// -faults.fetch-timeout, -faults.election-timeout or -faults.fetch-max-wait
+// flags were set (to compare timings).
+func defaultTimings(o *runOpts) {
+	o.fetchTimeout, o.electionTimeout, o.fetchMaxWait = replog.DefaultFetchTimeout, replog.DefaultElectionTimeout, replog.DefaultFetchMaxWait
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "faults.fetch-timeout", "faults.election-timeout", "faults.fetch-max-wait":
+			o.fetchTimeout, o.electionTimeout, o.fetchMaxWait = 0, 0, 0
+		}
+	})
 }
 
 // failoverRound applies one leader fault of kind, holds it 3s (well past a
@@ -109,24 +125,27 @@ func roundAll(ds []time.Duration) []time.Duration {
 
 // TestNoFalseFailover runs a healthy cluster with the default timings under
 // stress and counts elections, which must be none: 3 voters with fsync on,
-// -faults.calm-appenders appenders, a CPU hog keeping every core busy
-// (one spinning process per CPU), every link holding one chunk in a
+// -faults.calm-appenders appenders, every link holding one chunk in a
 // hundred for 200ms both ways (TCP's view of 1% packet loss: a
 // retransmission after the minimum RTO, everything behind it waiting),
 // and every 5s the leader stopped for 200ms (SIGSTOP: its disk and
-// everything else stall, harsher than a disk stall alone). It runs for
-// -faults.calm (20s; the long mode: -faults.calm=10m -timeout 0).
+// everything else stall, harsher than a disk stall alone). With
+// -faults.calm-hog a CPU hog keeps every core busy too (one spinning
+// process per CPU); on a 2-core machine it starves the test process, whose
+// proxies carry every byte between the nodes, and the proxies' own delays
+// then reach FetchTimeout. It runs for -faults.calm (20s; the long mode:
+// -faults.calm=10m -timeout 0).
 func TestNoFalseFailover(t *testing.T) {
 	t.Parallel()
 	o := testRunOpts(t)
-	o.fetchTimeout, o.electionTimeout, o.fetchMaxWait = replog.DefaultFetchTimeout, replog.DefaultElectionTimeout, replog.DefaultFetchMaxWait
+	defaultTimings(&o)
 	o.cfg.Appenders = *flagCalmAppenders
 	o.cfg.Duration = *flagCalm
 	var startEpoch, endEpoch uint64
 	stalls := 0
 	o.cfg.Script = func(ctx context.Context, nm *Nemesis) {
 		var leader *Node
-		leader, startEpoch = nm.c.Leader(ctx)
+		leader, startEpoch = waitLeader(ctx, nm.c)
 		if leader == nil {
 			t.Errorf("no leader at the start")
 			return
@@ -134,32 +153,49 @@ func TestNoFalseFailover(t *testing.T) {
 		for _, a := range nm.c.Nodes {
 			for _, b := range nm.c.Nodes {
 				if a != b {
-					nm.c.Net.Link(a.ID, b.ID).SetLoss(0.01, 200*time.Millisecond)
+					nm.c.Net.Link(a.ID, b.ID).SetLoss(*flagCalmLoss, 200*time.Millisecond)
 				}
 			}
 		}
-		stop := cpuHog(t)
-		defer stop()
-		nm.event("stress", false, fmt.Sprintf("%d CPU hogs, 1%% of chunks held 200ms on every link", runtime.NumCPU()))
+		hogs := 0
+		if *flagCalmHog {
+			hogs = runtime.NumCPU()
+			stop := cpuHog(t)
+			defer stop()
+		}
+		nm.event("stress", false, fmt.Sprintf("%d CPU hogs, %.1f%% of chunks held 200ms on every link", hogs, 100**flagCalmLoss))
 		for ctx.Err() == nil {
 			nm.sleep(ctx, 5*time.Second)
-			if ctx.Err() != nil {
-				break
+			if ctx.Err() != nil || *flagCalmStall == 0 {
+				continue
 			}
 			if l, _ := nm.c.Leader(ctx); l != nil && nm.c.Pause(l) {
-				time.Sleep(200 * time.Millisecond)
+				nm.event("stall", true, flagCalmStall.String(), l)
+				time.Sleep(*flagCalmStall)
 				nm.c.Resume(l)
 				stalls++
 			}
 		}
-		_, endEpoch = nm.c.Leader(context.WithoutCancel(ctx))
+		_, endEpoch = waitLeader(context.WithoutCancel(ctx), nm.c)
 	}
 	rep := faultRun(t, o)
 	checkRun(t, rep)
-	t.Logf("%v with %d appenders, CPU hogs, 1%% loss and %d leader stalls of 200ms: %d acknowledged appends, epochs %d..%d",
-		o.cfg.Duration, o.cfg.Appenders, stalls, rep.History.Counts()[OK], startEpoch, endEpoch)
+	t.Logf("%v with %d appenders, CPU hogs %v, %.1f%% of chunks held 200ms, %d leader stalls of %v: %d acknowledged appends, epochs %d..%d",
+		o.cfg.Duration, o.cfg.Appenders, *flagCalmHog, 100**flagCalmLoss, stalls, *flagCalmStall, rep.History.Counts()[OK], startEpoch, endEpoch)
 	if endEpoch != startEpoch {
 		t.Errorf("%d elections without a fault (epoch %d, then %d)", endEpoch-startEpoch, startEpoch, endEpoch)
+	}
+}
+
+// waitLeader polls c for a leader for up to 10s.
+func waitLeader(ctx context.Context, c *Cluster) (*Node, uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		if n, e := c.Leader(ctx); n != nil || ctx.Err() != nil {
+			return n, e
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
