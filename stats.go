@@ -69,7 +69,8 @@ type Stats struct {
 	FetchWait     Histogram
 
 	// StorageCommitLatency is the duration of each write the node made
-	// durable: one Store.Apply, a bbolt transaction with its fsyncs (no
+	// durable: one Store.Apply, a bbolt transaction with its fsyncs, or
+	// with the commit journal one journal write and its fdatasync (no
 	// fsync with Options.NoSync).
 	StorageCommitLatency Histogram
 	// StorageBytes is the size of the files in the data directory.

@@ -128,10 +128,12 @@ type DirStats struct {
 	// not counted), and Writes the number of writes (protocol.Write) in
 	// them.
 	Applies, Writes uint64
-	// Commits is the number of write transactions committed: at most one
-	// per Apply, whatever it holds (none for an Apply that changed
-	// nothing), so one bbolt commit (two fsyncs) per Apply; a rolling
-	// Apply's commit is the new active file's.
+	// Commits is the number of write transactions committed to the
+	// segment files: at most one per Apply, whatever it holds (none for
+	// an Apply that changed nothing), so one bbolt commit (two fsyncs)
+	// per Apply; a rolling Apply's commit is the new active file's. With
+	// the journal, one per checkpoint transaction and per Apply too large
+	// for the journal instead.
 	Commits uint64
 	// Rolls is the number of segments sealed since the store was opened.
 	Rolls uint64

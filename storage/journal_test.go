@@ -447,3 +447,81 @@ func TestEnableJournal(t *testing.T) {
 		t.Fatalf("EnableJournal read-only: %v", err)
 	}
 }
+
+// Readers running beside a writer whose Applies (appends, truncations with
+// a new epoch, prefix deletions) are checkpointed all the time (a small
+// journal, tiny segments that roll) always read one state of the log:
+// contiguous offsets from the one asked, each entry the one its epoch
+// wrote, epochs never going down.
+func TestJournalConcurrentReads(t *testing.T) {
+	s := openJournaled(t, t.TempDir(), storage.DirOptions{JournalBytes: 64 << 10, SegmentBytes: 8 << 10, NoSync: true})
+	defer s.Close()
+	const size = 200
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	done := make(chan struct{})
+	reads := make([]int, 3)
+	for r := range reads {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start, leo := s.LogStart(), s.LEO()
+				if leo <= start {
+					continue
+				}
+				from := start + uint64(i*7919)%(leo-start)
+				es, err := s.Entries(from, 0, 64<<10)
+				if errors.Is(err, storage.ErrOutOfRange) {
+					continue // a deletion or truncation passed from
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				for k, e := range es {
+					if e.Offset != from+uint64(k) || string(e.Data) != string(storagetest.Payload(e.Offset, e.Epoch, size)) ||
+						(k > 0 && e.Epoch < es[k-1].Epoch) {
+						errs <- fmt.Errorf("read from %d: entry %d is offset %d epoch %d (previous epoch %d): not one state of the log",
+							from, k, e.Offset, e.Epoch, es[max(k-1, 0)].Epoch)
+						return
+					}
+				}
+				reads[r]++
+			}
+		}()
+	}
+	epoch := uint64(1)
+	for i := 0; i < 1500; i++ {
+		leo, start := s.LEO(), s.LogStart()
+		var ws []protocol.Write
+		switch {
+		case i%13 == 12 && leo > start+20:
+			epoch++
+			ws = []protocol.Write{{Kind: protocol.WriteTruncate, Offset: leo - 15}}
+		case i%97 == 96:
+			ws = []protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: start + (leo-start)/2}}
+		default:
+			ws = []protocol.Write{{Kind: protocol.WriteAppend, Entries: storagetest.Batch(leo, 1+i%8, epoch, size)}}
+		}
+		if err := s.Apply(ws); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	close(stop)
+	for range reads {
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Checkpoints < 10 || st.Rolls == 0 {
+		t.Fatalf("%d checkpoints, %d rolls: the reads did not run beside checkpoints", st.Checkpoints, st.Rolls)
+	}
+	t.Logf("reads %v, %+v", reads, s.Stats())
+}

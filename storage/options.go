@@ -46,7 +46,8 @@ type DirOptions struct {
 	// starts when a quarter of it holds writes not yet in the segments;
 	// when it is full, Apply waits for the checkpoint; an Apply whose
 	// record needs more than half of it goes to the segments directly
-	// (after the journal's). Open reads the whole file. Default
+	// (after the journal's). Open reads the whole file. It applies when
+	// the journal is created: an existing journal keeps its size. Default
 	// DefaultJournalBytes (8 MiB); below 64 KiB (other than 0) is invalid.
 	JournalBytes int64
 }
