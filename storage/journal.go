@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -238,6 +239,18 @@ func scanJournal(img []byte) (h journalHeader, recs []journalRecord, tail int64,
 	return h, recs, pos, nil
 }
 
+// scanJournalProtected is scanJournal with a fault of the mapping (the
+// file shrunk under it) turned into ErrCorrupt.
+func scanJournalProtected(img []byte) (h journalHeader, recs []journalRecord, tail int64, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			h, recs, tail, err = journalHeader{}, nil, 0, fmt.Errorf("%w: reading the journal: %v", ErrCorrupt, r)
+		}
+	}()
+	return scanJournal(img)
+}
+
 // createJournal creates the journal file at path of size bytes, empty,
 // its first record numbered firstSeq: written whole under a temporary name,
 // synced, renamed into place and the directory synced.
@@ -274,19 +287,31 @@ func openJournal(path string, readOnly, noSync bool) (*Journal, []journalRecord,
 	if err != nil {
 		return nil, nil, fmt.Errorf("replog: open journal %s: %w", path, err)
 	}
-	img, err := io.ReadAll(f)
+	fi, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
 		return nil, nil, fmt.Errorf("replog: read journal %s: %w", path, err)
 	}
-	h, recs, tail, err := scanJournal(img)
-	if err != nil {
-		_ = f.Close()
-		return nil, nil, fmt.Errorf("replog: journal %s: %w", path, err)
+	// Read through a mapping where there is one: its pages leave the
+	// process's memory with it (a heap copy of the file would stay until
+	// the collector returns it).
+	img, unmap, merr := mapFile(f, fi.Size())
+	if merr != nil {
+		img, unmap = make([]byte, fi.Size()), func() {}
+		if _, err := f.ReadAt(img, 0); err != nil && !errors.Is(err, io.EOF) {
+			_ = f.Close()
+			return nil, nil, fmt.Errorf("replog: read journal %s: %w", path, err)
+		}
 	}
+	h, recs, tail, err := scanJournalProtected(img)
 	// The records' payloads alias img: keep only theirs.
 	for i := range recs {
 		recs[i].payload = append([]byte(nil), recs[i].payload...)
+	}
+	unmap()
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("replog: journal %s: %w", path, err)
 	}
 	j := &Journal{path: path, f: f, size: h.size, noSync: noSync, counter: h.counter,
 		start: h.start, startSeq: h.startSeq, tail: tail, nextSeq: h.startSeq + uint64(len(recs))}
