@@ -601,6 +601,14 @@ func (d *DirStore) storeIdentity(id Identity) error {
 // verification that follows Open (until it has checked the free list, or,
 // with a truncation, all of the file; see WaitVerified); once that found
 // damage, every Apply returns it (wrapping ErrCorrupt, naming the file).
+//
+// With the commit journal (DirOptions.Journal) the writes are validated
+// the same way, then written as one journal record and synced (one
+// fdatasync), and Apply returns; a checkpoint moves them into the
+// segments later (see dirjournal.go). A full journal makes Apply wait for
+// the checkpoint's cut; a record larger than half the journal is applied
+// to the segments directly. A failed journal write or checkpoint latches
+// as a failed commit does.
 func (d *DirStore) Apply(ws []protocol.Write) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -42,7 +42,9 @@ var (
 // suffix truncations, prefix deletions, the quorum state, the HW
 // checkpoint) applied in order as one atomic, durable change (one
 // transaction; for DirStore one bbolt commit of its active segment file,
-// whose two fsyncs are paid once per Apply whatever it holds). Calls to Apply are serialized; a caller that
+// whose two fsyncs are paid once per Apply whatever it holds, or with
+// DirOptions.Journal one record of the commit journal and its one
+// fdatasync). Calls to Apply are serialized; a caller that
 // wants group commit hands the store everything waiting in one call (the
 // store does not merge calls itself).
 //
