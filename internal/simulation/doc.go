@@ -66,7 +66,11 @@
 // while their leader deletes, observers restarted on an empty store
 // (retention.go); voters restarted on an empty store with a new
 // directory ID, "v1.d0" then "v1.d1" (voters.go, which argues how many
-// voters may lose their disks, and when). FaultCounts (stats.go) counts
+// voters may lose their disks, and when). Closed connections (R69,
+// peerdown.go): a crashed process's links close, so every live node hears
+// PeerDown a network delay later (a power cut's, a pause's and a
+// partition's links only go quiet), and the nemesis resets the link
+// between two live nodes now and then, a fault on both. FaultCounts (stats.go) counts
 // each kind; a default sweep of 500 seeds or more fails if any kind was
 // never injected.
 //
@@ -133,7 +137,8 @@
 // -sim.live=false (no liveness rules), -sim.corecontact (liveness counts
 // leader contact the narrower way, Options.CoreContact),
 // -sim.voters=false (no voter changes or wipes), -sim.versions=false (no
-// version mix, Options.NoVersionMix), -sim.exactlyonce (the
+// version mix, Options.NoVersionMix), -sim.connclose=false (no closed
+// connections, Options.NoConnClose), -sim.exactlyonce (the
 // exactly-once workload; -sim.eoseeds is how many seeds
 // TestSimulationExactlyOnce runs), -sim.bugs (stop steering around known
 // core bugs, below); -sim.hashes and -sim.hashes.write (TestTraceHashes'

@@ -8,7 +8,8 @@ import (
 	"github.com/replog-io/replog/replica"
 )
 
-// The nemesis: crashes, pauses and network partitions in the fault phase.
+// The nemesis: crashes, pauses, connection resets and network partitions
+// in the fault phase.
 
 func (s *sim) crashTimer() {
 	if s.rng.Float64() < s.p.massCrashProb {
@@ -20,6 +21,10 @@ func (s *sim) crashTimer() {
 			}
 		}
 		s.settleNoSyncLoss()
+		return
+	}
+	if !s.opts.NoConnClose && s.rng.Float64() < linkResetProb {
+		s.resetLink() // peerdown.go
 		return
 	}
 	var victim *node

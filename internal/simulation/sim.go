@@ -85,6 +85,10 @@ type Options struct {
 	// releases, upgrades and rollbacks, in a third of the runs that are
 	// not classic.
 	NoVersionMix bool
+	// NoConnClose turns off closed connections (peerdown.go): a crash
+	// closes no links and the nemesis resets none, so no node hears
+	// PeerDown (R69), as before the rule existed.
+	NoConnClose bool
 	// Bugs turns on the faults that find known core bugs not fixed yet
 	// (KnownBugs' fields). Each is off by default, so that the default run
 	// passes; the sim then steers around the bug the way the field's doc
@@ -446,7 +450,8 @@ type node struct {
 	role   replica.Role
 	epoch  uint64
 	leader string
-	// failHintAt: when gossip last told this node that a node failed;
+	// failHintAt: when gossip last told this node that a node failed, or
+	// its transport that a peer's connection closed (peerdown.go);
 	// prospectiveAt: when it last turned prospective.
 	failHintAt    time.Duration
 	prospectiveAt time.Duration
@@ -883,6 +888,7 @@ func (s *sim) crashNode(nd *node, why string, power bool) {
 	s.hash.u64(uint64(nd.idx))
 	s.touchNode(nd.idx, s.now, why)
 	s.crashDisk(nd, power)
+	s.closeLinks(nd, power)
 	s.down++
 	s.followDirty = true
 	nd.up = false
@@ -1188,6 +1194,10 @@ func (s *sim) dispatch(ev event) {
 	case evHint:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
+			return
+		}
+		if ev.hkind == hintPeerDown {
+			s.peerDown(nd, ev.id)
 			return
 		}
 		h := replica.Hint{Kind: ev.hkind, Node: s.nodes[ev.id].id, Epoch: ev.wseq}
