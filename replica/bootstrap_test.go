@@ -297,3 +297,30 @@ func TestOwedPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstElectionWithinElectionTimeout: a replica whose log holds no
+// voter set and that knows no leader has no leader to protect: its first
+// pre-vote round (R60's, asking everyone) starts within ElectionTimeout of
+// New, not after FetchTimeout. A replica that remembers a leader still
+// counts its restart as contact (R22) and waits out FetchTimeout.
+func TestFirstElectionWithinElectionTimeout(t *testing.T) {
+	fresh, err := New(testConfig("a", "a", "b", "c"), storage.NewMemory(), t0) // no voter set: bootstrapping
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.Tick(t0.Add(fresh.cfg.ElectionTimeout))
+	if fresh.role != RoleProspective {
+		t.Fatalf("a fresh replica is %v an ElectionTimeout after New, want prospective (FetchTimeout is %v)", fresh.role, fresh.cfg.FetchTimeout)
+	}
+	if got := len(bodiesTo[*protocol.VoteRequest](fresh.Ready().Messages, "b")); got != 1 {
+		t.Fatalf("%d pre-vote requests to b, want 1", got)
+	}
+	known, err := New(testConfig("a", "a", "b", "c"), newStore(t, nil, protocol.QuorumState{Epoch: 1, LeaderID: "b"}), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known.Tick(t0.Add(known.cfg.FetchTimeout * 99 / 100))
+	if known.role != RoleFollower {
+		t.Fatalf("a replica that remembers its leader is %v before FetchTimeout, want follower", known.role)
+	}
+}

@@ -78,6 +78,25 @@ func TestTransferLeadershipRefusals(t *testing.T) {
 			t.Fatalf("err %v, to %v: want b", err, r.leader.transfer)
 		}
 	})
+	t.Run("a voter whose connection closed since its last fetch is not picked (R69)", func(t *testing.T) {
+		r, _ := transferLeader(t) // a at 1, b at 0, both fetched just now
+		r.PeerDown("a")
+		if err := r.TransferLeadership(""); err != nil || r.leader.transfer.to != "b" {
+			t.Fatalf("err %v, to %v: want b (a's connection closed)", err, r.leader.transfer)
+		}
+		r2, _ := transferLeader(t)
+		r2.PeerDown("a")
+		r2.PeerDown("b")
+		if err := r2.TransferLeadership(""); !errors.Is(err, ErrNoSuccessor) {
+			t.Fatalf("both connections closed: err %v, want ErrNoSuccessor", err)
+		}
+		// A fetch after the close is news again.
+		r2.Tick(t0.Add(time.Millisecond))
+		fetch(r2, "a", 11, r2.epoch, 1, r2.epoch)
+		if err := r2.TransferLeadership(""); err != nil || r2.leader.transfer.to != "a" {
+			t.Fatalf("a fetched again: err %v, want a", err)
+		}
+	})
 	t.Run("the most caught-up voter, first in voter order on a tie", func(t *testing.T) {
 		r, _ := transferLeader(t)
 		if err := r.TransferLeadership(""); err != nil || r.leader.transfer.to != "a" {
