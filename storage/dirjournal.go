@@ -209,6 +209,16 @@ func (d *DirStore) checkpoint() error {
 			d.mu.Unlock()
 			return err
 		}
+		// Counted before the cut wakes the Applies waiting for it.
+		took := time.Since(start)
+		d.checkpoints.Add(1)
+		d.checkpointNanos.Add(uint64(took))
+		for {
+			old := d.checkpointMax.Load()
+			if uint64(took) <= old || d.checkpointMax.CompareAndSwap(old, uint64(took)) {
+				break
+			}
+		}
 		if journalHook != nil {
 			journalHook("cut")
 		}
@@ -232,15 +242,6 @@ func (d *DirStore) checkpoint() error {
 		d.mu.Unlock()
 		if err != nil {
 			return err
-		}
-		took := time.Since(start)
-		d.checkpoints.Add(1)
-		d.checkpointNanos.Add(uint64(took))
-		for {
-			old := d.checkpointMax.Load()
-			if uint64(took) <= old || d.checkpointMax.CompareAndSwap(old, uint64(took)) {
-				break
-			}
 		}
 		batch = batch[n:]
 	}

@@ -172,8 +172,8 @@ type DirStats struct {
 	JournalWaits, DirectApplies uint64
 	// Checkpoints is the number of checkpoint transactions (journal
 	// writes moved into the segments, each a bbolt commit followed by a
-	// cut of the journal), CheckpointTime their total duration and
-	// CheckpointMax the longest.
+	// cut of the journal), CheckpointTime the total duration of their
+	// segment transactions and CheckpointMax the longest.
 	Checkpoints                   uint64
 	CheckpointTime, CheckpointMax time.Duration
 }
