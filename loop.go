@@ -301,6 +301,7 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 		LogStart:      cs.LogStart,
 		RemoteLEO:     cs.RemoteLEO,
 	}
+	st.FeatureLevel, st.SupportedLevels = cs.FeatureLevel, cs.SupportedLevels
 	prev := l.status.Load()
 	voterView(st, &cs, prev)
 	if l.tcp != nil {

@@ -99,6 +99,15 @@ type Status struct {
 	RPCAddr string `json:"rpc_addr"`
 	// GossipAddr is memberlist's bound address ("" without gossip).
 	GossipAddr string `json:"gossip_addr"`
+	// FeatureLevel is the cluster feature level this node knows to be
+	// finalized (docs/protocol.md R68): what the newest committed level
+	// entry of its log says, protocol.BaseFeatureLevel (6) with none. It
+	// never goes down; a node whose release cannot run at it stops (Error).
+	// After a restart it shows the level once the node has read its log.
+	FeatureLevel int `json:"feature_level"`
+	// SupportedLevels is the range of feature levels this node's release
+	// can run at: (protocol.MinVersion, its highest wire version).
+	SupportedLevels [2]int `json:"supported_levels"`
 	// Error is set once the node has stopped serving because its disk
 	// failed (see ErrStorageFailed); "" otherwise.
 	Error string `json:"error,omitempty"`
