@@ -51,8 +51,9 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 		{"TLSVerifyNodeID", func(o *Options) { o.TLSVerifyNodeID = true }},
 		{"FetchMaxWait", func(o *Options) { o.FetchMaxWait = -time.Second }},
 		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 100 * time.Millisecond }},
-		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 2*time.Second - time.Millisecond }}, // defaults' bound is 2s
-		{"FetchTimeout", func(o *Options) { o.FetchTimeout = time.Second; o.FetchMaxWait = 100 * time.Millisecond }},
+		// The defaults' bound is 700ms; with FetchMaxWait 100ms it is 600ms.
+		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 700*time.Millisecond - time.Millisecond }},
+		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 500 * time.Millisecond; o.FetchMaxWait = 100 * time.Millisecond }},
 		{"ElectionTimeout", func(o *Options) { o.ElectionTimeout = -1 }},
 		{"FetchMaxBytes", func(o *Options) { o.FetchMaxBytes = -1 }},
 		{"MaxRecordSize", func(o *Options) { o.MaxRecordSize = 1 << 30 }},
@@ -136,7 +137,7 @@ func TestOptionsValidateDelegatesToComponents(t *testing.T) {
 		{"GossipKey", Options{Dir: "/tmp/x", GossipKey: []byte("short")}, "GossipKey", "membership.Config.SecretKey"},
 		{"AdvertiseRPCAddr", Options{Dir: "/tmp/x", AdvertiseRPCAddr: "no-port"}, "AdvertiseRPCAddr", "membership.Config.RPCAddr"},
 		{"GossipTuning", Options{Dir: "/tmp/x", GossipTuning: membership.Tuning{TCPTimeout: -1}}, "GossipTuning.TCPTimeout", "membership.Config.Tuning.TCPTimeout"},
-		{"FetchTimeout", Options{Dir: "/tmp/x", FetchTimeout: time.Second}, "FetchTimeout", "replica.Config.FetchTimeout"},
+		{"FetchTimeout", Options{Dir: "/tmp/x", FetchTimeout: 500 * time.Millisecond}, "FetchTimeout", "replica.Config.FetchTimeout"},
 		{"FetchMaxWait", Options{Dir: "/tmp/x", FetchMaxWait: 1 << 62}, "FetchMaxWait", "replica.Config.FetchMaxWait"},
 		{"ElectionTimeout", Options{Dir: "/tmp/x", ElectionTimeout: -1}, "ElectionTimeout", "replica.Config.ElectionTimeout"},
 		{"MaxFeatureLevel", Options{Dir: "/tmp/x", MaxFeatureLevel: 5}, "MaxFeatureLevel", "replica.Config.MaxFeatureLevel"},
