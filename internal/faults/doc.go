@@ -107,6 +107,11 @@
 //	    -faults.duration=5m -timeout 0    # longer membership runs
 //	go test ./internal/faults -run TestFaults -v -faults.tags=replog_bug_ack_leader_write \
 //	    -faults.expect=lost-write               # teeth: the run must find lost writes
+//	go test ./internal/faults -run TestFailover -v -faults.failover-rounds=15 -timeout 0
+//	    # fail-over figures with the default timings (leader kill, pause, isolation)
+//	go test ./internal/faults -run TestNoFalseFailover -v -faults.calm=10m -timeout 0
+//	    # no election in a healthy cluster under load, loss and stalls
+//	    # (-faults.calm-appenders, -faults.calm-loss, -faults.calm-stall, -faults.calm-hog)
 //
 // Other flags: -faults.nemesis=kill,pause,... (a subset of AllFaults),
 // -faults.gossip (memberlist on; process faults only), -faults.race (node
