@@ -39,8 +39,11 @@ const (
 // (LeaderFaultGaps), and fails above killFailoverBound (kill) or
 // silentFailoverBound (pause, isolation); the history is checked as in
 // TestFaults.
+//
+// It and TestNoFalseFailover are not parallel: they run before the
+// package's parallel fault runs start, on a machine their kills and pauses
+// do not load.
 func TestFailover(t *testing.T) {
-	t.Parallel()
 	o := testRunOpts(t)
 	defaultTimings(&o)
 	rounds := *flagFailoverRounds
@@ -136,7 +139,6 @@ func roundAll(ds []time.Duration) []time.Duration {
 // then reach FetchTimeout. It runs for -faults.calm (20s; the long mode:
 // -faults.calm=10m -timeout 0).
 func TestNoFalseFailover(t *testing.T) {
-	t.Parallel()
 	o := testRunOpts(t)
 	defaultTimings(&o)
 	o.cfg.Appenders = *flagCalmAppenders
