@@ -154,15 +154,15 @@ func (d *DirStore) acquire(f *segFile, st *dirState, base, end uint64) (*bolt.DB
 	db, err := d.openSealed(path, base, end, st)
 	if err != nil {
 		d.release(f)
-		if errors.Is(err, os.ErrNotExist) {
-			// Unlinked after the reader looked (a deletion or a truncation
-			// dropped it): the reader looks again.
-			d.cacheMu.Lock()
-			gone := f.dropped || d.closed.Load()
-			d.cacheMu.Unlock()
-			if gone {
-				return nil, "", errSegmentGone
-			}
+		// Dropped after the reader looked (a deletion or a truncation):
+		// its file is gone, or its name already another segment's (a
+		// truncation's next roll), whose entries do not match this
+		// segment's range and epochs. The reader looks again.
+		d.cacheMu.Lock()
+		gone := f.dropped || d.closed.Load()
+		d.cacheMu.Unlock()
+		if gone {
+			return nil, "", errSegmentGone
 		}
 		return nil, path, err
 	}
