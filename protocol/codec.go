@@ -44,7 +44,8 @@ import (
 // EndEpoch; version 5 added VoteResponse.Formed and
 // FetchResponse.LogStartVoters and LogStartEpoch; version 6 added voter
 // sets with owed incarnations (EncodeVoterSet's format 2, in entries and
-// in LogStartVoters), which a version-5 node would refuse as malformed.
+// in LogStartVoters), which a version-5 node would refuse as malformed;
+// version 7 added FetchRequest.FeatureLevel (FeatureLevelVersion).
 //
 // Version is the newest version this package encodes and decodes,
 // MinVersion the oldest: a node speaks every version between them, and
@@ -53,7 +54,7 @@ import (
 // version; its new kinds and fields are encoded only at that version, so
 // a peer is never sent what it cannot read, and MinVersion moves up only
 // when no supported release speaks the older version any more.
-const Version = 6
+const Version = 7
 
 // MinVersion is the oldest version this package encodes and decodes.
 const MinVersion = 6
@@ -109,6 +110,13 @@ var (
 // EncodedSize returns the size in bytes of m's encoding (what
 // AppendMessage appends), or -1 if m has no (or a nil) body.
 func EncodedSize(m Message) int {
+	return EncodedSizeAt(m, Version)
+}
+
+// EncodedSizeAt is EncodedSize in the encoding of wire version v (what
+// AppendMessageAt appends for v): a field a later version added takes no
+// bytes below it. It is never above EncodedSize for a version spoken.
+func EncodedSizeAt(m Message, v uint8) int {
 	n := HeaderSize + 4 + len(m.From) + 4 + len(m.To)
 	switch b := m.Body.(type) {
 	case *FetchRequest:
@@ -116,6 +124,9 @@ func EncodedSize(m Message) int {
 			return -1
 		}
 		n += 8 + 4 + len(b.ReplicaID) + 4 + len(b.ReplicaDirID) + 8 + 8 + 8 + 4 + 4 + 1
+		if v >= FeatureLevelVersion {
+			n++ // FeatureLevel
+		}
 	case *FetchResponse:
 		if b == nil {
 			return -1
@@ -188,14 +199,14 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 
 // AppendMessageAt is AppendMessage in the encoding of wire version v, one
 // of MinVersion..Version (else ErrVersion, dst unchanged): the version a
-// connection negotiated with its peer. MinVersion is Version today, so
-// there is one encoding; once they differ, what a later version added is
-// left out (or refused) below it.
+// connection negotiated with its peer. What a later version added is left
+// out below it: FetchRequest.FeatureLevel below FeatureLevelVersion (a
+// version-6 peer reads the fetch without it, as the base level).
 func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 	if v < MinVersion || v > Version {
 		return dst, fmt.Errorf("%w: %d (this node speaks %d..%d)", ErrVersion, v, MinVersion, Version)
 	}
-	size := EncodedSize(m)
+	size := EncodedSizeAt(m, v)
 	if size < 0 {
 		return dst, fmt.Errorf("%w: message %s->%s has no body", ErrMalformed, m.From, m.To)
 	}
@@ -223,8 +234,11 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 		dst = be.AppendUint32(dst, b.MaxBytes)
 		dst = be.AppendUint32(dst, b.MaxWaitMs)
 		dst = appendBool(dst, b.Restand)
-		// FeatureLevel is not encoded below FeatureLevelVersion (above
-		// Version today): a version-6 peer would refuse the byte.
+		if v >= FeatureLevelVersion {
+			// Not below: a version-6 peer would refuse the byte as
+			// trailing.
+			dst = append(dst, b.FeatureLevel)
+		}
 	case *FetchResponse:
 		dst = be.AppendUint64(dst, b.FetchID)
 		dst = appendString(dst, b.LeaderID)
@@ -329,7 +343,8 @@ func DecodeMessage(b []byte) (Message, error) {
 	if len(b) < MinSize {
 		return Message{}, fmt.Errorf("%w: %d bytes is below the minimum %d", ErrMalformed, len(b), MinSize)
 	}
-	switch v := b[0]; {
+	v := b[0]
+	switch {
 	case v > Version:
 		return Message{}, unknownMessage(fmt.Sprintf("version %d, want %s", v, versionsSpoken()))
 	case v < MinVersion:
@@ -352,6 +367,9 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.MaxBytes = d.u32("max bytes")
 		x.MaxWaitMs = d.u32("max wait")
 		x.Restand = d.bool("restand")
+		if v >= FeatureLevelVersion {
+			x.FeatureLevel = d.u8("feature level")
+		}
 		m.Body = x
 	case KindFetchResponse:
 		x := &FetchResponse{}

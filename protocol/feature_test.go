@@ -60,3 +60,38 @@ func TestFetchFeatureLevelNotAtVersion6(t *testing.T) {
 		t.Fatalf("FeatureLevelVersion %d: the field must come with a version above 6", protocol.FeatureLevelVersion)
 	}
 }
+
+// TestFetchFeatureLevelAtVersion7: from FeatureLevelVersion on a fetch
+// carries FeatureLevel (one byte more than at 6, EncodedSizeAt exact at
+// both), and it reads back as sent.
+func TestFetchFeatureLevelAtVersion7(t *testing.T) {
+	if protocol.Version < protocol.FeatureLevelVersion {
+		t.Fatalf("Version %d is below FeatureLevelVersion %d", protocol.Version, protocol.FeatureLevelVersion)
+	}
+	m := protocol.Message{From: "b", To: "a", Body: &protocol.FetchRequest{FetchID: 1, ReplicaID: "b", Restand: true, FeatureLevel: 7}}
+	at6, err := protocol.AppendMessageAt(nil, m, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at7, err := protocol.AppendMessageAt(nil, m, protocol.FeatureLevelVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(at7) != len(at6)+1 || len(at6) != protocol.EncodedSizeAt(m, 6) || len(at7) != protocol.EncodedSizeAt(m, 7) {
+		t.Fatalf("sizes: %d at 6 (EncodedSizeAt %d), %d at 7 (EncodedSizeAt %d)", len(at6), protocol.EncodedSizeAt(m, 6), len(at7), protocol.EncodedSizeAt(m, 7))
+	}
+	got, err := protocol.DecodeMessage(at7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := got.Body.(*protocol.FetchRequest); f.FeatureLevel != 7 || !f.Restand {
+		t.Fatalf("decoded %+v, want FeatureLevel 7 and Restand", f)
+	}
+	// A version-6 frame relabelled 7 lacks the byte: malformed, not a
+	// level 0 read from whatever follows.
+	short := append([]byte(nil), at6...)
+	short[0] = 7
+	if _, err := protocol.DecodeMessage(short); !errors.Is(err, protocol.ErrMalformed) {
+		t.Fatalf("a version-7 fetch without its level: %v, want ErrMalformed", err)
+	}
+}

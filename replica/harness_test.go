@@ -111,6 +111,10 @@ func (h *harness) addNode(id string, seed int64) {
 		ElectionTimeout: 500 * time.Millisecond,
 		FetchMaxWait:    500 * time.Millisecond,
 		FetchMaxBytes:   h.maxBytes,
+		// A scenario's nodes support the base level unless supports= says
+		// otherwise: the scenarios about other rules keep their messages
+		// and logs free of level entries.
+		SupportedFeatureLevel: protocol.BaseFeatureLevel,
 	}
 	h.nodes[id] = n
 	h.order = append(h.order, id)

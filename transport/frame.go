@@ -34,7 +34,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // EncodedSize returns the size in bytes of m's frame (length prefix and
 // checksum included), or -1 if m has no (or a nil) body.
 func EncodedSize(m protocol.Message) int {
-	n := protocol.EncodedSize(m)
+	return EncodedSizeAt(m, protocol.Version)
+}
+
+// EncodedSizeAt is EncodedSize with the message in wire version v
+// (protocol.EncodedSizeAt): what AppendFrameAt appends for v.
+func EncodedSizeAt(m protocol.Message, v uint8) int {
+	n := protocol.EncodedSizeAt(m, v)
 	if n < 0 {
 		return -1
 	}
@@ -59,7 +65,7 @@ func AppendFrameAt(dst []byte, m protocol.Message, v uint8) ([]byte, error) {
 	if v < protocol.MinVersion || v > protocol.Version {
 		return dst, fmt.Errorf("%w: %w: %d", ErrBadFrame, protocol.ErrVersion, v)
 	}
-	size := EncodedSize(m)
+	size := EncodedSizeAt(m, v)
 	if size < 0 {
 		return dst, fmt.Errorf("%w: message %s->%s has no body", ErrBadFrame, m.From, m.To)
 	}

@@ -73,80 +73,108 @@ func TestCodecRoundTripSamples(t *testing.T) {
 	}
 }
 
-// updateGolden rewrites testdata/frames.golden from today's codec: only
-// with a change of protocol.Version (a deliberate change of the wire).
-var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/frames.golden (only when protocol.Version changes)")
+// updateGolden rewrites the golden file of protocol.Version from today's
+// codec: only with a change of protocol.Version (a deliberate change of
+// the wire). The files of older versions are never rewritten: they are
+// what the releases speaking only them read.
+var updateGolden = flag.Bool("update-golden", false, "rewrite the golden frames of protocol.Version (only when protocol.Version changes)")
 
-// TestFrameGolden: the frames written today are byte for byte those in
-// testdata/frames.golden (the samples and 200 random messages, those of at
-// most 4 KiB), and each decodes to its message. The file was first written
-// by the codec before it moved to package protocol (proving the move kept
-// the wire byte-identical), and rewritten with -update-golden for wire
-// version 3 (entry times, forwarded control entries, DeleteRecords): any
-// other change to the bytes on the wire fails here.
+// goldenFrames names each wire version's golden file: testdata/frames.golden
+// is version 6, the only one the previous release (30f352f) reads.
+var goldenFrames = []struct {
+	v    uint8
+	path string
+}{
+	{6, "testdata/frames.golden"},
+	{7, "testdata/frames_v7.golden"},
+}
+
+// goldenMessage is m as encoded for version v's golden file: from
+// protocol.FeatureLevelVersion on a fetch carries FeatureLevel 7 (so the
+// field's position is pinned), below it the field is not sent at all.
+func goldenMessage(m protocol.Message, v uint8) protocol.Message {
+	if f, ok := m.Body.(*protocol.FetchRequest); ok && f != nil && v >= protocol.FeatureLevelVersion {
+		c := *f
+		c.FeatureLevel = 7
+		m.Body = &c
+	}
+	return m
+}
+
+// TestFrameGolden: the frames written today in each wire version spoken
+// are byte for byte those in that version's golden file (the samples and
+// 200 random messages, those of at most 4 KiB), and each decodes to its
+// message. The version-6 file was first written by the codec before it
+// moved to package protocol (proving the move kept the wire
+// byte-identical), and rewritten with -update-golden for wire version 3
+// (entry times, forwarded control entries, DeleteRecords); the version-7
+// file was written when fetches began to carry FeatureLevel. Any other
+// change to the bytes on the wire fails here.
 func TestFrameGolden(t *testing.T) {
-	msgs := sampleMessages()
-	if *updateGolden {
+	if last := goldenFrames[len(goldenFrames)-1].v; last != protocol.Version || goldenFrames[0].v != protocol.MinVersion {
+		t.Fatalf("golden files cover %d..%d, the codec speaks %d..%d", goldenFrames[0].v, last, protocol.MinVersion, protocol.Version)
+	}
+	for _, g := range goldenFrames {
+		msgs := sampleMessages()
 		r := rand.New(rand.NewPCG(7, 8))
 		for range 200 {
 			msgs = append(msgs, randMessage(r))
 		}
-		var out bytes.Buffer
+		if *updateGolden && g.v == protocol.Version {
+			var out bytes.Buffer
+			for _, m := range msgs {
+				m = goldenMessage(m, g.v)
+				if EncodedSizeAt(m, g.v) > 4096 {
+					continue
+				}
+				f, err := AppendFrameAt(nil, m, g.v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&out, "%x\n", f)
+			}
+			if err := os.WriteFile(g.path, out.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		raw, err := os.ReadFile(g.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(nil, 1<<20)
+		i := 0
 		for _, m := range msgs {
-			if EncodedSize(m) > 4096 {
+			m = goldenMessage(m, g.v)
+			if EncodedSizeAt(m, g.v) > 4096 {
 				continue
 			}
-			f, err := AppendFrame(nil, m)
+			if !sc.Scan() {
+				t.Fatalf("%s ends after %d frames", g.path, i)
+			}
+			want, err := hex.DecodeString(sc.Text())
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&out, "%x\n", f)
+			got, err := AppendFrameAt(nil, m, g.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("version %d frame %d (%v) differs from the golden frame:\n got  %x\n want %x", g.v, i, m, got, want)
+			}
+			dec, _, err := DecodeFrame(want, 0)
+			if err != nil || !reflect.DeepEqual(dec, normalize(m)) {
+				t.Fatalf("version %d golden frame %d decodes to %v (%v), want %v", g.v, i, dec, err, m)
+			}
+			i++
 		}
-		if err := os.WriteFile("testdata/frames.golden", out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
+		if sc.Scan() {
+			t.Fatalf("%s has more than %d frames", g.path, i)
 		}
-		msgs = sampleMessages()
-	}
-	raw, err := os.ReadFile("testdata/frames.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(7, 8))
-	for range 200 {
-		msgs = append(msgs, randMessage(r))
-	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(nil, 1<<20)
-	i := 0
-	for _, m := range msgs {
-		if EncodedSize(m) > 4096 {
-			continue
+		if i < 200 {
+			t.Fatalf("only %d golden frames of version %d compared", i, g.v)
 		}
-		if !sc.Scan() {
-			t.Fatalf("golden file ends after %d frames", i)
-		}
-		want, err := hex.DecodeString(sc.Text())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := AppendFrame(nil, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("frame %d (%v) differs from the golden frame:\n got  %x\n want %x", i, m, got, want)
-		}
-		dec, _, err := DecodeFrame(want, 0)
-		if err != nil || !reflect.DeepEqual(dec, normalize(m)) {
-			t.Fatalf("golden frame %d decodes to %v (%v), want %v", i, dec, err, m)
-		}
-		i++
-	}
-	if sc.Scan() {
-		t.Fatalf("golden file has more than %d frames", i)
-	}
-	if i < 200 {
-		t.Fatalf("only %d golden frames compared", i)
 	}
 }
 

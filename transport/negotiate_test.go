@@ -242,17 +242,22 @@ func (p *previousReleaseAcceptor) serve(c net.Conn, nodeID string) {
 	}
 }
 
-// TestDialPreviousRelease: a node dials a node of the previous release,
-// which refuses handshake version 3 as another version (in version 2);
-// the dialer dials again in version 2 and its messages arrive, on both
-// lanes, readable by the old decoder.
+// TestDialPreviousRelease: a node of this release (wire 6..7) dials a
+// node of the previous release (6 only), which refuses handshake version
+// 3 as another version (in version 2); the dialer dials again in version
+// 2 and its messages arrive, on both lanes, in wire version 6, readable by
+// the old decoder: a fetch carrying FeatureLevel 7 goes without it (the
+// old decoder refuses any byte past Restand as trailing).
 func TestDialPreviousRelease(t *testing.T) {
+	if localWire != (versionRange{6, 7}) {
+		t.Fatalf("this build speaks %d..%d; the test is of 6..7 against 6..6", localWire.min, localWire.max)
+	}
 	old := newPreviousReleaseAcceptor(t, "old")
 	res := newResolverMap()
 	res.set("old", old.ln.Addr().String())
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
 	mustSend(t, a, protocol.Message{To: "old", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "a"}})
-	mustSend(t, a, protocol.Message{To: "old", Body: &protocol.FetchRequest{FetchID: 4, ReplicaID: "a"}})
+	mustSend(t, a, protocol.Message{To: "old", Body: &protocol.FetchRequest{FetchID: 4, ReplicaID: "a", FeatureLevel: 7}})
 	got := map[protocol.Kind]bool{}
 	deadline := time.After(waitTimeout)
 	for len(got) < 2 {
@@ -260,6 +265,9 @@ func TestDialPreviousRelease(t *testing.T) {
 		case m := <-old.frames:
 			if m.From != "a" || m.To != "old" {
 				t.Fatalf("old node got %v", m)
+			}
+			if f, ok := m.Body.(*protocol.FetchRequest); ok && (f.FetchID != 4 || f.FeatureLevel != 0) {
+				t.Fatalf("old node got %+v, want fetch 4 without a level", f)
 			}
 			got[m.Body.Kind()] = true
 		case err := <-old.errs:
@@ -278,7 +286,8 @@ func TestDialPreviousRelease(t *testing.T) {
 
 // TestAcceptPreviousRelease: a version-2 hello, as the previous release
 // sends it, is answered in version 2 with the old layout (no wire byte),
-// and the frames after it are delivered.
+// and the frames after it, in wire version 6, are delivered by a node of
+// this release (6..7): a fetch without a level reads as the base level.
 func TestAcceptPreviousRelease(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: newResolverMap().resolve})
 	c, ans, err := rawHello(t, b.Addr(), handshake{Version: 2, Type: hsHello, Lane: laneControl, ClusterID: "c", NodeID: "old"})
@@ -288,12 +297,45 @@ func TestAcceptPreviousRelease(t *testing.T) {
 	if want := appendHandshake(nil, handshake{Version: 2, Type: hsAccept, Lane: laneControl, ClusterID: "c", NodeID: "b"}); ans.Version != 2 || ans.Type != hsAccept || len(appendHandshake(nil, ans)) != len(want) {
 		t.Fatalf("answer %+v, want a version-2 accept", ans)
 	}
-	frame, _ := AppendFrame(nil, protocol.Message{From: "old", To: "b", Body: &protocol.BeginEpoch{Epoch: 2, LeaderID: "old"}})
+	frame, _ := AppendFrameAt(nil, protocol.Message{From: "old", To: "b", Body: &protocol.BeginEpoch{Epoch: 2, LeaderID: "old"}}, 6)
 	if _, err := c.Write(frame); err != nil {
 		t.Fatal(err)
 	}
 	if m := recvOne(t, b); m.From != "old" || m.Body.(*protocol.BeginEpoch).Epoch != 2 {
 		t.Fatalf("got %v", m)
+	}
+	// Fetches travel on the data lane.
+	d, ans, err := rawHello(t, b.Addr(), handshake{Version: 2, Type: hsHello, Lane: laneData, ClusterID: "c", NodeID: "old"})
+	if err != nil || ans.Type != hsAccept {
+		t.Fatalf("data lane: %+v %v", ans, err)
+	}
+	fetch, _ := AppendFrameAt(nil, protocol.Message{From: "old", To: "b", Body: &protocol.FetchRequest{FetchID: 5, ReplicaID: "old"}}, 6)
+	if _, err := d.Write(fetch); err != nil {
+		t.Fatal(err)
+	}
+	if m := recvOne(t, b); m.From != "old" || m.Body.(*protocol.FetchRequest).FetchID != 5 || m.Body.(*protocol.FetchRequest).FeatureLevel != 0 {
+		t.Fatalf("got %v, want fetch 5 at the base level", m)
+	}
+}
+
+// TestCurrentReleaseSendsLevel: two nodes of this release negotiate wire
+// version 7 on both lanes (dialed each way), and a fetch's FeatureLevel
+// arrives.
+func TestCurrentReleaseSendsLevel(t *testing.T) {
+	res := newResolverMap()
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
+	res.set("a", a.Addr())
+	res.set("b", b.Addr())
+	for _, p := range []struct {
+		from, to *TCP
+		name     string
+	}{{a, b, "b"}, {b, a, "a"}} {
+		mustSend(t, p.from, protocol.Message{To: p.name, Body: &protocol.FetchRequest{FetchID: 9, ReplicaID: "x", FeatureLevel: 7}})
+		m := recvOne(t, p.to)
+		if f, ok := m.Body.(*protocol.FetchRequest); !ok || f.FetchID != 9 || f.FeatureLevel != 7 {
+			t.Fatalf("%s got %v, want fetch 9 at level 7", p.name, m)
+		}
 	}
 }
 

@@ -703,7 +703,7 @@ func (l *lane) handshake(conn net.Conn, addr string, version uint8) error {
 // returned; a message too large for MaxFrameSize is dropped and logged.
 func (l *lane) write(m protocol.Message) error {
 	t := l.t
-	if size := EncodedSize(m); size > t.cfg.MaxFrameSize {
+	if size := EncodedSizeAt(m, l.wire); size > t.cfg.MaxFrameSize {
 		t.droppedQueue.Add(1)
 		l.log.Warn("message above MaxFrameSize, dropped", "msg", m.Body, "size", size, "limit", t.cfg.MaxFrameSize)
 		return nil
