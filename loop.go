@@ -302,6 +302,7 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 		RemoteLEO:     cs.RemoteLEO,
 	}
 	st.FeatureLevel, st.SupportedLevels = cs.FeatureLevel, cs.SupportedLevels
+	l.useJournal(cs.FeatureLevel)
 	prev := l.status.Load()
 	voterView(st, &cs, prev)
 	if l.tcp != nil {
@@ -331,4 +332,31 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 		l.hwChanged = make(chan struct{})
 	}
 	l.hwMu.Unlock()
+}
+
+// journalSwitch is the store's side of useJournal (storage.DirStore).
+type journalSwitch interface{ EnableJournal() error }
+
+// useJournal turns the commit journal on once the cluster's finalized
+// feature level is protocol.FeatureLevelJournal or above (R68: every node
+// supports storage format 2 then, and the level never goes down), unless
+// Options.MaxFeatureLevel holds this node below it: a held node keeps the
+// way back to the previous release open for its own directory. The
+// writer makes the switch between two Applies, off the loop. Once asked,
+// never again; from then on Open finds the directory in format 2 and opens
+// it with the journal.
+func (l *Log) useJournal(level int) {
+	if l.journalOn || level < protocol.FeatureLevelJournal {
+		return
+	}
+	if h := l.opts.MaxFeatureLevel; h > 0 && h < protocol.FeatureLevelJournal {
+		return
+	}
+	js, ok := l.store.(journalSwitch)
+	if !ok {
+		return // a store without a journal (tests' own)
+	}
+	l.journalOn = true
+	l.logger.Info("cluster feature level allows the commit journal; turning it on", "level", level)
+	l.writer.switchBetweenApplies(js.EnableJournal)
 }

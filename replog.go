@@ -136,6 +136,10 @@ type Log struct {
 	tcp    *transport.TCP
 	ml     *membership.Membership
 	writer *writer
+	// journalOn: the store was opened with the commit journal, or the
+	// writer was asked to turn it on (useJournal; the loop's, or Open's
+	// before the loop starts).
+	journalOn bool
 
 	// requests carries the calls' requests into the loop (request).
 	requests chan *request
@@ -225,6 +229,11 @@ func Open(opts Options) (*Log, error) {
 	// The directory records the cluster and node it was created for, so
 	// that a node never runs on another node's data (or a node whose data
 	// file vanished restarts empty and votes as if it had it).
+	// A directory already in storage format 2 stays in it: opened without
+	// the journal it would go back to format 1 (useJournal).
+	if f, err := storage.DirFormat(o.Dir); err == nil && f >= storage.StorageFormatJournal {
+		cfgs.store.Journal = true
+	}
 	store, ident, err := openStore(o.Dir, cfgs.identity, cfgs.store)
 	if err != nil {
 		if errors.Is(err, ErrLocked) {
@@ -239,6 +248,7 @@ func Open(opts Options) (*Log, error) {
 		opts:       o,
 		logger:     logger,
 		store:      store,
+		journalOn:  cfgs.store.Journal,
 		requests:   make(chan *request, 1024),
 		prod:       newProducer(),
 		deletes:    make(chan uint64, 1),

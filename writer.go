@@ -48,6 +48,10 @@ type writer struct {
 	persist func(seq uint64)
 	fail    func(err error)
 	commits commitStats // Apply durations, for Log.Stats
+	// change, when set, is run by the goroutine before its next Apply
+	// (switchBetweenApplies): a change of how the store commits (the
+	// journal turned on) must not run beside an Apply.
+	change func() error
 }
 
 func newWriter(store storage.Store, logger hclog.Logger, persist func(seq uint64), fail func(error)) *writer {
@@ -79,6 +83,22 @@ func (w *writer) enqueue(ws []protocol.Write) {
 	}
 }
 
+// switchBetweenApplies has the goroutine run change after the Apply in
+// flight, if any, and before the next (then or later: nothing need be
+// queued). A failed change is logged and the store keeps committing as it
+// did. It never blocks.
+func (w *writer) switchBetweenApplies(change func() error) {
+	w.mu.Lock()
+	if !w.closed {
+		w.change = change
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // stop makes the goroutine finish the batch it is applying and exit;
 // queued writes that were not started are dropped (they were never
 // acknowledged). It waits for the goroutine.
@@ -98,11 +118,16 @@ func (w *writer) run() {
 	defer close(w.done)
 	for range w.wake {
 		w.mu.Lock()
-		batch, closed := w.queue, w.closed
-		w.queue = nil
+		batch, closed, change := w.queue, w.closed, w.change
+		w.queue, w.change = nil, nil
 		w.mu.Unlock()
 		if closed {
 			return
+		}
+		if change != nil {
+			if err := change(); err != nil {
+				w.logger.Error("storage change failed; the store commits as before", "error", err)
+			}
 		}
 		if len(batch) == 0 {
 			continue

@@ -25,6 +25,13 @@ const BaseFeatureLevel = 6
 // version 6 it is not encoded and decodes as 0 (BaseFeatureLevel).
 const FeatureLevelVersion = 7
 
+// FeatureLevelJournal is the level from which a node may keep its data
+// directory in storage format 2, with the commit journal (storage's
+// DirStore.EnableJournal): a release that supports only level 6 cannot
+// read a journal and would miss the acknowledged entries still only in
+// it, and the level reaches 7 only once every node supports it.
+const FeatureLevelJournal = 7
+
 // EntryFeature is a control entry (readers never see it) whose Data is an
 // encoded level (EncodeFeatureLevel): the cluster's feature level from
 // this entry on, once committed. Levels in a log never go down. It is
