@@ -183,6 +183,12 @@ func TestRetentionBytesKeepsTheDirectoryBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
+			// The commit journal (on once the node raised its level to
+			// 7) is a ring preallocated at DirOptions.JournalBytes,
+			// whatever the log holds: retention bounds the segments.
+			if e.Name() == storage.JournalFileName {
+				continue
+			}
 			if fi, err := os.Stat(filepath.Join(dir, e.Name())); err == nil && fi.Mode().IsRegular() {
 				size += fi.Size()
 			}
