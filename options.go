@@ -94,6 +94,16 @@ type Options struct {
 	// tls.RequireAndVerifyClientCert), or set Insecure; Open refuses it
 	// otherwise. Open copies the slice.
 	Secret []byte
+	// NextSecret, if set, is a second cluster secret this node accepts
+	// besides Secret, to rotate the secret without an outage: a peer that
+	// proves either is let in (this node proves Secret), and gossip under
+	// the key derived from NextSecret is read besides GossipKey's (which
+	// encrypts; by default Secret's). A rotation from A to B is three rolling
+	// restarts, every node done before the next: Secret A with NextSecret
+	// B; then Secret B with NextSecret A; then B alone
+	// (docs/upgrading.md). At least MinSecretLen bytes, and only with
+	// Secret. Default none.
+	NextSecret []byte
 	// Insecure lets a networked node run with neither Secret nor mutual
 	// TLS: then anyone who can reach its ports can read, forge or erase
 	// the log. For tests and trusted single-host setups. Setting both
@@ -320,6 +330,9 @@ func (o Options) withDefaults() Options {
 	o.Join = append([]string(nil), o.Join...)
 	o.GossipKey = append([]byte(nil), o.GossipKey...)
 	o.Secret = append([]byte(nil), o.Secret...)
+	if o.NextSecret != nil {
+		o.NextSecret = append([]byte(nil), o.NextSecret...)
+	}
 	o.EnsureDefaults()
 	return o
 }
@@ -411,6 +424,7 @@ var derivations = []derivation{
 	copied("ClusterID", transportConfig, "ClusterID", func(o *Options, c *components) (*string, *string) { return &o.ClusterID, &c.transport.ClusterID }),
 	copied("RPCAddr", transportConfig, "ListenAddr", func(o *Options, c *components) (*string, *string) { return &o.RPCAddr, &c.transport.ListenAddr }),
 	copied("Secret", transportConfig, "Secret", func(o *Options, c *components) (*[]byte, *[]byte) { return &o.Secret, &c.transport.Secret }),
+	copied("NextSecret", transportConfig, "NextSecret", func(o *Options, c *components) (*[]byte, *[]byte) { return &o.NextSecret, &c.transport.NextSecret }),
 	copied("TLS", transportConfig, "TLS", func(o *Options, c *components) (**tls.Config, **tls.Config) { return &o.TLS, &c.transport.TLS }),
 	{option: "TLSVerifyNodeID", component: transportConfig, field: "VerifyPeer", set: func(c *components, o *Options) {
 		if o.TLSVerifyNodeID {
@@ -434,6 +448,11 @@ var derivations = []derivation{
 	}},
 	copied("Join", membershipConfig, "Join", func(o *Options, c *components) (*[]string, *[]string) { return &o.Join, &c.membership.Join }),
 	copied("GossipKey", membershipConfig, "SecretKey", func(o *Options, c *components) (*[]byte, *[]byte) { return &o.GossipKey, &c.membership.SecretKey }),
+	// Gossip under NextSecret's key is read too (what Secret's key is to
+	// GossipKey's default).
+	{option: "NextSecret", component: membershipConfig, field: "ExtraKeys",
+		when: func(o *Options) bool { return len(o.NextSecret) > 0 },
+		set:  func(c *components, o *Options) { c.membership.ExtraKeys = [][]byte{deriveGossipKey(o.NextSecret)} }},
 	copied("GossipLabel", membershipConfig, "Label", func(o *Options, c *components) (*string, *string) { return &o.GossipLabel, &c.membership.Label }),
 	copied("GossipTuning", membershipConfig, "Tuning", func(o *Options, c *components) (*membership.Tuning, *membership.Tuning) {
 		return &o.GossipTuning, &c.membership.Tuning
