@@ -66,6 +66,18 @@ type Options struct {
 	// AdvertiseRPCAddr is the address other nodes dial. Default: the bound
 	// RPCAddr.
 	AdvertiseRPCAddr string
+	// Listener, if set, is the RPC listener: Open serves the transport on
+	// it instead of listening on RPCAddr, so that a node's address is
+	// known before Open (bind "127.0.0.1:0", give the address to the
+	// other nodes' Peers) with no listen-and-close race for a free port.
+	// Open owns it: Close closes it, and so does Open when it fails. Its
+	// address is advertised unless AdvertiseRPCAddr is set; RPCAddr must
+	// be empty (it then defaults to the listener's address) or that
+	// address. The gossip port takes no listener (memberlist's transport
+	// binds its own TCP and UDP sockets): GossipAddr with port 0 binds a
+	// free one, Status.GossipAddr says which, and Join needs only a
+	// running member's. Default nil.
+	Listener net.Listener
 	// Peers maps node IDs to RPC addresses statically. Addresses learned by
 	// gossip are used for IDs not listed here. A node with an empty
 	// directory asks each of them before it bootstraps (R60, see Voters).
@@ -291,6 +303,9 @@ func (o *Options) EnsureDefaults() {
 	if len(o.GossipKey) == 0 && len(o.Secret) > 0 {
 		o.GossipKey = deriveGossipKey(o.Secret)
 	}
+	if o.RPCAddr == "" && o.Listener != nil {
+		o.RPCAddr = o.Listener.Addr().String()
+	}
 	if o.RPCAddr == "" && o.needsTransport() {
 		o.RPCAddr = DefaultRPCAddr
 	}
@@ -423,6 +438,9 @@ var derivations = []derivation{
 	copied("NodeID", transportConfig, "NodeID", func(o *Options, c *components) (*string, *string) { return &o.NodeID, &c.transport.NodeID }),
 	copied("ClusterID", transportConfig, "ClusterID", func(o *Options, c *components) (*string, *string) { return &o.ClusterID, &c.transport.ClusterID }),
 	copied("RPCAddr", transportConfig, "ListenAddr", func(o *Options, c *components) (*string, *string) { return &o.RPCAddr, &c.transport.ListenAddr }),
+	copied("Listener", transportConfig, "Listener", func(o *Options, c *components) (*net.Listener, *net.Listener) {
+		return &o.Listener, &c.transport.Listener
+	}),
 	copied("Secret", transportConfig, "Secret", func(o *Options, c *components) (*[]byte, *[]byte) { return &o.Secret, &c.transport.Secret }),
 	copied("NextSecret", transportConfig, "NextSecret", func(o *Options, c *components) (*[]byte, *[]byte) { return &o.NextSecret, &c.transport.NextSecret }),
 	copied("TLS", transportConfig, "TLS", func(o *Options, c *components) (**tls.Config, **tls.Config) { return &o.TLS, &c.transport.TLS }),

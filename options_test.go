@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -468,7 +469,8 @@ func TestOptionsDerivationsNameEveryDerivedField(t *testing.T) {
 	// Values for the Options fields perturb cannot change (interfaces):
 	// a field of such a kind that feeds a component needs one here.
 	samples := map[string]any{
-		"Logger": hclog.NewNullLogger(),
+		"Logger":   hclog.NewNullLogger(),
+		"Listener": &net.TCPListener{}, // compared, never used
 	}
 	before := configsOf(t, base.components(nil))
 	carried := map[int]bool{} // rows seen to carry their value

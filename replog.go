@@ -214,8 +214,18 @@ type outcome struct {
 // (nothing in it is changed); a damaged store, or a directory whose data
 // file is missing or empty although a node lived there, ErrCorrupt naming
 // the file; another live process with this NodeID in the gossip cluster,
-// ErrDuplicateNodeID.
+// ErrDuplicateNodeID. Open owns Options.Listener: when it fails, the
+// listener is closed too.
 func Open(opts Options) (*Log, error) {
+	l, err := open(opts)
+	if err != nil && opts.Listener != nil {
+		_ = opts.Listener.Close() // already closed if the transport had started
+	}
+	return l, err
+}
+
+// open is Open but for the listener's close when it fails.
+func open(opts Options) (*Log, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
