@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
+	"github.com/replog-io/replog/internal/testnode"
 	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/membership"
 )
@@ -29,8 +28,9 @@ type testCluster struct {
 	mutate func(id string, o *Options)
 }
 
-// testOptions are protocol timings for tests: fast, but with room for a
-// loaded machine running -race.
+// testOptions are the protocol timings of every in-process test cluster
+// (internal/testnode): fast, but with room for a loaded machine running
+// -race.
 func testOptions(dir, id string, voters []string) Options {
 	return Options{
 		Dir:             dir,
@@ -40,23 +40,13 @@ func testOptions(dir, id string, voters []string) Options {
 		RPCAddr:         "127.0.0.1:0",
 		GossipAddr:      "127.0.0.1:0",
 		GossipTuning:    membership.FastForTests(),
-		FetchMaxWait:    100 * time.Millisecond,
-		FetchTimeout:    time.Second,
-		ElectionTimeout: 200 * time.Millisecond,
+		FetchMaxWait:    testnode.FetchMaxWait,
+		FetchTimeout:    testnode.FetchTimeout,
+		ElectionTimeout: testnode.ElectionTimeout,
 		NoSync:          true,
-		Logger:          testLogger(),
+		Logger:          testnode.Logger(),
 		Secret:          testSecret,
 	}
-}
-
-// testLogger logs to stderr when REPLOG_TEST_LOG names a level (e.g.
-// debug); tests are quiet otherwise.
-func testLogger() hclog.Logger {
-	lvl := os.Getenv("REPLOG_TEST_LOG")
-	if lvl == "" {
-		return nil
-	}
-	return hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(lvl), Output: os.Stderr})
 }
 
 // newCluster starts voters n1..nN joined by gossip. mutate may adjust each
@@ -485,8 +475,8 @@ func (ot *outsiderTest) options(dir string, mutate func(o *Options)) Options {
 	o := Options{
 		Dir: dir, NodeID: "outsider", ClusterID: "test",
 		Voters: n1.Voters, Peers: ot.peers, RPCAddr: ot.addr,
-		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: time.Second, ElectionTimeout: 200 * time.Millisecond, NoSync: true,
-		Logger: testLogger(), Secret: n1.Secret, Insecure: n1.Insecure,
+		FetchMaxWait: testnode.FetchMaxWait, FetchTimeout: testnode.FetchTimeout, ElectionTimeout: testnode.ElectionTimeout, NoSync: true,
+		Logger: testnode.Logger(), Secret: n1.Secret, Insecure: n1.Insecure,
 	}
 	mutate(&o)
 	return o
