@@ -37,9 +37,10 @@ var (
 // readers run throughout, and each voter in turn gets SIGTERM and comes
 // back on this build with the same directory, flags and ports (the next
 // once the leader counts it a caught-up voter again, and every state held
-// for a second under load); then the leader of
-// the moment goes back to the previous release and forward again
-// (a downgrade of one node in the middle of an upgrade). The checker must
+// for a second under load); before the last voter's turn, a node of this
+// build (the leader if it is one) goes back to the previous release and
+// forward again: a downgrade in the middle of an upgrade, while the
+// feature level is still the previous release's. The checker must
 // find nothing (no acknowledged append lost or doubled, reads
 // consistent), the nodes must converge, no node may exit on its own, and
 // no restart may leave a gap without an acknowledged append longer than
@@ -212,18 +213,24 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		}
 		waitAcks("after " + n.ID + " came back on the " + label + " build")
 	}
+	// The way back is taken while one voter still runs the previous
+	// release: once every voter runs this one, the leader raises the
+	// cluster feature level (R68), after which the previous release can
+	// no longer read the log (docs/upgrading.md, section 4).
 	var steps []string
-	for _, id := range ids {
+	for _, id := range ids[:len(ids)-1] {
 		restartOn(byID[id], "current")
 		steps = append(steps, id+"->current")
 	}
 	back, _ := c.Leader(ctx)
-	if back == nil {
+	if back == nil || back == byID[ids[len(ids)-1]] {
 		back = byID[ids[0]]
 	}
 	restartOn(back, "previous")
 	restartOn(back, "current")
-	steps = append(steps, back.ID+"->previous", back.ID+"->current")
+	last := ids[len(ids)-1]
+	restartOn(byID[last], "current")
+	steps = append(steps, back.ID+"->previous", back.ID+"->current", last+"->current")
 
 	close(stop)
 	wg.Wait()
