@@ -609,10 +609,17 @@ func TestVoterWithWrongSecretIsNeitherFedNorFollowed(t *testing.T) {
 	for _, id := range voters {
 		peers[id] = freeAddr(t)
 	}
+	// The directories first: their removal is then cleaned up after the
+	// nodes close (cleanups run last first), not under a node still
+	// writing (its commit journal's checkpoints make files).
+	dirs := map[string]string{}
+	for _, id := range voters {
+		dirs[id] = t.TempDir()
+	}
 	c := &testCluster{t: t, opts: map[string]Options{}, nodes: map[string]*Log{}}
 	t.Cleanup(c.closeAll)
 	opts := func(id string) Options {
-		o := testOptions(t.TempDir(), id, voters)
+		o := testOptions(dirs[id], id, voters)
 		o.GossipAddr, o.RPCAddr, o.Peers = "", peers[id], peers
 		return o
 	}
