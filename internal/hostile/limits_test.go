@@ -52,21 +52,10 @@ func dialFrom(src, addr string) (net.Conn, error) {
 	return d.Dial("tcp", addr)
 }
 
-// handshakeOn runs the plain handshake as node on an open connection.
-func handshakeOn(c net.Conn, node string, lane uint8) error {
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := c.Write(helloBytes(clusterID, node, lane)); err != nil {
-		return err
-	}
-	h, _, err := readHandshakeMsg(c)
-	if err != nil {
-		return err
-	}
-	if h.Type != hsAccept {
-		return fmt.Errorf("refused (type %d)", h.Type)
-	}
-	return nil
+// handshakeOn runs the plain handshake (this build's version) as node on
+// an open connection and returns the wire version the node chose.
+func handshakeOn(c net.Conn, node string, lane uint8) (uint8, error) {
+	return helloOn(c, uint8(transport.ProtocolVersion), clusterID, node, lane)
 }
 
 // TestPartialFrameMemoryBound is finding 6: many connections each send
@@ -121,12 +110,13 @@ func TestPartialFrameMemoryBound(t *testing.T) {
 			mu.Lock()
 			open = append(open, cn)
 			mu.Unlock()
-			if err := handshakeOn(cn, fmt.Sprintf("p%02d", i), laneControl); err != nil {
+			wire, err := handshakeOn(cn, fmt.Sprintf("p%02d", i), laneControl)
+			if err != nil {
 				return
 			}
 			accepted.Add(1)
 			hdr := binary.BigEndian.AppendUint32(nil, uint32(frameLen-4))
-			hdr = append(hdr, protocol.Version, byte(protocol.KindAppendRequest))
+			hdr = append(hdr, wire, byte(protocol.KindAppendRequest))
 			_ = cn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			if _, err := cn.Write(hdr); err != nil {
 				cut.Add(1)
@@ -346,7 +336,8 @@ func TestConnectionCaps(t *testing.T) {
 			return false
 		}
 		defer cn.Close()
-		return handshakeOn(cn, "late-peer", laneControl) == nil
+		_, err = handshakeOn(cn, "late-peer", laneControl)
+		return err == nil
 	})
 }
 
@@ -356,7 +347,8 @@ func TestConnectionCaps(t *testing.T) {
 // (http.ListenAndServe and http.Serve use one). The example is a main
 // package, so its source is checked.
 func TestExampleHTTPServerTimeouts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "example", "*.go"))
+	// The example is at the module root; this package is two levels down.
+	files, err := filepath.Glob(filepath.Join("..", "..", "example", "*.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("example sources: %v %v", files, err)
 	}

@@ -28,22 +28,35 @@ const (
 	hsAccept        = 2
 	hsRefuseCluster = 3
 	hsRefuse        = 4
-	hsAuthHello     = 5 // version 2: node ID, nonce [32]byte
-	hsChallenge     = 6 // version 2: nonce [32]byte
-	hsProof         = 7 // version 2: mac [32]byte
-	hsAuthAccept    = 8 // version 2: mac [32]byte
+	hsAuthHello     = 5 // node ID, nonce [32]byte; [v3] wire min, max
+	hsChallenge     = 6 // nonce [32]byte
+	hsProof         = 7 // mac [32]byte
+	hsAuthAccept    = 8 // mac [32]byte; [v3] wire chosen
 
 	laneControl = 0
 	laneData    = 1
+
+	// legacyHandshake is the handshake version before wire ranges (2): a
+	// version-3 node still answers it as a version-2 node did, so it is
+	// as much an attack surface as version 3.
+	legacyHandshake = 2
+	// legacyWire is the wire version a version-2 handshake implies.
+	legacyWire = 6
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// localWire is the range of wire versions the raw client offers: this
+// build's.
+var localWire = [2]uint8{protocol.MinVersion, protocol.Version}
 
 // hsMsg is one handshake message. Version 1 (before authentication)
 // carried cluster ID, node ID and a reason in every message; version 2
 // carries cluster ID and node ID in hello and accept, nothing in a
 // refusal, and node ID and nonce, nonce, or MAC in the authenticated
-// exchange.
+// exchange; version 3 is version 2 with the dialer's range of wire
+// versions at the end of hello and authHello, and the acceptor's choice at
+// the end of accept and authAccept.
 type hsMsg struct {
 	Version   uint8
 	Type      uint8
@@ -53,6 +66,11 @@ type hsMsg struct {
 	Reason    string
 	Nonce     []byte
 	MAC       []byte
+	// Wire is the dialer's range (version 3 hello and authHello; the zero
+	// value encodes as localWire), Chosen the acceptor's choice (version
+	// 3 accept and authAccept).
+	Wire   [2]uint8
+	Chosen uint8
 }
 
 func appendHSString(b []byte, s string) []byte {
@@ -77,13 +95,31 @@ func encodeHandshake(h hsMsg) []byte {
 	case h.Type == hsProof || h.Type == hsAuthAccept:
 		b = append(b, h.MAC...)
 	}
+	if h.Version >= 3 {
+		switch h.Type {
+		case hsHello, hsAuthHello:
+			w := h.Wire
+			if w == ([2]uint8{}) {
+				w = localWire
+			}
+			b = append(b, w[0], w[1])
+		case hsAccept, hsAuthAccept:
+			b = append(b, h.Chosen)
+		}
+	}
 	binary.BigEndian.PutUint16(b[7:], uint16(len(b)-9))
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// helloBytes is the hello a node without a secret sends.
+// helloBytes is the hello a node without a secret sends (this build's
+// handshake version, offering this build's wire versions).
 func helloBytes(cluster, node string, lane uint8) []byte {
-	return encodeHandshake(hsMsg{Version: uint8(transport.ProtocolVersion), Type: hsHello, Lane: lane, ClusterID: cluster, NodeID: node})
+	return helloBytesIn(uint8(transport.ProtocolVersion), cluster, node, lane)
+}
+
+// helloBytesIn is helloBytes in handshake version v.
+func helloBytesIn(v uint8, cluster, node string, lane uint8) []byte {
+	return encodeHandshake(hsMsg{Version: v, Type: hsHello, Lane: lane, ClusterID: cluster, NodeID: node})
 }
 
 // readHandshakeMsg reads one handshake message; it also returns the raw
@@ -119,6 +155,14 @@ func readHandshakeMsg(r io.Reader) (hsMsg, []byte, error) {
 		b = b[2+n:]
 		return s, nil
 	}
+	fixed := func(n int) ([]byte, error) {
+		if len(b) < n {
+			return nil, fmt.Errorf("handshake field of %d bytes, %d left", n, len(b))
+		}
+		f := b[:n]
+		b = b[n:]
+		return f, nil
+	}
 	var err error
 	switch {
 	case h.Version == 1:
@@ -127,16 +171,73 @@ func readHandshakeMsg(r io.Reader) (hsMsg, []byte, error) {
 				return h, raw, err
 			}
 		}
+		return h, raw, nil
 	case h.Type == hsHello || h.Type == hsAccept:
 		for _, dst := range []*string{&h.ClusterID, &h.NodeID} {
 			if *dst, err = str(); err != nil {
 				return h, raw, err
 			}
 		}
+	case h.Type == hsAuthHello:
+		if h.NodeID, err = str(); err != nil {
+			return h, raw, err
+		}
+		if h.Nonce, err = fixed(32); err != nil {
+			return h, raw, err
+		}
 	case h.Type == hsChallenge:
-		h.Nonce = b
+		if h.Nonce, err = fixed(32); err != nil {
+			return h, raw, err
+		}
+	case h.Type == hsProof || h.Type == hsAuthAccept:
+		if h.MAC, err = fixed(32); err != nil {
+			return h, raw, err
+		}
+	}
+	if h.Version >= 3 {
+		switch h.Type {
+		case hsHello, hsAuthHello:
+			w, err := fixed(2)
+			if err != nil {
+				return h, raw, err
+			}
+			h.Wire = [2]uint8{w[0], w[1]}
+		case hsAccept, hsAuthAccept:
+			c, err := fixed(1)
+			if err != nil {
+				return h, raw, err
+			}
+			h.Chosen = c[0]
+		}
 	}
 	return h, raw, nil
+}
+
+// answerWire checks an acceptor's answer a to a dialer's message in
+// handshake version v offering wire range w, and returns the wire version
+// the connection's frames must use.
+func answerWire(a hsMsg, v uint8, w [2]uint8) (uint8, error) {
+	if a.Version != v {
+		return 0, fmt.Errorf("answer in handshake version %d, we spoke %d", a.Version, v)
+	}
+	if v < 3 {
+		return legacyWire, nil
+	}
+	if a.Chosen < w[0] || a.Chosen > w[1] {
+		return 0, fmt.Errorf("the acceptor chose wire version %d, we offered %d..%d", a.Chosen, w[0], w[1])
+	}
+	return a.Chosen, nil
+}
+
+// negotiateWire is what an acceptor speaking localWire chooses for a
+// hello: the highest wire version both speak (version 2: the one it
+// implies).
+func negotiateWire(h hsMsg) (uint8, bool) {
+	if h.Version < 3 {
+		return legacyWire, true
+	}
+	lo, hi := max(h.Wire[0], localWire[0]), min(h.Wire[1], localWire[1])
+	return hi, h.Wire[0] <= h.Wire[1] && lo <= hi
 }
 
 // rawConn is one outbound connection that passed the plain handshake.
@@ -145,32 +246,48 @@ type rawConn struct {
 	c    net.Conn
 	from string
 	to   string
+	wire uint8 // the wire version the handshake negotiated
 	buf  []byte
 }
 
-// dialRaw connects to addr and sends a plain hello as node `from` of
-// cluster on lane. It returns an error unless the node accepts.
+// dialRaw connects to addr and sends a plain hello (this build's
+// handshake version) as node `from` of cluster on lane. It returns an
+// error unless the node accepts.
 func dialRaw(addr, cluster, from, to string, lane uint8) (*rawConn, error) {
+	return dialRawIn(uint8(transport.ProtocolVersion), addr, cluster, from, to, lane)
+}
+
+// dialRawIn is dialRaw with a hello in handshake version v.
+func dialRawIn(v uint8, addr, cluster, from, to string, lane uint8) (*rawConn, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write(helloBytes(cluster, from, lane)); err != nil {
+	wire, err := helloOn(c, v, cluster, from, lane)
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	return &rawConn{c: c, from: from, to: to, wire: wire}, nil
+}
+
+// helloOn runs the plain handshake in version v as node `from` of cluster
+// on an open connection, offering localWire, and returns the wire version
+// the node chose. It returns an error unless the node accepts.
+func helloOn(c net.Conn, v uint8, cluster, from string, lane uint8) (uint8, error) {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(helloBytesIn(v, cluster, from, lane)); err != nil {
+		return 0, err
+	}
 	h, _, err := readHandshakeMsg(c)
 	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("handshake answer: %w", err)
+		return 0, fmt.Errorf("handshake answer: %w", err)
 	}
 	if h.Type != hsAccept {
-		c.Close()
-		return nil, fmt.Errorf("refused (type %d): %q", h.Type, h.Reason)
+		return 0, fmt.Errorf("refused (type %d): %q", h.Type, h.Reason)
 	}
-	_ = c.SetDeadline(time.Time{})
-	return &rawConn{c: c, from: from, to: to}, nil
+	return answerWire(h, v, localWire)
 }
 
 // dialBluff connects to addr as node `from` and runs the authenticated
@@ -185,7 +302,7 @@ func dialBluff(addr, from, to string, lane uint8) (*rawConn, error) {
 	}
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	v := uint8(transport.ProtocolVersion)
-	if _, err := c.Write(encodeHandshake(hsMsg{Version: v, Type: hsAuthHello, Lane: lane, NodeID: from, Nonce: randomBytes(32)})); err != nil {
+	if _, err := c.Write(encodeHandshake(hsMsg{Version: v, Type: hsAuthHello, Lane: lane, NodeID: from, Nonce: randomBytes(32), Wire: localWire})); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -202,8 +319,12 @@ func dialBluff(addr, from, to string, lane uint8) (*rawConn, error) {
 		c.Close()
 		return nil, fmt.Errorf("refused after the proof (type %d): %v", h.Type, err)
 	}
+	wire := h.Chosen
+	if wire < localWire[0] || wire > localWire[1] {
+		wire = protocol.Version
+	}
 	_ = c.SetDeadline(time.Time{})
-	return &rawConn{c: c, from: from, to: to}, nil
+	return &rawConn{c: c, from: from, to: to, wire: wire}, nil
 }
 
 // send writes one frame from rc.from to rc.to.
@@ -211,7 +332,7 @@ func (rc *rawConn) send(b protocol.Body) error {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	var err error
-	rc.buf, err = transport.AppendFrame(rc.buf[:0], protocol.Message{From: rc.from, To: rc.to, Body: b})
+	rc.buf, err = transport.AppendFrameAt(rc.buf[:0], protocol.Message{From: rc.from, To: rc.to, Body: b}, rc.wire)
 	if err != nil {
 		return err
 	}
@@ -349,9 +470,16 @@ func (f *fakeNode) serve(c net.Conn) {
 	if err != nil {
 		return
 	}
+	// Answer in the dialer's handshake version with the wire version a
+	// real node would choose, so that what a dialer refuses is the
+	// impostor, not a malformed answer.
+	chosen, ok := negotiateWire(h)
+	if !ok {
+		return
+	}
 	switch h.Type {
 	case hsHello:
-		accept := encodeHandshake(hsMsg{Version: h.Version, Type: hsAccept, Lane: h.Lane, ClusterID: f.cluster, NodeID: f.id})
+		accept := encodeHandshake(hsMsg{Version: h.Version, Type: hsAccept, Lane: h.Lane, ClusterID: f.cluster, NodeID: f.id, Chosen: chosen})
 		if _, err := c.Write(accept); err != nil {
 			return
 		}
@@ -366,7 +494,7 @@ func (f *fakeNode) serve(c net.Conn) {
 		if p, _, err := readHandshakeMsg(br); err != nil || p.Type != hsProof {
 			return
 		}
-		acc := encodeHandshake(hsMsg{Version: h.Version, Type: hsAuthAccept, Lane: h.Lane, MAC: randomBytes(32)})
+		acc := encodeHandshake(hsMsg{Version: h.Version, Type: hsAuthAccept, Lane: h.Lane, MAC: randomBytes(32), Chosen: chosen})
 		if _, err := c.Write(acc); err != nil {
 			return
 		}

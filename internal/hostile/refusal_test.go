@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,12 +90,19 @@ func TestHandshakeRefusalsRevealNothing(t *testing.T) {
 				encodeHandshake(hsMsg{Version: v, Type: hsAuthHello, Lane: laneData, NodeID: refusalVoters[1], Nonce: randomBytes(32)}),
 				encodeHandshake(hsMsg{Version: v, Type: hsProof, Lane: laneData, MAC: randomBytes(32)}),
 			}},
+			// A node of this build answers the previous handshake version
+			// as that release did: the same refusals, as bare.
+			{"v2-plain-hello-right-cluster", [][]byte{helloBytesIn(legacyHandshake, clusterID, "outsider", laneControl)}},
+			{"v2-wrong-secret-proof-as-voter", [][]byte{
+				encodeHandshake(hsMsg{Version: legacyHandshake, Type: hsAuthHello, Lane: laneControl, NodeID: refusalVoters[1], Nonce: randomBytes(32)}),
+				encodeHandshake(hsMsg{Version: legacyHandshake, Type: hsProof, Lane: laneControl, MAC: randomBytes(32)}),
+			}},
 		} {
 			got := exchange(t, addr, tc.script...)
 			t.Logf("%s: the node sent %d bytes", tc.name, len(got))
 			// The voter ID the outsider sent itself does not count.
 			check := got
-			if tc.name == "wrong-secret-proof-as-voter" {
+			if strings.HasSuffix(tc.name, "wrong-secret-proof-as-voter") {
 				check = bytes.ReplaceAll(got, []byte(refusalVoters[1]), nil)
 			}
 			revealsNothing(t, tc.name, check)
@@ -117,11 +125,31 @@ func TestHandshakeRefusalsRevealNothing(t *testing.T) {
 		revealsNothing(t, "wrong cluster ID", got)
 		got = exchange(t, addr, encodeHandshake(hsMsg{Version: uint8(transport.ProtocolVersion) + 1, Type: hsHello, ClusterID: clusterID, NodeID: "outsider"}))
 		revealsNothing(t, "other protocol version", got)
+		got = exchange(t, addr, helloBytesIn(legacyHandshake, "some-other-cluster", "outsider", laneControl))
+		revealsNothing(t, "wrong cluster ID in handshake version 2", got)
+		// The right cluster ID, but no wire version in common: refused
+		// (after the cluster ID checked out) as bare as the others.
+		noCommon := [2]uint8{protocol.Version + 1, protocol.Version + 1}
+		got = exchange(t, addr, encodeHandshake(hsMsg{Version: uint8(transport.ProtocolVersion), Type: hsHello, ClusterID: clusterID, NodeID: "outsider", Wire: noCommon}))
+		revealsNothing(t, "no common wire version", got)
+		if accepted(got) {
+			t.Errorf("a hello offering only wire version %d was accepted", noCommon[0])
+		}
 		// Positive control: the right cluster ID is accepted (and the
-		// accept names the node, as it may to a peer of the cluster).
+		// accept names the node, as it may to a peer of the cluster), in
+		// this build's handshake at this build's wire version and in the
+		// previous one at the wire version it implies.
 		rc, err := dialRaw(addr, clusterID, "outsider", refusalVoters[0], laneControl)
 		if err != nil {
 			t.Fatalf("positive control: a hello with the right cluster ID was refused: %v", err)
+		}
+		if rc.wire != protocol.Version {
+			t.Errorf("positive control: a hello offering wire %d..%d got wire version %d, want %d", localWire[0], localWire[1], rc.wire, protocol.Version)
+		}
+		rc.close()
+		rc, err = dialRawIn(legacyHandshake, addr, clusterID, "outsider", refusalVoters[0], laneControl)
+		if err != nil {
+			t.Fatalf("positive control: a version-2 hello with the right cluster ID was refused: %v", err)
 		}
 		rc.close()
 	})
