@@ -11,7 +11,7 @@ import (
 // raft's Storage): New reads the state to restore, and a leader reads the
 // entries it serves to fetchers. The core never writes through it; it asks
 // the shell to write through Ready, and the shell writes to the same log.
-// storage.Bolt and storage.Memory (any storage.Store) satisfy it.
+// storage.DirStore and storage.Memory (any storage.Store) satisfy it.
 //
 // The core calls it from the goroutine that drives the Replica, never
 // concurrently, and only for what is durable as far as it knows (below the

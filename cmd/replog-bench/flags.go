@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.diskEvery, "disk-every", 2*time.Second, "how often to sample each node's data-directory size")
 	fs.IntVar(&c.catchup, "catchup", 0, "catch-up mode: fill the log with N records, then time an empty observer's catch-up (0: off)")
 	fs.BoolVar(&c.ids, "id", false, "give every append its own ID (replog.WithID), as a client deduplicating its retries would")
-	fs.BoolVar(&c.noIdempotence, "no-idempotence", false, "Options.DisableIdempotence: appends carry no producer key and are not retried across leader changes (the behaviour before issue 13)")
+	fs.BoolVar(&c.noIdempotence, "no-idempotence", false, "Options.DisableIdempotence: appends carry no producer key and are not retried across leader changes, to measure what idempotence costs")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
