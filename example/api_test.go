@@ -453,9 +453,10 @@ func TestStatusJSONShape(t *testing.T) {
 	f.status.Role, f.status.LeaderID = "leader", "n1"
 	f.status.RemoteLEO = map[string]uint64{"n2": 4, "n3": 5}
 	f.status.LEO, f.status.HighWatermark, f.status.DurableLEO = 5, 4, 5
+	f.status.FeatureLevel, f.status.SupportedLevels = 7, [2]int{6, 7}
 	rec := do(t, newTestServer(f).handler(), "GET", "/status", "")
 	m := decodeJSON(t, rec)
-	want := []string{"node_id", "role", "epoch", "leader_id", "voters", "voters_offset", "directory_id", "leo", "durable_leo", "hw", "readable_hw", "log_start", "remote_leo", "rpc_addr", "gossip_addr"}
+	want := []string{"node_id", "role", "epoch", "leader_id", "voters", "voters_offset", "directory_id", "leo", "durable_leo", "hw", "readable_hw", "log_start", "remote_leo", "rpc_addr", "gossip_addr", "feature_level", "supported_levels"}
 	got := slices.Sorted(func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -466,11 +467,14 @@ func TestStatusJSONShape(t *testing.T) {
 	if !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("status fields %v, want %v", got, want)
 	}
-	if m["role"] != "leader" || m["leo"] != 5.0 || m["hw"] != 4.0 {
+	if m["role"] != "leader" || m["leo"] != 5.0 || m["hw"] != 4.0 || m["feature_level"] != 7.0 {
 		t.Errorf("status %s has wrong values", rec.Body)
 	}
 	if r, _ := m["remote_leo"].(map[string]any); r["n2"] != 4.0 || r["n3"] != 5.0 {
 		t.Errorf("remote_leo %v, want n2=4 n3=5", m["remote_leo"])
+	}
+	if r, _ := m["supported_levels"].([]any); len(r) != 2 || r[0] != 6.0 || r[1] != 7.0 {
+		t.Errorf("supported_levels %v, want [6 7]", m["supported_levels"])
 	}
 }
 

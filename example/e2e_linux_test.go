@@ -447,13 +447,14 @@ func TestDemoMetricsMoveAsTheClusterWorks(t *testing.T) {
 	for _, id := range e2eVoters {
 		after[id] = scrape(t, d.urls[id])
 	}
-	m := func(id, name string) (float64, float64) {
-		key := strings.Replace(name, "{", `{node="`+id+`",`, 1)
-		if !strings.Contains(name, "{") {
-			key = name + `{node="` + id + `"}`
+	m := func(id, name string, labels ...string) (float64, float64) {
+		key := series(name, id, labels...)
+		b, okb := before[id][key]
+		a, oka := after[id][key]
+		if !okb || !oka {
+			t.Errorf("%s: no %s in /metrics", id, key)
 		}
-		key = strings.Replace(key, ",}", "}", 1)
-		return before[id][key], after[id][key]
+		return b, a
 	}
 	// appendRecord may retry an attempt of unknown outcome: at least n.
 	if b, a := m(via, "replog_appends_total"); a-b < n {
@@ -472,7 +473,7 @@ func TestDemoMetricsMoveAsTheClusterWorks(t *testing.T) {
 		if b, a := m(id, "replog_high_watermark"); a <= b {
 			t.Errorf("%s: replog_high_watermark %v -> %v, want higher", id, b, a)
 		}
-		if _, a := m(id, `replog_role{role="leader"}`); (a == 1) != (id == leader) {
+		if _, a := m(id, "replog_role", "role", "leader"); (a == 1) != (id == leader) {
 			t.Errorf("%s: replog_role{role=leader} = %v, leader is %s", id, a, leader)
 		}
 		lag := 0

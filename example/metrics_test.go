@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +48,29 @@ func scrape(t *testing.T, base string) map[string]float64 {
 	return out
 }
 
+// series is the key scrape gives a series of the example's collector on
+// node: name with its labels (pairs of name and value) and replogprom's
+// node and log labels, in the text format's order (sorted by name). The
+// example leaves the log label empty: the text format prints it as
+// log="" (Prometheus stores it as no label).
+func series(name, node string, labels ...string) string {
+	pairs := [][2]string{{"log", ""}, {"node", node}}
+	for i := 0; i+1 < len(labels); i += 2 {
+		pairs = append(pairs, [2]string{labels[i], labels[i+1]})
+	}
+	slices.SortFunc(pairs, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	var b strings.Builder
+	b.WriteString(name + "{")
+	for i, p := range pairs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", p[0], p[1])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
 // TestMetricsMoveWithTheLog: /metrics of a node on a real Log shows its
 // appends, offsets and disk commits move as it works.
 func TestMetricsMoveWithTheLog(t *testing.T) {
@@ -61,8 +86,8 @@ func TestMetricsMoveWithTheLog(t *testing.T) {
 
 	before := scrape(t, srv.URL)
 	for _, name := range []string{
-		`replog_appends_total{node="n1"}`, `replog_high_watermark{node="n1"}`, `replog_role{node="n1",role="leader"}`,
-		`replog_storage_commit_duration_seconds_count{node="n1"}`, `replog_errors_total{kind="transport_send",node="n1"}`,
+		series("replog_appends_total", "n1"), series("replog_high_watermark", "n1"), series("replog_role", "n1", "role", "leader"),
+		series("replog_storage_commit_duration_seconds_count", "n1"), series("replog_errors_total", "n1", "kind", "transport_send"),
 		`go_goroutines`, `process_open_fds`,
 	} {
 		if _, ok := before[name]; !ok {
@@ -83,13 +108,13 @@ func TestMetricsMoveWithTheLog(t *testing.T) {
 			t.Errorf("%s moved by %v (%v -> %v), want %v", name, got, before[name], after[name], map[bool]any{true: by, false: "> 0"}[by > 0])
 		}
 	}
-	moved(`replog_appends_total{node="n1"}`, 2)
-	moved(`replog_append_bytes_total{node="n1"}`, 11)
-	moved(`replog_commit_duration_seconds_count{node="n1"}`, 2)
-	moved(`replog_high_watermark{node="n1"}`, 0)
-	moved(`replog_storage_commit_duration_seconds_count{node="n1"}`, 0)
-	if after[`replog_role{node="n1",role="leader"}`] != 1 || after[`replog_has_leader{node="n1"}`] != 1 {
+	moved(series("replog_appends_total", "n1"), 2)
+	moved(series("replog_append_bytes_total", "n1"), 11)
+	moved(series("replog_commit_duration_seconds_count", "n1"), 2)
+	moved(series("replog_high_watermark", "n1"), 0)
+	moved(series("replog_storage_commit_duration_seconds_count", "n1"), 0)
+	if after[series("replog_role", "n1", "role", "leader")] != 1 || after[series("replog_has_leader", "n1")] != 1 {
 		t.Errorf("a single node is not shown as its own leader: role %v, has_leader %v",
-			after[`replog_role{node="n1",role="leader"}`], after[`replog_has_leader{node="n1"}`])
+			after[series("replog_role", "n1", "role", "leader")], after[series("replog_has_leader", "n1")])
 	}
 }
