@@ -108,7 +108,8 @@ func newClusterOf(t *testing.T, voters, run []string, sec security, mutate func(
 // voter n3, not an outsider at a voter's address (with a secret it could
 // not even be asked). Once the set is recorded, n1 and n2 are a majority
 // of it and elect without n3, as in a cluster whose n3 went down.
-func newClusterWithImpostorOfN3(t *testing.T, sec security, handle func(f *fakeNode, m protocol.Message)) (*cluster, *fakeNode) {
+// opts are newFakeNodeAt's.
+func newClusterWithImpostorOfN3(t *testing.T, sec security, handle func(f *fakeNode, m protocol.Message), opts ...func(*fakeNode)) (*cluster, *fakeNode) {
 	t.Helper()
 	addrs, err := nodeproc.FreeAddrs(1)
 	if err != nil {
@@ -131,7 +132,7 @@ func newClusterWithImpostorOfN3(t *testing.T, sec security, handle func(f *fakeN
 		})
 	}
 	c.stop("n3")
-	return c, newFakeNodeAt(t, n3Addr, "n3", clusterID, handle)
+	return c, newFakeNodeAt(t, n3Addr, "n3", clusterID, handle, opts...)
 }
 
 func (c *cluster) start(id string, o replog.Options) *replog.Log {

@@ -400,6 +400,17 @@ type fakeNode struct {
 	frames atomic.Int64 // frames received after a handshake
 	bluffs atomic.Int64 // authenticated dials bluffed through
 
+	// legacyOnly makes the impostor pose as a node of the previous
+	// release: it refuses a version-3 handshake in version 2, as such a
+	// node does, so the dialer falls back to version 2. Set before it
+	// listens (see legacyImpostor).
+	legacyOnly bool
+	downgrades atomic.Int64 // version-3 dials refused in version 2
+	// legacyFrames and legacyBluffs count what frames and bluffs came in
+	// over version-2 handshakes.
+	legacyFrames atomic.Int64
+	legacyBluffs atomic.Int64
+
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 	out    map[string]*rawConn // by address and lane
@@ -416,7 +427,7 @@ func newFakeNode(t *testing.T, id, cluster string, handle func(f *fakeNode, m pr
 // that has just stopped, whose peers go on dialling it there. The port may
 // take a moment to be free again; a listen still failing after 10 s fails
 // the test.
-func newFakeNodeAt(t *testing.T, addr, id, cluster string, handle func(f *fakeNode, m protocol.Message)) *fakeNode {
+func newFakeNodeAt(t *testing.T, addr, id, cluster string, handle func(f *fakeNode, m protocol.Message), opts ...func(*fakeNode)) *fakeNode {
 	t.Helper()
 	var ln net.Listener
 	var err error
@@ -429,6 +440,9 @@ func newFakeNodeAt(t *testing.T, addr, id, cluster string, handle func(f *fakeNo
 		}
 	}
 	f := &fakeNode{id: id, cluster: cluster, ln: ln, handle: handle, conns: map[net.Conn]bool{}, out: map[string]*rawConn{}}
+	for _, o := range opts {
+		o(f)
+	}
 	f.wg.Add(1)
 	go f.accept()
 	t.Cleanup(f.close)
@@ -436,6 +450,9 @@ func newFakeNodeAt(t *testing.T, addr, id, cluster string, handle func(f *fakeNo
 }
 
 func (f *fakeNode) addr() string { return f.ln.Addr().String() }
+
+// legacyImpostor is the option of newFakeNodeAt that sets legacyOnly.
+func legacyImpostor(f *fakeNode) { f.legacyOnly = true }
 
 func (f *fakeNode) accept() {
 	defer f.wg.Done()
@@ -470,6 +487,13 @@ func (f *fakeNode) serve(c net.Conn) {
 	if err != nil {
 		return
 	}
+	if f.legacyOnly && h.Version > legacyHandshake {
+		// What a node of the previous release answers to a newer version.
+		f.downgrades.Add(1)
+		_, _ = c.Write(encodeHandshake(hsMsg{Version: legacyHandshake, Type: hsRefuseCluster, Lane: h.Lane}))
+		return
+	}
+	legacy := h.Version == legacyHandshake
 	// Answer in the dialer's handshake version with the wire version a
 	// real node would choose, so that what a dialer refuses is the
 	// impostor, not a malformed answer.
@@ -499,6 +523,9 @@ func (f *fakeNode) serve(c net.Conn) {
 			return
 		}
 		f.bluffs.Add(1)
+		if legacy {
+			f.legacyBluffs.Add(1)
+		}
 	default:
 		return
 	}
@@ -509,6 +536,9 @@ func (f *fakeNode) serve(c net.Conn) {
 			return
 		}
 		f.frames.Add(1)
+		if legacy {
+			f.legacyFrames.Add(1)
+		}
 		if f.handle != nil {
 			f.handle(f, m)
 		}

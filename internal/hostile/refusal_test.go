@@ -255,33 +255,55 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 // (vote request, BeginEpoch, fetch) reaches the impostor. Positive
 // control: without a secret the same impostor is sent frames.
 //
+// The legacy variants pose as a node of the previous release: the
+// impostor refuses this build's handshake version in version 2, which any
+// party on the path can forge, so the node dials again in version 2 (the
+// fallback to older peers). The fallback must not skip the proof: with a
+// secret the version-2 bluff gets no frame either. Positive control: the
+// node did fall back (the impostor saw version-2 dials; without a secret,
+// it is sent frames over them).
+//
 // The real n3 helps bootstrap the cluster first (a new cluster's first
 // election needs every voter, R57; see newClusterWithImpostorOfN3). Nodes
 // then dial n3 when they look for votes, so once the impostor listens the
 // leader is stopped: the other node campaigns, and its vote requests go to
 // n3's address.
 func TestImpostorAcceptorNotBelieved(t *testing.T) {
-	for _, sec := range []security{insecureMode, secretMode} {
-		t.Run(sec.String(), func(t *testing.T) {
-			c, fake := newClusterWithImpostorOfN3(t, sec, nil)
-			lead, _ := c.leader()
-			c.appendN(lead, "committed", 5)
-			c.stop(lead)
-			if sec.secret == nil {
-				testwait.WaitFor(t, "the impostor of n3 to be sent frames without a secret", 10*time.Second, func() bool {
-					return fake.frames.Load() > 0
+	for _, legacy := range []bool{false, true} {
+		for _, sec := range []security{insecureMode, secretMode} {
+			name := sec.String()
+			var opts []func(*fakeNode)
+			if legacy {
+				name += "/legacy"
+				opts = append(opts, legacyImpostor)
+			}
+			t.Run(name, func(t *testing.T) {
+				c, fake := newClusterWithImpostorOfN3(t, sec, nil, opts...)
+				lead, _ := c.leader()
+				c.appendN(lead, "committed", 5)
+				c.stop(lead)
+				frames, bluffs := &fake.frames, &fake.bluffs
+				if legacy {
+					frames, bluffs = &fake.legacyFrames, &fake.legacyBluffs
+				}
+				if sec.secret == nil {
+					testwait.WaitFor(t, "the impostor of n3 to be sent frames without a secret", 10*time.Second, func() bool {
+						return frames.Load() > 0
+					})
+					t.Logf("the impostor received %d frames (%d over version 2 after %d refusals of version 3)", fake.frames.Load(), fake.legacyFrames.Load(), fake.downgrades.Load())
+					return
+				}
+				testwait.WaitFor(t, "a node with a secret to dial the impostor of n3 (the bluff to be tried)", 10*time.Second, func() bool {
+					return bluffs.Load() > 0
 				})
-				return
-			}
-			testwait.WaitFor(t, "a node with a secret to dial the impostor of n3 (the bluff to be tried)", 10*time.Second, func() bool {
-				return fake.bluffs.Load() > 0
+				// Long enough for more rounds of the election (each asks n3).
+				time.Sleep(time.Second)
+				if n := fake.frames.Load(); n > 0 {
+					t.Errorf("nodes with a secret sent %d frames (%d over version 2) to an impostor that bluffed through the handshake", n, fake.legacyFrames.Load())
+				}
+				t.Logf("the impostor bluffed through %d authenticated dials (%d in version 2 after %d refusals of version 3) and received %d frames",
+					fake.bluffs.Load(), fake.legacyBluffs.Load(), fake.downgrades.Load(), fake.frames.Load())
 			})
-			// Long enough for more rounds of the election (each asks n3).
-			time.Sleep(time.Second)
-			if n := fake.frames.Load(); n > 0 {
-				t.Errorf("nodes with a secret sent %d frames to an impostor that bluffed through the handshake", n)
-			}
-			t.Logf("the impostor bluffed through %d authenticated dials and received %d frames", fake.bluffs.Load(), fake.frames.Load())
-		})
+		}
 	}
 }
