@@ -330,10 +330,31 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 	}
 	d.pending = append(d.pending, pendingBatch{seq: seq, pos: pos, size: rs, ws: dws, point: point})
 	d.jv.Store(next)
-	if d.j.Live() >= d.j.Capacity()/4 {
+	// A prefix deletion frees its segment files only once a checkpoint
+	// applies it to the segments: without asking for one now, a log that
+	// writes little would keep them on disk until a quarter of the
+	// journal had filled again, and retention would not bound the
+	// directory.
+	if d.j.Live() >= d.j.Capacity()/4 || d.dropsSealed(dws) {
 		d.ckpt.request()
 	}
 	return nil
+}
+
+// dropsSealed reports whether ws deletes a prefix that reaches past the
+// end of the segments' first sealed segment: applied to the segments, it
+// unlinks that file.
+func (d *DirStore) dropsSealed(ws []protocol.Write) bool {
+	sealed := d.state.Load().sealed
+	if len(sealed) == 0 {
+		return false
+	}
+	for i := range ws {
+		if ws[i].Kind == protocol.WriteDeletePrefix && ws[i].Offset >= sealed[0].end {
+			return true
+		}
+	}
+	return false
 }
 
 // applyDirect applies ws to the segments (d.mu held, nothing pending).

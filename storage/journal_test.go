@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replog-io/replog/internal/storagetest"
+	"github.com/replog-io/replog/internal/testwait"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
 )
@@ -525,4 +527,44 @@ func TestJournalConcurrentReads(t *testing.T) {
 		t.Fatalf("%d checkpoints, %d rolls: the reads did not run beside checkpoints", st.Checkpoints, st.Rolls)
 	}
 	t.Logf("reads %v, %+v", reads, s.Stats())
+}
+
+// A prefix deletion with the journal unlinks the sealed segments below
+// the new log start without waiting for more writes: the checkpoint that
+// applies it to the segments runs at once, not when a quarter of the
+// journal has filled again (retention would otherwise not bound the
+// directory of a log that writes little).
+func TestJournalDeletionUnlinksSegmentsWithoutMoreWrites(t *testing.T) {
+	dir := t.TempDir()
+	opts := storage.DirOptions{SegmentBytes: 16 << 10, JournalBytes: 1 << 20, NoSync: true}
+	s := openJournaled(t, dir, opts)
+	for i := range 60 {
+		if err := s.Append(storagetest.Batch(s.LEO(), 4, 1, 200)); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	// Close checkpoints everything: the segments hold the whole log.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openJournaled(t, dir, opts)
+	defer s.Close()
+	files := segFiles(t, dir)
+	if len(files) < 6 {
+		t.Fatalf("only %d sealed segments: %v", len(files), files)
+	}
+	upTo := s.LEO() - 1
+	if err := s.Apply([]protocol.Write{{Kind: protocol.WriteDeletePrefix, Offset: upTo}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.LogStart() != upTo {
+		t.Fatalf("log start %d, want %d", s.LogStart(), upTo)
+	}
+	testwait.WaitFor(t, "the sealed segments below the log start to be unlinked with no write after the deletion", 10*time.Second, func() bool {
+		s.Settle()
+		return len(segFiles(t, dir)) <= 1
+	})
+	if st := s.Stats(); st.Checkpoints == 0 || st.JournalLive != 0 {
+		t.Fatalf("after the deletion: %+v, want it checkpointed", st)
+	}
 }
