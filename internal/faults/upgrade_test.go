@@ -4,10 +4,12 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
 )
 
 // previousRelease is the revision TestUpgradeFromPreviousRelease starts
@@ -37,16 +42,26 @@ var (
 // readers run throughout, and each voter in turn gets SIGTERM and comes
 // back on this build with the same directory, flags and ports (the next
 // once the leader counts it a caught-up voter again, and every state held
-// for a second under load); before the last voter's turn, a node of this
-// build (the leader if it is one) goes back to the previous release and
-// forward again: a downgrade in the middle of an upgrade, while the
-// feature level is still the previous release's. The checker must
-// find nothing (no acknowledged append lost or doubled, reads
-// consistent), the nodes must converge, no node may exit on its own, and
-// no restart may leave a gap without an acknowledged append longer than
-// -faults.max-upgrade-gap (2s; the target is 300ms, as for a rolling
-// restart on one build). The gaps are printed, one line per restart
-// starting "upgrade gap", and a summary line starting "upgrade:".
+// for a second under load). Before the last voter moves, while the
+// cluster's feature level is still 6 (that voter's fetches say 6), the
+// leader of the moment, if it runs this build, goes back to the previous
+// release and forward again (a downgrade of one node in the middle of an
+// upgrade). Once every voter runs this build the level must reach 7
+// (R68, read from each node's /status) and every node must turn its
+// commit journal on (its directory storage format 2, replog.journal
+// present); appends go on. Then a follower is rolled back to the previous
+// release once more, which must not work: that build cannot read the
+// level entry (storage.ErrCorrupt, "unknown entry type 6") and must not
+// lose the entries it held (its log end does not go back, whether it
+// exits or keeps running without reading past the level entry); it
+// comes forward again and catches up. The checker must find nothing (no
+// acknowledged append lost or doubled, reads consistent), the nodes must
+// converge, no node may exit on its own (but for the refused rollback),
+// and no restart may leave a gap without an acknowledged append longer
+// than -faults.max-upgrade-gap (2s; the target is 300ms, as for a
+// rolling restart on one build). The gaps are printed, one line per
+// restart starting "upgrade gap", and a summary line starting
+// "upgrade:" with the level the cluster ends at.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Parallel()
 	mod, err := ModuleRoot()
@@ -218,20 +233,68 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	// cluster feature level (R68), after which the previous release can
 	// no longer read the log (docs/upgrading.md, section 4).
 	var steps []string
+	last := byID[ids[len(ids)-1]]
 	for _, id := range ids[:len(ids)-1] {
 		restartOn(byID[id], "current")
 		steps = append(steps, id+"->current")
 	}
+	// The downgrade of one node, while last still holds the level at 6.
 	back, _ := c.Leader(ctx)
-	if back == nil || back == byID[ids[len(ids)-1]] {
+	if back == nil || back == last {
 		back = byID[ids[0]]
 	}
 	restartOn(back, "previous")
 	restartOn(back, "current")
-	last := ids[len(ids)-1]
-	restartOn(byID[last], "current")
-	steps = append(steps, back.ID+"->previous", back.ID+"->current", last+"->current")
+	steps = append(steps, back.ID+"->previous", back.ID+"->current")
+	for _, n := range c.Nodes {
+		if n == last {
+			continue
+		}
+		if lv, err := featureLevel(ctx, c, n); err != nil || lv != protocol.BaseFeatureLevel {
+			t.Errorf("%s at level %d (%v) while %s runs the previous release; want %d", n.ID, lv, err, last.ID, protocol.BaseFeatureLevel)
+		}
+	}
+	restartOn(last, "current")
+	steps = append(steps, last.ID+"->current")
 
+	// Every node of this build now: the level goes to 7, and with it every
+	// node's journal.
+	upgraded := time.Now()
+	if err := waitLevel(ctx, c, protocol.FeatureLevelJournal, 30*time.Second); err != nil {
+		t.Error(err)
+	}
+	// restartOn holds the cluster a second after the node is back: a raise
+	// within that hold shows here as a wait of about 0.
+	t.Logf("level %d on every node %v after the last voter's step ended", protocol.FeatureLevelJournal, time.Since(upgraded).Round(time.Millisecond))
+	if err := waitJournals(ctx, c, 30*time.Second); err != nil {
+		t.Error(err)
+	}
+	waitAcks("at level 7, every journal on")
+
+	// A rollback after the raise: the old build must not read past the
+	// level entry, nor drop what it holds.
+	var fol *Node
+	if lead, _ := c.Leader(ctx); lead != nil {
+		for _, n := range c.Nodes {
+			if n != lead {
+				fol = n
+				break
+			}
+		}
+	}
+	if fol == nil {
+		fol = byID[ids[0]]
+	}
+	crashesBefore := len(c.Crashes())
+	refusal := rollbackAfterRaise(ctx, t, c, h, sw, fol, bins)
+	expectedCrashes := len(c.Crashes()) - crashesBefore
+	fmt.Println("upgrade: rollback after the raise: " + refusal)
+	t.Log("rollback after the raise: " + refusal)
+	steps = append(steps, fol.ID+"->previous(at level 7)->current")
+	for len(acked) > 0 {
+		<-acked
+	}
+	waitAcks("after " + fol.ID + " came forward again")
 	close(stop)
 	wg.Wait()
 	deadline := time.Now().Add(cfg.ConvergeTimeout)
@@ -250,6 +313,21 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	rep.Reads = len(h.Reads)
 	rep.Outcomes = outcomeStats(h.Ops)
 	rep.Crashes = c.Crashes()
+	endLevel := 0
+	var levels []string
+	for _, n := range c.Nodes {
+		lv, err := featureLevel(ctx, c, n)
+		if err != nil {
+			t.Errorf("%s: reading its level at the end: %v", n.ID, err)
+		}
+		if endLevel == 0 || lv < endLevel {
+			endLevel = lv
+		}
+		levels = append(levels, fmt.Sprintf("%s=%d", n.ID, lv))
+	}
+	if endLevel != protocol.FeatureLevelJournal {
+		t.Errorf("levels at the end %v; want %d on every node", levels, protocol.FeatureLevelJournal)
+	}
 	c.Stop()
 
 	// How often a node of the previous release refused this build's
@@ -273,8 +351,8 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	if !rep.Recovered {
 		t.Errorf("no append acknowledged after the upgrade within %v", cfg.ConvergeTimeout)
 	}
-	if len(rep.Crashes) > 0 {
-		t.Errorf("%d node processes exited on their own: %v", len(rep.Crashes), rep.Crashes)
+	if len(rep.Crashes) > expectedCrashes {
+		t.Errorf("%d node processes exited on their own (%d of them the refused rollback): %v", len(rep.Crashes), expectedCrashes, rep.Crashes)
 	}
 	if len(rep.RollingGaps) != len(steps) {
 		t.Errorf("%d restarts measured, want %d (%v)", len(rep.RollingGaps), len(steps), steps)
@@ -293,8 +371,8 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			t.Errorf("%s: a gap of %v without an acknowledged append, above %v", step, g.Gap.Round(time.Millisecond), *flagMaxGap)
 		}
 	}
-	line := fmt.Sprintf("upgrade: %s -> current, %d restarts, worst gap %v (bound %v, target 300ms), %d acknowledged, %s",
-		rev[:12], len(rep.RollingGaps), worst.Round(time.Millisecond), *flagMaxGap, rep.Outcomes.Acked, rep.Result.Summary())
+	line := fmt.Sprintf("upgrade: %s -> current, %d restarts, worst gap %v (bound %v, target 300ms), %d acknowledged, ends at level %d (%s), %s",
+		rev[:12], len(rep.RollingGaps), worst.Round(time.Millisecond), *flagMaxGap, rep.Outcomes.Acked, endLevel, strings.Join(levels, " "), rep.Result.Summary())
 	t.Log(line)
 	fmt.Println(line)
 }
@@ -433,4 +511,180 @@ func (s *binarySwitch) check(n *Node, bin string) error {
 		return fmt.Errorf("%s (pid %d) runs %s, want %s", n.ID, pid, exe, bin)
 	}
 	return nil
+}
+
+// featureLevel reads n's finalized cluster feature level from its
+// /status (0 from a build before levels).
+func featureLevel(ctx context.Context, c *Cluster, n *Node) (int, error) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, "http://"+n.HTTPAddr+"/status", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var st struct {
+		FeatureLevel int `json:"feature_level"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st.FeatureLevel, err
+}
+
+// waitLevel waits until every node's /status shows a finalized level of
+// at least want.
+func waitLevel(ctx context.Context, c *Cluster, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var low []string
+		for _, n := range c.Nodes {
+			if lv, err := featureLevel(ctx, c, n); err != nil || lv < want {
+				low = append(low, fmt.Sprintf("%s=%d(%v)", n.ID, lv, err))
+			}
+		}
+		if len(low) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("level %d not reached within %v: %v", want, timeout, low)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// journalOn reports whether n's data directory is storage format 2 with
+// its commit journal.
+func journalOn(n *Node) error {
+	f, err := storage.DirFormat(n.Dir)
+	if err != nil {
+		return err
+	}
+	if f != storage.StorageFormatJournal {
+		return fmt.Errorf("%s: storage format %d", n.ID, f)
+	}
+	if _, err := os.Stat(filepath.Join(n.Dir, storage.JournalFileName)); err != nil {
+		return fmt.Errorf("%s: format 2 without a journal: %w", n.ID, err)
+	}
+	return nil
+}
+
+// waitJournals waits until every node has turned its journal on.
+func waitJournals(ctx context.Context, c *Cluster, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var errs []error
+		for _, n := range c.Nodes {
+			if err := journalOn(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("journals not on within %v: %w", timeout, errors.Join(errs...))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rollbackAfterRaise puts n back on the previous release at level 7 and
+// watches what that build does with the directory (format 2, a journal it
+// does not know, a level entry it cannot read): it must exit, or keep
+// running without reading past the level entry, and in neither case may
+// its log end go back (nothing it held is dropped). Then n comes forward
+// again and must catch up, its directory still format 2. It returns what
+// the old build did, and fails t if it neither refused nor stopped at the
+// level entry, or lost entries.
+func rollbackAfterRaise(ctx context.Context, t *testing.T, c *Cluster, h *History, sw *binarySwitch, n *Node, bins map[string]string) string {
+	t.Helper()
+	before, err := c.Status(ctx, n)
+	if err != nil {
+		t.Errorf("%s: status before the rollback: %v", n.ID, err)
+	}
+	leader, _ := c.Leader(ctx)
+	h.AddEvent(Event{Kind: "terminate", Nodes: []string{n.ID}, Leader: leader == n, Detail: "upgrade: SIGTERM, back on the previous build at level 7"})
+	if !c.Terminate(n, 20*time.Second) {
+		t.Errorf("%s was not running", n.ID)
+	}
+	var logFrom int64
+	if fi, err := os.Stat(n.logPath); err == nil {
+		logFrom = fi.Size()
+	}
+	if err := sw.set(n.ID, bins["previous"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(n); err != nil {
+		t.Fatal(err)
+	}
+	oldLog := func() string {
+		b, _ := os.ReadFile(n.logPath)
+		if int64(len(b)) < logFrom {
+			return ""
+		}
+		return string(b[logFrom:])
+	}
+	const unreadable = "unknown entry type 6"
+	var what string
+	deadline := time.Now().Add(20 * time.Second)
+	for what == "" {
+		switch st, err := c.Status(ctx, n); {
+		case !n.Running():
+			what = "the previous build exited on its own"
+		case err == nil && strings.Contains(oldLog(), unreadable):
+			what = fmt.Sprintf("the previous build runs but cannot read the level entry (%q), log end %d (before: %d)", unreadable, st.LEO, before.LEO)
+			if st.LEO < before.LEO {
+				t.Errorf("%s on the previous build: log end %d, below the %d it held: entries lost", n.ID, st.LEO, before.LEO)
+			}
+		case time.Now().After(deadline):
+			what = "neither"
+			t.Errorf("%s on the previous build at level 7: still running after 20s and its log does not say %q", n.ID, unreadable)
+		default:
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !n.Running() {
+		if !strings.Contains(oldLog(), unreadable) && !strings.Contains(oldLog(), "corrupt") {
+			t.Logf("%s: the previous build's log after the rollback:\n%s", n.ID, truncate(oldLog(), 2000))
+		}
+	}
+	if n.Running() {
+		c.Terminate(n, 20*time.Second)
+	}
+	if err := sw.set(n.ID, bins["current"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(n); err != nil {
+		t.Fatal(err)
+	}
+	detail := "upgrade: back and caught up"
+	if err := c.WaitReady(ctx, n); err != nil {
+		detail = "upgrade: " + err.Error()
+	} else if err := sw.check(n, bins["current"]); err != nil {
+		detail = "upgrade: " + err.Error()
+	} else {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		st, err := c.Status(sctx, n)
+		if err == nil {
+			err = c.WaitVoter(sctx, n.ID, st.DirectoryID, true)
+		}
+		scancel()
+		if err == nil {
+			err = journalOn(n)
+		}
+		if err != nil {
+			detail = "upgrade: " + err.Error()
+		}
+	}
+	h.AddEvent(Event{Kind: "rejoined", Nodes: []string{n.ID}, Detail: detail})
+	if detail != "upgrade: back and caught up" {
+		t.Errorf("%s forward again after the refused rollback: %s", n.ID, detail)
+	}
+	return what
 }
