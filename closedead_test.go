@@ -41,10 +41,16 @@ func TestCloseDoesNotWaitForTheDead(t *testing.T) {
 		peers[id] = freeAddr(t)
 	}
 	logs := map[string]*lockedBuffer{}
+	// The directories come first: cleanups run last first, so the nodes
+	// close before their directories are removed.
+	dirs := map[string]string{}
+	for _, id := range voters {
+		dirs[id] = t.TempDir()
+	}
 	c := &testCluster{t: t, opts: map[string]Options{}, nodes: map[string]*Log{}}
 	t.Cleanup(c.closeAll)
 	for _, id := range voters {
-		o := testOptions(t.TempDir(), id, voters)
+		o := testOptions(dirs[id], id, voters)
 		o.GossipAddr, o.RPCAddr, o.Peers = "", peers[id], peers
 		// Every follower's last fetch stays within FetchTimeout while
 		// the test runs: without R69 the leader would pick one.

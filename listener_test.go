@@ -29,10 +29,16 @@ func TestClusterOnListeners(t *testing.T) {
 		lns[id] = listenLoopback(t)
 		peers[id] = lns[id].Addr().String()
 	}
+	// The directories come first: cleanups run last first, so the nodes
+	// close before their directories are removed.
+	dirs := map[string]string{}
+	for _, id := range voters {
+		dirs[id] = t.TempDir()
+	}
 	c := &testCluster{t: t, opts: map[string]Options{}, nodes: map[string]*Log{}}
 	t.Cleanup(c.closeAll)
 	for _, id := range voters {
-		o := testOptions(t.TempDir(), id, voters)
+		o := testOptions(dirs[id], id, voters)
 		o.GossipAddr, o.RPCAddr, o.Listener, o.Peers = "", "", lns[id], peers
 		l := c.start(id, o)
 		if got := l.Status().RPCAddr; got != peers[id] {

@@ -217,8 +217,11 @@ type Options struct {
 	// on disk: while this node leads, the oldest whole segment files go
 	// while the segments together hold more (Kafka's retention.bytes). A
 	// node keeps up to one segment more than the bound, plus the active
-	// one. Default 0: keep everything (the only safe default for a
-	// library).
+	// one. The bound counts segment files: with the commit journal
+	// (feature level 7) up to a quarter of its size (2 MiB) may wait in
+	// the journal before it reaches a segment, and the journal's file
+	// is preallocated whatever the log holds. Default 0: keep everything
+	// (the only safe default for a library).
 	RetentionBytes int64
 	// RetentionAge, when positive, deletes whole segment files whose newest
 	// entry the leader appended longer ago than this (Kafka's
