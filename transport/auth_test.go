@@ -559,12 +559,13 @@ func FuzzAuthHandshake(f *testing.F) {
 		if v == minProtocolVersion {
 			vb = 4
 		}
+		dialerSide, acceptorSide := vb, vb|1
 		for _, lane := range []uint8{laneControl, laneData} {
-			f.Add(vb|0, uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
-			f.Add(vb|1, uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
-			f.Add(vb|0, uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
-			f.Add(vb|1, uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
-			f.Add(vb|1, uint8(hsAccept), uint8(0), lane, acceptorID, []byte(nil), []byte(nil), []byte(nil))
+			f.Add(dialerSide, uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
+			f.Add(acceptorSide, uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
+			f.Add(dialerSide, uint8(hsAuthHello), uint8(hsProof), lane, dialerID, nonceD, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'A'), []byte(nil))
+			f.Add(acceptorSide, uint8(hsChallenge), uint8(hsAuthAccept), lane, "", nonceA, oracleMAC(key, v, lane, cluster, dialerID, acceptorID, nonceD, nonceA, 'D'), []byte(nil))
+			f.Add(acceptorSide, uint8(hsAccept), uint8(0), lane, acceptorID, []byte(nil), []byte(nil), []byte(nil))
 		}
 	}
 	f.Add(uint8(0), uint8(hsHello), uint8(0), uint8(0), dialerID, []byte(nil), []byte(nil), []byte(nil))
