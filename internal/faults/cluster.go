@@ -90,6 +90,13 @@ type ClusterConfig struct {
 	// the others). Gossip is not proxied, so it is not partitioned: only use
 	// it with process faults (kills, pauses).
 	Gossip bool
+	// DirectLinks has the nodes dial each other's RPC ports directly
+	// instead of through Net's proxies, which run in the harness's process
+	// and so share its CPU: a run that starves the harness (a CPU hog)
+	// then measures the nodes, not the proxies. Net still exists, but its
+	// links carry nothing: blocks, delays and loss have no effect, so only
+	// use it with process faults or none.
+	DirectLinks bool
 	// ExtraArgs are appended to every node's command line, ObserverArgs
 	// to the observers' after them.
 	ExtraArgs, ObserverArgs []string
@@ -264,7 +271,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		var peers, httpPeers []string
 		for _, m := range c.Nodes {
 			if m != n {
-				peers = append(peers, m.ID+"="+nw.Link(n.ID, m.ID).Addr())
+				addr := nw.Link(n.ID, m.ID).Addr()
+				if cfg.DirectLinks {
+					addr = m.RPCAddr
+				}
+				peers = append(peers, m.ID+"="+addr)
 				httpPeers = append(httpPeers, m.ID+"=http://"+m.HTTPAddr)
 			}
 		}

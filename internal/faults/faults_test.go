@@ -71,9 +71,12 @@ type runOpts struct {
 	// observerArgs are added to the observers' command lines only.
 	observerArgs []string
 	gossip       bool
-	cfg          RunConfig
-	keep         bool
-	logEvents    bool
+	// directLinks connects the nodes without proxies
+	// (ClusterConfig.DirectLinks): no link faults then.
+	directLinks bool
+	cfg         RunConfig
+	keep        bool
+	logEvents   bool
 	// fetchTimeout, electionTimeout, fetchMaxWait are the nodes' timings
 	// (zero: the -faults.* flags').
 	fetchTimeout, electionTimeout, fetchMaxWait time.Duration
@@ -189,7 +192,8 @@ func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, s
 		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
 		FetchTimeout: or(o.fetchTimeout, flagFetchTO), ElectionTimeout: or(o.electionTimeout, flagElectTO), FetchMaxWait: or(o.fetchMaxWait, flagMaxWait),
 		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, ObserverArgs: o.observerArgs, Gossip: o.gossip,
-		Logf: logf,
+		DirectLinks: o.directLinks,
+		Logf:        logf,
 	})
 	if err != nil {
 		tb.Fatalf("starting the cluster: %v", err)
