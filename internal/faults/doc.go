@@ -111,7 +111,8 @@
 //	    # fail-over figures with the default timings (leader kill, pause, isolation)
 //	go test ./internal/faults -run TestNoFalseFailover -v -faults.calm=10m -timeout 0
 //	    # no election in a healthy cluster under load, loss and stalls
-//	    # (-faults.calm-appenders, -faults.calm-loss, -faults.calm-stall, -faults.calm-hog)
+//	    # (-faults.calm-appenders, -faults.calm-loss, -faults.calm-stall, -faults.calm-hog,
+//	    # -faults.calm-proxies; with the hog or no loss the nodes are linked directly)
 //
 // Other flags: -faults.nemesis=kill,pause,... (a subset of AllFaults),
 // -faults.gossip (memberlist on; process faults only), -faults.race (node

@@ -16,8 +16,8 @@ var (
 	flagFailoverRounds = flag.Int("faults.failover-rounds", 4, "TestFailover: leader faults of each kind (SIGKILL, SIGSTOP, isolation)")
 	flagCalm           = flag.Duration("faults.calm", 20*time.Second, "TestNoFalseFailover: how long the cluster runs without a fault (the long mode: 10m)")
 	flagCalmAppenders  = flag.Int("faults.calm-appenders", 64, "TestNoFalseFailover: concurrent appenders")
-	flagCalmLoss       = flag.Float64("faults.calm-loss", 0.01, "TestNoFalseFailover: share of chunks held 200ms on every link")
-	flagCalmHog        = flag.Bool("faults.calm-hog", false, "TestNoFalseFailover: a CPU hog per core besides the nodes (off by default: it starves the harness's own proxies and clients too, and the proxies' delays then exceed FetchTimeout)")
+	flagCalmLoss       = flag.Float64("faults.calm-loss", 0.01, "TestNoFalseFailover: share of chunks held 200ms on every link (0 with -faults.calm-hog unless set)")
+	flagCalmHog        = flag.Bool("faults.calm-hog", false, "TestNoFalseFailover: a CPU hog per core besides the nodes, which are then linked directly, without loss (unless -faults.calm-loss or -faults.calm-proxies is set: the hog starves the harness's proxies too)")
 	flagCalmStall      = flag.Duration("faults.calm-stall", 200*time.Millisecond, "TestNoFalseFailover: the leader's stall every 5s (0: none)")
 	flagCalmProxies    = flag.Bool("faults.calm-proxies", false, "TestNoFalseFailover: route the nodes' links through the harness's proxies even when -faults.calm-loss=0 (with loss they always are)")
 )
@@ -135,9 +135,12 @@ func roundAll(ds []time.Duration) []time.Duration {
 // and every 5s the leader stopped for 200ms (SIGSTOP: its disk and
 // everything else stall, harsher than a disk stall alone). With
 // -faults.calm-hog a CPU hog keeps every core busy too (one spinning
-// process per CPU); on a 2-core machine it starves the test process, whose
-// proxies carry every byte between the nodes, and the proxies' own delays
-// then reach FetchTimeout. It runs for -faults.calm (20s; the long mode:
+// process per CPU) and the nodes are linked directly, without loss: the
+// loss needs the proxies, which run in the test process, and a hog
+// starves them as well as the nodes, so elections would not tell which
+// was late (-faults.calm-loss or -faults.calm-proxies keeps them).
+// Without loss, the nodes are linked directly too (-faults.calm-proxies
+// keeps the proxies). It runs for -faults.calm (20s; the long mode:
 // -faults.calm=10m -timeout 0).
 func TestNoFalseFailover(t *testing.T) {
 	o := testRunOpts(t)
@@ -145,9 +148,14 @@ func TestNoFalseFailover(t *testing.T) {
 	o.cfg.Appenders = *flagCalmAppenders
 	o.cfg.Duration = *flagCalm
 	// Without loss the proxies have nothing to do, and under a CPU hog
-	// they would compete with the nodes for the harness's share of the
-	// CPU: connect the nodes directly so the run measures them.
-	o.directLinks = *flagCalmLoss == 0 && !*flagCalmProxies
+	// they compete with the nodes for the CPU (they run in this process):
+	// connect the nodes directly so the run measures them. A hog run
+	// drops the loss, which needs the proxies, unless it is asked for.
+	loss := *flagCalmLoss
+	if *flagCalmHog && !flagSet("faults.calm-loss") {
+		loss = 0
+	}
+	o.directLinks = loss == 0 && !*flagCalmProxies
 	var startEpoch, endEpoch uint64
 	stalls := 0
 	o.cfg.Script = func(ctx context.Context, nm *Nemesis) {
@@ -160,7 +168,7 @@ func TestNoFalseFailover(t *testing.T) {
 		for _, a := range nm.c.Nodes {
 			for _, b := range nm.c.Nodes {
 				if a != b && !o.directLinks {
-					nm.c.Net.Link(a.ID, b.ID).SetLoss(*flagCalmLoss, 200*time.Millisecond)
+					nm.c.Net.Link(a.ID, b.ID).SetLoss(loss, 200*time.Millisecond)
 				}
 			}
 		}
@@ -170,7 +178,7 @@ func TestNoFalseFailover(t *testing.T) {
 			stop := cpuHog(t)
 			defer stop()
 		}
-		nm.event("stress", false, fmt.Sprintf("%d CPU hogs, %.1f%% of chunks held 200ms on every link, direct links %v", hogs, 100**flagCalmLoss, o.directLinks))
+		nm.event("stress", false, fmt.Sprintf("%d CPU hogs, %.1f%% of chunks held 200ms on every link, direct links %v", hogs, 100*loss, o.directLinks))
 		for ctx.Err() == nil {
 			nm.sleep(ctx, 5*time.Second)
 			if ctx.Err() != nil || *flagCalmStall == 0 {
@@ -188,10 +196,17 @@ func TestNoFalseFailover(t *testing.T) {
 	rep := faultRun(t, o)
 	checkRun(t, rep)
 	t.Logf("%v with %d appenders, CPU hogs %v, %.1f%% of chunks held 200ms, direct links %v, %d leader stalls of %v: %d acknowledged appends, epochs %d..%d",
-		o.cfg.Duration, o.cfg.Appenders, *flagCalmHog, 100**flagCalmLoss, o.directLinks, stalls, *flagCalmStall, rep.History.Counts()[OK], startEpoch, endEpoch)
+		o.cfg.Duration, o.cfg.Appenders, *flagCalmHog, 100*loss, o.directLinks, stalls, *flagCalmStall, rep.History.Counts()[OK], startEpoch, endEpoch)
 	if endEpoch != startEpoch {
 		t.Errorf("%d elections without a fault (epoch %d, then %d)", endEpoch-startEpoch, startEpoch, endEpoch)
 	}
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // waitLeader polls c for a leader for up to 10s.
