@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,18 +26,24 @@ import (
 // valid slot with the higher counter counts), then the ring of records
 // from journalDataStart to the end of the file. A header says where the
 // oldest record not yet in the bbolt segments starts and its sequence
-// number. A record, at an 8-byte aligned offset:
+// number, and holds the file's key: 32 random bytes drawn when the file
+// is created, the same in both slots for the file's life. A record, at an
+// 8-byte aligned offset:
 //
 //	0  magic "RLJR"     4  payload length (u32)
 //	8  sequence (u64)   16 log ID (u32)
 //	20 CRC-32C of the payload (u32)
-//	24 CRC-32C of bytes 0..24 (u32)   28 zero (u32)
+//	24 HMAC-SHA256 under the file's key of bytes 0..24, its first 8 bytes
 //	32 payload, then zero padding to 8 bytes
 //
-// Sequence numbers grow by one per record over the file's whole life, so
-// a record is live only if its checksums hold and its sequence is the one
-// expected: what an earlier lap of the ring left is never taken for a
-// record. Records follow each other; a record that does not fit before
+// The MAC is what makes a record: the payloads hold clients' data, and a
+// checksum anyone can compute would let an appended value carry a fake
+// record header (a later sequence number that fails Open as damage, or
+// the next one, replayed). Without the key no byte sequence a client
+// writes passes as a record header. Sequence numbers grow by one per
+// record over the file's whole life, so a record is live only if its MAC
+// and payload checksum hold and its sequence is the one expected: what
+// an earlier lap of the ring left is never taken for a record. Records follow each other; a record that does not fit before
 // the end of the file goes to journalDataStart instead (the reader tries
 // the next offset, then journalDataStart).
 const (
@@ -45,7 +54,9 @@ const (
 	journalSlotSize   = 4096
 	journalDataStart  = 2 * journalSlotSize
 	journalRecHeader  = 32
-	journalHeaderLen  = 44
+	journalHeaderLen  = 76
+	journalKeyLen     = 32
+	journalMACLen     = 8
 	journalVersion    = 1
 	journalRecMagic   = 0x524c4a52 // "RLJR"
 	journalHdrMagic   = 0x524c4a48 // "RLJH"
@@ -66,6 +77,7 @@ type Journal struct {
 	path   string
 	f      *os.File
 	size   int64
+	key    journalKey // the file's record MAC key (from its header)
 	noSync bool
 
 	mu       sync.Mutex
@@ -93,7 +105,26 @@ func align8(n int64) int64 { return (n + 7) &^ 7 }
 // recordSize is the bytes a record of n payload bytes takes.
 func recordSize(n int) int64 { return journalRecHeader + align8(int64(n)) }
 
-func encodeJournalHeader(counter uint64, size, start int64, startSeq uint64) []byte {
+// journalKey is a journal file's record MAC key.
+type journalKey [journalKeyLen]byte
+
+// newJournalKey draws a new file's key.
+func newJournalKey() (k journalKey, err error) {
+	_, err = rand.Read(k[:])
+	return k, err
+}
+
+// recordMAC is the MAC of a record header's first 24 bytes under key.
+func recordMAC(key *journalKey, hdr []byte) []byte {
+	m := hmac.New(sha256.New, key[:])
+	m.Write(hdr[:24])
+	return m.Sum(nil)[:journalMACLen]
+}
+
+// encodeJournalHeader is a header slot's contents: magic, version,
+// counter, size, start, startSeq, key (bytes 40..72), CRC-32C of bytes
+// 0..72.
+func encodeJournalHeader(counter uint64, size, start int64, startSeq uint64, key *journalKey) []byte {
 	b := make([]byte, journalHeaderLen)
 	binary.BigEndian.PutUint32(b[0:], journalHdrMagic)
 	binary.BigEndian.PutUint32(b[4:], journalVersion)
@@ -101,13 +132,15 @@ func encodeJournalHeader(counter uint64, size, start int64, startSeq uint64) []b
 	binary.BigEndian.PutUint64(b[16:], uint64(size))
 	binary.BigEndian.PutUint64(b[24:], uint64(start))
 	binary.BigEndian.PutUint64(b[32:], startSeq)
-	binary.BigEndian.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
+	copy(b[40:], key[:])
+	binary.BigEndian.PutUint32(b[72:], crc32.Checksum(b[:72], castagnoli))
 	return b
 }
 
 type journalHeader struct {
 	counter, startSeq uint64
 	size, start       int64
+	key               journalKey
 }
 
 func decodeJournalHeader(b []byte) (journalHeader, error) {
@@ -118,7 +151,7 @@ func decodeJournalHeader(b []byte) (journalHeader, error) {
 	if binary.BigEndian.Uint32(b[0:]) != journalHdrMagic {
 		return h, errors.New("no header magic")
 	}
-	if got, want := crc32.Checksum(b[:40], castagnoli), binary.BigEndian.Uint32(b[40:]); got != want {
+	if got, want := crc32.Checksum(b[:72], castagnoli), binary.BigEndian.Uint32(b[72:]); got != want {
 		return h, fmt.Errorf("header checksum mismatch (stored %08x, computed %08x)", want, got)
 	}
 	if v := binary.BigEndian.Uint32(b[4:]); v != journalVersion {
@@ -128,21 +161,23 @@ func decodeJournalHeader(b []byte) (journalHeader, error) {
 	h.size = int64(binary.BigEndian.Uint64(b[16:]))
 	h.start = int64(binary.BigEndian.Uint64(b[24:]))
 	h.startSeq = binary.BigEndian.Uint64(b[32:])
+	copy(h.key[:], b[40:72])
 	if h.start < journalDataStart || h.start > h.size || h.start%8 != 0 {
 		return h, fmt.Errorf("start offset %d outside the ring", h.start)
 	}
 	return h, nil
 }
 
-// appendRecord appends the record (seq, logID, payload) to dst.
-func appendRecord(dst []byte, seq uint64, logID uint32, payload []byte) []byte {
+// appendRecord appends the record (seq, logID, payload) to dst, its
+// header MACed under key.
+func appendRecord(dst []byte, key *journalKey, seq uint64, logID uint32, payload []byte) []byte {
 	var h [journalRecHeader]byte
 	binary.BigEndian.PutUint32(h[0:], journalRecMagic)
 	binary.BigEndian.PutUint32(h[4:], uint32(len(payload)))
 	binary.BigEndian.PutUint64(h[8:], seq)
 	binary.BigEndian.PutUint32(h[16:], logID)
 	binary.BigEndian.PutUint32(h[20:], crc32.Checksum(payload, castagnoli))
-	binary.BigEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
+	copy(h[24:], recordMAC(key, h[:]))
 	dst = append(dst, h[:]...)
 	dst = append(dst, payload...)
 	for pad := align8(int64(len(payload))) - int64(len(payload)); pad > 0; pad-- {
@@ -152,12 +187,13 @@ func appendRecord(dst []byte, seq uint64, logID uint32, payload []byte) []byte {
 }
 
 // parseRecord reads the record at b[0:], if there is a whole one whose
-// checksums hold. It never panics.
-func parseRecord(b []byte) (r journalRecord, ok bool) {
+// MAC under key and payload checksum hold: anything else (a torn write,
+// stale or client bytes) is not a record. It never panics.
+func parseRecord(b []byte, key *journalKey) (r journalRecord, ok bool) {
 	if len(b) < journalRecHeader || binary.BigEndian.Uint32(b[0:]) != journalRecMagic {
 		return r, false
 	}
-	if crc32.Checksum(b[:24], castagnoli) != binary.BigEndian.Uint32(b[24:]) || binary.BigEndian.Uint32(b[28:]) != 0 {
+	if !hmac.Equal(recordMAC(key, b), b[24:24+journalMACLen]) {
 		return r, false
 	}
 	n := int64(binary.BigEndian.Uint32(b[4:]))
@@ -181,7 +217,9 @@ func parseRecord(b []byte) (r journalRecord, ok bool) {
 // first offset where the chain ends is the tail if nothing after it holds
 // a record of a later sequence number (a write that did not complete
 // before a crash: cut, never replayed); if something does, the record
-// there is damage (ErrCorrupt naming the offset). It never panics.
+// there is damage (ErrCorrupt naming the offset). Only bytes whose MAC
+// holds under the header's key count as records, so what clients wrote
+// into payloads is never one. It never panics.
 func scanJournal(img []byte) (h journalHeader, recs []journalRecord, tail int64, err error) {
 	if len(img) < journalDataStart+journalRecHeader {
 		return h, nil, 0, fmt.Errorf("%w: %d bytes, too short for a journal", ErrCorrupt, len(img))
@@ -204,7 +242,7 @@ func scanJournal(img []byte) (h journalHeader, recs []journalRecord, tail int64,
 		if p < journalDataStart || p >= int64(len(img)) {
 			return journalRecord{}, false
 		}
-		r, ok := parseRecord(img[p:])
+		r, ok := parseRecord(img[p:], &h.key)
 		if !ok || r.seq != seq {
 			return r, false
 		}
@@ -231,7 +269,7 @@ func scanJournal(img []byte) (h journalHeader, recs []journalRecord, tail int64,
 		if binary.BigEndian.Uint32(img[p:]) != journalRecMagic {
 			continue
 		}
-		if r, ok := parseRecord(img[p:]); ok && r.seq > seq {
+		if r, ok := parseRecord(img[p:], &h.key); ok && r.seq > seq {
 			return h, nil, 0, fmt.Errorf("%w: damaged record at offset %d (sequence %d): the record at offset %d (sequence %d) after it is intact",
 				ErrCorrupt, pos, seq, p, r.seq)
 		}
@@ -252,14 +290,19 @@ func scanJournalProtected(img []byte) (h journalHeader, recs []journalRecord, ta
 }
 
 // createJournal creates the journal file at path of size bytes, empty,
-// its first record numbered firstSeq: written whole under a temporary name,
-// synced, renamed into place and the directory synced.
+// its first record numbered firstSeq, under a new random key: written
+// whole under a temporary name, synced, renamed into place and the
+// directory synced.
 func createJournal(path string, size int64, firstSeq uint64, noSync bool) (*Journal, error) {
 	tmp := filepath.Join(filepath.Dir(path), journalTmpName)
 	size &^= 7
 	img := make([]byte, size)
-	copy(img, encodeJournalHeader(1, size, journalDataStart, firstSeq))
-	err := writeFileSynced(tmp, img, noSync)
+	key, err := newJournalKey()
+	if err != nil {
+		return nil, fmt.Errorf("replog: create journal %s: key: %w", path, err)
+	}
+	copy(img, encodeJournalHeader(1, size, journalDataStart, firstSeq, &key))
+	err = writeFileSynced(tmp, img, noSync)
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -313,7 +356,7 @@ func openJournal(path string, readOnly, noSync bool) (*Journal, []journalRecord,
 		_ = f.Close()
 		return nil, nil, fmt.Errorf("replog: journal %s: %w", path, err)
 	}
-	j := &Journal{path: path, f: f, size: h.size, noSync: noSync, counter: h.counter,
+	j := &Journal{path: path, f: f, size: h.size, key: h.key, noSync: noSync, counter: h.counter,
 		start: h.start, startSeq: h.startSeq, tail: tail, nextSeq: h.startSeq + uint64(len(recs))}
 	if len(recs) > 0 {
 		j.start = recs[0].pos // the header's start, or the wrapped first record
@@ -365,7 +408,7 @@ func (j *Journal) place(rs int64) (pos int64, ok bool) {
 // syncs the file (fdatasync): the one write and one sync of a group
 // commit. Then the record is live.
 func (j *Journal) writeAt(pos int64, seq uint64, logID uint32, payload []byte) error {
-	rec := appendRecord(make([]byte, 0, recordSize(len(payload))), seq, logID, payload)
+	rec := appendRecord(make([]byte, 0, recordSize(len(payload))), &j.key, seq, logID, payload)
 	if _, err := j.f.WriteAt(rec, pos); err != nil {
 		return fmt.Errorf("replog: journal %s: write at offset %d: %w", j.path, pos, err)
 	}
@@ -402,7 +445,7 @@ func (j *Journal) cut(seq uint64, pos int64, live int64) error {
 	}
 	j.mu.Unlock()
 	slot := int64(counter%2) * journalSlotSize
-	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, pos, seq), slot); err != nil {
+	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, pos, seq, &j.key), slot); err != nil {
 		return fmt.Errorf("replog: journal %s: write header: %w", j.path, err)
 	}
 	if !j.noSync {
@@ -425,7 +468,7 @@ func (j *Journal) rewind() error {
 	counter, seq := j.counter+1, j.nextSeq
 	j.mu.Unlock()
 	slot := int64(counter%2) * journalSlotSize
-	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, journalDataStart, seq), slot); err != nil {
+	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, journalDataStart, seq, &j.key), slot); err != nil {
 		return fmt.Errorf("replog: journal %s: write header: %w", j.path, err)
 	}
 	if !j.noSync {

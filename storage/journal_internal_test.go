@@ -4,19 +4,23 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/replog-io/replog/protocol"
 )
 
+// testJournalKey is the key of the journal images the tests build.
+var testJournalKey = journalKey{1, 2, 3, 4, 5, 6, 7, 8}
+
 // journalImage is a small journal file's contents holding records of
 // the payloads, from the first offset of the ring.
 func journalImage(size int, payloads ...[]byte) []byte {
 	img := make([]byte, size)
-	copy(img, encodeJournalHeader(1, int64(size), journalDataStart, 1))
+	copy(img, encodeJournalHeader(1, int64(size), journalDataStart, 1, &testJournalKey))
 	pos := journalDataStart
 	for i, p := range payloads {
-		rec := appendRecord(nil, uint64(i+1), journalLogID, p)
+		rec := appendRecord(nil, &testJournalKey, uint64(i+1), journalLogID, p)
 		copy(img[pos:], rec)
 		pos += len(rec)
 	}
@@ -67,17 +71,17 @@ func TestScanJournalWrap(t *testing.T) {
 	// Records 5 and 6 at the end of the ring, 7 wrapped to its start, a
 	// stale record 2 after it.
 	start := size - 2*rs - 8
-	copy(img, encodeJournalHeader(3, size, int64(start), 5))
-	copy(img[start:], appendRecord(nil, 5, 0, p))
-	copy(img[start+rs:], appendRecord(nil, 6, 0, p))
-	copy(img[journalDataStart:], appendRecord(nil, 7, 0, p))
-	copy(img[journalDataStart+rs:], appendRecord(nil, 2, 0, p))
+	copy(img, encodeJournalHeader(3, size, int64(start), 5, &testJournalKey))
+	copy(img[start:], appendRecord(nil, &testJournalKey, 5, 0, p))
+	copy(img[start+rs:], appendRecord(nil, &testJournalKey, 6, 0, p))
+	copy(img[journalDataStart:], appendRecord(nil, &testJournalKey, 7, 0, p))
+	copy(img[journalDataStart+rs:], appendRecord(nil, &testJournalKey, 2, 0, p))
 	_, recs, tail, err := scanJournal(img)
 	if err != nil || len(recs) != 3 || recs[2].seq != 7 || tail != int64(journalDataStart+rs) {
 		t.Fatalf("%d records, tail %d, %v", len(recs), tail, err)
 	}
 	// The older header slot is not read.
-	copy(img[journalSlotSize:], encodeJournalHeader(2, size, int64(start), 5))
+	copy(img[journalSlotSize:], encodeJournalHeader(2, size, int64(start), 5, &testJournalKey))
 	if _, recs, _, err = scanJournal(img); err != nil || len(recs) != 3 {
 		t.Fatalf("with an older slot: %d records, %v", len(recs), err)
 	}
@@ -121,12 +125,12 @@ func FuzzJournalDecode(f *testing.F) {
 		imgs := [][]byte{b}
 		if len(b) > 0 {
 			w := make([]byte, journalDataStart+len(b)+journalRecHeader)
-			copy(w, encodeJournalHeader(1, int64(len(w)), journalDataStart, binary.BigEndian.Uint64(append(make([]byte, 8), b...)[len(b):])))
+			copy(w, encodeJournalHeader(1, int64(len(w)), journalDataStart, binary.BigEndian.Uint64(append(make([]byte, 8), b...)[len(b):]), &testJournalKey))
 			copy(w[journalDataStart:], b)
 			imgs = append(imgs, w)
 		}
 		for _, img := range imgs {
-			_, recs, tail, err := scanJournal(img)
+			h, recs, tail, err := scanJournal(img)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("scan error not ErrCorrupt: %v", err)
@@ -137,10 +141,113 @@ func FuzzJournalDecode(f *testing.F) {
 				t.Fatalf("tail %d outside the file of %d bytes", tail, len(img))
 			}
 			for _, r := range recs {
-				if _, ok := parseRecord(img[r.pos:]); !ok {
+				if _, ok := parseRecord(img[r.pos:], &h.key); !ok {
 					t.Fatalf("record at %d does not parse", r.pos)
 				}
 			}
 		}
 	})
+}
+
+// forgedRecordHeader is a record header for seq with an empty payload as
+// a client without the file's key could write it: its payload checksum
+// right, its MAC field the CRC-32C an unkeyed format would check.
+func forgedRecordHeader(seq uint64) []byte {
+	h := make([]byte, journalRecHeader)
+	binary.BigEndian.PutUint32(h[0:], journalRecMagic)
+	binary.BigEndian.PutUint64(h[8:], seq)
+	binary.BigEndian.PutUint32(h[20:], crc32.Checksum(nil, castagnoli))
+	binary.BigEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
+	return h
+}
+
+// A client's data that holds record headers (at every alignment, with a
+// sequence number far past the chain's end and with the next ones) is
+// never taken for records: the directory reopens after a kill (the entry
+// replayed from the journal) and after a clean Close, and the entry reads
+// back whole.
+func TestJournalForgedRecordInPayload(t *testing.T) {
+	dir := t.TempDir()
+	id := Identity{ClusterID: "c", NodeID: "n"}
+	opts := DirOptions{Journal: true, JournalBytes: 1 << 20}
+	var data []byte
+	for _, seq := range []uint64{1 << 62, 2, 3, 4} {
+		for shift := 0; shift < 8; shift++ {
+			data = append(data, 0)
+			data = append(data, forgedRecordHeader(seq)...)
+		}
+	}
+	want := protocol.Entry{Offset: 0, Epoch: 1, Type: protocol.EntryData, Data: data}
+	s, _, err := OpenDir(dir, id, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply([]protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{want}}}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(how string) {
+		t.Helper()
+		got, err := s.Entries(0, 10, 1<<20)
+		if err != nil || len(got) != 1 || got[0].Offset != 0 || got[0].Epoch != 1 || !bytes.Equal(got[0].Data, data) {
+			t.Fatalf("%s: read back %d entries, %v", how, len(got), err)
+		}
+	}
+	check("before the kill")
+	if err := s.Abandon(); err != nil { // the record stays in the journal
+		t.Fatal(err)
+	}
+	if s, _, err = OpenDir(dir, id, opts); err != nil {
+		t.Fatalf("reopen after a kill: %v", err)
+	}
+	check("replayed")
+	if err := s.Close(); err != nil { // checkpointed, the journal cut
+		t.Fatal(err)
+	}
+	if s, _, err = OpenDir(dir, id, opts); err != nil {
+		t.Fatalf("reopen after a clean Close: %v", err)
+	}
+	check("after a clean Close")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// At the chain's end the scan takes only records whose MAC holds under
+// the file's key: a header MACed under another key (or forged without
+// one), with the next sequence number or a later one, is neither replayed
+// nor damage; under the file's key the same record is replayed, and a
+// later one after a break is damage.
+func TestScanJournalKeyedRecords(t *testing.T) {
+	const size = journalDataStart + 4096
+	p := bytes.Repeat([]byte{7}, 100)
+	other := journalKey{9}
+	for _, c := range []struct {
+		name    string
+		key     *journalKey
+		seq     uint64
+		gap     int64 // bytes between the chain's end and the record
+		recs    int
+		corrupt bool
+	}{
+		{"forged next", nil, 3, 0, 2, false},
+		{"forged later", nil, 1 << 62, 64, 2, false},
+		{"other key next", &other, 3, 0, 2, false},
+		{"other key later", &other, 9, 64, 2, false},
+		{"file key next", &testJournalKey, 3, 0, 3, false},
+		{"file key later", &testJournalKey, 9, 64, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			img := journalImage(size, p, p)
+			end := journalDataStart + 2*recordSize(len(p))
+			rec := forgedRecordHeader(c.seq)
+			if c.key != nil {
+				rec = appendRecord(nil, c.key, c.seq, 0, nil)
+			}
+			copy(img[end+c.gap:], rec)
+			_, recs, _, err := scanJournal(img)
+			if c.corrupt != errors.Is(err, ErrCorrupt) || len(recs) != c.recs {
+				t.Fatalf("%d records, %v; want %d records, corrupt %v", len(recs), err, c.recs, c.corrupt)
+			}
+		})
+	}
 }
