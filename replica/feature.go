@@ -122,15 +122,19 @@ func (r *Replica) raiseFeatureLevel() {
 			if v == r.id {
 				continue
 			}
-			if !r.fetchingNow(v) || !r.isVoterDir(v, ls.fetchDir[v]) {
+			if !r.levelReportStands(v) || !r.isVoterDir(v, ls.fetchDir[v]) {
 				return // not known: it may run the previous release
 			}
 			target = min(target, ls.fetchLevel[v].level)
 		}
 		for id, dir := range ls.fetchDir {
-			if id != r.id && r.fetchingNow(id) && !r.isVoterDir(id, dir) {
-				target = min(target, ls.fetchLevel[id].level) // an observer
+			if id == r.id || !r.fetchingNow(id) || r.isVoterDir(id, dir) {
+				continue
 			}
+			if !r.levelReportStands(id) {
+				return // an observer that hung up: it may be restarting into the previous release
+			}
+			target = min(target, ls.fetchLevel[id].level) // an observer
 		}
 	}
 	if target <= cur {
@@ -138,6 +142,18 @@ func (r *Replica) raiseFeatureLevel() {
 	}
 	r.logger.Info("raising the cluster feature level", "from", cur, "to", target)
 	r.appendLevel(target)
+}
+
+// levelReportStands reports whether the level id's last fetch reported
+// still speaks for id: it fetched within FetchTimeout and no connection of
+// it closed since (R69's PeerDown). A node that hung up after reporting may
+// be restarting into the previous release; its next fetch says which.
+func (r *Replica) levelReportStands(id string) bool {
+	if !r.fetchingNow(id) {
+		return false
+	}
+	closed, ok := r.closedAt[id]
+	return !ok || closed.Before(r.leader.anyFetch[id])
 }
 
 // appendLevel appends an EntryFeature entry of level l at the LEO.

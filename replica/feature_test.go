@@ -45,3 +45,33 @@ func TestFeatureLevelRowsStayBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestLevelReportOfAHungUpNodeDoesNotStand (R68 with R69): a voter that
+// reported level 7 and then hung up may be restarting into the previous
+// release, so the leader does not raise the level on that report; with
+// the voter still connected (the positive control) it does.
+func TestLevelReportOfAHungUpNodeDoesNotStand(t *testing.T) {
+	for _, hangUp := range []bool{false, true} {
+		h := newHarness(t)
+		h.run(t, "cluster", arg("voters", "n1,n2"), arg("supports", "7"))
+		h.run(t, "elect", arg("n1"))
+		// Just short of the leader's first FetchTimeout, before which it
+		// raises nothing: n2 has reported 7 with its every fetch.
+		h.run(t, "run", arg("+1900ms"), arg("nostatus"))
+		if got := h.node("n1").r.Status().FeatureLevel; got != 6 {
+			t.Fatalf("level %d before the leader's first FetchTimeout, want 6", got)
+		}
+		if hangUp {
+			h.run(t, "crash", arg("n2"))
+			h.run(t, "hint", arg("n1"), arg("down", "n2"))
+		}
+		h.run(t, "run", arg("+300ms"), arg("nostatus"))
+		want := 7
+		if hangUp {
+			want = 6
+		}
+		if got := h.node("n1").r.logLevel(); got != want {
+			t.Fatalf("n2 hung up %v: the leader's log is at level %d, want %d", hangUp, got, want)
+		}
+	}
+}
