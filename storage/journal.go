@@ -444,15 +444,8 @@ func (j *Journal) cut(seq uint64, pos int64, live int64) error {
 		pos, seq = j.tail, j.nextSeq
 	}
 	j.mu.Unlock()
-	slot := int64(counter%2) * journalSlotSize
-	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, pos, seq, &j.key), slot); err != nil {
-		return fmt.Errorf("replog: journal %s: write header: %w", j.path, err)
-	}
-	if !j.noSync {
-		if err := fdatasync(j.f); err != nil {
-			return fmt.Errorf("replog: journal %s: sync: %w", j.path, err)
-		}
-		j.syncs.Add(1)
+	if err := j.writeHeader(counter, pos, seq); err != nil {
+		return err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -467,8 +460,21 @@ func (j *Journal) rewind() error {
 	j.mu.Lock()
 	counter, seq := j.counter+1, j.nextSeq
 	j.mu.Unlock()
+	if err := j.writeHeader(counter, journalDataStart, seq); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.counter, j.start, j.startSeq, j.tail = counter, journalDataStart, seq, journalDataStart
+	return nil
+}
+
+// writeHeader writes the header of generation counter (the ring starting
+// at pos with sequence seq) into its slot and syncs it: the slots
+// alternate, so a torn header write leaves the other generation whole.
+func (j *Journal) writeHeader(counter uint64, pos int64, seq uint64) error {
 	slot := int64(counter%2) * journalSlotSize
-	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, journalDataStart, seq, &j.key), slot); err != nil {
+	if _, err := j.f.WriteAt(encodeJournalHeader(counter, j.size, pos, seq, &j.key), slot); err != nil {
 		return fmt.Errorf("replog: journal %s: write header: %w", j.path, err)
 	}
 	if !j.noSync {
@@ -477,9 +483,6 @@ func (j *Journal) rewind() error {
 		}
 		j.syncs.Add(1)
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.counter, j.start, j.startSeq, j.tail = counter, journalDataStart, seq, journalDataStart
 	return nil
 }
 

@@ -457,22 +457,9 @@ func TestAuthModeMismatch(t *testing.T) {
 // as documented, and a successful handshake names the dialer.
 func TestAuthHandshakeUnit(t *testing.T) {
 	key := deriveAuthKey(testSecret)
-	run := func(dialer, acceptor hsSide, peer string) (h handshake, dialErr, acceptErr error) {
-		c1, c2 := net.Pipe()
-		defer c1.Close()
-		defer c2.Close()
-		_ = c1.SetDeadline(time.Now().Add(waitTimeout))
-		_ = c2.SetDeadline(time.Now().Add(waitTimeout))
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			h, acceptErr = acceptHandshake(c2, acceptor, nil)
-			c2.Close()
-		}()
-		_, dialErr = dialHandshake(c1, dialer, peer)
-		c1.Close()
-		<-done
-		return
+	run := func(dialer, acceptor hsSide, peer string) (handshake, error, error) {
+		_, h, dialErr, acceptErr := pipeHandshake(t, dialer, acceptor, peer)
+		return h, dialErr, acceptErr
 	}
 	rnd := func() io.Reader { return bytes.NewReader(bytes.Repeat([]byte{1, 2, 3}, 100)) }
 	d := hsSide{key: key, clusterID: "c", nodeID: "a", lane: laneData, rand: rnd()}
