@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // cleanRun is a small hand-made run with no anomaly: offset 1 is a control
@@ -300,6 +301,15 @@ func TestPayloadRoundTripAndCorruption(t *testing.T) {
 	// Another id's intact record decodes to that id, never to this one.
 	if got := DecodePayload(EncodePayload("a1-2", 10)); got != "a1-2" {
 		t.Fatalf("decoded %q", got)
+	}
+	// The id does not share the record's memory: a long run keeps an id
+	// per read, and a substring would keep every record alive (a 10-minute
+	// run's history outgrew the machine's memory that way).
+	rec := EncodePayload("a9-1", 4096)
+	id := DecodePayload(rec)
+	lo, hi := uintptr(unsafe.Pointer(unsafe.StringData(rec))), uintptr(unsafe.Pointer(unsafe.StringData(rec)))+uintptr(len(rec))
+	if p := uintptr(unsafe.Pointer(unsafe.StringData(id))); p >= lo && p < hi {
+		t.Fatalf("DecodePayload's id points into the record")
 	}
 }
 
