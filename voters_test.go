@@ -188,6 +188,13 @@ func TestRemoveLastVoter(t *testing.T) {
 // TestAddVoterOfANodeNotRunning: AddVoter waits for the node to fetch
 // until its context ends, then names why it gave up; nothing changed.
 // (TestAddVoterFromAFollower is the positive control.)
+//
+// Under heavy load a forwarded try can time out before the leader answers:
+// its outcome is unknown, and a later "not fetching" refusal from the
+// leader of the moment does not make it known (a later leader could still
+// hold that try's entry, R67). The call then ends with ErrUnknownOutcome,
+// as AddVoter documents; what must never happen is another error, no
+// deadline, or a changed voter set.
 func TestAddVoterOfANodeNotRunning(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	lead := c.leader(15 * time.Second)
@@ -195,8 +202,11 @@ func TestAddVoterOfANodeNotRunning(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := c.nodes[c.followerOf(lead)].AddVoter(ctx, "ghost")
-	if !errors.Is(err, ErrUnknownNode) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("AddVoter(ghost) = %v, want ErrUnknownNode and the deadline", err)
+	if !errors.Is(err, context.DeadlineExceeded) || !(errors.Is(err, ErrUnknownNode) || errors.Is(err, ErrUnknownOutcome)) {
+		t.Fatalf("AddVoter(ghost) = %v, want ErrUnknownNode (or, after a try timed out, ErrUnknownOutcome) and the deadline", err)
+	}
+	if errors.Is(err, ErrUnknownOutcome) {
+		t.Logf("a try's outcome was unknown: %v", err)
 	}
 	if after := c.nodes[lead].Status(); after.VotersOffset != before.VotersOffset || len(after.Voters) != 3 {
 		t.Fatalf("voters changed: %+v -> %+v", before.Voters, after.Voters)
