@@ -85,7 +85,9 @@ type Options struct {
 	Peers map[string]string
 	// TLS, if set, secures the transport. It is used both to serve (set
 	// Certificates, and ClientCAs with ClientAuth for mutual TLS) and to
-	// dial (RootCAs). Nil means plain TCP.
+	// dial (RootCAs). GetCertificate serves only: with mutual TLS set
+	// Certificates or GetClientCertificate too, which Validate checks.
+	// Nil means plain TCP.
 	TLS *tls.Config
 	// TLSVerifyNodeID, with mutual TLS, refuses a peer whose certificate
 	// does not name the node ID it claims (as a DNS name or common name).
@@ -669,6 +671,12 @@ func (o Options) Validate() error {
 	}
 	if d.TLS != nil && len(d.TLS.Certificates) == 0 && d.TLS.GetCertificate == nil {
 		return bad("TLS", "has no certificate (set Certificates): nodes present it both to serve and to dial")
+	}
+	// GetCertificate serves only: a dialer presents Certificates or
+	// GetClientCertificate's, and under mutual TLS one with neither is
+	// refused by every peer, which would show only as failed handshakes.
+	if d.TLS != nil && d.TLS.ClientAuth >= tls.RequireAnyClientCert && len(d.TLS.Certificates) == 0 && d.TLS.GetClientCertificate == nil {
+		return bad("TLS", "requires client certificates (ClientAuth %v) but sets only GetCertificate, which serves: set Certificates or GetClientCertificate too, so that the node presents one when it dials", d.TLS.ClientAuth)
 	}
 	if d.RetentionBytes < 0 {
 		return bad("RetentionBytes", "is negative (%d); 0 keeps everything", d.RetentionBytes)

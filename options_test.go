@@ -49,6 +49,10 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 			o.RPCAddr = "0.0.0.0:7400"
 		}},
 		{"TLS", func(o *Options) { o.TLS = &tls.Config{} }},
+		{"TLS", func(o *Options) {
+			o.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert,
+				GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, nil }}
+		}},
 		{"TLSVerifyNodeID", func(o *Options) { o.TLSVerifyNodeID = true }},
 		{"FetchMaxWait", func(o *Options) { o.FetchMaxWait = -time.Second }},
 		{"FetchTimeout", func(o *Options) { o.FetchTimeout = 100 * time.Millisecond }},
@@ -78,6 +82,10 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 		{Dir: "/tmp/x", FetchMaxBytes: maxConfiguredSize, MaxRecordSize: maxRecordSize, GossipTuning: membership.FastForTests()},
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0", Insecure: true},
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0", RPCAddr: ":7400", AdvertiseRPCAddr: "10.0.0.1:7400", Secret: testSecret},
+		// Certificates from callbacks, both ways (the positive control of the GetCertificate-only case).
+		{Dir: "/tmp/x", Secret: testSecret, TLS: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert,
+			GetCertificate:       func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, nil },
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return nil, nil }}},
 	} {
 		if err := good.Validate(); err != nil {
 			t.Errorf("valid options %+v refused: %v", good, err)
