@@ -41,9 +41,9 @@ const (
 // SlogOptions adjust the attributes a logger from SlogLoggerWith writes.
 // They apply to what a logger carries (the name in SlogAttrLogger and
 // With's attributes, SlogAttrNode among them), not to the attributes of
-// a single call: there "node" may name another node (gossip's records
-// about a member). The zero value writes every attribute under replog's
-// key.
+// a single call (gossip's records about another member name it
+// "member"; the records of a clash of node IDs name this node's "node").
+// The zero value writes every attribute under replog's key.
 type SlogOptions struct {
 	// Omit lists keys left out, e.g. SlogAttrNode when the handler
 	// already carries the service's node ID. Default none.

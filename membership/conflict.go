@@ -62,7 +62,7 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 	if existing.Name != m.cfg.NodeID {
 		// Two others share a name: they check it themselves (this is also
 		// how a restart on a new address looks until the old one is dead).
-		m.logger.Debug("two members claim one node ID", "node", existing.Name,
+		m.logger.Debug("two members claim one node ID", "member", existing.Name,
 			"known_addr", existing.Address(), "other_addr", other.Address())
 		return
 	}

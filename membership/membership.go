@@ -449,7 +449,7 @@ func (m *Membership) observe(n *memberlist.Node, event string) {
 	defer m.mu.Unlock()
 	if err != nil {
 		delete(m.members, n.Name)
-		m.logger.Warn("ignoring gossip member", "node", n.Name, "addr", n.Address(), "event", event, "error", err)
+		m.logger.Warn("ignoring gossip member", "member", n.Name, "addr", n.Address(), "event", event, "error", err)
 		return
 	}
 	prev, known := m.members[n.Name]
@@ -471,7 +471,7 @@ func (m *Membership) observe(n *memberlist.Node, event string) {
 	claims := meta.LeaderID == meta.NodeID && meta.Epoch > 0
 	sameClaim := known && prev.Alive && prev.LeaderID == prev.ID && prev.Epoch == meta.Epoch
 	if claims && !sameClaim {
-		m.logger.Debug("leader hint", "node", n.Name, "epoch", meta.Epoch, "event", event)
+		m.logger.Debug("leader hint", "member", n.Name, "epoch", meta.Epoch, "event", event)
 		m.pushLocked(Hint{Kind: LeaderClaim, Node: n.Name, Epoch: meta.Epoch})
 	}
 }
@@ -491,7 +491,7 @@ func (m *Membership) observeLeave(n *memberlist.Node) {
 	if n.Name == m.cfg.NodeID || !wasAlive {
 		return
 	}
-	m.logger.Debug("node failed hint", "node", n.Name, "epoch", mem.Epoch)
+	m.logger.Debug("node failed hint", "member", n.Name, "epoch", mem.Epoch)
 	m.pushLocked(Hint{Kind: NodeFailed, Node: n.Name, Epoch: mem.Epoch})
 }
 
