@@ -2,6 +2,7 @@ package transport
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -345,9 +346,16 @@ func (d *hsDecoder) fixed(field string, dst []byte) {
 // readHandshake reads one handshake message from r. It reads at most
 // hsFixedSize+maxHandshakeBody+crcSize bytes, whatever the peer sends, and
 // never more than the message (r need not be buffered).
+// errEmptyConn: the connection ended before its first byte (a hang-up
+// probe or a port check, not a failed handshake).
+var errEmptyConn = fmt.Errorf("connection closed before its first byte: %w", io.EOF)
+
 func readHandshake(r io.Reader) (handshake, error) {
 	var buf [hsFixedSize + maxHandshakeBody + crcSize]byte
 	if _, err := io.ReadFull(r, buf[:hsFixedSize]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return handshake{}, fmt.Errorf("reading handshake: %w", errEmptyConn)
+		}
 		return handshake{}, fmt.Errorf("reading handshake: %w", err)
 	}
 	h, size, err := parseHandshakeHeader(buf[:hsFixedSize])

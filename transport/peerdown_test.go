@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -58,5 +59,55 @@ func TestTCPInboundKicksBackoff(t *testing.T) {
 	recvOne(t, a)
 	if m := recvOne(t, b); m.Body.(*protocol.BeginEpoch).Epoch != 2 {
 		t.Fatalf("got %v", m)
+	}
+}
+
+// TestTCPHangUpOfALivePeerIsNotReported: a connection that ends while its
+// peer lives on (here b closes its inbound connection from a under a's
+// feet, as a middlebox's reset would) is not reported on PeerDown: a's
+// probe finds b's address taking connections (HangUpsLive), and b counts
+// the probe as an empty connection, not a bad one. The positive control:
+// b then closes its transport, and a reports it.
+func TestTCPHangUpOfALivePeerIsNotReported(t *testing.T) {
+	res := newResolverMap()
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
+	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: res.resolve})
+	res.set("a", a.Addr())
+	res.set("b", b.Addr())
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 1}})
+	recvOne(t, b)
+	b.mu.Lock()
+	var cut []net.Conn
+	for k, c := range b.lanesIn {
+		if k.node == "a" {
+			cut = append(cut, c)
+		}
+	}
+	b.mu.Unlock()
+	if len(cut) == 0 {
+		t.Fatal("b has no inbound connection from a")
+	}
+	for _, c := range cut {
+		_ = c.Close()
+	}
+	eventually(t, "a's probe of b", func() bool { return a.Stats().HangUpsLive >= 1 })
+	select {
+	case id := <-a.PeerDown():
+		t.Fatalf("PeerDown(%s) though b lives on", id)
+	default:
+	}
+	if st := b.Stats(); st.EmptyConns < 1 || st.BadConns != 0 {
+		t.Fatalf("b counted the probe as EmptyConns %d, BadConns %d; want at least 1 and 0", st.EmptyConns, st.BadConns)
+	}
+	mustSend(t, a, protocol.Message{To: "b", Body: &protocol.BeginEpoch{Epoch: 2}}) // a redials
+	recvOne(t, b)
+	b.Close()
+	select {
+	case id := <-a.PeerDown():
+		if id != "b" {
+			t.Fatalf("PeerDown(%s), want b", id)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("no PeerDown after b closed its transport")
 	}
 }

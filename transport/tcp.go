@@ -77,6 +77,13 @@ type TCPStats struct {
 	// does not know (protocol.ErrUnknownMessage): what a newer peer may
 	// send; the feature is absent here.
 	UnknownMessages uint64
+	// HangUpsLive counts hang-ups of peers not reported on PeerDown
+	// because their address still took a connection (the peer lives on).
+	HangUpsLive uint64
+	// EmptyConns counts inbound connections closed by the dialer before
+	// their first byte: another node's hang-up probe (PeerDown), or a
+	// port check. They are not BadConns.
+	EmptyConns uint64
 }
 
 // TCP is the TCP (optionally TLS) Transport.
@@ -157,6 +164,9 @@ type TCP struct {
 
 	sent, received, droppedQueue, droppedNoConn, droppedInbound, peerClosed, badConns atomic.Uint64
 	unauthenticated, refusedConns, idleClosed, replaced, keepalives, unknownMessages  atomic.Uint64
+	hangUpsLive, emptyConns                                                           atomic.Uint64
+	// probing holds the peers whose hang-up is being probed (peerDown).
+	probing map[string]bool
 	// nextKey is deriveAuthKey(NextSecret), or nil.
 	nextKey []byte
 }
@@ -256,6 +266,8 @@ func (t *TCP) Stats() TCPStats {
 		InboundConns:      inbound,
 		KeepalivesSent:    t.keepalives.Load(),
 		UnknownMessages:   t.unknownMessages.Load(),
+		HangUpsLive:       t.hangUpsLive.Load(),
+		EmptyConns:        t.emptyConns.Load(),
 	}
 }
 
@@ -344,26 +356,93 @@ func (t *TCP) Receive() <-chan protocol.Message { return t.recv }
 const peerDownQueue = 64
 
 // PeerDown returns the channel of peers whose established connection, in
-// or out, this transport saw end by the peer's doing: end of stream or a
-// reset (its process ended, or it closed its transport). A connection that
-// only goes quiet (a partition, a paused process) is not reported, nor one
-// this transport closed itself (Close, a newer connection from the same
-// peer, a misbehaving peer cut). Each ended connection is one report, so a
-// peer that dies is usually reported more than once; reports the receiver
-// does not take in time are dropped. The channel is closed by Close. The
-// root feeds it to the core (replica.Replica.PeerDown, docs/protocol.md
-// R69).
+// or out, this transport saw end by the peer's doing (end of stream or a
+// reset) and whose address then no longer takes connections: its process
+// ended, or it closed its transport. A connection that only goes quiet (a
+// partition, a paused process) is not reported, nor one this transport
+// closed itself (Close, a newer connection from the same peer, a
+// misbehaving peer cut), nor a hang-up after which the peer's address
+// still takes a connection and keeps it open for hangUpProbeWait (a reset
+// by a middlebox or a flapping link, or an impostor's hang-up: the peer
+// lives on; HangUpsLive counts them). Each ended connection is at most one
+// report, so a peer that dies is usually reported more than once; reports
+// the receiver does not take in time are dropped. The channel is closed by
+// Close. The root feeds it to the core (replica.Replica.PeerDown,
+// docs/protocol.md R69).
 func (t *TCP) PeerDown() <-chan string { return t.down }
 
-// peerDown reports that peer ended a connection (PeerDown).
+// hangUpProbeWait is how long a hang-up probe's connection must stay open,
+// with nothing read, for the peer to count as alive. A dead peer's address
+// refuses the connect (no process listens) or, behind a proxy or load
+// balancer, closes it at once; a live node's acceptor waits for a
+// handshake and sends nothing. It bounds the probe in the live case only:
+// a dead peer is reported as soon as its address refuses.
+const hangUpProbeWait = 100 * time.Millisecond
+
+// peerDown probes peer, which ended a connection, and reports it on
+// PeerDown if its address no longer takes connections. One probe per peer
+// runs at a time: the hang-ups of one death (every connection ends at
+// once) make one report.
 func (t *TCP) peerDown(peer string) {
-	if t.isClosed() {
+	t.mu.Lock()
+	if t.closed || t.probing[peer] {
+		t.mu.Unlock()
 		return
 	}
-	select {
-	case t.down <- peer:
-	default:
+	if t.probing == nil {
+		t.probing = make(map[string]bool)
 	}
+	t.probing[peer] = true
+	t.wg.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.wg.Done()
+		alive := t.probeAlive(peer)
+		t.mu.Lock()
+		delete(t.probing, peer)
+		t.mu.Unlock()
+		if alive {
+			t.hangUpsLive.Add(1)
+			t.log.Debug("a peer hung up but still takes connections: not reported down", "peer", peer)
+			return
+		}
+		if t.isClosed() {
+			return
+		}
+		select {
+		case t.down <- peer:
+		default:
+		}
+	}()
+}
+
+// probeAlive reports whether peer's address takes a TCP connection and
+// keeps it open, silent, for hangUpProbeWait. It sends nothing (the
+// acceptor takes a connection closed before its first byte for a probe),
+// and a peer it cannot resolve counts as down.
+func (t *TCP) probeAlive(peer string) bool {
+	addr, ok := t.cfg.Resolver(peer)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	if !t.track(c) {
+		_ = c.Close()
+		return false
+	}
+	defer t.untrack(c)
+	_ = c.SetReadDeadline(time.Now().Add(hangUpProbeWait))
+	var b [1]byte
+	_, err = c.Read(b[:])
+	// Silent until the deadline: a live acceptor. Anything read means
+	// something answers there; only an end of stream or a reset (a proxy
+	// whose backend is gone) is a dead peer.
+	return err == nil || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // hungUp reports whether a read error means the peer ended the connection
@@ -924,6 +1003,13 @@ func (t *TCP) serve(c net.Conn, ip string) {
 	h, err := acceptHandshake(c, side, check)
 	if err != nil {
 		if t.isClosed() {
+			return
+		}
+		if errors.Is(err, errEmptyConn) {
+			// Closed before its first byte: a hang-up probe or a port
+			// check, not a failed handshake.
+			t.emptyConns.Add(1)
+			log.Trace("inbound connection closed before its first byte")
 			return
 		}
 		t.badConns.Add(1)
