@@ -77,6 +77,24 @@ type Config struct {
 	// limit (the root package: transport.DefaultMaxPayload). Default 8 MiB.
 	// MaxRecordSize+protocol.EntryOverhead must fit in it (Validate).
 	MaxForwardBytes int
+	// CatchUpBytesPerSecond is the leader's replication quota
+	// (docs/protocol.md R73): the entry bytes per second it serves, all
+	// together, to fetchers catching up (fetching below its HW) that the
+	// HW does not need: observers, and voters without which a majority is
+	// still in step. Fetches over it wait (up to their MaxWait, then are
+	// answered without entries). Fetchers in step, and a voter the HW
+	// needs, are never throttled. Default DefaultCatchUpBytesPerSecond;
+	// negative: no quota.
+	CatchUpBytesPerSecond int
+	// MaxUncommittedBytes bounds the leader's uncommitted backlog
+	// (docs/protocol.md R74): the bytes (len(Data)+protocol.EntryOverhead
+	// each) of the data entries it appended in its epoch that are not
+	// yet committed. A data proposal that would take the backlog over it
+	// is refused with ErrBacklogFull, nothing appended (a forwarded one is
+	// answered not-leader naming the leader itself); one arriving while
+	// the backlog is empty is appended whatever its size. Default
+	// DefaultMaxUncommittedBytes; negative: no bound.
+	MaxUncommittedBytes int
 	// DedupWindow is how long a leader remembers a caller-supplied ID: an
 	// append carrying an ID appended within it is not appended again (R64;
 	// NATS JetStream's duplicate window). Default 2 minutes.
@@ -118,6 +136,13 @@ const (
 	DefaultFetchMaxBytes   = 1 << 20
 	DefaultMaxRecordSize   = 1 << 20
 	DefaultMaxForwardBytes = 8 << 20
+	// DefaultCatchUpBytesPerSecond lets a follower catch up at tens of
+	// MB/s while leaving the leader's disk and CPU to its commit path.
+	DefaultCatchUpBytesPerSecond = 32 << 20
+	// DefaultMaxUncommittedBytes is a few seconds of a busy leader's
+	// appends: enough never to bind a healthy cluster, small enough that
+	// a stuck one does not fill memory.
+	DefaultMaxUncommittedBytes = 64 << 20
 	// DefaultDedupWindow is JetStream's default duplicate window.
 	DefaultDedupWindow = 2 * time.Minute
 	// DefaultProducerIdleTimeout is Kafka's producer.id.expiration.ms
@@ -125,6 +150,11 @@ const (
 	// about 100 bytes (docs/protocol.md R66).
 	DefaultProducerIdleTimeout = 24 * time.Hour
 )
+
+// MaxCatchUpBytesPerSecond bounds a positive Config.CatchUpBytesPerSecond
+// (1 TiB/s, far above any disk): the quota's token arithmetic stays within
+// int64.
+const MaxCatchUpBytesPerSecond = 1 << 40
 
 // MinFetchTimeout is the smallest FetchTimeout that goes with fetchMaxWait
 // and electionTimeout: 2*(fetchMaxWait+electionTimeout), the longest a
@@ -159,6 +189,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.DirID == "" {
 		c.DirID = c.ID
+	}
+	if c.CatchUpBytesPerSecond == 0 {
+		c.CatchUpBytesPerSecond = DefaultCatchUpBytesPerSecond
+	}
+	if c.MaxUncommittedBytes == 0 {
+		c.MaxUncommittedBytes = DefaultMaxUncommittedBytes
 	}
 	if c.DedupWindow == 0 {
 		c.DedupWindow = DefaultDedupWindow
@@ -223,6 +259,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxForwardBytes < 0 {
 		return bad("MaxForwardBytes", "must be positive, not %d", c.MaxForwardBytes)
+	}
+	if c.CatchUpBytesPerSecond > MaxCatchUpBytesPerSecond {
+		return bad("CatchUpBytesPerSecond", "must be at most %d (or negative: no quota), not %d", MaxCatchUpBytesPerSecond, c.CatchUpBytesPerSecond)
 	}
 	if c.SupportedFeatureLevel < protocol.BaseFeatureLevel || c.SupportedFeatureLevel > math.MaxUint8 {
 		return bad("SupportedFeatureLevel", "must be in [%d, %d], not %d", protocol.BaseFeatureLevel, math.MaxUint8, c.SupportedFeatureLevel)

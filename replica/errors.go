@@ -45,6 +45,10 @@ var (
 	// ErrNotCaughtUp: the node to add has not caught up with the leader's
 	// log yet; nothing changed. Retrying later succeeds.
 	ErrNotCaughtUp = errors.New("replog: node not caught up")
+	// ErrBacklogFull: the leader's uncommitted backlog is at
+	// Config.MaxUncommittedBytes (R74); nothing was appended. Retrying
+	// once earlier appends commit succeeds.
+	ErrBacklogFull = errors.New("replog: the leader's uncommitted backlog is full")
 )
 
 // Errors of TransferLeadership (R59).

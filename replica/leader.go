@@ -49,6 +49,10 @@ type leaderState struct {
 	// transfer is the leadership transfer under way, if any (R59,
 	// transfer.go): while it is, nothing new is appended.
 	transfer *transferState
+	// quota is the replication quota's bucket and waiting fetches (R73,
+	// quota.go); backlog the uncommitted bytes appended (R74, backlog.go).
+	quota   catchUpQuota
+	backlog backlog
 
 	hwBuf []uint64
 }
@@ -294,6 +298,9 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	// one, in a loop with no wait.) A delayed copy of an earlier fetch is
 	// answered at once and leaves the parked one alone: the follower may be
 	// waiting for that one.
+	if r.throttledCopy(from, req) { // the same for a fetch waiting for the quota (R73)
+		return
+	}
 	if p := ls.parkedFrom(from); p != nil && earlierFetchID(req.FetchID, p.req.FetchID) {
 		r.respondFetch(from, req)
 		return
@@ -359,6 +366,10 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 	}
 	var entries []protocol.Entry
 	if req.FetchOffset < r.log.LEO() {
+		throttled := r.throttles(from, req) // R73
+		if throttled && r.quotaWaits(from, req) {
+			return
+		}
 		es, err := r.log.read(req.FetchOffset, maxBytes)
 		if err != nil {
 			// The follower retries after its fetch timeout.
@@ -366,7 +377,16 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 			return
 		}
 		entries = r.wholeBatches(es)
+		if throttled {
+			r.chargeQuota(entries)
+		}
 	}
+	r.sendFetchOK(from, req, entries)
+}
+
+// sendFetchOK answers fetch req with entries (none: nothing to send, or
+// the replication quota's wait is over, R73) and the current HW.
+func (r *Replica) sendFetchOK(from string, req *protocol.FetchRequest, entries []protocol.Entry) {
 	r.leader.sentHW[from] = r.hw
 	r.send(from, &protocol.FetchResponse{
 		FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOK,
@@ -441,12 +461,16 @@ func (r *Replica) leaderPropose(p proposal, typ protocol.EntryType, records [][]
 		r.ackUpTo(r.hw)
 		return
 	}
+	if r.backlogRefuses(p, typ, records) { // R74
+		return
+	}
 	entries := make([]protocol.Entry, len(records))
 	for i, rec := range records {
 		entries[i] = protocol.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Time: r.now.UnixMilli(), Type: typ, Data: rec}
 	}
 	p.first, p.end = leo, leo+uint64(len(records))
 	ls.pending = append(ls.pending, p)
+	r.noteBacklog(typ, records, p.end)
 	r.appendEntries(entries)
 }
 

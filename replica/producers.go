@@ -142,6 +142,9 @@ func (r *Replica) leaderKeyed(p proposal, typ protocol.EntryType, records [][]by
 			return
 		}
 	}
+	if r.backlogRefuses(p, typ, records) { // R74: after the retry checks, which append nothing
+		return
+	}
 	// The header on the stack: KeyedData copies it into the entry.
 	var hb [protocol.MaxKeyHeaderLength]byte
 	h := protocol.AppendKeyHeader(hb[:0], protocol.KeyHeader{Key: key, N: uint64(len(records))})
@@ -156,6 +159,7 @@ func (r *Replica) leaderKeyed(p proposal, typ protocol.EntryType, records [][]by
 	}
 	p.first, p.end = leo, leo+uint64(len(records))
 	r.leader.pending = append(r.leader.pending, p)
+	r.noteBacklog(typ, records, p.end)
 	r.appendEntries(entries)
 }
 

@@ -150,6 +150,10 @@ type Replica struct {
 	checkpointed     bool
 
 	violations uint64
+	// quotaStats and backlogStats count the replication quota's waits
+	// (R73) and the backlog's refusals (R74) over every leadership.
+	quotaStats   QuotaStats
+	backlogStats BacklogStats
 	// err, once set, halts the replica (Err).
 	err error
 }
@@ -269,6 +273,7 @@ func (r *Replica) Tick(now time.Time) {
 	switch r.role {
 	case RoleLeader:
 		r.tickLeader()
+		r.serveThrottled()
 	case RoleFollower:
 		r.tickFollower()
 	case RoleObserver:
@@ -420,6 +425,7 @@ func (r *Replica) Ready() Ready {
 	switch r.role {
 	case RoleLeader:
 		r.serveParked()
+		r.serveThrottled()
 	case RoleFollower, RoleObserver:
 		r.maybeFetch()
 	}

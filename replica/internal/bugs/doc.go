@@ -113,6 +113,14 @@
 //	                                pre-vote, so a connection reset by a
 //	                                flapping link deposes a live leader.
 //	                                Fails: TestScenarios (peer_down).
+//	replog_bug_throttle_needed_voter ThrottleNeededVoter (R73): the
+//	                                replication quota throttles a voter's
+//	                                catch-up even when the HW needs that
+//	                                voter. Fails: TestQuotaSparesAVoterTheHWNeeds.
+//	replog_bug_backlog_unbounded    BacklogUnbounded (R74): the leader
+//	                                appends whatever its uncommitted
+//	                                backlog holds. Fails:
+//	                                TestBacklogBoundRefusesAndRecovers.
 //
 // Tests named alone are in package replica. For example:
 //
