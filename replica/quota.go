@@ -153,8 +153,8 @@ func (r *Replica) chargeQuota(entries []protocol.Entry) {
 }
 
 // serveThrottled answers, in arrival order, the fetches waiting for the
-// quota while it has tokens, and without entries those whose MaxWait has
-// passed (on Tick and in Ready).
+// quota while it has tokens (and any no longer under it), and without
+// entries those whose MaxWait has passed (on Tick and in Ready).
 func (r *Replica) serveThrottled() {
 	q := &r.leader.quota
 	if len(q.waiting) == 0 {
@@ -166,10 +166,12 @@ func (r *Replica) serveThrottled() {
 	var kept []throttledFetch
 	for _, t := range waiting {
 		switch {
-		case q.tokens > 0:
+		case q.tokens > 0 || !r.throttles(t.from, t.req):
+			// Tokens came back, or the fetch is no longer under the quota
+			// (a voter the HW now needs).
 			r.quotaStats.Throttled++
 			r.quotaStats.Time += r.now.Sub(t.since)
-			r.respondFetch(t.from, t.req) // served (or no longer under the quota)
+			r.respondFetch(t.from, t.req)
 		case !r.now.Before(t.deadline):
 			r.quotaStats.Throttled++
 			r.quotaStats.Time += r.now.Sub(t.since)
