@@ -68,7 +68,11 @@ const keyHeadroom = MaxIDLength + 64 + protocol.EntryOverhead
 //   - ErrInvalidArgument: WithID's ID is empty or longer than
 //     MaxIDLength; nothing appended.
 //   - *NotLeaderError (ErrNotLeader): ctx ended while no leader would take
-//     the entry; nothing appended. The error also wraps ctx.Err().
+//     the entry (on a follower, also while the leader's backlog was full);
+//     nothing appended. The error also wraps ctx.Err().
+//   - ErrBacklogFull: ctx ended while this node led and its uncommitted
+//     backlog had no room for the entry (Options.MaxUncommittedBytes,
+//     R74); nothing appended. The error also wraps ctx.Err().
 //   - ctx.Err() alone: ctx ended before the entry was handed to the
 //     protocol; nothing appended.
 //   - ErrClosed alone: the Log is closed; nothing appended.
@@ -187,7 +191,9 @@ func (l *Log) judgeAppend(r *request, ctxErr error, off uint64, err error) (verd
 	switch {
 	case errors.Is(err, ErrDuplicate):
 		return settle, off, fmt.Errorf("%w: appended at offset %d", ErrDuplicate, off)
-	case errors.As(err, &nl):
+	case errors.As(err, &nl), errors.Is(err, ErrBacklogFull):
+		// Nothing appended: no leader took it, or the leader's backlog
+		// had no room for it yet (R74).
 		return again, 0, err
 	case errors.Is(err, ErrUnknownOutcome) && ctxErr == nil && !errors.Is(err, ErrClosed) && r.prod != nil && l.failed() == nil:
 		return againUnknown, 0, err

@@ -115,8 +115,8 @@ func (r *AppendResult) ctxDone() {
 // ctx covers the whole append, as Append's does: if it ends before the
 // outcome is known, the handle completes at once with Append's error for
 // that moment (ErrUnknownOutcome wrapping ctx.Err() once the entry may
-// have reached a leader; a *NotLeaderError wrapping ctx.Err() while no
-// leader would take it). When a context ends, one short goroutine per
+// have reached a leader; a *NotLeaderError, or ErrBacklogFull, wrapping
+// ctx.Err() while no leader would take it, R74). When a context ends, one short goroutine per
 // append still waiting on it completes its handle (context.AfterFunc).
 //
 // Appends made in sequence are usually committed in that order, but not

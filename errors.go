@@ -125,6 +125,13 @@ var (
 	// original's offset (docs/protocol.md R64).
 	ErrDuplicate = replica.ErrDuplicate
 
+	// ErrBacklogFull: an append's context ended while the leader (this
+	// node) had no room for it in its uncommitted backlog
+	// (Options.MaxUncommittedBytes, docs/protocol.md R74); nothing was
+	// appended. The error also wraps ctx.Err(). On a follower the same
+	// wait ends with a *NotLeaderError naming the leader.
+	ErrBacklogFull = replica.ErrBacklogFull
+
 	// ErrNoCursor: Cursor names a cursor that was never committed; the
 	// message names it.
 	ErrNoCursor = shell.ErrNoCursor

@@ -189,6 +189,25 @@ type Options struct {
 	// record (a response always carries its first entry whole) fits one
 	// transport frame.
 	MaxRecordSize int
+	// CatchUpBytesPerSecond is the leader's replication quota
+	// (docs/protocol.md R73; Kafka's leader.replication.throttled.rate):
+	// the entry bytes per second it serves, all together, to nodes
+	// catching up (fetching below its high watermark: an observer or a
+	// wiped node starting from empty, a voter back after a long absence)
+	// whose progress no commit waits for, so that their catch-up leaves
+	// disk and CPU to the appends. Nodes in step, and a voter without
+	// which no majority is in step, are never throttled. Default
+	// DefaultCatchUpBytesPerSecond (32 MiB/s); negative: no quota.
+	CatchUpBytesPerSecond int
+	// MaxUncommittedBytes bounds the leader's uncommitted backlog
+	// (docs/protocol.md R74): the bytes of the records it appended and has
+	// not yet committed. An append that would take it over the bound
+	// waits: Append, AppendBatch and AppendAsync try again (as while no
+	// leader is known) until it fits, their context ends or the Log
+	// closes; nothing is appended meanwhile. An append arriving while the
+	// backlog is empty goes through whatever its size. Default
+	// DefaultMaxUncommittedBytes (64 MiB); negative: no bound.
+	MaxUncommittedBytes int
 
 	// DedupWindow: an append WithID whose ID was appended within this
 	// window is not appended again; it returns the original's offset and
@@ -258,6 +277,9 @@ const (
 	DefaultElectionTimeout = replica.DefaultElectionTimeout
 	DefaultFetchMaxBytes   = replica.DefaultFetchMaxBytes
 	DefaultMaxRecordSize   = replica.DefaultMaxRecordSize
+	// Load that must not hurt the commit path (R73, R74).
+	DefaultCatchUpBytesPerSecond = replica.DefaultCatchUpBytesPerSecond
+	DefaultMaxUncommittedBytes   = replica.DefaultMaxUncommittedBytes
 	// Exactly once (R64, R66): the core's too.
 	DefaultDedupWindow         = replica.DefaultDedupWindow
 	DefaultProducerIdleTimeout = replica.DefaultProducerIdleTimeout
@@ -427,6 +449,12 @@ var derivations = []derivation{
 	}),
 	copied("FetchMaxBytes", coreConfig, "FetchMaxBytes", func(o *Options, c *components) (*int, *int) { return &o.FetchMaxBytes, &c.replica.FetchMaxBytes }),
 	copied("MaxRecordSize", coreConfig, "MaxRecordSize", func(o *Options, c *components) (*int, *int) { return &o.MaxRecordSize, &c.replica.MaxRecordSize }),
+	copied("CatchUpBytesPerSecond", coreConfig, "CatchUpBytesPerSecond", func(o *Options, c *components) (*int, *int) {
+		return &o.CatchUpBytesPerSecond, &c.replica.CatchUpBytesPerSecond
+	}),
+	copied("MaxUncommittedBytes", coreConfig, "MaxUncommittedBytes", func(o *Options, c *components) (*int, *int) {
+		return &o.MaxUncommittedBytes, &c.replica.MaxUncommittedBytes
+	}),
 	copied("DedupWindow", coreConfig, "DedupWindow", func(o *Options, c *components) (*time.Duration, *time.Duration) {
 		return &o.DedupWindow, &c.replica.DedupWindow
 	}),

@@ -68,6 +68,23 @@ type Stats struct {
 	FetchesServed uint64
 	FetchWait     Histogram
 
+	// CatchUpThrottledFetches counts the fetches this node, as leader,
+	// made wait for the replication quota (Options.CatchUpBytesPerSecond,
+	// R73), and CatchUpThrottledTime their total wait; CatchUpBytes the
+	// entry bytes it served under the quota (to nodes catching up that no
+	// commit waited for).
+	CatchUpThrottledFetches uint64
+	CatchUpThrottledTime    time.Duration
+	CatchUpBytes            uint64
+	// UncommittedBytes is, on the leader, its uncommitted backlog now: the
+	// bytes of the records it appended in its epoch and has not committed
+	// (bounded by Options.MaxUncommittedBytes, R74); 0 on other nodes.
+	// BacklogRefusals counts the appends this node, as leader, refused
+	// for a full backlog (its own and forwarded ones; each waits and
+	// tries again, and each try counts).
+	UncommittedBytes uint64
+	BacklogRefusals  uint64
+
 	// StorageCommitLatency is the duration of each write the node made
 	// durable: one Store.Apply, a bbolt transaction with its fsyncs, or
 	// with the commit journal one journal write and its fdatasync (no
@@ -104,6 +121,9 @@ type Stats struct {
 	//     (the leader changed, or the node halted) while the loop ran;
 	//   - "append_too_large": a forwarded append the leader refused as too
 	//     large;
+	//   - "append_backlog_full": an append this node, as leader, found no
+	//     room for in its uncommitted backlog (R74; Append retries these
+	//     until its context ends, so one call may count many);
 	//   - "append_failed": any other failed append (a halted node);
 	//   - "storage_write": a write to the disk failed (ErrStorageFailed);
 	//   - "replica_halt": the core halted (ErrCommittedTruncation or
@@ -158,6 +178,7 @@ const (
 	errKindAppendNotLeader = iota
 	errKindAppendUnknown
 	errKindAppendTooLarge
+	errKindAppendBacklogFull
 	errKindAppendFailed
 	errKindStorageWrite
 	errKindHalt
@@ -167,14 +188,15 @@ const (
 )
 
 var errKindNames = [numErrKinds]string{
-	errKindAppendNotLeader: "append_not_leader",
-	errKindAppendUnknown:   "append_unknown_outcome",
-	errKindAppendTooLarge:  "append_too_large",
-	errKindAppendFailed:    "append_failed",
-	errKindStorageWrite:    "storage_write",
-	errKindHalt:            "replica_halt",
-	errKindSend:            "transport_send",
-	errKindGossipAdvertise: "gossip_advertise",
+	errKindAppendNotLeader:   "append_not_leader",
+	errKindAppendUnknown:     "append_unknown_outcome",
+	errKindAppendTooLarge:    "append_too_large",
+	errKindAppendBacklogFull: "append_backlog_full",
+	errKindAppendFailed:      "append_failed",
+	errKindStorageWrite:      "storage_write",
+	errKindHalt:              "replica_halt",
+	errKindSend:              "transport_send",
+	errKindGossipAdvertise:   "gossip_advertise",
 }
 
 // errKindConflict is counted by membership, not here.
@@ -251,8 +273,11 @@ type loopStats struct {
 	fwdSent       uint64
 	fwdReceived   uint64
 	fetchesServed uint64
-	commit        histogram
-	fetchWait     histogram
+	// quota and backlog: the core's counters as of the last round.
+	quota     replica.QuotaStats
+	backlog   replica.BacklogStats
+	commit    histogram
+	fetchWait histogram
 	// followers: the leader's view of each other voter (nil unless leader).
 	followers map[string]*followerTrack
 	// leaderLEO is the leader's LEO as of the previous round.
@@ -356,6 +381,7 @@ func (s *loopStats) round(now time.Time, events []shell.Event, out *shell.Output
 	}
 
 	st := &out.Status
+	s.quota, s.backlog = st.Quota, st.Backlog
 	if st.Role == replica.RoleCandidate && (s.role != replica.RoleCandidate || st.Epoch != s.epoch) {
 		s.elections++
 	}
@@ -456,6 +482,8 @@ func (s *loopStats) resolved(now time.Time, m proposalMark, err error) {
 		s.count(errKindAppendNotLeader)
 	case errors.Is(err, ErrTooLarge):
 		s.count(errKindAppendTooLarge)
+	case errors.Is(err, ErrBacklogFull):
+		s.count(errKindAppendBacklogFull)
 	default:
 		s.count(errKindAppendFailed)
 	}
@@ -472,6 +500,8 @@ func (s *loopStats) fill(out *Stats, now time.Time, logStart uint64) {
 	out.Appends, out.AppendBytes = s.appends, s.appendBytes
 	out.ForwardedAppendsSent, out.ForwardedAppendsReceived = s.fwdSent, s.fwdReceived
 	out.FetchesServed = s.fetchesServed
+	out.CatchUpThrottledFetches, out.CatchUpThrottledTime, out.CatchUpBytes = s.quota.Throttled, s.quota.Time, s.quota.Bytes
+	out.UncommittedBytes, out.BacklogRefusals = s.backlog.Bytes, s.backlog.Refused
 	out.CommitLatency = s.commit.snapshot()
 	out.FetchWait = s.fetchWait.snapshot()
 	for id, f := range s.followers {

@@ -107,6 +107,10 @@ type Status struct {
 	// SupportedLevels is the range of feature levels this replica can run
 	// at: protocol.MinVersion to Config.SupportedFeatureLevel.
 	SupportedLevels [2]int
+	// Quota is the replication quota's counters (R73), Backlog the
+	// uncommitted backlog's gauge and refusals (R74).
+	Quota   QuotaStats
+	Backlog BacklogStats
 }
 
 // Status returns a snapshot of the replica's state.
@@ -128,6 +132,8 @@ func (r *Replica) Status() Status {
 		DirID:           r.dirID,
 		FeatureLevel:    r.level,
 		SupportedLevels: [2]int{protocol.MinVersion, r.cfg.SupportedFeatureLevel},
+		Quota:           r.quotaStats,
+		Backlog:         r.BacklogStats(),
 	}
 	s.Voters = make([]protocol.Voter, len(r.voters))
 	for i, id := range r.voters {

@@ -30,6 +30,8 @@ type Collector struct {
 
 	storageFsyncs, storageCommits, storageGroupCommits, storageJournalBytes, storageCheckpoints, storageCheckpointSeconds *prometheus.Desc
 
+	catchUpThrottled, catchUpThrottledSeconds, catchUpBytes, uncommittedBytes, backlogRefusals *prometheus.Desc
+
 	lagEntries, lagSeconds *prometheus.Desc
 }
 
@@ -122,6 +124,12 @@ func newCollector(nodeID, log string, stats func() replog.Stats) *Collector {
 		storageCheckpoints:       d("storage_checkpoints_total", "Checkpoints: commit journal writes moved into the bbolt segments."),
 		storageCheckpointSeconds: d("storage_checkpoint_seconds_total", "Total time spent in checkpoints."),
 
+		catchUpThrottled:        d("catch_up_throttled_fetches_total", "Fetches of nodes catching up that the leader made wait for its replication quota (Options.CatchUpBytesPerSecond)."),
+		catchUpThrottledSeconds: d("catch_up_throttled_seconds_total", "Total time fetches waited for the replication quota."),
+		catchUpBytes:            d("catch_up_bytes_total", "Entry bytes the leader served under the replication quota."),
+		uncommittedBytes:        d("uncommitted_bytes", "On the leader: bytes of the records it appended and has not committed yet (bounded by Options.MaxUncommittedBytes)."),
+		backlogRefusals:         d("backlog_refusals_total", "Appends the leader refused for a full uncommitted backlog (each waits and tries again)."),
+
 		lagEntries: d("follower_lag_entries", "On the leader: its LEO minus the follower's, in offsets.", "follower"),
 		lagSeconds: d("follower_lag_seconds", "On the leader: how long the follower has not been caught up (0 while it is).", "follower"),
 	}
@@ -134,6 +142,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.leaderChanges, c.elections, c.appends, c.appendBytes, c.fwdSent, c.fwdReceived, c.fetchesServed, c.errors,
 		c.commit, c.fetchWait, c.storageCommit, c.lagEntries, c.lagSeconds,
 		c.storageFsyncs, c.storageCommits, c.storageGroupCommits, c.storageJournalBytes, c.storageCheckpoints, c.storageCheckpointSeconds,
+		c.catchUpThrottled, c.catchUpThrottledSeconds, c.catchUpBytes, c.uncommittedBytes, c.backlogRefusals,
 	} {
 		ch <- d
 	}
@@ -181,6 +190,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.storageJournalBytes, s.StorageJournalBytes)
 	counter(c.storageCheckpoints, s.StorageCheckpoints)
 	ch <- prometheus.MustNewConstMetric(c.storageCheckpointSeconds, prometheus.CounterValue, s.StorageCheckpointTime.Seconds())
+	counter(c.catchUpThrottled, s.CatchUpThrottledFetches)
+	ch <- prometheus.MustNewConstMetric(c.catchUpThrottledSeconds, prometheus.CounterValue, s.CatchUpThrottledTime.Seconds())
+	counter(c.catchUpBytes, s.CatchUpBytes)
+	gauge(c.uncommittedBytes, float64(s.UncommittedBytes))
+	counter(c.backlogRefusals, s.BacklogRefusals)
 	for kind, n := range s.Errors {
 		counter(c.errors, n, kind)
 	}

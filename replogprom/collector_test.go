@@ -28,6 +28,8 @@ func fakeStats() replog.Stats {
 		StorageBytes:         32768,
 		StorageFsyncs:        12, StorageCommits: 2, StorageGroupCommits: 8, StorageJournalBytes: 4096,
 		StorageCheckpoints: 2, StorageCheckpointTime: 250 * time.Millisecond,
+		CatchUpThrottledFetches: 6, CatchUpThrottledTime: 1500 * time.Millisecond, CatchUpBytes: 1 << 20,
+		UncommittedBytes: 4096, BacklogRefusals: 3,
 		Followers: []replog.FollowerStats{
 			{ID: "n2", Known: true, RemoteLEO: 12},
 			{ID: "n3", Known: true, RemoteLEO: 9, LagEntries: 3, LagTime: 1500 * time.Millisecond},
@@ -87,10 +89,27 @@ replog_storage_group_commits_total{log="",node="n1"} 8
 # HELP replog_storage_checkpoint_seconds_total Total time spent in checkpoints.
 # TYPE replog_storage_checkpoint_seconds_total counter
 replog_storage_checkpoint_seconds_total{log="",node="n1"} 0.25
+# HELP replog_catch_up_throttled_fetches_total Fetches of nodes catching up that the leader made wait for its replication quota (Options.CatchUpBytesPerSecond).
+# TYPE replog_catch_up_throttled_fetches_total counter
+replog_catch_up_throttled_fetches_total{log="",node="n1"} 6
+# HELP replog_catch_up_throttled_seconds_total Total time fetches waited for the replication quota.
+# TYPE replog_catch_up_throttled_seconds_total counter
+replog_catch_up_throttled_seconds_total{log="",node="n1"} 1.5
+# HELP replog_catch_up_bytes_total Entry bytes the leader served under the replication quota.
+# TYPE replog_catch_up_bytes_total counter
+replog_catch_up_bytes_total{log="",node="n1"} 1.048576e+06
+# HELP replog_uncommitted_bytes On the leader: bytes of the records it appended and has not committed yet (bounded by Options.MaxUncommittedBytes).
+# TYPE replog_uncommitted_bytes gauge
+replog_uncommitted_bytes{log="",node="n1"} 4096
+# HELP replog_backlog_refusals_total Appends the leader refused for a full uncommitted backlog (each waits and tries again).
+# TYPE replog_backlog_refusals_total counter
+replog_backlog_refusals_total{log="",node="n1"} 3
 `
 	names := []string{"replog_append_bytes_total", "replog_appends_total", "replog_commit_duration_seconds", "replog_errors_total",
 		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes",
-		"replog_storage_fsyncs_total", "replog_storage_group_commits_total", "replog_storage_checkpoint_seconds_total"}
+		"replog_storage_fsyncs_total", "replog_storage_group_commits_total", "replog_storage_checkpoint_seconds_total",
+		"replog_catch_up_throttled_fetches_total", "replog_catch_up_throttled_seconds_total", "replog_catch_up_bytes_total",
+		"replog_uncommitted_bytes", "replog_backlog_refusals_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +121,8 @@ replog_storage_checkpoint_seconds_total{log="",node="n1"} 0.25
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 28 {
-		t.Errorf("gathered %d metric families, want 28 (every descriptor)", len(mfs))
+	if len(mfs) != 33 {
+		t.Errorf("gathered %d metric families, want 33 (every descriptor)", len(mfs))
 	}
 }
 

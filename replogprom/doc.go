@@ -37,14 +37,20 @@
 // replog_durable_log_end_offset, replog_high_watermark,
 // replog_readable_high_watermark, replog_log_start_offset, replog_epoch,
 // replog_role{role} (1 for the node's role, 0 for the others),
-// replog_has_leader (1 while the node knows a leader), and
-// replog_storage_size_bytes (the data directory's files).
+// replog_has_leader (1 while the node knows a leader),
+// replog_storage_size_bytes (the data directory's files), and
+// replog_uncommitted_bytes (the leader's uncommitted backlog, bounded by
+// Options.MaxUncommittedBytes).
 //
 // Counters since the node opened: replog_leader_changes_total,
 // replog_elections_started_total, replog_appends_total and
 // replog_append_bytes_total (records committed through this node's
 // Append calls), replog_forwarded_appends_sent_total and
 // replog_forwarded_appends_received_total, replog_fetches_served_total,
+// the replication quota's replog_catch_up_throttled_fetches_total,
+// replog_catch_up_throttled_seconds_total and replog_catch_up_bytes_total
+// (Options.CatchUpBytesPerSecond), replog_backlog_refusals_total (appends
+// the leader refused for a full backlog, each retried),
 // and replog_errors_total{kind} (every kind of replog.Stats.Errors, zero
 // or not, so that rate() works from the first scrape).
 //
