@@ -120,7 +120,8 @@
 //	replog_bug_backlog_unbounded    BacklogUnbounded (R74): the leader
 //	                                appends whatever its uncommitted
 //	                                backlog holds. Fails:
-//	                                TestBacklogBoundRefusesAndRecovers.
+//	                                TestBacklogBoundRefusesAndRecovers; root
+//	                                TestAppendsWaitOutAFullBacklog.
 //
 // Tests named alone are in package replica. For example:
 //
