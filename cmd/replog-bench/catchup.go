@@ -95,6 +95,9 @@ func runCatchup(c config, cl *cluster, leader *replog.Log, record []byte, w io.W
 	if c.clients > 0 {
 		r.during.print(w, "during catch-up: ", c.size)
 	}
+	ls := leader.Stats()
+	fmt.Fprintf(w, "leader quota: throttled-fetches=%d throttled-time=%v catch-up-bytes=%s backlog-refusals=%d\n",
+		ls.CatchUpThrottledFetches, ls.CatchUpThrottledTime.Round(time.Millisecond), mib(int64(ls.CatchUpBytes)), ls.BacklogRefusals)
 	return r, nil
 }
 

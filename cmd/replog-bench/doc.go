@@ -50,7 +50,13 @@
 //	-catchup N       catch-up mode: fill the log with N records, run the
 //	                 load for -duration, then start an empty observer under
 //	                 the same load and wait until its readable HW reaches
-//	                 the leader's readable HW at its start (default 0: off)
+//	                 the leader's readable HW at its start (default 0: off);
+//	                 it then prints the leader's replication-quota counters
+//	-catchup-rate B  Options.CatchUpBytesPerSecond of every node, e.g.
+//	                 64MiB, or off (default 0: the leader's 32 MiB/s)
+//	-max-uncommitted B
+//	                 Options.MaxUncommittedBytes of every node, e.g. 16MiB,
+//	                 or off (default 0: 64 MiB)
 //
 // The nodes authenticate each other with a random secret, as production
 // nodes would (the handshake is part of what a new connection costs), on

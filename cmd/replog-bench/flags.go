@@ -40,6 +40,29 @@ type config struct {
 	// measure what idempotence costs).
 	ids           bool
 	noIdempotence bool
+	// Load that must not hurt the commit path (R73, R74), fed to every
+	// node's Options: 0 the default, negative off.
+	catchupRate    int64
+	maxUncommitted int64
+}
+
+// offOrSize is a flag.Value for a size in bytes that "off" turns off
+// (stored as -1: the Options' "negative: off"); 0 is the default.
+type offOrSize struct{ P *int64 }
+
+func (f offOrSize) String() string {
+	if f.P != nil && *f.P < 0 {
+		return "off"
+	}
+	return bytesize.Flag(f).String()
+}
+
+func (f offOrSize) Set(v string) error {
+	if v == "off" {
+		*f.P = -1
+		return nil
+	}
+	return bytesize.Flag(f).Set(v)
 }
 
 // parseFlags parses args (without the program name). Errors from the flag
@@ -65,6 +88,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.catchup, "catchup", 0, "catch-up mode: fill the log with N records, then time an empty observer's catch-up (0: off)")
 	fs.BoolVar(&c.ids, "id", false, "give every append its own ID (replog.WithID), as a client deduplicating its retries would")
 	fs.BoolVar(&c.noIdempotence, "no-idempotence", false, "Options.DisableIdempotence: appends carry no producer key and are not retried across leader changes, to measure what idempotence costs")
+	fs.Var(offOrSize{P: &c.catchupRate}, "catchup-rate", "Options.CatchUpBytesPerSecond of every node: the leader's replication quota per second, e.g. 64MiB, or off (0: the default, 32MiB)")
+	fs.Var(offOrSize{P: &c.maxUncommitted}, "max-uncommitted", "Options.MaxUncommittedBytes of every node, e.g. 16MiB, or off (0: the default, 64MiB)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -120,6 +145,9 @@ func (c config) options(dir, id string, voters []string, peers map[string]string
 		SegmentBytes:   c.segmentBytes,
 
 		DisableIdempotence: c.noIdempotence,
+
+		CatchUpBytesPerSecond: int(c.catchupRate),
+		MaxUncommittedBytes:   int(c.maxUncommitted),
 	}
 	if len(peers) == 0 {
 		o.RPCAddr, o.Peers, o.Secret = "", nil, nil

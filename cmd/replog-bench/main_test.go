@@ -38,6 +38,15 @@ func TestRetentionFlagsFeedOptions(t *testing.T) {
 		}
 	}
 
+	// The quota and the backlog bound reach the Options; off is negative.
+	c, err = parseFlags([]string{"-catchup-rate", "64MiB", "-max-uncommitted", "off"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.options("/d", "n1", []string{"n1"}, nil, nil); o.CatchUpBytesPerSecond != 64<<20 || o.MaxUncommittedBytes >= 0 {
+		t.Fatalf("-catchup-rate 64MiB -max-uncommitted off: CatchUpBytesPerSecond %d, MaxUncommittedBytes %d", o.CatchUpBytesPerSecond, o.MaxUncommittedBytes)
+	}
+
 	// Defaults: retention off, the store's segment size, samples every 2s.
 	c, err = parseFlags(nil, io.Discard)
 	if err != nil {
