@@ -190,6 +190,7 @@ func TestOptionsComponentsCarryValuesAndDefaults(t *testing.T) {
 		GossipTuning: membership.Tuning{ProbeInterval: 3 * time.Second},
 		FetchMaxWait: 100 * time.Millisecond, FetchTimeout: 5 * time.Second, ElectionTimeout: time.Second,
 		FetchMaxBytes: 2 << 20, MaxRecordSize: 3 << 20, NoSync: true, ManualVoterChanges: true,
+		CatchUpBytesPerSecond: 48 << 20, MaxUncommittedBytes: -1,
 	}
 	d := o.withDefaults()
 	c := d.components(nil)
@@ -197,8 +198,13 @@ func TestOptionsComponentsCarryValuesAndDefaults(t *testing.T) {
 	r := c.replica
 	if r.ID != "n1" || !reflect.DeepEqual(r.Voters, o.Voters) || r.FetchMaxWait != o.FetchMaxWait ||
 		r.FetchTimeout != o.FetchTimeout || r.ElectionTimeout != o.ElectionTimeout ||
-		r.FetchMaxBytes != o.FetchMaxBytes || r.MaxRecordSize != o.MaxRecordSize || r.Logger == nil || !r.ManualVoterChanges {
+		r.FetchMaxBytes != o.FetchMaxBytes || r.MaxRecordSize != o.MaxRecordSize || r.Logger == nil || !r.ManualVoterChanges ||
+		r.CatchUpBytesPerSecond != o.CatchUpBytesPerSecond || r.MaxUncommittedBytes != o.MaxUncommittedBytes {
 		t.Errorf("replica config: %+v", r)
+	}
+	// Left zero, both take the core's defaults, written back into Options.
+	if z := (Options{Dir: "/tmp/x"}).withDefaults(); z.CatchUpBytesPerSecond != DefaultCatchUpBytesPerSecond || z.MaxUncommittedBytes != DefaultMaxUncommittedBytes {
+		t.Errorf("defaults: CatchUpBytesPerSecond %d, MaxUncommittedBytes %d", z.CatchUpBytesPerSecond, z.MaxUncommittedBytes)
 	}
 
 	tc := c.transport

@@ -34,6 +34,7 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"SupportedFeatureLevel", func(c *Config) { c.SupportedFeatureLevel = 256 }},
 		{"MaxFeatureLevel", func(c *Config) { c.MaxFeatureLevel = protocol.BaseFeatureLevel - 1 }},
 		{"MaxFeatureLevel", func(c *Config) { c.MaxFeatureLevel = -1 }},
+		{"CatchUpBytesPerSecond", func(c *Config) { c.CatchUpBytesPerSecond = MaxCatchUpBytesPerSecond + 1 }},
 		// A record a follower could not forward (its batch limit less one
 		// entry's overhead) is refused at configuration, not at run time.
 		{"MaxRecordSize", func(c *Config) { c.MaxForwardBytes = DefaultMaxRecordSize }},
@@ -60,6 +61,16 @@ func TestConfigValidateNamesField(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate(%+v) = %v", c, err)
 	}
+	// The quota at its bound, and both load bounds off (negative), are valid.
+	c = ok
+	c.CatchUpBytesPerSecond = MaxCatchUpBytesPerSecond
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate(%+v) = %v", c, err)
+	}
+	c.CatchUpBytesPerSecond, c.MaxUncommittedBytes = -1, -1
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate(%+v) = %v", c, err)
+	}
 }
 
 func TestConfigEnsureDefaults(t *testing.T) {
@@ -68,7 +79,8 @@ func TestConfigEnsureDefaults(t *testing.T) {
 	c.EnsureDefaults()
 	if c.FetchTimeout != DefaultFetchTimeout || c.ElectionTimeout != DefaultElectionTimeout ||
 		c.FetchMaxWait != DefaultFetchMaxWait || c.FetchMaxBytes != DefaultFetchMaxBytes ||
-		c.MaxRecordSize != DefaultMaxRecordSize || c.Rand == nil || c.Logger == nil {
+		c.MaxRecordSize != DefaultMaxRecordSize || c.Rand == nil || c.Logger == nil ||
+		c.CatchUpBytesPerSecond != DefaultCatchUpBytesPerSecond || c.MaxUncommittedBytes != DefaultMaxUncommittedBytes {
 		t.Fatalf("EnsureDefaults left a zero field: %+v", c)
 	}
 	// The default Rand is seeded from ID: the same node draws the same.

@@ -276,6 +276,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	}
 	ls.fetchDir[from], ls.fetchOffset[from], ls.anyFetch[from] = req.ReplicaDirID, req.FetchOffset, r.now
 	r.noteFetchLevel(from, max(int(req.FeatureLevel), protocol.BaseFeatureLevel))
+	r.notePace(from, req) // R73
 	if voter {
 		ls.remote[from] = req.FetchOffset
 		r.updateLeaderHW()

@@ -15,17 +15,20 @@ import (
 // a long absence) asks for full FetchMaxBytes responses as fast as it can
 // write them, and the leader reads every one from its store: left alone it
 // takes the leader's disk and CPU from the appends. So fetches below the
-// leader's HW that the HW does not need share a token bucket on the core's
+// leader's HW, from fetchers that do not keep up (Kafka's ISR test: not
+// caught up within FetchTimeout, fetchPace) and that the HW does not
+// need, share a token bucket on the core's
 // clock: CatchUpBytesPerSecond, with room for a tenth of a second's worth
 // (at least one full response). A fetch is served while the bucket holds
 // any token and costs the bytes it is sent (the bucket may go below zero:
 // a response is never cut to fit, so the first entry is always whole, R9);
 // with none it waits, in arrival order, until tokens come back, or until
 // its MaxWait, when it is answered without entries (the fetcher keeps its
-// leader contact). Never throttled: a fetch at or above the HW (the
-// fetcher is in step: the commit path), and a voter's fetch when fewer
-// than a majority of voters would be in step without it (the HW needs it,
-// so starving it would stop commits).
+// leader contact). Never throttled: a fetch at or above the HW, a fetcher
+// in step (a follower under load is always a little behind: the commit
+// path), and a voter's fetch when fewer than a majority of voters would
+// be in step without it (the HW needs it, so starving it would stop
+// commits).
 
 // catchUpQuota is a leader's bucket and the fetches waiting on it. It
 // lives in leaderState: a new leadership starts with a full bucket.
@@ -38,6 +41,24 @@ type catchUpQuota struct {
 	// waiting are the fetches over the quota, in arrival order, each with
 	// the time it is answered without entries. One per replica.
 	waiting []throttledFetch
+	// lag is each fetcher's progress in this leadership (notePace).
+	lag map[string]*fetchPace
+}
+
+// fetchPace is what the leader knows of one fetcher's pace, Kafka's way
+// (Replica.updateFetchState): caughtUp is the last time the fetcher was
+// caught up: its fetch asked for the leader's LEO, or for at least the
+// LEO the leader had at its previous fetch (then it was caught up as of
+// that one). A follower that keeps up with a loaded leader is always
+// behind the LEO by what arrived since its fetch, never by more than one
+// fetch round; one catching up from far behind (responses cut at
+// FetchMaxBytes) never reaches the LEO of its previous fetch.
+type fetchPace struct {
+	dir        string // the incarnation it is for (R56)
+	caughtUp   time.Time
+	prevAt     time.Time
+	prevLEO    uint64
+	caughtOnce bool
 }
 
 type throttledFetch struct {
@@ -87,23 +108,52 @@ func (r *Replica) refillQuota() {
 	q.tokens = min(q.tokens+int64(earned), burst)
 }
 
+// notePace records valid fetch req from from in the fetcher's pace (on
+// every fetch past R5, before it is answered).
+func (r *Replica) notePace(from string, req *protocol.FetchRequest) {
+	q := &r.leader.quota
+	if q.lag == nil {
+		q.lag = make(map[string]*fetchPace)
+	}
+	p := q.lag[from]
+	if p == nil || p.dir != req.ReplicaDirID {
+		p = &fetchPace{dir: req.ReplicaDirID} // a new incarnation starts behind
+		q.lag[from] = p
+	}
+	leo := r.log.LEO()
+	switch {
+	case req.FetchOffset >= leo:
+		p.caughtUp, p.caughtOnce = r.now, true
+	case !p.prevAt.IsZero() && req.FetchOffset >= p.prevLEO:
+		p.caughtUp, p.caughtOnce = p.prevAt, true
+	}
+	p.prevAt, p.prevLEO = r.now, leo
+}
+
+// inStep reports whether fetcher id keeps up (at directory dir, or, with
+// dir "", at the directory it fetched from last): it fetched within
+// FetchTimeout, and was caught up (fetchPace) within FetchTimeout.
+func (r *Replica) inStep(id, dir string) bool {
+	p := r.leader.quota.lag[id]
+	return p != nil && (dir == "" || p.dir == dir) && p.caughtOnce &&
+		r.now.Sub(p.prevAt) < r.cfg.FetchTimeout && r.now.Sub(p.caughtUp) < r.cfg.FetchTimeout
+}
+
 // throttles reports whether req, a valid fetch from from, falls under the
-// quota: a quota is set, the fetch is below the HW, and the HW does not
-// need the fetcher.
+// quota: a quota is set, the fetch is below the HW, the fetcher does not
+// keep up (inStep), and the HW does not need it.
 func (r *Replica) throttles(from string, req *protocol.FetchRequest) bool {
-	if r.cfg.CatchUpBytesPerSecond < 0 || req.FetchOffset >= r.hw {
+	if r.cfg.CatchUpBytesPerSecond < 0 || req.FetchOffset >= r.hw || r.inStep(from, req.ReplicaDirID) {
 		return false
 	}
 	return !r.isVoterDir(from, req.ReplicaDirID) || !r.neededForHW(from) || bugs.ThrottleNeededVoter
 }
 
 // neededForHW reports whether voter from is needed for the HW to move:
-// fewer than a majority of the voters in force are in step without it.
-// In step: the leader itself (a voter), and every other voter whose last
-// fetch in this epoch, within FetchTimeout, asked for an offset at or
-// above the HW.
+// fewer than a majority of the voters in force are in step without it
+// (the leader itself, if a voter, and the other voters that keep up at
+// the directory the set records: inStep).
 func (r *Replica) neededForHW(from string) bool {
-	ls := r.leader
 	n := 0
 	for _, v := range r.voters {
 		switch {
@@ -113,7 +163,7 @@ func (r *Replica) neededForHW(from string) bool {
 				n++
 			}
 		default:
-			if at, ok := ls.remote[v]; ok && at >= r.hw && r.now.Sub(ls.lastFetch[v]) < r.cfg.FetchTimeout {
+			if p := r.leader.quota.lag[v]; p != nil && r.isVoterDir(v, p.dir) && r.inStep(v, "") {
 				n++
 			}
 		}

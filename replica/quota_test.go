@@ -13,9 +13,9 @@ const quotaEntrySize = 8 << 10
 
 // catchUpLeader makes "l" the leader (epoch 2) of voters l, a, b over a
 // log of n entries of quotaEntrySize bytes (epoch 1), with cfg's quota,
-// and has a and b fetch up to its LEO, so that its HW is its LEO: anyone
-// fetching from 0 is catching up.
-func catchUpLeader(t *testing.T, n int, edit func(*Config)) (*Replica, *storage.Memory) {
+// and has the voters inStep (at least one) fetch up to its LEO, so that
+// its HW is its LEO: anyone fetching from 0 is catching up.
+func catchUpLeader(t *testing.T, n int, edit func(*Config), inStep ...string) (*Replica, *storage.Memory) {
 	t.Helper()
 	store := storage.NewMemory()
 	es := make([]protocol.Entry, n)
@@ -38,7 +38,7 @@ func catchUpLeader(t *testing.T, n int, edit func(*Config)) (*Replica, *storage.
 	if r.role != RoleLeader {
 		t.Fatalf("setup: role %v, want leader", r.role)
 	}
-	for _, v := range []string{"a", "b"} {
+	for _, v := range inStep {
 		fetch(r, v, 1, r.epoch, r.log.LEO(), r.epoch)
 	}
 	settle(t, r, store)
@@ -94,15 +94,27 @@ func (f *catchUpFetcher) take(t *testing.T, r *Replica, msgs []protocol.Message)
 
 // runCatchUp runs r for d in ticks of 10ms: observer o fetches from 0 as
 // fast as it is answered while, every tick, the leader appends an entry
-// and voters a and b, in step, fetch it. It fails t if an in-step fetch
-// is not answered, with the new entry, in the round it is sent.
-func runCatchUp(t *testing.T, r *Replica, store *storage.Memory, o *catchUpFetcher, d time.Duration) {
+// and voters a and b, in step, fetch it: b first, twice (the second fetch
+// acknowledges the entry, so the HW passes it), then a, whose fetch is
+// then below the HW, as a follower a little slower than the other one
+// always is under load. It fails t if an in-step fetch is not answered,
+// with the new entry, in the round it is sent, and reports how many of
+// a's fetches were below the HW.
+func runCatchUp(t *testing.T, r *Replica, store *storage.Memory, o *catchUpFetcher, d time.Duration) (belowHW int) {
 	t.Helper()
-	inStep := []*catchUpFetcher{
-		{id: "a", dir: "a", offset: r.log.LEO(), lastEpoch: r.epoch, fetchID: 1},
-		{id: "b", dir: "b", offset: r.log.LEO(), lastEpoch: r.epoch, fetchID: 1},
-	}
+	a := &catchUpFetcher{id: "a", dir: "a", offset: r.log.LEO(), lastEpoch: r.epoch, fetchID: 1}
+	b := &catchUpFetcher{id: "b", dir: "b", offset: r.log.LEO(), lastEpoch: r.epoch, fetchID: 1}
 	start := r.now
+	answered := func(f *catchUpFetcher, wantEntries bool) {
+		t.Helper()
+		before := f.offset
+		f.send(r)
+		msgs, _ := settle(t, r, store)
+		o.take(t, r, msgs)
+		if !f.take(t, r, msgs) || wantEntries && f.offset == before {
+			t.Fatalf("t=%v: in-step %s's fetch at %d (HW %d, LEO %d) not answered at once with the new entry", r.now.Sub(start), f.id, before, r.hw, r.log.LEO())
+		}
+	}
 	for id := uint64(1); r.now.Sub(start) < d; id++ {
 		r.Tick(r.now.Add(10 * time.Millisecond))
 		r.Propose(id, [][]byte{make([]byte, quotaEntrySize)})
@@ -111,18 +123,14 @@ func runCatchUp(t *testing.T, r *Replica, store *storage.Memory, o *catchUpFetch
 		if !o.outstanding {
 			o.send(r)
 		}
-		for _, f := range inStep {
-			f.send(r)
+		answered(b, true)
+		answered(b, false) // acknowledges the entry: the HW passes it
+		if a.offset < r.hw {
+			belowHW++
 		}
-		msgs, _ = settle(t, r, store)
-		o.take(t, r, msgs)
-		for _, f := range inStep {
-			before := f.offset
-			if !f.take(t, r, msgs) || f.offset == before {
-				t.Fatalf("t=%v: in-step %s's fetch at %d (HW %d) not answered with the new entry at once", r.now.Sub(start), f.id, before, r.hw)
-			}
-		}
+		answered(a, true)
 	}
+	return belowHW
 }
 
 // TestQuotaBoundsCatchUpNotTheCommitPath: R73. An observer fetching from
@@ -133,9 +141,11 @@ func runCatchUp(t *testing.T, r *Replica, store *storage.Memory, o *catchUpFetch
 // the budget in the same second, so the bound is the quota's.
 func TestQuotaBoundsCatchUpNotTheCommitPath(t *testing.T) {
 	const rate = 1 << 20
-	r, store := catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = rate })
+	r, store := catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = rate }, "a", "b")
 	o := &catchUpFetcher{id: "o", dir: "o"}
-	runCatchUp(t, r, store, o, time.Second)
+	if below := runCatchUp(t, r, store, o, time.Second); below < 50 {
+		t.Fatalf("a fetched below the HW %d times: the test did not run a follower a little behind", below)
+	}
 	limit := int64(rate) + r.quotaBurst() + int64(r.cfg.FetchMaxBytes) + quotaEntrySize + protocol.EntryOverhead
 	if o.bytes > limit {
 		t.Fatalf("the observer got %d bytes in a second, over the quota's %d (rate %d)", o.bytes, limit, rate)
@@ -152,7 +162,7 @@ func TestQuotaBoundsCatchUpNotTheCommitPath(t *testing.T) {
 	}
 
 	// Positive control: no quota, the same second.
-	r, store = catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = -1 })
+	r, store = catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = -1 }, "a", "b")
 	o = &catchUpFetcher{id: "o", dir: "o"}
 	runCatchUp(t, r, store, o, time.Second)
 	if o.bytes <= 2*limit {
@@ -170,7 +180,7 @@ func TestQuotaBoundsCatchUpNotTheCommitPath(t *testing.T) {
 // answered at once, with entries, however empty the bucket.
 // (Fails with replog_bug_throttle_needed_voter.)
 func TestQuotaSparesAVoterTheHWNeeds(t *testing.T) {
-	r, store := catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = 64 << 10 })
+	r, store := catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = 64 << 10 }, "b")
 	a := &catchUpFetcher{id: "a", dir: "a"}
 	b := &catchUpFetcher{id: "b", dir: "b", offset: r.log.LEO(), lastEpoch: r.epoch, fetchID: 1}
 	waited := false
