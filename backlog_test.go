@@ -149,3 +149,81 @@ func TestAppendsWaitOutAFullBacklog(t *testing.T) {
 		t.Log(fmt.Sprint(seen))
 	}
 }
+
+// TestForwardedAppendsWaitOutAFullBacklog: R74 through a follower. With a
+// backlog bound of a few records, many appends forwarded at once by a
+// follower find the leader's backlog full: the leader refuses them
+// (counted), nothing appended, and the follower's appends try again until
+// each commits, every record exactly once.
+func TestForwardedAppendsWaitOutAFullBacklog(t *testing.T) {
+	const size = 4 << 10
+	c := newCluster(t, 3, func(_ string, o *Options) { o.MaxUncommittedBytes = 3 * (size + protocol.EntryOverhead) })
+	lid := c.leader(10 * time.Second)
+	var fid string
+	for id := range c.nodes {
+		if id != lid {
+			fid = id
+			break
+		}
+	}
+	f := c.nodes[fid]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const appenders, each = 16, 8
+	next := 0
+	var last atomic.Uint64 // the highest offset an append returned
+	for round := 0; c.nodes[lid].Stats().BacklogRefusals == 0; round++ {
+		if ctx.Err() != nil || round == 20 {
+			t.Fatalf("the leader never refused an append for its backlog in %d rounds of %d concurrent appends", round, appenders*each)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, appenders)
+		for range appenders {
+			first := next
+			next += each
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := first; i < first+each; i++ {
+					rec := make([]byte, size)
+					copy(rec, fmt.Sprintf("rec-%06d", i))
+					off, err := f.Append(ctx, rec)
+					if err != nil {
+						errs <- fmt.Errorf("append %d: %w", i, err)
+						return
+					}
+					for {
+						if l := last.Load(); off <= l || last.CompareAndSwap(l, off) {
+							break
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	seen := make(map[string]int)
+	for e, err := range f.Read(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Data) == size {
+			seen[string(e.Data[:10])]++
+		}
+		if e.Offset >= last.Load() {
+			break
+		}
+	}
+	for i := range next {
+		if k := fmt.Sprintf("rec-%06d", i); seen[k] != 1 {
+			t.Errorf("%s is in the log %d times, want once", k, seen[k])
+		}
+	}
+	if s := f.Stats(); s.Errors["append_not_leader"] == 0 {
+		t.Errorf("the follower counted no not-leader answer: %v", s.Errors)
+	}
+}

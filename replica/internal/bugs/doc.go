@@ -121,7 +121,8 @@
 //	                                appends whatever its uncommitted
 //	                                backlog holds. Fails:
 //	                                TestBacklogBoundRefusesAndRecovers; root
-//	                                TestAppendsWaitOutAFullBacklog.
+//	                                TestAppendsWaitOutAFullBacklog,
+//	                                TestForwardedAppendsWaitOutAFullBacklog.
 //
 // Tests named alone are in package replica. For example:
 //
