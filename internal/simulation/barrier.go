@@ -131,7 +131,7 @@ func (s *sim) barrierAcked(nd *node, p *proposal, a replica.Ack) {
 	w := s.bar.waiting[i]
 	if a.Err != nil {
 		s.tracef("%s barrier id=%d err=%v", nd.id, p.id, a.Err)
-		if !errors.Is(a.Err, replica.ErrNotLeader) && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
+		if !notAppended(a.Err) && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
 			s.fail("%s answers barrier %d with unexpected error %v", nd.id, p.id, a.Err)
 			return
 		}

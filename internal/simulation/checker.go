@@ -487,14 +487,14 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 	}
 	if a.Err != nil {
 		s.tracef("%s ack id=%d err=%v", nd.id, a.ID, a.Err)
-		if errors.Is(a.Err, replica.ErrNotLeader) {
+		if notAppended(a.Err) {
 			p.notLeader = true
 			if p.appended {
 				s.fail("%s answers proposal %d with %v, but its records were appended", nd.id, p.id, a.Err)
 				return
 			}
 		}
-		if !errors.Is(a.Err, replica.ErrNotLeader) && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
+		if !notAppended(a.Err) && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
 			s.fail("%s acks proposal %d with unexpected error %v", nd.id, p.id, a.Err)
 		}
 		return
@@ -669,4 +669,11 @@ func (s *sim) finalCheck() {
 			}
 		}
 	}
+}
+
+// notAppended reports whether err promises that nothing of its proposal
+// was appended, ever: ErrNotLeader (R39), and ErrBacklogFull (R74: the
+// leader refused it for a full backlog).
+func notAppended(err error) bool {
+	return errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrBacklogFull)
 }

@@ -138,7 +138,8 @@
 // leader contact the narrower way, Options.CoreContact),
 // -sim.voters=false (no voter changes or wipes), -sim.versions=false (no
 // version mix, Options.NoVersionMix), -sim.connclose=false (no closed
-// connections, Options.NoConnClose), -sim.exactlyonce (the
+// connections, Options.NoConnClose), -sim.load (tight load bounds,
+// Options.TightLoad: quota waits and backlog refusals), -sim.exactlyonce (the
 // exactly-once workload; -sim.eoseeds is how many seeds
 // TestSimulationExactlyOnce runs), -sim.bugs (stop steering around known
 // core bugs, below); -sim.hashes and -sim.hashes.write (TestTraceHashes'

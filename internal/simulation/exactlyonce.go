@@ -159,9 +159,9 @@ func (s *sim) eoAck(nd *node, p *proposal, a replica.Ack) bool {
 		s.tracef("%s ack id=%d (append %d) duplicate of %d", nd.id, p.id, root.id, a.FirstOffset)
 		root.eo.done = s.now
 		s.declareCommitted(nd, root, a.FirstOffset, "duplicate ack")
-	case errors.Is(a.Err, replica.ErrNotLeader) || errors.Is(a.Err, replica.ErrUnknownOutcome):
+	case notAppended(a.Err) || errors.Is(a.Err, replica.ErrUnknownOutcome):
 		s.tracef("%s ack id=%d (append %d) err=%v", nd.id, p.id, root.id, a.Err)
-		if errors.Is(a.Err, replica.ErrNotLeader) {
+		if notAppended(a.Err) {
 			if p.appended {
 				s.fail("%s answers proposal %d with %v, but its records were appended", nd.id, p.id, a.Err)
 				return true

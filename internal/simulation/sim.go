@@ -89,6 +89,12 @@ type Options struct {
 	// closes no links and the nemesis resets none, so no node hears
 	// PeerDown (R69), as before the rule existed.
 	NoConnClose bool
+	// TightLoad makes the load bounds bite (R73, R74): every node's
+	// replication quota is TightCatchUpBytesPerSecond and its backlog
+	// bound TightMaxUncommittedBytes, so that catch-ups wait for tokens
+	// and proposals are refused for a full backlog (nothing appended,
+	// checked as ErrNotLeader is). Off by default: the traces stay.
+	TightLoad bool
 	// Bugs turns on the faults that find known core bugs not fixed yet
 	// (KnownBugs' fields). Each is off by default, so that the default run
 	// passes; the sim then steers around the bug the way the field's doc
@@ -294,6 +300,14 @@ func chooseParams(r *rand.Rand) params {
 // maxRecordSize is the cores' record size limit; the workload's records
 // are about 6 bytes, and a few are made larger on purpose.
 const maxRecordSize = 64
+
+// Options.TightLoad's bounds: a few kilobytes a second of catch-up (the
+// bucket then holds one FetchMaxBytes response), and a backlog of a few
+// records.
+const (
+	TightCatchUpBytesPerSecond = 4 << 10
+	TightMaxUncommittedBytes   = 4 * (maxRecordSize + protocol.EntryOverhead)
+)
 
 // Phases of a run.
 const (
@@ -837,6 +851,9 @@ func (s *sim) start(nd *node) {
 	}
 	if s.opts.ExactlyOnce {
 		cfg.DedupWindow = eoDedupWindow
+	}
+	if s.opts.TightLoad {
+		cfg.CatchUpBytesPerSecond, cfg.MaxUncommittedBytes = TightCatchUpBytesPerSecond, TightMaxUncommittedBytes
 	}
 	s.versionConfig(nd, &cfg)
 	s.hash.byte(0xA0)

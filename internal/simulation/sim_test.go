@@ -32,6 +32,7 @@ var (
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (voters.go); false: Options.NoVoterChanges")
 	flagVer     = flag.Bool("sim.versions", true, "the version mix in a third of the non-classic runs (versions.go); false: Options.NoVersionMix")
 	flagConn    = flag.Bool("sim.connclose", true, "closed connections: a crash closes its links, the nemesis resets links (peerdown.go); false: Options.NoConnClose")
+	flagLoad    = flag.Bool("sim.load", false, "tight load bounds: a small replication quota and backlog bound on every node (Options.TightLoad, R73, R74)")
 	flagEO      = flag.Bool("sim.exactlyonce", false, "the exactly-once workload (Options.ExactlyOnce: keyed appends retried with their key; TestSimulationExactlyOnce runs it)")
 	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list; none is open (the names of fixed ones, solebootstrap, resetnoset, reappend, wipedleader, staleset, interleaved, change nothing)")
 )
@@ -44,7 +45,7 @@ func knownBugs() KnownBugs { return KnownBugs{} }
 func runOpts(seed int64, steps int) Options {
 	return Options{Seed: seed, Steps: steps, SafetyOnly: *flagSafety, Stable: *flagStable,
 		Classic: *flagClassic, NoLiveness: !*flagLive, CoreContact: *flagCoreCt,
-		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn}
+		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn, TightLoad: *flagLoad}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -70,6 +71,9 @@ func reproduce(seed int64, steps int) string {
 	}
 	if !*flagVoters {
 		cmd += " -sim.voters=false"
+	}
+	if *flagLoad {
+		cmd += " -sim.load"
 	}
 	if *flagEO {
 		cmd += " -sim.exactlyonce"
