@@ -8,6 +8,7 @@ import (
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
 )
 
 // maxEventsPerRound bounds how many queued events the loop feeds the core
@@ -184,6 +185,16 @@ func (p *pump) carryOut(out *shell.Output) {
 		}
 	}
 	l.writer.enqueue(out.Writes)
+	if out.KeyCheckpoint != nil {
+		// On this goroutine, not the writer's: the checkpoint owes no
+		// order to the writes (the core checks it against the log at
+		// restart), and it is one unsynced file of the live keys.
+		if ks, ok := l.store.(storage.KeyCheckpointStore); ok {
+			if err := ks.SaveKeyCheckpoint(*out.KeyCheckpoint); err != nil {
+				l.logger.Warn("saving the key checkpoint (a restart replays more of the log)", "error", err)
+			}
+		}
+	}
 	for _, m := range out.Messages {
 		if err := l.tr.Send(m); err != nil {
 			l.stats.count(errKindSend)

@@ -13,7 +13,9 @@ import (
 // cursors, derived from the log alone. Every replica builds it by applying
 // its log's keyed entries in offset order (its own appends and fetched ones
 // alike), undoes what a truncation removes, and rebuilds it after a restart
-// by reading its log from the log start in bounded steps per round. The
+// by reading its log in bounded steps per round: from its newest
+// checkpoint (R76, keyckpt.go) if the store keeps one that describes the
+// log, else from the log start. The
 // leader decides duplicates from it (producers.go), and keeps every live
 // key above its log start (R66).
 
@@ -94,6 +96,9 @@ type keyTable struct {
 	levels []levelRow
 	// applied: the entries below it are in the table.
 	applied uint64
+	// sinceCkpt counts the bytes applied since the last key checkpoint
+	// (R76), as keyCatchUpBytes counts them.
+	sinceCkpt int
 	// waiting are keyed proposals a leader holds until the table has caught
 	// up with its log (R62).
 	waiting   []heldProposal
@@ -191,6 +196,7 @@ func (r *Replica) keysCatchUp() bool {
 		t.nextSweep = r.now.Add(keySweepInterval)
 		r.sweepExpiredKeys()
 	}
+	r.maybeKeyCheckpoint()
 	return t.applied >= r.log.LEO()
 }
 
@@ -198,6 +204,7 @@ func (r *Replica) keysCatchUp() bool {
 func (t *keyTable) apply(e *protocol.Entry, logger interface {
 	Warn(string, ...any)
 }) {
+	t.sinceCkpt += len(e.Data) + protocol.EntryOverhead
 	if e.Type == protocol.EntryFeature {
 		t.applyLevel(e, logger)
 		return

@@ -29,9 +29,15 @@ type Ready struct {
 	// Transfers are the outcomes of leadership transfers started by
 	// TransferLeadership (R59), each reported once.
 	Transfers []TransferResult
+	// KeyCheckpoint, when not nil, is a checkpoint of the keyed-state
+	// table (docs/protocol.md R76) for the store to keep in place of the
+	// one it holds (storage.KeyCheckpointStore); a shell whose store keeps
+	// none drops it. It may be stored before or after the writes of this
+	// Ready, durably or not: New checks it against the log.
+	KeyCheckpoint *protocol.KeyCheckpoint
 }
 
 // IsEmpty reports whether rd asks for nothing.
 func (rd Ready) IsEmpty() bool {
-	return len(rd.Writes) == 0 && len(rd.Messages) == 0 && len(rd.Acks) == 0 && len(rd.Transfers) == 0
+	return len(rd.Writes) == 0 && len(rd.Messages) == 0 && len(rd.Acks) == 0 && len(rd.Transfers) == 0 && rd.KeyCheckpoint == nil
 }

@@ -119,8 +119,13 @@ type Replica struct {
 	// memo remembers what this replica answered to forwarded requests.
 	memo forwardMemos
 	// keys is the keyed-state table: producers, caller IDs, cursors (R62,
-	// keys.go).
-	keys keyTable
+	// keys.go); keyCkpt its checkpoint for the next Ready (R76).
+	keys    keyTable
+	keyCkpt *protocol.KeyCheckpoint
+	// restoredFrom is the offset of the key checkpoint New restored, if
+	// restored (KeyCheckpointRestored).
+	restoredFrom uint64
+	restored     bool
 
 	// Prospective / candidate: the round's ID (VoteRequest.Round) and the
 	// voters that granted in it.
@@ -204,7 +209,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		return nil, fmt.Errorf("replica: read HW checkpoint: %w", err)
 	}
 	r.log = newLogView(log)
-	r.keys = newKeyTable(r.log.logStart) // rebuilt from the log in Ready (R62)
+	r.keys = newKeyTable(r.log.logStart) // rebuilt from the log in Ready (R62), or from its checkpoint (R76) below
 	for _, m := range cfg.Members {
 		r.addMember(m)
 	}
@@ -247,6 +252,9 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		r.truncate(r.hw)
 		r.settleRole()
 	}
+	// After the truncations above: the checkpoint is checked against the
+	// log as the core holds it.
+	r.restoreKeyCheckpoint(log)
 	if r.voter && len(r.voters) == 1 {
 		// A fresh store with members to ask asks them first (R60).
 		r.becomeProspective()
@@ -429,8 +437,8 @@ func (r *Replica) Ready() Ready {
 	case RoleFollower, RoleObserver:
 		r.maybeFetch()
 	}
-	rd := Ready{Writes: r.writes, Acks: r.acks, Transfers: r.transfers}
-	r.writes, r.acks, r.transfers = nil, nil, nil
+	rd := Ready{Writes: r.writes, Acks: r.acks, Transfers: r.transfers, KeyCheckpoint: r.keyCkpt}
+	r.writes, r.acks, r.transfers, r.keyCkpt = nil, nil, nil, nil
 	n := 0
 	for n < len(r.held) && r.held[n].dep <= r.persistedSeq {
 		n++

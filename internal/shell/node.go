@@ -153,6 +153,10 @@ type Output struct {
 	Writes []protocol.Write
 	// Messages go to the network.
 	Messages []protocol.Message
+	// KeyCheckpoint, when not nil, goes to the store
+	// (storage.KeyCheckpointStore), before or after Writes, durably or
+	// not (replica.Ready.KeyCheckpoint, docs/protocol.md R76).
+	KeyCheckpoint *protocol.KeyCheckpoint
 	// Resolved are the proposals decided this round, each once.
 	Resolved []Resolved
 	// Stray are acks of the core for IDs this Node was not waiting for
@@ -272,7 +276,7 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		n.r.Persisted(n.durable)
 	}
 	rd := n.r.Ready()
-	out := Output{Writes: rd.Writes, Messages: rd.Messages}
+	out := Output{Writes: rd.Writes, Messages: rd.Messages, KeyCheckpoint: rd.KeyCheckpoint}
 	for _, a := range rd.Acks {
 		if _, ok := n.pending[a.ID]; !ok {
 			out.Stray = append(out.Stray, a)

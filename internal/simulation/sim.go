@@ -791,6 +791,11 @@ func (nd *node) clock(t time.Duration) time.Time {
 	return nd.clockBase.Add(time.Duration(float64(t-nd.clockFrom) * nd.clockRate))
 }
 
+// simKeyCheckpointBytes is the cores' Config.KeyCheckpointBytes: a run's
+// log is a few KiB to a few MiB, so the default (16 MiB) would never
+// checkpoint the key table and restarts would not restore one (R76).
+const simKeyCheckpointBytes = 2 << 10
+
 // start (re)starts a node's process on its durable store.
 func (s *sim) start(nd *node) {
 	nd.inc++
@@ -847,6 +852,7 @@ func (s *sim) start(nd *node) {
 		FetchMaxWait:       s.p.fetchMaxWait,
 		FetchMaxBytes:      s.p.fetchMaxBytes,
 		MaxRecordSize:      maxRecordSize,
+		KeyCheckpointBytes: simKeyCheckpointBytes,
 		Rand:               rand.New(rand.NewSource(s.rng.Int63())),
 	}
 	if s.opts.ExactlyOnce {
@@ -865,6 +871,9 @@ func (s *sim) start(nd *node) {
 		s.fail("%s: replica.New after restart %d: %v", nd.id, nd.inc-1, err)
 		nd.up = false
 		return
+	}
+	if _, ok := r.KeyCheckpointRestored(); ok {
+		s.res.Faults.KeyCheckpointRestores++
 	}
 	nd.r = r
 	nd.sh = shell.New(r)
@@ -1276,6 +1285,13 @@ func (s *sim) round(nd *node) {
 			s.tracef("%s issue %s", nd.id, fmtWrite(w))
 		}
 		s.issueWrite(nd, w)
+	}
+	if out.KeyCheckpoint != nil {
+		// Kept at once, ahead of the writes before it: the core checks a
+		// checkpoint against the log at restart, so no order is owed.
+		if err := nd.store.SaveKeyCheckpoint(*out.KeyCheckpoint); err != nil {
+			s.fail("%s: saving the key checkpoint: %v", nd.id, err)
+		}
 	}
 	for _, m := range out.Messages {
 		s.hash.byte(0xB1)

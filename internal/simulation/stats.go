@@ -64,6 +64,9 @@ type FaultCounts struct {
 	// whose new incarnation became a voter of the committed set again.
 	ManualRuns, VoterChanges, VoterProbes, VoterAdds, VoterRemoves, VoterChangesRefused, VoterSetsCommitted, RemovedLeaders int
 	VoterWipes, VoterWipesHeld, Replacements                                                                                int
+	// KeyCheckpointRestores: restarts whose core rebuilt its keyed-state
+	// table from the store's key checkpoint (R76) instead of the whole log.
+	KeyCheckpointRestores int
 }
 
 // Add adds o's counts to f.

@@ -7,6 +7,7 @@ import (
 // durable is a node's durable store: what a crash leaves behind.
 type durable interface {
 	storage.Store
+	storage.KeyCheckpointStore
 	// reopen models a process restart: the same durable contents through a
 	// new handle; the old handle is closed.
 	reopen() durable
