@@ -44,6 +44,10 @@ type config struct {
 	// node's Options: 0 the default, negative off.
 	catchupRate    int64
 	maxUncommitted int64
+	// restart, when positive, selects the restart mode: fill the log
+	// with this many records, close every node, drop the directories'
+	// cached pages and open them again, timing the first commit.
+	restart int
 }
 
 // offOrSize is a flag.Value for a size in bytes that "off" turns off
@@ -86,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "Options.SegmentBytes: roll segment files at this size, e.g. 16MiB (0: the default, 64MiB)")
 	fs.DurationVar(&c.diskEvery, "disk-every", 2*time.Second, "how often to sample each node's data-directory size")
 	fs.IntVar(&c.catchup, "catchup", 0, "catch-up mode: fill the log with N records, then time an empty observer's catch-up (0: off)")
+	fs.IntVar(&c.restart, "restart", 0, "restart mode: fill the log with N records, close every node, drop the cached pages, open them again and time the first commit (0: off)")
 	fs.BoolVar(&c.ids, "id", false, "give every append its own ID (replog.WithID), as a client deduplicating its retries would")
 	fs.BoolVar(&c.noIdempotence, "no-idempotence", false, "Options.DisableIdempotence: appends carry no producer key and are not retried across leader changes, to measure what idempotence costs")
 	fs.Var(offOrSize{P: &c.catchupRate}, "catchup-rate", "Options.CatchUpBytesPerSecond of every node: the leader's replication quota per second, e.g. 64MiB, or off (0: the default, 32MiB)")
@@ -124,6 +129,10 @@ func (c config) validate() error {
 		return fmt.Errorf("-disk-every must be positive, got %v", c.diskEvery)
 	case c.catchup < 0:
 		return fmt.Errorf("-catchup must not be negative, got %d", c.catchup)
+	case c.restart < 0:
+		return fmt.Errorf("-restart must not be negative, got %d", c.restart)
+	case c.restart > 0 && c.catchup > 0:
+		return fmt.Errorf("-restart and -catchup are two modes: give one")
 	}
 	return nil
 }

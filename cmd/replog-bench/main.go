@@ -57,6 +57,8 @@ type report struct {
 	load loadResult
 	// catchup is the catch-up mode's figures; nil otherwise.
 	catchup *catchupResult
+	// restart is the restart mode's figures; nil otherwise.
+	restart *restartResult
 	// names are the nodes the disk sampler measured (the voters, then the
 	// observer in the catch-up mode); diskMax and diskFinal their largest
 	// and last measurements, logStart their log starts at the end.
@@ -79,6 +81,19 @@ func run(c config, w io.Writer) (report, error) {
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
+	}
+	if c.restart > 0 {
+		record := make([]byte, c.size)
+		for i := range record {
+			record[i] = byte('a' + i%26)
+		}
+		fmt.Fprintf(w, "nodes=%d size=%dB fsync=%t idempotence=%t\n", c.nodes, c.size, !c.nosync, !c.noIdempotence)
+		rs, err := runRestart(c, dir, record, w)
+		if err != nil {
+			return report{}, err
+		}
+		fmt.Fprintf(w, "peak RSS=%s\n", peakRSS())
+		return report{restart: rs}, nil
 	}
 	var extra []string
 	if c.catchup > 0 {
