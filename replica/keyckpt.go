@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // Checkpoints of the keyed-state table (docs/protocol.md R76). Rebuilding
@@ -71,7 +72,8 @@ func (r *Replica) restoreKeyCheckpoint(log LogReader) {
 		return
 	case !ok:
 		return
-	case cp.Epoch == 0 || cp.Offset <= r.log.logStart || cp.Offset > r.log.LEO() || r.log.epochAt(cp.Offset-1) != cp.Epoch:
+	case cp.Epoch == 0 || cp.Offset <= r.log.logStart || cp.Offset > r.log.LEO() ||
+		r.log.epochAt(cp.Offset-1) != cp.Epoch && !bugs.KeyCheckpointNoEpoch:
 		r.logger.Info("key checkpoint of another log ignored", "offset", cp.Offset, "epoch", cp.Epoch,
 			"log_start", r.log.logStart, "leo", r.log.LEO(), "log_epoch", r.log.epochAt(max(cp.Offset, 1)-1))
 		return

@@ -72,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 		{"VoterSetsInvalid", testVoterSetsInvalid},
 		{"VoterSetsCopies", testVoterSetsCopies},
 		{"VoterSetsOwed", testVoterSetsOwed},
+		{"KeyCheckpoint", testKeyCheckpoint},
 	}
 	if h.Damage != nil {
 		tests = append(tests, struct {
@@ -1682,4 +1683,50 @@ func testVoterSetsCopies(t *testing.T, h Harness) {
 	got[0].Voters[0].ID = "changed"
 	got[0].Offset = 99
 	wantVoters(t, s, "after changing a returned copy", 0, 2)
+}
+
+// testKeyCheckpoint: a store that keeps key checkpoints
+// (storage.KeyCheckpointStore, docs/protocol.md R76) has none at first,
+// returns the newest saved, whole and as its own copy, across a reopen
+// and whatever the log's writes did meanwhile (it never reads or drops it:
+// the core checks it against the log), and refuses a save once closed.
+func testKeyCheckpoint(t *testing.T, h Harness) {
+	s, dir := open(t, h)
+	ks, ok := s.(storage.KeyCheckpointStore)
+	if !ok {
+		closeStore(t, s)
+		return // a store without checkpoints: the core replays its log
+	}
+	if cp, ok, err := ks.KeyCheckpoint(); err != nil || ok {
+		t.Fatalf("a fresh store's key checkpoint: %+v, %v, %v; want none", cp, ok, err)
+	}
+	mustAppend(t, s, Batch(0, 10, 1, 16))
+	data := []byte("the core's table")
+	for i, cp := range []protocol.KeyCheckpoint{{Offset: 5, Epoch: 1, Data: []byte("older")}, {Offset: 10, Epoch: 1, Data: data}} {
+		if err := ks.SaveKeyCheckpoint(cp); err != nil {
+			t.Fatalf("SaveKeyCheckpoint %d: %v", i, err)
+		}
+	}
+	data[0] = 'X' // the store copied it
+	if err := truncate(s, 4); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, Batch(4, 10, 2, 16))
+	want := protocol.KeyCheckpoint{Offset: 10, Epoch: 1, Data: []byte("the core's table")}
+	check := func(what string, s storage.Store) {
+		t.Helper()
+		got, ok, err := s.(storage.KeyCheckpointStore).KeyCheckpoint()
+		if err != nil || !ok || got.Offset != want.Offset || got.Epoch != want.Epoch || !bytes.Equal(got.Data, want.Data) {
+			t.Fatalf("%s: key checkpoint %+v, %v, %v; want %+v", what, got, ok, err, want)
+		}
+		got.Data[0] = 'Y' // the caller's copy
+	}
+	check("after a truncation and an append", s)
+	check("read again", s)
+	s = h.Reopen(t, s, dir)
+	check("after a reopen", s)
+	closeStore(t, s)
+	if err := s.(storage.KeyCheckpointStore).SaveKeyCheckpoint(want); !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("SaveKeyCheckpoint after Close: %v; want ErrClosed", err)
+	}
 }

@@ -123,6 +123,14 @@
 //	                                TestBacklogBoundRefusesAndRecovers; root
 //	                                TestAppendsWaitOutAFullBacklog,
 //	                                TestForwardedAppendsWaitOutAFullBacklog.
+//	replog_bug_key_ckpt_no_epoch    KeyCheckpointNoEpoch (R76): New uses the
+//	                                store's key checkpoint at O without
+//	                                checking the epoch of the log's entry at
+//	                                O-1, so a checkpoint made before a
+//	                                truncation below O and a re-append in a
+//	                                later epoch brings back the removed
+//	                                entries' keys. Fails:
+//	                                TestStaleKeyCheckpointIsIgnored.
 //
 // Tests named alone are in package replica. For example:
 //
