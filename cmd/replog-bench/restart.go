@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/storage"
 )
 
 // restartResult is what the restart mode measured.
@@ -60,7 +63,16 @@ func runRestart(c config, root string, record []byte, w io.Writer) (*restartResu
 	if err := dropDirCache(root); err != nil {
 		return nil, fmt.Errorf("dropping the cached pages: %w", err)
 	}
-	fmt.Fprintf(w, "closed; cached pages of the directories before the restart: %s\n", mib(residentBytes(root)))
+	fmt.Fprintf(w, "closed; cached pages of the directories before the restart: %s; key checkpoint files:", mib(residentBytes(root)))
+	for _, id := range cl.voters {
+		fi, err := os.Stat(filepath.Join(cl.dir(id), storage.KeyCheckpointFileName))
+		if err != nil {
+			fmt.Fprintf(w, " %s none", id)
+			continue
+		}
+		fmt.Fprintf(w, " %s %dB", id, fi.Size())
+	}
+	fmt.Fprintln(w)
 
 	read0 := readBytes()
 	start := time.Now()
