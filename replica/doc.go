@@ -44,6 +44,11 @@
 //     fetch after its appended entries) and releases it in a later Ready.
 //     The leader does send entries it has not persisted itself (it counts
 //     itself for the HW with its durable LEO only).
+//   - Give Ready's KeyCheckpoint, when there is one, to the store that
+//     keeps it (KeyCheckpointReader on the way back), at any time, durably
+//     or not; or drop it (the table is then rebuilt from the log start
+//     after a restart). New uses a checkpoint only if it describes the log
+//     (R76).
 //   - Tick regularly (every 10-50ms is plenty): the core's timers fire only
 //     on Tick, and its clock is the last Tick's time.
 //   - Entry Data in Writes and in outgoing messages is shared, read-only:

@@ -16,7 +16,8 @@ import (
 // The core calls it from the goroutine that drives the Replica, never
 // concurrently, and only for what is durable as far as it knows (below the
 // end it has seen persisted): New calls LEO, LogStart, EpochMap, QuorumState
-// and HWCheckpoint once; Entries is called while serving a fetch (in Step,
+// and HWCheckpoint once, and KeyCheckpoint if the log is also a
+// KeyCheckpointReader; Entries is called while serving a fetch (in Step,
 // Tick and Ready on a leader), so a slow Entries holds up the whole core:
 // it may block on the disk, never on the shell's own progress (the shell
 // is not applying writes while it drives the core).

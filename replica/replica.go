@@ -169,7 +169,8 @@ type heldMessage struct {
 }
 
 // New restores a replica from its log (quorum state, epoch map, LEO, HW
-// checkpoint) at time now. The log is only read, never written: the core
+// checkpoint, and the key checkpoint of a KeyCheckpointReader that
+// describes the log, R76) at time now. The log is only read, never written: the core
 // asks the shell to write through Ready (see LogReader). cfg is validated
 // (Config.Validate) and defaulted (Config.EnsureDefaults) on New's copy.
 //

@@ -66,8 +66,6 @@ type DirStore struct {
 	state    atomic.Pointer[dirState]
 	identity *Identity // recorded in the active file; set before the store is handed out
 	closed   atomic.Bool
-	// keyCkptWrites counts SaveKeyCheckpoint's files (DirStats).
-	keyCkptWrites atomic.Uint64
 
 	// check verifies in the background the pages of the active file that
 	// Open did not (nil: Open verified it all); see activeCheck.
