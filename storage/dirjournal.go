@@ -51,10 +51,12 @@ type journalView struct {
 
 // pendingBatch is an Apply in the journal, not yet in the segments.
 type pendingBatch struct {
-	seq  uint64
-	pos  int64 // of its record
-	size int64 // of its record
+	seq  uint64 // of the record holding it
+	size int64  // of its payload
 	ws   []protocol.Write
+	// vals holds each append's entries as the segments store them (nil:
+	// encode them; a batch replayed at Open).
+	vals [][][]byte
 	// point: the lowest offset whose entry the batch changes
 	// (math.MaxUint64 if none).
 	point uint64
@@ -175,7 +177,8 @@ func (d *DirStore) checkpointChunk() int64 {
 }
 
 // checkpoint moves every pending batch into the segments, a chunk per
-// transaction, cutting the journal after each. A failure is latched.
+// transaction, releasing its records in the journal after each (which
+// cuts those no other log needs). A failure is latched.
 func (d *DirStore) checkpoint() error {
 	d.mu.Lock()
 	batch := slices.Clone(d.pending)
@@ -192,11 +195,18 @@ func (d *DirStore) checkpoint() error {
 			n++
 		}
 		var ws []protocol.Write
+		var vals [][][]byte
+		encoded := true
 		for _, b := range batch[:n] {
 			ws = append(ws, b.ws...)
+			vals = append(vals, b.vals...)
+			encoded = encoded && b.vals != nil
+		}
+		if !encoded {
+			vals = nil
 		}
 		start := time.Now()
-		err := d.applyBolt(ws, batch[n-1].seq)
+		err := d.applyBolt(ws, vals, batch[n-1].seq)
 		if err == nil {
 			d.segJSeq = batch[n-1].seq
 		}
@@ -224,23 +234,13 @@ func (d *DirStore) checkpoint() error {
 		}
 		d.mu.Lock()
 		d.pending = d.pending[n:]
-		var live int64
-		for _, b := range d.pending {
-			live += b.size
-		}
-		if len(d.pending) > 0 {
-			err = d.j.cut(d.pending[0].seq, d.pending[0].pos, live)
-		} else {
-			err = d.j.cut(0, 0, 0)
-		}
-		if err != nil {
-			d.setFailed(fmt.Errorf("replog: store %s: cut the journal: %w (the store refuses writes; close and reopen it)", d.dir, err))
-		} else {
-			d.jv.Store(d.jv.Load().trimmed(d.pending))
-		}
-		d.cond.Broadcast()
+		d.jv.Store(d.jv.Load().trimmed(d.pending))
 		d.mu.Unlock()
-		if err != nil {
+		if err := d.j.release(d.logID, batch[n-1].seq); err != nil {
+			d.setFailed(fmt.Errorf("replog: store %s: cut the journal: %w (the store refuses writes; close and reopen it)", d.dir, err))
+			d.mu.Lock()
+			d.cond.Broadcast()
+			d.mu.Unlock()
 			return err
 		}
 		batch = batch[n:]
@@ -249,11 +249,13 @@ func (d *DirStore) checkpoint() error {
 }
 
 // applyJournal is Apply for a journaled store (d.mu held): the writes are
-// validated against the journal view, written as one record and synced
-// (one write, one fdatasync), then published; the checkpointer moves them
-// into the segments later. A batch too large for the journal waits for
-// every pending one to be checkpointed and is applied to the segments
-// directly.
+// validated against the journal view, encoded once as a record (the store
+// keeps the writes aliasing it, and the checkpoint puts its entries'
+// encodings into the segments) and committed (one write and one
+// fdatasync, shared with the other Applies of the round), then
+// published; the checkpointer moves them into the segments later. A batch
+// too large for the journal waits for every pending one to be
+// checkpointed and is applied to the segments directly.
 func (d *DirStore) applyJournal(ws []protocol.Write) error {
 	d.applies.Add(1)
 	d.writes.Add(uint64(len(ws)))
@@ -271,18 +273,12 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 	if !changed {
 		return nil // nothing to write: no fsync
 	}
-	payload, err := encodeBatch(ws)
+	eb, err := encodeRecordBatch(ws)
 	if err != nil {
 		return err
 	}
-	// The decoded copy is what the store keeps (its Data alias payload,
-	// which nothing else holds): the caller's slices are not kept.
-	dws, err := decodeBatch(payload)
-	if err != nil {
-		return fmt.Errorf("replog: store %s: journal encoding: %w", d.dir, err) // not reached
-	}
-	rs := recordSize(len(payload))
-	var pos int64
+	req := &journalReq{logID: d.logID, rec: eb.rec, n: eb.n, crc: eb.crc}
+	rs := recordSize(eb.n)
 	for {
 		if d.closed.Load() {
 			return ErrClosed
@@ -290,7 +286,7 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 		if err := d.failure(); err != nil {
 			return err
 		}
-		if rs > d.j.Capacity()/2 || len(payload) > journalMaxPayload {
+		if rs > d.j.Capacity()/2 || eb.n > journalMaxPayload {
 			if len(d.pending) > 0 {
 				d.ckpt.request()
 				d.cond.Wait()
@@ -298,44 +294,43 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 			}
 			return d.applyDirect(ws)
 		}
-		var ok bool
-		if pos, ok = d.j.place(rs); ok {
-			break
+		jv := d.jv.Load()
+		next, point, changed, err := jv.after(eb.writes)
+		if err != nil {
+			return err
 		}
-		if len(d.pending) == 0 {
-			if err := d.j.rewind(); err != nil {
-				d.setFailed(fmt.Errorf("%w (the store refuses writes; close and reopen it)", err))
-				return err
+		if !changed {
+			return nil // another Apply, while this one waited, made it a no-op
+		}
+		cuts := d.j.cutCount()
+		req.done, req.err = false, nil
+		err = d.j.commit(req)
+		if errors.Is(err, errJournalFull) {
+			d.journalWaits.Add(1)
+			if d.j.cutCount() == cuts {
+				d.ckpt.request()
+				d.j.askAll()
+				d.cond.Wait() // a cut of the journal wakes it
 			}
 			continue
 		}
-		d.journalWaits.Add(1)
-		d.ckpt.request()
-		d.cond.Wait()
+		if err != nil {
+			d.log.Error("journal write failed", "dir", d.dir, "writes", len(ws), "error", err)
+			err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
+			d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err))
+			return err
+		}
+		d.batches.Add(1)
+		d.pending = append(d.pending, pendingBatch{seq: req.seq, size: int64(eb.n), ws: eb.writes, vals: eb.vals, point: point})
+		d.jv.Store(next)
+		break
 	}
-	jv := d.jv.Load()
-	next, point, changed, err := jv.after(dws)
-	if err != nil {
-		return err
-	}
-	if !changed {
-		return nil // another Apply, while this one waited, made it a no-op
-	}
-	seq := d.j.nextSeq
-	if err := d.j.writeAt(pos, seq, journalLogID, payload); err != nil {
-		d.log.Error("journal write failed", "dir", d.dir, "writes", len(ws), "error", err)
-		err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
-		d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err))
-		return err
-	}
-	d.pending = append(d.pending, pendingBatch{seq: seq, pos: pos, size: rs, ws: dws, point: point})
-	d.jv.Store(next)
 	// A prefix deletion frees its segment files only once a checkpoint
 	// applies it to the segments: without asking for one now, a log that
 	// writes little would keep them on disk until a quarter of the
 	// journal had filled again, and retention would not bound the
 	// directory.
-	if d.j.Live() >= d.j.Capacity()/4 || d.dropsSealed(dws) {
+	if d.dropsSealed(eb.writes) {
 		d.ckpt.request()
 	}
 	return nil
@@ -361,7 +356,7 @@ func (d *DirStore) dropsSealed(ws []protocol.Write) bool {
 func (d *DirStore) applyDirect(ws []protocol.Write) error {
 	d.ckMu.Lock()
 	defer d.ckMu.Unlock()
-	if err := d.applyBolt(ws, 0); err != nil {
+	if err := d.applyBolt(ws, nil, 0); err != nil {
 		return err
 	}
 	jv := d.jv.Load()
@@ -379,11 +374,17 @@ func (d *DirStore) applyDirect(ws []protocol.Write) error {
 // handed out), whose segments hold the journal's records up to jseq:
 // the records after it are replayed into memory. Then, read-write, with
 // DirOptions.Journal the directory is format 2 with a journal (created if
-// missing) and the checkpointer runs; without it, every record is
-// checkpointed, the journal removed and the directory format 1. Read-only,
-// the records are only replayed (nothing in the directory changes).
+// missing) and the checkpointer runs; with DirOptions.SharedJournal it is
+// format 3 on that journal (openShared); with neither, every record is
+// checkpointed, the journal removed and the directory format 1.
+// Read-only, the records are only replayed (nothing in the directory
+// changes).
 func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 	d.segJSeq = jseq
+	shared := d.opts.SharedJournal != nil && !d.readOnly
+	if format == StorageFormatShared && !shared {
+		return fmt.Errorf("%w: data directory %s keeps its latest writes in a shared journal: open it read-write with DirOptions.SharedJournal", ErrSharedJournal, d.dir)
+	}
 	path := filepath.Join(d.dir, JournalFileName)
 	if !d.readOnly {
 		if err := os.Remove(filepath.Join(d.dir, journalTmpName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -395,71 +396,48 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("replog: open store %s: %w", d.dir, err)
 	}
-	if exists && format < StorageFormatJournal && stamped {
-		d.log.Warn("journal file in a format 1 directory (left by a crash while the journal was turned off); replaying it", "path", path)
+	if exists && format != StorageFormatJournal && stamped {
+		d.log.Warn("journal file in a directory of another format (left by a crash while the journal was turned off or shared); replaying it", "path", path)
 	}
+	d.ckpt = &checkpointer{ask: make(chan struct{}, 1)}
 	if exists {
 		j, recs, err := openJournal(path, d.readOnly, d.opts.NoSync)
 		if err != nil {
 			return err
 		}
-		d.j = j
-		d.jstat.Store(j)
-		st := d.state.Load().log
-		jv := &journalView{log: st, memLo: st.leo}
-		stale := 0
+		var parts []journalPart
 		for _, r := range recs {
-			if r.seq <= jseq {
-				stale++ // in the segments already (a crash before the cut)
-				continue
+			if r.logID != journalLogID {
+				err = fmt.Errorf("replog: journal %s: %w: record at offset %d (sequence %d) of log %d in a directory's own journal", path, ErrCorrupt, r.pos, r.seq, r.logID)
+				break
 			}
-			ws, err := decodeBatch(r.payload)
-			if err == nil {
-				var point uint64
-				var next *journalView
-				if next, point, _, err = jv.after(ws); err == nil {
-					jv = next
-					d.pending = append(d.pending, pendingBatch{seq: r.seq, pos: r.pos, size: r.size, ws: ws, point: point})
-				}
-			}
-			if err != nil {
-				_ = j.Close()
-				d.j = nil
-				d.jstat.Store(nil)
-				return fmt.Errorf("replog: journal %s: %w: record at offset %d (sequence %d) does not apply to the log: %v", path, ErrCorrupt, r.pos, r.seq, err)
-			}
+			parts = append(parts, journalPart{seq: r.seq, logID: r.logID, payload: r.payload})
 		}
-		if j.nextSeq <= jseq {
-			j.nextSeq = jseq + 1 // not reached: the segments never hold a record the journal has not written
+		if err == nil {
+			_, err = j.attach(journalLogID, d, d.ckpt.request)
 		}
-		d.jv.Store(jv)
-		d.log.Debug("journal replayed", "path", path, "records", len(d.pending), "already_in_segments", stale)
-		if stale > 0 && !d.readOnly {
-			var live int64
-			for _, b := range d.pending {
-				live += b.size
-			}
-			if len(d.pending) > 0 {
-				err = j.cut(d.pending[0].seq, d.pending[0].pos, live)
-			} else {
-				err = j.cut(0, 0, 0)
-			}
-			if err != nil {
-				return err
-			}
+		if err == nil {
+			d.j, d.logID = j, journalLogID
+			err = d.replay(parts, jseq)
 		}
+		if err != nil {
+			_ = j.Close()
+			d.j = nil
+			return err
+		}
+		d.jstat.Store(j)
 	}
 	if d.readOnly {
+		d.ckpt = nil // nothing is checkpointed
 		return nil
 	}
-	if !d.opts.Journal {
+	if !d.opts.Journal || shared {
 		if exists {
-			d.ckpt = &checkpointer{ask: make(chan struct{}, 1)}
 			if err := d.checkpoint(); err != nil {
 				return err
 			}
 			_ = d.j.Close()
-			d.j, d.ckpt = nil, nil
+			d.j = nil
 			d.jstat.Store(nil)
 			d.jv.Store(nil)
 			if err := os.Remove(path); err != nil {
@@ -470,8 +448,12 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 					return fmt.Errorf("replog: open store %s: %w", d.dir, err)
 				}
 			}
-			d.log.Info("journal turned off: its records moved into the segments and the file removed", "path", path)
+			d.log.Info("own journal turned off: its records moved into the segments and the file removed", "path", path)
 		}
+		if shared {
+			return d.openShared(format, stamped, jseq)
+		}
+		d.ckpt = nil
 		if format != StorageFormatSegments || !stamped {
 			return writeFormat(d.dir, StorageFormatSegments, d.opts.NoSync)
 		}
@@ -490,13 +472,97 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 	}
 	// What Open replayed is checkpointed as the Applies' writes are,
 	// once the journal is a quarter full (or at Close).
-	d.ckpt = newCheckpointer()
-	go d.runCheckpointer()
+	d.startCheckpointer()
 	return nil
 }
 
-func newCheckpointer() *checkpointer {
-	return &checkpointer{ask: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+// replay takes the batches of the store's log read from its journal
+// (d.j, attached): those the segments hold (sequence up to jseq, a crash
+// between a checkpoint and its cut) are released, the others applied to
+// the journal view and kept pending.
+func (d *DirStore) replay(parts []journalPart, jseq uint64) error {
+	st := d.state.Load().log
+	jv := &journalView{log: st, memLo: st.leo}
+	stale := 0
+	for _, p := range parts {
+		if p.seq <= jseq {
+			stale++
+			continue
+		}
+		ws, err := decodeBatch(p.payload)
+		if err == nil {
+			var point uint64
+			var next *journalView
+			if next, point, _, err = jv.after(ws); err == nil {
+				jv = next
+				d.pending = append(d.pending, pendingBatch{seq: p.seq, size: int64(len(p.payload)), ws: ws, point: point})
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("replog: journal %s: %w: the record of sequence %d does not apply to log %d of %s: %v", d.j.path, ErrCorrupt, p.seq, d.logID, d.dir, err)
+		}
+	}
+	d.j.mu.Lock()
+	if d.j.nextSeq <= jseq {
+		d.j.nextSeq = jseq + 1 // not reached: the segments never hold a record the journal has not written
+	}
+	d.j.mu.Unlock()
+	d.jv.Store(jv)
+	d.log.Debug("journal replayed", "path", d.j.path, "log", d.logID, "records", len(d.pending), "already_in_segments", stale)
+	if stale > 0 && !d.readOnly {
+		return d.j.release(d.logID, jseq)
+	}
+	return nil
+}
+
+// openShared puts the store on DirOptions.SharedJournal as log
+// DirOptions.JournalLogID (its own journal already drained): the
+// directory's journal reference must name that journal and log (a format
+// 3 directory) or is written, then format 3 recorded; the log's batches
+// still in the journal are replayed and the checkpointer started.
+func (d *DirStore) openShared(format int, stamped bool, jseq uint64) error {
+	j, id := d.opts.SharedJournal, d.opts.JournalLogID
+	ref := journalRef{fingerprint: j.fingerprint(), logID: id}
+	got, err := readJournalRef(d.dir)
+	switch {
+	case err != nil:
+		return err
+	case got != nil && *got != ref:
+		return fmt.Errorf("%w: data directory %s is log %d of the shared journal %016x, not log %d of %s (%016x)",
+			ErrSharedJournal, d.dir, got.logID, got.fingerprint, id, j.path, ref.fingerprint)
+	case got == nil && format == StorageFormatShared:
+		return fmt.Errorf("replog: open store %s: %w: format 3 without its journal reference %s", d.dir, ErrCorrupt, JournalRefFileName)
+	case got == nil:
+		if err := writeJournalRef(d.dir, ref, d.opts.NoSync); err != nil {
+			return err
+		}
+	}
+	if format != StorageFormatShared || !stamped {
+		// After the reference: a format 3 directory always names its
+		// journal.
+		if err := writeFormat(d.dir, StorageFormatShared, d.opts.NoSync); err != nil {
+			return err
+		}
+	}
+	parts, err := j.attach(id, d, d.ckpt.request)
+	if err != nil {
+		return err
+	}
+	d.j, d.logID = j, id
+	if err := d.replay(parts, jseq); err != nil {
+		j.detach(id)
+		d.j = nil
+		return err
+	}
+	d.jstat.Store(j)
+	d.startCheckpointer()
+	return nil
+}
+
+// startCheckpointer starts the goroutine of d.ckpt.
+func (d *DirStore) startCheckpointer() {
+	d.ckpt.stop, d.ckpt.exited = make(chan struct{}), make(chan struct{})
+	go d.runCheckpointer()
 }
 
 // startJournal creates the journal of a store without one, the directory
@@ -507,12 +573,18 @@ func (d *DirStore) startJournal() error {
 	if err != nil {
 		return err
 	}
+	if d.ckpt == nil {
+		d.ckpt = &checkpointer{ask: make(chan struct{}, 1)}
+	}
+	if _, err := j.attach(journalLogID, d, d.ckpt.request); err != nil {
+		_ = j.Close()
+		return err
+	}
 	st := d.state.Load().log
 	d.jv.Store(&journalView{log: st, memLo: st.leo})
-	d.j = j
+	d.j, d.logID = j, journalLogID
 	d.jstat.Store(j)
-	d.ckpt = newCheckpointer()
-	go d.runCheckpointer()
+	d.startCheckpointer()
 	return nil
 }
 
@@ -562,7 +634,8 @@ func DirFormat(dir string) (int, error) {
 
 // closeJournal stops the checkpointer and checkpoints what is pending, so
 // that a closed directory's segments hold the whole log (a failure leaves
-// the records in the journal, replayed at the next open).
+// the records in the journal, replayed at the next open), and leaves a
+// shared journal (its records of this log cut once checkpointed).
 func (d *DirStore) closeJournal() {
 	d.mu.Lock()
 	c := d.ckpt
@@ -577,6 +650,9 @@ func (d *DirStore) closeJournal() {
 	}
 	if d.failure() == nil && !d.abandon {
 		_ = d.checkpoint()
+	}
+	if d.j != nil {
+		d.j.detach(d.logID)
 	}
 }
 

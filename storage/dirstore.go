@@ -87,6 +87,7 @@ type DirStore struct {
 	// for the journal), cond (on mu) wakes Applies waiting for room when
 	// a checkpoint cuts the journal, ckpt is the checkpointer goroutine.
 	j       *Journal
+	logID   uint32                  // the store's log ID in j
 	jstat   atomic.Pointer[Journal] // j, for Stats (which takes no lock)
 	segJSeq uint64                  // the newest journal record in the segments (guarded by ckMu)
 	jv      atomic.Pointer[journalView]
@@ -110,6 +111,7 @@ type DirStore struct {
 
 	applies, writes, commits, rolls, segsDeleted                             atomic.Uint64
 	checkpoints, checkpointNanos, checkpointMax, journalWaits, directApplies atomic.Uint64
+	batches                                                                  atomic.Uint64
 }
 
 // dirState is one published version of a DirStore's state; never mutated.
@@ -158,8 +160,13 @@ type DirStats struct {
 	// Without the journal it is 2 × Commits; with it, an Apply costs one.
 	Fsyncs uint64
 	// GroupCommits is the number of journal records written: one per
-	// Apply that changed something (0 without the journal).
-	GroupCommits uint64
+	// round of the journal (0 without the journal), and JournalBatches
+	// the store's Applies in them (one per Apply that changed something).
+	// A round takes every Apply waiting for it, so on a shared journal
+	// (DirOptions.SharedJournal) GroupCommits, Fsyncs' journal share,
+	// JournalBytes and JournalLive are the journal's, counted for all the
+	// stores on it (JournalStats), and JournalBatches the store's own.
+	GroupCommits, JournalBatches uint64
 	// JournalBytes is the bytes written to the journal's records (headers
 	// and padding included), and JournalLive the bytes of those not yet
 	// cut (in the journal, waiting for a checkpoint).
@@ -624,14 +631,15 @@ func (d *DirStore) Apply(ws []protocol.Write) error {
 	if d.j != nil {
 		return d.applyJournal(ws)
 	}
-	return d.applyBolt(ws, 0)
+	return d.applyBolt(ws, nil, 0)
 }
 
 // applyBolt applies ws in one transaction of the active segment file (see
 // Apply), recording jseq as the newest journal record the segments hold
-// if it is not 0 (a checkpoint). The caller holds mu, or with the journal
-// ckMu.
-func (d *DirStore) applyBolt(ws []protocol.Write, jseq uint64) error {
+// if it is not 0 (a checkpoint). vals, if not nil, holds each append's
+// entries already encoded as stored (a checkpoint's, from the journal
+// record). The caller holds mu, or with the journal ckMu.
+func (d *DirStore) applyBolt(ws []protocol.Write, vals [][][]byte, jseq uint64) error {
 	if d.check != nil {
 		// Until the walk of the active file as Open found it has passed
 		// the free list (a page both free and in use would be handed out
@@ -676,7 +684,11 @@ func (d *DirStore) applyBolt(ws []protocol.Write, jseq uint64) error {
 		if next == st {
 			continue
 		}
-		if err := putWrite(tx, eb, st, next, w, d.log); err != nil {
+		var wv [][]byte
+		if vals != nil {
+			wv = vals[i]
+		}
+		if err := putWrite(tx, eb, st, next, w, wv, d.log); err != nil {
 			return d.fail(err, len(ws))
 		}
 		switch w.Kind {
@@ -1364,6 +1376,7 @@ func (d *DirStore) Stats() DirStats {
 	return DirStats{
 		Fsyncs:          fsyncs,
 		GroupCommits:    groups,
+		JournalBatches:  d.batches.Load(),
 		JournalBytes:    jbytes,
 		JournalLive:     live,
 		JournalWaits:    d.journalWaits.Load(),
@@ -1428,7 +1441,7 @@ func (d *DirStore) Close() error {
 			err = fmt.Errorf("replog: close store %s: %w", db.Path(), cerr)
 		}
 	}
-	if d.j != nil {
+	if d.j != nil && !d.j.shared {
 		if cerr := d.j.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("replog: close journal %s: %w", d.j.path, cerr)
 		}

@@ -30,10 +30,14 @@ const (
 	// StorageFormatJournal is format 2: format 1 plus the commit journal
 	// (JournalFileName) in front of the segments.
 	StorageFormatJournal = 2
+	// StorageFormatShared is format 3: format 1 plus a reference
+	// (JournalRefFileName) to the shared commit journal that holds the
+	// directory's latest writes (DirOptions.SharedJournal).
+	StorageFormatShared = 3
 	// MinStorageFormat and MaxStorageFormat are the formats this build
 	// reads.
 	MinStorageFormat = StorageFormatSegments
-	MaxStorageFormat = StorageFormatJournal
+	MaxStorageFormat = StorageFormatShared
 
 	formatTmpName = FormatFileName + ".tmp"
 	formatHeader  = "replog storage format"
@@ -45,6 +49,11 @@ const (
 // directory's format and the formats this build reads; nothing was read
 // or changed.
 var ErrNewerFormat = errors.New("replog: data directory has a newer storage format")
+
+// ErrSharedJournal: the data directory's latest writes are in a shared
+// commit journal (storage format 3), and the store was opened without it,
+// with another one, or as another log of it.
+var ErrSharedJournal = errors.New("replog: data directory is on a shared journal")
 
 // formatHook, when set by a test, is called at the stages of a format
 // stamp ("tmp": the temporary file is written and synced, not yet renamed;
@@ -150,4 +159,80 @@ func writeFileSynced(path string, b []byte, noSync bool) error {
 		err = cerr
 	}
 	return err
+}
+
+// JournalRefFileName, in a format 3 data directory, names the shared
+// journal holding its latest writes (by the fingerprint of the journal
+// file's key) and the directory's log ID in it: four lines ("replog
+// shared journal", "journal <16 hex digits>", "log <ID>", a CRC-32C line),
+// written atomically before format 3 is recorded.
+const JournalRefFileName = "replog.journal-ref"
+
+const journalRefHeader = "replog shared journal"
+
+// journalRef is a format 3 directory's reference to its shared journal.
+type journalRef struct {
+	fingerprint uint64
+	logID       uint32
+}
+
+func encodeJournalRef(r journalRef) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\njournal %016x\nlog %d\n", journalRefHeader, r.fingerprint, r.logID)
+	fmt.Fprintf(&b, "crc32c %08x\n", crc32.Checksum(b.Bytes(), castagnoli))
+	return b.Bytes()
+}
+
+func decodeJournalRef(b []byte) (journalRef, error) {
+	var r journalRef
+	lines := strings.Split(string(b), "\n")
+	if len(lines) != 5 || lines[4] != "" || lines[0] != journalRefHeader {
+		return r, errors.New("not a journal reference")
+	}
+	content := strings.Join(lines[:3], "\n") + "\n"
+	var sum uint32
+	if _, err := fmt.Sscanf(lines[3], "crc32c %08x", &sum); err != nil || sum != crc32.Checksum([]byte(content), castagnoli) {
+		return r, errors.New("checksum mismatch")
+	}
+	if _, err := fmt.Sscanf(lines[1], "journal %016x", &r.fingerprint); err != nil {
+		return r, fmt.Errorf("line %q", lines[1])
+	}
+	if _, err := fmt.Sscanf(lines[2], "log %d", &r.logID); err != nil {
+		return r, fmt.Errorf("line %q", lines[2])
+	}
+	return r, nil
+}
+
+// readJournalRef returns dir's journal reference, nil if it has none; a
+// damaged one is ErrCorrupt naming it.
+func readJournalRef(dir string) (*journalRef, error) {
+	path := filepath.Join(dir, JournalRefFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replog: read %s: %w", path, err)
+	}
+	r, err := decodeJournalRef(b)
+	if err != nil {
+		return nil, fmt.Errorf("replog: journal reference %s: %w: %v", path, ErrCorrupt, err)
+	}
+	return &r, nil
+}
+
+// writeJournalRef records r in dir, atomically and durably.
+func writeJournalRef(dir string, r journalRef, noSync bool) error {
+	tmp := filepath.Join(dir, JournalRefFileName+".tmp")
+	err := writeFileSynced(tmp, encodeJournalRef(r), noSync)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, JournalRefFileName))
+	}
+	if err == nil && !noSync {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("replog: record the shared journal in %s: %w", dir, err)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"slices"
 
 	"github.com/replog-io/replog/protocol"
 )
@@ -35,16 +37,55 @@ const (
 // encodeBatch encodes ws as a record payload; a write of a kind it does
 // not know is ErrInvalidWrite.
 func encodeBatch(ws []protocol.Write) ([]byte, error) {
-	size := 16
+	b, err := encodeRecordBatch(ws)
+	if err != nil {
+		return nil, err
+	}
+	return b.rec[journalRecHeader : journalRecHeader+b.n], nil
+}
+
+// encodedBatch is a batch encoded once for all its uses: rec is a record
+// buffer (journalRecHeader bytes of room for the header, then the payload
+// of n bytes with checksum crc, then zero padding), writes are the
+// batch's writes with every entry's Data aliasing rec (so the store keeps
+// no slice of its caller's), and vals[i] the stored values of writes[i]'s
+// entries (aliasing rec: what a checkpoint puts into the segments
+// without encoding them again).
+type encodedBatch struct {
+	rec    []byte
+	n      int
+	crc    uint32
+	writes []protocol.Write
+	vals   [][][]byte
+}
+
+// encodeRecordBatch encodes ws (see encodedBatch); a write of a kind it
+// does not know is ErrInvalidWrite.
+func encodeRecordBatch(ws []protocol.Write) (encodedBatch, error) {
+	size := journalRecHeader + 16
+	entries := 0
 	for i := range ws {
 		size += 24
 		for j := range ws[i].Entries {
 			size += 20 + encodedEntrySize(&ws[i].Entries[j])
 		}
+		entries += len(ws[i].Entries)
+		for _, r := range ws[i].Voters {
+			size += 24 + 8*len(r.Voters) + 8*len(r.Owed)
+			for _, v := range r.Voters {
+				size += len(v.ID) + len(v.DirID)
+			}
+			for _, v := range r.Owed {
+				size += len(v.ID) + len(v.DirID)
+			}
+		}
 	}
-	b := make([]byte, 0, size)
+	b := make([]byte, journalRecHeader, size+8)
 	b = append(b, journalBatchVersion)
 	b = binary.AppendUvarint(b, uint64(len(ws)))
+	// Where each entry's stored value starts and ends in b: the slices
+	// are made once b no longer grows.
+	spans := make([][2]int, 0, entries)
 	for i := range ws {
 		w := &ws[i]
 		switch w.Kind {
@@ -55,7 +96,9 @@ func encodeBatch(ws []protocol.Write) ([]byte, error) {
 				e := &w.Entries[j]
 				b = binary.AppendUvarint(b, e.Offset)
 				b = binary.AppendUvarint(b, uint64(encodedEntrySize(e)))
+				start := len(b)
 				b = appendEntry(b, e)
+				spans = append(spans, [2]int{start, len(b)})
 			}
 		case protocol.WriteTruncate:
 			b = append(b, jkTruncate)
@@ -85,10 +128,44 @@ func encodeBatch(ws []protocol.Write) ([]byte, error) {
 			b = append(b, jkHW)
 			b = binary.AppendUvarint(b, w.Offset)
 		default:
-			return nil, writeErr(ws, i, fmt.Errorf("%w: %v", ErrInvalidWrite, w.Kind))
+			return encodedBatch{}, writeErr(ws, i, fmt.Errorf("%w: %v", ErrInvalidWrite, w.Kind))
 		}
 	}
-	return b, nil
+	n := len(b) - journalRecHeader
+	rs := int(recordSize(n))
+	if cap(b) < rs {
+		b = append(b, make([]byte, rs-len(b))...)
+	}
+	b = b[:rs] // the padding: zero capacity
+	out := encodedBatch{rec: b, n: n, crc: crc32.Checksum(b[journalRecHeader:journalRecHeader+n], castagnoli),
+		writes: make([]protocol.Write, len(ws)), vals: make([][][]byte, len(ws))}
+	k := 0
+	for i := range ws {
+		w := ws[i]
+		if w.Kind == protocol.WriteAppend {
+			es := make([]protocol.Entry, len(w.Entries))
+			vs := make([][]byte, len(w.Entries))
+			for j := range w.Entries {
+				e := w.Entries[j]
+				sp := spans[k]
+				k++
+				v := b[sp[0]:sp[1]:sp[1]]
+				e.Data = v[len(v)-len(e.Data):]
+				e.Time = int64(storedTime(&e))
+				es[j], vs[j] = e, v
+			}
+			w.Entries, out.vals[i] = es, vs
+		}
+		if w.Voters != nil {
+			vr := make([]protocol.VotersAt, len(w.Voters))
+			for j, r := range w.Voters {
+				vr[j] = protocol.VotersAt{Offset: r.Offset, Voters: slices.Clone(r.Voters), Owed: slices.Clone(r.Owed)}
+			}
+			w.Voters = vr
+		}
+		out.writes[i] = w
+	}
+	return out, nil
 }
 
 // batchReader reads a payload; the first error sticks.

@@ -377,10 +377,10 @@ func TestStorageFormat(t *testing.T) {
 		t.Fatalf("format file after stamping:\n%s", readFormatFile(t, dir))
 	}
 
-	if err := os.WriteFile(filepath.Join(dir, storage.FormatFileName), storage.EncodeFormat(3), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, storage.FormatFileName), storage.EncodeFormat(4), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("data directory %s has storage format 3; this build reads formats 1 to 2", dir)
+	want := fmt.Sprintf("data directory %s has storage format 4; this build reads formats 1 to 3", dir)
 	for name, open := range map[string]func() error{
 		"OpenDir": func() error {
 			_, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{Journal: true})
@@ -389,7 +389,7 @@ func TestStorageFormat(t *testing.T) {
 		"OpenDirReadOnly": func() error { _, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{}); return err },
 	} {
 		if err := open(); !errors.Is(err, storage.ErrNewerFormat) || !strings.Contains(err.Error(), want) {
-			t.Fatalf("%s of a format 3 directory: %v", name, err)
+			t.Fatalf("%s of a format 4 directory: %v", name, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, storage.JournalFileName)); !os.IsNotExist(err) {

@@ -41,9 +41,25 @@ const boltFormat = 1
 // putWrite writes w into tx, the transaction of the active segment whose
 // entries bucket is eb; w is valid against st and turns it into next. log
 // receives the warning of a truncation below the HW checkpoint.
-func putWrite(tx *bolt.Tx, eb *bolt.Bucket, st, next *logState, w *protocol.Write, log hclog.Logger) error {
+func putWrite(tx *bolt.Tx, eb *bolt.Bucket, st, next *logState, w *protocol.Write, vals [][]byte, log hclog.Logger) error {
 	switch w.Kind {
 	case protocol.WriteAppend:
+		if vals != nil {
+			// Encoded once, for the journal: put as they are (bbolt keeps
+			// them until commit; the journal's batch holds them).
+			keys := make([]byte, 8*len(w.Entries))
+			for i := range w.Entries {
+				k := keys[8*i : 8*i+8 : 8*i+8]
+				binary.BigEndian.PutUint64(k, w.Entries[i].Offset)
+				if err := eb.Put(k, vals[i]); err != nil {
+					return err
+				}
+			}
+			if err := writeEpochs(tx, st.epochs, next.epochs); err != nil {
+				return err
+			}
+			return writeVoters(tx, st.voters, next.voters)
+		}
 		// bbolt keeps the key and value slices until commit: one buffer
 		// each for the whole write.
 		size := 0

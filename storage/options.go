@@ -50,6 +50,18 @@ type DirOptions struct {
 	// the journal is created: an existing journal keeps its size. Default
 	// DefaultJournalBytes (8 MiB); below 64 KiB (other than 0) is invalid.
 	JournalBytes int64
+	// SharedJournal, if not nil, is the commit journal the store writes
+	// to instead of a journal of its own (OpenJournal): the Applies of
+	// every store on it that wait at the same moment share one write and
+	// one fdatasync. The directory is then storage format 3 (it names
+	// the journal and its log ID in JournalRefFileName) and opens only
+	// with that journal and log ID; Journal and JournalBytes do not
+	// apply. Read-only opens do not take it. Default nil.
+	SharedJournal *Journal
+	// JournalLogID is the store's log ID on SharedJournal: each store on
+	// a journal has its own, the same at every open (the directory
+	// records it). Default 0; 1<<32-1 is reserved.
+	JournalLogID uint32
 }
 
 // DefaultJournalBytes is DirOptions.JournalBytes's default.
@@ -93,6 +105,9 @@ func (o DirOptions) Validate() error {
 	}
 	if o.JournalBytes != 0 && o.JournalBytes < minJournalBytes {
 		return fmt.Errorf("%w: DirOptions.JournalBytes is %d, below the minimum %d", ErrInvalidOptions, o.JournalBytes, minJournalBytes)
+	}
+	if o.JournalLogID == journalMultiLog {
+		return fmt.Errorf("%w: DirOptions.JournalLogID %d is reserved", ErrInvalidOptions, o.JournalLogID)
 	}
 	return nil
 }
