@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,180 @@ var crashOpts = storage.DirOptions{Timeout: 30 * time.Second, SegmentBytes: cras
 const envCrashJournal = "REPLOG_CRASH_HELPER_JOURNAL"
 
 var crashJournalStages = []string{"append", "cut"}
+
+// With envCrashShared set the child opens two directories (crashSharedLogs,
+// under its directory) on one shared journal (crashSharedJournal, 64 KiB)
+// and applies batches to both at once, each from its goroutine, so that
+// their Applies share rounds; it prints "B log seq ..." and "K log seq
+// ..." lines.
+const envCrashShared = "REPLOG_CRASH_HELPER_SHARED"
+
+var crashSharedLogs = []string{"a", "b"}
+
+const crashSharedJournal = "shared.journal"
+
+// crashSharedOpen opens the shared journal in dir and the stores on it.
+func crashSharedOpen(dir string) (*storage.Journal, []*storage.DirStore, error) {
+	j, err := storage.OpenJournal(filepath.Join(dir, crashSharedJournal), storage.JournalOptions{Bytes: 64 << 10})
+	if err != nil {
+		return nil, nil, err
+	}
+	var stores []*storage.DirStore
+	for i, name := range crashSharedLogs {
+		s, _, err := storage.OpenDir(filepath.Join(dir, name), crashID, storage.DirOptions{Timeout: 30 * time.Second, SegmentBytes: crashSegmentBytes,
+			SharedJournal: j, JournalLogID: uint32(i + 1)})
+		if err != nil {
+			return nil, nil, fmt.Errorf("open %s: %w", name, err)
+		}
+		stores = append(stores, s)
+	}
+	return j, stores, nil
+}
+
+// crashSharedChild is the child of TestDirCrashRecoverySharedJournal.
+func crashSharedChild(dir string, seed uint64) {
+	_, stores, err := crashSharedOpen(dir)
+	if err != nil {
+		fmt.Printf("E open: %v\n", err)
+		os.Exit(3)
+	}
+	var mu sync.Mutex
+	printf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf(format, args...)
+	}
+	printf("R 0 shared\n")
+	for i, s := range stores {
+		go func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(8+i)))
+			q, _ := s.QuorumState()
+			maxEpoch := max(q.Epoch, s.LastEpoch(), 1)
+			name := crashSharedLogs[i]
+			for seq := 0; ; seq++ {
+				batch := nextCrashBatch(rng, s, &maxEpoch)
+				printf("B %s %d %v\n", name, seq, batch)
+				if err := batch.apply(s); err != nil {
+					printf("E %s %d %v: %v\n", name, seq, batch, err)
+					os.Exit(3)
+				}
+				st := s.Stats()
+				printf("K %s %d %d\n", name, seq, batch.payloadSum())
+				printf("S rolls %d deleted %d checkpoints %d rounds %d batches %d\n", st.Rolls, st.SegmentsDeleted, st.Checkpoints, st.GroupCommits, st.JournalBatches)
+			}
+		}()
+	}
+	select {}
+}
+
+// TestDirCrashRecoverySharedJournal is the crash test of two stores on one
+// shared journal, both writing at once: after each kill (at random
+// moments, at the journal's stages and those of a roll or deletion), each
+// store, reopened on the reopened journal, holds exactly its acknowledged
+// batches, or those and its batch in flight, whole.
+func TestDirCrashRecoverySharedJournal(t *testing.T) {
+	if os.Getenv(envCrashDir) != "" {
+		return // we are the child
+	}
+	t.Setenv(envCrashShared, "1") // the children inherit it
+	stages := append(slices.Clone(crashStages), crashJournalStages...)
+	kills := 24
+	if v := os.Getenv(envCrashKills); v != "" {
+		kills, _ = strconv.Atoi(v)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("REPLOG_CRASH_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (set REPLOG_CRASH_SEED to replay the kill schedule)", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	dir := t.TempDir()
+	acked := map[string][]crashBatch{}
+	staged := map[string]int{}
+	inFlightApplied, checkpoints, rounds, batches := 0, uint64(0), uint64(0), uint64(0)
+	for k := 0; k < kills; k++ {
+		stage := ""
+		if k%2 == 1 {
+			stage = fmt.Sprintf("%s %d", stages[(k/2)%len(stages)], 1+rng.IntN(4))
+		}
+		lines, selfKilled, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond, stage)
+		if err != nil {
+			t.Fatalf("kill %d: %v", k, err)
+		}
+		if selfKilled {
+			staged[strings.Fields(stage)[0]]++
+		}
+		inFlight := map[string]crashBatch{}
+		begun := map[string]crashBatch{}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			switch {
+			case len(f) == 0:
+			case f[0] == "E":
+				t.Fatalf("kill %d: child failed: %s", k, l)
+			case f[0] == "B":
+				b, err := parseBatch(f[3:])
+				if err != nil {
+					t.Fatalf("kill %d: %q: %v", k, l, err)
+				}
+				begun[f[1]+" "+f[2]] = b
+				inFlight[f[1]] = b
+			case f[0] == "K":
+				b, ok := begun[f[1]+" "+f[2]]
+				if !ok {
+					t.Fatalf("kill %d: ack %q of a batch not begun", k, l)
+				}
+				if want := strconv.FormatUint(uint64(b.payloadSum()), 10); len(f) != 4 || f[3] != want {
+					t.Fatalf("kill %d: child's payload checksum %q, parent's %s", k, l, want)
+				}
+				acked[f[1]] = append(acked[f[1]], b)
+				delete(inFlight, f[1])
+			}
+		}
+		j, stores, err := crashSharedOpen(dir)
+		if err != nil {
+			t.Fatalf("kill %d (%q): reopen: %v", k, stage, err)
+		}
+		for i, s := range stores {
+			name := crashSharedLogs[i]
+			errWithout := storagetest.Compare(s, replay(t, acked[name]))
+			if errWithout != nil {
+				b, ok := inFlight[name]
+				if !ok {
+					t.Fatalf("kill %d: store %s differs from its acknowledged writes (nothing in flight): %v", k, name, errWithout)
+				}
+				if err := storagetest.Compare(s, replay(t, append(acked[name][:len(acked[name]):len(acked[name])], b))); err != nil {
+					t.Fatalf("kill %d: store %s is neither its acknowledged batches (%v) nor those plus the whole batch in flight %v (%v)", k, name, errWithout, b, err)
+				}
+				acked[name] = append(acked[name], b)
+				inFlightApplied++
+			}
+			if err := storagetest.CheckConsistent(s); err != nil {
+				t.Fatalf("kill %d: store %s: %v", k, name, err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkpoints += parseCount(lines, "checkpoints")
+		rounds += parseCount(lines, "rounds")
+		batches += parseCount(lines, "batches")
+	}
+	t.Logf("%d kills (%v at a stage), %d+%d acknowledged batches, %d unacknowledged found applied; at least %d checkpoints; the last child's counters: %d rounds, %d of its batches",
+		kills, staged, len(acked["a"]), len(acked["b"]), inFlightApplied, checkpoints, rounds, batches)
+	if checkpoints == 0 {
+		t.Fatal("no checkpoint in any run: the journal's checkpoints and cuts were never killed")
+	}
+	if len(acked["a"]) < kills || len(acked["b"]) < kills {
+		t.Fatalf("only %d and %d batches acknowledged in %d runs: the child made no progress", len(acked["a"]), len(acked["b"]), kills)
+	}
+	if kills >= 2*len(stages) && len(staged) < len(stages) {
+		t.Fatalf("the children died at stages %v: not every stage was reached", staged)
+	}
+}
 
 // envCrashFormatAt makes the child kill itself at a stage of the stamp of
 // the directory's storage format ("tmp" or "renamed", see formatHook).
@@ -274,6 +449,9 @@ func TestCrashHelper(t *testing.T) {
 		storage.SetRollHook(hook)
 		storage.SetJournalHook(hook)
 	}
+	if os.Getenv(envCrashShared) != "" {
+		crashSharedChild(dir, seed)
+	}
 	s, id, err := storage.OpenDir(dir, crashID, crashOptions())
 	if err != nil {
 		fmt.Printf("E open: %v\n", err)
@@ -283,36 +461,7 @@ func TestCrashHelper(t *testing.T) {
 	maxEpoch := max(q.Epoch, s.LastEpoch(), 1)
 	fmt.Printf("R %d %s\n", s.LEO(), id.DirectoryID)
 	for seq := 0; ; seq++ {
-		// The batch is built against the state its earlier writes leave.
-		leo, start, last := s.LEO(), s.LogStart(), s.LastEpoch()
-		var batch crashBatch
-		for size := 1 + rng.IntN(4); len(batch) < size; {
-			switch r := rng.IntN(100); {
-			case r < 6 && leo > start:
-				// A truncation, then a new epoch as a new leader would; the
-				// last epoch is then the store's to say: the batch ends.
-				maxEpoch++
-				batch = append(batch,
-					crashOp{kind: 'T', a: leo - 1 - rng.Uint64N(min(leo-start, 50))},
-					crashOp{kind: 'Q', epoch: maxEpoch})
-				size = 0
-			case r < 10 && leo > start:
-				op := crashOp{kind: 'D', a: start + rng.Uint64N((leo-start)/2+1)}
-				batch, start = append(batch, op), op.a
-			case r < 12:
-				maxEpoch++
-				batch = append(batch, crashOp{kind: 'Q', epoch: maxEpoch})
-			case r < 16:
-				batch = append(batch, crashOp{kind: 'H', a: leo - rng.Uint64N(leo-start+1)})
-			default:
-				epoch := max(last, 1)
-				if epoch < maxEpoch && rng.IntN(3) == 0 {
-					epoch = maxEpoch
-				}
-				op := crashOp{kind: 'A', a: leo, b: 1 + rng.Uint64N(200), epoch: epoch}
-				batch, leo, last = append(batch, op), leo+op.b, epoch
-			}
-		}
+		batch := nextCrashBatch(rng, s, &maxEpoch)
 		fmt.Printf("B %d %v\n", seq, batch)
 		if err := batch.apply(s); err != nil {
 			fmt.Printf("E %d %v: %v\n", seq, batch, err)
@@ -322,6 +471,41 @@ func TestCrashHelper(t *testing.T) {
 		st := s.Stats()
 		fmt.Printf("S rolls %d deleted %d checkpoints %d\n", st.Rolls, st.SegmentsDeleted, st.Checkpoints)
 	}
+}
+
+// nextCrashBatch is the child's next batch for s, built against the state
+// its earlier writes leave; maxEpoch is the highest epoch used so far.
+func nextCrashBatch(rng *rand.Rand, s storage.Store, maxEpoch *uint64) crashBatch {
+	leo, start, last := s.LEO(), s.LogStart(), s.LastEpoch()
+	var batch crashBatch
+	for size := 1 + rng.IntN(4); len(batch) < size; {
+		switch r := rng.IntN(100); {
+		case r < 6 && leo > start:
+			// A truncation, then a new epoch as a new leader would; the
+			// last epoch is then the store's to say: the batch ends.
+			*maxEpoch++
+			batch = append(batch,
+				crashOp{kind: 'T', a: leo - 1 - rng.Uint64N(min(leo-start, 50))},
+				crashOp{kind: 'Q', epoch: *maxEpoch})
+			size = 0
+		case r < 10 && leo > start:
+			op := crashOp{kind: 'D', a: start + rng.Uint64N((leo-start)/2+1)}
+			batch, start = append(batch, op), op.a
+		case r < 12:
+			*maxEpoch++
+			batch = append(batch, crashOp{kind: 'Q', epoch: *maxEpoch})
+		case r < 16:
+			batch = append(batch, crashOp{kind: 'H', a: leo - rng.Uint64N(leo-start+1)})
+		default:
+			epoch := max(last, 1)
+			if epoch < *maxEpoch && rng.IntN(3) == 0 {
+				epoch = *maxEpoch
+			}
+			op := crashOp{kind: 'A', a: leo, b: 1 + rng.Uint64N(200), epoch: epoch}
+			batch, leo, last = append(batch, op), leo+op.b, epoch
+		}
+	}
+	return batch
 }
 
 func TestDirCrashRecovery(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/protocol"
+	bolt "go.etcd.io/bbolt"
 )
 
 // A DirStore with the commit journal (DirOptions.Journal, format 2) makes
@@ -51,9 +52,10 @@ type journalView struct {
 
 // pendingBatch is an Apply in the journal, not yet in the segments.
 type pendingBatch struct {
-	seq  uint64 // of the record holding it
-	size int64  // of its payload
-	ws   []protocol.Write
+	seq     uint64 // of the record holding it
+	size    int64  // of its payload
+	payload []byte // the batch as the journal holds it
+	ws      []protocol.Write
 	// vals holds each append's entries as the segments store them (nil:
 	// encode them; a batch replayed at Open).
 	vals [][][]byte
@@ -321,7 +323,7 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 			return err
 		}
 		d.batches.Add(1)
-		d.pending = append(d.pending, pendingBatch{seq: req.seq, size: int64(eb.n), ws: eb.writes, vals: eb.vals, point: point})
+		d.pending = append(d.pending, pendingBatch{seq: req.seq, size: int64(eb.n), payload: eb.rec[journalRecHeader : journalRecHeader+eb.n], ws: eb.writes, vals: eb.vals, point: point})
 		d.jv.Store(next)
 		break
 	}
@@ -451,7 +453,8 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 			d.log.Info("own journal turned off: its records moved into the segments and the file removed", "path", path)
 		}
 		if shared {
-			return d.openShared(format, stamped, jseq)
+			// d.segJSeq: the drain's checkpoints moved it.
+			return d.openShared(format, stamped, d.segJSeq)
 		}
 		d.ckpt = nil
 		if format != StorageFormatSegments || !stamped {
@@ -495,7 +498,7 @@ func (d *DirStore) replay(parts []journalPart, jseq uint64) error {
 			var next *journalView
 			if next, point, _, err = jv.after(ws); err == nil {
 				jv = next
-				d.pending = append(d.pending, pendingBatch{seq: p.seq, size: int64(len(p.payload)), ws: ws, point: point})
+				d.pending = append(d.pending, pendingBatch{seq: p.seq, size: int64(len(p.payload)), payload: p.payload, ws: ws, point: point})
 			}
 		}
 		if err != nil {
@@ -523,16 +526,39 @@ func (d *DirStore) replay(parts []journalPart, jseq uint64) error {
 func (d *DirStore) openShared(format int, stamped bool, jseq uint64) error {
 	j, id := d.opts.SharedJournal, d.opts.JournalLogID
 	ref := journalRef{fingerprint: j.fingerprint(), logID: id}
-	got, err := readJournalRef(d.dir)
-	switch {
-	case err != nil:
-		return err
-	case got != nil && *got != ref:
-		return fmt.Errorf("%w: data directory %s is log %d of the shared journal %016x, not log %d of %s (%016x)",
-			ErrSharedJournal, d.dir, got.logID, got.fingerprint, id, j.path, ref.fingerprint)
-	case got == nil && format == StorageFormatShared:
-		return fmt.Errorf("replog: open store %s: %w: format 3 without its journal reference %s", d.dir, ErrCorrupt, JournalRefFileName)
-	case got == nil:
+	if format == StorageFormatShared {
+		got, err := readJournalRef(d.dir)
+		switch {
+		case err != nil:
+			return err
+		case got == nil:
+			return fmt.Errorf("replog: open store %s: %w: format 3 without its journal reference %s", d.dir, ErrCorrupt, JournalRefFileName)
+		case *got != ref:
+			return fmt.Errorf("%w: data directory %s is log %d of the shared journal %016x, not log %d of %s (%016x)",
+				ErrSharedJournal, d.dir, got.logID, got.fingerprint, id, j.path, ref.fingerprint)
+		}
+	} else {
+		// Moving onto the journal (a reference left by a crash before
+		// format 3 was recorded is rewritten: the directory may have run
+		// on a journal of its own since).
+		if jseq != 0 {
+			// The segments' journal sequence number counts another
+			// journal's records (the directory's own, drained): the
+			// shared journal numbers its own, so it goes first.
+			if d.check != nil {
+				// As every write: not before the walk of the file Open
+				// left to the background has passed the free list.
+				if err := d.check.awaitWrite(false); err != nil {
+					return fmt.Errorf("replog: open store %s: %w", d.dir, err)
+				}
+			}
+			if err := d.state.Load().active.db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket(bucketMeta).Delete(keyJournalSeq)
+			}); err != nil {
+				return fmt.Errorf("replog: open store %s: %w", d.dir, err)
+			}
+			jseq, d.segJSeq = 0, 0
+		}
 		if err := writeJournalRef(d.dir, ref, d.opts.NoSync); err != nil {
 			return err
 		}
@@ -550,7 +576,7 @@ func (d *DirStore) openShared(format int, stamped bool, jseq uint64) error {
 	}
 	d.j, d.logID = j, id
 	if err := d.replay(parts, jseq); err != nil {
-		j.detach(id)
+		j.detach(id, parts)
 		d.j = nil
 		return err
 	}
@@ -652,7 +678,15 @@ func (d *DirStore) closeJournal() {
 		_ = d.checkpoint()
 	}
 	if d.j != nil {
-		d.j.detach(d.logID)
+		// What is still pending stays in the journal, for the log's next
+		// store to claim.
+		d.mu.Lock()
+		parts := make([]journalPart, len(d.pending))
+		for i, b := range d.pending {
+			parts[i] = journalPart{seq: b.seq, logID: d.logID, payload: b.payload}
+		}
+		d.mu.Unlock()
+		d.j.detach(d.logID, parts)
 	}
 }
 

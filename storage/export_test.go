@@ -127,3 +127,25 @@ func JournalRecordSpans(path string) ([][2]int64, error) {
 
 // EncodeFormat is a format file's contents for format v.
 func EncodeFormat(v int) []byte { return encodeFormat(v) }
+
+// HoldRounds makes j's commits queue without a round being written (as if
+// one were under way) until release is called: a test then knows which
+// requests the next round takes.
+func HoldRounds(j *Journal) (release func()) {
+	j.mu.Lock()
+	j.writing = true
+	j.mu.Unlock()
+	return func() {
+		j.mu.Lock()
+		j.writing = false
+		j.cond.Broadcast()
+		j.mu.Unlock()
+	}
+}
+
+// QueuedRequests is the number of requests waiting for j's next round.
+func QueuedRequests(j *Journal) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.queue)
+}

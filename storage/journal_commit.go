@@ -385,12 +385,15 @@ func (j *Journal) attach(id uint32, d *DirStore, ask func()) ([]journalPart, err
 	return parts, nil
 }
 
-// detach unregisters log id: its batches still live stay in the journal
-// (replayed when a store attaches as id again).
-func (j *Journal) detach(id uint32) {
+// detach unregisters log id; parts are its batches still live, which
+// stay in the journal for the next store that attaches as id.
+func (j *Journal) detach(id uint32, parts []journalPart) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	delete(j.stores, id)
+	if len(parts) > 0 {
+		j.unclaimed[id] = parts
+	}
 }
 
 // place returns where a record of rs bytes goes, or ok false if the

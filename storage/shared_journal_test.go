@@ -1,0 +1,256 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/replog-io/replog/internal/storagetest"
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
+)
+
+// openShared opens the data directory dir as log id of j.
+func openShared(t *testing.T, dir string, j *storage.Journal, id uint32) *storage.DirStore {
+	t.Helper()
+	s, _, err := storage.OpenDir(dir, journalID, storage.DirOptions{SharedJournal: j, JournalLogID: id})
+	if err != nil {
+		t.Fatalf("OpenDir %s on the shared journal: %v", dir, err)
+	}
+	return s
+}
+
+func openJournalFile(t *testing.T, path string, opts storage.JournalOptions) *storage.Journal {
+	t.Helper()
+	j, err := storage.OpenJournal(path, opts)
+	if err != nil {
+		t.Fatalf("OpenJournal: %v", err)
+	}
+	return j
+}
+
+// appendBatch is one Apply appending n entries of size bytes at s's LEO.
+func appendBatch(s storage.Store, epoch uint64, n, size int) []protocol.Write {
+	leo := s.LEO()
+	return []protocol.Write{{Kind: protocol.WriteAppend, Entries: storagetest.Batch(leo, n, epoch, size)},
+		{Kind: protocol.WriteHWCheckpoint, Offset: leo}}
+}
+
+// Two stores on one journal, their Applies waiting at the same moment,
+// are made durable by one round: one record (holding both batches), one
+// fdatasync. Each store then reads back exactly its own writes, and so
+// it does after both are abandoned (no checkpoint: the journal holds the
+// writes) and reopened on the reopened journal.
+func TestSharedJournalOneRoundForTwoStores(t *testing.T) {
+	root := t.TempDir()
+	jpath := filepath.Join(root, "shared.journal")
+	j := openJournalFile(t, jpath, storage.JournalOptions{Bytes: 1 << 20})
+	dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+	stores := []*storage.DirStore{openShared(t, dirs[0], j, 1), openShared(t, dirs[1], j, 2)}
+	models := []*storage.Memory{storage.NewMemory(), storage.NewMemory()}
+	apply := func(i int, ws []protocol.Write) {
+		if err := stores[i].Apply(ws); err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+		if err := models[i].Apply(ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Interleaved, one at a time: a record each.
+	for k := range 20 {
+		i := k % 2
+		apply(i, appendBatch(models[i], 1, 1+k%3, 100+1000*i))
+	}
+	before := j.Stats()
+	// Both waiting for one round.
+	release := storage.HoldRounds(j)
+	var wg sync.WaitGroup
+	wss := [][]protocol.Write{appendBatch(models[0], 1, 2, 300), appendBatch(models[1], 1, 3, 16<<10)}
+	errs := make([]error, 2)
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = stores[i].Apply(wss[i])
+		}()
+	}
+	for storage.QueuedRequests(j) < 2 {
+		runtime.Gosched()
+	}
+	release()
+	wg.Wait()
+	for i := range stores {
+		if errs[i] != nil {
+			t.Fatalf("store %d: %v", i, errs[i])
+		}
+		if err := models[i].Apply(wss[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := j.Stats()
+	if rec, b, f := after.Records-before.Records, after.Batches-before.Batches, after.Fsyncs-before.Fsyncs; rec != 1 || b != 2 || f != 1 {
+		t.Fatalf("two Applies in one round: %d records, %d batches, %d fsyncs; want 1, 2, 1", rec, b, f)
+	}
+	for i, s := range stores {
+		if err := storagetest.Compare(s, models[i]); err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+		if got := s.Stats().JournalBatches; got != 11 {
+			t.Fatalf("store %d: %d batches in the journal, want 11", i, got)
+		}
+	}
+	for _, s := range stores {
+		if err := s.Abandon(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = openJournalFile(t, jpath, storage.JournalOptions{})
+	defer j.Close()
+	// Opened in the other order: each claims its own batches.
+	stores[1], stores[0] = openShared(t, dirs[1], j, 2), openShared(t, dirs[0], j, 1)
+	for i, s := range stores {
+		if err := storagetest.Compare(s, models[i]); err != nil {
+			t.Fatalf("store %d after the reopen: %v", i, err)
+		}
+	}
+	// A's Close checkpoints its batches, B is abandoned again: the
+	// records holding B's batches stay.
+	if err := stores[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if j.Stats().Live == 0 {
+		t.Fatal("the journal was cut past the batches of a store that has not checkpointed them")
+	}
+	if err := stores[1].Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	stores[1] = openShared(t, dirs[1], j, 2)
+	if err := storagetest.Compare(stores[1], models[1]); err != nil {
+		t.Fatalf("store 1 after its second reopen: %v", err)
+	}
+	if err := stores[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if live := j.Stats().Live; live != 0 {
+		t.Fatalf("%d bytes live in the journal once both stores have checkpointed", live)
+	}
+	stores[0] = openShared(t, dirs[0], j, 1)
+	defer stores[0].Close()
+	if err := storagetest.Compare(stores[0], models[0]); err != nil {
+		t.Fatalf("store 0 from its segments: %v", err)
+	}
+}
+
+// A format 3 directory opens only on its journal as its log: without the
+// journal, as another log, on another journal, and read-only it is
+// ErrSharedJournal; a second store with the same log ID on a journal is
+// ErrInvalidOptions. A directory of its own journal (format 2) moves onto
+// a shared one: its writes checkpointed, its journal file removed.
+func TestSharedJournalRefusesAnotherPairing(t *testing.T) {
+	root := t.TempDir()
+	j := openJournalFile(t, filepath.Join(root, "j1"), storage.JournalOptions{})
+	defer j.Close()
+	other := openJournalFile(t, filepath.Join(root, "j2"), storage.JournalOptions{})
+	defer other.Close()
+	dir := filepath.Join(root, "d")
+	own := openJournaled(t, dir, storage.DirOptions{})
+	m := storage.NewMemory()
+	journalWorkload(t, own, m, 30)
+	if err := own.Abandon(); err != nil { // its writes stay in its own journal
+		t.Fatal(err)
+	}
+	s := openShared(t, dir, j, 7)
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatalf("after moving onto the shared journal: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, storage.JournalFileName)); !os.IsNotExist(err) {
+		t.Fatalf("the directory's own journal is left: %v", err)
+	}
+	if f, err := storage.DirFormat(dir); err != nil || f != storage.StorageFormatShared {
+		t.Fatalf("format %d, %v; want %d", f, err, storage.StorageFormatShared)
+	}
+	if _, _, err := storage.OpenDir(filepath.Join(root, "e"), journalID, storage.DirOptions{SharedJournal: j, JournalLogID: 7}); !errors.Is(err, storage.ErrInvalidOptions) {
+		t.Fatalf("a second store as log 7: %v", err)
+	}
+	journalWorkload(t, s, m, 5)
+	if err := s.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string]storage.DirOptions{
+		"no journal":      {},
+		"own journal":     {Journal: true},
+		"another log":     {SharedJournal: j, JournalLogID: 8},
+		"another journal": {SharedJournal: other, JournalLogID: 7},
+	} {
+		if _, _, err := storage.OpenDir(dir, journalID, opts); !errors.Is(err, storage.ErrSharedJournal) {
+			t.Fatalf("%s: %v, want ErrSharedJournal", name, err)
+		}
+	}
+	if _, _, err := storage.OpenDirReadOnly(dir, storage.DirOptions{}); !errors.Is(err, storage.ErrSharedJournal) {
+		t.Fatalf("read-only: %v, want ErrSharedJournal", err)
+	}
+	s = openShared(t, dir, j, 7)
+	defer s.Close()
+	if err := storagetest.Compare(s, m); err != nil {
+		t.Fatalf("reopened on its journal: %v", err)
+	}
+}
+
+// Stores whose Applies fill a small shared journal wait for each other's
+// checkpoints, never for ever: many concurrent Applies of 16 KiB records
+// on four stores and a 256 KiB journal all return, and read back.
+func TestSharedJournalFullWaitsForEveryStore(t *testing.T) {
+	root := t.TempDir()
+	j := openJournalFile(t, filepath.Join(root, "j"), storage.JournalOptions{Bytes: 256 << 10, NoSync: true})
+	defer j.Close()
+	var wg sync.WaitGroup
+	stores := make([]*storage.DirStore, 4)
+	models := make([]*storage.Memory, 4)
+	for i := range stores {
+		s, _, err := storage.OpenDir(filepath.Join(root, fmt.Sprint(i)), journalID, storage.DirOptions{SharedJournal: j, JournalLogID: uint32(i), NoSync: true, SegmentBytes: 256 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i], models[i] = s, storage.NewMemory()
+	}
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 60 {
+				ws := appendBatch(models[i], 1, 1+k%3, 16<<10)
+				if err := stores[i].Apply(ws); err != nil {
+					errs[i] = err
+					return
+				}
+				_ = models[i].Apply(ws)
+			}
+		}()
+	}
+	wg.Wait()
+	waits := uint64(0)
+	for i, s := range stores {
+		if errs[i] != nil {
+			t.Fatalf("store %d: %v", i, errs[i])
+		}
+		if err := storagetest.Compare(s, models[i]); err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+		waits += s.Stats().JournalWaits
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if waits == 0 {
+		t.Fatal("no Apply waited for room: the test did not fill the journal")
+	}
+	t.Logf("journal: %+v; %d waits for room", j.Stats(), waits)
+}
