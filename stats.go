@@ -99,13 +99,20 @@ type Stats struct {
 	// records written (one per durable batch of writes; 0 without the
 	// journal), StorageJournalBytes their bytes, StorageCheckpoints the
 	// checkpoints (journal writes moved into the bbolt segments) and
-	// StorageCheckpointTime their total duration. "One fsync per commit"
-	// shows as StorageFsyncs close to StorageGroupCommits. Zero for a
-	// store other than a data directory's.
+	// StorageCheckpointTime their total duration, StorageJournalBatches
+	// the node's batches in the journal's records (a record holds every
+	// batch waiting for its round: with one log per journal, one) and
+	// StorageJournalWaits the times a batch waited for a checkpoint to
+	// make room in a full journal (writes outrunning the checkpoints).
+	// "One fsync per commit" shows as StorageFsyncs close to
+	// StorageGroupCommits. Zero for a store other than a data
+	// directory's.
 	StorageFsyncs         uint64
 	StorageCommits        uint64
 	StorageGroupCommits   uint64
+	StorageJournalBatches uint64
 	StorageJournalBytes   uint64
+	StorageJournalWaits   uint64
 	StorageCheckpoints    uint64
 	StorageCheckpointTime time.Duration
 
@@ -588,6 +595,7 @@ func (l *Log) Stats() Stats {
 		d := ds.Stats()
 		out.StorageFsyncs, out.StorageCommits, out.StorageGroupCommits = d.Fsyncs, d.Commits, d.GroupCommits
 		out.StorageJournalBytes, out.StorageCheckpoints, out.StorageCheckpointTime = d.JournalBytes, d.Checkpoints, d.CheckpointTime
+		out.StorageJournalBatches, out.StorageJournalWaits = d.JournalBatches, d.JournalWaits
 	}
 	out.Errors[errKindConflict] = 0
 	if l.ml != nil {

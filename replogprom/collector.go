@@ -28,7 +28,7 @@ type Collector struct {
 
 	commit, fetchWait, storageCommit *prometheus.Desc
 
-	storageFsyncs, storageCommits, storageGroupCommits, storageJournalBytes, storageCheckpoints, storageCheckpointSeconds *prometheus.Desc
+	storageFsyncs, storageCommits, storageGroupCommits, storageJournalBatches, storageJournalBytes, storageJournalWaits, storageCheckpoints, storageCheckpointSeconds *prometheus.Desc
 
 	catchUpThrottled, catchUpThrottledSeconds, catchUpBytes, uncommittedBytes, backlogRefusals *prometheus.Desc
 
@@ -120,7 +120,9 @@ func newCollector(nodeID, log string, stats func() replog.Stats) *Collector {
 		storageFsyncs:            d("storage_fsyncs_total", "Fsyncs of the data directory's commits and checkpoints (two per bbolt commit, one per journal record and cut)."),
 		storageCommits:           d("storage_bolt_commits_total", "Transactions committed to the bbolt segment files."),
 		storageGroupCommits:      d("storage_group_commits_total", "Commit journal records written: one per durable batch of writes (0 without the journal)."),
+		storageJournalBatches:    d("storage_journal_batches_total", "This node's batches of writes in the commit journal's records (a record holds every batch waiting for its round)."),
 		storageJournalBytes:      d("storage_journal_bytes_total", "Bytes written to the commit journal's records."),
+		storageJournalWaits:      d("storage_journal_waits_total", "Times a batch of writes waited for a checkpoint to make room in a full commit journal."),
 		storageCheckpoints:       d("storage_checkpoints_total", "Checkpoints: commit journal writes moved into the bbolt segments."),
 		storageCheckpointSeconds: d("storage_checkpoint_seconds_total", "Total time spent in checkpoints."),
 
@@ -141,7 +143,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.leo, c.durableLEO, c.hw, c.readableHW, c.logStart, c.epoch, c.role, c.hasLeader, c.storageBytes,
 		c.leaderChanges, c.elections, c.appends, c.appendBytes, c.fwdSent, c.fwdReceived, c.fetchesServed, c.errors,
 		c.commit, c.fetchWait, c.storageCommit, c.lagEntries, c.lagSeconds,
-		c.storageFsyncs, c.storageCommits, c.storageGroupCommits, c.storageJournalBytes, c.storageCheckpoints, c.storageCheckpointSeconds,
+		c.storageFsyncs, c.storageCommits, c.storageGroupCommits, c.storageJournalBatches, c.storageJournalBytes, c.storageJournalWaits, c.storageCheckpoints, c.storageCheckpointSeconds,
 		c.catchUpThrottled, c.catchUpThrottledSeconds, c.catchUpBytes, c.uncommittedBytes, c.backlogRefusals,
 	} {
 		ch <- d
@@ -187,7 +189,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.storageFsyncs, s.StorageFsyncs)
 	counter(c.storageCommits, s.StorageCommits)
 	counter(c.storageGroupCommits, s.StorageGroupCommits)
+	counter(c.storageJournalBatches, s.StorageJournalBatches)
 	counter(c.storageJournalBytes, s.StorageJournalBytes)
+	counter(c.storageJournalWaits, s.StorageJournalWaits)
 	counter(c.storageCheckpoints, s.StorageCheckpoints)
 	ch <- prometheus.MustNewConstMetric(c.storageCheckpointSeconds, prometheus.CounterValue, s.StorageCheckpointTime.Seconds())
 	counter(c.catchUpThrottled, s.CatchUpThrottledFetches)

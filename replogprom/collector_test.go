@@ -26,7 +26,7 @@ func fakeStats() replog.Stats {
 		FetchWait:            replog.Histogram{Bounds: []time.Duration{time.Second}, Counts: []uint64{2, 0}, Count: 2, Sum: time.Second},
 		StorageCommitLatency: replog.Histogram{Bounds: []time.Duration{time.Millisecond}, Counts: []uint64{0, 0}},
 		StorageBytes:         32768,
-		StorageFsyncs:        12, StorageCommits: 2, StorageGroupCommits: 8, StorageJournalBytes: 4096,
+		StorageFsyncs:        12, StorageCommits: 2, StorageGroupCommits: 8, StorageJournalBatches: 8, StorageJournalBytes: 4096, StorageJournalWaits: 3,
 		StorageCheckpoints: 2, StorageCheckpointTime: 250 * time.Millisecond,
 		CatchUpThrottledFetches: 6, CatchUpThrottledTime: 1500 * time.Millisecond, CatchUpBytes: 1 << 20,
 		UncommittedBytes: 4096, BacklogRefusals: 3,
@@ -86,6 +86,9 @@ replog_storage_fsyncs_total{log="",node="n1"} 12
 # HELP replog_storage_group_commits_total Commit journal records written: one per durable batch of writes (0 without the journal).
 # TYPE replog_storage_group_commits_total counter
 replog_storage_group_commits_total{log="",node="n1"} 8
+# HELP replog_storage_journal_waits_total Times a batch of writes waited for a checkpoint to make room in a full commit journal.
+# TYPE replog_storage_journal_waits_total counter
+replog_storage_journal_waits_total{log="",node="n1"} 3
 # HELP replog_storage_checkpoint_seconds_total Total time spent in checkpoints.
 # TYPE replog_storage_checkpoint_seconds_total counter
 replog_storage_checkpoint_seconds_total{log="",node="n1"} 0.25
@@ -107,7 +110,7 @@ replog_backlog_refusals_total{log="",node="n1"} 3
 `
 	names := []string{"replog_append_bytes_total", "replog_appends_total", "replog_commit_duration_seconds", "replog_errors_total",
 		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes",
-		"replog_storage_fsyncs_total", "replog_storage_group_commits_total", "replog_storage_checkpoint_seconds_total",
+		"replog_storage_fsyncs_total", "replog_storage_group_commits_total", "replog_storage_journal_waits_total", "replog_storage_checkpoint_seconds_total",
 		"replog_catch_up_throttled_fetches_total", "replog_catch_up_throttled_seconds_total", "replog_catch_up_bytes_total",
 		"replog_uncommitted_bytes", "replog_backlog_refusals_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
@@ -121,8 +124,8 @@ replog_backlog_refusals_total{log="",node="n1"} 3
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 33 {
-		t.Errorf("gathered %d metric families, want 33 (every descriptor)", len(mfs))
+	if len(mfs) != 35 {
+		t.Errorf("gathered %d metric families, want 35 (every descriptor)", len(mfs))
 	}
 }
 

@@ -48,7 +48,8 @@
 //     after a crash).
 //   - replog.identity.tmp, only briefly (or after a crash, then ignored).
 //   - replog.format ([FormatFileName]): the directory's storage format
-//     (1: the files above; 2: with the journal), replaced atomically. A
+//     (1: the files above; 2: with the journal; 3: on a shared journal),
+//     replaced atomically. A
 //     directory without it (written before formats were recorded) is
 //     format 1 and is stamped at its first read-write open; a format
 //     newer than [MaxStorageFormat] is refused with [ErrNewerFormat].
@@ -58,6 +59,11 @@
 //     Open replays what the segments do not hold yet; a torn last record
 //     is cut, a damaged one before it is ErrCorrupt naming the file and
 //     the offset.
+//   - replog.journal-ref ([JournalRefFileName], format 3 only): which
+//     shared journal ([OpenJournal], outside the directory, written by
+//     several stores with one fdatasync per round) holds the directory's
+//     latest writes, and its log ID there; the directory opens only with
+//     it (DirOptions.SharedJournal), else [ErrSharedJournal].
 //
 // A store holds a lock on the directory for as long as it is open: a
 // second OpenDir, or OpenDirReadOnly, fails with ErrLocked.

@@ -205,7 +205,7 @@ func multiPayloadSize(reqs []*journalReq) int {
 // It never panics.
 func decodeMultiPayload(p []byte) (ids []uint32, payloads [][]byte, err error) {
 	r := &batchReader{p: p}
-	n := r.count("batch count", 3)
+	n := r.count("batch count", 2)
 	seen := map[uint32]bool{}
 	for i := 0; i < n && r.err == nil; i++ {
 		id := r.uvarint("log ID")

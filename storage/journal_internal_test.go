@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"slices"
 	"testing"
 
 	"github.com/replog-io/replog/protocol"
@@ -108,6 +109,11 @@ func FuzzJournalDecode(f *testing.F) {
 	}
 	img := journalImage(journalDataStart+4096, payloads...)
 	f.Add(img)
+	multi := []*journalReq{}
+	for i, p := range payloads {
+		multi = append(multi, &journalReq{logID: uint32(i * 7), rec: append(make([]byte, journalRecHeader), p...), n: len(p)})
+	}
+	f.Add(appendMultiPayload(nil, multi))
 	f.Add(img[:journalDataStart+100])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if ws, err := decodeBatch(b); err == nil {
@@ -120,6 +126,26 @@ func FuzzJournalDecode(f *testing.F) {
 			}
 		} else if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("decode error not ErrCorrupt: %v", err)
+		}
+		// As a record of several logs' batches: what it decodes to
+		// encodes and decodes again to the same.
+		if ids, parts, err := decodeMultiPayload(b); err == nil {
+			reqs := make([]*journalReq, len(ids))
+			for i := range ids {
+				reqs[i] = &journalReq{logID: ids[i], rec: append(make([]byte, journalRecHeader), parts[i]...), n: len(parts[i])}
+			}
+			again := appendMultiPayload(nil, reqs)
+			ids2, parts2, err := decodeMultiPayload(again)
+			if err != nil || len(again) != multiPayloadSize(reqs) || !slices.Equal(ids, ids2) || len(parts2) != len(parts) {
+				t.Fatalf("multi-batch payload %x re-encodes to %x (%v)", b, again, err)
+			}
+			for i := range parts {
+				if string(parts[i]) != string(parts2[i]) {
+					t.Fatalf("multi-batch payload %x: part %d re-encodes to %x", b, i, parts2[i])
+				}
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("multi-batch decode error not ErrCorrupt: %v", err)
 		}
 		// As a file: as given, and as the ring of a valid header.
 		imgs := [][]byte{b}

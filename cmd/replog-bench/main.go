@@ -146,8 +146,24 @@ func run(c config, w io.Writer) (report, error) {
 		rep.logStart = append(rep.logStart, cl.log(id).Status().LogStart)
 	}
 	rep.printDisk(w, c)
+	for _, id := range rep.names {
+		printStorage(w, id, cl.log(id).Stats())
+	}
 	fmt.Fprintf(w, "peak RSS=%s\n", peakRSS())
 	return rep, nil
+}
+
+// printStorage prints node id's storage counters since it opened its
+// directory: fsyncs per journal record show whether a group commit costs
+// one fsync; journal waits whether the writes outran the checkpoints.
+func printStorage(w io.Writer, id string, s replog.Stats) {
+	perGroup := 0.0
+	if s.StorageGroupCommits > 0 {
+		perGroup = float64(s.StorageFsyncs) / float64(s.StorageGroupCommits)
+	}
+	fmt.Fprintf(w, "storage %s fsyncs=%d group-commits=%d fsyncs/group-commit=%.2f bolt-commits=%d journal-MB=%.1f journal-waits=%d checkpoints=%d checkpoint-time=%v\n",
+		id, s.StorageFsyncs, s.StorageGroupCommits, perGroup, s.StorageCommits, float64(s.StorageJournalBytes)/1e6, s.StorageJournalWaits,
+		s.StorageCheckpoints, s.StorageCheckpointTime.Round(time.Millisecond))
 }
 
 // printDisk prints the disk samples: per node the largest and the last
