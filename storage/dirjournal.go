@@ -188,8 +188,6 @@ func (d *DirStore) checkpoint() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	d.ckMu.Lock()
-	defer d.ckMu.Unlock()
 	for len(batch) > 0 {
 		n, bytes := 0, int64(0)
 		for n < len(batch) && (n == 0 || bytes+batch[n].size <= d.checkpointChunk()) {
@@ -208,11 +206,17 @@ func (d *DirStore) checkpoint() error {
 			vals = nil
 		}
 		start := time.Now()
+		// ckMu only around the transaction and the publication: the
+		// release below wakes the Applies waiting for room, each under
+		// its store's mu, which an Apply holds while it waits for ckMu
+		// (applyDirect).
+		d.ckMu.Lock()
 		err := d.applyBolt(ws, vals, batch[n-1].seq)
 		if err == nil {
 			d.segJSeq = batch[n-1].seq
 		}
 		if err != nil {
+			defer d.ckMu.Unlock()
 			err = fmt.Errorf("replog: store %s: checkpoint of journal records %d to %d: %w", d.dir, batch[0].seq, batch[n-1].seq, err)
 			d.log.Error("checkpoint failed", "dir", d.dir, "error", err)
 			d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed checkpoint; close and reopen it: the journal keeps the writes)", err))
@@ -238,6 +242,7 @@ func (d *DirStore) checkpoint() error {
 		d.pending = d.pending[n:]
 		d.jv.Store(d.jv.Load().trimmed(d.pending))
 		d.mu.Unlock()
+		d.ckMu.Unlock()
 		if err := d.j.release(d.logID, batch[n-1].seq); err != nil {
 			d.setFailed(fmt.Errorf("replog: store %s: cut the journal: %w (the store refuses writes; close and reopen it)", d.dir, err))
 			d.mu.Lock()
