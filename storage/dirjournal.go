@@ -507,7 +507,7 @@ func (d *DirStore) replay(parts []journalPart, jseq uint64) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("replog: journal %s: %w: the record of sequence %d does not apply to log %d of %s: %v", d.j.path, ErrCorrupt, p.seq, d.logID, d.dir, err)
+			return fmt.Errorf("replog: journal %s: %w: the record of sequence %d does not apply to log %d of %s (whose segments hold its records up to sequence %d): %v", d.j.path, ErrCorrupt, p.seq, d.logID, d.dir, jseq, err)
 		}
 	}
 	d.j.mu.Lock()

@@ -708,6 +708,14 @@ func (d *DirStore) applyBolt(ws []protocol.Write, vals [][][]byte, jseq uint64) 
 	if !changed {
 		return nil // nothing to write: no fsync (no roll either)
 	}
+	if jseq == 0 && r != nil {
+		// A roll starts a file whose meta holds only what is written
+		// now: the segments' journal sequence number goes with it, or
+		// the next Open would replay records the segments hold (they
+		// stay in the journal until it is cut, on a shared journal until
+		// every log in them has checkpointed).
+		jseq = d.segJSeq
+	}
 	if jseq != 0 {
 		if err := tx.Bucket(bucketMeta).Put(keyJournalSeq, u64key(jseq)); err != nil {
 			return d.fail(err, len(ws))

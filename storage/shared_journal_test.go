@@ -254,3 +254,71 @@ func TestSharedJournalFullWaitsForEveryStore(t *testing.T) {
 	}
 	t.Logf("journal: %+v; %d waits for room", j.Stats(), waits)
 }
+
+// A store's segments keep the sequence number of the journal records they
+// hold through a roll made by an Apply too large for the journal (applied
+// to the segments directly): the records stay in a shared journal while
+// another log in them has not checkpointed, and the next Open must skip
+// them, not replay them onto segments that hold them.
+func TestSharedJournalSequenceSurvivesDirectRoll(t *testing.T) {
+	root := t.TempDir()
+	// Small batches stay below a quarter of the journal (no checkpoint
+	// is asked for); the large one is more than half of it.
+	j := openJournalFile(t, filepath.Join(root, "j"), storage.JournalOptions{Bytes: 1 << 20, NoSync: true})
+	defer func() { _ = j.Close() }()
+	open := func(name string, id uint32) *storage.DirStore {
+		s, _, err := storage.OpenDir(filepath.Join(root, name), journalID, storage.DirOptions{SharedJournal: j, JournalLogID: id, NoSync: true, SegmentBytes: 8 << 10})
+		if err != nil {
+			t.Fatalf("open %s: %v", name, err)
+		}
+		return s
+	}
+	a, b := open("a", 1), open("b", 2)
+	ma, mb := storage.NewMemory(), storage.NewMemory()
+	for k := range 6 {
+		for _, p := range []struct {
+			s *storage.DirStore
+			m *storage.Memory
+		}{{a, ma}, {b, mb}} {
+			ws := appendBatch(p.m, 1, 1+k%3, 2000)
+			if err := p.s.Apply(ws); err != nil {
+				t.Fatal(err)
+			}
+			_ = p.m.Apply(ws)
+		}
+	}
+	// a's batches in the segments, b's still in the journal: the
+	// records stay.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = open("a", 1)
+	big := appendBatch(ma, 1, 20, 30000)
+	if err := a.Apply(big); err != nil {
+		t.Fatal(err)
+	}
+	_ = ma.Apply(big)
+	if st := a.Stats(); st.DirectApplies != 1 || st.Rolls == 0 {
+		t.Fatalf("the large Apply: %d direct, %d rolls; want one direct Apply that rolls", st.DirectApplies, st.Rolls)
+	}
+	// As after a crash: the journal file read again.
+	if err := a.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = openJournalFile(t, filepath.Join(root, "j"), storage.JournalOptions{NoSync: true})
+	a, b = open("a", 1), open("b", 2)
+	defer a.Close()
+	defer b.Close()
+	if err := storagetest.Compare(a, ma); err != nil {
+		t.Fatal(err)
+	}
+	if err := storagetest.Compare(b, mb); err != nil {
+		t.Fatal(err)
+	}
+}
