@@ -386,7 +386,14 @@ func (d *DirStore) applyDirect(ws []protocol.Write) error {
 // checkpointed, the journal removed and the directory format 1.
 // Read-only, the records are only replayed (nothing in the directory
 // changes).
-func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
+func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) (err error) {
+	defer func() {
+		if err != nil && (d.ckpt == nil || d.ckpt.stop == nil) {
+			// Open fails: Close must not checkpoint what a refused or
+			// damaged journal left half replayed.
+			d.ckpt, d.pending = nil, nil
+		}
+	}()
 	d.segJSeq = jseq
 	shared := d.opts.SharedJournal != nil && !d.readOnly
 	if format == StorageFormatShared && !shared {
@@ -398,7 +405,7 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) error {
 			return fmt.Errorf("replog: open store %s: %w", d.dir, err)
 		}
 	}
-	_, err := os.Stat(path)
+	_, err = os.Stat(path)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("replog: open store %s: %w", d.dir, err)
