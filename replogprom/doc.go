@@ -50,8 +50,14 @@
 // the replication quota's replog_catch_up_throttled_fetches_total,
 // replog_catch_up_throttled_seconds_total and replog_catch_up_bytes_total
 // (Options.CatchUpBytesPerSecond), replog_backlog_refusals_total (appends
-// the leader refused for a full backlog, each retried),
-// and replog_errors_total{kind} (every kind of replog.Stats.Errors, zero
+// the leader refused for a full backlog, each retried), the data
+// directory's replog_storage_fsyncs_total,
+// replog_storage_bolt_commits_total, replog_storage_group_commits_total
+// (commit journal records), replog_storage_journal_batches_total,
+// replog_storage_journal_bytes_total, replog_storage_journal_waits_total
+// (batches that waited for a checkpoint to make room in the journal),
+// replog_storage_checkpoints_total and
+// replog_storage_checkpoint_seconds_total, and replog_errors_total{kind} (every kind of replog.Stats.Errors, zero
 // or not, so that rate() works from the first scrape).
 //
 // Histograms: replog_commit_duration_seconds (an append from the node's
