@@ -241,6 +241,10 @@ func (d *DirStore) checkpoint() error {
 		d.mu.Lock()
 		d.pending = d.pending[n:]
 		d.jv.Store(d.jv.Load().trimmed(d.pending))
+		// An Apply too large for the journal waits for pending to empty:
+		// on a shared journal the release below may cut nothing (another
+		// log's batch is at the front), so nothing else would wake it.
+		d.cond.Broadcast()
 		d.mu.Unlock()
 		d.ckMu.Unlock()
 		if err := d.j.release(d.logID, batch[n-1].seq); err != nil {
@@ -552,7 +556,15 @@ func (d *DirStore) openShared(format int, stamped bool, jseq uint64) error {
 	} else {
 		// Moving onto the journal (a reference left by a crash before
 		// format 3 was recorded is rewritten: the directory may have run
-		// on a journal of its own since).
+		// on a journal of its own since). A directory writes batches to
+		// the journal only once it is format 3, so batches of this log ID
+		// in it are another directory's (one wiped or moved away before
+		// they were checkpointed): taking them would give this one
+		// entries it never had.
+		if j.holdsUnclaimed(id) {
+			return fmt.Errorf("%w: data directory %s is new to the shared journal %s, which holds unreplayed batches of log %d from another directory: open that directory as log %d first, or give this one another JournalLogID",
+				ErrSharedJournal, d.dir, j.path, id, id)
+		}
 		if jseq != 0 {
 			// The segments' journal sequence number counts another
 			// journal's records (the directory's own, drained): the

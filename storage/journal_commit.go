@@ -385,6 +385,14 @@ func (j *Journal) attach(id uint32, d *DirStore, ask func()) ([]journalPart, err
 	return parts, nil
 }
 
+// holdsUnclaimed reports whether the journal holds live batches of log id
+// that no store has claimed since it was opened.
+func (j *Journal) holdsUnclaimed(id uint32) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.unclaimed[id]) > 0
+}
+
 // detach unregisters log id; parts are its batches still live, which
 // stay in the journal for the next store that attaches as id.
 func (j *Journal) detach(id uint32, parts []journalPart) {

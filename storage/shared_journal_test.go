@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/replog-io/replog/internal/storagetest"
 	"github.com/replog-io/replog/protocol"
@@ -320,5 +322,103 @@ func TestSharedJournalSequenceSurvivesDirectRoll(t *testing.T) {
 	}
 	if err := storagetest.Compare(b, mb); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSharedJournalLargeApplyWakesAfterItsCheckpoint: an Apply too large
+// for the journal waits until its own store's pending batches are
+// checkpointed, then goes to the segments directly. On a shared journal
+// that checkpoint may cut nothing (another log's batch is the front
+// record), and the Apply must still wake: it returns, and its entries are
+// there. (Without the checkpoint's wake-up it waited until the other store
+// happened to checkpoint.)
+func TestSharedJournalLargeApplyWakesAfterItsCheckpoint(t *testing.T) {
+	root := t.TempDir()
+	j := openJournalFile(t, filepath.Join(root, "j"), storage.JournalOptions{Bytes: 1 << 20, NoSync: true})
+	open := func(name string, id uint32) *storage.DirStore {
+		s, _, err := storage.OpenDir(filepath.Join(root, name), journalID, storage.DirOptions{SharedJournal: j, JournalLogID: id, NoSync: true, SegmentBytes: 8 << 10})
+		if err != nil {
+			t.Fatalf("open %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open("a", 1), open("b", 2)
+	ma, mb := storage.NewMemory(), storage.NewMemory()
+	// b's record first, then a's: the front record holds b's batch.
+	ws := appendBatch(mb, 1, 1, 2000)
+	if err := b.Apply(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := mb.Apply(ws); err != nil {
+		t.Fatal(err)
+	}
+	ws = appendBatch(ma, 1, 1, 2000)
+	if err := a.Apply(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := ma.Apply(ws); err != nil {
+		t.Fatal(err)
+	}
+	big := appendBatch(ma, 1, 20, 30000) // 600 KB: over half the 1 MiB journal
+	done := make(chan error, 1)
+	go func() { done <- a.Apply(big) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("large Apply: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a's large Apply still waits 30s after it asked for a checkpoint of its store: nothing woke it")
+	}
+	if got, want := a.LEO(), uint64(21); got != want {
+		t.Fatalf("a's LEO %d after the large Apply, want %d", got, want)
+	}
+}
+
+// TestSharedJournalRefusesANewDirectoryForAnotherDirectorysBatches: a
+// directory that ran as log 1 crashed with batches still in the journal
+// and was wiped; a new directory opened as log 1 must not take those
+// batches as its own (it would hold entries it never had): Open refuses
+// with ErrSharedJournal and names the log. A new directory under a log ID
+// without such batches opens empty (the positive control), and the
+// batches' own directory, had it been kept, would replay them
+// (TestSharedJournalOneRoundForTwoStores and the crash test).
+func TestSharedJournalRefusesANewDirectoryForAnotherDirectorysBatches(t *testing.T) {
+	root := t.TempDir()
+	jp := filepath.Join(root, "j")
+	j := openJournalFile(t, jp, storage.JournalOptions{Bytes: 1 << 20, NoSync: true})
+	a, _, err := storage.OpenDir(filepath.Join(root, "a"), journalID, storage.DirOptions{SharedJournal: j, JournalLogID: 1, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(appendBatch(storage.NewMemory(), 1, 3, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Abandon(); err != nil { // a crash: the batch stays in the journal
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "a")); err != nil {
+		t.Fatal(err)
+	}
+	j = openJournalFile(t, jp, storage.JournalOptions{NoSync: true})
+	c, _, err := storage.OpenDir(filepath.Join(root, "c"), journalID, storage.DirOptions{SharedJournal: j, JournalLogID: 1, NoSync: true})
+	if err == nil {
+		defer c.Close()
+		t.Fatalf("a new directory opened as log 1 with LEO %d: it took the wiped directory's batches", c.LEO())
+	}
+	if !errors.Is(err, storage.ErrSharedJournal) || !strings.Contains(err.Error(), "log 1") {
+		t.Fatalf("Open as log 1 = %v, want ErrSharedJournal naming log 1", err)
+	}
+	d, _, err := storage.OpenDir(filepath.Join(root, "d"), journalID, storage.DirOptions{SharedJournal: j, JournalLogID: 2, NoSync: true})
+	if err != nil {
+		t.Fatalf("a new directory as log 2: %v", err)
+	}
+	defer d.Close()
+	if d.LEO() != 0 {
+		t.Fatalf("a new directory as log 2 holds LEO %d, want 0", d.LEO())
 	}
 }
