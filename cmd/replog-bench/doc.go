@@ -63,6 +63,7 @@
 // addresses picked on 127.0.0.1 up front. Output:
 //
 //	nodes=3 clients=64 async=0 size=128B fsync=true via=leader duration=… idempotence=true ids=false
+//	floor: 4KiB write+fdatasync p50 …, loopback round trip p50 …, sum …
 //	retention-bytes=… retention-age=… segment-bytes=… disk-every=…
 //	appends=… failed=… ops/s=… MB/s=… over …
 //	latency p50=… p99=… max=…
@@ -72,7 +73,11 @@
 //	disk bound held=…
 //	peak RSS=…
 //
-// Latency is from Append's call to its return (the commit: a majority
+// The floor line (with fsync on) is what a 1-client commit cannot beat
+// on this machine, measured in the run's directory before the load: a
+// 4 KiB write and fdatasync of a preallocated file (the commit journal's
+// write on the follower) plus a loopback round trip (the fetch answer and
+// the next fetch), each the median of 200. Latency is from Append's call to its return (the commit: a majority
 // fsynced); max is the worst append of the run; failed counts appends that
 // returned an error before the end. The disk lines give, per node, the
 // largest and the final size of its data directory over the samples (one

@@ -122,6 +122,16 @@ func run(c config, w io.Writer) (report, error) {
 	}
 
 	fmt.Fprintf(w, "nodes=%d clients=%d async=%d size=%dB fsync=%t via=%s duration=%v idempotence=%t ids=%t\n", c.nodes, c.clients, c.async, c.size, !c.nosync, c.via, c.duration, !c.noIdempotence, c.ids)
+	if !c.nosync {
+		// Measured before the load, in the nodes' directory: what a
+		// 1-client commit cannot beat here.
+		f, err := measureFloor(dir)
+		if err != nil {
+			stopSampler()
+			return report{}, err
+		}
+		fmt.Fprintln(w, f)
+	}
 	fmt.Fprintf(w, "retention-bytes=%s retention-age=%v segment-bytes=%s disk-every=%v\n", orDefault(c.retentionBytes, "off"), c.retentionAge, orDefault(c.segmentBytes, "default"), c.diskEvery)
 	if c.catchup > 0 {
 		cu, err := runCatchup(c, cl, leader, record, w)

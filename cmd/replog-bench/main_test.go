@@ -183,3 +183,19 @@ func TestCatchupMode(t *testing.T) {
 		}
 	}
 }
+
+// TestFloor: the floor's parts are measured (a write and sync, a round
+// trip: neither can take no time) and printed as the one line a 1-client
+// commit is compared with.
+func TestFloor(t *testing.T) {
+	f, err := measureFloor(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.sync <= 0 || f.rtt <= 0 {
+		t.Fatalf("floor %+v: a part measured no time", f)
+	}
+	if s := f.String(); !strings.HasPrefix(s, "floor: 4KiB write+fdatasync p50 ") || !strings.Contains(s, "loopback round trip p50 ") {
+		t.Fatalf("floor line %q", s)
+	}
+}
