@@ -14,11 +14,14 @@ import (
 
 // TestStatusFeatureLevel (R68): Status reports the finalized cluster
 // feature level and this node's supported range, in Go and in JSON. This
-// release supports level 7, so a single node raises its cluster to 7 on
-// its own (after leading for FetchTimeout); held at the base level it
+// release supports level 8, so a single node raises its cluster to 8 on
+// its own (after leading for FetchTimeout); held at 7 it raises it to 7
+// only (the journal, without pipelined fetches); held at the base level it
 // stays there (no level entry is written).
 func TestStatusFeatureLevel(t *testing.T) {
-	for _, c := range []struct{ hold, want int }{{0, protocol.Version}, {protocol.BaseFeatureLevel, protocol.BaseFeatureLevel}} {
+	for _, c := range []struct{ hold, want int }{
+		{0, protocol.Version}, {protocol.FeatureLevelJournal, protocol.FeatureLevelJournal}, {protocol.BaseFeatureLevel, protocol.BaseFeatureLevel},
+	} {
 		l := openSingle(t, Options{MaxFeatureLevel: c.hold})
 		if _, err := l.Append(context.Background(), []byte("x")); err != nil {
 			t.Fatal(err)
@@ -62,7 +65,8 @@ func journalUse(t *testing.T, l *Log) (format int, bytes uint64) {
 }
 
 // TestFeatureLevelTurnsOnJournal (R68, level 7): a three-node cluster of
-// this release raises its level to 7 about FetchTimeout after its first
+// this release raises its level to 8 (the journal's 7 and pipelined
+// fetches) about FetchTimeout after its first
 // leader took over, and then every node turns its commit journal on (the
 // directory format 2, the writes through the journal); a restart opens
 // format 2 with the journal and keeps every entry. Held at 6
@@ -83,9 +87,9 @@ func TestFeatureLevelTurnsOnJournal(t *testing.T) {
 			}
 		}
 		appendSome(5)
-		waitFor(t, "level 7 on every node", 15*time.Second, func() bool {
+		waitFor(t, "level 8 on every node", 15*time.Second, func() bool {
 			for _, l := range c.nodes {
-				if l.Status().FeatureLevel != protocol.FeatureLevelJournal {
+				if l.Status().FeatureLevel != protocol.FeatureLevelPipelinedFetch {
 					return false
 				}
 			}
@@ -118,7 +122,7 @@ func TestFeatureLevelTurnsOnJournal(t *testing.T) {
 			f, b := journalUse(t, l)
 			return f == storage.StorageFormatJournal && b > 0
 		})
-		if st := l.Status(); st.FeatureLevel != protocol.FeatureLevelJournal {
+		if st := l.Status(); st.FeatureLevel != protocol.FeatureLevelPipelinedFetch {
 			t.Fatalf("restarted %s at level %d", fol, st.FeatureLevel)
 		}
 	})

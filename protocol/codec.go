@@ -45,7 +45,8 @@ import (
 // FetchResponse.LogStartVoters and LogStartEpoch; version 6 added voter
 // sets with owed incarnations (EncodeVoterSet's format 2, in entries and
 // in LogStartVoters), which a version-5 node would refuse as malformed;
-// version 7 added FetchRequest.FeatureLevel (FeatureLevelVersion).
+// version 7 added FetchRequest.FeatureLevel (FeatureLevelVersion);
+// version 8 added FetchRequest.DurableOffset (DurableOffsetVersion).
 //
 // Version is the newest version this package encodes and decodes,
 // MinVersion the oldest: a node speaks every version between them, and
@@ -54,7 +55,7 @@ import (
 // version; its new kinds and fields are encoded only at that version, so
 // a peer is never sent what it cannot read, and MinVersion moves up only
 // when no supported release speaks the older version any more.
-const Version = 7
+const Version = 8
 
 // MinVersion is the oldest version this package encodes and decodes.
 const MinVersion = 6
@@ -126,6 +127,9 @@ func EncodedSizeAt(m Message, v uint8) int {
 		n += 8 + 4 + len(b.ReplicaID) + 4 + len(b.ReplicaDirID) + 8 + 8 + 8 + 4 + 4 + 1
 		if v >= FeatureLevelVersion {
 			n++ // FeatureLevel
+		}
+		if v >= DurableOffsetVersion {
+			n += 1 + 8 // HasDurableOffset, DurableOffset
 		}
 	case *FetchResponse:
 		if b == nil {
@@ -201,7 +205,11 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 // of MinVersion..Version (else ErrVersion, dst unchanged): the version a
 // connection negotiated with its peer. What a later version added is left
 // out below it: FetchRequest.FeatureLevel below FeatureLevelVersion (a
-// version-6 peer reads the fetch without it, as the base level).
+// version-6 peer reads the fetch without it, as the base level), and
+// FetchRequest.HasDurableOffset and DurableOffset below
+// DurableOffsetVersion (a version-7 peer reads the fetch offset as
+// durable; a follower sends one ahead of its durable end only at
+// FeatureLevelPipelinedFetch, which no such peer runs).
 func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 	if v < MinVersion || v > Version {
 		return dst, fmt.Errorf("%w: %d (this node speaks %d..%d)", ErrVersion, v, MinVersion, Version)
@@ -238,6 +246,10 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 			// Not below: a version-6 peer would refuse the byte as
 			// trailing.
 			dst = append(dst, b.FeatureLevel)
+		}
+		if v >= DurableOffsetVersion {
+			dst = appendBool(dst, b.HasDurableOffset)
+			dst = be.AppendUint64(dst, b.DurableOffset)
 		}
 	case *FetchResponse:
 		dst = be.AppendUint64(dst, b.FetchID)
@@ -369,6 +381,11 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.Restand = d.bool("restand")
 		if v >= FeatureLevelVersion {
 			x.FeatureLevel = d.u8("feature level")
+		}
+		if v >= DurableOffsetVersion {
+			// Below it there is none: the fetch offset is durable.
+			x.HasDurableOffset = d.bool("has durable offset")
+			x.DurableOffset = d.u64("durable offset")
 		}
 		m.Body = x
 	case KindFetchResponse:

@@ -124,8 +124,8 @@ func TestCodecErrors(t *testing.T) {
 		{"empty", nil, "below the minimum"},
 		{"below minimum", good[:protocol.MinSize-1], "below the minimum"},
 		{"truncated", good[:len(good)-1], "voter directory id"},
-		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), "version 8, want 6..7"},
-		{"old version", mutate(good, func(b []byte) []byte { b[0] = 5; return b }), "version 5, want 6..7"},
+		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), "version 9, want 6..8"},
+		{"old version", mutate(good, func(b []byte) []byte { b[0] = 5; return b }), "version 5, want 6..8"},
 		{"bad kind", mutate(good, func(b []byte) []byte { b[1] = 42; return b }), "unknown kind 42"},
 		{"kind zero", mutate(good, func(b []byte) []byte { b[1] = 0; return b }), "unknown kind 0"},
 		{"string past end", mutate(good, func(b []byte) []byte {

@@ -39,5 +39,5 @@ func Example() {
 	// true FetchResponse
 	// n2->n1 FetchResp{id=7 leader=n1 epoch=3 ok hw=2 start=0 entries=1}
 	// hello
-	// replog: malformed message: version 9, want 6..7
+	// replog: malformed message: version 9, want 6..8
 }

@@ -32,6 +32,20 @@ const FeatureLevelVersion = 7
 // it, and the level reaches 7 only once every node supports it.
 const FeatureLevelJournal = 7
 
+// DurableOffsetVersion is the wire version from which a FetchRequest
+// carries HasDurableOffset and DurableOffset: a version-7 peer cannot
+// read them, so below it they are not encoded and a decoded fetch has no
+// durable offset (its fetch offset is durable).
+const DurableOffsetVersion = 8
+
+// FeatureLevelPipelinedFetch is the level from which a follower sends its
+// next fetch while the entries of the previous answer are still being
+// written (docs/protocol.md R71): its fetch offset may then be ahead of
+// what it holds durably, which only a leader that reads DurableOffset
+// (R70) can tell; every node supports the level only once none runs a
+// release that would count such a fetch offset as durable.
+const FeatureLevelPipelinedFetch = 8
+
 // EntryFeature is a control entry (readers never see it) whose Data is an
 // encoded level (EncodeFeatureLevel): the cluster's feature level from
 // this entry on, once committed. Levels in a log never go down. It is

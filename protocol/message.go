@@ -68,6 +68,15 @@ type FetchRequest struct {
 	// supports (R68); 0 means BaseFeatureLevel, as from a node that does
 	// not send it. Encoded from FeatureLevelVersion on only.
 	FeatureLevel uint8
+	// HasDurableOffset says that DurableOffset is the end of the
+	// fetcher's durable log (≤ FetchOffset; the entries between them are
+	// being written). The leader counts min(FetchOffset, DurableOffset)
+	// as the fetcher's LEO (R70); without it, FetchOffset, which the
+	// fetcher then must hold durably (as every fetch decoded below
+	// DurableOffsetVersion does). Encoded from DurableOffsetVersion on
+	// only.
+	HasDurableOffset bool
+	DurableOffset    uint64
 }
 
 // FetchError is the outcome carried by a FetchResponse.

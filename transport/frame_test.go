@@ -87,15 +87,21 @@ var goldenFrames = []struct {
 }{
 	{6, "testdata/frames.golden"},
 	{7, "testdata/frames_v7.golden"},
+	{8, "testdata/frames_v8.golden"},
 }
 
 // goldenMessage is m as encoded for version v's golden file: from
-// protocol.FeatureLevelVersion on a fetch carries FeatureLevel 7 (so the
-// field's position is pinned), below it the field is not sent at all.
+// protocol.FeatureLevelVersion on a fetch carries FeatureLevel 7, and from
+// protocol.DurableOffsetVersion on a durable offset half its fetch
+// offset (so the fields' positions are pinned); below, a field is not
+// sent at all.
 func goldenMessage(m protocol.Message, v uint8) protocol.Message {
 	if f, ok := m.Body.(*protocol.FetchRequest); ok && f != nil && v >= protocol.FeatureLevelVersion {
 		c := *f
 		c.FeatureLevel = 7
+		if v >= protocol.DurableOffsetVersion {
+			c.HasDurableOffset, c.DurableOffset = true, c.FetchOffset/2
+		}
 		m.Body = &c
 	}
 	return m
@@ -108,7 +114,8 @@ func goldenMessage(m protocol.Message, v uint8) protocol.Message {
 // moved to package protocol (proving the move kept the wire
 // byte-identical), and rewritten with -update-golden for wire version 3
 // (entry times, forwarded control entries, DeleteRecords); the version-7
-// file was written when fetches began to carry FeatureLevel. Any other
+// file was written when fetches began to carry FeatureLevel, the version-8
+// file when they began to carry their durable offset. Any other
 // change to the bytes on the wire fails here.
 func TestFrameGolden(t *testing.T) {
 	if last := goldenFrames[len(goldenFrames)-1].v; last != protocol.Version || goldenFrames[0].v != protocol.MinVersion {

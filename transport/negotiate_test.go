@@ -242,22 +242,23 @@ func (p *previousReleaseAcceptor) serve(c net.Conn, nodeID string) {
 	}
 }
 
-// TestDialPreviousRelease: a node of this release (wire 6..7) dials a
+// TestDialPreviousRelease: a node of this release (wire 6..8) dials a
 // node of the previous release (6 only), which refuses handshake version
 // 3 as another version (in version 2); the dialer dials again in version
 // 2 and its messages arrive, on both lanes, in wire version 6, readable by
-// the old decoder: a fetch carrying FeatureLevel 7 goes without it (the
-// old decoder refuses any byte past Restand as trailing).
+// the old decoder: a fetch carrying FeatureLevel 7 and a durable offset
+// goes without them (the old decoder refuses any byte past Restand as
+// trailing).
 func TestDialPreviousRelease(t *testing.T) {
-	if localWire != (versionRange{6, 7}) {
-		t.Fatalf("this build speaks %d..%d; the test is of 6..7 against 6..6", localWire.min, localWire.max)
+	if localWire != (versionRange{6, 8}) {
+		t.Fatalf("this build speaks %d..%d; the test is of 6..8 against 6..6", localWire.min, localWire.max)
 	}
 	old := newPreviousReleaseAcceptor(t, "old")
 	res := newResolverMap()
 	res.set("old", old.ln.Addr().String())
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
 	mustSend(t, a, protocol.Message{To: "old", Body: &protocol.VoteRequest{Epoch: 3, CandidateID: "a"}})
-	mustSend(t, a, protocol.Message{To: "old", Body: &protocol.FetchRequest{FetchID: 4, ReplicaID: "a", FeatureLevel: 7}})
+	mustSend(t, a, protocol.Message{To: "old", Body: &protocol.FetchRequest{FetchID: 4, ReplicaID: "a", FeatureLevel: 8, HasDurableOffset: true}})
 	got := map[protocol.Kind]bool{}
 	deadline := time.After(waitTimeout)
 	for len(got) < 2 {
@@ -266,8 +267,8 @@ func TestDialPreviousRelease(t *testing.T) {
 			if m.From != "a" || m.To != "old" {
 				t.Fatalf("old node got %v", m)
 			}
-			if f, ok := m.Body.(*protocol.FetchRequest); ok && (f.FetchID != 4 || f.FeatureLevel != 0) {
-				t.Fatalf("old node got %+v, want fetch 4 without a level", f)
+			if f, ok := m.Body.(*protocol.FetchRequest); ok && (f.FetchID != 4 || f.FeatureLevel != 0 || f.HasDurableOffset) {
+				t.Fatalf("old node got %+v, want fetch 4 without a level or a durable offset", f)
 			}
 			got[m.Body.Kind()] = true
 		case err := <-old.errs:
@@ -287,7 +288,8 @@ func TestDialPreviousRelease(t *testing.T) {
 // TestAcceptPreviousRelease: a version-2 hello, as the previous release
 // sends it, is answered in version 2 with the old layout (no wire byte),
 // and the frames after it, in wire version 6, are delivered by a node of
-// this release (6..7): a fetch without a level reads as the base level.
+// this release (6..8): a fetch without a level reads as the base level,
+// and without a durable offset.
 func TestAcceptPreviousRelease(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: newResolverMap().resolve})
 	c, ans, err := rawHello(t, b.Addr(), handshake{Version: 2, Type: hsHello, Lane: laneControl, ClusterID: "c", NodeID: "old"})
@@ -313,14 +315,15 @@ func TestAcceptPreviousRelease(t *testing.T) {
 	if _, err := d.Write(fetch); err != nil {
 		t.Fatal(err)
 	}
-	if m := recvOne(t, b); m.From != "old" || m.Body.(*protocol.FetchRequest).FetchID != 5 || m.Body.(*protocol.FetchRequest).FeatureLevel != 0 {
+	if m := recvOne(t, b); m.From != "old" || m.Body.(*protocol.FetchRequest).FetchID != 5 || m.Body.(*protocol.FetchRequest).FeatureLevel != 0 ||
+		m.Body.(*protocol.FetchRequest).HasDurableOffset {
 		t.Fatalf("got %v, want fetch 5 at the base level", m)
 	}
 }
 
 // TestCurrentReleaseSendsLevel: two nodes of this release negotiate wire
-// version 7 on both lanes (dialed each way), and a fetch's FeatureLevel
-// arrives.
+// version 8 on both lanes (dialed each way), and a fetch's FeatureLevel
+// and durable offset arrive.
 func TestCurrentReleaseSendsLevel(t *testing.T) {
 	res := newResolverMap()
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
@@ -331,10 +334,11 @@ func TestCurrentReleaseSendsLevel(t *testing.T) {
 		from, to *TCP
 		name     string
 	}{{a, b, "b"}, {b, a, "a"}} {
-		mustSend(t, p.from, protocol.Message{To: p.name, Body: &protocol.FetchRequest{FetchID: 9, ReplicaID: "x", FeatureLevel: 7}})
+		mustSend(t, p.from, protocol.Message{To: p.name, Body: &protocol.FetchRequest{FetchID: 9, ReplicaID: "x", FeatureLevel: 8,
+			FetchOffset: 5, HasDurableOffset: true, DurableOffset: 3}})
 		m := recvOne(t, p.to)
-		if f, ok := m.Body.(*protocol.FetchRequest); !ok || f.FetchID != 9 || f.FeatureLevel != 7 {
-			t.Fatalf("%s got %v, want fetch 9 at level 7", p.name, m)
+		if f, ok := m.Body.(*protocol.FetchRequest); !ok || f.FetchID != 9 || f.FeatureLevel != 8 || !f.HasDurableOffset || f.DurableOffset != 3 {
+			t.Fatalf("%s got %v, want fetch 9 at level 8 with durable offset 3", p.name, m)
 		}
 	}
 }
