@@ -154,8 +154,12 @@ func New(replicaID string, maxBytes uint32, maxWait time.Duration, firstID uint6
 
 // Build returns a fetch for target at epoch from the log's end and makes it
 // the outstanding one (replacing any other). The caller must only build a
-// fetch when its log is durable up to log.LEO(): the leader counts the fetch
-// offset as this replica's LEO.
+// fetch when its log is durable up to log.LEO() (the leader counts the
+// fetch offset as this replica's LEO), or else set the request's
+// HasDurableOffset and DurableOffset to its durable end (R70): a fetch
+// that repeats the outstanding one's offset with a higher durable offset
+// replaces it like any other Build, and an answer to the replaced one is
+// taken for it (the late-answer rule).
 func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *protocol.FetchRequest {
 	id := f.nextID
 	f.nextID++

@@ -59,11 +59,22 @@ func (r *Replica) retryFetch() {
 	}
 }
 
-// maybeFetch sends the next fetch when none is outstanding and every write
-// is persisted (the fetch offset is counted by the leader as our LEO, so it
-// must be durable; the epoch we fetch in must be durable too).
+// maybeFetch sends the next fetch when none is outstanding and the
+// writes it depends on are persisted: the epoch we fetch in must be
+// durable, and, below FeatureLevelPipelinedFetch, every entry too (a
+// leader of the previous release counts the fetch offset as our durable
+// LEO). At that level only entry appends may still be in flight: the
+// fetch says how far the log is durable, and the leader counts that
+// (R70, R71).
 func (r *Replica) maybeFetch() {
-	if r.fetch.Outstanding() || r.persistedSeq < r.stateSeq || r.now.Before(r.fetchBackoff) {
+	if r.now.Before(r.fetchBackoff) {
+		return
+	}
+	if r.fetch.Outstanding() {
+		r.maybeSupersedeFetch()
+		return
+	}
+	if !r.fetchReady() {
 		return
 	}
 	// A hint is tried once; then the known leader, or the voters in turn.
@@ -78,12 +89,54 @@ func (r *Replica) maybeFetch() {
 	if target == "" {
 		return
 	}
+	r.sendFetch(target, restand)
+}
+
+// pipelining reports whether this follower may fetch with entry writes in
+// flight (R71): only once the cluster runs at FeatureLevelPipelinedFetch,
+// where every node reads the durable offset.
+func (r *Replica) pipelining() bool {
+	return r.level >= protocol.FeatureLevelPipelinedFetch
+}
+
+// fetchReady reports whether the writes a fetch depends on are persisted.
+func (r *Replica) fetchReady() bool {
+	if r.pipelining() {
+		return r.persistedSeq >= r.barrierSeq
+	}
+	return r.persistedSeq >= r.stateSeq
+}
+
+// maybeSupersedeFetch is R71's second fetch: the outstanding fetch to our
+// leader said a durable offset below its fetch offset, and everything up
+// to the fetch offset is durable now. The leader may have parked that
+// fetch, and parked, it would not tell the leader what became durable for
+// up to FetchMaxWait: a fresh fetch of the same offset says so, and
+// replaces the parked one (the leader keeps one parked fetch per replica).
+// One per outstanding fetch at most, and none at idle (nothing is in
+// flight then): an answer already on its way to the earlier fetch is
+// taken for this one (the fetcher's late-answer rule).
+func (r *Replica) maybeSupersedeFetch() {
+	leo := r.log.LEO()
+	if !r.pipelining() || r.sentDurable >= leo || r.log.durableEnd < leo || r.leaderID == "" ||
+		r.fetch.Target() != r.leaderID || !r.fetchReady() {
+		return
+	}
+	r.sendFetch(r.leaderID, false)
+}
+
+// sendFetch builds a fetch to target and sends it.
+func (r *Replica) sendFetch(target string, restand bool) {
 	req := r.fetch.Build(target, r.epoch, &r.log, r.now)
 	req.ReplicaDirID = r.dirID
 	req.Restand = restand
 	if l := r.cfg.SupportedFeatureLevel; l > protocol.BaseFeatureLevel {
 		req.FeatureLevel = uint8(l) // R68; absent means the base level
 	}
+	// R70: the leader counts no more than this. Below the pipelined level
+	// it is the fetch offset (every entry is durable).
+	req.HasDurableOffset, req.DurableOffset = true, r.log.durableEnd
+	r.sentDurable = r.log.durableEnd
 	r.send(target, req)
 }
 

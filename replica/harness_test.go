@@ -410,6 +410,9 @@ func fmtMsg(m protocol.Message) string {
 		if b.FeatureLevel != 0 {
 			s += fmt.Sprintf(" level=%d", b.FeatureLevel)
 		}
+		if b.HasDurableOffset && b.DurableOffset != b.FetchOffset {
+			s += fmt.Sprintf(" durable=%d", b.DurableOffset) // only while entries are in flight (R71)
+		}
 		return s
 	case *protocol.FetchResponse:
 		s := fmt.Sprintf("%s->%s FetchResp epoch=%d %s hw=%d", m.From, m.To, b.Epoch, b.Error, b.HighWatermark)

@@ -274,11 +274,15 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		r.send(from, resp)
 		return
 	}
-	ls.fetchDir[from], ls.fetchOffset[from], ls.anyFetch[from] = req.ReplicaDirID, req.FetchOffset, r.now
+	held := req.FetchOffset // R70: what the fetcher holds durably
+	if req.HasDurableOffset && !bugs.CountFetchOffset {
+		held = min(held, req.DurableOffset)
+	}
+	ls.fetchDir[from], ls.fetchOffset[from], ls.anyFetch[from] = req.ReplicaDirID, held, r.now
 	r.noteFetchLevel(from, max(int(req.FeatureLevel), protocol.BaseFeatureLevel))
 	r.notePace(from, req) // R73
 	if voter {
-		ls.remote[from] = req.FetchOffset
+		ls.remote[from] = held
 		r.updateLeaderHW()
 		r.resignIfRemoved()
 	}

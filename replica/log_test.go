@@ -135,3 +135,78 @@ var (
 	_ LogReader = (*storage.Memory)(nil)
 	_ LogReader = storage.Store(nil)
 )
+
+// TestLogViewLatePersistedAfterTruncation (R72): with entry writes in
+// flight (a pipelining follower's), a truncation inside or below the tail
+// lowers the durable end at once if it is below it, and a Persisted that
+// arrives later for a write issued before the truncation moves the durable
+// end only over entries that write carried and the truncation kept: never
+// over entries appended after it by later writes, not yet durable.
+func TestLogViewLatePersistedAfterTruncation(t *testing.T) {
+	type op struct {
+		first uint64 // append from first (epoch, count), with seq
+		epoch uint64
+		n     int
+		trunc int64 // ≥ 0: truncate to it instead
+		seq   uint64
+	}
+	app := func(first, epoch uint64, n int, seq uint64) op {
+		return op{first: first, epoch: epoch, n: n, trunc: -1, seq: seq}
+	}
+	trunc := func(to uint64, seq uint64) op { return op{trunc: int64(to), seq: seq} }
+	for _, c := range []struct {
+		name string
+		ops  []op
+		// after persisted(seq), the durable end
+		steps [][2]uint64
+	}{
+		{"inside the tail", []op{app(3, 2, 4, 1), trunc(5, 2), app(5, 3, 3, 3)},
+			[][2]uint64{{1, 5}, {2, 5}, {3, 8}}},
+		{"below the durable end", []op{app(3, 2, 4, 1), trunc(2, 2), app(2, 3, 2, 3)},
+			[][2]uint64{{1, 2}, {2, 2}, {3, 4}}},
+		{"at the durable end", []op{app(3, 2, 3, 1), trunc(3, 2), app(3, 3, 2, 3)},
+			[][2]uint64{{1, 3}, {2, 3}, {3, 5}}},
+		{"inside the first of two", []op{app(3, 2, 2, 1), app(5, 2, 3, 2), trunc(4, 3), app(4, 3, 2, 4)},
+			[][2]uint64{{2, 4}, {3, 4}, {4, 6}}},
+		{"inside the second of two", []op{app(3, 2, 2, 1), app(5, 2, 3, 2), trunc(6, 3), app(6, 3, 3, 4)},
+			[][2]uint64{{1, 5}, {2, 6}, {3, 6}, {4, 9}}},
+		{"twice", []op{app(3, 2, 4, 1), trunc(6, 2), app(6, 3, 2, 3), trunc(5, 4), app(5, 4, 2, 5)},
+			[][2]uint64{{1, 5}, {3, 5}, {4, 5}, {5, 7}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := newStore(t, []uint64{1, 1, 1}, protocol.QuorumState{})
+			l := newLogView(store)
+			// want[off] is the epoch the view must hold at off.
+			want := map[uint64]uint64{0: 1, 1: 1, 2: 1}
+			for _, o := range c.ops {
+				if o.trunc >= 0 {
+					l.truncate(uint64(o.trunc))
+					for off := range want {
+						if off >= uint64(o.trunc) {
+							delete(want, off)
+						}
+					}
+					continue
+				}
+				es := make([]protocol.Entry, o.n)
+				for i := range es {
+					es[i] = protocol.Entry{Offset: o.first + uint64(i), Epoch: o.epoch, Type: protocol.EntryData}
+					want[es[i].Offset] = o.epoch
+				}
+				l.append(es, o.seq)
+			}
+			leo := l.LEO()
+			for _, s := range c.steps {
+				l.persisted(s[0])
+				if l.durableEnd != s[1] || l.LEO() != leo {
+					t.Fatalf("after persisted(%d): durable end %d, LEO %d; want %d, %d", s[0], l.durableEnd, l.LEO(), s[1], leo)
+				}
+				for i, e := range l.tail {
+					if off := l.durableEnd + uint64(i); e.Offset != off || e.Epoch != want[off] {
+						t.Fatalf("after persisted(%d): tail entry %d is %d@e%d, want %d@e%d", s[0], i, e.Offset, e.Epoch, off, want[off])
+					}
+				}
+			}
+		})
+	}
+}

@@ -82,12 +82,17 @@ type Replica struct {
 	// a self-vote are durable before anyone hears of them).
 	quorumSeq uint64
 	// stateSeq is the Seq of the last write other than an HW checkpoint: a
-	// follower fetches only when it is persisted (its fetch offset and epoch
-	// must be durable).
+	// follower below FeatureLevelPipelinedFetch fetches only when it is
+	// persisted (its fetch offset and epoch must be durable).
 	stateSeq uint64
-	writes   []protocol.Write // not yet handed out by Ready
-	held     []heldMessage
-	acks     []Ack
+	// barrierSeq is the Seq of the last write other than an HW checkpoint
+	// or an entry append: a follower that pipelines (R71) fetches only
+	// when it is persisted (its epoch, vote, truncations and resets must
+	// be durable; only entries may be in flight).
+	barrierSeq uint64
+	writes     []protocol.Write // not yet handed out by Ready
+	held       []heldMessage
+	acks       []Ack
 	// transfers are the outcomes of leadership transfers (transfer.go,
 	// R59) not yet handed out by Ready; handedOver is the last epoch this
 	// replica handed over in this life (0: none).
@@ -102,7 +107,11 @@ type Replica struct {
 	// Follower side.
 	fetch        *fetcher.Fetcher
 	fetchBackoff time.Time
-	fetchHint    string
+	// sentDurable is the durable offset of the last fetch sent: a
+	// pipelining follower whose durable end reaches its log end while that
+	// fetch is outstanding sends a fresh one saying so (R71).
+	sentDurable uint64
+	fetchHint   string
 	// restand: the next fetch to fetchHint asks it to stand again (R20's
 	// fencing fetch to a live leader of an older epoch).
 	restand           bool

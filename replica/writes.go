@@ -29,6 +29,9 @@ func (r *Replica) emit(w protocol.Write) uint64 {
 	if w.Kind != protocol.WriteHWCheckpoint {
 		r.stateSeq = w.Seq
 	}
+	if w.Kind != protocol.WriteHWCheckpoint && w.Kind != protocol.WriteAppend {
+		r.barrierSeq = w.Seq
+	}
 	if w.Kind == protocol.WriteQuorumState {
 		r.quorumSeq = w.Seq
 	}

@@ -257,19 +257,20 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	restartOn(last, "current")
 	steps = append(steps, last.ID+"->current")
 
-	// Every node of this build now: the level goes to 7, and with it every
-	// node's journal.
+	// Every node of this build now: the level goes to this build's
+	// highest (8: the journal's 7 and pipelined fetches), and with it
+	// every node's journal.
 	upgraded := time.Now()
-	if err := waitLevel(ctx, c, protocol.FeatureLevelJournal, 30*time.Second); err != nil {
+	if err := waitLevel(ctx, c, protocol.Version, 30*time.Second); err != nil {
 		t.Error(err)
 	}
 	// restartOn holds the cluster a second after the node is back: a raise
 	// within that hold shows here as a wait of about 0.
-	t.Logf("level %d on every node %v after the last voter's step ended", protocol.FeatureLevelJournal, time.Since(upgraded).Round(time.Millisecond))
+	t.Logf("level %d on every node %v after the last voter's step ended", protocol.Version, time.Since(upgraded).Round(time.Millisecond))
 	if err := waitJournals(ctx, c, 30*time.Second); err != nil {
 		t.Error(err)
 	}
-	waitAcks("at level 7, every journal on")
+	waitAcks("at level 8, every journal on")
 
 	// A rollback after the raise: the old build must not read past the
 	// level entry, nor drop what it holds.
@@ -290,7 +291,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	expectedCrashes := len(c.Crashes()) - crashesBefore
 	fmt.Println("upgrade: rollback after the raise: " + refusal)
 	t.Log("rollback after the raise: " + refusal)
-	steps = append(steps, fol.ID+"->previous(at level 7)->current")
+	steps = append(steps, fol.ID+"->previous(at level 8)->current")
 	for len(acked) > 0 {
 		<-acked
 	}
@@ -325,8 +326,8 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		}
 		levels = append(levels, fmt.Sprintf("%s=%d", n.ID, lv))
 	}
-	if endLevel != protocol.FeatureLevelJournal {
-		t.Errorf("levels at the end %v; want %d on every node", levels, protocol.FeatureLevelJournal)
+	if endLevel != protocol.Version {
+		t.Errorf("levels at the end %v; want %d on every node", levels, protocol.Version)
 	}
 	c.Stop()
 
@@ -594,7 +595,7 @@ func waitJournals(ctx context.Context, c *Cluster, timeout time.Duration) error 
 	}
 }
 
-// rollbackAfterRaise puts n back on the previous release at level 7 and
+// rollbackAfterRaise puts n back on the previous release at level 8 and
 // watches what that build does with the directory (format 2, a journal it
 // does not know, a level entry it cannot read): it must exit, or keep
 // running without reading past the level entry, and in neither case may
@@ -609,7 +610,7 @@ func rollbackAfterRaise(ctx context.Context, t *testing.T, c *Cluster, h *Histor
 		t.Errorf("%s: status before the rollback: %v", n.ID, err)
 	}
 	leader, _ := c.Leader(ctx)
-	h.AddEvent(Event{Kind: "terminate", Nodes: []string{n.ID}, Leader: leader == n, Detail: "upgrade: SIGTERM, back on the previous build at level 7"})
+	h.AddEvent(Event{Kind: "terminate", Nodes: []string{n.ID}, Leader: leader == n, Detail: "upgrade: SIGTERM, back on the previous build at level 8"})
 	if !c.Terminate(n, 20*time.Second) {
 		t.Errorf("%s was not running", n.ID)
 	}
@@ -644,7 +645,7 @@ func rollbackAfterRaise(ctx context.Context, t *testing.T, c *Cluster, h *Histor
 			}
 		case time.Now().After(deadline):
 			what = "neither"
-			t.Errorf("%s on the previous build at level 7: still running after 20s and its log does not say %q", n.ID, unreadable)
+			t.Errorf("%s on the previous build at level 8: still running after 20s and its log does not say %q", n.ID, unreadable)
 		default:
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -21,8 +21,10 @@ import (
 //     below its HW (checked when the truncation is issued).
 //   - Durability: a newly committed entry is durable, with the same
 //     contents, on a majority of the voter set in force, each voter at the
-//     directory the set records (voters.go); a fetch offset never exceeds
-//     the fetcher's durable log; a granted vote is durable before it is
+//     directory the set records (voters.go); what a fetch says the
+//     fetcher holds (its durable offset, else its fetch offset) never
+//     exceeds the fetcher's durable log, and its fetch offset does so only
+//     at the pipelined level (R70, R71); a granted vote is durable before it is
 //     sent and a voter grants one candidate per epoch, across crashes (per
 //     disk: a wiped voter's new disk has voted nowhere).
 //   - Leaders: one per epoch over the whole run; a new leader of epoch E
@@ -400,9 +402,28 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 			s.fail("%s fetches as directory %q, its disk is %q", nd.id, b.ReplicaDirID, nd.dirID)
 			return
 		}
-		if b.FetchOffset > nd.store.LEO() {
-			s.fail("%s fetches with offset %d above its durable log end %d: the leader would count entries that a crash loses",
-				nd.id, b.FetchOffset, nd.store.LEO())
+		// The offset the leader counts (R70): the durable offset if the
+		// fetch says one; it says one ahead of the fetch offset only at
+		// the pipelined level (R71), where every node reads it.
+		counted := b.FetchOffset
+		if b.HasDurableOffset {
+			if b.DurableOffset > b.FetchOffset {
+				s.fail("%s fetches with durable offset %d above its fetch offset %d", nd.id, b.DurableOffset, b.FetchOffset)
+				return
+			}
+			counted = b.DurableOffset
+			if b.DurableOffset < b.FetchOffset {
+				nd.aheadOf = b.FetchOffset
+			}
+			if b.FetchOffset > nd.store.LEO() && nd.r.Status().FeatureLevel < protocol.FeatureLevelPipelinedFetch {
+				s.fail("%s fetches with offset %d above its durable log end %d below the pipelined level: a leader of the previous release would count it",
+					nd.id, b.FetchOffset, nd.store.LEO())
+				return
+			}
+		}
+		if counted > nd.store.LEO() {
+			s.fail("%s fetches saying it holds %d, above its durable log end %d: the leader would count entries that a crash loses",
+				nd.id, counted, nd.store.LEO())
 		}
 	case *protocol.AppendResponse:
 		if b.Error != protocol.AppendOK && b.Error != protocol.AppendDuplicate {

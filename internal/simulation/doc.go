@@ -48,11 +48,15 @@
 // every node with the workload healing wiped voters itself (voters.go,
 // R55–R58); in a third of the non-classic runs the version mix
 // (versions.go, R68): nodes of two releases, one supporting feature level
-// 6 and one 7 (replica.Config.SupportedFeatureLevel), upgrades and
+// 7 and one 8 (replica.Config.SupportedFeatureLevel), upgrades and
 // rollbacks as restarts among the faults (a rollback refused once a level
-// above 6 was written), in some runs every node holding the level at 6
+// above 7 was written), in some runs every node holding the level at 7
 // until its hold is released, and a node halted at a level it cannot run
-// at rolled forward.
+// at rolled forward; a fetch to or from a node of the previous release
+// carries no durable offset (its wire version). Outside the mix every
+// node runs this release and the cluster reaches level 8, where
+// followers fetch while their entry writes are still on the simulated
+// disk (R71), and a crash loses those writes.
 //
 // Fault kinds. The basic ones, in every run: crashes that lose what was
 // not yet durable, restarts, pauses, partitions symmetric and one-way,

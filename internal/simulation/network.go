@@ -156,5 +156,5 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 		s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
 		return
 	}
-	s.input(nd, shell.Message(m))
+	s.input(nd, shell.Message(s.atWire(m, from, nd.idx)))
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -476,9 +477,12 @@ type node struct {
 	contacts    [contactRing]contact
 	nContacts   int
 	lastFetchID uint64 // the FetchID of its latest fetch
-	answeredID  uint64 // the FetchID of the last answer it received
-	heardAt     []time.Duration
-	heardEpoch  []uint64
+	// aheadOf is the fetch offset of its latest fetch that was ahead of
+	// its durable offset, in this incarnation (0: none).
+	aheadOf    uint64
+	answeredID uint64 // the FetchID of the last answer it received
+	heardAt    []time.Duration
+	heardEpoch []uint64
 }
 
 // namedRound is a candidate's vote request round.
@@ -910,6 +914,10 @@ func (s *sim) crashNode(nd *node, why string, power bool) {
 	}
 	s.res.Crashes++
 	s.tracef("%s CRASH (%s): losing %d pending writes", nd.id, why, len(nd.pending))
+	if nd.aheadOf > nd.store.LEO() && slices.ContainsFunc(nd.pending, func(w protocol.Write) bool { return w.Kind == protocol.WriteAppend }) {
+		s.res.Faults.PipelinedLosses++
+	}
+	nd.aheadOf = 0
 	s.hash.byte(0xA1)
 	s.hash.u64(uint64(nd.idx))
 	s.touchNode(nd.idx, s.now, why)

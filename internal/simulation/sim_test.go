@@ -223,10 +223,11 @@ func TestSimulation(t *testing.T) {
 		// Every fault kind FaultCounts counts must have been injected (a
 		// fault kind wired to nothing would count 0). A tainted run (and a
 		// dead add, which taints) is an outcome, not a fault: it may not
-		// happen.
+		// happen; so is a crash that lands while a pipelining follower's
+		// fetched entries are in its writer (a few in 500 seeds).
 		v := reflect.ValueOf(total.Faults)
 		for i := 0; i < v.NumField(); i++ {
-			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "DeadAdds" {
+			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "DeadAdds" && name != "PipelinedLosses" {
 				t.Errorf("%d seeds injected no fault of kind %s", done, name)
 			}
 		}

@@ -32,6 +32,10 @@ type FaultCounts struct {
 	// disk was already lost (it fetched within the bound R58 allows, then
 	// was wiped): with one more voter lost, no protocol could elect.
 	DeadAdds int
+	// PipelinedLosses: crashes of a node that had fetched past entries
+	// still in its writer (R71), which the crash lost (no leader counted
+	// them: R70).
+	PipelinedLosses int
 	// False leader hints: naming a node that does not lead, a non-voter,
 	// or a bogus (too high) epoch.
 	HintsWrongNode, HintsNonVoter, HintsBogusEpoch int

@@ -81,7 +81,10 @@ func (h *hasher) msg(m protocol.Message) {
 		h.u64(uint64(b.MaxBytes))
 		h.u64(uint64(b.MaxWaitMs))
 		if b.FeatureLevel != 0 {
-			h.u64(uint64(b.FeatureLevel)) // only in version-mix runs
+			h.u64(uint64(b.FeatureLevel))
+		}
+		if b.HasDurableOffset {
+			h.u64(b.DurableOffset)
 		}
 	case *protocol.FetchResponse:
 		h.byte(byte(protocol.KindFetchResponse))

@@ -11,16 +11,20 @@ import (
 )
 
 // The version mix (docs/protocol.md R68): nodes of two releases in one
-// cluster, one that supports feature level 6 (the base) and one that
-// supports 7, each a config of the same core (replica.Config's
-// SupportedFeatureLevel). Upgrades and rollbacks are restarts, interleaved
-// with every other fault; some runs start with every node holding the
-// level at 6 (MaxFeatureLevel) and release the hold node by node. A
-// rollback is the operator's: it goes ahead only while no level entry above
-// 6 has been written anywhere (what Status.FeatureLevel and the log show);
-// else the node comes back on the new release. A node that finds a
-// committed level it cannot run at halts (ErrFeatureLevel) and is rolled
-// forward, as an operator would.
+// cluster, one that supports feature level 7 (the journal, the previous
+// release) and one that supports 8 (pipelined fetches, R71), each a config
+// of the same core (replica.Config's SupportedFeatureLevel). Upgrades and
+// rollbacks are restarts, interleaved with every other fault; some runs
+// start with every node holding the level at 7 (MaxFeatureLevel) and
+// release the hold node by node. A rollback is the operator's: it goes
+// ahead only while no level entry above 7 has been written anywhere (what
+// Status.FeatureLevel and the log show); else the node comes back on the
+// new release. A node that finds a committed level it cannot run at halts
+// (ErrFeatureLevel) and is rolled forward, as an operator would. The
+// network speaks each pair's wire version: a fetch between a node of the
+// previous release and any other carries no durable offset (atWire), as
+// the transport encodes it at wire 7, so a leader of that release counts
+// the fetch offset, as the real one does.
 //
 // Invariants: the levels in the committed log never go down; a node's
 // finalized level never goes down while it runs and never exceeds what it
@@ -46,9 +50,24 @@ type versionParams struct {
 
 // The two releases.
 const (
-	levelOld = protocol.BaseFeatureLevel
-	levelNew = protocol.BaseFeatureLevel + 1
+	levelOld = protocol.FeatureLevelJournal
+	levelNew = protocol.FeatureLevelPipelinedFetch
 )
+
+// atWire is m as it reaches node to from node from: encoded at the wire
+// version both ends speak. A node of the previous release neither sends
+// nor reads a fetch's durable offset (protocol.DurableOffsetVersion).
+func (s *sim) atWire(m protocol.Message, from, to int) protocol.Message {
+	f, ok := m.Body.(*protocol.FetchRequest)
+	if !s.p.ver.on || !ok || !f.HasDurableOffset ||
+		s.ver.nodes[from].supported >= protocol.DurableOffsetVersion && s.ver.nodes[to].supported >= protocol.DurableOffsetVersion {
+		return m
+	}
+	c := *f
+	c.HasDurableOffset, c.DurableOffset = false, 0
+	m.Body = &c
+	return m
+}
 
 // chooseVersions draws the version mix from its own stream, so that runs
 // without it draw what they did before it existed.
@@ -93,9 +112,9 @@ type versionState struct {
 	// the offsets of its level entries.
 	committed   int
 	committedAt []levelAt
-	// heardNew[to][from] is when a fetch of from saying levelNew last
-	// reached to, and to's incarnation then.
-	heardNew [][]heard
+	// heard[l-levelOld][to][from] is when a fetch of from saying level l
+	// or above last reached to, and to's incarnation then.
+	heard [levelNew - levelOld + 1][][]heard
 }
 
 type heard struct {
@@ -114,10 +133,12 @@ func (s *sim) setupVersions() {
 	}
 	s.ver.nodes = make([]nodeVersion, len(s.nodes))
 	s.ver.seen = map[[2]uint64]bool{}
-	s.ver.written, s.ver.committed = levelOld, levelOld
-	s.ver.heardNew = make([][]heard, len(s.nodes))
-	for i := range s.ver.heardNew {
-		s.ver.heardNew[i] = make([]heard, len(s.nodes))
+	s.ver.written, s.ver.committed = protocol.BaseFeatureLevel, protocol.BaseFeatureLevel
+	for l := range s.ver.heard {
+		s.ver.heard[l] = make([][]heard, len(s.nodes))
+		for i := range s.ver.heard[l] {
+			s.ver.heard[l][i] = make([]heard, len(s.nodes))
+		}
 	}
 	for i := range s.ver.nodes {
 		s.ver.nodes[i].supported = s.p.ver.init[i]
@@ -225,23 +246,25 @@ func (s *sim) levelHalt(nd *node, err error) bool {
 	return true
 }
 
-// noteFetchLevels records the fetches saying levelNew among a round's
-// inputs, at the round's clock (the time the core sees them at).
+// noteFetchLevels records the fetches saying levelOld or above among a
+// round's inputs, at the round's clock (the time the core sees them at).
 func (s *sim) noteFetchLevels(nd *node, evs []shell.Event) {
 	if !s.p.ver.on {
 		return
 	}
 	for _, ev := range evs {
-		if f, ok := ev.Message.Body.(*protocol.FetchRequest); ok && ev.Kind == shell.EventMessage && int(f.FeatureLevel) >= levelNew {
+		if f, ok := ev.Message.Body.(*protocol.FetchRequest); ok && ev.Kind == shell.EventMessage && int(f.FeatureLevel) >= levelOld {
 			if from, ok := s.byID[ev.Message.From]; ok {
-				s.ver.heardNew[nd.idx][from] = heard{at: nd.clock(s.now), inc: nd.inc}
+				for l := levelOld; l <= min(int(f.FeatureLevel), levelNew); l++ {
+					s.ver.heard[l-levelOld][nd.idx][from] = heard{at: nd.clock(s.now), inc: nd.inc}
+				}
 			}
 		}
 	}
 }
 
 // levelBelow is the level of the newest level entry of log below end
-// (levelOld if none).
+// (the base level if none).
 func levelBelow(log []entryKey, end uint64) int {
 	for i := min(uint64(len(log)), end); i > 0; i-- {
 		if k := log[i-1]; k.typ == protocol.EntryFeature {
@@ -250,7 +273,7 @@ func levelBelow(log []entryKey, end uint64) int {
 			}
 		}
 	}
-	return levelOld
+	return protocol.BaseFeatureLevel
 }
 
 // checkLevelWrites checks the level entries among nd's writes the first
@@ -315,7 +338,7 @@ func (s *sim) checkRaise(nd *node, e protocol.Entry, l int) {
 			if !ok || s.nodes[i] == nd {
 				continue
 			}
-			if h := s.ver.heardNew[nd.idx][i]; h.inc != nd.inc || h.at.IsZero() || now.Sub(h.at) >= s.p.fetchTimeout {
+			if h := s.ver.heard[l-levelOld][nd.idx][i]; h.inc != nd.inc || h.at.IsZero() || now.Sub(h.at) >= s.p.fetchTimeout {
 				s.fail("%s raised the level to %d, but voter %s has not told it it supports %d within FetchTimeout", nd.id, l, vt.ID, l)
 				return
 			}

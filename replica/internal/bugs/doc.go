@@ -131,6 +131,18 @@
 //	                                later epoch brings back the removed
 //	                                entries' keys. Fails:
 //	                                TestStaleKeyCheckpointIsIgnored.
+//	replog_bug_count_fetch_offset   CountFetchOffset (R70): the leader counts
+//	                                a fetch's FetchOffset as the fetcher's
+//	                                LEO even when the fetch says a lower
+//	                                durable offset, so a pipelining
+//	                                follower's entries still in its writer
+//	                                commit. Fails: TestScenarios
+//	                                (pipelined_fetch),
+//	                                TestPipelinedFetchWithoutDurableOffset;
+//	                                the simulation's durability check
+//	                                (TestSimulation: seed 1 at 1500 steps,
+//	                                an entry committed while durable on one
+//	                                voter of two).
 //
 // Tests named alone are in package replica. For example:
 //
