@@ -142,7 +142,8 @@
 //	                                the simulation's durability check
 //	                                (TestSimulation: seed 1 at 1500 steps,
 //	                                an entry committed while durable on one
-//	                                voter of two).
+//	                                voter of two; TestRegressionSeeds: the
+//	                                row 1 x1500 and 17 others).
 //
 // Tests named alone are in package replica. For example:
 //
