@@ -100,9 +100,13 @@ func (r *Replica) pipelining() bool {
 }
 
 // fetchReady reports whether the writes a fetch depends on are persisted.
+// A pipelining follower fetches with one answer's entries in its writer,
+// not two: the next batch is fetched while the previous one syncs, so it
+// fetches about once per sync, as without pipelining, not once per round
+// trip with ever smaller answers.
 func (r *Replica) fetchReady() bool {
 	if r.pipelining() {
-		return r.persistedSeq >= r.barrierSeq
+		return r.persistedSeq >= r.barrierSeq && len(r.log.marks) <= 1
 	}
 	return r.persistedSeq >= r.stateSeq
 }

@@ -43,7 +43,11 @@ type leaderState struct {
 	// follow it (a restarted replica, or one that lost our answer) may have
 	// missed the current HW, so it is answered at once.
 	lastFetchID map[string]uint64
-	parked      []parkedFetch
+	// served is the last fetch of each replica answered with entries
+	// that was ahead of its durable offset: R71's fresh fetch repeating
+	// it is answered without them.
+	served map[string]servedFetch
+	parked []parkedFetch
 	// pending proposals in offset order.
 	pending []proposal
 	// transfer is the leadership transfer under way, if any (R59,
@@ -56,6 +60,9 @@ type leaderState struct {
 
 	hwBuf []uint64
 }
+
+// servedFetch names a fetch answered with entries: its ID and offset.
+type servedFetch struct{ id, offset uint64 }
 
 type parkedFetch struct {
 	from     string
@@ -86,6 +93,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		observerFetch: make(map[string]time.Time),
 		sentHW:        make(map[string]uint64),
 		lastFetchID:   make(map[string]uint64),
+		served:        make(map[string]servedFetch),
 		fetchDir:      make(map[string]string),
 		fetchOffset:   make(map[string]uint64),
 		anyFetch:      make(map[string]time.Time),
@@ -369,6 +377,16 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 		})
 		return
 	}
+	if sv, ok := r.leader.served[from]; ok && req.FetchID == sv.id+1 && req.FetchOffset == sv.offset {
+		// R71's fresh fetch, sent when the follower's durable end reached
+		// its offset, after we had answered the fetch it repeats: that
+		// answer carries the entries and the follower takes it for this
+		// one (the late-answer rule). Sending them twice would double
+		// what a follower under load is sent; the HW goes alone. (Lost,
+		// that answer costs one more fetch, which gets the entries.)
+		r.sendFetchOK(from, req, nil)
+		return
+	}
 	var entries []protocol.Entry
 	if req.FetchOffset < r.log.LEO() {
 		throttled := r.throttles(from, req) // R73
@@ -393,6 +411,11 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 // the replication quota's wait is over, R73) and the current HW.
 func (r *Replica) sendFetchOK(from string, req *protocol.FetchRequest, entries []protocol.Entry) {
 	r.leader.sentHW[from] = r.hw
+	if len(entries) > 0 && req.HasDurableOffset && req.DurableOffset < req.FetchOffset {
+		r.leader.served[from] = servedFetch{id: req.FetchID, offset: req.FetchOffset}
+	} else {
+		delete(r.leader.served, from)
+	}
 	r.send(from, &protocol.FetchResponse{
 		FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOK,
 		HighWatermark: r.hw, LogStartOffset: r.log.logStart, Entries: entries,

@@ -102,6 +102,25 @@ func TestPipelinedFetchWaitsForNonEntryWrites(t *testing.T) {
 			t.Fatalf("LEO %d after the replaced fetch's answer, want 3 (late-answer rule)", r.log.LEO())
 		}
 	})
+	t.Run("two answers in flight: no fetch until the first is durable", func(t *testing.T) {
+		r, store, req := pipeliningFollower(t)
+		r.Step(okAnswer(req, ents(0, 1, 1)...))
+		rd1 := r.Ready()
+		f2 := bodiesTo[*protocol.FetchRequest](rd1.Messages, "L")
+		if len(f2) != 1 || f2[0].FetchOffset != 2 {
+			t.Fatalf("fetches %+v, want one from 2", f2)
+		}
+		r.Step(okAnswer(f2[0], ents(2, 1, 1)...))
+		rd2 := r.Ready()
+		if f := bodiesTo[*protocol.FetchRequest](rd2.Messages, ""); len(rd2.Writes) != 1 || len(f) != 0 {
+			t.Fatalf("writes %d, fetches %+v: want the second append and no fetch while two are in flight", len(rd2.Writes), f)
+		}
+		persistAll(t, r, store, rd1.Writes)
+		f3 := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
+		if len(f3) != 1 || f3[0].FetchOffset != 4 || f3[0].DurableOffset != 2 {
+			t.Fatalf("after the first append is durable: %+v, want a fetch from 4 saying durable 2", f3)
+		}
+	})
 	t.Run("a truncation in flight holds the next fetch", func(t *testing.T) {
 		r, store, req := pipeliningFollower(t)
 		r.Step(okAnswer(req, ents(0, 1, 1)...))
@@ -160,6 +179,48 @@ func TestPipelinedFetchWaitsForNonEntryWrites(t *testing.T) {
 		f := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")
 		if len(f) != 1 || f[0].FetchOffset != 2 || f[0].DurableOffset != 2 {
 			t.Fatalf("after the append is durable: %+v, want a fetch from 2", f)
+		}
+	})
+}
+
+// TestPipelinedFreshFetchIsNotSentTheEntriesAgain (R71): the leader
+// answered a fetch that was ahead of its durable offset with entries;
+// the follower's fresh fetch of the same offset (the next FetchID), sent
+// when its durable end reached that offset, gets the HW without the
+// entries (the earlier answer carries them), and a fetch after that gets
+// them again (a lost answer costs one fetch). A repeat of a fetch that
+// was not ahead is answered as always, with the entries.
+func TestPipelinedFreshFetchIsNotSentTheEntriesAgain(t *testing.T) {
+	answer := func(t *testing.T, r *Replica, store *storage.Memory, id, durable uint64) *protocol.FetchResponse {
+		t.Helper()
+		r.Step(protocol.Message{From: "f", To: "l", Body: &protocol.FetchRequest{
+			FetchID: id, ReplicaID: "f", ReplicaDirID: "f", CurrentEpoch: 3, FetchOffset: 2, LastFetchedEpoch: 1,
+			MaxBytes: 1 << 20, MaxWaitMs: 500, HasDurableOffset: true, DurableOffset: durable,
+		}})
+		msgs, _ := settle(t, r, store)
+		resps := bodiesTo[*protocol.FetchResponse](msgs, "f")
+		if len(resps) != 1 || resps[0].FetchID != id || resps[0].Error != protocol.FetchOK {
+			t.Fatalf("fetch %d: answers %+v, want one OK", id, resps)
+		}
+		return resps[0]
+	}
+	t.Run("ahead, then the fresh fetch", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2}, protocol.QuorumState{Epoch: 2})
+		if got := answer(t, r, store, 7, 1); len(got.Entries) != 3 {
+			t.Fatalf("the fetch ahead of its durable offset got %d entries, want 3", len(got.Entries))
+		}
+		if got := answer(t, r, store, 8, 2); len(got.Entries) != 0 {
+			t.Fatalf("the fresh fetch got %d entries again, want none", len(got.Entries))
+		}
+		if got := answer(t, r, store, 9, 2); len(got.Entries) != 3 {
+			t.Fatalf("the fetch after the fresh one got %d entries, want 3", len(got.Entries))
+		}
+	})
+	t.Run("a repeat of a fetch that was not ahead", func(t *testing.T) {
+		r, store := leaderWith(t, []string{"l", "f", "g"}, []uint64{1, 1, 2, 2}, protocol.QuorumState{Epoch: 2})
+		answer(t, r, store, 7, 2)
+		if got := answer(t, r, store, 8, 2); len(got.Entries) != 3 {
+			t.Fatalf("a repeated fetch got %d entries, want 3", len(got.Entries))
 		}
 	})
 }

@@ -143,7 +143,7 @@
 //	                                (TestSimulation: seed 1 at 1500 steps,
 //	                                an entry committed while durable on one
 //	                                voter of two; TestRegressionSeeds: the
-//	                                row 1 x1500 and 17 others).
+//	                                row 1 x1500 and 16 others).
 //
 // Tests named alone are in package replica. For example:
 //
