@@ -227,7 +227,14 @@ func TestSimulation(t *testing.T) {
 		// fetched entries are in its writer (a few in 500 seeds).
 		v := reflect.ValueOf(total.Faults)
 		for i := 0; i < v.NumField(); i++ {
-			if name := v.Type().Field(i).Name; v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "DeadAdds" && name != "PipelinedLosses" {
+			// PausesExtended is an outcome too (a pause landing on a
+			// node still paused), which the exactly-once workload's
+			// pauses may never meet.
+			name := v.Type().Field(i).Name
+			if name == "PausesExtended" && *flagEO {
+				continue
+			}
+			if v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "DeadAdds" && name != "PipelinedLosses" {
 				t.Errorf("%d seeds injected no fault of kind %s", done, name)
 			}
 		}
