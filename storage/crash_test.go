@@ -146,16 +146,7 @@ func TestDirCrashRecoverySharedJournal(t *testing.T) {
 	}
 	t.Setenv(envCrashShared, "1") // the children inherit it
 	stages := append(slices.Clone(crashStages), crashJournalStages...)
-	kills := 24
-	if v := os.Getenv(envCrashKills); v != "" {
-		kills, _ = strconv.Atoi(v)
-	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("REPLOG_CRASH_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (set REPLOG_CRASH_SEED to replay the kill schedule)", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	kills, seed, rng := crashSchedule(t)
 	dir := t.TempDir()
 	acked := map[string][]crashBatch{}
 	staged := map[string]int{}
@@ -528,10 +519,10 @@ func TestDirCrashRecoveryJournal(t *testing.T) {
 	testCrashRecovery(t, append(slices.Clone(crashStages), crashJournalStages...))
 }
 
-// testCrashRecovery runs the crash test, every other child dying at one
-// of stages in turn.
-func testCrashRecovery(t *testing.T, stages []string) {
-	crashOpts := crashOptions()
+// crashSchedule is a crash test's number of kills (REPLOG_CRASH_KILLS,
+// default 24), its seed (REPLOG_CRASH_SEED or the clock, logged to replay
+// a failure) and the random source of its kill schedule.
+func crashSchedule(t *testing.T) (int, uint64, *rand.Rand) {
 	kills := 24
 	if v := os.Getenv(envCrashKills); v != "" {
 		kills, _ = strconv.Atoi(v)
@@ -541,7 +532,14 @@ func testCrashRecovery(t *testing.T, stages []string) {
 		seed, _ = strconv.ParseUint(v, 10, 64)
 	}
 	t.Logf("seed %d (set REPLOG_CRASH_SEED to replay the kill schedule)", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	return kills, seed, rand.New(rand.NewPCG(seed, 1))
+}
+
+// testCrashRecovery runs the crash test, every other child dying at one
+// of stages in turn.
+func testCrashRecovery(t *testing.T, stages []string) {
+	crashOpts := crashOptions()
+	kills, seed, rng := crashSchedule(t)
 	dir := t.TempDir()
 	var acked []crashBatch // every acknowledged batch so far, in order
 	inFlightApplied, totalEntries, totalWrites, rolls, deleted, checkpoints := 0, 0, 0, uint64(0), uint64(0), uint64(0)
