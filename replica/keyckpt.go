@@ -268,17 +268,10 @@ func (d *ckptReader) uvarint() uint64 {
 	return v
 }
 
+// varint undoes binary.AppendVarint's zig-zag over uvarint.
 func (d *ckptReader) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errBadKeyCheckpoint
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	u := d.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (d *ckptReader) byte() byte {

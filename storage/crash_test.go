@@ -152,17 +152,7 @@ func TestDirCrashRecoverySharedJournal(t *testing.T) {
 	staged := map[string]int{}
 	inFlightApplied, checkpoints, rounds, batches := 0, uint64(0), uint64(0), uint64(0)
 	for k := 0; k < kills; k++ {
-		stage := ""
-		if k%2 == 1 {
-			stage = fmt.Sprintf("%s %d", stages[(k/2)%len(stages)], 1+rng.IntN(4))
-		}
-		lines, selfKilled, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond, stage)
-		if err != nil {
-			t.Fatalf("kill %d: %v", k, err)
-		}
-		if selfKilled {
-			staged[strings.Fields(stage)[0]]++
-		}
+		stage, lines := killRun(t, dir, seed, k, stages, rng, staged)
 		inFlight := map[string]crashBatch{}
 		begun := map[string]crashBatch{}
 		for _, l := range lines {
@@ -519,6 +509,25 @@ func TestDirCrashRecoveryJournal(t *testing.T) {
 	testCrashRecovery(t, append(slices.Clone(crashStages), crashJournalStages...))
 }
 
+// killRun runs child k of a crash test in dir and returns the stage it
+// was to die at ("" for none) and its output lines: every other child (odd k) dies at a stage of stages, in turn,
+// counted in staged; the others are killed at a random moment.
+func killRun(t *testing.T, dir string, seed uint64, k int, stages []string, rng *rand.Rand, staged map[string]int) (string, []string) {
+	t.Helper()
+	stage := ""
+	if k%2 == 1 {
+		stage = fmt.Sprintf("%s %d", stages[(k/2)%len(stages)], 1+rng.IntN(4))
+	}
+	lines, selfKilled, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond, stage)
+	if err != nil {
+		t.Fatalf("kill %d: %v", k, err)
+	}
+	if selfKilled {
+		staged[strings.Fields(stage)[0]]++
+	}
+	return stage, lines
+}
+
 // crashSchedule is a crash test's number of kills (REPLOG_CRASH_KILLS,
 // default 24), its seed (REPLOG_CRASH_SEED or the clock, logged to replay
 // a failure) and the random source of its kill schedule.
@@ -549,17 +558,7 @@ func testCrashRecovery(t *testing.T, stages []string) {
 	// Every other run dies at a stage of a roll or a deletion, each stage
 	// in turn; the others are killed by the parent at a random moment.
 	for k := 0; k < kills; k++ {
-		stage := ""
-		if k%2 == 1 {
-			stage = fmt.Sprintf("%s %d", stages[(k/2)%len(stages)], 1+rng.IntN(4))
-		}
-		lines, selfKilled, err := runAndKill(t, dir, seed+uint64(k), time.Duration(rng.IntN(120)+1)*time.Millisecond, stage)
-		if err != nil {
-			t.Fatalf("kill %d: %v", k, err)
-		}
-		if selfKilled {
-			staged[strings.Fields(stage)[0]]++
-		}
+		stage, lines := killRun(t, dir, seed, k, stages, rng, staged)
 		var inFlight crashBatch
 		begun := map[string]crashBatch{}
 		for _, l := range lines {
