@@ -14,8 +14,9 @@ import (
 
 // TestStatusFeatureLevel (R68): Status reports the finalized cluster
 // feature level and this node's supported range, in Go and in JSON. This
-// release supports level 8, so a single node raises its cluster to 8 on
-// its own (after leading for FetchTimeout); held at 7 it raises it to 7
+// release supports level 9 (protocol.Version), so a single node raises its
+// cluster to 9 on its own (after leading for FetchTimeout); held at 7 it
+// raises it to 7
 // only (the journal, without pipelined fetches); held at the base level it
 // stays there (no level entry is written).
 func TestStatusFeatureLevel(t *testing.T) {
@@ -65,8 +66,8 @@ func journalUse(t *testing.T, l *Log) (format int, bytes uint64) {
 }
 
 // TestFeatureLevelTurnsOnJournal (R68, level 7): a three-node cluster of
-// this release raises its level to 8 (the journal's 7 and pipelined
-// fetches) about FetchTimeout after its first
+// this release raises its level to 9 (protocol.Version: with it the
+// journal's 7 and pipelined fetches' 8) about FetchTimeout after its first
 // leader took over, and then every node turns its commit journal on (the
 // directory format 2, the writes through the journal); a restart opens
 // format 2 with the journal and keeps every entry. Held at 6
@@ -87,9 +88,9 @@ func TestFeatureLevelTurnsOnJournal(t *testing.T) {
 			}
 		}
 		appendSome(5)
-		waitFor(t, "level 8 on every node", 15*time.Second, func() bool {
+		waitFor(t, "this release's level on every node", 15*time.Second, func() bool {
 			for _, l := range c.nodes {
-				if l.Status().FeatureLevel != protocol.FeatureLevelPipelinedFetch {
+				if l.Status().FeatureLevel != protocol.Version {
 					return false
 				}
 			}
@@ -122,7 +123,7 @@ func TestFeatureLevelTurnsOnJournal(t *testing.T) {
 			f, b := journalUse(t, l)
 			return f == storage.StorageFormatJournal && b > 0
 		})
-		if st := l.Status(); st.FeatureLevel != protocol.FeatureLevelPipelinedFetch {
+		if st := l.Status(); st.FeatureLevel != protocol.Version {
 			t.Fatalf("restarted %s at level %d", fol, st.FeatureLevel)
 		}
 	})

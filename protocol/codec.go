@@ -13,6 +13,7 @@ import (
 //	kind     uint8   Kind of the body
 //	from     string
 //	to       string
+//	log      string  Message.Log, from LogNameVersion on ("" for the default log)
 //	body     the body's fields in declaration order (see AppendMessage)
 //
 // A string or byte slice is a uint32 length followed by its bytes; a slice of
@@ -46,7 +47,8 @@ import (
 // sets with owed incarnations (EncodeVoterSet's format 2, in entries and
 // in LogStartVoters), which a version-5 node would refuse as malformed;
 // version 7 added FetchRequest.FeatureLevel (FeatureLevelVersion);
-// version 8 added FetchRequest.DurableOffset (DurableOffsetVersion).
+// version 8 added FetchRequest.DurableOffset (DurableOffsetVersion);
+// version 9 added Message.Log, in every message (LogNameVersion).
 //
 // Version is the newest version this package encodes and decodes,
 // MinVersion the oldest: a node speaks every version between them, and
@@ -55,7 +57,7 @@ import (
 // version; its new kinds and fields are encoded only at that version, so
 // a peer is never sent what it cannot read, and MinVersion moves up only
 // when no supported release speaks the older version any more.
-const Version = 8
+const Version = 9
 
 // MinVersion is the oldest version this package encodes and decodes.
 const MinVersion = 6
@@ -65,8 +67,9 @@ const (
 	// message: the version byte and the kind byte. A stream reader may read
 	// it first and learn the kind with KindOf before the rest arrives.
 	HeaderSize = 2
-	// MinSize is the length of the shortest encoded message: the header
-	// and an empty From and To (every body adds to it).
+	// MinSize is the length of the shortest encoded message in any
+	// version spoken: the header and an empty From and To (every body
+	// adds to it, and from LogNameVersion on so does the Log's length).
 	MinSize = HeaderSize + 4 + 4
 )
 
@@ -106,6 +109,10 @@ var (
 	// ErrVersion: AppendMessageAt was asked for a version outside
 	// MinVersion..Version.
 	ErrVersion = errors.New("replog: wire version not spoken")
+	// ErrLogNameVersion: AppendMessageAt was asked to encode a message of
+	// a named log (Message.Log set) below LogNameVersion, which has no
+	// place for the name: the peer would read it as the default log's.
+	ErrLogNameVersion = errors.New("replog: a named log's message needs a newer wire version")
 )
 
 // EncodedSize returns the size in bytes of m's encoding (what
@@ -119,6 +126,9 @@ func EncodedSize(m Message) int {
 // bytes below it. It is never above EncodedSize for a version spoken.
 func EncodedSizeAt(m Message, v uint8) int {
 	n := HeaderSize + 4 + len(m.From) + 4 + len(m.To)
+	if v >= LogNameVersion {
+		n += 4 + len(m.Log)
+	}
 	switch b := m.Body.(type) {
 	case *FetchRequest:
 		if b == nil {
@@ -194,9 +204,11 @@ func EncodedSizeAt(m Message, v uint8) int {
 // AppendMessage appends the encoding of m to dst and returns the extended
 // slice. It grows dst at most once (the size is computed first) and makes
 // no other allocation, so a writer that reuses dst encodes without
-// allocating. It fails only for a message without a body (ErrMalformed) or
-// one above 4 GiB (ErrTooLarge); callers enforce their own, smaller limit
-// with EncodedSize before encoding. On failure dst is returned unchanged.
+// allocating. It fails only for a message without a body (ErrMalformed),
+// one above 4 GiB (ErrTooLarge), or one whose Log is neither "" nor a valid
+// name (ErrInvalidLogName, as the decoder would refuse it); callers enforce
+// their own, smaller limit with EncodedSize before encoding. On failure dst
+// is returned unchanged.
 func AppendMessage(dst []byte, m Message) ([]byte, error) {
 	return AppendMessageAt(dst, m, Version)
 }
@@ -209,10 +221,22 @@ func AppendMessage(dst []byte, m Message) ([]byte, error) {
 // FetchRequest.HasDurableOffset and DurableOffset below
 // DurableOffsetVersion (a version-7 peer reads the fetch offset as
 // durable; a follower sends one ahead of its durable end only at
-// FeatureLevelPipelinedFetch, which no such peer runs).
+// FeatureLevelPipelinedFetch, which no such peer runs). Message.Log has no
+// place below LogNameVersion: a message of a named log fails there with
+// ErrLogNameVersion, dst unchanged, rather than go out as the default
+// log's.
 func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 	if v < MinVersion || v > Version {
 		return dst, fmt.Errorf("%w: %d (this node speaks %d..%d)", ErrVersion, v, MinVersion, Version)
+	}
+	if m.Log != "" {
+		if v < LogNameVersion {
+			return dst, fmt.Errorf("%w: message %s->%s of log %q at wire version %d (names travel from %d on)",
+				ErrLogNameVersion, m.From, m.To, m.Log, v, LogNameVersion)
+		}
+		if err := ValidLogName(m.Log); err != nil {
+			return dst, fmt.Errorf("message %s->%s: %w", m.From, m.To, err)
+		}
 	}
 	size := EncodedSizeAt(m, v)
 	if size < 0 {
@@ -231,6 +255,9 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 	dst = append(dst, v, byte(m.Body.Kind()))
 	dst = appendString(dst, m.From)
 	dst = appendString(dst, m.To)
+	if v >= LogNameVersion {
+		dst = appendString(dst, m.Log)
+	}
 	switch b := m.Body.(type) {
 	case *FetchRequest:
 		dst = be.AppendUint64(dst, b.FetchID)
@@ -341,7 +368,9 @@ func appendBool(dst []byte, v bool) []byte {
 // DecodeMessage decodes the message encoded in b, which must hold exactly
 // one message (trailing bytes are an error). Every problem returns an error
 // wrapping ErrMalformed that says what was wrong and where (the byte
-// position within b).
+// position within b); a Log that ValidLogName refuses also wraps
+// ErrInvalidLogName. A message of a version below LogNameVersion has no
+// Log: it is the default log's.
 //
 // Entry Data and AppendRequest Records of the result alias b (capacity
 // clipped, so appending to them never writes into b): the caller must not
@@ -367,6 +396,15 @@ func DecodeMessage(b []byte) (Message, error) {
 	var m Message
 	m.From = d.string("from")
 	m.To = d.string("to")
+	if v >= LogNameVersion {
+		at := d.off
+		if m.Log = d.string("log"); m.Log != "" && d.err == nil {
+			if err := ValidLogName(m.Log); err != nil {
+				d.off = at
+				d.fail("log", err)
+			}
+		}
+	}
 	switch kind {
 	case KindFetchRequest:
 		x := &FetchRequest{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -50,6 +51,9 @@ func TestCodecRoundTripSamples(t *testing.T) {
 		roundTrip(t, m)
 		kinds[m.Body.Kind()] = true
 	}
+	for _, m := range protocoltest.NamedSamples() {
+		roundTrip(t, m)
+	}
 	if len(kinds) != 9 {
 		t.Fatalf("samples cover %d kinds, want 9", len(kinds))
 	}
@@ -68,8 +72,8 @@ func TestCodecFieldLayout(t *testing.T) {
 		if b[0] != protocol.Version {
 			t.Fatalf("version %d, want %d", b[0], protocol.Version)
 		}
-		// Skip version, kind and the empty from and to strings.
-		return b[protocol.HeaderSize+8:]
+		// Skip version, kind and the empty from, to and log strings.
+		return b[protocol.HeaderSize+12:]
 	}
 	vreq := body(protocol.Message{Body: &protocol.VoteRequest{Epoch: 1, CandidateID: "c", LastEpoch: 2, LEO: 3, PreVote: true, Round: 0x0102030405060708}})
 	if got := be.Uint64(vreq[8+4+1+8+8+1:]); got != 0x0102030405060708 {
@@ -91,11 +95,13 @@ func TestCodecFieldLayout(t *testing.T) {
 	}
 }
 
-// TestCodecRoundTripProperty: decode(encode(m)) == m for random messages.
+// TestCodecRoundTripProperty: decode(encode(m)) == m for random messages,
+// of the default log and of named logs.
 func TestCodecRoundTripProperty(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
 		roundTrip(t, protocoltest.Random(r))
+		roundTrip(t, protocoltest.RandomNamed(r))
 	}
 }
 
@@ -113,9 +119,9 @@ func TestCodecErrors(t *testing.T) {
 	mutate := func(src []byte, f func([]byte) []byte) []byte {
 		return f(append([]byte(nil), src...))
 	}
-	// Offset of the entries count in goodFetch: header, from, to, fetch id,
-	// leader id, epoch, error, 4×u64.
-	entriesCount := protocol.HeaderSize + 5 + 5 + 8 + 4 + 8 + 1 + 32
+	// Offset of the entries count in goodFetch: header, from, to, log,
+	// fetch id, leader id, epoch, error, 4×u64.
+	entriesCount := protocol.HeaderSize + 5 + 5 + 4 + 8 + 4 + 8 + 1 + 32
 	cases := []struct {
 		name    string
 		msg     []byte
@@ -124,8 +130,8 @@ func TestCodecErrors(t *testing.T) {
 		{"empty", nil, "below the minimum"},
 		{"below minimum", good[:protocol.MinSize-1], "below the minimum"},
 		{"truncated", good[:len(good)-1], "voter directory id"},
-		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), "version 9, want 6..8"},
-		{"old version", mutate(good, func(b []byte) []byte { b[0] = 5; return b }), "version 5, want 6..8"},
+		{"bad version", mutate(good, func(b []byte) []byte { b[0] = protocol.Version + 1; return b }), fmt.Sprintf("version %d, want %d..%d", protocol.Version+1, protocol.MinVersion, protocol.Version)},
+		{"old version", mutate(good, func(b []byte) []byte { b[0] = 5; return b }), fmt.Sprintf("version 5, want %d..%d", protocol.MinVersion, protocol.Version)},
 		{"bad kind", mutate(good, func(b []byte) []byte { b[1] = 42; return b }), "unknown kind 42"},
 		{"kind zero", mutate(good, func(b []byte) []byte { b[1] = 0; return b }), "unknown kind 0"},
 		{"string past end", mutate(good, func(b []byte) []byte {
@@ -143,7 +149,7 @@ func TestCodecErrors(t *testing.T) {
 		{"entry count forged", mutate(goodFetch, func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[entriesCount:], math.MaxUint32)
 			return b
-		}), "entries (byte 65): count 4294967295 needs"},
+		}), fmt.Sprintf("entries (byte %d): count 4294967295 needs", entriesCount)},
 		{"entry count one too many", mutate(goodFetch, func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[entriesCount:], 2)
 			return b
@@ -308,6 +314,25 @@ func FuzzDecodeMessage(f *testing.F) {
 		b, _ := protocol.AppendMessage(nil, protocoltest.Random(r))
 		f.Add(b)
 	}
+	// Messages of named logs, and the same bytes with a name the rule
+	// refuses written over the valid one.
+	for i, m := range protocoltest.NamedSamples() {
+		if protocol.EncodedSize(m) > 4096 {
+			continue
+		}
+		b, err := protocol.AppendMessage(nil, m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		bad := append([]byte(nil), b...)
+		bad[protocol.HeaderSize+4+len(m.From)+4+len(m.To)+4] = ".A/"[i%3]
+		f.Add(bad)
+	}
+	for range 20 {
+		b, _ := protocol.AppendMessage(nil, protocoltest.RandomNamed(r))
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := protocol.DecodeMessage(b)
 		if err != nil {
@@ -344,9 +369,9 @@ func TestAppendRequestType(t *testing.T) {
 	if !bytes.Equal(bd, be) {
 		t.Fatalf("Type EntryData encodes as %x, zero as %x: want the same bytes", be, bd)
 	}
-	// The data request's layout: header, from, to, request id, epoch,
+	// The data request's layout: header, from, to, log, request id, epoch,
 	// record count, one record; nothing after it.
-	if want := protocol.HeaderSize + 5 + 5 + 8 + 8 + 4 + 4 + 1; len(bd) != want {
+	if want := protocol.HeaderSize + 5 + 5 + 4 + 8 + 8 + 4 + 4 + 1; len(bd) != want {
 		t.Fatalf("data request is %d bytes, want %d (no type byte)", len(bd), want)
 	}
 	bc, _ := protocol.AppendMessage(nil, control)

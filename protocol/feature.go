@@ -46,6 +46,21 @@ const DurableOffsetVersion = 8
 // release that would count such a fetch offset as durable.
 const FeatureLevelPipelinedFetch = 8
 
+// LogNameVersion is the wire version from which every message carries
+// Message.Log, the named log it belongs to: a version-8 peer cannot read
+// the field, so below it the field is not encoded and a message of a named
+// log cannot be (AppendMessageAt fails with ErrLogNameVersion): sent
+// without its name it would reach the peer as a message of the default
+// log. A message decoded below it belongs to the default log.
+const LogNameVersion = 9
+
+// FeatureLevelNamedLogs is the level from which a node may create named
+// logs, which live beside the default log and share the node's journal
+// (storage format 3): a release that supports only level 8 neither reads
+// a message's log name nor a shared journal, and the level reaches 9 only
+// once every node supports it.
+const FeatureLevelNamedLogs = 9
+
 // EntryFeature is a control entry (readers never see it) whose Data is an
 // encoded level (EncodeFeatureLevel): the cluster's feature level from
 // this entry on, once committed. Levels in a log never go down. It is

@@ -4,15 +4,26 @@ import "fmt"
 
 // Message is one protocol message between two nodes. Body is one of the
 // pointer types below (*FetchRequest, *FetchResponse, *VoteRequest,
-// *VoteResponse, *BeginEpoch, *AppendRequest, *AppendResponse).
+// *VoteResponse, *BeginEpoch, *AppendRequest, *AppendResponse,
+// *DeleteRecords, *EndEpoch).
 type Message struct {
 	From string
 	To   string
+	// Log is the named log the message belongs to: "" for the node's
+	// default log (every message of a node without named logs), else a
+	// name ValidLogName accepts. Every body kind carries it, from
+	// LogNameVersion on; below it a message with a Log cannot be encoded
+	// (ErrLogNameVersion), so it is never read as the default log's.
+	Log  string
 	Body Body
 }
 
-// String formats the message for logs and traces.
+// String formats the message for logs and traces; a named log's message
+// names it in brackets after the addresses.
 func (m Message) String() string {
+	if m.Log != "" {
+		return fmt.Sprintf("%s->%s [%s] %s", m.From, m.To, m.Log, m.Body)
+	}
 	return fmt.Sprintf("%s->%s %s", m.From, m.To, m.Body)
 }
 

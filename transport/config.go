@@ -68,9 +68,10 @@ const (
 
 	// FrameOverhead is the most bytes a frame carrying entries
 	// (FetchResponse) or records (AppendRequest) spends beyond them, with
-	// node IDs at their longest (255 bytes): length, version, kind, From,
-	// To, the body's other fields and the checksum.
-	FrameOverhead = lenSize + protocol.MinSize + 2*maxIDLen + max(fetchResponseFixed, appendRequestFixed) + crcSize
+	// node IDs (255 bytes) and the log's name (protocol.MaxLogNameLength)
+	// at their longest: length, version, kind, From, To, Log, the body's
+	// other fields and the checksum.
+	FrameOverhead = lenSize + protocol.MinSize + 2*maxIDLen + 4 + protocol.MaxLogNameLength + max(fetchResponseFixed, appendRequestFixed) + crcSize
 
 	// DefaultMaxPayload is the most entry or record bytes (counted as
 	// len(Data) + protocol.EntryOverhead each) that one frame of

@@ -104,8 +104,12 @@ func TestTCPConfigValidateDoesNotModify(t *testing.T) {
 	}
 }
 
-// maxID is a node ID of the longest length the transport accepts.
-var maxID = strings.Repeat("n", maxIDLen)
+// maxID is a node ID of the longest length the transport accepts, maxLog
+// the longest log name.
+var (
+	maxID  = strings.Repeat("n", maxIDLen)
+	maxLog = strings.Repeat("l", protocol.MaxLogNameLength)
+)
 
 // FrameOverhead bounds every entry-carrying frame's fixed part, and a
 // FetchResponse or AppendRequest whose entries or records cost exactly
@@ -114,8 +118,8 @@ var maxID = strings.Repeat("n", maxIDLen)
 // in either message that FrameOverhead forgets fails here.
 func TestFrameOverheadBoundsEncodedSize(t *testing.T) {
 	empty := []protocol.Message{
-		{From: maxID, To: maxID, Body: &protocol.FetchResponse{LeaderID: maxID}},
-		{From: maxID, To: maxID, Body: &protocol.AppendRequest{}},
+		{From: maxID, To: maxID, Log: maxLog, Body: &protocol.FetchResponse{LeaderID: maxID}},
+		{From: maxID, To: maxID, Log: maxLog, Body: &protocol.AppendRequest{}},
 	}
 	for _, m := range empty {
 		if n := EncodedSize(m); n > FrameOverhead {
@@ -140,8 +144,8 @@ func TestFrameOverheadBoundsEncodedSize(t *testing.T) {
 				records[i] = data
 			}
 			for _, m := range []protocol.Message{
-				{From: maxID, To: maxID, Body: &protocol.FetchResponse{LeaderID: maxID, Entries: entries}},
-				{From: maxID, To: maxID, Body: &protocol.AppendRequest{Records: records}},
+				{From: maxID, To: maxID, Log: maxLog, Body: &protocol.FetchResponse{LeaderID: maxID, Entries: entries}},
+				{From: maxID, To: maxID, Log: maxLog, Body: &protocol.AppendRequest{Records: records}},
 			} {
 				if size := EncodedSize(m); size > frame {
 					t.Errorf("frame %d, %d entries of %d bytes (payload %d): %T encodes to %d bytes", frame, n, each, payload, m.Body, size)

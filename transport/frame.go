@@ -60,7 +60,10 @@ func AppendFrame(dst []byte, m protocol.Message) ([]byte, error) {
 // AppendFrameAt is AppendFrame with the message encoded in wire version v
 // (protocol.AppendMessageAt): what a connection negotiated in its
 // handshake. A version this node does not speak is refused (ErrBadFrame
-// wrapping protocol.ErrVersion), dst unchanged.
+// wrapping protocol.ErrVersion), and so is a message of a named log below
+// protocol.LogNameVersion (ErrBadFrame wrapping protocol.ErrLogNameVersion)
+// or one whose Log is not a valid name (protocol.ErrInvalidLogName); dst
+// is then unchanged.
 func AppendFrameAt(dst []byte, m protocol.Message, v uint8) ([]byte, error) {
 	if v < protocol.MinVersion || v > protocol.Version {
 		return dst, fmt.Errorf("%w: %w: %d", ErrBadFrame, protocol.ErrVersion, v)
@@ -80,7 +83,7 @@ func AppendFrameAt(dst []byte, m protocol.Message, v uint8) ([]byte, error) {
 	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(size-lenSize))
 	dst, err := protocol.AppendMessageAt(dst, m, v)
-	if err != nil { // unreachable after the checks above
+	if err != nil { // a Log that v cannot carry, or an invalid one
 		return dst[:start], fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), nil

@@ -88,14 +88,19 @@ var goldenFrames = []struct {
 	{6, "testdata/frames.golden"},
 	{7, "testdata/frames_v7.golden"},
 	{8, "testdata/frames_v8.golden"},
+	{9, "testdata/frames_v9.golden"},
 }
 
 // goldenMessage is m as encoded for version v's golden file: from
-// protocol.FeatureLevelVersion on a fetch carries FeatureLevel 7, and from
+// protocol.FeatureLevelVersion on a fetch carries FeatureLevel 7, from
 // protocol.DurableOffsetVersion on a durable offset half its fetch
-// offset (so the fields' positions are pinned); below, a field is not
-// sent at all.
+// offset, and from protocol.LogNameVersion on a message of an odd kind
+// belongs to the log "orders-1" (so the fields' positions are pinned, and
+// the default log's empty name too); below, a field is not sent at all.
 func goldenMessage(m protocol.Message, v uint8) protocol.Message {
+	if v >= protocol.LogNameVersion && m.Body != nil && m.Body.Kind()%2 == 1 {
+		m.Log = "orders-1"
+	}
 	if f, ok := m.Body.(*protocol.FetchRequest); ok && f != nil && v >= protocol.FeatureLevelVersion {
 		c := *f
 		c.FeatureLevel = 7
@@ -115,7 +120,8 @@ func goldenMessage(m protocol.Message, v uint8) protocol.Message {
 // byte-identical), and rewritten with -update-golden for wire version 3
 // (entry times, forwarded control entries, DeleteRecords); the version-7
 // file was written when fetches began to carry FeatureLevel, the version-8
-// file when they began to carry their durable offset. Any other
+// file when they began to carry their durable offset, the version-9 file
+// when every message began to carry its log's name. Any other
 // change to the bytes on the wire fails here.
 func TestFrameGolden(t *testing.T) {
 	if last := goldenFrames[len(goldenFrames)-1].v; last != protocol.Version || goldenFrames[0].v != protocol.MinVersion {
@@ -272,9 +278,9 @@ func TestCodecErrors(t *testing.T) {
 	mutate := func(src []byte, f func([]byte) []byte) []byte {
 		return f(append([]byte(nil), src...))
 	}
-	// Offset of the entries count in goodFetch: header, from, to, fetch id,
-	// leader id, epoch, error, 4×u64.
-	entriesCount := headerSize + 5 + 5 + 8 + 4 + 8 + 1 + 32
+	// Offset of the entries count in goodFetch: header, from, to, log,
+	// fetch id, leader id, epoch, error, 4×u64.
+	entriesCount := headerSize + 5 + 5 + 4 + 8 + 4 + 8 + 1 + 32
 	cases := []struct {
 		name      string
 		frame     []byte
@@ -316,7 +322,7 @@ func TestCodecErrors(t *testing.T) {
 		{"entry count forged", mutate(goodFetch, func(f []byte) []byte {
 			binary.BigEndian.PutUint32(f[entriesCount:], math.MaxUint32)
 			return reseal(f)
-		}), 0, ErrBadFrame, "entries (byte 65): count 4294967295 needs", true},
+		}), 0, ErrBadFrame, fmt.Sprintf("entries (byte %d): count 4294967295 needs", entriesCount-lenSize), true},
 		{"entry count one too many", mutate(goodFetch, func(f []byte) []byte {
 			binary.BigEndian.PutUint32(f[entriesCount:], 2)
 			return reseal(f)
@@ -403,6 +409,20 @@ func FuzzDecodeFrame(f *testing.F) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 20 {
 		frame, _ := AppendFrame(nil, randMessage(r))
+		f.Add(frame)
+	}
+	for _, m := range protocoltest.NamedSamples() {
+		if EncodedSize(m) > 4096 {
+			continue
+		}
+		frame, err := AppendFrame(nil, m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(frame)
+	}
+	for range 20 {
+		frame, _ := AppendFrame(nil, protocoltest.RandomNamed(r))
 		f.Add(frame)
 	}
 	f.Add([]byte{0, 0, 0, 0})

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -242,7 +243,7 @@ func (p *previousReleaseAcceptor) serve(c net.Conn, nodeID string) {
 	}
 }
 
-// TestDialPreviousRelease: a node of this release (wire 6..8) dials a
+// TestDialPreviousRelease: a node of this release (wire 6..9) dials a
 // node of the previous release (6 only), which refuses handshake version
 // 3 as another version (in version 2); the dialer dials again in version
 // 2 and its messages arrive, on both lanes, in wire version 6, readable by
@@ -250,8 +251,8 @@ func (p *previousReleaseAcceptor) serve(c net.Conn, nodeID string) {
 // goes without them (the old decoder refuses any byte past Restand as
 // trailing).
 func TestDialPreviousRelease(t *testing.T) {
-	if localWire != (versionRange{6, 8}) {
-		t.Fatalf("this build speaks %d..%d; the test is of 6..8 against 6..6", localWire.min, localWire.max)
+	if localWire != (versionRange{6, 9}) {
+		t.Fatalf("this build speaks %d..%d; the test is of 6..9 against 6..6", localWire.min, localWire.max)
 	}
 	old := newPreviousReleaseAcceptor(t, "old")
 	res := newResolverMap()
@@ -288,7 +289,7 @@ func TestDialPreviousRelease(t *testing.T) {
 // TestAcceptPreviousRelease: a version-2 hello, as the previous release
 // sends it, is answered in version 2 with the old layout (no wire byte),
 // and the frames after it, in wire version 6, are delivered by a node of
-// this release (6..8): a fetch without a level reads as the base level,
+// this release (6..9): a fetch without a level reads as the base level,
 // and without a durable offset.
 func TestAcceptPreviousRelease(t *testing.T) {
 	b := newTestTCP(t, TCPConfig{NodeID: "b", ClusterID: "c", Resolver: newResolverMap().resolve})
@@ -322,8 +323,9 @@ func TestAcceptPreviousRelease(t *testing.T) {
 }
 
 // TestCurrentReleaseSendsLevel: two nodes of this release negotiate wire
-// version 8 on both lanes (dialed each way), and a fetch's FeatureLevel
-// and durable offset arrive.
+// version 9 on both lanes (dialed each way), and a fetch's FeatureLevel
+// and durable offset arrive, and so does the name of the log a message
+// belongs to, on both lanes.
 func TestCurrentReleaseSendsLevel(t *testing.T) {
 	res := newResolverMap()
 	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
@@ -337,9 +339,146 @@ func TestCurrentReleaseSendsLevel(t *testing.T) {
 		mustSend(t, p.from, protocol.Message{To: p.name, Body: &protocol.FetchRequest{FetchID: 9, ReplicaID: "x", FeatureLevel: 8,
 			FetchOffset: 5, HasDurableOffset: true, DurableOffset: 3}})
 		m := recvOne(t, p.to)
-		if f, ok := m.Body.(*protocol.FetchRequest); !ok || f.FetchID != 9 || f.FeatureLevel != 8 || !f.HasDurableOffset || f.DurableOffset != 3 {
-			t.Fatalf("%s got %v, want fetch 9 at level 8 with durable offset 3", p.name, m)
+		if f, ok := m.Body.(*protocol.FetchRequest); !ok || f.FetchID != 9 || f.FeatureLevel != 8 || !f.HasDurableOffset || f.DurableOffset != 3 || m.Log != "" {
+			t.Fatalf("%s got %v, want fetch 9 of the default log at level 8 with durable offset 3", p.name, m)
 		}
+		mustSend(t, p.from, protocol.Message{To: p.name, Log: "orders", Body: &protocol.FetchRequest{FetchID: 10, ReplicaID: "x"}})
+		if m := recvOne(t, p.to); m.Log != "orders" || m.Body.(*protocol.FetchRequest).FetchID != 10 {
+			t.Fatalf("%s got %v, want fetch 10 of log orders", p.name, m)
+		}
+		mustSend(t, p.from, protocol.Message{To: p.name, Log: "payments", Body: &protocol.BeginEpoch{Epoch: 4, LeaderID: "x"}})
+		if m := recvOne(t, p.to); m.Log != "payments" || m.Body.(*protocol.BeginEpoch).Epoch != 4 {
+			t.Fatalf("%s got %v, want BeginEpoch 4 of log payments", p.name, m)
+		}
+	}
+	if s := a.Stats(); s.DroppedNamedLog != 0 {
+		t.Fatalf("stats %+v: nothing may be dropped between two nodes of this release", s)
+	}
+}
+
+// cappedAcceptor plays a node of a release before named logs: it speaks
+// handshake 3 with the wire range wire (6..8) through this package's own
+// handshake, and reads every frame after it strictly in the version
+// negotiated, where a message has no log name: it is the default log's.
+type cappedAcceptor struct {
+	ln     net.Listener
+	wg     sync.WaitGroup
+	frames chan protocol.Message
+	errs   chan error
+}
+
+func newCappedAcceptor(t *testing.T, nodeID string, wire versionRange) *cappedAcceptor {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cappedAcceptor{ln: ln, frames: make(chan protocol.Message, 100), errs: make(chan error, 100)}
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer c.Close()
+				p.serve(c, nodeID, wire)
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *cappedAcceptor) serve(c net.Conn, nodeID string, wire versionRange) {
+	_ = c.SetDeadline(time.Now().Add(waitTimeout))
+	h, err := acceptHandshake(c, hsSide{clusterID: "c", nodeID: nodeID, wire: wire}, nil)
+	if err != nil {
+		p.errs <- err
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	br := bufio.NewReader(c)
+	for {
+		var lenb [lenSize]byte
+		if _, err := io.ReadFull(br, lenb[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(lenb[:])
+		if n == 0 {
+			continue // keepalive
+		}
+		f := make([]byte, lenSize+int(n))
+		copy(f, lenb[:])
+		if _, err := io.ReadFull(br, f[lenSize:]); err != nil {
+			return
+		}
+		if v := f[lenSize]; v != h.Chosen || v >= protocol.LogNameVersion {
+			p.errs <- fmt.Errorf("frame in wire version %d on a connection negotiated at %d, by a node that reads up to %d", v, h.Chosen, wire.max)
+			return
+		}
+		m, _, err := DecodeFrame(f, 0)
+		if err != nil {
+			p.errs <- err
+			return
+		}
+		p.frames <- m
+	}
+}
+
+// TestNamedLogNotSentToOlderPeer (R79): a node of this release sends to a
+// peer whose wire versions end at 8 (a release before named logs). Every
+// message of a named log, on either lane, is dropped and counted in
+// DroppedNamedLog instead of going out without its name, which the peer
+// would read as a message of its default log; the default log's messages
+// around them arrive, in order, on the same connections (nothing is
+// closed or redialled for it).
+func TestNamedLogNotSentToOlderPeer(t *testing.T) {
+	old := newCappedAcceptor(t, "old", versionRange{protocol.MinVersion, protocol.LogNameVersion - 1})
+	res := newResolverMap()
+	res.set("old", old.ln.Addr().String())
+	a := newTestTCP(t, TCPConfig{NodeID: "a", ClusterID: "c", Resolver: res.resolve})
+	// Epochs (control lane) and fetch IDs (data lane) 1..6: the odd ones
+	// belong to the named log "orders", the even ones to the default log.
+	for i := uint64(1); i <= 6; i++ {
+		log := ""
+		if i%2 == 1 {
+			log = "orders"
+		}
+		mustSend(t, a, protocol.Message{To: "old", Log: log, Body: &protocol.BeginEpoch{Epoch: i, LeaderID: "a"}})
+		mustSend(t, a, protocol.Message{To: "old", Log: log, Body: &protocol.FetchRequest{FetchID: i, ReplicaID: "a"}})
+	}
+	var epochs, fetches []uint64
+	deadline := time.After(waitTimeout)
+	for len(epochs) < 3 || len(fetches) < 3 {
+		select {
+		case m := <-old.frames:
+			switch b := m.Body.(type) {
+			case *protocol.BeginEpoch:
+				epochs = append(epochs, b.Epoch)
+			case *protocol.FetchRequest:
+				fetches = append(fetches, b.FetchID)
+			}
+		case err := <-old.errs:
+			t.Fatalf("old node: %v", err)
+		case <-deadline:
+			t.Fatalf("old node got epochs %v, fetches %v; sender stats %+v", epochs, fetches, a.Stats())
+		}
+	}
+	want := []uint64{2, 4, 6}
+	if !slices.Equal(epochs, want) || !slices.Equal(fetches, want) {
+		t.Fatalf("old node got epochs %v and fetches %v, want %v each: only the default log's messages", epochs, fetches, want)
+	}
+	select {
+	case m := <-old.frames:
+		t.Fatalf("old node got %v as well", m)
+	default:
+	}
+	if s := a.Stats(); s.DroppedNamedLog != 6 || s.Sent != 6 || s.DroppedNoConn != 0 || s.DroppedQueueFull != 0 {
+		t.Fatalf("stats %+v: want 6 named messages dropped, 6 sent, nothing else dropped", s)
 	}
 }
 

@@ -84,6 +84,13 @@ type TCPStats struct {
 	// their first byte: another node's hang-up probe (PeerDown), or a
 	// port check. They are not BadConns.
 	EmptyConns uint64
+	// DroppedNamedLog counts messages of a named log (Message.Log set)
+	// not sent because their connection negotiated a wire version below
+	// protocol.LogNameVersion: the peer runs a release without named logs,
+	// which would read the message as the default log's. It rises while
+	// a cluster is mixed only if a named log exists, which needs feature
+	// level protocol.FeatureLevelNamedLogs and so every node upgraded.
+	DroppedNamedLog uint64
 }
 
 // TCP is the TCP (optionally TLS) Transport.
@@ -102,7 +109,11 @@ type TCPStats struct {
 // socket, flushing when the queue is empty. A connect failure drops what
 // is queued at that moment, so messages never pile up behind a dead peer
 // for longer than one backoff interval. A connection with nothing to send
-// for IdleTimeout/4 carries a keepalive.
+// for IdleTimeout/4 carries a keepalive. Every frame is encoded in the
+// wire version its connection negotiated; a message of a named log
+// (Message.Log set) on a connection below protocol.LogNameVersion is
+// dropped (TCPStats.DroppedNamedLog), never sent without its name, which
+// the peer would read as its default log's (docs/protocol.md R79).
 //
 // Authentication. Every connection opens with a handshake (handshake.go).
 // With TCPConfig.Secret set, both ends prove they hold the secret by
@@ -164,7 +175,7 @@ type TCP struct {
 
 	sent, received, droppedQueue, droppedNoConn, droppedInbound, peerClosed, badConns atomic.Uint64
 	unauthenticated, refusedConns, idleClosed, replaced, keepalives, unknownMessages  atomic.Uint64
-	hangUpsLive, emptyConns                                                           atomic.Uint64
+	hangUpsLive, emptyConns, droppedNamedLog                                          atomic.Uint64
 	// probing holds the peers whose hang-up is being probed (peerDown).
 	probing map[string]bool
 	// nextKey is deriveAuthKey(NextSecret), or nil.
@@ -268,6 +279,7 @@ func (t *TCP) Stats() TCPStats {
 		UnknownMessages:   t.unknownMessages.Load(),
 		HangUpsLive:       t.hangUpsLive.Load(),
 		EmptyConns:        t.emptyConns.Load(),
+		DroppedNamedLog:   t.droppedNamedLog.Load(),
 	}
 }
 
@@ -551,6 +563,10 @@ type lane struct {
 	// wire is the wire version the connection's handshake negotiated:
 	// every frame on it is encoded in it.
 	wire uint8
+	// namedDropLogged: this connection has logged a named log's message
+	// it could not carry (one Debug line per connection: the next one may
+	// reach an upgraded peer).
+	namedDropLogged bool
 }
 
 // maxKeptBuffer caps the encode buffer a lane keeps between frames.
@@ -760,6 +776,7 @@ func (l *lane) dial() error {
 	}
 	l.deadline = time.Time{}
 	l.unflushed = 0
+	l.namedDropLogged = false
 	return nil
 }
 
@@ -779,7 +796,10 @@ func (l *lane) handshake(conn net.Conn, addr string, version uint8) error {
 }
 
 // write encodes m into the buffered connection. Only connection errors are
-// returned; a message too large for MaxFrameSize is dropped and logged.
+// returned; a message too large for MaxFrameSize is dropped and logged, and
+// so is a named log's message the connection's wire version cannot carry
+// (counted in DroppedNamedLog): encoded without its name, it would reach
+// the peer as a message of the default log.
 func (l *lane) write(m protocol.Message) error {
 	t := l.t
 	if size := EncodedSizeAt(m, l.wire); size > t.cfg.MaxFrameSize {
@@ -788,6 +808,15 @@ func (l *lane) write(m protocol.Message) error {
 		return nil
 	}
 	buf, err := AppendFrameAt(l.buf[:0], m, l.wire)
+	if errors.Is(err, protocol.ErrLogNameVersion) {
+		t.droppedNamedLog.Add(1)
+		if !l.namedDropLogged {
+			l.namedDropLogged = true
+			l.log.Debug("peer speaks a wire version without log names: named logs' messages to it are dropped (logged once per connection)",
+				"log", m.Log, "msg", m.Body, "wire", l.wire, "needs", protocol.LogNameVersion)
+		}
+		return nil
+	}
 	if err != nil {
 		l.log.Warn("cannot encode message, dropped", "msg", m.Body, "error", err)
 		return nil

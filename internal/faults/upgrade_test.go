@@ -258,7 +258,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	steps = append(steps, last.ID+"->current")
 
 	// Every node of this build now: the level goes to this build's
-	// highest (8: the journal's 7 and pipelined fetches), and with it
+	// highest (protocol.Version: with it the journal's 7), and with it
 	// every node's journal.
 	upgraded := time.Now()
 	if err := waitLevel(ctx, c, protocol.Version, 30*time.Second); err != nil {
@@ -270,7 +270,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	if err := waitJournals(ctx, c, 30*time.Second); err != nil {
 		t.Error(err)
 	}
-	waitAcks("at level 8, every journal on")
+	waitAcks(fmt.Sprintf("at level %d, every journal on", protocol.Version))
 
 	// A rollback after the raise: the old build must not read past the
 	// level entry, nor drop what it holds.
@@ -291,7 +291,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	expectedCrashes := len(c.Crashes()) - crashesBefore
 	fmt.Println("upgrade: rollback after the raise: " + refusal)
 	t.Log("rollback after the raise: " + refusal)
-	steps = append(steps, fol.ID+"->previous(at level 8)->current")
+	steps = append(steps, fmt.Sprintf("%s->previous(at level %d)->current", fol.ID, protocol.Version))
 	for len(acked) > 0 {
 		<-acked
 	}
@@ -595,10 +595,10 @@ func waitJournals(ctx context.Context, c *Cluster, timeout time.Duration) error 
 	}
 }
 
-// rollbackAfterRaise puts n back on the previous release at level 8 and
-// watches what that build does with the directory (format 2, a journal it
-// does not know, a level entry it cannot read): it must exit, or keep
-// running without reading past the level entry, and in neither case may
+// rollbackAfterRaise puts n back on the previous release at this build's
+// level and watches what that build does with the directory (format 2, a
+// journal it does not know, a level entry it cannot read): it must exit,
+// or keep running without reading past the level entry, and in neither case may
 // its log end go back (nothing it held is dropped). Then n comes forward
 // again and must catch up, its directory still format 2. It returns what
 // the old build did, and fails t if it neither refused nor stopped at the
@@ -610,7 +610,7 @@ func rollbackAfterRaise(ctx context.Context, t *testing.T, c *Cluster, h *Histor
 		t.Errorf("%s: status before the rollback: %v", n.ID, err)
 	}
 	leader, _ := c.Leader(ctx)
-	h.AddEvent(Event{Kind: "terminate", Nodes: []string{n.ID}, Leader: leader == n, Detail: "upgrade: SIGTERM, back on the previous build at level 8"})
+	h.AddEvent(Event{Kind: "terminate", Nodes: []string{n.ID}, Leader: leader == n, Detail: fmt.Sprintf("upgrade: SIGTERM, back on the previous build at level %d", protocol.Version)})
 	if !c.Terminate(n, 20*time.Second) {
 		t.Errorf("%s was not running", n.ID)
 	}
@@ -645,7 +645,7 @@ func rollbackAfterRaise(ctx context.Context, t *testing.T, c *Cluster, h *Histor
 			}
 		case time.Now().After(deadline):
 			what = "neither"
-			t.Errorf("%s on the previous build at level 8: still running after 20s and its log does not say %q", n.ID, unreadable)
+			t.Errorf("%s on the previous build at level %d: still running after 20s and its log does not say %q", n.ID, protocol.Version, unreadable)
 		default:
 			time.Sleep(100 * time.Millisecond)
 		}

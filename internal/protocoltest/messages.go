@@ -1,7 +1,7 @@
 // Package protocoltest holds messages for codec tests of the packages that
 // encode protocol messages (protocol's own codec, transport's frames):
-// samples of every kind with their edge cases, random messages, and the
-// normal form a message decodes to.
+// samples of every kind with their edge cases, random messages, both also
+// as messages of named logs, and the normal form a message decodes to.
 package protocoltest
 
 import (
@@ -109,6 +109,36 @@ func Samples() []protocol.Message {
 		{From: "l", To: "f", Body: &protocol.EndEpoch{Epoch: math.MaxUint64}},
 		{Body: &protocol.EndEpoch{}},
 	}
+}
+
+// NamedSamples returns Samples as messages of named logs (Message.Log set,
+// which only wire versions from protocol.LogNameVersion on carry): names
+// of one byte, of every allowed kind of byte, and of
+// protocol.MaxLogNameLength bytes, in turn.
+func NamedSamples() []protocol.Message {
+	names := []string{"orders", "a", "tenant-42.outbox_v2", strings.Repeat("z", protocol.MaxLogNameLength), "0.-_"}
+	ms := Samples()
+	for i := range ms {
+		ms[i].Log = names[i%len(names)]
+	}
+	return ms
+}
+
+// RandomNamed is Random as a message of a random valid named log. Random
+// itself never names a log, so the streams of messages it draws (which
+// golden files of older wire versions pin) stay as they were.
+func RandomNamed(r *rand.Rand) protocol.Message {
+	m := Random(r)
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789._-"
+	b := make([]byte, 1+r.IntN(protocol.MaxLogNameLength))
+	for i := range b {
+		b[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	if b[0] == '.' {
+		b[0] = 'a'
+	}
+	m.Log = string(b)
+	return m
 }
 
 func randString(r *rand.Rand) string {
