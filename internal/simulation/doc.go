@@ -48,15 +48,17 @@
 // every node with the workload healing wiped voters itself (voters.go,
 // R55–R58); in a third of the non-classic runs the version mix
 // (versions.go, R68): nodes of two releases, one supporting feature level
-// 7 and one 8 (replica.Config.SupportedFeatureLevel), upgrades and
-// rollbacks as restarts among the faults (a rollback refused once a level
-// above 7 was written), in some runs every node holding the level at 7
-// until its hold is released, and a node halted at a level it cannot run
-// at rolled forward; a fetch to or from a node of the previous release
-// carries no durable offset (its wire version). Outside the mix every
-// node runs this release and the cluster reaches level 8, where
-// followers fetch while their entry writes are still on the simulated
-// disk (R71), and a crash loses those writes.
+// 8 (pipelined fetches, the previous release) and one 9 (named logs)
+// (replica.Config.SupportedFeatureLevel), upgrades and rollbacks as
+// restarts among the faults (a rollback refused once a level above 8 was
+// written), in some runs every node holding the level at 8 until its hold
+// is released, and a node halted at a level it cannot run at rolled
+// forward; a message of a named log never crosses to or from a node of
+// the previous release (its wire version, R79), though the simulation
+// runs no named logs yet, so what the mix exercises is the level's
+// negotiation. In and outside the mix the cluster reaches level 8 or
+// above, where followers fetch while their entry writes are still on the
+// simulated disk (R71), and a crash loses those writes.
 //
 // Fault kinds. The basic ones, in every run: crashes that lose what was
 // not yet durable, restarts, pauses, partitions symmetric and one-way,

@@ -156,5 +156,10 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 		s.tracef("%s SABOTAGE: answer %d dropped by the shell", nd.id, fr.FetchID)
 		return
 	}
-	s.input(nd, shell.Message(s.atWire(m, from, nd.idx)))
+	m, ok := s.atWire(m, from, nd.idx)
+	if !ok {
+		s.tracef("%s drop %s: its wire version cannot carry the log's name", nd.id, m)
+		return
+	}
+	s.input(nd, shell.Message(m))
 }

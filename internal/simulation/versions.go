@@ -11,20 +11,23 @@ import (
 )
 
 // The version mix (docs/protocol.md R68): nodes of two releases in one
-// cluster, one that supports feature level 7 (the journal, the previous
-// release) and one that supports 8 (pipelined fetches, R71), each a config
-// of the same core (replica.Config's SupportedFeatureLevel). Upgrades and
-// rollbacks are restarts, interleaved with every other fault; some runs
-// start with every node holding the level at 7 (MaxFeatureLevel) and
-// release the hold node by node. A rollback is the operator's: it goes
-// ahead only while no level entry above 7 has been written anywhere (what
+// cluster, one that supports feature level 8 (pipelined fetches, R71: the
+// previous release) and one that supports 9 (named logs, R79), each a
+// config of the same core (replica.Config's SupportedFeatureLevel).
+// Upgrades and rollbacks are restarts, interleaved with every other fault;
+// some runs start with every node holding the level at 8 (MaxFeatureLevel)
+// and release the hold node by node. A rollback is the operator's: it goes
+// ahead only while no level entry above 8 has been written anywhere (what
 // Status.FeatureLevel and the log show); else the node comes back on the
 // new release. A node that finds a committed level it cannot run at halts
 // (ErrFeatureLevel) and is rolled forward, as an operator would. The
-// network speaks each pair's wire version: a fetch between a node of the
-// previous release and any other carries no durable offset (atWire), as
-// the transport encodes it at wire 7, so a leader of that release counts
-// the fetch offset, as the real one does.
+// network speaks each pair's wire version (atWire), the lower of the two
+// releases' highest: a fetch carries a durable offset only at 8 or above,
+// and a message of a named log crosses only at 9 or above (R79: the
+// transport drops it rather than send it as the default log's). The
+// simulation runs no named logs yet, so the mix exercises the level's
+// negotiation: a leader raises to 9 only once every voter fetched saying
+// it supports 9.
 //
 // Invariants: the levels in the committed log never go down; a node's
 // finalized level never goes down while it runs and never exceeds what it
@@ -42,31 +45,38 @@ type versionParams struct {
 	// rollbackProb the chance that one rolls a new-release node back.
 	every        time.Duration
 	rollbackProb float64
-	// init is each node's starting level (6 or 7), hold whether the
-	// nodes start holding the level at 6.
+	// init is each node's starting level (levelOld or levelNew), hold
+	// whether the nodes start holding the level at levelOld.
 	init []int
 	hold bool
 }
 
 // The two releases.
 const (
-	levelOld = protocol.FeatureLevelJournal
-	levelNew = protocol.FeatureLevelPipelinedFetch
+	levelOld = protocol.FeatureLevelPipelinedFetch
+	levelNew = protocol.FeatureLevelNamedLogs
 )
 
 // atWire is m as it reaches node to from node from: encoded at the wire
-// version both ends speak. A node of the previous release neither sends
-// nor reads a fetch's durable offset (protocol.DurableOffsetVersion).
-func (s *sim) atWire(m protocol.Message, from, to int) protocol.Message {
-	f, ok := m.Body.(*protocol.FetchRequest)
-	if !s.p.ver.on || !ok || !f.HasDurableOffset ||
-		s.ver.nodes[from].supported >= protocol.DurableOffsetVersion && s.ver.nodes[to].supported >= protocol.DurableOffsetVersion {
-		return m
+// version both ends speak (a release's highest wire version is its
+// level), or false if that version cannot carry it. Below
+// protocol.DurableOffsetVersion a fetch has no durable offset; below
+// protocol.LogNameVersion a message of a named log cannot be encoded, and
+// the transport drops it.
+func (s *sim) atWire(m protocol.Message, from, to int) (protocol.Message, bool) {
+	if !s.p.ver.on {
+		return m, true
 	}
-	c := *f
-	c.HasDurableOffset, c.DurableOffset = false, 0
-	m.Body = &c
-	return m
+	wire := min(s.ver.nodes[from].supported, s.ver.nodes[to].supported)
+	if m.Log != "" && wire < protocol.LogNameVersion {
+		return m, false
+	}
+	if f, ok := m.Body.(*protocol.FetchRequest); ok && f.HasDurableOffset && wire < protocol.DurableOffsetVersion {
+		c := *f
+		c.HasDurableOffset, c.DurableOffset = false, 0
+		m.Body = &c
+	}
+	return m, true
 }
 
 // chooseVersions draws the version mix from its own stream, so that runs
