@@ -1,6 +1,7 @@
 // Package protocol is replog's vocabulary: the messages replicas exchange
 // (Message and its bodies: fetch, vote, begin-epoch and forwarded append,
-// with their outcome codes), the log's entries (Entry, EntryType), the rows
+// with their outcome codes; each message names the log it belongs to,
+// whose name ValidLogName defines), the log's entries (Entry, EntryType), the rows
 // of the leader-epoch map (EpochStart), a replica's durable election state
 // (QuorumState), the byte accounting every budget shares (EntryOverhead,
 // Budget), and the binary encoding of a message (AppendMessage,
