@@ -136,7 +136,15 @@ const (
 	StateCursor   StateKind = 1 // a cursor's position
 	StateProducer StateKind = 2 // a copy of a producer's state
 	StateID       StateKind = 3 // a copy of a caller ID's record
+	// StateLog is a named log of the catalog (docs/protocol.md R80): Name
+	// is the log's name, Data its spec (opaque to the core; empty: the
+	// log is deleted), First, in a leader's copy (R81), the offset of the
+	// entry that created the log (0 in a proposal: its own entry does).
+	StateLog StateKind = 4
 )
+
+// MaxLogSpecLength bounds a StateLog record's spec, in bytes.
+const MaxLogSpecLength = 4 << 10
 
 // SeqAt is where a producer's sequence number was appended: the batch
 // [First, First+N).
@@ -147,7 +155,8 @@ type SeqAt struct {
 // StateRecord is one keyed state record of an EntryState entry.
 type StateRecord struct {
 	Kind StateKind
-	// Name is the cursor name (StateCursor) or the caller ID (StateID).
+	// Name is the cursor name (StateCursor), the caller ID (StateID) or
+	// the log name (StateLog).
 	Name string
 	// Next is a cursor's position: the next offset to read.
 	Next uint64
@@ -155,8 +164,12 @@ type StateRecord struct {
 	Producer uint64
 	Low      uint64
 	Seqs     []SeqAt
-	// First and N are an ID's batch (StateID).
+	// First and N are an ID's batch (StateID); First is also a copied
+	// log's creating offset (StateLog).
 	First, N uint64
+	// Data is a log's spec (StateLog only; empty: a deletion). A decoded
+	// record's Data aliases the decoded bytes.
+	Data []byte
 	// Time is the producer's last activity or the ID's entry time, in
 	// milliseconds since the Unix epoch: a copy keeps the original's, so
 	// copying never postpones an expiry.
@@ -186,6 +199,11 @@ func EncodeStateRecords(b []byte, rs ...StateRecord) []byte {
 			b = binary.AppendUvarint(b, r.First)
 			b = binary.AppendUvarint(b, r.N)
 			b = binary.AppendUvarint(b, uint64(r.Time))
+		case StateLog:
+			b = appendUvarintString(b, r.Name)
+			b = binary.AppendUvarint(b, r.First)
+			b = binary.AppendUvarint(b, uint64(len(r.Data)))
+			b = append(b, r.Data...)
 		}
 	}
 	return b
@@ -226,6 +244,10 @@ func DecodeStateRecords(b []byte) ([]StateRecord, error) {
 			rec.Name = r.str()
 			rec.First, rec.N = r.next(), r.next()
 			rec.Time = int64(r.next())
+		case StateLog:
+			rec.Name = r.str()
+			rec.First = r.next()
+			rec.Data = r.bytes(MaxLogSpecLength)
 		default:
 			r.err = fmt.Errorf("unknown state record kind %d", k)
 		}
@@ -258,6 +280,25 @@ func (r *uvarintReader) next() uint64 {
 	}
 	r.b = r.b[k:]
 	return v
+}
+
+// bytes reads a length-prefixed run of at most max bytes, aliasing r.b
+// (nil for an empty one).
+func (r *uvarintReader) bytes(max int) []byte {
+	n := r.next()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(max) || n > uint64(len(r.b)) {
+		r.err = ErrMalformed
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	b := r.b[:n:n]
+	r.b = r.b[n:]
+	return b
 }
 
 func (r *uvarintReader) str() string {

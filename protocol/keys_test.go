@@ -55,12 +55,16 @@ func TestStateRecordsRoundTrip(t *testing.T) {
 		{Kind: StateCursor, Name: "pipeline", Next: 42},
 		{Kind: StateProducer, Producer: 99, Low: 3, Time: 1700000000000, Seqs: []SeqAt{{3, 10, 1}, {5, 12, 4}}},
 		{Kind: StateID, Name: "order-1", First: 7, N: 2, Time: 1700000000001},
+		{Kind: StateLog, Name: "orders", Data: []byte("spec")},
+		{Kind: StateLog, Name: "orders", First: 12, Data: []byte("copy")},
+		{Kind: StateLog, Name: "gone"},
 	}
 	got, err := DecodeStateRecords(EncodeStateRecords(nil, rs...))
 	if err != nil || !reflect.DeepEqual(got, rs) {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	for _, bad := range [][]byte{{9}, {byte(StateCursor), 200}, {byte(StateProducer), 1, 2}} {
+	tooLong := EncodeStateRecords(nil, StateRecord{Kind: StateLog, Name: "big", Data: make([]byte, MaxLogSpecLength+1)})
+	for _, bad := range [][]byte{{9}, {byte(StateCursor), 200}, {byte(StateProducer), 1, 2}, {byte(StateLog), 1, 'a', 0, 5, 'x'}, tooLong} {
 		if _, err := DecodeStateRecords(bad); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("DecodeStateRecords(%x) = %v", bad, err)
 		}

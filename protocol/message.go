@@ -263,6 +263,14 @@ const (
 	// leader's deduplication window (R64); nothing appended, FirstOffset
 	// is the original's (committed).
 	AppendDuplicate AppendError = 8
+	// AppendLogExists, AppendUnknownLog and AppendFeatureLevelTooLow refuse
+	// a log change (R80): a create of a name the catalog holds, a delete
+	// of one it does not, or a cluster feature level below
+	// FeatureLevelNamedLogs; nothing appended. Only a node that proposes
+	// log changes, a release of wire version 9 or later, receives them.
+	AppendLogExists          AppendError = 9
+	AppendUnknownLog         AppendError = 10
+	AppendFeatureLevelTooLow AppendError = 11
 )
 
 // String names the outcome.
@@ -286,6 +294,12 @@ func (e AppendError) String() string {
 		return "not-caught-up"
 	case AppendDuplicate:
 		return "duplicate"
+	case AppendLogExists:
+		return "log-exists"
+	case AppendUnknownLog:
+		return "unknown-log"
+	case AppendFeatureLevelTooLow:
+		return "feature-level-too-low"
 	}
 	return fmt.Sprintf("append-error(%d)", uint8(e))
 }

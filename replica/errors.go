@@ -49,6 +49,17 @@ var (
 	// Config.MaxUncommittedBytes (R74); nothing was appended. Retrying
 	// once earlier appends commit succeeds.
 	ErrBacklogFull = errors.New("replog: the leader's uncommitted backlog is full")
+	// ErrLogExists: a log change creates a name the catalog holds (R80);
+	// nothing appended.
+	ErrLogExists = errors.New("replog: log exists")
+	// ErrUnknownLog: a log change deletes a name the catalog does not
+	// hold (R80); nothing appended.
+	ErrUnknownLog = errors.New("replog: unknown log")
+	// ErrFeatureLevelTooLow: the cluster's feature level (R68) does not
+	// allow what was asked yet (a log change needs level 9); nothing
+	// appended. It is raised once every node runs a release that
+	// supports the level.
+	ErrFeatureLevelTooLow = errors.New("replog: cluster feature level too low")
 )
 
 // Errors of TransferLeadership (R59).

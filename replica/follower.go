@@ -228,6 +228,7 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 			r.settleRole() // a set among them is in force once appended (R55)
 		}
 		r.leaderHW = max(r.leaderHW, d.HighWatermark)
+		r.noteLeaderHW(d.HighWatermark) // R82
 		r.updateFollowerHW()
 		r.settleRole() // a removal that commits ends an outgoing replica's candidacy
 		r.followLogStart(d.LogStart)

@@ -131,6 +131,8 @@ func (r *Replica) answerFromMemo(from string, req *protocol.AppendRequest, leadi
 	switch {
 	case m.state == forwardRefused:
 		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: protocol.AppendNotLeader, LeaderID: r.leaderID})
+	case m.state == forwardDeclined:
+		r.send(from, &protocol.AppendResponse{RequestID: req.RequestID, Error: m.code, LeaderID: r.id})
 	case m.state == forwardAcked:
 		r.send(from, ackResponse(req.RequestID, r.id, m.first, m.dup))
 	case leading && m.epoch == r.epoch:
@@ -253,12 +255,18 @@ func appendErrorAsError(e protocol.AppendError, leader string) error {
 		return ErrLastVoter
 	case protocol.AppendNotCaughtUp:
 		return ErrNotCaughtUp
+	case protocol.AppendLogExists:
+		return ErrLogExists
+	case protocol.AppendUnknownLog:
+		return ErrUnknownLog
+	case protocol.AppendFeatureLevelTooLow:
+		return ErrFeatureLevelTooLow
 	}
 	return ErrUnknownOutcome
 }
 
 func knownAppendError(e protocol.AppendError) bool {
-	return e <= protocol.AppendDuplicate
+	return e <= protocol.AppendFeatureLevelTooLow
 }
 
 // ackResponse is the answer to a forwarded request acknowledged at first
@@ -321,6 +329,7 @@ const (
 	forwardRefused  forwardState = iota + 1 // answered "not the leader"
 	forwardAppended                         // appended (in epoch), outcome pending or lost
 	forwardAcked                            // committed at first
+	forwardDeclined                         // a log change refused (R80), with code
 )
 
 type forwardMemo struct {
@@ -328,6 +337,7 @@ type forwardMemo struct {
 	epoch uint64
 	first uint64
 	dup   bool // acknowledged as a caller ID's duplicate (R64)
+	code  protocol.AppendError
 }
 
 // forwardMemos remembers the fate of the last maxForwardMemos forwarded

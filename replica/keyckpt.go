@@ -30,7 +30,12 @@ type KeyCheckpointReader interface {
 // keyCheckpointVersion is the first byte of KeyCheckpoint.Data. A replica
 // ignores a checkpoint of another version (it replays the log instead), so
 // the encoding may change in a later release without a storage format.
-const keyCheckpointVersion = 1
+const keyCheckpointVersion = 2
+
+// keyCheckpointVersionNoLogs is the version before the catalog of named
+// logs (R80): no logs section, and undo records without a log's state. It
+// is still read (a table of that release holds no named log).
+const keyCheckpointVersionNoLogs = 1
 
 // errBadKeyCheckpoint: the data does not decode (never written so by this
 // package; a store returns what it was given, its own checksum aside).
@@ -87,6 +92,7 @@ func (r *Replica) restoreKeyCheckpoint(log LogReader) {
 		return
 	}
 	t.dropBelow(r.log.logStart)
+	t.completeFrom = r.keys.completeFrom // the log's, as a replay's (R82)
 	t.waiting = r.keys.waiting
 	r.keys = t
 	r.restoredFrom, r.restored = cp.Offset, true
@@ -128,6 +134,11 @@ func (t *keyTable) dropBelow(start uint64) {
 			delete(t.cursors, name)
 		}
 	}
+	for name, l := range t.logs {
+		if l.at < start {
+			delete(t.logs, name)
+		}
+	}
 	n := 0
 	for n < len(t.levels) && t.levels[n].off < start {
 		n++
@@ -148,6 +159,9 @@ func (t *keyTable) dropBelow(start uint64) {
 		}
 		if u.prevCursor != nil && u.prevCursor.at < start {
 			u.prevCursor = nil
+		}
+		if u.prevLog != nil && u.prevLog.at < start {
+			u.prevLog = nil
 		}
 	}
 }
@@ -192,7 +206,23 @@ func (t *keyTable) encode() []byte {
 	for i := range t.undo {
 		b = appendUndo(b, &t.undo[i])
 	}
+	b = binary.AppendUvarint(b, uint64(len(t.logs)))
+	for _, name := range slices.Sorted(maps.Keys(t.logs)) {
+		b = appendString(b, name)
+		b = appendLogState(b, t.logs[name])
+	}
 	return b
+}
+
+func appendLogState(b []byte, l *logState) []byte {
+	if l == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, l.created)
+	b = binary.AppendUvarint(b, l.at)
+	b = binary.AppendUvarint(b, uint64(len(l.spec)))
+	return append(b, l.spec...)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -246,7 +276,8 @@ func appendUndo(b []byte, u *keyUndo) []byte {
 	}
 	b = appendString(b, u.name)
 	b = appendIDState(b, u.prevID)
-	return appendCursorState(b, u.prevCursor)
+	b = appendCursorState(b, u.prevCursor)
+	return appendLogState(b, u.prevLog)
 }
 
 // ckptReader decodes checkpoint data; the first failure sticks.
@@ -319,10 +350,25 @@ func (d *ckptReader) cursorState() *cursorState {
 	return &cursorState{next: d.uvarint(), at: d.uvarint()}
 }
 
-// decodeKeyTable is encode's inverse.
+func (d *ckptReader) logState() *logState {
+	if d.byte() == 0 {
+		return nil
+	}
+	l := &logState{created: d.uvarint(), at: d.uvarint()}
+	n := d.count(1)
+	if d.err == nil {
+		l.spec = slices.Clone(d.b[:n])
+		d.b = d.b[n:]
+	}
+	return l
+}
+
+// decodeKeyTable is encode's inverse (of this version or the one before
+// named logs).
 func decodeKeyTable(data []byte) (keyTable, error) {
 	d := &ckptReader{b: data}
-	if d.byte() != keyCheckpointVersion {
+	version := d.byte()
+	if version != keyCheckpointVersion && version != keyCheckpointVersionNoLogs {
 		return keyTable{}, errBadKeyCheckpoint
 	}
 	t := newKeyTable(d.uvarint())
@@ -376,9 +422,20 @@ func decodeKeyTable(data []byte) (keyTable, error) {
 			}
 		}
 		u.name, u.prevID, u.prevCursor = d.string(), d.idState(), d.cursorState()
+		if version != keyCheckpointVersionNoLogs {
+			u.prevLog = d.logState()
+		}
 		t.undo = append(t.undo, u)
 	}
 	t.undoArr = t.undo[:cap(t.undo)]
+	if version != keyCheckpointVersionNoLogs {
+		for range d.count(2) {
+			name := d.string()
+			if l := d.logState(); l != nil {
+				t.logs[name] = l
+			}
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = errBadKeyCheckpoint
 	}

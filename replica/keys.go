@@ -72,16 +72,26 @@ type keyUndo struct {
 	added       []uint64
 	addedOne    uint64
 	moved       map[uint64]uint64
-	// ID or cursor: its name and value before (nil: none).
+	// ID, cursor or named log: its name and value before (nil: none).
 	name       string
 	prevID     *idState
 	prevCursor *cursorState
+	prevLog    *logState
 }
 
 type keyTable struct {
 	producers map[uint64]*producerState
 	ids       map[string]*idState
 	cursors   map[string]*cursorState
+	// logs is the catalog of named logs (R80), uncommitted entries
+	// included. logsDirty says a change to it may have reached the
+	// readable HW since the catalog was last published (or the table is
+	// new); completeFrom is the lowest readable HW from which the table
+	// holds every live log (R82: unknownCompleteness until a leader's
+	// answer or this replica's own leadership tells).
+	logs         map[string]*logState
+	logsDirty    bool
+	completeFrom uint64
 	// undo holds, in offset order, how to undo the changes of entries at or
 	// above the readable HW (a truncation never reaches below it, R33).
 	// undoArr is its whole array: records are dropped from the front
@@ -106,12 +116,21 @@ type keyTable struct {
 }
 
 func newKeyTable(start uint64) keyTable {
-	return keyTable{
-		producers: make(map[uint64]*producerState),
-		ids:       make(map[string]*idState),
-		cursors:   make(map[string]*cursorState),
-		applied:   start,
+	t := keyTable{
+		producers:    make(map[uint64]*producerState),
+		ids:          make(map[string]*idState),
+		cursors:      make(map[string]*cursorState),
+		logs:         make(map[string]*logState),
+		logsDirty:    true,
+		completeFrom: unknownCompleteness,
+		applied:      start,
 	}
+	if start == 0 {
+		// A log that never lost a prefix: a replay from it sees every
+		// change (R82).
+		t.completeFrom = 0
+	}
+	return t
 }
 
 // keyedEntry reports whether entries of type t may change the table.
@@ -176,6 +195,9 @@ func (r *Replica) keysCatchUp() bool {
 	floor := min(r.hw, r.log.durableEnd)
 	n := 0
 	for n < len(t.undo) && t.undo[n].off < floor {
+		if t.undo[n].kind == protocol.StateLog {
+			t.logsDirty = true // a log change became readable (R80)
+		}
 		n++
 	}
 	if n > 0 {
@@ -192,6 +214,7 @@ func (r *Replica) keysCatchUp() bool {
 	if n > 0 {
 		t.levels = append(t.levels[:0], t.levels[n:]...)
 	}
+	r.publishCatalog(floor)
 	if !r.now.Before(t.nextSweep) {
 		t.nextSweep = r.now.Add(keySweepInterval)
 		r.sweepExpiredKeys()
@@ -217,7 +240,8 @@ func (t *keyTable) apply(e *protocol.Entry, logger interface {
 		logger.Warn("malformed keyed entry", "offset", e.Offset, "error", err)
 		return
 	}
-	if len(hb) > 0 {
+	keyed := len(hb) > 0
+	if keyed {
 		h, err := protocol.DecodeKeyHeader(hb)
 		if err != nil || h.N > e.Offset+1 {
 			logger.Warn("malformed key header", "offset", e.Offset, "error", err)
@@ -248,6 +272,8 @@ func (t *keyTable) apply(e *protocol.Entry, logger interface {
 			t.applyProducer(e.Offset, rec.Producer, rec.Low, rec.Time, rec.Seqs, true)
 		case protocol.StateID:
 			t.setID(e.Offset, rec.Name, &idState{first: rec.First, n: rec.N, time: rec.Time, at: e.Offset})
+		case protocol.StateLog:
+			t.applyLog(e.Offset, rec, keyed)
 		}
 	}
 }
@@ -346,6 +372,12 @@ func (t *keyTable) undoOne(u keyUndo) {
 			delete(t.ids, u.name)
 		} else {
 			t.ids[u.name] = u.prevID
+		}
+	case protocol.StateLog:
+		if u.prevLog == nil {
+			delete(t.logs, u.name)
+		} else {
+			t.logs[u.name] = u.prevLog
 		}
 	case protocol.StateProducer:
 		p := t.producers[u.producer]
@@ -457,6 +489,12 @@ func (r *Replica) keepLiveKeys(upTo uint64) uint64 {
 			recs = append(recs, protocol.StateRecord{Kind: protocol.StateCursor, Name: name, Next: c.next})
 		}
 	}
+	for name, l := range t.logs { // R81: a live log's record, never a deleted one's
+		bound = min(bound, l.at)
+		if l.at < upTo {
+			recs = append(recs, protocol.StateRecord{Kind: protocol.StateLog, Name: name, First: l.created, Data: l.spec})
+		}
+	}
 	// What uncommitted entries changed may still be undone: the offsets
 	// they replaced bound the deletion until they commit.
 	for _, u := range t.undo {
@@ -474,6 +512,9 @@ func (r *Replica) keepLiveKeys(upTo uint64) uint64 {
 		}
 		if u.prevCursor != nil {
 			bound = min(bound, u.prevCursor.at)
+		}
+		if u.prevLog != nil {
+			bound = min(bound, u.prevLog.at)
 		}
 	}
 	if len(recs) > 0 && !r.transferring() {

@@ -90,7 +90,8 @@ func (r *Replica) proposeKeyed(id uint64, typ protocol.EntryType, key protocol.K
 
 // forwardedKeyed is the leader's side of a forwarded keyed request: its
 // last record is the key header. A peer's state entries may hold cursor
-// records only (the copies of R66 are the leader's alone to write). It
+// records and log changes only (the copies of R66 and R81 are the
+// leader's alone to write). It
 // reports whether the request was malformed (answered TooLarge, nothing
 // appended).
 func (r *Replica) forwardedKeyed(from string, req *protocol.AppendRequest) (protocol.Key, [][]byte, bool) {
@@ -105,12 +106,26 @@ func (r *Replica) forwardedKeyed(from string, req *protocol.AppendRequest) (prot
 	if req.Type == protocol.EntryState {
 		for _, rec := range req.Records[:n] {
 			rs, err := protocol.DecodeStateRecords(rec)
-			if err != nil || len(rs) != 1 || rs[0].Kind != protocol.StateCursor || rs[0].Name == "" || h.Producer == 0 {
+			if err != nil || len(rs) != 1 || h.Producer == 0 || !peerStateRecord(h.Key, rs[0], n) {
 				return protocol.Key{}, nil, false
 			}
 		}
 	}
 	return h.Key, req.Records[:n], true
+}
+
+// peerStateRecord reports whether a peer may propose state record rec in
+// a batch of n records with key: a cursor commit (R65), or a log change
+// alone in its batch (R80; a copy's creating offset is the leader's to
+// write, R81).
+func peerStateRecord(key protocol.Key, rec protocol.StateRecord, n int) bool {
+	switch rec.Kind {
+	case protocol.StateCursor:
+		return rec.Name != ""
+	case protocol.StateLog:
+		return n == 1 && rec.First == 0 && logChangeInvalid(key, rec.Name, rec.Data) == nil
+	}
+	return false
 }
 
 // leaderKeyed decides a keyed proposal on the leader (R63, R64): answered
@@ -141,6 +156,9 @@ func (r *Replica) leaderKeyed(p proposal, typ protocol.EntryType, records [][]by
 			r.ackExisting(p, s.first, s.n, true)
 			return
 		}
+	}
+	if r.refuseLogChange(p, typ, records) { // R80: after the retry checks too
+		return
 	}
 	if r.backlogRefuses(p, typ, records) { // R74: after the retry checks, which append nothing
 		return

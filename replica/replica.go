@@ -135,6 +135,12 @@ type Replica struct {
 	// restored (KeyCheckpointRestored).
 	restoredFrom uint64
 	restored     bool
+	// catalog is the catalog of named logs as of catalogAt, a readable HW
+	// (R80, R82; catalog.go); catalogVersion counts its changes, 0 while
+	// it is not known.
+	catalog        []LogRecord
+	catalogAt      uint64
+	catalogVersion uint64
 
 	// Prospective / candidate: the round's ID (VoteRequest.Round) and the
 	// voters that granted in it.

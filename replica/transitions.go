@@ -232,6 +232,9 @@ func (r *Replica) becomeLeader() {
 	// answer's epochs are already those the epoch's entries will have.
 	r.log.addEpoch(r.epoch, leo)
 	r.leader = newLeaderState(r, leo)
+	// Every committed entry is below leo (R82: so is every copy a deletion
+	// of an earlier epoch needed).
+	r.keys.completeFrom = min(r.keys.completeFrom, leo)
 	r.logger.Info("leader", "epoch", r.epoch, "leo", leo, "hw", r.hw)
 	for _, v := range r.voters {
 		if v != r.id {

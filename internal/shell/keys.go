@@ -25,6 +25,14 @@ func CommitCursor(id uint64, key protocol.Key, name string, next uint64) Event {
 	return Event{Kind: EventCursor, ID: id, Key: key, Cursor: name, Offset: next}
 }
 
+// LogChange is the event of a log change (replica.ProposeLogChange, R80):
+// create log name with spec, or delete it (spec empty), resolved with the
+// offset of its entry once committed, or with the refusal. The core owns
+// spec from then on.
+func LogChange(id uint64, key protocol.Key, name string, spec []byte) Event {
+	return Event{Kind: EventLogChange, ID: id, Key: key, Name: name, Spec: spec}
+}
+
 // CursorRead is the event of a cursor read (replica.Cursor): cursor name's
 // position as of this node's readable HW, resolved in the round it is fed
 // to, with the position as Offset, or ErrNoCursor.

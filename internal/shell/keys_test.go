@@ -68,6 +68,7 @@ func TestEventKindResolves(t *testing.T) {
 		Transfer(4, ""),
 		CommitCursor(5, protocol.Key{Producer: 1, Seq: 1, Low: 1}, "c", 1),
 		CursorRead(6, "c"),
+		LogChange(7, protocol.Key{Producer: 1, Seq: 2, Low: 1}, "orders", []byte("s")),
 		DeleteBefore(0),
 		Hint(replica.Hint{}),
 	}
@@ -77,17 +78,82 @@ func TestEventKindResolves(t *testing.T) {
 	for _, r := range out.Resolved {
 		got[r.ID] = true
 	}
-	for _, ev := range evs[:6] {
+	for _, ev := range evs[:7] {
 		if !ev.Kind.Resolves() || !got[ev.ID] {
 			t.Errorf("kind %d: Resolves() = %v, resolved in the round: %v", ev.Kind, ev.Kind.Resolves(), got[ev.ID])
 		}
 	}
-	for _, k := range []EventKind{EventMessage, EventHint, EventDeleteBefore} {
+	for _, k := range []EventKind{EventMessage, EventHint, EventDeleteBefore, EventPeerDown} {
 		if k.Resolves() {
 			t.Errorf("kind %d (not a request) Resolves", k)
 		}
 	}
-	if len(got) != 6 {
-		t.Errorf("resolved %+v, want the 6 requests", out.Resolved)
+	if len(got) != 7 {
+		t.Errorf("resolved %+v, want the 7 requests", out.Resolved)
+	}
+}
+
+// TestLogChangeEvent: a log change is refused below feature level 9
+// (nothing appended); at 9 a create resolves at its entry's offset and
+// the round in which the catalog changes says so (LogsChanged, and only
+// then); a second create of the name and a delete of an unknown one are
+// refused.
+func TestLogChangeEvent(t *testing.T) {
+	cfg := config("a", "a")
+	cfg.SupportedFeatureLevel = 9
+	p := newProc(t, cfg, nil)
+	now := t0
+	seq := uint64(0)
+	change := func(name, spec string) Resolved {
+		t.Helper()
+		seq++
+		p.inbox = append(p.inbox, LogChange(seq, protocol.Key{Producer: 9, Seq: seq, Low: seq}, name, []byte(spec)))
+		for range 4 {
+			for _, r := range p.round(t, now).Resolved {
+				if r.ID == seq {
+					return r
+				}
+			}
+		}
+		t.Fatalf("log change %d not resolved", seq)
+		return Resolved{}
+	}
+	out := p.round(t, now)
+	if !out.LogsChanged || p.n.Replica().LogsVersion() == 0 || len(p.n.Replica().Logs()) != 0 {
+		t.Fatalf("first round: LogsChanged %v, version %d, logs %v: want the empty catalog known", out.LogsChanged, p.n.Replica().LogsVersion(), p.n.Replica().Logs())
+	}
+	if r := change("orders", "s1"); !errors.Is(r.Err, replica.ErrFeatureLevelTooLow) {
+		t.Fatalf("a change at level %d: %+v, want ErrFeatureLevelTooLow", p.n.Replica().Status().FeatureLevel, r)
+	}
+	for i := 0; p.n.Replica().Status().FeatureLevel < 9; i++ {
+		if i > 100 {
+			t.Fatal("the level never reached 9")
+		}
+		now = now.Add(fetchTimeout / 4)
+		p.round(t, now)
+	}
+	v := p.n.Replica().LogsVersion()
+	r := change("orders", "s1")
+	if r.Err != nil {
+		t.Fatalf("create: %+v", r)
+	}
+	logs := p.n.Replica().Logs()
+	if len(logs) != 1 || logs[0].Name != "orders" || string(logs[0].Spec) != "s1" || logs[0].Offset != r.Offset || p.n.Replica().LogsVersion() == v {
+		t.Fatalf("after the create at %d: %+v (version %d, was %d)", r.Offset, logs, p.n.Replica().LogsVersion(), v)
+	}
+	if !p.out.LogsChanged {
+		t.Fatal("the round that made the create readable did not say LogsChanged")
+	}
+	if out := p.round(t, now); out.LogsChanged {
+		t.Fatal("LogsChanged in a round that changed nothing")
+	}
+	if r := change("orders", "s2"); !errors.Is(r.Err, replica.ErrLogExists) {
+		t.Fatalf("second create: %+v, want ErrLogExists", r)
+	}
+	if r := change("payments", ""); !errors.Is(r.Err, replica.ErrUnknownLog) {
+		t.Fatalf("delete of an unknown log: %+v, want ErrUnknownLog", r)
+	}
+	if r := change("orders", ""); r.Err != nil || len(p.n.Replica().Logs()) != 0 {
+		t.Fatalf("delete: %+v, logs %+v", r, p.n.Replica().Logs())
 	}
 }

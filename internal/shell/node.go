@@ -53,6 +53,13 @@ const (
 	// peer's doing (end of stream, reset), as the transport saw it
 	// (replica.PeerDown, docs/protocol.md R69).
 	EventPeerDown
+	// EventLogChange: create log Event.Name with spec Event.Spec, or
+	// delete it (Spec empty) (Event.ID, Event.Key;
+	// replica.ProposeLogChange, docs/protocol.md R80), resolved as a
+	// proposal is, or with the refusal (replica.ErrLogExists,
+	// ErrUnknownLog, ErrFeatureLevelTooLow, ErrTooLarge: nothing
+	// appended).
+	EventLogChange
 )
 
 // Resolves reports whether events of kind k are requests the Node
@@ -60,7 +67,7 @@ const (
 // waits for them, and answers them itself when a round never runs.
 func (k EventKind) Resolves() bool {
 	switch k {
-	case EventPropose, EventBarrier, EventVoterChange, EventTransfer, EventCursor, EventCursorRead:
+	case EventPropose, EventBarrier, EventVoterChange, EventTransfer, EventCursor, EventCursorRead, EventLogChange:
 		return true
 	}
 	return false
@@ -86,6 +93,9 @@ type Event struct {
 	// name.
 	Key    protocol.Key
 	Cursor string
+	// Name and Spec are EventLogChange's log name and spec.
+	Name string
+	Spec []byte
 }
 
 // Propose is the event of a proposal: records to append as one batch. The
@@ -131,7 +141,9 @@ type Resolved struct {
 	// Err is nil (committed at Offset), a *replica.NotLeaderError or
 	// replica.ErrTooLarge (nothing appended), a voter change's refusal
 	// (replica.ErrVoterChangePending, ErrUnknownNode, ErrLastVoter,
-	// ErrNotCaughtUp: nothing appended), the core's halt error for a
+	// ErrNotCaughtUp: nothing appended), a log change's refusal
+	// (replica.ErrLogExists, ErrUnknownLog, ErrFeatureLevelTooLow:
+	// nothing appended), the core's halt error for a
 	// proposal made after it halted (nothing appended), or an error
 	// wrapping replica.ErrUnknownOutcome (with the halt or close cause).
 	// A transfer event's Err is its outcome (see Transfer), with no Offset;
@@ -174,6 +186,10 @@ type Output struct {
 	// changed when it names a leader or an epoch).
 	Claim        Claim
 	ClaimChanged bool
+	// LogsChanged says the catalog of named logs (replica.Logs, as of
+	// the readable HW, R80) changed since the previous round's (or since
+	// New): the first round in which it is known counts as changed.
+	LogsChanged bool
 	// Halted is the core's halt error (replica.Replica.Err), from the
 	// round in which the core halted. The caller must stop serving:
 	// every proposal that was waiting is resolved with ErrUnknownOutcome
@@ -189,6 +205,7 @@ type Node struct {
 	durable  uint64 // highest Seq reported through Persisted
 	given    uint64 // highest Seq handed to the core
 	readable uint64
+	logs     uint64 // the catalog's version published last (LogsChanged)
 	claim    Claim
 	halted   error
 	closed   bool
@@ -202,7 +219,7 @@ type Node struct {
 // r's input methods (Tick, Step, Propose, Hint, Persisted, Ready) itself;
 // reading its state (Status, HighWatermark) between rounds is fine.
 func New(r *replica.Replica) *Node {
-	return &Node{r: r, pending: make(map[uint64]struct{}), readable: r.ReadableHW()}
+	return &Node{r: r, pending: make(map[uint64]struct{}), readable: r.ReadableHW(), logs: r.LogsVersion()}
 }
 
 // Replica returns the core, for reading its state between rounds.
@@ -247,6 +264,9 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		case EventCursor:
 			n.wait(ev.ID)
 			n.r.ProposeCursor(ev.ID, ev.Key, ev.Cursor, ev.Offset)
+		case EventLogChange:
+			n.wait(ev.ID)
+			n.r.ProposeLogChange(ev.ID, ev.Key, ev.Name, ev.Spec)
 		case EventBarrier:
 			n.wait(ev.ID)
 			n.r.ProposeBarrier(ev.ID)
@@ -300,6 +320,9 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 	out.ReadableHW = n.r.ReadableHW()
 	out.ReadableMoved = out.ReadableHW != n.readable
 	n.readable = out.ReadableHW
+	v := n.r.LogsVersion()
+	out.LogsChanged = v != n.logs
+	n.logs = v
 	out.Claim = Claim{Leader: out.Status.LeaderID, Epoch: out.Status.Epoch}
 	out.ClaimChanged = out.Claim != n.claim
 	n.claim = out.Claim
