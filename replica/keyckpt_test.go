@@ -78,6 +78,19 @@ func keyedLog(rng *rand.Rand, seqs map[uint64]uint64, from, epoch uint64, n int)
 			add(protocol.EntryState, protocol.KeyedData(nil, recs))
 		case k < 9:
 			add(protocol.EntryFeature, protocol.EncodeFeatureLevel(uint8(protocol.BaseFeatureLevel)))
+		case rng.Intn(2) == 0: // a log change (R80), or a copy of one (R81)
+			lr := protocol.StateRecord{Kind: protocol.StateLog, Name: fmt.Sprintf("log-%d", rng.Intn(5))}
+			if rng.Intn(3) > 0 {
+				lr.Data = fmt.Appendf(nil, "spec-%d", off)
+			}
+			if rng.Intn(4) == 0 && len(lr.Data) > 0 {
+				lr.First = off / 2
+				add(protocol.EntryState, protocol.KeyedData(nil, protocol.EncodeStateRecords(nil, lr)))
+				break
+			}
+			seqs[p]++
+			h := protocol.EncodeKeyHeader(protocol.KeyHeader{Key: protocol.Key{Producer: p, Seq: seqs[p], Low: lowOf(seqs[p])}, N: 1})
+			add(protocol.EntryState, protocol.KeyedData(h, protocol.EncodeStateRecords(nil, lr)))
 		default:
 			add(protocol.EntryData, []byte("plain"))
 		}
@@ -95,12 +108,16 @@ type tableOf struct {
 	Producers map[uint64]producerState
 	IDs       map[string]idState
 	Cursors   map[string]cursorState
+	Logs      map[string]logState
 	Levels    []levelRow
 	Undo      []keyUndo
 }
 
 func snapshot(t *keyTable, undoFrom uint64) tableOf {
-	s := tableOf{Applied: t.applied, Producers: map[uint64]producerState{}, IDs: map[string]idState{}, Cursors: map[string]cursorState{}, Levels: slices.Clone(t.levels)}
+	s := tableOf{Applied: t.applied, Producers: map[uint64]producerState{}, IDs: map[string]idState{}, Cursors: map[string]cursorState{}, Logs: map[string]logState{}, Levels: slices.Clone(t.levels)}
+	for k, v := range t.logs {
+		s.Logs[k] = *v
+	}
 	for k, v := range t.producers {
 		s.Producers[k] = *v
 	}
@@ -202,9 +219,9 @@ func TestKeyCheckpointHoldsTheReplayedTable(t *testing.T) {
 			if _, ok := replayed.KeyCheckpointRestored(); ok {
 				t.Fatal("restored without a checkpoint offered")
 			}
-			if len(replayed.keys.producers) == 0 || len(replayed.keys.ids) == 0 || len(replayed.keys.cursors) == 0 || len(replayed.keys.undo) == 0 {
-				t.Fatalf("the log built a thin table (%d producers, %d IDs, %d cursors, %d undo records): the test proves little",
-					len(replayed.keys.producers), len(replayed.keys.ids), len(replayed.keys.cursors), len(replayed.keys.undo))
+			if len(replayed.keys.producers) == 0 || len(replayed.keys.ids) == 0 || len(replayed.keys.cursors) == 0 || len(replayed.keys.logs) == 0 || len(replayed.keys.undo) == 0 {
+				t.Fatalf("the log built a thin table (%d producers, %d IDs, %d cursors, %d logs, %d undo records): the test proves little",
+					len(replayed.keys.producers), len(replayed.keys.ids), len(replayed.keys.cursors), len(replayed.keys.logs), len(replayed.keys.undo))
 			}
 			sameTable(t, "after the restart", &restored.keys, &replayed.keys, 200)
 			for _, to := range []uint64{450, 250} {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // The keyed-state table (docs/protocol.md R62): producers, caller IDs and
@@ -125,7 +126,7 @@ func newKeyTable(start uint64) keyTable {
 		completeFrom: unknownCompleteness,
 		applied:      start,
 	}
-	if start == 0 {
+	if start == 0 || bugs.CatalogTrustsRebuild {
 		// A log that never lost a prefix: a replay from it sees every
 		// change (R82).
 		t.completeFrom = 0
