@@ -211,13 +211,15 @@ func (r *Replica) LogsVersion() uint64 { return r.catalogVersion }
 func (r *Replica) LogsAsOf() (hw uint64, ok bool) { return r.catalogAt, r.catalogVersion != 0 }
 
 // publishCatalog is R82: with the table applied up to floor (the readable
-// HW, whose undo records are all at or above it) and covering every live
-// log there, the catalog as of floor becomes what Logs returns. It is
+// HW), holding the undo records of every change at or above it (a table
+// restored from a checkpoint lacks those below the readable HW it was made
+// at, which a restart's HW checkpoint may lag) and covering every live log
+// there, the catalog as of floor becomes what Logs returns. It is
 // recomputed only when a StateLog change reached the floor or the table
 // is new.
 func (r *Replica) publishCatalog(floor uint64) {
 	t := &r.keys
-	if t.applied < floor || t.completeFrom > floor {
+	if t.applied < floor || t.completeFrom > floor || t.undoFloor > floor {
 		return
 	}
 	if !t.logsDirty {

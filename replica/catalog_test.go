@@ -332,7 +332,7 @@ func TestKeyCheckpointOfTheReleaseBeforeLogs(t *testing.T) {
 	tb.applied = 7
 	tb.cursors["c"] = &cursorState{next: 3, at: 5}
 	v2 := tb.encode()
-	v1 := append([]byte{keyCheckpointVersionNoLogs}, v2[1:len(v2)-1]...) // without the empty logs section
+	v1 := append([]byte{keyCheckpointVersionNoLogs}, v2[1:len(v2)-2]...) // without the undo floor (0) and the empty logs section
 	got, err := decodeKeyTable(v1)
 	if err != nil {
 		t.Fatal(err)

@@ -206,6 +206,7 @@ func (t *keyTable) encode() []byte {
 	for i := range t.undo {
 		b = appendUndo(b, &t.undo[i])
 	}
+	b = binary.AppendUvarint(b, t.undoFloor)
 	b = binary.AppendUvarint(b, uint64(len(t.logs)))
 	for _, name := range slices.Sorted(maps.Keys(t.logs)) {
 		b = appendString(b, name)
@@ -428,7 +429,9 @@ func decodeKeyTable(data []byte) (keyTable, error) {
 		t.undo = append(t.undo, u)
 	}
 	t.undoArr = t.undo[:cap(t.undo)]
+	t.undoFloor = t.applied // a version-1 table's undo records may start anywhere below
 	if version != keyCheckpointVersionNoLogs {
+		t.undoFloor = d.uvarint()
 		for range d.count(2) {
 			name := d.string()
 			if l := d.logState(); l != nil {

@@ -93,6 +93,10 @@ type keyTable struct {
 	logs         map[string]*logState
 	logsDirty    bool
 	completeFrom uint64
+	// undoFloor: the undo records hold every change of the entries at or
+	// above it (those below were dropped, or are not in a restored
+	// checkpoint), so the table as of any offset from it on can be told.
+	undoFloor uint64
 	// undo holds, in offset order, how to undo the changes of entries at or
 	// above the readable HW (a truncation never reaches below it, R33).
 	// undoArr is its whole array: records are dropped from the front
@@ -124,6 +128,7 @@ func newKeyTable(start uint64) keyTable {
 		logs:         make(map[string]*logState),
 		logsDirty:    true,
 		completeFrom: unknownCompleteness,
+		undoFloor:    start,
 		applied:      start,
 	}
 	if start == 0 || bugs.CatalogTrustsRebuild {
@@ -162,6 +167,11 @@ func (r *Replica) keysTruncated(to uint64) {
 		t.levels = t.levels[:len(t.levels)-1]
 	}
 	t.applied = min(t.applied, to)
+	if t.completeFrom != unknownCompleteness {
+		// What made the table whole (copies of live logs, R82) is
+		// committed: a truncation keeps it, below to.
+		t.completeFrom = min(t.completeFrom, to)
+	}
 }
 
 // keysReset empties the table: the log restarts at start (R53). What a
@@ -205,6 +215,7 @@ func (r *Replica) keysCatchUp() bool {
 		clear(t.undo[:n])
 		t.undo = t.undo[n:]
 	}
+	t.undoFloor = max(t.undoFloor, floor)
 	// Level rows below the floor cannot be truncated either: the newest
 	// of them is all the level needs (retention's copies would otherwise
 	// add a row per deletion for ever).

@@ -255,6 +255,7 @@ func (s *sim) extend(nd *node, hw uint64) {
 			}
 			s.committedData[k.data] = o
 		}
+		s.catalogCommitted(nd, o, k)
 		s.committed = append(s.committed, k)
 		s.commitEpoch = append(s.commitEpoch, nd.epochNow())
 	}
@@ -450,6 +451,14 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 			}
 			return
 		}
+		if _, keyed, ok := logRecordOf(k); ok && keyed {
+			// A forwarded log change (R80): its entry, committed (the
+			// proposing node's ack is checked against its content).
+			if o >= nd.r.HighWatermark() {
+				s.fail("%s answers log change %d OK at offset %d, which holds %v at or above its HW %d", nd.id, b.RequestID, o, k, nd.r.HighWatermark())
+			}
+			return
+		}
 		if k.typ == protocol.EntryControl {
 			// A forwarded barrier (R50): an empty control entry, committed.
 			if k.data != "" || o >= nd.r.HighWatermark() {
@@ -488,6 +497,10 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 		return
 	}
 	p.acked = true
+	if p.logChange != nil {
+		s.logChangeAcked(nd, p, a)
+		return
+	}
 	if p.barrier {
 		s.barrierAcked(nd, p, a)
 		return
@@ -648,6 +661,7 @@ func (s *sim) converged() bool {
 func (s *sim) finalCheck() {
 	s.tracef("CONVERGED")
 	s.finalBarriers()
+	s.finalCatalog()
 	for _, nd := range s.nodes {
 		if nd.store.LEO() != uint64(len(s.committed)) {
 			s.fail("%s: converged with store LEO %d, committed log has %d entries", nd.id, nd.store.LEO(), len(s.committed))

@@ -36,6 +36,7 @@ const (
 	evVoterWipe                        // nemesis: a voter restarts on an empty store (voters.go)
 	evRetry                            // exactly-once workload: an append tried again (exactlyonce.go)
 	evVersion                          // version mix: an upgrade, rollback or roll-forward (versions.go)
+	evLogChange                        // workload: a log change, or its retry (catalog.go)
 )
 
 var evNames = [...]string{
@@ -45,6 +46,7 @@ var evNames = [...]string{
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
 	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry", evVersion: "version",
+	evLogChange: "log-change",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -90,6 +90,10 @@ type Options struct {
 	// closes no links and the nemesis resets none, so no node hears
 	// PeerDown (R69), as before the rule existed.
 	NoConnClose bool
+	// NoCatalog turns off the catalog workload (catalog.go): log changes
+	// in half the runs that are not classic, whose rounds draw from the
+	// main stream.
+	NoCatalog bool
 	// TightLoad makes the load bounds bite (R73, R74): every node's
 	// replication quota is TightCatchUpBytesPerSecond and its backlog
 	// bound TightMaxUncommittedBytes, so that catch-ups wait for tokens
@@ -150,6 +154,9 @@ type Result struct {
 	Barriers int
 	// Retries counts the exactly-once workload's retries (exactlyonce.go).
 	Retries int
+	// LogChanges counts the committed log changes that changed the
+	// catalog (catalog.go).
+	LogChanges int
 	// The version mix (versions.go): upgrades and rollbacks asked for,
 	// rollbacks refused (the level was raised), raises of the level, and
 	// nodes that halted at a level they could not run at (rolled forward).
@@ -382,6 +389,9 @@ type node struct {
 	// published is the ReadableHW of the last round's Output: what the
 	// node's readers were last woken with and read below.
 	published uint64
+	// logsVersion and logsAt are the catalog's version and the readable
+	// HW it was as of, at the last round (catalog.go).
+	logsVersion, logsAt uint64
 
 	// pending holds writes the core asked for that are not yet durable, in
 	// Seq order. durableSeq is the last Seq applied to the store and
@@ -516,6 +526,8 @@ type proposal struct {
 	// wlRemove: a remove the workload chose (not a heal).
 	change   *protocol.VoterChange
 	wlRemove bool
+	// logChange: a log change (catalog.go), not an append.
+	logChange *logChange
 }
 
 type sim struct {
@@ -589,6 +601,8 @@ type sim struct {
 
 	// bar is the read-barrier workload (barrier.go).
 	bar barrierState
+	// cat is the catalog workload and its reference (catalog.go).
+	cat catalogState
 
 	// The stable phase: when it began, and the leader it must keep.
 	stableAt     time.Duration
@@ -675,6 +689,10 @@ func newSim(opts Options) *sim {
 	s.bar.rng = rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0014))
 	if !opts.Classic {
 		chooseBarriers(&s.bar, s.bar.rng)
+	}
+	s.cat.rng = rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0026))
+	if !opts.Classic && !opts.NoCatalog {
+		chooseCatalog(&s.cat, s.cat.rng)
 	}
 	if !opts.Classic {
 		chooseExtended(&s.p, s.xr)
@@ -779,6 +797,7 @@ func (s *sim) setup() {
 	}
 	s.setupExtended()
 	s.setupBarriers()
+	s.setupCatalog()
 	s.setupRetention()
 	s.setupVoters()
 	s.schedule(s.between(0, s.p.proposeEvery), event{kind: evPropose})
@@ -882,6 +901,7 @@ func (s *sim) start(nd *node) {
 	nd.r = r
 	nd.sh = shell.New(r)
 	nd.published = r.ReadableHW()
+	nd.logsVersion, nd.logsAt = r.LogsVersion(), 0
 	st := r.Status()
 	nd.hw = st.HighWatermark
 	nd.role, nd.epoch, nd.leader = st.Role, st.Epoch, st.LeaderID
@@ -1225,6 +1245,9 @@ func (s *sim) dispatch(ev event) {
 	case evVersion:
 		s.versionEvent(ev)
 
+	case evLogChange:
+		s.catalogEvent(ev)
+
 	case evHint:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
@@ -1286,6 +1309,7 @@ func (s *sim) round(nd *node) {
 	s.noteFetchLevels(nd, evs)
 	out := nd.sh.Round(nd.clock(s.now), evs...)
 	s.checkLevelWrites(nd, out.Writes)
+	s.checkCatalogWrites(nd, out.Writes)
 	for _, w := range out.Writes {
 		s.hash.byte(0xB0)
 		s.hash.write(w)
@@ -1323,6 +1347,7 @@ func (s *sim) round(nd *node) {
 	s.checkOutput(nd, out)
 	s.check(nd)
 	s.checkBarriers(nd)
+	s.checkCatalog(nd, out)
 }
 
 func (s *sim) dump() string {

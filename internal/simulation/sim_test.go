@@ -32,6 +32,7 @@ var (
 	flagVoters  = flag.Bool("sim.voters", true, "voter changes and voter wipes (voters.go); false: Options.NoVoterChanges")
 	flagVer     = flag.Bool("sim.versions", true, "the version mix in a third of the non-classic runs (versions.go); false: Options.NoVersionMix")
 	flagConn    = flag.Bool("sim.connclose", true, "closed connections: a crash closes its links, the nemesis resets links (peerdown.go); false: Options.NoConnClose")
+	flagCatalog = flag.Bool("sim.catalog", true, "the catalog workload in half the non-classic runs (catalog.go, R80-R82); false: Options.NoCatalog")
 	flagLoad    = flag.Bool("sim.load", false, "tight load bounds: a small replication quota and backlog bound on every node (Options.TightLoad, R73, R74)")
 	flagEO      = flag.Bool("sim.exactlyonce", false, "the exactly-once workload (Options.ExactlyOnce: keyed appends retried with their key; TestSimulationExactlyOnce runs it)")
 	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list; none is open (the names of fixed ones, solebootstrap, resetnoset, reappend, wipedleader, staleset, interleaved, change nothing)")
@@ -45,7 +46,7 @@ func knownBugs() KnownBugs { return KnownBugs{} }
 func runOpts(seed int64, steps int) Options {
 	return Options{Seed: seed, Steps: steps, SafetyOnly: *flagSafety, Stable: *flagStable,
 		Classic: *flagClassic, NoLiveness: !*flagLive, CoreContact: *flagCoreCt,
-		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn, TightLoad: *flagLoad}
+		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn, TightLoad: *flagLoad, NoCatalog: !*flagCatalog}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -80,6 +81,9 @@ func reproduce(seed int64, steps int) string {
 	}
 	if !*flagVer {
 		cmd += " -sim.versions=false"
+	}
+	if !*flagCatalog {
+		cmd += " -sim.catalog=false"
 	}
 	if *flagBugs != "" {
 		cmd += " -sim.bugs=" + *flagBugs
@@ -165,6 +169,7 @@ func TestSimulation(t *testing.T) {
 				total.Recoveries += res.Recoveries
 				total.Depositions += res.Depositions
 				total.Barriers += res.Barriers
+				total.LogChanges += res.LogChanges
 				total.Upgrades += res.Upgrades
 				total.Rollbacks += res.Rollbacks
 				total.RollbacksRefused += res.RollbacksRefused
@@ -205,8 +210,8 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min; slowest convergence %v (seed %d)",
 		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
 		el.Round(time.Millisecond), float64(done)/el.Minutes(), total.ConvergeTime, total.Seed)
-	stats := fmt.Sprintf("faults over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d; versions: upgrades=%d rollbacks=%d (refused %d) level raises=%d level halts=%d",
-		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers,
+	stats := fmt.Sprintf("faults over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d; log changes committed=%d; versions: upgrades=%d rollbacks=%d (refused %d) level raises=%d level halts=%d",
+		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers, total.LogChanges,
 		total.Upgrades, total.Rollbacks, total.RollbacksRefused, total.LevelRaises, total.LevelHalts)
 	t.Log(stats)
 	if *flagStats {
