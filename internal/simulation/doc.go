@@ -11,7 +11,8 @@
 //
 // One *rand.Rand seeded from Options.Seed drives every choice, including
 // the cores' own randomness. The extended faults, retention, voter
-// changes, read barriers and the exactly-once workload each draw from a
+// changes, read barriers, the catalog workload and the exactly-once
+// workload each draw from a
 // stream of their own seeded from the same seed, so that turning one of
 // them off (Options.Classic, NoVoterChanges) leaves the others' draws as
 // they were. A seed therefore names one exact run: the same seed and
@@ -38,8 +39,10 @@
 // (Options.Stable) false "leader failed" gossip hints, which must not
 // depose the healthy leader.
 //
-// Workload (workload.go, barrier.go, exactlyonce.go): appends of 1..n
-// records and reads on random live nodes; read barriers (R50); in
+// Workload (workload.go, barrier.go, catalog.go, exactlyonce.go): appends
+// of 1..n records and reads on random live nodes; read barriers (R50); in
+// half the non-classic runs creates and deletes of three log names in the
+// catalog (R80–R82), keyed and retried with their key; in
 // exactly-once runs (Options.ExactlyOnce, R61–R67) keyed appends retried
 // with their key after unknown outcomes, caller IDs reused within and
 // past the deduplication window; retention requests at offsets around a
@@ -102,7 +105,11 @@
 // a committed level it cannot run at without halting, and a leader raises
 // the level only within its release and hold, after every other voter
 // told it within FetchTimeout that it supports the level (versions.go);
-// after
+// the committed log's log changes never create a held name or delete an
+// unheld one, a copy repeats the committed catalog's entry, every node's
+// known catalog is the committed log's as of the readable HW it is
+// published for, and a leader writes a log change only at level 9
+// (catalog.go); after
 // convergence every store holds exactly the committed log. While faults
 // run, three liveness rules hold (liveness.go): a leader every voter
 // follows within a bound of the last fault, no leader that a majority
@@ -144,7 +151,8 @@
 // leader contact the narrower way, Options.CoreContact),
 // -sim.voters=false (no voter changes or wipes), -sim.versions=false (no
 // version mix, Options.NoVersionMix), -sim.connclose=false (no closed
-// connections, Options.NoConnClose), -sim.load (tight load bounds,
+// connections, Options.NoConnClose), -sim.catalog=false (no catalog
+// workload, Options.NoCatalog), -sim.load (tight load bounds,
 // Options.TightLoad: quota waits and backlog refusals), -sim.exactlyonce (the
 // exactly-once workload; -sim.eoseeds is how many seeds
 // TestSimulationExactlyOnce runs), -sim.bugs (stop steering around known

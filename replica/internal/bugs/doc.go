@@ -131,6 +131,23 @@
 //	                                later epoch brings back the removed
 //	                                entries' keys. Fails:
 //	                                TestStaleKeyCheckpointIsIgnored.
+//	replog_bug_catalog_committed_only
+//	                                CatalogCommittedOnly (R80): the leader
+//	                                decides a log change against the
+//	                                committed catalog only, so two creates
+//	                                of one name in flight both commit.
+//	                                Fails:
+//	                                TestLogChangesAreDecidedOnTheNewestTable;
+//	                                the simulation at level 9.
+//	replog_bug_catalog_trusts_rebuild
+//	                                CatalogTrustsRebuild (R82): a table
+//	                                rebuilt from a log start above 0 is
+//	                                taken to hold every live log, so a
+//	                                restarted node publishes a catalog
+//	                                without a log recorded only by a copy
+//	                                above its readable HW. Fails:
+//	                                TestCatalogUnknownUntilCovered; the
+//	                                simulation at level 9.
 //	replog_bug_count_fetch_offset   CountFetchOffset (R70): the leader counts
 //	                                a fetch's FetchOffset as the fetcher's
 //	                                LEO even when the fetch says a lower
