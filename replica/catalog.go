@@ -194,8 +194,9 @@ func (t *keyTable) applyLog(off uint64, rec protocol.StateRecord, keyed bool) {
 
 // Logs returns the catalog as of this replica's readable HW (what is
 // committed and durable here), sorted by name, or nil while it is not
-// known (LogsVersion 0). The slice and the specs are shared: the caller
-// must not modify them.
+// known (LogsVersion 0). A change publishes a new slice and a published
+// one is never written again: the caller may keep it and hand it to
+// another goroutine, but must not modify it or its specs.
 func (r *Replica) Logs() []LogRecord { return r.catalog }
 
 // LogsVersion changes whenever the catalog Logs returns changes (a
