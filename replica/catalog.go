@@ -19,12 +19,6 @@ import (
 // live log's record above the log start (R81). The spec is opaque here:
 // the root encodes it (options, replicas, an incarnation token).
 
-// featureLevelNamedLogs is the cluster feature level from which a log
-// change may be proposed (R68: a release that cannot read a StateLog
-// record would skip it and disagree about the catalog).
-// TODO: protocol.FeatureLevelNamedLogs once the wire side lands.
-const featureLevelNamedLogs = 9
-
 // unknownCompleteness is keyTable.completeFrom before the table is known
 // to cover every live log (R82).
 const unknownCompleteness = math.MaxUint64
@@ -68,7 +62,7 @@ func (r *Replica) ProposeLogChange(id uint64, key protocol.Key, name string, spe
 			r.acks = append(r.acks, Ack{ID: id, Err: err})
 			return
 		}
-		if r.level < featureLevelNamedLogs {
+		if r.level < protocol.FeatureLevelNamedLogs {
 			r.acks = append(r.acks, Ack{ID: id, Err: r.levelTooLow()})
 			return
 		}
@@ -78,12 +72,12 @@ func (r *Replica) ProposeLogChange(id uint64, key protocol.Key, name string, spe
 }
 
 func (r *Replica) levelTooLow() error {
-	return fmt.Errorf("%w: a log change needs level %d, the cluster runs at %d", ErrFeatureLevelTooLow, featureLevelNamedLogs, r.level)
+	return fmt.Errorf("%w: a log change needs level %d, the cluster runs at %d", ErrFeatureLevelTooLow, protocol.FeatureLevelNamedLogs, r.level)
 }
 
 // logChangeInvalid checks what a log change carries, on its own.
 func logChangeInvalid(key protocol.Key, name string, spec []byte) error {
-	if err := validLogName(name); err != nil {
+	if err := protocol.ValidLogName(name); err != nil {
 		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	}
 	if len(spec) > protocol.MaxLogSpecLength {
@@ -91,22 +85,6 @@ func logChangeInvalid(key protocol.Key, name string, spec []byte) error {
 	}
 	if key.Producer == 0 {
 		return fmt.Errorf("%w: a log change needs a producer key", ErrTooLarge)
-	}
-	return nil
-}
-
-// validLogName is 1..64 bytes of [a-z0-9._-], not starting with '.'.
-// TODO: protocol.ValidLogName (the one definition) once the wire side
-// lands.
-func validLogName(name string) error {
-	if len(name) == 0 || len(name) > 64 || name[0] == '.' {
-		return fmt.Errorf("%w: log name %q", protocol.ErrMalformed, name)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: log name %q", protocol.ErrMalformed, name)
-		}
 	}
 	return nil
 }
@@ -142,7 +120,7 @@ func (r *Replica) refuseLogChange(p proposal, typ protocol.EntryType, records []
 		held = r.committedLog(rec.Name)
 	}
 	switch {
-	case r.level < featureLevelNamedLogs:
+	case r.level < protocol.FeatureLevelNamedLogs:
 		err, code = r.levelTooLow(), protocol.AppendFeatureLevelTooLow
 	case len(rec.Data) > 0 && held:
 		err, code = fmt.Errorf("%w: %q", ErrLogExists, rec.Name), protocol.AppendLogExists

@@ -20,7 +20,7 @@ func newCatalogCluster(t *testing.T, change func(*Config), ids ...string) *keyCl
 	for i, id := range ids {
 		cfg := testConfig(id, ids...)
 		cfg.Rand = rand.New(rand.NewSource(int64(i)))
-		cfg.SupportedFeatureLevel = featureLevelNamedLogs
+		cfg.SupportedFeatureLevel = protocol.FeatureLevelNamedLogs
 		if change != nil {
 			change(&cfg)
 		}
@@ -57,8 +57,8 @@ func catalogOf(r *Replica) []string {
 // committed catalog: both creates commit).
 func TestLogChangesAreDecidedOnTheNewestTable(t *testing.T) {
 	c := newCatalogCluster(t, nil, "a", "b", "c")
-	if l := c.nodes["a"].Status().FeatureLevel; l < featureLevelNamedLogs {
-		t.Fatalf("the level is %d, want %d", l, featureLevelNamedLogs)
+	if l := c.nodes["a"].Status().FeatureLevel; l < protocol.FeatureLevelNamedLogs {
+		t.Fatalf("the level is %d, want %d", l, protocol.FeatureLevelNamedLogs)
 	}
 	a := c.nodes["a"]
 	a.ProposeLogChange(1, logKey(1, 1), "orders", []byte("o1"))
@@ -121,7 +121,7 @@ func TestLogChangesAreDecidedOnTheNewestTable(t *testing.T) {
 // name, a spec above MaxLogSpecLength and a key without a producer are
 // ErrTooLarge; nothing is appended for any of them.
 func TestLogChangeRefusals(t *testing.T) {
-	c := newCatalogCluster(t, func(cfg *Config) { cfg.MaxFeatureLevel = featureLevelNamedLogs - 1 }, "a", "b")
+	c := newCatalogCluster(t, func(cfg *Config) { cfg.MaxFeatureLevel = protocol.FeatureLevelNamedLogs - 1 }, "a", "b")
 	leo := c.nodes["a"].log.LEO()
 	c.nodes["a"].ProposeLogChange(1, logKey(1, 1), "orders", []byte("s"))
 	c.nodes["b"].ProposeLogChange(2, logKey(2, 1), "orders", []byte("s"))

@@ -99,9 +99,7 @@ func TestEventKindResolves(t *testing.T) {
 // then); a second create of the name and a delete of an unknown one are
 // refused.
 func TestLogChangeEvent(t *testing.T) {
-	cfg := config("a", "a")
-	cfg.SupportedFeatureLevel = 9
-	p := newProc(t, cfg, nil)
+	p := newProc(t, config("a", "a"), nil)
 	now := t0
 	seq := uint64(0)
 	change := func(name, spec string) Resolved {

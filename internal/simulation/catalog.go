@@ -40,10 +40,6 @@ import (
 // The workload draws from its own random stream, and is off in classic
 // runs.
 
-// catalogLevel is the feature level of named logs.
-// TODO: protocol.FeatureLevelNamedLogs once the wire side lands.
-const catalogLevel = 9
-
 // catalogNames are the names the workload creates and deletes.
 var catalogNames = [...]string{"l0", "l1", "l2"}
 
@@ -401,7 +397,7 @@ func (s *sim) checkCatalogWrites(nd *node, ws []protocol.Write) {
 			if e.Epoch != st.Epoch || e.Type != protocol.EntryState {
 				continue
 			}
-			if _, _, ok := logRecordOf(keyOf(e)); ok && st.FeatureLevel < catalogLevel {
+			if _, _, ok := logRecordOf(keyOf(e)); ok && st.FeatureLevel < protocol.FeatureLevelNamedLogs {
 				s.fail("%s wrote a log change at %d at level %d", nd.id, e.Offset, st.FeatureLevel)
 				return
 			}

@@ -220,6 +220,9 @@ func TestSimulation(t *testing.T) {
 	if !*flagClassic && done >= 100 && steps >= 1500 && total.Barriers == 0 {
 		t.Errorf("%d seeds completed no read barrier (barrier.go's workload is wired to nothing)", done)
 	}
+	if !*flagClassic && *flagCatalog && done >= 100 && steps >= 1500 && total.LogChanges == 0 {
+		t.Errorf("%d seeds committed no log change (catalog.go's workload is wired to nothing)", done)
+	}
 	if !*flagClassic && *flagVer && done >= 100 && steps >= 1500 && (total.Upgrades == 0 || total.Rollbacks == 0 || total.LevelRaises == 0) {
 		t.Errorf("%d seeds: the version mix made %d upgrades, %d rollbacks and %d level raises (versions.go is wired to nothing)",
 			done, total.Upgrades, total.Rollbacks, total.LevelRaises)
