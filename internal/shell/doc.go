@@ -9,10 +9,12 @@
 // round (Tick, then the round's events in arrival order, then Persisted
 // with the highest durable Seq reported since, then Ready); it remembers
 // the requests handed to the core (appends, read barriers, voter
-// changes, transfers, cursor commits and reads) and resolves each exactly
+// changes, transfers, cursor commits and reads, log changes) and resolves
+// each exactly
 // once (acked, refused, or of unknown outcome when the core halts or the
 // node closes);
-// it says when the readable high watermark moved (readers must be woken)
+// it says when the readable high watermark moved (readers must be woken),
+// when the catalog of named logs changed (the root reconciles its logs),
 // and when the leader claim this node should gossip changed. ReadBatch is
 // the reader view: which entries a reader of a store sees below the
 // readable high watermark (Log.Read and the simulation's reader checks
