@@ -71,6 +71,11 @@ type eoFields struct {
 	at, done time.Duration
 	reused   *proposal
 	idReused bool // a later append reused this one's ID
+	// idTried: a try carried the ID alone (another producer), at idAt.
+	// Only the ID can then tell the leader that the root's own producer
+	// retries the same append: those retries stop half a window after it.
+	idTried bool
+	idAt    time.Duration
 }
 
 func (s *sim) eoInit() {
@@ -210,9 +215,18 @@ func (s *sim) eoRetry(ev event) {
 		}
 		return
 	case nd.idx == root.node && nd.inc == root.inc:
+		if root.eo.idTried && s.now-root.eo.idAt >= eoDedupWindow/2 {
+			// The ID-only try may have been appended, and its ID is about
+			// to leave the window: a retry now could append it again,
+			// as a client retrying through two servers past the window
+			// would (R64's limit, not a core bug).
+			s.eoDone(key.Producer, root)
+			return
+		}
 		key = s.eoKey(nd, root, key.ID, true) // its producer: the same key
 	case key.ID != "" && s.now-root.eo.at < eoDedupWindow/5 && s.clocksTrusted():
 		key = protocol.Key{ID: key.ID}
+		root.eo.idTried, root.eo.idAt = true, s.now
 	default:
 		return
 	}
