@@ -138,7 +138,8 @@
 //	                                of one name in flight both commit.
 //	                                Fails:
 //	                                TestLogChangesAreDecidedOnTheNewestTable;
-//	                                the simulation at level 9.
+//	                                the simulation (TestSimulation at 3000
+//	                                steps).
 //	replog_bug_catalog_trusts_rebuild
 //	                                CatalogTrustsRebuild (R82): a table
 //	                                rebuilt from a log start above 0 is
@@ -147,7 +148,8 @@
 //	                                without a log recorded only by a copy
 //	                                above its readable HW. Fails:
 //	                                TestCatalogUnknownUntilCovered; the
-//	                                simulation at level 9.
+//	                                simulation (TestSimulation at 3000
+//	                                steps).
 //	replog_bug_count_fetch_offset   CountFetchOffset (R70): the leader counts
 //	                                a fetch's FetchOffset as the fetcher's
 //	                                LEO even when the fetch says a lower
