@@ -90,3 +90,26 @@ func TestKeyedAppendRequestCodec(t *testing.T) {
 		t.Fatalf("duplicate answer: %+v, %v", got, err)
 	}
 }
+
+// FuzzDecodeStateRecords: whatever decodes re-encodes to records that
+// decode to the same (a StateLog record's spec within MaxLogSpecLength).
+func FuzzDecodeStateRecords(f *testing.F) {
+	f.Add(EncodeStateRecords(nil, StateRecord{Kind: StateLog, Name: "orders", Data: []byte("spec")}))
+	f.Add(EncodeStateRecords(nil, StateRecord{Kind: StateLog, Name: "orders", First: 9, Data: []byte("copy")},
+		StateRecord{Kind: StateCursor, Name: "c", Next: 3}, StateRecord{Kind: StateLog, Name: "gone"}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, err := DecodeStateRecords(b)
+		if err != nil {
+			return
+		}
+		again, err := DecodeStateRecords(EncodeStateRecords(nil, rs...))
+		if err != nil || !reflect.DeepEqual(again, rs) {
+			t.Fatalf("%x: decoded %+v, re-encoded decodes to %+v, %v", b, rs, again, err)
+		}
+		for _, r := range rs {
+			if r.Kind == StateLog && len(r.Data) > MaxLogSpecLength {
+				t.Fatalf("a spec of %d bytes decoded", len(r.Data))
+			}
+		}
+	})
+}
