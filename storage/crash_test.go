@@ -429,9 +429,13 @@ func TestCrashHelper(t *testing.T) {
 		}
 		storage.SetRollHook(hook)
 		storage.SetJournalHook(hook)
+		storage.SetSnapshotHook(hook)
 	}
 	if os.Getenv(envCrashShared) != "" {
 		crashSharedChild(dir, seed)
+	}
+	if os.Getenv(envCrashSnapshot) != "" {
+		crashSnapshotChild(dir, seed)
 	}
 	s, id, err := storage.OpenDir(dir, crashID, crashOptions())
 	if err != nil {

@@ -1,0 +1,356 @@
+package storage_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/replog-io/replog/storage"
+)
+
+// snapshotBody is the deterministic body of n bytes the tests save for
+// seed.
+func snapshotBody(seed uint64, n int) []byte {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// writeChunks writes b in chunks of random sizes (1 byte to 64 KiB), as a
+// service encoding its state piece by piece does.
+func writeChunks(seed uint64, b []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		for len(b) > 0 {
+			n := min(len(b), 1+rng.IntN(64<<10))
+			if rng.IntN(4) == 0 {
+				n = min(len(b), 1+rng.IntN(16))
+			}
+			if _, err := w.Write(b[:n]); err != nil {
+				return err
+			}
+			b = b[n:]
+		}
+		return nil
+	}
+}
+
+func openSnaps(t *testing.T, dir string) *storage.SnapshotStore {
+	t.Helper()
+	s, err := storage.OpenSnapshots(dir, storage.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func readSnapshot(t *testing.T, s *storage.SnapshotStore, i storage.SnapshotInfo) ([]byte, error) {
+	t.Helper()
+	r, err := s.Open(i)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// Saved snapshots read back byte for byte, whatever their size (empty,
+// smaller than the buffer, several buffers) and however the service
+// chunks its writes; the info says the offset, epoch, size and file.
+func TestSnapshotSaveAndRead(t *testing.T) {
+	for _, n := range []int{0, 1, 4095, 256 << 10, 1<<20 + 17} {
+		t.Run("", func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), storage.SnapshotDirName)
+			s := openSnaps(t, dir)
+			body := snapshotBody(uint64(n), n)
+			info, err := s.Save(100, 4, writeChunks(uint64(n), body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Offset != 100 || info.Epoch != 4 || info.Size != int64(n) || info.Time.IsZero() || filepath.Dir(info.Path) != dir {
+				t.Fatalf("info %+v", info)
+			}
+			got, err := readSnapshot(t, s, info)
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("read %d bytes (want %d), err %v", len(got), n, err)
+			}
+			// And after a reopen: Latest is the same snapshot.
+			s2 := openSnaps(t, dir)
+			l, ok := s2.Latest()
+			if !ok || l.Offset != 100 || l.Epoch != 4 || l.Size != int64(n) || l.CRC != info.CRC || l.Path != info.Path || !l.Time.Equal(info.Time) {
+				t.Fatalf("reopened: %+v %v, saved %+v", l, ok, info)
+			}
+			got, err = readSnapshot(t, s2, l)
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("reopened: read %d bytes (want %d), err %v", len(got), n, err)
+			}
+		})
+	}
+}
+
+// The store keeps the Keep snapshots of highest offset and deletes the
+// others' files; a save at a stored offset replaces it.
+func TestSnapshotKeep(t *testing.T) {
+	for _, keep := range []int{1, 2, 3} {
+		dir := t.TempDir()
+		s, err := storage.OpenSnapshots(dir, storage.SnapshotOptions{Keep: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := uint64(10); off <= 50; off += 10 {
+			if _, err := s.Save(off, 1, writeChunks(off, snapshotBody(off, 1000))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Save(50, 2, writeChunks(99, snapshotBody(99, 10))); err != nil {
+			t.Fatal(err)
+		}
+		list := s.List()
+		if len(list) != keep || list[0].Offset != 50 || list[0].Epoch != 2 || list[0].Size != 10 {
+			t.Fatalf("keep %d: list %+v", keep, list)
+		}
+		for i, l := range list {
+			if want := uint64(50 - 10*i); l.Offset != want {
+				t.Fatalf("keep %d: list[%d] at %d, want %d", keep, i, l.Offset, want)
+			}
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != keep {
+			t.Fatalf("keep %d: %d files in the directory", keep, len(ents))
+		}
+		_ = s.Close()
+	}
+	if _, err := storage.OpenSnapshots(t.TempDir(), storage.SnapshotOptions{Keep: -1}); !errors.Is(err, storage.ErrInvalidOptions) || !strings.Contains(err.Error(), "Keep") {
+		t.Fatalf("Keep -1: %v", err)
+	}
+}
+
+// A write function's error saves nothing: the store, the directory and
+// Latest are as before, and the error comes back as it is. So does an
+// error the write function swallowed (a write after the store failed
+// one cannot be a whole body).
+func TestSnapshotWriteError(t *testing.T) {
+	dir := t.TempDir()
+	s := openSnaps(t, dir)
+	if _, err := s.Save(5, 1, writeChunks(1, snapshotBody(1, 300))); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	_, err := s.Save(9, 1, func(w io.Writer) error {
+		_, _ = w.Write(snapshotBody(2, 300<<10))
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Save: %v, want boom", err)
+	}
+	if l, _ := s.Latest(); l.Offset != 5 || len(s.List()) != 1 {
+		t.Fatalf("after a failed save: latest %+v, list %+v", l, s.List())
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("files after a failed save: %v", ents)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Save(10, 1, writeChunks(1, nil)); !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("Save after Close: %v", err)
+	}
+	if _, err := s.Open(storage.SnapshotInfo{}); !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("Open after Close: %v", err)
+	}
+}
+
+// At open every snapshot file is checked whole: a damaged one (its body,
+// header or length) is skipped and listed by Damaged, never returned, and
+// the newest whole one is Latest; the next save deletes the damaged
+// files. A temporary file (a save a crash interrupted) is removed.
+// Other files are left alone.
+func TestSnapshotOpenSkipsDamage(t *testing.T) {
+	flip := func(at int64) func(t *testing.T, p string) {
+		return func(t *testing.T, p string) {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at < 0 {
+				at += int64(len(b))
+			}
+			b[at] ^= 1
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	truncate := func(by int64) func(t *testing.T, p string) {
+		return func(t *testing.T, p string) {
+			st, _ := os.Stat(p)
+			if err := os.Truncate(p, st.Size()-by); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, p string)
+	}{
+		{"body byte", flip(storage.SnapshotHeaderSize + 1000)},
+		{"last body byte", flip(-1)},
+		{"header offset", flip(10)},
+		{"header body checksum", flip(41)},
+		{"magic", flip(0)},
+		{"torn tail", truncate(1)},
+		{"torn header", truncate(5000 + storage.SnapshotHeaderSize - 20)},
+		{"empty", truncate(5000 + storage.SnapshotHeaderSize)},
+		{"grown", func(t *testing.T, p string) {
+			f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			_, _ = f.Write([]byte{0})
+			_ = f.Close()
+		}},
+		{"renamed to another offset", func(t *testing.T, p string) {
+			if err := os.Rename(p, filepath.Join(filepath.Dir(p), "snapshot-00000000000000000025.snap")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openSnaps(t, dir)
+			older, err := s.Save(10, 1, writeChunks(10, snapshotBody(10, 5000)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			newer, err := s.Save(20, 1, writeChunks(20, snapshotBody(20, 5000)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = s.Close()
+			c.damage(t, newer.Path)
+			tmp := filepath.Join(dir, "snapshot-00000000000000000030.snap.tmp")
+			other := filepath.Join(dir, "README")
+			for _, p := range []string{tmp, other} {
+				if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s = openSnaps(t, dir)
+			l, ok := s.Latest()
+			if !ok || l.Offset != older.Offset || len(s.List()) != 1 {
+				t.Fatalf("latest %+v %v, list %+v", l, ok, s.List())
+			}
+			if d := s.Damaged(); len(d) != 1 {
+				t.Fatalf("damaged %v", d)
+			}
+			if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("temporary file left: %v", err)
+			}
+			if got, err := readSnapshot(t, s, l); err != nil || !bytes.Equal(got, snapshotBody(10, 5000)) {
+				t.Fatalf("older snapshot: %d bytes, %v", len(got), err)
+			}
+			if _, err := s.Save(40, 1, writeChunks(40, snapshotBody(40, 10))); err != nil {
+				t.Fatal(err)
+			}
+			ents, _ := os.ReadDir(dir)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			if want := []string{"README", "snapshot-00000000000000000010.snap", "snapshot-00000000000000000040.snap"}; strings.Join(names, " ") != strings.Join(want, " ") || len(s.Damaged()) != 0 {
+				t.Fatalf("after a save: %v (damaged %v), want %v", names, s.Damaged(), want)
+			}
+		})
+	}
+}
+
+// Damage after open (the disk rots under a checked file) is found by the
+// reader as it streams: every byte comes out, and the read that ends the
+// body fails with ErrCorrupt naming the file instead of io.EOF. A torn
+// body ends with ErrCorrupt too; a header that changed fails Open.
+func TestSnapshotReaderVerifies(t *testing.T) {
+	dir := t.TempDir()
+	s := openSnaps(t, dir)
+	body := snapshotBody(7, 700<<10)
+	info, err := s.Save(70, 2, writeChunks(7, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(info.Path)
+	b[len(b)-100] ^= 0x80
+	if err := os.WriteFile(info.Path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readSnapshot(t, s, info)
+	if !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), info.Path) || len(got) != len(body) {
+		t.Fatalf("rotten body: read %d bytes of %d, err %v", len(got), len(body), err)
+	}
+	// The reader's error is sticky.
+	r, _ := s.Open(info)
+	_, err1 := io.Copy(io.Discard, r)
+	_, err2 := r.Read(make([]byte, 1))
+	_ = r.Close()
+	if !errors.Is(err1, storage.ErrCorrupt) || !errors.Is(err2, storage.ErrCorrupt) {
+		t.Fatalf("errors %v, then %v", err1, err2)
+	}
+
+	// Torn under an open reader: its length no longer matches, so Open
+	// refuses; one opened before sees the body end early.
+	b[len(b)-100] ^= 0x80
+	if err := os.WriteFile(info.Path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Open(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(info.Path, int64(len(b)-10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, r); !errors.Is(err, storage.ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("torn under a reader: %v", err)
+	}
+	_ = r.Close()
+	if _, err := s.Open(info); !errors.Is(err, storage.ErrCorrupt) {
+		t.Fatalf("Open of a torn file: %v", err)
+	}
+	// A snapshot no longer stored is ErrNoSnapshot.
+	if _, err := s.Open(storage.SnapshotInfo{Offset: 3, Path: filepath.Join(dir, "x")}); !errors.Is(err, storage.ErrNoSnapshot) {
+		t.Fatalf("Open of an unknown snapshot: %v", err)
+	}
+}
+
+// A reader keeps reading a snapshot that a later save deletes.
+func TestSnapshotReaderOutlivesPrune(t *testing.T) {
+	s, err := storage.OpenSnapshots(t.TempDir(), storage.SnapshotOptions{Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := snapshotBody(1, 100<<10)
+	info, err := s.Save(1, 1, writeChunks(1, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Open(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := s.Save(2, 1, writeChunks(2, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(info.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("old snapshot not deleted: %v", err)
+	}
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+}
