@@ -39,7 +39,8 @@ var (
 
 	// ErrInvalidArgument: an argument is outside its documented range (a
 	// WithID ID or a cursor name that is empty or longer than
-	// MaxIDLength); the message says which and why. Nothing was done.
+	// MaxIDLength, a snapshot offset above the readable high watermark);
+	// the message says which and why. Nothing was done.
 	ErrInvalidArgument = errors.New("replog: invalid argument")
 
 	// ErrCorrupt: the data directory is damaged: a stored entry failed its
@@ -135,6 +136,10 @@ var (
 	// ErrNoCursor: Cursor names a cursor that was never committed; the
 	// message names it.
 	ErrNoCursor = shell.ErrNoCursor
+
+	// ErrNoSnapshot: OpenSnapshot found no snapshot of this log on this
+	// node (none was saved, or none kept describes this log).
+	ErrNoSnapshot = storage.ErrNoSnapshot
 )
 
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the

@@ -249,6 +249,14 @@ type Options struct {
 	// retention.ms; Entry.Time). The active segment is never deleted: with
 	// a slow log, lower SegmentBytes. Default 0: off.
 	RetentionAge time.Duration
+	// RetainUntilSnapshot keeps the service's state rebuildable on this
+	// node (docs/protocol.md R87): the retention policies (as leader) and
+	// DeleteBefore never ask to move the log start above this node's
+	// newest snapshot's offset (Log.SaveSnapshot), and delete nothing
+	// while it has none. It bounds this node's own requests: followers
+	// follow the leader's log start, and a leader takes a follower's
+	// DeleteBefore, so set it on every node. Default false.
+	RetainUntilSnapshot bool
 	// SegmentBytes is the size at which the store seals its active segment
 	// file and starts a new one (storage.DirOptions.SegmentBytes);
 	// retention frees disk in whole segments. Default

@@ -172,6 +172,9 @@ type Log struct {
 	watch   watchState
 	retries []asyncRetryItem
 
+	// snap holds the service's snapshots (snapshot.go).
+	snap snapshotState
+
 	// unregister removes the directory from openDirs once the store is
 	// closed.
 	unregister func()
@@ -279,6 +282,10 @@ func open(opts Options) (*Log, error) {
 		unregister()
 	}
 
+	if err := l.openSnapshots(cfgs.store); err != nil {
+		cleanup()
+		return nil, err
+	}
 	// The network starts first: gossip's join tells the core who else is
 	// there, which a fresh store must ask before it bootstraps (R60).
 	if o.needsTransport() {
@@ -431,7 +438,7 @@ func (l *Log) shutdown(graceful bool) {
 			errs = append(errs, l.tr.Close())
 		}
 		l.writer.stop()
-		errs = append(errs, l.store.Close())
+		errs = append(errs, l.closeSnapshots(), l.store.Close())
 		l.unregister()
 		l.closeErr = errors.Join(errs...)
 	})

@@ -53,6 +53,10 @@ const deletePoll = 10 * time.Millisecond
 // (Options.SegmentBytes): the segment holding the log start stays until
 // the log start leaves it.
 //
+// Under Options.RetainUntilSnapshot, offset is first lowered to this
+// node's newest snapshot's offset (to 0 with none: nothing is deleted),
+// so that the state stays rebuildable here (docs/protocol.md R87).
+//
 // An offset at or below the log start returns at once. Errors:
 //   - *NotLeaderError (ErrNotLeader), also wrapping ctx.Err(): ctx ended
 //     while no leader was known; maybe nothing was deleted.
@@ -61,6 +65,7 @@ const deletePoll = 10 * time.Millisecond
 //     follow.
 //   - ErrClosed, ErrStorageFailed: as for Append.
 func (l *Log) DeleteBefore(ctx context.Context, offset uint64) (uint64, error) {
+	offset = l.retainBound(offset)
 	st := l.Status()
 	if offset <= st.LogStart {
 		return st.LogStart, nil
@@ -147,7 +152,7 @@ func (l *Log) retainer() {
 		if st.Role != RoleLeader {
 			continue
 		}
-		target := retentionTarget(segs.Segments(), l.store, st.LogStart, l.opts.RetentionBytes, l.opts.RetentionAge, time.Now())
+		target := l.retainBound(retentionTarget(segs.Segments(), l.store, st.LogStart, l.opts.RetentionBytes, l.opts.RetentionAge, time.Now()))
 		if target <= st.LogStart {
 			continue
 		}
