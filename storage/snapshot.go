@@ -375,7 +375,9 @@ func (r *snapshotReader) Close() error { return r.f.Close() }
 // replaces it). An error from write, or from the file system, removes the
 // temporary file and leaves the store as it was. The snapshot's offset is
 // the caller's to check against the log; the store orders snapshots by
-// it. Errors: ErrClosed; write's error as it is; the file system's.
+// it, so one below the Keep of highest offset is deleted at once (the
+// root refuses such an offset). Errors: ErrClosed; write's error as it
+// is; the file system's.
 func (s *SnapshotStore) Save(offset, epoch uint64, write func(io.Writer) error) (SnapshotInfo, error) {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
