@@ -51,8 +51,8 @@ func (s *kvService) restore() error {
 
 // catchUp applies the committed entries from s.next on (step 2).
 func (s *kvService) catchUp(ctx context.Context) (int, error) {
-	n := 0
-	for e, err := range s.l.ReadRange(ctx, s.next, s.l.Status().ReadableHW) {
+	n, hw := 0, s.l.Status().ReadableHW
+	for e, err := range s.l.ReadRange(ctx, s.next, hw) {
 		if err != nil {
 			return n, err // an *OutOfRangeError if retention passed s.next
 		}
@@ -61,8 +61,10 @@ func (s *kvService) catchUp(ctx context.Context) (int, error) {
 		s.next = e.Offset + 1
 		n++
 	}
-	// Control entries readers never see may follow the last one: the
-	// state is of everything below the readable HW read at the start.
+	// The range ended: the state is of everything below hw (the offsets
+	// after the last entry hold control entries, which readers never
+	// see), so the next read, and a snapshot, may start there.
+	s.next = max(s.next, hw)
 	return n, nil
 }
 

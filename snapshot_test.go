@@ -291,3 +291,46 @@ func flipLastByte(path string) error {
 	b[len(b)-1] ^= 1
 	return os.WriteFile(path, b, 0o600)
 }
+
+// Saves, opens and lists from several goroutines at once (for -race):
+// every save either succeeds or is refused for an offset below a newer
+// one, and every opened snapshot reads back whole.
+func TestSnapshotConcurrentUse(t *testing.T) {
+	l := openSingle(t, Options{})
+	appendN(t, l, 50)
+	hw := l.Status().ReadableHW
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	errs := make(chan error, 64)
+	for g := range 4 {
+		go func() {
+			for i := range 8 {
+				off := hw - uint64(8-i)
+				body := []byte(fmt.Sprintf("state %d from %d", off, g))
+				_, err := l.SaveSnapshot(ctx, off, func(w io.Writer) error {
+					_, err := w.Write(body)
+					return err
+				})
+				if err != nil && !errors.Is(err, ErrInvalidArgument) {
+					errs <- err
+					return
+				}
+				info, b, err := openBytes(t, l)
+				if err != nil || !strings.HasPrefix(string(b), fmt.Sprintf("state %d from ", info.Offset)) {
+					errs <- fmt.Errorf("open: %+v %q %v", info, b, err)
+					return
+				}
+				_ = l.Snapshots()
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := l.Snapshots(); len(s) != 2 || s[0].Offset != hw-1 {
+		t.Fatalf("Snapshots after the saves: %+v", s)
+	}
+}
