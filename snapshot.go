@@ -217,21 +217,35 @@ func (l *Log) OpenSnapshot() (SnapshotInfo, io.ReadCloser, error) {
 	if err := l.snapshotUsable(); err != nil {
 		return SnapshotInfo{}, nil, err
 	}
-	for _, i := range l.snap.store.List() {
-		if ok, why := l.describes(i); !ok {
-			l.logger.Warn("snapshot skipped: not of this log", "path", i.Path, "reason", why)
-			continue
+	// A save between List and Open may replace or delete the snapshot
+	// listed: then the list is taken again. A few times at most: a file
+	// that an outsider replaced stays unlike its listing, and is skipped.
+	for round := 0; ; round++ {
+		raced := false
+		for _, i := range l.snap.store.List() {
+			if ok, why := l.describes(i); !ok {
+				l.logger.Warn("snapshot skipped: not of this log", "path", i.Path, "reason", why)
+				continue
+			}
+			r, err := l.snap.store.Open(i)
+			if errors.Is(err, storage.ErrNoSnapshot) && round < snapshotOpenRounds {
+				raced = true
+				break
+			}
+			switch {
+			case errors.Is(err, storage.ErrClosed):
+				return SnapshotInfo{}, nil, ErrClosed
+			case errors.Is(err, storage.ErrNoSnapshot):
+				l.logger.Warn("snapshot skipped: its file is not the one listed", "path", i.Path, "error", err)
+				continue
+			case err != nil:
+				return SnapshotInfo{}, nil, err
+			}
+			return snapshotInfo(i), r, nil
 		}
-		r, err := l.snap.store.Open(i)
-		switch {
-		case errors.Is(err, storage.ErrClosed):
-			return SnapshotInfo{}, nil, ErrClosed
-		case errors.Is(err, storage.ErrNoSnapshot):
-			continue // a save replaced or deleted it since List
-		case err != nil:
-			return SnapshotInfo{}, nil, err
+		if !raced {
+			break
 		}
-		return snapshotInfo(i), r, nil
 	}
 	return SnapshotInfo{}, nil, ErrNoSnapshot
 }
@@ -248,6 +262,10 @@ func (l *Log) Snapshots() []SnapshotInfo {
 	}
 	return out
 }
+
+// snapshotOpenRounds is how many times OpenSnapshot takes the list again
+// after a save raced it.
+const snapshotOpenRounds = 4
 
 // retainBound bounds a request to move the log start by R87: under
 // Options.RetainUntilSnapshot, at this node's newest snapshot's offset

@@ -545,8 +545,9 @@ func (s *SnapshotStore) Damaged() []string {
 // error wrapping ErrCorrupt (naming the file) on a mismatch, and only a
 // match is followed by io.EOF. The file stays readable until the reader
 // is closed, even once a later Save deletes it. Errors: ErrClosed;
-// ErrNoSnapshot (it is no longer stored); ErrCorrupt (its header or size
-// changed since it was checked); the file system's.
+// ErrNoSnapshot (it is no longer stored: deleted, or replaced by a save at
+// its offset); ErrCorrupt (its header is damaged, or its length is not
+// the header's); the file system's.
 func (s *SnapshotStore) Open(info SnapshotInfo) (io.ReadCloser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock() // held so that no Save deletes the file before it is open
@@ -560,9 +561,11 @@ func (s *SnapshotStore) Open(info SnapshotInfo) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	if got.Offset != info.Offset || got.Epoch != info.Epoch || got.Size != info.Size || got.CRC != info.CRC {
+	if got.Offset != info.Offset || got.Epoch != info.Epoch || got.Size != info.Size || got.CRC != info.CRC || !got.Time.Equal(info.Time) {
+		// A whole header (its checksum holds) that is not info's: a save
+		// at the same offset renamed its file over info's.
 		_ = r.Close()
-		return nil, fmt.Errorf("%w: snapshot %s changed since it was checked", ErrCorrupt, info.Path)
+		return nil, fmt.Errorf("%w at offset %d: replaced by a later save", ErrNoSnapshot, info.Offset)
 	}
 	return r, nil
 }

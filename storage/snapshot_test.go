@@ -354,3 +354,24 @@ func TestSnapshotReaderOutlivesPrune(t *testing.T) {
 		t.Fatalf("read %d bytes, %v", len(got), err)
 	}
 }
+
+// A snapshot replaced by a save at its offset is no longer stored: Open
+// of its old info is ErrNoSnapshot (never the new file's bytes checked
+// against the old checksum, which would read as damage).
+func TestSnapshotReplacedIsGone(t *testing.T) {
+	s := openSnaps(t, t.TempDir())
+	old, err := s.Save(50, 1, writeChunks(1, snapshotBody(1, 100)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.Save(50, 1, writeChunks(2, snapshotBody(2, 100)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open(old); !errors.Is(err, storage.ErrNoSnapshot) {
+		t.Fatalf("Open of the replaced snapshot: %v", err)
+	}
+	if got, err := readSnapshot(t, s, cur); err != nil || !bytes.Equal(got, snapshotBody(2, 100)) {
+		t.Fatalf("the replacing snapshot: %d bytes, %v", len(got), err)
+	}
+}
