@@ -15,7 +15,10 @@
 // outstanding one, and Handle takes only the answer to it (by FetchID and
 // responder), so a late, repeated or forged answer decides nothing. After
 // TimeOut the fetch is due for a retry but its answer is still taken until
-// the next Build; Cancel forgets it.
+// the next Build; Cancel forgets it. BuildContact makes a contact fetch
+// (R77), from the follower's durable end while its writer holds its next
+// fetch: its answer is leader contact and an HW up to that offset, never
+// entries to append.
 //
 // Log is the read-only view of the follower's log the fetcher needs; the
 // core passes its own view (durable entries plus the tail being written).

@@ -49,7 +49,11 @@ const (
 	// Contact: the leader's OK answer to the fetch a late answer already
 	// stood in for (the late-answer rule): nothing to apply, but it proves
 	// the leader alive after that fetch was sent, so it counts as leader
-	// contact. A fetch is outstanding still (the one built after).
+	// contact. A fetch is outstanding still (the one built after). Also
+	// the leader's answer to a contact fetch (BuildContact), which
+	// consumes it: its entries are not applied (they start at the
+	// durable end, not the LEO), only HighWatermark, which is at most
+	// that fetch's offset.
 	Contact
 )
 
@@ -127,6 +131,9 @@ type Fetcher struct {
 	// predecessor's answer: its own OK answer, when it comes, is leader
 	// contact (Contact) and nothing more.
 	consumed sentFetch
+	// contact: the outstanding (or last) fetch is a contact fetch
+	// (BuildContact). noWait: the next Build asks not to be parked.
+	contact, noWait bool
 }
 
 // sentFetch is what identifies a fetch's question.
@@ -135,6 +142,7 @@ type sentFetch struct {
 	target      string
 	epoch       uint64
 	fetchOffset uint64
+	contact     bool
 }
 
 // New returns a Fetcher for replicaID. firstID seeds the fetch IDs (pick it
@@ -161,6 +169,36 @@ func New(replicaID string, maxBytes uint32, maxWait time.Duration, firstID uint6
 // replaces it like any other Build, and an answer to the replaced one is
 // taken for it (the late-answer rule).
 func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *protocol.FetchRequest {
+	req := f.build(target, epoch, log.LEO(), log.LastEntryEpoch(), now, false)
+	if f.noWait {
+		// The contact answer before this fetch took the HW only up to its
+		// own offset, and the leader now takes us for having seen its
+		// HW: a parked fetch would leave ours behind for FetchMaxWait.
+		req.MaxWaitMs, f.noWait = 0, false
+	}
+	return req
+}
+
+// BuildContact returns a contact fetch (docs/protocol.md R77) for target
+// at epoch and makes it the outstanding one, like Build: a fetch from
+// offset, the end of what the caller's log holds durably, and lastEpoch,
+// the epoch of its entry at offset-1, for a follower whose next fetch
+// waits for its writer. It asks for one entry and not to be parked, and
+// its answer is only contact (Handle's Contact, with the HW at most
+// offset): the follower already holds what follows offset, in its
+// writer. The caller sets the request's durable offset to offset too.
+func (f *Fetcher) BuildContact(target string, epoch, offset, lastEpoch uint64, now time.Time) *protocol.FetchRequest {
+	req := f.build(target, epoch, offset, lastEpoch, now, true)
+	req.MaxBytes, req.MaxWaitMs = 1, 0
+	f.noWait = true
+	return req
+}
+
+// Contact reports whether the outstanding (or last) fetch is a contact
+// fetch.
+func (f *Fetcher) Contact() bool { return f.contact }
+
+func (f *Fetcher) build(target string, epoch, offset, lastEpoch uint64, now time.Time, contact bool) *protocol.FetchRequest {
 	id := f.nextID
 	f.nextID++
 	if f.nextID == 0 {
@@ -168,21 +206,22 @@ func (f *Fetcher) Build(target string, epoch uint64, log Log, now time.Time) *pr
 	}
 	f.prev = sentFetch{}
 	if last := id - 1; last != 0 && f.sentAt != (time.Time{}) && !f.cancelled {
-		f.prev = sentFetch{id: last, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset}
+		f.prev = sentFetch{id: last, target: f.target, epoch: f.epoch, fetchOffset: f.fetchOffset, contact: f.contact}
 	}
 	f.cancelled = false
 	f.outstanding = id
 	f.expired = false
 	f.target = target
 	f.epoch = epoch
-	f.fetchOffset = log.LEO()
+	f.fetchOffset = offset
+	f.contact = contact
 	f.sentAt = now
 	return &protocol.FetchRequest{
 		FetchID:          id,
 		ReplicaID:        f.replicaID,
 		CurrentEpoch:     epoch,
-		FetchOffset:      f.fetchOffset,
-		LastFetchedEpoch: log.LastEntryEpoch(),
+		FetchOffset:      offset,
+		LastFetchedEpoch: lastEpoch,
 		MaxBytes:         f.maxBytes,
 		MaxWaitMs:        f.maxWaitMs,
 	}
@@ -244,11 +283,13 @@ func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64
 	// may be older than what this replica has learned since, and taking it
 	// would undo that (a follower forgot the leader it had just learned and
 	// dropped that leader's answer to the retry). An OK answer is checked
-	// against the replaced fetch's own offset.
+	// against the replaced fetch's own offset. A contact fetch's answer
+	// stands in for nothing: it carries no entries from the LEO.
+	contact := f.contact
 	if f.outstanding != 0 && id == f.prev.id && id != f.outstanding && resp.Error == protocol.FetchOK &&
-		from == f.prev.target && f.prev.epoch == f.epoch {
+		from == f.prev.target && f.prev.epoch == f.epoch && !f.prev.contact {
 		f.consumed = sentFetch{id: f.outstanding, target: f.target, epoch: f.epoch}
-		id, target, fetchOffset = f.outstanding, f.prev.target, f.prev.fetchOffset
+		id, target, fetchOffset, contact = f.outstanding, f.prev.target, f.prev.fetchOffset, false
 	} else if c := f.consumed; id == c.id && id != 0 && from == c.target && c.epoch == epoch &&
 		resp.Error == protocol.FetchOK && resp.Epoch == epoch && resp.LeaderID == from && leader == from {
 		// The consumed fetch's own answer, from the leader we follow in
@@ -301,6 +342,17 @@ func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64
 	}
 	if leader != from {
 		return Decision{Action: Drop, Reason: "not from the leader of our epoch"}
+	}
+	if contact {
+		switch resp.Error {
+		case protocol.FetchOK:
+			// The leader checked our log up to the fetch offset only: what
+			// we hold past it may be another leader's (a truncation
+			// waits), so the HW it tells counts only up to there.
+			return Decision{Action: Contact, HighWatermark: min(resp.HighWatermark, fetchOffset)}
+		case protocol.FetchDivergingEpoch, protocol.FetchOffsetOutOfRange:
+			return Decision{Action: Contact} // the next fetch from the LEO finds it again
+		}
 	}
 	switch resp.Error {
 	case protocol.FetchOK:

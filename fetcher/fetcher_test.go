@@ -471,3 +471,77 @@ func TestTimeOutKeepsTheFetchMatchable(t *testing.T) {
 		t.Fatalf("answer to a cancelled fetch: %+v, want drop", d)
 	}
 }
+
+// TestContactFetch (R77): a contact fetch asks from the given durable
+// offset for one entry without waiting; an OK answer from the leader is
+// contact with the HW at most that offset, a diverging or out-of-range
+// one is contact only, a not-leader one is handled as for any fetch; its
+// late answer stands in for no later fetch; the fetch after it asks not
+// to wait, and the one after that waits again.
+func TestContactFetch(t *testing.T) {
+	log := testLog{leo: 9, epochs: rows(1, 0, 2, 4)} // entries 5..8 in the writer
+	ok := func(id, hw uint64) *protocol.FetchResponse {
+		return &protocol.FetchResponse{FetchID: id, LeaderID: "L", Epoch: 2, HighWatermark: hw,
+			Entries: []protocol.Entry{{Offset: 5, Epoch: 2, Type: protocol.EntryData}}}
+	}
+	t.Run("request", func(t *testing.T) {
+		f := New("f", 1000, 500*time.Millisecond, 7)
+		req := f.BuildContact("L", 2, 5, 2, now)
+		want := protocol.FetchRequest{FetchID: 7, ReplicaID: "f", CurrentEpoch: 2, FetchOffset: 5, LastFetchedEpoch: 2, MaxBytes: 1, MaxWaitMs: 0}
+		if *req != want || !f.Contact() || !f.Outstanding() {
+			t.Fatalf("BuildContact = %+v (contact %v, outstanding %v), want %+v", *req, f.Contact(), f.Outstanding(), want)
+		}
+		if next := f.Build("L", 2, log, now); next.MaxWaitMs != 0 || f.Contact() {
+			t.Fatalf("the fetch after a contact fetch: %+v (contact %v), want MaxWaitMs 0", *next, f.Contact())
+		}
+		if next := f.Build("L", 2, log, now); next.MaxWaitMs != 500 {
+			t.Fatalf("the second fetch after a contact fetch waits %d ms, want 500", next.MaxWaitMs)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		resp func(id uint64) *protocol.FetchResponse
+		want Decision
+	}{
+		{"ok: the HW up to the offset", func(id uint64) *protocol.FetchResponse { return ok(id, 8) }, Decision{Action: Contact, HighWatermark: 5}},
+		{"ok: an HW below the offset", func(id uint64) *protocol.FetchResponse { return ok(id, 3) }, Decision{Action: Contact, HighWatermark: 3}},
+		{"diverging", func(id uint64) *protocol.FetchResponse {
+			return &protocol.FetchResponse{FetchID: id, LeaderID: "L", Epoch: 2, Error: protocol.FetchDivergingEpoch, DivergingEpoch: 1, DivergingEndOffset: 3, HighWatermark: 8}
+		}, Decision{Action: Contact}},
+		{"out of range", func(id uint64) *protocol.FetchResponse {
+			return &protocol.FetchResponse{FetchID: id, LeaderID: "L", Epoch: 2, Error: protocol.FetchOffsetOutOfRange, LogStartOffset: 7}
+		}, Decision{Action: Contact}},
+		{"not leader", func(id uint64) *protocol.FetchResponse {
+			return &protocol.FetchResponse{FetchID: id, Epoch: 2, Error: protocol.FetchNotLeader}
+		}, Decision{Action: LeaderGone, Reason: "leader says it is not the leader"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := New("f", 1000, 500*time.Millisecond, 7)
+			req := f.BuildContact("L", 2, 5, 2, now)
+			got := f.Handle("L", c.resp(req.FetchID), 2, "L", log)
+			if got.Action != c.want.Action || got.HighWatermark != c.want.HighWatermark || len(got.Entries) != 0 || got.TruncateTo != 0 {
+				t.Fatalf("Handle = %+v, want %+v", got, c.want)
+			}
+			if f.Outstanding() {
+				t.Fatalf("the contact fetch is still outstanding after its answer")
+			}
+		})
+	}
+	t.Run("its late answer stands in for no later fetch", func(t *testing.T) {
+		f := New("f", 1000, 500*time.Millisecond, 7)
+		contact := f.BuildContact("L", 2, 5, 2, now)
+		f.TimeOut()
+		next := f.Build("L", 2, log, now)
+		if got := f.Handle("L", ok(contact.FetchID, 8), 2, "L", log); got.Action != Drop {
+			t.Fatalf("the replaced contact fetch's answer: %+v, want it dropped", got)
+		}
+		if !f.Outstanding() {
+			t.Fatalf("the fetch after the contact fetch is no longer outstanding")
+		}
+		resp := &protocol.FetchResponse{FetchID: next.FetchID, LeaderID: "L", Epoch: 2, HighWatermark: 8,
+			Entries: []protocol.Entry{{Offset: 9, Epoch: 2, Type: protocol.EntryData}}}
+		if got := f.Handle("L", resp, 2, "L", log); got.Action != Append || len(got.Entries) != 1 {
+			t.Fatalf("the later fetch's own answer: %+v, want its entry appended", got)
+		}
+	})
+}

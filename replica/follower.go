@@ -5,6 +5,7 @@ import (
 
 	"github.com/replog-io/replog/fetcher"
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica/internal/bugs"
 )
 
 // fetchRetryBackoff is how long a follower that found no leader waits
@@ -70,11 +71,13 @@ func (r *Replica) maybeFetch() {
 	if r.now.Before(r.fetchBackoff) {
 		return
 	}
-	if r.fetch.Outstanding() {
+	if r.fetch.Outstanding() && (!r.fetch.Contact() || !r.fetchReady()) {
 		r.maybeSupersedeFetch()
 		return
 	}
+	// (A contact fetch never holds up the fetch it stood in for: R77.)
 	if !r.fetchReady() {
+		r.maybeContactFetch()
 		return
 	}
 	// A hint is tried once; then the known leader, or the voters in turn.
@@ -111,6 +114,37 @@ func (r *Replica) fetchReady() bool {
 	return r.persistedSeq >= r.stateSeq
 }
 
+// maybeContactFetch is R77: a follower whose next fetch waits for its
+// writer's entry appends still fetches, from its durable end, at least
+// every FetchMaxWait, so that its leader keeps hearing from it (R4, R27)
+// and it from the leader (R22) while its disk is slow: the leader hears
+// from a follower whose fetch it parks at least that often, and R49's
+// FetchTimeout covers one lost message on top. The fetch offset is
+// durable, so a leader of any release counts nothing that is not (R70,
+// and the fetch offset of a fetch without a durable offset). Only entries
+// may be in flight: an epoch, a truncation or a reset not yet durable
+// holds it as it holds every fetch (R71).
+func (r *Replica) maybeContactFetch() {
+	if bugs.NoContactFetch || r.leaderID == "" || r.persistedSeq < r.barrierSeq ||
+		r.now.Sub(r.fetch.SentAt()) < r.cfg.FetchMaxWait {
+		return
+	}
+	off := r.log.durableEnd
+	if bugs.ContactFetchLEO {
+		off = r.log.LEO()
+	}
+	var last uint64
+	if off > 0 {
+		last = r.log.epochAt(off - 1)
+	}
+	req := r.fetch.BuildContact(r.leaderID, r.epoch, off, last, r.now)
+	r.fillFetch(req, false)
+	if bugs.ContactFetchLEO {
+		req.DurableOffset = off
+	}
+	r.send(r.leaderID, req)
+}
+
 // maybeSupersedeFetch is R71's second fetch: the outstanding fetch to our
 // leader said a durable offset below its fetch offset, and everything up
 // to the fetch offset is durable now. The leader may have parked that
@@ -132,6 +166,13 @@ func (r *Replica) maybeSupersedeFetch() {
 // sendFetch builds a fetch to target and sends it.
 func (r *Replica) sendFetch(target string, restand bool) {
 	req := r.fetch.Build(target, r.epoch, &r.log, r.now)
+	r.fillFetch(req, restand)
+	r.send(target, req)
+}
+
+// fillFetch sets what every fetch of this replica says besides its
+// position.
+func (r *Replica) fillFetch(req *protocol.FetchRequest, restand bool) {
 	req.ReplicaDirID = r.dirID
 	req.Restand = restand
 	if l := r.cfg.SupportedFeatureLevel; l > protocol.BaseFeatureLevel {
@@ -141,7 +182,6 @@ func (r *Replica) sendFetch(target string, restand bool) {
 	// it is the fetch offset (every entry is durable).
 	req.HasDurableOffset, req.DurableOffset = true, r.log.durableEnd
 	r.sentDurable = r.log.durableEnd
-	r.send(target, req)
 }
 
 // handleFetchResponse is docs/protocol.md §3.3 (follower side): the fetcher decides,
@@ -183,6 +223,11 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		r.logger.Trace("dropping fetch response", "from", from, "reason", d.Reason, "resp", resp)
 	case fetcher.Contact:
 		r.leaderContact()
+		if d.HighWatermark > r.leaderHW { // a contact fetch's answer (R77)
+			r.leaderHW = d.HighWatermark
+			r.updateFollowerHW()
+			r.settleRole() // a removal that commits ends an outgoing replica's candidacy
+		}
 	case fetcher.NewEpoch:
 		r.becomeFollower(d.Epoch, d.LeaderID)
 	case fetcher.NewLeader:

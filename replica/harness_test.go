@@ -413,6 +413,12 @@ func fmtMsg(m protocol.Message) string {
 		if b.HasDurableOffset && b.DurableOffset != b.FetchOffset {
 			s += fmt.Sprintf(" durable=%d", b.DurableOffset) // only while entries are in flight (R71)
 		}
+		switch {
+		case b.MaxWaitMs == 0 && b.MaxBytes == 1:
+			s += " contact" // R77
+		case b.MaxWaitMs == 0:
+			s += " nowait" // the fetch after a contact fetch (R77)
+		}
 		return s
 	case *protocol.FetchResponse:
 		s := fmt.Sprintf("%s->%s FetchResp epoch=%d %s hw=%d", m.From, m.To, b.Epoch, b.Error, b.HighWatermark)

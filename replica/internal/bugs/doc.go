@@ -163,6 +163,20 @@
 //	                                an entry committed while durable on one
 //	                                voter of two; TestRegressionSeeds: the
 //	                                row 1 x1500 and 16 others).
+//	replog_bug_no_contact_fetch     NoContactFetch (R77): a follower whose
+//	                                writer holds its next fetch sends
+//	                                nothing until its disk catches up, so a
+//	                                stalled disk deposes a live leader.
+//	                                Fails: TestScenarios
+//	                                (disk_stall_contact),
+//	                                TestContactFetchKeepsLeadershipThroughADiskStall.
+//	replog_bug_contact_fetch_leo    ContactFetchLEO (R77): a contact fetch
+//	                                says the follower's LEO, entries in its
+//	                                writer included, as its fetch and
+//	                                durable offset, so they commit before
+//	                                they are durable. Fails: TestScenarios
+//	                                (disk_stall_contact),
+//	                                TestContactFetchKeepsLeadershipThroughADiskStall.
 //
 // Tests named alone are in package replica. For example:
 //
