@@ -107,9 +107,20 @@ type ClusterConfig struct {
 	// AppendTimeout is the node's -append-timeout: how long /append waits
 	// for a commit before answering "unknown" (0: the node's default).
 	AppendTimeout time.Duration
+	// DiskStall, if set, is how long each StallDisk stalls a node's disk.
+	// The binary must be built with the tag DiskStallTag (BuildNode);
+	// every node then runs with REPLOG_FAULT_DISK_STALL set to it.
+	DiskStall time.Duration
 	// Logf, if set, receives harness progress lines.
 	Logf func(format string, args ...any)
 }
+
+// DiskStallTag is the build tag of a node binary whose disk the harness
+// can stall (the root package's faultstall.go): with
+// REPLOG_FAULT_DISK_STALL=D, each SIGUSR1 makes every store write that
+// starts within D wait until D has passed, and each write held logs how
+// long it waited. Never build a release with it.
+const DiskStallTag = "replog_fault_disk_stall"
 
 // Status is the part of a node's /status the harness uses.
 type Status struct {
@@ -308,7 +319,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		if n.Observer {
 			n.args = append(n.args, cfg.ObserverArgs...)
 		}
-		n.proc = c.sup.Process(nodeproc.Spec{Path: cfg.Bin, Args: n.args, LogFile: n.logPath, OnExit: c.onExit(n)})
+		var env []string
+		if cfg.DiskStall > 0 {
+			env = []string{"REPLOG_FAULT_DISK_STALL=" + cfg.DiskStall.String()}
+		}
+		n.proc = c.sup.Process(nodeproc.Spec{Path: cfg.Bin, Args: n.args, Env: env, LogFile: n.logPath, OnExit: c.onExit(n)})
 	}
 	for _, n := range c.Nodes {
 		if err := c.Start(n); err != nil {
@@ -491,6 +506,54 @@ func (c *Cluster) Terminate(n *Node, timeout time.Duration) bool {
 
 // Pause sends SIGSTOP to n (no-op if it is not running).
 func (c *Cluster) Pause(n *Node) bool { return n.proc.Pause() == nil }
+
+// StallDisk stalls the disks of nodes for ClusterConfig.DiskStall
+// (SIGUSR1 to a binary built with DiskStallTag): the writes they start
+// meanwhile wait until then. It reports whether every node got the
+// signal (a node not running does not).
+func (c *Cluster) StallDisk(nodes ...*Node) bool {
+	ok := c.cfg.DiskStall > 0
+	for _, n := range nodes {
+		ok = c.cfg.DiskStall > 0 && n.proc.User1() == nil && ok
+	}
+	return ok
+}
+
+// DiskStalls is what a node's log says of its disk stalls (StallDisk).
+type DiskStalls struct {
+	// Stalls counts the stalls the node began; Held the writes that
+	// waited for one, the longest for Longest.
+	Stalls, Held int
+	Longest      time.Duration
+}
+
+// DiskStalls reads every node's log for its disk stalls: the positive
+// control that StallDisk stalled writes (under load each stall holds
+// at least one).
+func (c *Cluster) DiskStalls() map[string]DiskStalls {
+	out := map[string]DiskStalls{}
+	for _, n := range c.Nodes {
+		data, err := os.ReadFile(n.logPath)
+		if err != nil {
+			continue
+		}
+		var ds DiskStalls
+		for _, line := range strings.Split(string(data), "\n") {
+			const held = "replog fault: disk stall: a write waited "
+			switch {
+			case strings.HasPrefix(line, "replog fault: disk stall of "):
+				ds.Stalls++
+			case strings.HasPrefix(line, held):
+				ds.Held++
+				if d, err := time.ParseDuration(strings.TrimPrefix(line, held)); err == nil {
+					ds.Longest = max(ds.Longest, d)
+				}
+			}
+		}
+		out[n.ID] = ds
+	}
+	return out
+}
 
 // Resume sends SIGCONT to n.
 func (c *Cluster) Resume(n *Node) bool { return n.proc.Resume() == nil }

@@ -111,8 +111,20 @@
 //	    # fail-over figures with the default timings (leader kill, pause, isolation)
 //	go test ./internal/faults -run TestNoFalseFailover -v -faults.calm=10m -timeout 0
 //	    # no election in a healthy cluster under load, loss and stalls
-//	    # (-faults.calm-appenders, -faults.calm-loss, -faults.calm-stall, -faults.calm-hog,
-//	    # -faults.calm-proxies; with the hog or no loss the nodes are linked directly)
+//	    # (-faults.calm-appenders, -faults.calm-loss, -faults.calm-stall,
+//	    # -faults.calm-disk-stall, -faults.calm-hog, -faults.calm-proxies;
+//	    # with the hog or no loss the nodes are linked directly)
+//	go test ./internal/faults -run TestDiskStallsDeposeNoOne -v -faults.disk-stalls=10m -timeout 0
+//	    # the leader's disk and every node's disk stalled in turn, under load
+//	    # (-faults.disk-stall-shared: how long the shared stall lasts)
+//
+// Disk stalls: a run that stalls disks builds the node with the tag
+// DiskStallTag (replog_fault_disk_stall: the root package's
+// faultstall.go, in no other build) and runs it with
+// REPLOG_FAULT_DISK_STALL=200ms; Cluster.StallDisk sends SIGUSR1, and
+// every store write the node starts within 200ms waits until then (a
+// signal during a stall prolongs it). The node logs each stall and each
+// write it held (Cluster.DiskStalls reads them: the positive control).
 //
 // Other flags: -faults.nemesis=kill,pause,... (a subset of AllFaults),
 // -faults.gossip (memberlist on; process faults only), -faults.race (node

@@ -19,6 +19,7 @@ var (
 	flagCalmLoss       = flag.Float64("faults.calm-loss", 0.01, "TestNoFalseFailover: share of chunks held 200ms on every link (0 with -faults.calm-hog unless set)")
 	flagCalmHog        = flag.Bool("faults.calm-hog", false, "TestNoFalseFailover: a CPU hog per core besides the nodes, which are then linked directly, without loss (unless -faults.calm-loss or -faults.calm-proxies is set: the hog starves the harness's proxies too)")
 	flagCalmStall      = flag.Duration("faults.calm-stall", 200*time.Millisecond, "TestNoFalseFailover: the leader's stall every 5s (0: none)")
+	flagCalmDiskStall  = flag.Duration("faults.calm-disk-stall", diskStall, "TestNoFalseFailover: the leader's disk stall every 5s, between its SIGSTOP stalls (0: none)")
 	flagCalmProxies    = flag.Bool("faults.calm-proxies", false, "TestNoFalseFailover: route the nodes' links through the harness's proxies even when -faults.calm-loss=0 (with loss they always are)")
 )
 
@@ -132,8 +133,11 @@ func roundAll(ds []time.Duration) []time.Duration {
 // -faults.calm-appenders appenders, every link holding one chunk in a
 // hundred for 200ms both ways (TCP's view of 1% packet loss: a
 // retransmission after the minimum RTO, everything behind it waiting),
-// and every 5s the leader stopped for 200ms (SIGSTOP: its disk and
-// everything else stall, harsher than a disk stall alone). With
+// every 5s the leader stopped for 200ms (SIGSTOP: its disk and
+// everything else stall, harsher than a disk stall alone), and 2.5s after
+// each of those its disk alone stalled for 200ms (-faults.calm-disk-stall:
+// its writes wait, its loop runs; the nodes are built with DiskStallTag
+// and the stalls they logged are the positive control). With
 // -faults.calm-hog a CPU hog keeps every core busy too (one spinning
 // process per CPU) and the nodes are linked directly, without loss: the
 // loss needs the proxies, which run in the test process, and a hog
@@ -156,10 +160,13 @@ func TestNoFalseFailover(t *testing.T) {
 		loss = 0
 	}
 	o.directLinks = loss == 0 && !*flagCalmProxies
+	o.diskStall = *flagCalmDiskStall
 	var startEpoch, endEpoch uint64
-	stalls := 0
+	stalls, diskStalls := 0, 0
 	var longest time.Duration // the longest stall the leader had
+	var c *Cluster
 	o.cfg.Script = func(ctx context.Context, nm *Nemesis) {
+		c = nm.c
 		var leader *Node
 		leader, startEpoch = waitLeader(ctx, nm.c)
 		if leader == nil {
@@ -181,7 +188,14 @@ func TestNoFalseFailover(t *testing.T) {
 		}
 		nm.event("stress", false, fmt.Sprintf("%d CPU hogs, %.1f%% of chunks held 200ms on every link, direct links %v", hogs, 100*loss, o.directLinks))
 		for ctx.Err() == nil {
-			nm.sleep(ctx, 5*time.Second)
+			nm.sleep(ctx, 2500*time.Millisecond)
+			if ctx.Err() == nil && *flagCalmDiskStall > 0 {
+				if l, _ := nm.c.Leader(ctx); l != nil && nm.c.StallDisk(l) {
+					nm.event("disk-stall", true, flagCalmDiskStall.String(), l)
+					diskStalls++
+				}
+			}
+			nm.sleep(ctx, 2500*time.Millisecond)
 			if ctx.Err() != nil || *flagCalmStall == 0 {
 				continue
 			}
@@ -200,8 +214,14 @@ func TestNoFalseFailover(t *testing.T) {
 	}
 	rep := faultRun(t, o)
 	checkRun(t, rep)
-	t.Logf("%v with %d appenders, CPU hogs %v, %.1f%% of chunks held 200ms, direct links %v, %d leader stalls of %v (the longest lasted %v): %d acknowledged appends, epochs %d..%d",
-		o.cfg.Duration, o.cfg.Appenders, *flagCalmHog, 100*loss, o.directLinks, stalls, *flagCalmStall, longest.Round(time.Millisecond), rep.History.Counts()[OK], startEpoch, endEpoch)
+	t.Logf("%v with %d appenders, CPU hogs %v, %.1f%% of chunks held 200ms, direct links %v, %d leader stalls of %v (the longest lasted %v), %d of its disk for %v: %d acknowledged appends, epochs %d..%d",
+		o.cfg.Duration, o.cfg.Appenders, *flagCalmHog, 100*loss, o.directLinks, stalls, *flagCalmStall, longest.Round(time.Millisecond),
+		diskStalls, *flagCalmDiskStall, rep.History.Counts()[OK], startEpoch, endEpoch)
+	if *flagCalmDiskStall > 0 {
+		ds := c.DiskStalls()
+		t.Logf("disk stalls in the nodes' logs: %+v", ds)
+		checkDiskStalls(t, ds, diskStalls, *flagCalmDiskStall)
+	}
 	if endEpoch != startEpoch {
 		t.Errorf("%d elections without a fault (epoch %d, then %d)", endEpoch-startEpoch, startEpoch, endEpoch)
 	}

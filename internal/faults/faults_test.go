@@ -80,6 +80,9 @@ type runOpts struct {
 	// fetchTimeout, electionTimeout, fetchMaxWait are the nodes' timings
 	// (zero: the -faults.* flags').
 	fetchTimeout, electionTimeout, fetchMaxWait time.Duration
+	// diskStall, if set, builds the nodes with DiskStallTag and is how
+	// long each Cluster.StallDisk stalls (ClusterConfig.DiskStall).
+	diskStall time.Duration
 }
 
 // faultRun builds the node binary, starts the cluster (stopped by
@@ -172,7 +175,11 @@ func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, s
 	if err != nil {
 		tb.Fatal(err)
 	}
-	bin, err := BuildNode(ctx, mod, root, o.pkg, o.tags, o.race)
+	tags := o.tags
+	if o.diskStall > 0 {
+		tags = strings.Join(append(splitList(tags), DiskStallTag), ",")
+	}
+	bin, err := BuildNode(ctx, mod, root, o.pkg, tags, o.race)
 	if err != nil {
 		tb.Fatalf("building the node: %v", err)
 	}
@@ -192,8 +199,8 @@ func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, s
 		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
 		FetchTimeout: or(o.fetchTimeout, flagFetchTO), ElectionTimeout: or(o.electionTimeout, flagElectTO), FetchMaxWait: or(o.fetchMaxWait, flagMaxWait),
 		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, ObserverArgs: o.observerArgs, Gossip: o.gossip,
-		DirectLinks: o.directLinks,
-		Logf:        logf,
+		DirectLinks: o.directLinks, DiskStall: o.diskStall,
+		Logf: logf,
 	})
 	if err != nil {
 		tb.Fatalf("starting the cluster: %v", err)

@@ -325,6 +325,12 @@ func (p *Process) Pause() error { return p.signal(sigStop, false) }
 // off Linux.
 func (p *Process) Resume() error { return p.signal(sigCont, false) }
 
+// User1 sends SIGUSR1 to the running incarnation's process group, a
+// signal the child gives its own meaning to (a fault build of the node
+// stalls its disk: internal/faults). It fails with ErrNotRunning if no
+// incarnation runs, and with errors.ErrUnsupported off Linux.
+func (p *Process) User1() error { return p.signal(sigUser1, false) }
+
 func (p *Process) signal(sig procSignal, ending bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

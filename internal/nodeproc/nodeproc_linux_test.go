@@ -334,6 +334,27 @@ func TestPauseResume(t *testing.T) {
 	}
 }
 
+// User1 delivers SIGUSR1 to a running child (twice: it is not a one-off)
+// and fails on one that is not running.
+func TestUser1(t *testing.T) {
+	s := newSupervisor(t)
+	if err := s.Process(helperSpec("user1", nil)).User1(); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("User1 before Start: %v, want ErrNotRunning", err)
+	}
+	p, lines := startReady(t, s, "user1")
+	for i := range 2 {
+		if err := p.User1(); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitLine(lines, "user1")(waitCtx(t)); err != nil {
+			t.Fatalf("signal %d: %v", i+1, err)
+		}
+	}
+	if p.Paused() {
+		t.Errorf("User1 left the child marked paused")
+	}
+}
+
 // startWithChild starts a helper mode that prints "child PID" and returns
 // the helper's Process and the grandchild's PID, alive.
 func startWithChild(t *testing.T, s *Supervisor, mode string) (*Process, int) {

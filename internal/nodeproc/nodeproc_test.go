@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 //	exit    print a line on each stream and exit with NODEPROC_TEST_CODE
 //	sleep   print "ready", then sleep until killed
 //	term    print "ready", exit 0 on SIGTERM
+//	user1   print "ready", then "user1" on each SIGUSR1
 //	group   start a "sleep" child in its own process group (plain
 //	        exec), print "child PID", then sleep until killed
 //	parent  start a "sleep" child through a Supervisor, print
@@ -54,6 +55,13 @@ func helperMain(mode string) {
 		<-ch
 		fmt.Println("terminating")
 		os.Exit(0)
+	case "user1":
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGUSR1)
+		fmt.Println("ready")
+		for range ch {
+			fmt.Println("user1")
+		}
 	case "group":
 		// A child in this process's group, started without nodeproc.
 		exe, _ := os.Executable()

@@ -8,10 +8,11 @@ import (
 type procSignal = syscall.Signal
 
 const (
-	sigKill = syscall.SIGKILL
-	sigTerm = syscall.SIGTERM
-	sigStop = syscall.SIGSTOP
-	sigCont = syscall.SIGCONT
+	sigKill  = syscall.SIGKILL
+	sigTerm  = syscall.SIGTERM
+	sigStop  = syscall.SIGSTOP
+	sigCont  = syscall.SIGCONT
+	sigUser1 = syscall.SIGUSR1
 )
 
 // sysProcAttr puts a child in its own process group and has the kernel

@@ -15,6 +15,7 @@ const (
 	sigTerm
 	sigStop
 	sigCont
+	sigUser1
 )
 
 // sysProcAttr: without Linux's Pdeathsig, children outlive a parent killed
@@ -22,7 +23,7 @@ const (
 func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
 
 // sendSignal signals p alone (no process group off Linux); pausing is not
-// supported.
+// supported, nor SIGUSR1.
 func sendSignal(p *os.Process, sig procSignal) error {
 	switch sig {
 	case sigKill:

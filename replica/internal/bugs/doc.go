@@ -169,7 +169,9 @@
 //	                                stalled disk deposes a live leader.
 //	                                Fails: TestScenarios
 //	                                (disk_stall_contact),
-//	                                TestContactFetchKeepsLeadershipThroughADiskStall.
+//	                                TestContactFetchKeepsLeadershipThroughADiskStall;
+//	                                faults TestDiskStallsDeposeNoOne
+//	                                (-faults.tags).
 //	replog_bug_contact_fetch_leo    ContactFetchLEO (R77): a contact fetch
 //	                                says the follower's LEO, entries in its
 //	                                writer included, as its fetch and
