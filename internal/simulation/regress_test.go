@@ -99,7 +99,8 @@ var regressions = []regression{
 	{19702, 1500, modeDefault, "below the log start, voter-set rows keep the newest change too, so any leader completes an automatic replacement whose removal retention passed (R58; fails with replog_bug_wiped_voter)", nil},
 	{3424, 1500, modeDefault, "a follower reset to its leader's log start records the leader's voter-set rows below it, so it holds a set and the cluster can elect again (R53, R55)", nil},
 	{70100495, 5000, modeDefault, "a change made between an automatic replacement's two steps carries the debt to the wiped voter, which is added back (R58 owed)", nil},
-	{85200210, 5000, modeDefault, "a voter set carries whom it owes a place even once retention pruned the rows that showed the removal (R58 owed; fails with replog_bug_drop_owed, replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
+	{85200210, 5000, modeDefault, "a voter set carries whom it owes a place even once retention pruned the rows that showed the removal (R58 owed; fails with replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
+	{85202873, 5000, modeDefault, "a voter change keeps the debts of the set in force: the leader's next set still owes a place to a wiped voter whose old incarnation was removed (R58 owed; fails with replog_bug_drop_owed)", nil},
 
 	// Pipelined fetches (R70, R71).
 	{1, 1500, modeDefault, "a follower fetching ahead of its durable offset is counted at its durable offset, so nothing commits that a majority does not hold durably (R70; fails with replog_bug_count_fetch_offset)", nil},

@@ -93,7 +93,8 @@
 //	                                force, so a replaced node is never added
 //	                                back. Fails:
 //	                                TestReplacementOwedThroughOtherChanges,
-//	                                TestReplacementBlocksOtherChanges.
+//	                                TestReplacementBlocksOtherChanges;
+//	                                TestRegressionSeeds (row 85202873 x5000).
 //	replog_bug_removed_stuck        NoRemovedRestand (R20, R45): a leader
 //	                                fenced by a removed voter's later epoch
 //	                                does not stand again, so the removed
