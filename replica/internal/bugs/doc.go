@@ -179,7 +179,10 @@
 //	                                durable offset, so they commit before
 //	                                they are durable. Fails: TestScenarios
 //	                                (disk_stall_contact),
-//	                                TestContactFetchKeepsLeadershipThroughADiskStall.
+//	                                TestContactFetchKeepsLeadershipThroughADiskStall;
+//	                                the simulation (TestSimulation: seed 7,
+//	                                a fetch below level 8 whose offset is
+//	                                above the fetcher's durable end).
 //
 // Tests named alone are in package replica. For example:
 //
