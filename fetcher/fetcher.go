@@ -346,9 +346,8 @@ func (f *Fetcher) Handle(from string, resp *protocol.FetchResponse, epoch uint64
 	if contact {
 		switch resp.Error {
 		case protocol.FetchOK:
-			// The leader checked our log up to the fetch offset only: what
-			// we hold past it may be another leader's (a truncation
-			// waits), so the HW it tells counts only up to there.
+			// The leader checked our log up to the fetch offset only, so
+			// the HW it tells counts only up to there.
 			return Decision{Action: Contact, HighWatermark: min(resp.HighWatermark, fetchOffset)}
 		case protocol.FetchDivergingEpoch, protocol.FetchOffsetOutOfRange:
 			return Decision{Action: Contact} // the next fetch from the LEO finds it again
