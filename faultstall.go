@@ -67,7 +67,7 @@ func (s *faultDiskStall) begin() {
 // wait holds the caller until the stall under way, if any, is over; a
 // signal during a stall makes it last longer.
 func (s *faultDiskStall) wait() {
-	start := time.Now()
+	start, held := time.Now(), false
 	for {
 		s.mu.Lock()
 		w := time.Until(s.until)
@@ -76,9 +76,10 @@ func (s *faultDiskStall) wait() {
 			break
 		}
 		time.Sleep(w)
+		held = true
 	}
-	if waited := time.Since(start); waited >= time.Millisecond {
-		fmt.Fprintf(os.Stderr, "replog fault: disk stall: a write waited %v\n", waited.Round(time.Millisecond))
+	if held {
+		fmt.Fprintf(os.Stderr, "replog fault: disk stall: a write waited %v\n", time.Since(start).Round(time.Millisecond))
 	}
 }
 
