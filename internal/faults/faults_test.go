@@ -85,6 +85,15 @@ type runOpts struct {
 	diskStall time.Duration
 }
 
+// buildTags are the node binary's build tags: o.tags, and DiskStallTag
+// for a run that stalls disks.
+func (o runOpts) buildTags() string {
+	if o.diskStall > 0 {
+		return strings.Join(append(splitList(o.tags), DiskStallTag), ",")
+	}
+	return o.tags
+}
+
 // faultRun builds the node binary, starts the cluster (stopped by
 // t.Cleanup even if the test fails), runs the workload under the nemesis
 // and returns the report; data, node logs and the history dump are kept
@@ -120,12 +129,12 @@ func faultRun(t *testing.T, o runOpts) *Report {
 
 	var sum strings.Builder
 	rep.Print(&sum)
-	t.Logf("summary (pkg=%s tags=%q args=%q):\n%s", o.pkg, o.tags, o.nodeArgs, sum.String())
+	t.Logf("summary (pkg=%s tags=%q args=%q):\n%s", o.pkg, o.buildTags(), o.nodeArgs, sum.String())
 	if err := rep.Dump(filepath.Join(root, "history.txt")); err != nil {
 		t.Errorf("writing history: %v", err)
 	}
 	if *flagResults != "" {
-		sum := rep.Summarize(o.tags)
+		sum := rep.Summarize(o.buildTags())
 		sum.Revision, sum.Pkg, sum.Args = rev, o.pkg, o.nodeArgs
 		line, _ := json.Marshal(sum)
 		f, err := os.OpenFile(*flagResults, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -175,11 +184,7 @@ func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, s
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tags := o.tags
-	if o.diskStall > 0 {
-		tags = strings.Join(append(splitList(tags), DiskStallTag), ",")
-	}
-	bin, err := BuildNode(ctx, mod, root, o.pkg, tags, o.race)
+	bin, err := BuildNode(ctx, mod, root, o.pkg, o.buildTags(), o.race)
 	if err != nil {
 		tb.Fatalf("building the node: %v", err)
 	}
