@@ -77,12 +77,7 @@ func (l *Log) newPump() *pump {
 	if l.tr != nil {
 		p.recv = l.tr.Receive()
 	}
-	if l.tcp != nil {
-		p.down = l.tcp.PeerDown()
-	}
-	if l.ml != nil {
-		p.hints = l.ml.Hints()
-	}
+	p.down, p.hints = l.net.down, l.net.hints
 	return p
 }
 
@@ -206,7 +201,7 @@ func (p *pump) carryOut(out *shell.Output) {
 	// Append returns.
 	l.publish(out.Status, out.ReadableHW, out.ReadableMoved)
 	p.resolve(out.Resolved)
-	if l.ml != nil && out.ClaimChanged {
+	if l.ml != nil && l.net.advertise && out.ClaimChanged {
 		l.advertiseLeader(out.Claim.Leader, out.Claim.Epoch)
 	}
 }

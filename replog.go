@@ -130,11 +130,17 @@ type Log struct {
 	opts   Options
 	logger hclog.Logger
 
-	store  storage.Store
-	node   *shell.Node // the round logic around the core; owned by the loop goroutine
-	tr     transport.Transport
-	tcp    *transport.TCP
-	ml     *membership.Membership
+	store storage.Store
+	node  *shell.Node // the round logic around the core; owned by the loop goroutine
+	tr    transport.Transport
+	tcp   *transport.TCP
+	ml    *membership.Membership
+	// net is what this Log takes from the network besides tr: the
+	// transport's PeerDown and gossip's hints (its own, or a Node's
+	// copies), and whether it owns tr and ml (closes them) and advertises
+	// its leader in gossip.
+	net    netParts
+	name   string // the log's name; "" for a node's default log
 	writer *writer
 	// journalOn: the store was opened with the commit journal, or the
 	// writer was asked to turn it on (useJournal; the loop's, or Open's
@@ -233,18 +239,80 @@ func open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
+	logger := nodeLogger(o)
+	cfgs := o.components(logger)
+	startNet := func() (netParts, error) {
+		if !o.needsTransport() {
+			return netParts{}, nil
+		}
+		tcp, ml, err := startNetwork(o, cfgs)
+		if err != nil {
+			return netParts{}, err
+		}
+		np := netParts{tcp: tcp, tr: tcp, ml: ml, down: tcp.PeerDown(), owned: true, advertise: ml != nil}
+		if ml != nil {
+			np.hints = ml.Hints()
+		}
+		return np, nil
+	}
+	return openLog(o, logger, cfgs, startNet, "")
+}
+
+// nodeLogger is the logger of the node o configures (defaults applied).
+func nodeLogger(o Options) hclog.Logger {
 	logger := o.Logger
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	logger = logger.With("node", o.NodeID)
-	cfgs := o.components(logger)
+	return logger.With("node", o.NodeID)
+}
+
+// netParts is what a Log uses of the network: the transport it sends on
+// and receives from (tr: the TCP transport itself, or a Node's view of it
+// for one log), the TCP transport and gossip member (for their addresses
+// and members), the channels of lost peers and gossip hints, and what the
+// Log does with them. Every part may be nil (a single node).
+type netParts struct {
+	tr    transport.Transport
+	tcp   *transport.TCP
+	ml    *membership.Membership
+	down  <-chan string
+	hints <-chan membership.Hint
+	// owned: the Log closes tr and ml when it closes (Open's); a Node's
+	// logs leave them to the Node.
+	owned bool
+	// advertise: the Log puts its leader claims in gossip (one log per
+	// node does: Open's, or a Node's default log).
+	advertise bool
+	// members, if not nil, are the nodes the core asks before it
+	// bootstraps (R60) instead of the static peers and gossip members: a
+	// named log's other replicas, the only nodes that answer for it.
+	members []string
+}
+
+// openLog opens the log o configures (defaults applied, Validate passed)
+// on the network parts startNet returns once the store is open: Open's
+// log, or one of a Node's (name is its name, "" for the default log).
+// When it fails, the parts it owns are closed.
+func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (netParts, error), name string) (*Log, error) {
+	var np netParts
+	closeNet := func() {
+		if !np.owned {
+			return
+		}
+		if np.ml != nil {
+			_ = np.ml.Close()
+		}
+		if np.tr != nil {
+			_ = np.tr.Close()
+		}
+	}
 	// The directory records the cluster and node it was created for, so
 	// that a node never runs on another node's data (or a node whose data
 	// file vanished restarts empty and votes as if it had it).
 	// A directory already in storage format 2 stays in it: opened without
 	// the journal it would go back to format 1 (useJournal).
-	if f, err := storage.DirFormat(o.Dir); err == nil && f >= storage.StorageFormatJournal {
+	if f, err := storage.DirFormat(o.Dir); err == nil && f >= storage.StorageFormatJournal && cfgs.store.SharedJournal == nil {
 		cfgs.store.Journal = true
 	}
 	store, ident, err := openStore(o.Dir, cfgs.identity, cfgs.store)
@@ -261,23 +329,20 @@ func open(opts Options) (*Log, error) {
 		opts:       o,
 		logger:     logger,
 		store:      store,
-		journalOn:  cfgs.store.Journal,
-		requests:   make(chan *request, 1024),
-		prod:       newProducer(),
-		deletes:    make(chan uint64, 1),
-		claims:     make(chan leaderClaim, 1),
-		wakeLoop:   make(chan struct{}, 1),
-		hwChanged:  make(chan struct{}),
-		closing:    make(chan struct{}),
-		loopDone:   make(chan struct{}),
+		name:       name,
+		// A store on a shared journal has its journal already.
+		journalOn: cfgs.store.Journal || cfgs.store.SharedJournal != nil,
+		requests:  make(chan *request, 1024),
+		prod:      newProducer(),
+		deletes:   make(chan uint64, 1),
+		claims:    make(chan leaderClaim, 1),
+		wakeLoop:  make(chan struct{}, 1),
+		hwChanged: make(chan struct{}),
+		closing:   make(chan struct{}),
+		loopDone:  make(chan struct{}),
 	}
 	cleanup := func() {
-		if l.ml != nil {
-			_ = l.ml.Close()
-		}
-		if l.tr != nil {
-			_ = l.tr.Close()
-		}
+		closeNet()
 		_ = store.Close()
 		unregister()
 	}
@@ -286,20 +351,24 @@ func open(opts Options) (*Log, error) {
 		cleanup()
 		return nil, err
 	}
-	// The network starts first: gossip's join tells the core who else is
-	// there, which a fresh store must ask before it bootstraps (R60).
-	if o.needsTransport() {
-		if err := l.startNetwork(cfgs); err != nil {
-			cleanup()
-			return nil, err
-		}
+	// The network starts before the core: gossip's join tells the core
+	// who else is there, which a fresh store must ask before it
+	// bootstraps (R60).
+	np, err = startNet()
+	if err != nil {
+		cleanup()
+		return nil, err
 	}
-	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32
+	l.tr, l.tcp, l.ml, l.net = np.tr, np.tcp, np.ml, np
+	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32 ^ int64(len(name))<<40
 	rcfg := cfgs.replica
 	rcfg.Rand = rand.New(rand.NewSource(seed))
 	// A voter is this node at this directory (docs/protocol.md R56).
 	rcfg.DirID = ident.DirectoryID
 	rcfg.Members = l.knownMembers()
+	if np.members != nil {
+		rcfg.Members = slices.Clone(np.members)
+	}
 	core, err := replica.New(rcfg, store, time.Now())
 	if err != nil {
 		cleanup()
@@ -314,7 +383,7 @@ func open(opts Options) (*Log, error) {
 		l.wg.Add(1)
 		go l.retainer()
 	}
-	if l.ml != nil {
+	if l.ml != nil && np.advertise {
 		l.wg.Add(1)
 		go l.advertiser()
 	}
@@ -322,16 +391,16 @@ func open(opts Options) (*Log, error) {
 }
 
 // startNetwork starts the TCP transport and, if configured, gossip, with
-// the configurations derived from the options (see Options.components),
+// the configurations derived from the options o (see Options.components),
 // completed with what exists only now.
-func (l *Log) startNetwork(cfgs components) error {
-	o := l.opts
+func startNetwork(o Options, cfgs components) (*transport.TCP, *membership.Membership, error) {
+	var ml *membership.Membership
 	resolve := func(id string) (string, bool) {
 		if addr, ok := o.Peers[id]; ok {
 			return addr, true
 		}
-		if l.ml != nil {
-			return l.ml.Resolve(id)
+		if ml != nil {
+			return ml.Resolve(id)
 		}
 		return "", false
 	}
@@ -339,22 +408,22 @@ func (l *Log) startNetwork(cfgs components) error {
 	tcfg.Resolver = resolve
 	tcp, err := transport.NewTCP(tcfg)
 	if err != nil {
-		return fmt.Errorf("replog: start transport on %s: %w", o.RPCAddr, err)
+		return nil, nil, fmt.Errorf("replog: start transport on %s: %w", o.RPCAddr, err)
 	}
-	l.tcp, l.tr = tcp, tcp
 	if o.GossipAddr == "" {
-		return nil
+		return tcp, nil, nil
 	}
 	mcfg := cfgs.membership
 	if o.AdvertiseRPCAddr == "" {
 		mcfg.RPCAddr = tcp.Addr()
 	}
-	ml, err := membership.New(mcfg)
+	m, err := membership.New(mcfg)
 	if err != nil {
-		return fmt.Errorf("replog: start gossip on %s: %w", o.GossipAddr, err)
+		_ = tcp.Close()
+		return nil, nil, fmt.Errorf("replog: start gossip on %s: %w", o.GossipAddr, err)
 	}
-	l.ml = ml
-	return nil
+	ml = m
+	return tcp, ml, nil
 }
 
 // knownMembers lists the other nodes known at Open: the static peers and
@@ -424,7 +493,7 @@ func (l *Log) shutdown(graceful bool) {
 		if err := l.failed(); err != nil {
 			errs = append(errs, err)
 		}
-		if l.ml != nil {
+		if l.ml != nil && l.net.owned {
 			if graceful {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				if err := l.ml.Leave(ctx); err != nil {
@@ -434,7 +503,7 @@ func (l *Log) shutdown(graceful bool) {
 			}
 			errs = append(errs, l.ml.Close())
 		}
-		if l.tr != nil {
+		if l.tr != nil && l.net.owned {
 			errs = append(errs, l.tr.Close())
 		}
 		l.writer.stop()
