@@ -145,3 +145,15 @@ var (
 // NotLeaderError is the concrete error behind ErrNotLeader. LeaderID is the
 // leader the node knew ("" if none).
 type NotLeaderError = replica.NotLeaderError
+
+// Errors of a Node's named logs (Node.CreateLog, Node.DeleteLog,
+// Node.Log).
+var (
+	// ErrLogExists: CreateLog named a log the catalog holds.
+	ErrLogExists = replica.ErrLogExists
+	// ErrUnknownLog: the catalog does not hold the log named (or, from
+	// Node.Log, it is not open on this node yet).
+	ErrUnknownLog = replica.ErrUnknownLog
+	// ErrNotReplica: Node.Log named a log this node is not a replica of.
+	ErrNotReplica = errors.New("replog: this node is not a replica of the log")
+)

@@ -201,6 +201,13 @@ func (p *pump) carryOut(out *shell.Output) {
 	// Append returns.
 	l.publish(out.Status, out.ReadableHW, out.ReadableMoved)
 	p.resolve(out.Resolved)
+	if l.net.onCatalog != nil {
+		core := l.node.Replica()
+		if v := core.LogsVersion(); v != l.logsVersion || !l.catalogSent {
+			l.logsVersion, l.catalogSent = v, true
+			l.net.onCatalog(core.Logs(), out.ReadableHW)
+		}
+	}
 	if l.ml != nil && l.net.advertise && out.ClaimChanged {
 		l.advertiseLeader(out.Claim.Leader, out.Claim.Epoch)
 	}

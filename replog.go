@@ -139,9 +139,13 @@ type Log struct {
 	// transport's PeerDown and gossip's hints (its own, or a Node's
 	// copies), and whether it owns tr and ml (closes them) and advertises
 	// its leader in gossip.
-	net    netParts
-	name   string // the log's name; "" for a node's default log
-	writer *writer
+	net  netParts
+	name string // the log's name; "" for a node's default log
+	// logsVersion is the core's LogsVersion last given to
+	// net.onCatalog (catalogSent: once given); the loop's.
+	logsVersion uint64
+	catalogSent bool
+	writer      *writer
 	// journalOn: the store was opened with the commit journal, or the
 	// writer was asked to turn it on (useJournal; the loop's, or Open's
 	// before the loop starts).
@@ -288,6 +292,10 @@ type netParts struct {
 	// bootstraps (R60) instead of the static peers and gossip members: a
 	// named log's other replicas, the only nodes that answer for it.
 	members []string
+	// onCatalog, if not nil, is given the catalog of named logs as of the
+	// readable HW whenever it changes (and at the first round), on the
+	// loop goroutine: a Node's default log.
+	onCatalog func(recs []replica.LogRecord, hw uint64)
 }
 
 // openLog opens the log o configures (defaults applied, Validate passed)

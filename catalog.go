@@ -1,0 +1,178 @@
+package replog
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+
+	"github.com/replog-io/replog/replica"
+)
+
+// logSpec is what the catalog records of a named log (the core keeps it
+// opaque, docs/protocol.md R80): its replicas (its bootstrap voters), its
+// preferred leader and its options. Encoded as JSON: the catalog is
+// small, read rarely, and a newer release may add fields an older one
+// ignores.
+type logSpec struct {
+	Replicas []string   `json:"replicas"`
+	Leader   string     `json:"preferred_leader"`
+	Options  LogOptions `json:"options"`
+}
+
+func (s logSpec) encode() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // a struct of strings and numbers
+	}
+	return b
+}
+
+func decodeSpec(b []byte) (logSpec, error) {
+	var s logSpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return logSpec{}, fmt.Errorf("%w: log spec: %v", ErrCorrupt, err)
+	}
+	return s, nil
+}
+
+// catalogEntry is one named log of the catalog as the Node reads it.
+type catalogEntry struct {
+	name string
+	spec logSpec
+	// incarnation is the offset, in the default log, of the entry that
+	// created the log: a log deleted and created again under its name is
+	// another log, with another directory.
+	incarnation uint64
+}
+
+// catalog is the default log's catalog as of its readable high watermark
+// hw (the default log's loop publishes one whenever it changes).
+type catalog struct {
+	logs map[string]catalogEntry
+	hw   uint64
+}
+
+// newCatalog decodes the core's records (a spec that does not decode is
+// left out and logged by the caller: err names the first).
+func newCatalog(recs []replica.LogRecord, hw uint64) (*catalog, error) {
+	c := &catalog{logs: make(map[string]catalogEntry, len(recs)), hw: hw}
+	var first error
+	for _, r := range recs {
+		s, err := decodeSpec(r.Spec)
+		if err != nil {
+			if first == nil {
+				first = fmt.Errorf("log %q: %w", r.Name, err)
+			}
+			continue
+		}
+		c.logs[r.Name] = catalogEntry{name: r.Name, spec: s, incarnation: r.Offset}
+	}
+	return c, first
+}
+
+// journalLogID is the ID of a named log's store on the node's shared
+// journal: its incarnation, which no other log of the catalog has, folded
+// into the journal's 32 bits (1<<32-1 is reserved).
+func journalLogID(incarnation uint64) uint32 {
+	return uint32(incarnation % (1<<32 - 1))
+}
+
+// logDirName is a named log's directory under <Dir>/logs: its name and
+// incarnation.
+func logDirName(name string, incarnation uint64) string {
+	return fmt.Sprintf("%s-%d", name, incarnation)
+}
+
+// nameHash orders ties in placement: the same on every node, different
+// from log to log, so that equal loads spread.
+func nameHash(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// place chooses a new log's replicas among voters: the n least loaded
+// (by how many logs of c each holds), ties broken by a hash of the name
+// and the node; and its preferred leader among them: the one that is
+// preferred leader of the fewest logs, ties the same way. The replicas
+// come back in voters' order.
+func place(name string, voters []string, c *catalog, n int) (replicas []string, leader string) {
+	load, leads := map[string]int{}, map[string]int{}
+	if c != nil {
+		for _, e := range c.logs {
+			for _, r := range e.spec.Replicas {
+				load[r]++
+			}
+			leads[e.spec.Leader]++
+		}
+	}
+	byLoad := func(count map[string]int) func(a, b string) int {
+		return func(a, b string) int {
+			if d := count[a] - count[b]; d != 0 {
+				return d
+			}
+			ha, hb := nameHash(name, a), nameHash(name, b)
+			switch {
+			case ha < hb:
+				return -1
+			case ha > hb:
+				return 1
+			}
+			return 0
+		}
+	}
+	cand := slices.Clone(voters)
+	slices.SortStableFunc(cand, byLoad(load))
+	chosen := cand[:min(n, len(cand))]
+	leaderCand := slices.Clone(chosen)
+	slices.SortStableFunc(leaderCand, byLoad(leads))
+	if len(leaderCand) > 0 {
+		leader = leaderCand[0]
+	}
+	for _, v := range voters {
+		if slices.Contains(chosen, v) {
+			replicas = append(replicas, v)
+		}
+	}
+	return replicas, leader
+}
+
+// LogInfo describes one named log of the catalog (Node.Logs).
+type LogInfo struct {
+	// Name is the log's name.
+	Name string `json:"name"`
+	// Replicas are the nodes that hold it: its voters at creation.
+	Replicas []string `json:"replicas"`
+	// PreferredLeader is the replica the Node's balancer moves its
+	// leadership to whenever it is a caught-up voter.
+	PreferredLeader string `json:"preferred_leader"`
+	// Options are the options it was created with.
+	Options LogOptions `json:"options"`
+	// Local says whether this node is one of its replicas.
+	Local bool `json:"local"`
+	// Open says whether it is open on this node now (a local log opens
+	// shortly after its creation commits).
+	Open bool `json:"open"`
+}
+
+// sortedInfos lists c's logs for Node.Logs, sorted by name.
+func (c *catalog) infos(self string, open func(name string) bool) []LogInfo {
+	out := make([]LogInfo, 0, len(c.logs))
+	for _, e := range c.logs {
+		out = append(out, LogInfo{
+			Name:            e.name,
+			Replicas:        slices.Clone(e.spec.Replicas),
+			PreferredLeader: e.spec.Leader,
+			Options:         e.spec.Options,
+			Local:           slices.Contains(e.spec.Replicas, self),
+			Open:            open(e.name),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,199 @@
+package replog
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/transport"
+)
+
+// inboxSize bounds the messages, lost peers and hints waiting for one
+// log's loop. The mux never waits for a log (one slow log must not hold
+// up the others on the shared connection): what does not fit is dropped
+// and counted, as the network may drop it (the protocol retries).
+const inboxSize = 1024
+
+// logMux is a Node's router: one goroutine reads the shared transport's
+// messages and lost peers and gossip's hints and hands each to the logs
+// it is for: a message to its log by protocol.Message.Log (a name no open
+// log has: dropped, counted), a lost peer and a failed node to every log,
+// a leader claim to the default log only (gossip's claims are the default
+// log's), a joined member to every log that has it among its replicas.
+type logMux struct {
+	tcp    *transport.TCP         // nil on a single node
+	ml     *membership.Membership // nil without gossip
+	logger hclog.Logger
+
+	mu     sync.RWMutex
+	routes map[string]*inbox
+
+	// dropped counts messages for a log not open here and messages a
+	// full inbox could not take.
+	unknown, full atomic.Uint64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// inbox is one log's share of the mux: the channels its loop reads.
+type inbox struct {
+	name  string
+	recv  chan protocol.Message
+	down  chan string
+	hints chan membership.Hint
+	// replicas are the log's voters at creation (nil: every node, the
+	// default log): the members whose joining the log's core hears of.
+	replicas map[string]bool
+}
+
+func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logger) *logMux {
+	m := &logMux{tcp: tcp, ml: ml, logger: logger, routes: map[string]*inbox{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go m.run()
+	return m
+}
+
+// add registers log name's inbox (replicas as inbox.replicas) and
+// returns the network parts its Log runs on.
+func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
+	in := &inbox{
+		name:  name,
+		recv:  make(chan protocol.Message, inboxSize),
+		down:  make(chan string, inboxSize),
+		hints: make(chan membership.Hint, inboxSize),
+	}
+	if replicas != nil {
+		in.replicas = make(map[string]bool, len(replicas))
+		for _, r := range replicas {
+			in.replicas[r] = true
+		}
+	}
+	m.mu.Lock()
+	m.routes[name] = in
+	m.mu.Unlock()
+	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, advertise: name == ""}
+	if m.tcp != nil {
+		np.tr = &logView{mux: m, in: in}
+	}
+	if m.ml != nil {
+		np.hints = in.hints
+	}
+	return np, in
+}
+
+// remove unregisters in (if it is still the route of its name).
+func (m *logMux) remove(in *inbox) {
+	m.mu.Lock()
+	if m.routes[in.name] == in {
+		delete(m.routes, in.name)
+	}
+	m.mu.Unlock()
+}
+
+// close stops the router goroutine.
+func (m *logMux) close() {
+	close(m.stop)
+	<-m.done
+}
+
+func (m *logMux) run() {
+	defer close(m.done)
+	var recv <-chan protocol.Message
+	var down <-chan string
+	var hints <-chan membership.Hint
+	if m.tcp != nil {
+		recv, down = m.tcp.Receive(), m.tcp.PeerDown()
+	}
+	if m.ml != nil {
+		hints = m.ml.Hints()
+	}
+	for {
+		select {
+		case <-m.stop:
+			return
+		case msg, ok := <-recv:
+			if !ok {
+				recv = nil
+				continue
+			}
+			m.route(msg)
+		case id, ok := <-down:
+			if !ok {
+				down = nil
+				continue
+			}
+			m.each(func(in *inbox) {
+				select {
+				case in.down <- id:
+				default:
+					m.full.Add(1)
+				}
+			})
+		case h, ok := <-hints:
+			if !ok {
+				hints = nil
+				continue
+			}
+			m.each(func(in *inbox) {
+				switch {
+				case h.Kind == membership.LeaderClaim && in.name != "":
+					return
+				case h.Kind == membership.MemberJoined && in.replicas != nil && !in.replicas[h.Node]:
+					return
+				}
+				select {
+				case in.hints <- h:
+				default:
+					m.full.Add(1)
+				}
+			})
+		}
+	}
+}
+
+// route hands msg to its log's inbox.
+func (m *logMux) route(msg protocol.Message) {
+	m.mu.RLock()
+	in := m.routes[msg.Log]
+	m.mu.RUnlock()
+	if in == nil {
+		if m.unknown.Add(1)%1024 == 1 {
+			m.logger.Debug("message for a log not open on this node dropped", "log", msg.Log, "from", msg.From)
+		}
+		return
+	}
+	select {
+	case in.recv <- msg:
+	default:
+		m.full.Add(1)
+	}
+}
+
+// each runs f on every inbox.
+func (m *logMux) each(f func(*inbox)) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, in := range m.routes {
+		f(in)
+	}
+}
+
+// logView is one log's transport.Transport on the shared TCP transport:
+// Send stamps the log's name on the message, Receive is the log's inbox.
+// Close does nothing: the Node closes the transport.
+type logView struct {
+	mux *logMux
+	in  *inbox
+}
+
+func (v *logView) Send(msg protocol.Message) error {
+	msg.Log = v.in.name
+	return v.mux.tcp.Send(msg)
+}
+
+func (v *logView) Receive() <-chan protocol.Message { return v.in.recv }
+
+func (v *logView) Close() error { return nil }

@@ -1,0 +1,659 @@
+package replog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+	"github.com/replog-io/replog/transport"
+)
+
+// Where a Node keeps its named logs: each log's data directory
+// <Dir>/logs/<name>-<incarnation>, and the journal they share.
+const (
+	logsDirName        = "logs"
+	sharedJournalName  = "replog.journal"
+	balanceInterval    = time.Second
+	reconcileInterval  = time.Second
+	balanceTransferMax = time.Second
+)
+
+// Node is one node of a cluster hosting many named logs (docs/logs.md):
+// its default log (Default, name "": the log replog.Open opens, and the
+// cluster's metadata log, whose catalog says which named logs exist, with
+// their options and replicas) and the named logs it is a replica of. Its
+// logs share one TCP transport, one gossip member and, for the named
+// logs, one commit journal. Every node of the cluster runs the default
+// log; a named log runs on its replicas only. All methods are safe for
+// concurrent use.
+type Node struct {
+	opts   Options // defaults applied
+	logger hclog.Logger
+
+	tcp *transport.TCP
+	ml  *membership.Membership
+	mux *logMux
+	def *Log
+
+	// journal is the named logs' shared journal, opened with the first
+	// one (the reconciler's).
+	journal *storage.Journal
+
+	// cat is the default log's catalog as of its readable HW, published
+	// by its loop (catalogChanged); catChanged wakes the reconciler.
+	cat        atomic.Pointer[catalog]
+	catChanged chan struct{}
+
+	mu    sync.Mutex
+	logs  map[string]*localLog // the named logs open here
+	ready chan struct{}        // closed and replaced when cat or logs change
+
+	closing   chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// localLog is a named log open on this node.
+type localLog struct {
+	log   *Log
+	in    *inbox
+	entry catalogEntry
+}
+
+// OpenNode opens (or creates) the node opts configures: its default log
+// in opts.Dir, as Open does (the options are the node's and its default
+// log's: see Options), then every named log the catalog says it is a
+// replica of, under opts.Dir/logs. Its errors are Open's. A directory
+// Open used opens unchanged with OpenNode, and the other way round while
+// it holds no named log.
+func OpenNode(opts Options) (*Node, error) {
+	n, err := openNode(opts)
+	if err != nil && opts.Listener != nil {
+		_ = opts.Listener.Close() // already closed if the transport had started
+	}
+	return n, err
+}
+
+func openNode(opts Options) (*Node, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	logger := nodeLogger(o)
+	cfgs := o.components(logger)
+	n := &Node{
+		opts:       o,
+		logger:     logger,
+		catChanged: make(chan struct{}, 1),
+		logs:       map[string]*localLog{},
+		ready:      make(chan struct{}),
+		closing:    make(chan struct{}),
+	}
+	startNet := func() (netParts, error) {
+		if o.needsTransport() {
+			tcp, ml, err := startNetwork(o, cfgs)
+			if err != nil {
+				return netParts{}, err
+			}
+			n.tcp, n.ml = tcp, ml
+		}
+		n.mux = newLogMux(n.tcp, n.ml, logger.Named("mux"))
+		np, _ := n.mux.add("", nil)
+		np.onCatalog = n.catalogChanged
+		return np, nil
+	}
+	def, err := openLog(o, logger, cfgs, startNet, "")
+	if err != nil {
+		_ = n.closeShared(false)
+		return nil, err
+	}
+	n.def = def
+	n.wg.Add(2)
+	go n.reconciler()
+	go n.balancer()
+	return n, nil
+}
+
+// Default returns the node's default log: the log replog.Open would
+// open on the same Options, which also holds the catalog of named logs
+// (readers never see its records).
+func (n *Node) Default() *Log { return n.def }
+
+// catalogChanged runs on the default log's loop whenever the readable
+// catalog changed: it publishes it and wakes the reconciler.
+func (n *Node) catalogChanged(recs []replica.LogRecord, hw uint64) {
+	c, err := newCatalog(recs, hw)
+	if err != nil {
+		n.logger.Error("catalog entry does not decode; the log is left closed", "error", err)
+	}
+	n.cat.Store(c)
+	select {
+	case n.catChanged <- struct{}{}:
+	default:
+	}
+	n.signal()
+}
+
+// signal wakes the calls waiting for the catalog or the open logs.
+func (n *Node) signal() {
+	n.mu.Lock()
+	close(n.ready)
+	n.ready = make(chan struct{})
+	n.mu.Unlock()
+}
+
+// CreateLog creates the named log name with options lo, on any node of
+// the cluster (the catalog change goes to the default log's leader as an
+// append does), and returns it once the creation is committed and, when
+// this node is one of its replicas, the log is open here; a nil *Log and
+// a nil error when this node is not one of them (Logs says which are).
+// Its replicas are lo.Replicas of the default log's voters, the least
+// loaded first (by how many logs each holds), and its preferred leader
+// the one of them that is preferred leader of the fewest logs.
+//
+// Errors: one wrapping ErrInvalidArgument for a name that is not 1 to
+// protocol.MaxLogNameLength bytes of [a-z0-9._-] (not starting with '.');
+// ErrInvalidOptions naming the bad field of lo; ErrLogExists if the
+// catalog holds name; an error saying so while the cluster's
+// feature level is below protocol.FeatureLevelNamedLogs; and those of
+// Append (ErrUnknownOutcome, a *NotLeaderError wrapping ctx.Err(),
+// ErrClosed, ErrStorageFailed), and ctx's while it waits for the log to
+// open.
+func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log, error) {
+	if err := protocol.ValidLogName(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if err := lo.Validate(); err != nil {
+		return nil, err
+	}
+	c := n.cat.Load()
+	if c != nil {
+		if _, ok := c.logs[name]; ok {
+			return nil, fmt.Errorf("%w: %q", ErrLogExists, name)
+		}
+	}
+	var voters []string
+	for _, v := range n.def.Status().Voters {
+		voters = append(voters, v.ID)
+	}
+	replicas, leader := place(name, voters, c, lo.replicas(len(voters)))
+	spec := logSpec{Replicas: replicas, Leader: leader, Options: lo}
+	off, err := n.def.proposeLogChange(ctx, name, spec.encode())
+	if err != nil {
+		return nil, logChangeErr("create", name, err)
+	}
+	var out *Log
+	err = n.waitFor(ctx, func(c *catalog) bool {
+		if c.hw <= off {
+			return false
+		}
+		e, ok := c.logs[name]
+		if !ok || !slices.Contains(e.spec.Replicas, n.opts.NodeID) {
+			return true // not ours, or deleted already
+		}
+		ll := n.logs[name]
+		if ll != nil && ll.entry.incarnation == e.incarnation {
+			out = ll.log
+			return true
+		}
+		return false
+	})
+	return out, err
+}
+
+// DeleteLog deletes the named log name, on any node: once the deletion
+// is committed every replica closes it and removes its files (a replica
+// down at the time does so when it comes back). It returns once the
+// deletion is committed and the log is closed and removed here, if it
+// was open here. Errors: ErrInvalidArgument for an invalid name,
+// ErrUnknownLog if the catalog does not hold name, and those of
+// CreateLog.
+func (n *Node) DeleteLog(ctx context.Context, name string) error {
+	if err := protocol.ValidLogName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	off, err := n.def.proposeLogChange(ctx, name, nil)
+	if err != nil {
+		return logChangeErr("delete", name, err)
+	}
+	return n.waitFor(ctx, func(c *catalog) bool {
+		return c.hw > off && n.logs[name] == nil
+	})
+}
+
+// logChangeErr names the log in a catalog change's error.
+func logChangeErr(what, name string, err error) error {
+	switch {
+	case errors.Is(err, replica.ErrLogExists):
+		return fmt.Errorf("%w: %q", ErrLogExists, name)
+	case errors.Is(err, replica.ErrUnknownLog):
+		return fmt.Errorf("%w: %q", ErrUnknownLog, name)
+	}
+	return fmt.Errorf("replog: %s log %q: %w", what, name, err)
+}
+
+// waitFor waits until done, called under n.mu with the newest catalog,
+// says so.
+func (n *Node) waitFor(ctx context.Context, done func(c *catalog) bool) error {
+	for {
+		n.mu.Lock()
+		c, ready := n.cat.Load(), n.ready
+		ok := c != nil && done(c)
+		n.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.closing:
+			return ErrClosed
+		}
+	}
+}
+
+// proposeLogChange proposes a catalog change to this (default) log, as
+// CommitCursor proposes a cursor's: created (spec not empty) or deleted.
+// It returns the offset of the change's entry.
+func (l *Log) proposeLogChange(ctx context.Context, name string, spec []byte) (uint64, error) {
+	r := &request{prod: l.prod}
+	var key protocol.Key
+	r.seq, key = l.prod.begin("")
+	r.ev = shell.LogChange(0, key, name, spec)
+	defer l.prod.end(r.seq)
+	return l.appendUntilKnown(ctx, r)
+}
+
+// Log returns the named log name, open on this node. Errors:
+// ErrUnknownLog if the catalog (as this node has it committed) does not
+// hold it, or holds it but it is not open here yet; ErrNotReplica if this
+// node is not one of its replicas; ErrClosed after Close.
+func (n *Node) Log(name string) (*Log, error) {
+	select {
+	case <-n.closing:
+		return nil, ErrClosed
+	default:
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ll := n.logs[name]; ll != nil {
+		return ll.log, nil
+	}
+	var e catalogEntry
+	ok := false
+	if c := n.cat.Load(); c != nil {
+		e, ok = c.logs[name]
+	}
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: %q", ErrUnknownLog, name)
+	case !slices.Contains(e.spec.Replicas, n.opts.NodeID):
+		return nil, fmt.Errorf("%w: %q is on %v", ErrNotReplica, name, e.spec.Replicas)
+	}
+	return nil, fmt.Errorf("%w: %q is not open on this node yet", ErrUnknownLog, name)
+}
+
+// Logs lists the named logs of the catalog as this node has it
+// committed, sorted by name.
+func (n *Node) Logs() []LogInfo {
+	c := n.cat.Load()
+	if c == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return c.infos(n.opts.NodeID, func(name string) bool { return n.logs[name] != nil })
+}
+
+// Name returns the log's name: "" for a node's default log (and a log
+// Open opened).
+func (l *Log) Name() string { return l.name }
+
+// reconciler opens and closes the named logs as the catalog says: at
+// start, whenever the catalog changes, and every reconcileInterval (to
+// try again what failed). One goroutine per node.
+func (n *Node) reconciler() {
+	defer n.wg.Done()
+	t := time.NewTicker(reconcileInterval)
+	defer t.Stop()
+	for {
+		n.reconcile()
+		select {
+		case <-n.closing:
+			return
+		case <-n.catChanged:
+		case <-t.C:
+		}
+	}
+}
+
+// reconcile makes the named logs open here those of the catalog this
+// node is a replica of: it closes (and removes the files of) every open
+// log the catalog no longer holds, or holds as another incarnation; it
+// opens every one it holds and is not open; it removes the directories of
+// logs deleted while the node was down.
+func (n *Node) reconcile() {
+	c := n.cat.Load()
+	if c == nil {
+		return
+	}
+	self := n.opts.NodeID
+	n.mu.Lock()
+	var gone []*localLog
+	for name, ll := range n.logs {
+		e, ok := c.logs[name]
+		if !ok || e.incarnation != ll.entry.incarnation || !slices.Contains(e.spec.Replicas, self) {
+			gone = append(gone, ll)
+			delete(n.logs, name)
+		}
+	}
+	n.mu.Unlock()
+	for _, ll := range gone {
+		n.logger.Info("log deleted: closing it and removing its files", "log", ll.entry.name)
+		ll.log.crash() // deleted: nothing to hand over
+		n.mux.remove(ll.in)
+		if err := os.RemoveAll(ll.log.opts.Dir); err != nil {
+			n.logger.Warn("removing a deleted log's directory", "log", ll.entry.name, "error", err)
+		}
+	}
+	if len(gone) > 0 {
+		n.signal()
+	}
+	for _, e := range c.logs {
+		if !slices.Contains(e.spec.Replicas, self) {
+			continue
+		}
+		n.mu.Lock()
+		open := n.logs[e.name] != nil
+		n.mu.Unlock()
+		if open {
+			continue
+		}
+		if err := n.openNamed(e); err != nil {
+			n.logger.Error("opening a log of the catalog (tried again later)", "log", e.name, "error", err)
+			continue
+		}
+		n.signal()
+	}
+	n.removeStale(c)
+}
+
+// openNamed opens catalog entry e's log here.
+func (n *Node) openNamed(e catalogEntry) error {
+	select {
+	case <-n.closing:
+		return ErrClosed
+	default:
+	}
+	j, err := n.sharedJournal()
+	if err != nil {
+		return err
+	}
+	o := n.namedOptions(e)
+	logger := n.logger.With("log", e.name)
+	cfgs := o.components(logger)
+	cfgs.store.Journal = false
+	cfgs.store.SharedJournal = j
+	cfgs.store.JournalLogID = journalLogID(e.incarnation)
+	np, in := n.mux.add(e.name, e.spec.Replicas)
+	np.members = slices.DeleteFunc(slices.Clone(e.spec.Replicas), func(id string) bool { return id == n.opts.NodeID })
+	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
+		n.mux.remove(in)
+		return fmt.Errorf("replog: create %s: %w", filepath.Dir(o.Dir), err)
+	}
+	l, err := openLog(o, logger, cfgs, func() (netParts, error) { return np, nil }, e.name)
+	if err != nil {
+		n.mux.remove(in)
+		return err
+	}
+	n.mu.Lock()
+	n.logs[e.name] = &localLog{log: l, in: in, entry: e}
+	n.mu.Unlock()
+	n.logger.Debug("log opened", "log", e.name, "replicas", e.spec.Replicas)
+	return nil
+}
+
+// namedOptions are the Options of catalog entry e's log on this node:
+// the node's, with the per-log fields from the catalog, its own
+// directory and its replicas as its voters.
+func (n *Node) namedOptions(e catalogEntry) Options {
+	o := n.opts
+	e.spec.Options.applyTo(&o)
+	o.Dir = filepath.Join(n.opts.Dir, logsDirName, logDirName(e.name, e.incarnation))
+	o.Voters = slices.Clone(e.spec.Replicas)
+	o.Listener = nil
+	return o.withDefaults()
+}
+
+// sharedJournal returns the named logs' journal, opening it first.
+func (n *Node) sharedJournal() (*storage.Journal, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.journal != nil {
+		return n.journal, nil
+	}
+	dir := filepath.Join(n.opts.Dir, logsDirName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replog: create %s: %w", dir, err)
+	}
+	j, err := storage.OpenJournal(filepath.Join(dir, sharedJournalName), storage.JournalOptions{NoSync: n.opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("replog: open the named logs' journal: %w", err)
+	}
+	n.journal = j
+	return j, nil
+}
+
+// removeStale removes the directories under <Dir>/logs of logs the
+// catalog no longer holds: deleted while this node was down. Only those
+// whose creation the catalog has passed (incarnation below its HW): a
+// node whose committed catalog is behind must not take a newer log for a
+// deleted one. Each is opened once on the shared journal first, so that
+// its batches still there are checkpointed and leave the journal.
+func (n *Node) removeStale(c *catalog) {
+	dir := filepath.Join(n.opts.Dir, logsDirName)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, d := range ents {
+		if !d.IsDir() {
+			continue
+		}
+		i := strings.LastIndexByte(d.Name(), '-')
+		if i < 0 {
+			continue
+		}
+		name := d.Name()[:i]
+		inc, err := strconv.ParseUint(d.Name()[i+1:], 10, 64)
+		if err != nil || protocol.ValidLogName(name) != nil {
+			continue
+		}
+		e, ok := c.logs[name]
+		if inc >= c.hw || ok && e.incarnation == inc && slices.Contains(e.spec.Replicas, n.opts.NodeID) {
+			continue
+		}
+		path := filepath.Join(dir, d.Name())
+		if err := n.drainDir(path, inc); err != nil {
+			n.logger.Warn("a deleted log's directory could not be drained from the journal; removing it anyway", "dir", path, "error", err)
+		}
+		n.logger.Info("removing the directory of a log deleted while this node was down", "dir", path)
+		if err := os.RemoveAll(path); err != nil {
+			n.logger.Warn("removing a deleted log's directory", "dir", path, "error", err)
+		}
+	}
+}
+
+// drainDir opens the store in dir (a log of incarnation inc) on the
+// shared journal and closes it: what the journal held of it goes to its
+// segments, and the journal can cut past it.
+func (n *Node) drainDir(dir string, inc uint64) error {
+	j, err := n.sharedJournal()
+	if err != nil {
+		return err
+	}
+	o := n.opts
+	o.Dir = dir
+	cfgs := o.components(n.logger)
+	cfgs.store.Journal = false
+	cfgs.store.SharedJournal = j
+	cfgs.store.JournalLogID = journalLogID(inc)
+	s, _, err := openStore(dir, cfgs.identity, cfgs.store)
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// balancer moves, every balanceInterval, the leadership of each named
+// log this node leads to the log's preferred leader when that is a voter
+// caught up with it (Kafka's preferred leader election): leaders stay
+// spread as placement spread them, and come back after a restart. A log
+// whose preferred leader is gone or behind stays where it is.
+func (n *Node) balancer() {
+	defer n.wg.Done()
+	t := time.NewTicker(balanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		n.mu.Lock()
+		var lead []*localLog
+		for _, ll := range n.logs {
+			lead = append(lead, ll)
+		}
+		n.mu.Unlock()
+		for _, ll := range lead {
+			n.balance(ll)
+		}
+	}
+}
+
+// balance transfers ll's leadership to its preferred leader if this node
+// leads it and the preferred leader is a caught-up voter.
+func (n *Node) balance(ll *localLog) {
+	pref := ll.entry.spec.Leader
+	st := ll.log.Status()
+	if st.Role != RoleLeader || pref == "" || pref == n.opts.NodeID {
+		return
+	}
+	caughtUp := false
+	for _, v := range st.Voters {
+		if v.ID == pref {
+			caughtUp = st.RemoteLEO[pref] >= st.LEO
+		}
+	}
+	if !caughtUp {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), balanceTransferMax)
+	defer cancel()
+	go func() {
+		select {
+		case <-n.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := ll.log.TransferLeadership(ctx, pref); err != nil {
+		n.logger.Debug("moving a log's leadership to its preferred leader", "log", ll.entry.name, "to", pref, "error", err)
+		return
+	}
+	n.logger.Debug("log's leadership moved to its preferred leader", "log", ll.entry.name, "to", pref)
+}
+
+// Close closes the node: its named logs (each leader first hands its
+// leadership over, as Log.Close does), then the default log, then the
+// journal, gossip and the transport. Later calls return the first call's
+// result.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.shutdown(true) })
+	return n.closeErr
+}
+
+// crash stops the node the way a killed process looks to its peers (see
+// Log.crash). For in-process tests.
+func (n *Node) crash() {
+	n.closeOnce.Do(func() { n.closeErr = n.shutdown(false) })
+}
+
+func (n *Node) shutdown(graceful bool) error {
+	close(n.closing)
+	n.wg.Wait()
+	n.mu.Lock()
+	logs := n.logs
+	n.logs = map[string]*localLog{}
+	n.mu.Unlock()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, ll := range logs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if graceful {
+				err = ll.log.Close()
+			} else {
+				ll.log.crash()
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if graceful {
+		errs = append(errs, n.def.Close())
+	} else {
+		n.def.crash()
+	}
+	errs = append(errs, n.closeShared(graceful))
+	return errors.Join(errs...)
+}
+
+// closeShared closes what the node's logs share: the journal, the
+// router, gossip (leaving first when graceful) and the transport.
+func (n *Node) closeShared(graceful bool) error {
+	var errs []error
+	if n.journal != nil {
+		errs = append(errs, n.journal.Close())
+	}
+	if n.ml != nil {
+		if graceful {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if err := n.ml.Leave(ctx); err != nil {
+				n.logger.Debug("gossip leave", "error", err)
+			}
+			cancel()
+		}
+		errs = append(errs, n.ml.Close())
+	}
+	if n.tcp != nil {
+		errs = append(errs, n.tcp.Close())
+	}
+	if n.mux != nil {
+		n.mux.close()
+	}
+	return errors.Join(errs...)
+}
