@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/replog-io/replog/replica"
 )
@@ -96,12 +97,16 @@ func nameHash(parts ...string) uint64 {
 	return h.Sum64()
 }
 
-// place chooses a new log's replicas among voters: the n least loaded
-// (by how many logs of c each holds), ties broken by a hash of the name
-// and the node; and its preferred leader among them: the one that is
-// preferred leader of the fewest logs, ties the same way. The replicas
-// come back in voters' order.
+// place chooses a new log's preferred leader and replicas among voters:
+// the leader is the voter that is preferred leader of the fewest logs of
+// c, then the least loaded (holding the fewest logs); the other n-1
+// replicas are the least loaded of the rest. Ties go by a hash of the
+// name and the node: the same on every node, different from log to log.
+// The replicas come back in voters' order.
 func place(name string, voters []string, c *catalog, n int) (replicas []string, leader string) {
+	if len(voters) == 0 || n <= 0 {
+		return nil, ""
+	}
 	load, leads := map[string]int{}, map[string]int{}
 	if c != nil {
 		for _, e := range c.logs {
@@ -111,29 +116,35 @@ func place(name string, voters []string, c *catalog, n int) (replicas []string, 
 			leads[e.spec.Leader]++
 		}
 	}
-	byLoad := func(count map[string]int) func(a, b string) int {
-		return func(a, b string) int {
-			if d := count[a] - count[b]; d != 0 {
-				return d
-			}
-			ha, hb := nameHash(name, a), nameHash(name, b)
-			switch {
-			case ha < hb:
-				return -1
-			case ha > hb:
-				return 1
-			}
-			return 0
+	tie := func(a, b string) int {
+		ha, hb := nameHash(name, a), nameHash(name, b)
+		switch {
+		case ha < hb:
+			return -1
+		case ha > hb:
+			return 1
 		}
+		return strings.Compare(a, b)
 	}
 	cand := slices.Clone(voters)
-	slices.SortStableFunc(cand, byLoad(load))
-	chosen := cand[:min(n, len(cand))]
-	leaderCand := slices.Clone(chosen)
-	slices.SortStableFunc(leaderCand, byLoad(leads))
-	if len(leaderCand) > 0 {
-		leader = leaderCand[0]
-	}
+	slices.SortFunc(cand, func(a, b string) int {
+		if d := leads[a] - leads[b]; d != 0 {
+			return d
+		}
+		if d := load[a] - load[b]; d != 0 {
+			return d
+		}
+		return tie(a, b)
+	})
+	leader = cand[0]
+	rest := cand[1:]
+	slices.SortFunc(rest, func(a, b string) int {
+		if d := load[a] - load[b]; d != 0 {
+			return d
+		}
+		return tie(a, b)
+	})
+	chosen := append([]string{leader}, rest[:min(n-1, len(rest))]...)
 	for _, v := range voters {
 		if slices.Contains(chosen, v) {
 			replicas = append(replicas, v)

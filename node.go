@@ -173,13 +173,22 @@ func (n *Node) signal() {
 // catalog holds name; an error saying so while the cluster's
 // feature level is below protocol.FeatureLevelNamedLogs; and those of
 // Append (ErrUnknownOutcome, a *NotLeaderError wrapping ctx.Err(),
-// ErrClosed, ErrStorageFailed), and ctx's while it waits for the log to
-// open.
+// ErrClosed, ErrStorageFailed) and of Barrier (ErrNoLeader), and ctx's
+// while it waits for the log to open.
 func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log, error) {
 	if err := protocol.ValidLogName(name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if err := lo.Validate(); err != nil {
+		return nil, err
+	}
+	// Placement counts the catalog: a barrier first, so that it counts
+	// every log whose creation was acknowledged before this call, on any
+	// node.
+	if err := n.def.Barrier(ctx); err != nil {
+		return nil, fmt.Errorf("replog: create log %q: %w", name, err)
+	}
+	if err := n.waitFor(ctx, func(c *catalog) bool { return c.hw >= n.def.Status().ReadableHW }); err != nil {
 		return nil, err
 	}
 	c := n.cat.Load()
