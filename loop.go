@@ -202,10 +202,14 @@ func (p *pump) carryOut(out *shell.Output) {
 	l.publish(out.Status, out.ReadableHW, out.ReadableMoved)
 	p.resolve(out.Resolved)
 	if l.net.onCatalog != nil {
+		// The catalog once the core knows it (R82), and the HW it is
+		// as of whenever that moves: a Node waits on both.
 		core := l.node.Replica()
-		if v := core.LogsVersion(); v != l.logsVersion || !l.catalogSent {
-			l.logsVersion, l.catalogSent = v, true
-			l.net.onCatalog(core.Logs(), out.ReadableHW)
+		if hw, ok := core.LogsAsOf(); ok {
+			if v := core.LogsVersion(); v != l.logsVersion || hw != l.catalogHW {
+				l.net.onCatalog(core.Logs(), hw, v != l.logsVersion)
+				l.logsVersion, l.catalogHW = v, hw
+			}
 		}
 	}
 	if l.ml != nil && l.net.advertise && out.ClaimChanged {

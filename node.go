@@ -62,6 +62,9 @@ type Node struct {
 	mu    sync.Mutex
 	logs  map[string]*localLog // the named logs open here
 	ready chan struct{}        // closed and replaced when cat or logs change
+	// waiters counts the calls in waitFor: only for them does a move of
+	// the catalog's HW alone signal.
+	waiters atomic.Int32
 
 	closing   chan struct{}
 	wg        sync.WaitGroup
@@ -136,8 +139,17 @@ func openNode(opts Options) (*Node, error) {
 func (n *Node) Default() *Log { return n.def }
 
 // catalogChanged runs on the default log's loop whenever the readable
-// catalog changed: it publishes it and wakes the reconciler.
-func (n *Node) catalogChanged(recs []replica.LogRecord, hw uint64) {
+// catalog or the HW it is as of moved: it publishes them and wakes the
+// reconciler (on a change) and the calls waiting.
+func (n *Node) catalogChanged(recs []replica.LogRecord, hw uint64, changed bool) {
+	prev := n.cat.Load()
+	if !changed && prev != nil {
+		n.cat.Store(&catalog{logs: prev.logs, hw: hw})
+		if n.waiters.Load() > 0 {
+			n.signal()
+		}
+		return
+	}
 	c, err := newCatalog(recs, hw)
 	if err != nil {
 		n.logger.Error("catalog entry does not decode; the log is left closed", "error", err)
@@ -260,6 +272,8 @@ func logChangeErr(what, name string, err error) error {
 // waitFor waits until done, called under n.mu with the newest catalog,
 // says so.
 func (n *Node) waitFor(ctx context.Context, done func(c *catalog) bool) error {
+	n.waiters.Add(1)
+	defer n.waiters.Add(-1)
 	for {
 		n.mu.Lock()
 		c, ready := n.cat.Load(), n.ready

@@ -141,10 +141,9 @@ type Log struct {
 	// its leader in gossip.
 	net  netParts
 	name string // the log's name; "" for a node's default log
-	// logsVersion is the core's LogsVersion last given to
-	// net.onCatalog (catalogSent: once given); the loop's.
-	logsVersion uint64
-	catalogSent bool
+	// logsVersion and catalogHW are the core's LogsVersion and LogsAsOf
+	// last given to net.onCatalog (0: never); the loop's.
+	logsVersion, catalogHW uint64
 	writer      *writer
 	// journalOn: the store was opened with the commit journal, or the
 	// writer was asked to turn it on (useJournal; the loop's, or Open's
@@ -292,10 +291,11 @@ type netParts struct {
 	// bootstraps (R60) instead of the static peers and gossip members: a
 	// named log's other replicas, the only nodes that answer for it.
 	members []string
-	// onCatalog, if not nil, is given the catalog of named logs as of the
-	// readable HW whenever it changes (and at the first round), on the
-	// loop goroutine: a Node's default log.
-	onCatalog func(recs []replica.LogRecord, hw uint64)
+	// onCatalog, if not nil, is given the catalog of named logs and the
+	// readable HW it is as of whenever either moves, once the core knows
+	// the catalog (changed: the catalog itself changed, or is given for
+	// the first time), on the loop goroutine: a Node's default log.
+	onCatalog func(recs []replica.LogRecord, hw uint64, changed bool)
 }
 
 // openLog opens the log o configures (defaults applied, Validate passed)
