@@ -144,7 +144,7 @@ type Log struct {
 	// logsVersion and catalogHW are the core's LogsVersion and LogsAsOf
 	// last given to net.onCatalog (0: never); the loop's.
 	logsVersion, catalogHW uint64
-	writer      *writer
+	writer                 *writer
 	// journalOn: the store was opened with the commit journal, or the
 	// writer was asked to turn it on (useJournal; the loop's, or Open's
 	// before the loop starts).
