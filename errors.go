@@ -156,4 +156,7 @@ var (
 	ErrUnknownLog = replica.ErrUnknownLog
 	// ErrNotReplica: Node.Log named a log this node is not a replica of.
 	ErrNotReplica = errors.New("replog: this node is not a replica of the log")
+	// ErrFeatureLevelTooLow: the cluster's feature level is below
+	// protocol.FeatureLevelNamedLogs, the level a catalog change needs.
+	ErrFeatureLevelTooLow = replica.ErrFeatureLevelTooLow
 )

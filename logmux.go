@@ -125,33 +125,45 @@ func (m *logMux) run() {
 				down = nil
 				continue
 			}
-			m.each(func(in *inbox) {
-				select {
-				case in.down <- id:
-				default:
-					m.full.Add(1)
-				}
-			})
+			m.peerDown(id)
 		case h, ok := <-hints:
 			if !ok {
 				hints = nil
 				continue
 			}
-			m.each(func(in *inbox) {
-				switch {
-				case h.Kind == membership.LeaderClaim && in.name != "":
-					return
-				case h.Kind == membership.MemberJoined && in.replicas != nil && !in.replicas[h.Node]:
-					return
-				}
-				select {
-				case in.hints <- h:
-				default:
-					m.full.Add(1)
-				}
-			})
+			m.hint(h)
 		}
 	}
+}
+
+// peerDown hands a lost peer to every log.
+func (m *logMux) peerDown(id string) {
+	m.each(func(in *inbox) {
+		select {
+		case in.down <- id:
+		default:
+			m.full.Add(1)
+		}
+	})
+}
+
+// hint hands a gossip hint to the logs it is for: a leader claim to the
+// default log, a joined member to the logs it replicates, a failed node
+// to every log.
+func (m *logMux) hint(h membership.Hint) {
+	m.each(func(in *inbox) {
+		switch {
+		case h.Kind == membership.LeaderClaim && in.name != "":
+			return
+		case h.Kind == membership.MemberJoined && in.replicas != nil && !in.replicas[h.Node]:
+			return
+		}
+		select {
+		case in.hints <- h:
+		default:
+			m.full.Add(1)
+		}
+	})
 }
 
 // route hands msg to its log's inbox.

@@ -182,8 +182,11 @@ func (n *Node) signal() {
 // Errors: one wrapping ErrInvalidArgument for a name that is not 1 to
 // protocol.MaxLogNameLength bytes of [a-z0-9._-] (not starting with '.');
 // ErrInvalidOptions naming the bad field of lo; ErrLogExists if the
-// catalog holds name; an error saying so while the cluster's
-// feature level is below protocol.FeatureLevelNamedLogs; and those of
+// catalog holds name; ErrFeatureLevelTooLow if ctx ends while the
+// cluster's feature level is below protocol.FeatureLevelNamedLogs (a
+// new cluster's leader raises it soon after its election: CreateLog
+// waits for it; a node of an older release, or this node's
+// MaxFeatureLevel, holds it down); and those of
 // Append (ErrUnknownOutcome, a *NotLeaderError wrapping ctx.Err(),
 // ErrClosed, ErrStorageFailed) and of Barrier (ErrNoLeader), and ctx's
 // while it waits for the log to open.
@@ -193,6 +196,9 @@ func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log,
 	}
 	if err := lo.Validate(); err != nil {
 		return nil, err
+	}
+	if err := n.waitNamedLogsLevel(ctx); err != nil {
+		return nil, fmt.Errorf("replog: create log %q: %w", name, err)
 	}
 	// Placement counts the catalog: a barrier first, so that it counts
 	// every log whose creation was acknowledged before this call, on any
@@ -288,6 +294,35 @@ func (n *Node) waitFor(ctx context.Context, done func(c *catalog) bool) error {
 			return ctx.Err()
 		case <-n.closing:
 			return ErrClosed
+		}
+	}
+}
+
+// waitNamedLogsLevel waits for the cluster's feature level to reach
+// protocol.FeatureLevelNamedLogs, which a new cluster's leader raises it
+// to soon after its election (R68), unless this node's MaxFeatureLevel
+// holds it lower. It ends with an error wrapping ErrFeatureLevelTooLow
+// (and ctx's error, when ctx ends first: a node of an older release keeps
+// the level down).
+func (n *Node) waitNamedLogsLevel(ctx context.Context) error {
+	want := protocol.FeatureLevelNamedLogs
+	if h := n.opts.MaxFeatureLevel; h > 0 && h < want {
+		return fmt.Errorf("%w: Options.MaxFeatureLevel (%d) holds the cluster below %d, the level named logs need", ErrFeatureLevelTooLow, h, want)
+	}
+	for {
+		if lvl := n.def.Status().FeatureLevel; lvl >= want {
+			return nil
+		}
+		t := time.NewTimer(retryMax / 4)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: the cluster is at level %d, named logs need %d (every node must run a release that supports it): %w",
+				ErrFeatureLevelTooLow, n.def.Status().FeatureLevel, want, ctx.Err())
+		case <-n.closing:
+			t.Stop()
+			return ErrClosed
+		case <-t.C:
 		}
 	}
 }

@@ -1,0 +1,85 @@
+package replog
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replog-io/replog/membership"
+	"github.com/replog-io/replog/protocol"
+)
+
+// TestLogMuxRoutesByName (R84): a message goes to the log it names and no
+// other; one for a log not open here is dropped and counted; a lost peer
+// goes to every log; a leader claim to the default log only; a joined
+// member to the logs it replicates.
+func TestLogMuxRoutesByName(t *testing.T) {
+	m := newLogMux(nil, nil, hclog.NewNullLogger())
+	defer m.close()
+	_, def := m.add("", nil)
+	_, a := m.add("a", []string{"n1", "n2"})
+	_, b := m.add("b", []string{"n1", "n3"})
+	m.route(protocol.Message{From: "n2", To: "n1", Log: "a", Body: &protocol.VoteRequest{}})
+	m.route(protocol.Message{From: "n2", To: "n1", Body: &protocol.VoteRequest{}})
+	m.route(protocol.Message{From: "n2", To: "n1", Log: "zz", Body: &protocol.VoteRequest{}})
+	if len(a.recv) != 1 || (<-a.recv).Log != "a" {
+		t.Fatalf("log a got %d messages, want its one", len(a.recv))
+	}
+	if len(def.recv) != 1 || len(b.recv) != 0 {
+		t.Fatalf("default log got %d messages (want 1), b %d (want 0)", len(def.recv), len(b.recv))
+	}
+	if m.unknown.Load() != 1 {
+		t.Fatalf("dropped for an unknown log: %d, want 1", m.unknown.Load())
+	}
+	m.peerDown("n2")
+	for _, in := range []*inbox{def, a, b} {
+		if len(in.down) != 1 {
+			t.Fatalf("log %q: %d lost peers, want 1", in.name, len(in.down))
+		}
+	}
+	m.hint(membership.Hint{Kind: membership.LeaderClaim, Node: "n2", Epoch: 3})
+	m.hint(membership.Hint{Kind: membership.MemberJoined, Node: "n3"})
+	m.hint(membership.Hint{Kind: membership.NodeFailed, Node: "n2"})
+	if got := []int{len(def.hints), len(a.hints), len(b.hints)}; got[0] != 3 || got[1] != 1 || got[2] != 2 {
+		t.Fatalf("hints (default, a, b) = %v, want [3 1 2]", got)
+	}
+	m.remove(a)
+	m.route(protocol.Message{From: "n2", To: "n1", Log: "a", Body: &protocol.VoteRequest{}})
+	if len(a.recv) != 0 || m.unknown.Load() != 2 {
+		t.Fatalf("a removed log still gets messages (%d), dropped %d", len(a.recv), m.unknown.Load())
+	}
+}
+
+// TestRemoveStale (R83): a node removes the directories of logs the
+// catalog no longer holds (deleted, or an older incarnation, or not this
+// node's), but never one created at or above the catalog's HW: a node
+// whose catalog is behind must not take a newer log for a deleted one.
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	n := &Node{opts: Options{Dir: dir, NodeID: "n1"}.withDefaults(), logger: hclog.NewNullLogger()}
+	n.opts.NoSync = true
+	defer func() {
+		if n.journal != nil {
+			_ = n.journal.Close()
+		}
+	}()
+	c := &catalog{hw: 10, logs: map[string]catalogEntry{
+		"keep":  {name: "keep", incarnation: 4, spec: logSpec{Replicas: []string{"n1", "n2"}}},
+		"other": {name: "other", incarnation: 5, spec: logSpec{Replicas: []string{"n2", "n3"}}},
+	}}
+	logs := filepath.Join(dir, logsDirName)
+	for _, d := range []string{"keep-4", "keep-2", "gone-3", "new-12", "other-5"} {
+		if err := os.MkdirAll(filepath.Join(logs, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.removeStale(c)
+	for d, want := range map[string]bool{"keep-4": true, "keep-2": false, "gone-3": false, "new-12": true, "other-5": false} {
+		_, err := os.Stat(filepath.Join(logs, d))
+		if got := err == nil; got != want {
+			t.Errorf("%s kept: %v, want %v", d, got, want)
+		}
+	}
+}
