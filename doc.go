@@ -42,6 +42,19 @@
 // A node whose ID is not among the Voters is an observer: it keeps a full
 // copy and serves reads, but never votes and never counts for commits.
 //
+// # Many logs per node
+//
+// A Node hosts many named logs on one transport, gossip member and commit
+// journal (OpenNode; docs/logs.md). Which logs exist is replicated state
+// of its default log (Node.Default, the log Open opens): CreateLog and
+// DeleteLog work on any node, every node opens the logs it is a replica
+// of, and each named log is a *Log with everything a Log offers:
+//
+//	node, err := replog.OpenNode(opts)
+//	if err != nil { ... }
+//	defer node.Close()
+//	orders, err := node.CreateLog(ctx, "orders", replog.LogOptions{})
+//
 // # Appending
 //
 // Append returns once the entry is committed: written durably (fsync) by a

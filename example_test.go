@@ -311,3 +311,49 @@ func ExampleLog_AddVoter() {
 	// voter n2 at its directory: true
 	// voter n3 at its directory: true
 }
+
+// A single node hosting two named logs besides its default log: each is a
+// Log of its own, with its own offsets.
+func ExampleOpenNode() {
+	dir, err := os.MkdirTemp("", "replog-node-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	node, err := replog.OpenNode(replog.Options{Dir: dir, NoSync: true})
+	if err != nil {
+		panic(err)
+	}
+	defer node.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{"orders", "payments"} {
+		l, err := node.CreateLog(ctx, name, replog.LogOptions{})
+		if err != nil {
+			panic(err)
+		}
+		if _, err := l.Append(ctx, []byte(name+" #1")); err != nil {
+			panic(err)
+		}
+	}
+	if _, err := node.CreateLog(ctx, "orders", replog.LogOptions{}); errors.Is(err, replog.ErrLogExists) {
+		fmt.Println("orders exists")
+	}
+	for _, info := range node.Logs() {
+		l, err := node.Log(info.Name)
+		if err != nil {
+			panic(err)
+		}
+		for e, err := range l.Read(ctx, 0) {
+			if err != nil {
+				panic(err)
+			}
+			fmt.Println(l.Name(), string(e.Data), info.Replicas)
+			break
+		}
+	}
+	// Output:
+	// orders exists
+	// orders orders #1 [node1]
+	// payments payments #1 [node1]
+}

@@ -22,6 +22,15 @@ import (
 
 // Options configures a Log. The zero value plus Dir is a working
 // single-node log. Open never modifies the caller's Options.
+//
+// For OpenNode, Options configure the node and its default log. Per log
+// (each named log has its own, from its LogOptions, docs/logs.md):
+// RetentionBytes, RetentionAge, SegmentBytes, DedupWindow,
+// ProducerIdleTimeout, DisableIdempotence, MaxRecordSize, FetchMaxBytes,
+// CatchUpBytesPerSecond and MaxUncommittedBytes here are the default
+// log's. Every other field is the node's, shared by all its logs; Voters
+// are the default log's voters, among which each named log's replicas are
+// chosen.
 type Options struct {
 	// Dir is the node's data directory, owned by the storage package
 	// (storage.OpenDir): the log as bbolt segment files (the active one,
