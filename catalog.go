@@ -6,8 +6,10 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 )
 
@@ -78,6 +80,38 @@ func newCatalog(recs []replica.LogRecord, hw uint64) (*catalog, error) {
 // into the journal's 32 bits (1<<32-1 is reserved).
 func journalLogID(incarnation uint64) uint32 {
 	return uint32(incarnation % (1<<32 - 1))
+}
+
+// incarnationSuffixMax is the longest suffix wireLogName adds to a name:
+// a '.' and a uint64 in base 36 (13 digits).
+const incarnationSuffixMax = 1 + 13
+
+// MaxLogNameLength is the longest name of a named log, in bytes: on the
+// wire a message names its log's incarnation too (wireLogName), within
+// protocol.MaxLogNameLength.
+const MaxLogNameLength = protocol.MaxLogNameLength - incarnationSuffixMax
+
+// checkLogName checks a named log's name: protocol.ValidLogName's rule,
+// within MaxLogNameLength; else an error wrapping ErrInvalidArgument.
+func checkLogName(name string) error {
+	if err := protocol.ValidLogName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if len(name) > MaxLogNameLength {
+		return fmt.Errorf("%w: log name %q is %d bytes, over MaxLogNameLength (%d)", ErrInvalidArgument, name, len(name), MaxLogNameLength)
+	}
+	return nil
+}
+
+// wireLogName is what a named log's messages carry as protocol.Message.Log:
+// its name and incarnation. A log deleted and created again under its name
+// is another log: a node still running the old one (its catalog a little
+// behind) must neither answer the new one's bootstrap question (R60: it
+// would say a cluster exists, and the new log would fetch the deleted
+// one's entries) nor take its messages. The suffix is of characters
+// protocol.ValidLogName accepts, and the last '.' starts it.
+func wireLogName(name string, incarnation uint64) string {
+	return name + "." + strconv.FormatUint(incarnation, 36)
 }
 
 // logDirName is a named log's directory under <Dir>/logs: its name and

@@ -41,7 +41,7 @@ type logMux struct {
 
 // inbox is one log's share of the mux: the channels its loop reads.
 type inbox struct {
-	name  string
+	name  string // what its messages carry as Log (wireLogName; "" for the default log)
 	recv  chan protocol.Message
 	down  chan string
 	hints chan membership.Hint

@@ -1,8 +1,11 @@
 package replog
 
 import (
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,9 +48,15 @@ func TestLogMuxRoutesByName(t *testing.T) {
 	if got := []int{len(def.hints), len(a.hints), len(b.hints)}; got[0] != 3 || got[1] != 1 || got[2] != 2 {
 		t.Fatalf("hints (default, a, b) = %v, want [3 1 2]", got)
 	}
+	// Another incarnation of a log open here is another log.
+	_, inc := m.add(wireLogName("orders", 17), []string{"n1"})
+	m.route(protocol.Message{From: "n2", To: "n1", Log: wireLogName("orders", 18), Body: &protocol.VoteRequest{}})
+	if len(inc.recv) != 0 || m.unknown.Load() != 2 {
+		t.Fatalf("a message of another incarnation delivered (%d) or not counted (%d)", len(inc.recv), m.unknown.Load())
+	}
 	m.remove(a)
 	m.route(protocol.Message{From: "n2", To: "n1", Log: "a", Body: &protocol.VoteRequest{}})
-	if len(a.recv) != 0 || m.unknown.Load() != 2 {
+	if len(a.recv) != 0 || m.unknown.Load() != 3 {
 		t.Fatalf("a removed log still gets messages (%d), dropped %d", len(a.recv), m.unknown.Load())
 	}
 }
@@ -80,6 +89,28 @@ func TestRemoveStale(t *testing.T) {
 		_, err := os.Stat(filepath.Join(logs, d))
 		if got := err == nil; got != want {
 			t.Errorf("%s kept: %v, want %v", d, got, want)
+		}
+	}
+}
+
+// TestWireLogName: the longest name with the largest incarnation is a
+// name the wire carries, and no two (name, incarnation) pairs share one.
+func TestWireLogName(t *testing.T) {
+	long := strings.Repeat("a", MaxLogNameLength)
+	if err := protocol.ValidLogName(wireLogName(long, math.MaxUint64)); err != nil {
+		t.Fatalf("the longest wire name: %v", err)
+	}
+	if err := checkLogName(long + "a"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a name over MaxLogNameLength: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, name := range []string{"a", "a.1", "a.b", "b"} {
+		for _, inc := range []uint64{1, 36, 37, 1 << 40} {
+			w := wireLogName(name, inc)
+			if seen[w] {
+				t.Fatalf("%q %d: wire name %q taken", name, inc, w)
+			}
+			seen[w] = true
 		}
 	}
 }

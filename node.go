@@ -180,7 +180,8 @@ func (n *Node) signal() {
 // the one of them that is preferred leader of the fewest logs.
 //
 // Errors: one wrapping ErrInvalidArgument for a name that is not 1 to
-// protocol.MaxLogNameLength bytes of [a-z0-9._-] (not starting with '.');
+// MaxLogNameLength bytes of [a-z0-9._-] (not starting with '.', see
+// protocol.ValidLogName);
 // ErrInvalidOptions naming the bad field of lo; ErrLogExists if the
 // catalog holds name; ErrFeatureLevelTooLow if ctx ends while the
 // cluster's feature level is below protocol.FeatureLevelNamedLogs (a
@@ -191,8 +192,8 @@ func (n *Node) signal() {
 // ErrClosed, ErrStorageFailed) and of Barrier (ErrNoLeader), and ctx's
 // while it waits for the log to open.
 func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log, error) {
-	if err := protocol.ValidLogName(name); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	if err := checkLogName(name); err != nil {
+		return nil, err
 	}
 	if err := lo.Validate(); err != nil {
 		return nil, err
@@ -252,8 +253,8 @@ func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log,
 // ErrUnknownLog if the catalog does not hold name, and those of
 // CreateLog.
 func (n *Node) DeleteLog(ctx context.Context, name string) error {
-	if err := protocol.ValidLogName(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	if err := checkLogName(name); err != nil {
+		return err
 	}
 	off, err := n.def.proposeLogChange(ctx, name, nil)
 	if err != nil {
@@ -470,7 +471,7 @@ func (n *Node) openNamed(e catalogEntry) error {
 	cfgs.store.Journal = false
 	cfgs.store.SharedJournal = j
 	cfgs.store.JournalLogID = journalLogID(e.incarnation)
-	np, in := n.mux.add(e.name, e.spec.Replicas)
+	np, in := n.mux.add(wireLogName(e.name, e.incarnation), e.spec.Replicas)
 	np.members = slices.DeleteFunc(slices.Clone(e.spec.Replicas), func(id string) bool { return id == n.opts.NodeID })
 	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
 		n.mux.remove(in)
