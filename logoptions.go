@@ -20,16 +20,36 @@ type LogOptions struct {
 	// the cluster has fewer.
 	Replicas int `json:"replicas,omitempty"`
 
-	RetentionBytes        int64         `json:"retention_bytes,omitempty"`
-	RetentionAge          time.Duration `json:"retention_age,omitempty"`
-	SegmentBytes          int64         `json:"segment_bytes,omitempty"`
-	DedupWindow           time.Duration `json:"dedup_window,omitempty"`
-	ProducerIdleTimeout   time.Duration `json:"producer_idle_timeout,omitempty"`
-	MaxRecordSize         int           `json:"max_record_size,omitempty"`
-	FetchMaxBytes         int           `json:"fetch_max_bytes,omitempty"`
-	CatchUpBytesPerSecond int           `json:"catch_up_bytes_per_second,omitempty"`
-	MaxUncommittedBytes   int           `json:"max_uncommitted_bytes,omitempty"`
-	DisableIdempotence    bool          `json:"disable_idempotence,omitempty"`
+	// RetentionBytes is Options.RetentionBytes for this log. Default 0:
+	// keep everything.
+	RetentionBytes int64 `json:"retention_bytes,omitempty"`
+	// RetentionAge is Options.RetentionAge for this log. Default 0: off.
+	RetentionAge time.Duration `json:"retention_age,omitempty"`
+	// SegmentBytes is Options.SegmentBytes for this log. Default
+	// storage.DefaultSegmentBytes (64 MiB).
+	SegmentBytes int64 `json:"segment_bytes,omitempty"`
+	// DedupWindow is Options.DedupWindow for this log. Default
+	// DefaultDedupWindow.
+	DedupWindow time.Duration `json:"dedup_window,omitempty"`
+	// ProducerIdleTimeout is Options.ProducerIdleTimeout for this log.
+	// Default DefaultProducerIdleTimeout.
+	ProducerIdleTimeout time.Duration `json:"producer_idle_timeout,omitempty"`
+	// MaxRecordSize is Options.MaxRecordSize for this log. Default
+	// DefaultMaxRecordSize.
+	MaxRecordSize int `json:"max_record_size,omitempty"`
+	// FetchMaxBytes is Options.FetchMaxBytes for this log. Default
+	// DefaultFetchMaxBytes.
+	FetchMaxBytes int `json:"fetch_max_bytes,omitempty"`
+	// CatchUpBytesPerSecond is Options.CatchUpBytesPerSecond for this
+	// log: each log's leader has its own quota. Default
+	// DefaultCatchUpBytesPerSecond; negative: no quota.
+	CatchUpBytesPerSecond int `json:"catch_up_bytes_per_second,omitempty"`
+	// MaxUncommittedBytes is Options.MaxUncommittedBytes for this log.
+	// Default DefaultMaxUncommittedBytes; negative: no bound.
+	MaxUncommittedBytes int `json:"max_uncommitted_bytes,omitempty"`
+	// DisableIdempotence is Options.DisableIdempotence for this log.
+	// Default false.
+	DisableIdempotence bool `json:"disable_idempotence,omitempty"`
 }
 
 // DefaultReplicas is LogOptions.Replicas's default.

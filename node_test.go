@@ -328,7 +328,33 @@ func TestNodePlacementFiveNodes(t *testing.T) {
 		return true
 	}
 	waitFor(t, "leaders spread", 30*time.Second, even)
-	c.stop("n3")
+	// A node that holds none of a log's replicas: CreateLog returns no
+	// Log, and Log says it is not a replica.
+	for _, li := range c.nodes["n1"].Logs() {
+		if li.Local {
+			continue
+		}
+		if _, err := c.nodes["n1"].Log(li.Name); !errors.Is(err, ErrNotReplica) {
+			t.Fatalf("n1: Log(%s) of a log on %v: %v, want ErrNotReplica", li.Name, li.Replicas, err)
+		}
+	}
+	l, err := c.nodes["n1"].CreateLog(ctx, "p10", LogOptions{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infoP10 LogInfo
+	for _, li := range c.nodes["n1"].Logs() {
+		if li.Name == "p10" {
+			infoP10 = li
+		}
+	}
+	if (l != nil) != infoP10.Local || len(infoP10.Replicas) != 1 {
+		t.Fatalf("p10 on %v: CreateLog on n1 returned %v", infoP10.Replicas, l)
+	}
+	// A crashed node (no hand-over, no gossip leave) comes back with its
+	// logs, and the leaders spread again.
+	c.nodes["n3"].crash()
+	delete(c.nodes, "n3")
 	c.start("n3", c.opts["n3"])
 	waitFor(t, "leaders spread again after n3 restarted", 30*time.Second, even)
 }
