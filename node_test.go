@@ -301,6 +301,8 @@ func TestNodePlacementFiveNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// n1 may not have read of the last creation yet.
+	waitFor(t, "n1 lists the 10 logs", 10*time.Second, func() bool { return len(c.nodes["n1"].Logs()) == 10 })
 	held, preferred := map[string]int{}, map[string]int{}
 	for _, li := range c.nodes["n1"].Logs() {
 		if len(li.Replicas) != 3 {
