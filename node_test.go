@@ -505,3 +505,56 @@ func TestPlace(t *testing.T) {
 		t.Fatalf("3 replicas among 2 voters: %v", reps)
 	}
 }
+
+// TestNodeWipedNode: a node whose whole directory was wiped comes back
+// with its named logs, each refilled from its other replicas and made a
+// voter again at its new directory (R56, R58, R60 per log).
+func TestNodeWipedNode(t *testing.T) {
+	c := newNodeCluster(t, 3)
+	c.ready()
+	ctx := nodeCtx(t)
+	names := []string{"w1", "w2"}
+	oldDir := map[string]string{}
+	for _, name := range names {
+		l, err := c.nodes["n1"].CreateLog(ctx, name, LogOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(ctx, []byte(name+"-data")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, name+" on n2", 10*time.Second, func() bool {
+			l, err := c.nodes["n2"].Log(name)
+			if err == nil {
+				oldDir[name] = l.Status().DirectoryID
+			}
+			return err == nil && l.Status().ReadableHW >= 2
+		})
+	}
+	c.stop("n2")
+	dir := c.opts["n2"].Dir
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	n2 := c.start("n2", c.opts["n2"])
+	for _, name := range names {
+		var l *Log
+		waitFor(t, name+" open on the wiped n2", 30*time.Second, func() bool {
+			var err error
+			l, err = n2.Log(name)
+			return err == nil
+		})
+		if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != name+"-data" {
+			t.Fatalf("%s on the wiped n2: %q", name, got[0].Data)
+		}
+		waitFor(t, name+": n2 a voter again at its new directory", 30*time.Second, func() bool {
+			st := l.Status()
+			for _, v := range st.Voters {
+				if v.ID == "n2" {
+					return v.DirectoryID == st.DirectoryID && v.DirectoryID != oldDir[name]
+				}
+			}
+			return false
+		})
+	}
+}
