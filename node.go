@@ -716,3 +716,24 @@ func (n *Node) closeShared(graceful bool) error {
 	}
 	return errors.Join(errs...)
 }
+
+// NodeStats are a Node's own counters (each log has its Stats).
+type NodeStats struct {
+	// OpenLogs is how many named logs are open on this node.
+	OpenLogs int `json:"open_logs"`
+	// UnknownLogMessages counts the messages received for a log not open
+	// on this node (not created yet here, deleted, another incarnation),
+	// dropped (R84).
+	UnknownLogMessages uint64 `json:"unknown_log_messages"`
+	// InboxFullDrops counts the messages, lost peers and hints dropped
+	// because their log's inbox was full (a log whose loop fell behind).
+	InboxFullDrops uint64 `json:"inbox_full_drops"`
+}
+
+// Stats returns the Node's counters.
+func (n *Node) Stats() NodeStats {
+	n.mu.Lock()
+	open := len(n.logs)
+	n.mu.Unlock()
+	return NodeStats{OpenLogs: open, UnknownLogMessages: n.mux.unknown.Load(), InboxFullDrops: n.mux.full.Load()}
+}

@@ -183,6 +183,9 @@ func TestNodeLogsCreateAppendRead(t *testing.T) {
 			t.Fatalf("leaders %v: %s leads %d of 8 logs, want 2 or 3", c.leaders(), id, n)
 		}
 	}
+	if st := c.nodes["n1"].Stats(); st.OpenLogs != 8 {
+		t.Fatalf("n1 stats %+v, want 8 open logs", st)
+	}
 	infos := c.nodes["n1"].Logs()
 	if len(infos) != 8 || infos[0].Name != "log-0" || !infos[0].Local || len(infos[0].Replicas) != 3 {
 		t.Fatalf("Logs() = %+v", infos)
