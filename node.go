@@ -175,21 +175,21 @@ func (n *Node) signal() {
 // append does), and returns it once the creation is committed and, when
 // this node is one of its replicas, the log is open here; a nil *Log and
 // a nil error when this node is not one of them (Logs says which are).
-// Its replicas are lo.Replicas of the default log's voters, the least
-// loaded first (by how many logs each holds), and its preferred leader
-// the one of them that is preferred leader of the fewest logs.
+// Its replicas are lo.Replicas of the default log's voters: its preferred
+// leader, the voter that is preferred leader of the fewest logs, and the
+// least loaded of the others (by how many logs each holds; docs/logs.md
+// R85).
 //
 // Errors: one wrapping ErrInvalidArgument for a name that is not 1 to
-// MaxLogNameLength bytes of [a-z0-9._-] (not starting with '.', see
-// protocol.ValidLogName);
-// ErrInvalidOptions naming the bad field of lo; ErrLogExists if the
-// catalog holds name; ErrFeatureLevelTooLow if ctx ends while the
-// cluster's feature level is below protocol.FeatureLevelNamedLogs (a
-// new cluster's leader raises it soon after its election: CreateLog
-// waits for it; a node of an older release, or this node's
-// MaxFeatureLevel, holds it down); and those of
+// MaxLogNameLength bytes of [a-z0-9._-] not starting with '.' (see
+// protocol.ValidLogName); ErrInvalidOptions naming the bad field of lo;
+// ErrLogExists if the catalog holds name; ErrFeatureLevelTooLow if ctx
+// ends while the cluster's feature level is below
+// protocol.FeatureLevelNamedLogs (a new cluster's leader raises it soon
+// after its election, and CreateLog waits for it; a node of an older
+// release, or this node's MaxFeatureLevel, holds it down); those of
 // Append (ErrUnknownOutcome, a *NotLeaderError wrapping ctx.Err(),
-// ErrClosed, ErrStorageFailed) and of Barrier (ErrNoLeader), and ctx's
+// ErrClosed, ErrStorageFailed) and of Barrier (ErrNoLeader); and ctx's
 // while it waits for the log to open.
 func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log, error) {
 	if err := checkLogName(name); err != nil {
