@@ -118,6 +118,19 @@ func (c *nodeCluster) preferredLeading() bool {
 	return true
 }
 
+// logOn waits for node n to have log name open (a replica opens a log
+// shortly after its creation commits) and returns it.
+func logOn(t *testing.T, n *Node, name string) *Log {
+	t.Helper()
+	var l *Log
+	waitFor(t, name+" open on "+n.opts.NodeID, 20*time.Second, func() bool {
+		var err error
+		l, err = n.Log(name)
+		return err == nil
+	})
+	return l
+}
+
 func nodeCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -149,10 +162,7 @@ func TestNodeLogsCreateAppendRead(t *testing.T) {
 		t.Fatalf("creating a taken name: %v, want ErrLogExists", err)
 	}
 	for i, name := range names {
-		l, err := c.nodes[ids[(i+1)%3]].Log(name)
-		if err != nil {
-			t.Fatalf("log %s: %v", name, err)
-		}
+		l := logOn(t, c.nodes[ids[(i+1)%3]], name)
 		for j := range 3 {
 			if _, err := l.Append(ctx, fmt.Appendf(nil, "%s/%d", name, j)); err != nil {
 				t.Fatalf("append to %s: %v", name, err)
@@ -161,11 +171,7 @@ func TestNodeLogsCreateAppendRead(t *testing.T) {
 	}
 	for _, id := range ids {
 		for _, name := range names {
-			l, err := c.nodes[id].Log(name)
-			if err != nil {
-				t.Fatalf("%s: log %s: %v", id, name, err)
-			}
-			got := readN(t, l, 3, 20*time.Second)
+			got := readN(t, logOn(t, c.nodes[id], name), 3, 20*time.Second)
 			for j, e := range got {
 				if want := fmt.Sprintf("%s/%d", name, j); string(e.Data) != want {
 					t.Fatalf("%s: %s entry %d is %q, want %q", id, name, j, e.Data, want)
@@ -207,9 +213,7 @@ func TestNodeDeleteLog(t *testing.T) {
 	}
 	var dirs []string
 	for _, n := range c.nodes {
-		waitFor(t, "orders open on every replica", 10*time.Second, func() bool { _, err := n.Log("orders"); return err == nil })
-		ol, _ := n.Log("orders")
-		dirs = append(dirs, ol.opts.Dir)
+		dirs = append(dirs, logOn(t, n, "orders").opts.Dir)
 	}
 	if err := c.nodes["n2"].DeleteLog(ctx, "orders"); err != nil {
 		t.Fatal(err)
@@ -273,12 +277,7 @@ func TestNodeRestart(t *testing.T) {
 	}
 	n2 := c.start("n2", c.opts["n2"])
 	for _, name := range []string{"a", "b", "c"} {
-		var l *Log
-		waitFor(t, name+" open on the restarted n2", 20*time.Second, func() bool {
-			var err error
-			l, err = n2.Log(name)
-			return err == nil
-		})
+		l := logOn(t, n2, name)
 		if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != name+"-entry" {
 			t.Fatalf("%s after restart: %q", name, got[0].Data)
 		}
@@ -541,12 +540,7 @@ func TestNodeWipedNode(t *testing.T) {
 	}
 	n2 := c.start("n2", c.opts["n2"])
 	for _, name := range names {
-		var l *Log
-		waitFor(t, name+" open on the wiped n2", 30*time.Second, func() bool {
-			var err error
-			l, err = n2.Log(name)
-			return err == nil
-		})
+		l := logOn(t, n2, name)
 		if got := readN(t, l, 1, 20*time.Second); string(got[0].Data) != name+"-data" {
 			t.Fatalf("%s on the wiped n2: %q", name, got[0].Data)
 		}
