@@ -74,7 +74,7 @@ func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	m.mu.Lock()
 	m.routes[name] = in
 	m.mu.Unlock()
-	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, advertise: name == ""}
+	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, advertise: name == "", wire: name}
 	if m.tcp != nil {
 		np.tr = &logView{mux: m, in: in}
 	}

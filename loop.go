@@ -99,7 +99,7 @@ func (p *pump) wait() (requested, open bool) {
 				p.recv = nil
 				continue
 			}
-			p.events = append(p.events, shell.Message(m))
+			p.message(m)
 		case h, ok := <-p.hints:
 			if !ok {
 				p.hints = nil
@@ -133,11 +133,24 @@ func (p *pump) drain() {
 				p.recv = nil
 				return
 			}
-			p.events = append(p.events, shell.Message(m))
+			p.message(m)
 		default:
 			return
 		}
 	}
+}
+
+// message adds m to the round if it is this Log's: a message naming
+// another log (a Node's named log, sent to a node that runs this Log with
+// Open) is dropped, as one for an unknown log is by a Node's router
+// (docs/logs.md): taken, it would be a message of another log's epochs and
+// offsets stepped into this one.
+func (p *pump) message(m protocol.Message) {
+	if m.Log != p.l.net.wire {
+		p.l.stats.foreignMessage()
+		return
+	}
+	p.events = append(p.events, shell.Message(m))
 }
 
 // add adds request r's event to the round, under a new ID.

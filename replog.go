@@ -284,6 +284,11 @@ type netParts struct {
 	// owned: the Log closes tr and ml when it closes (Open's); a Node's
 	// logs leave them to the Node.
 	owned bool
+	// wire is what the Log's messages carry as protocol.Message.Log ("" for
+	// Open's and a Node's default log): a message that names another log
+	// is not this Log's, whatever the transport hands it (Open's reads the
+	// shared transport directly, with no router to sort them out).
+	wire string
 	// advertise: the Log puts its leader claims in gossip (one log per
 	// node does: Open's, or a Node's default log).
 	advertise bool

@@ -84,6 +84,12 @@ type Stats struct {
 	// tries again, and each try counts).
 	UncommittedBytes uint64
 	BacklogRefusals  uint64
+	// OtherLogMessages counts the messages this Log dropped because they
+	// name another log (protocol.Message.Log): a Node's named log's
+	// traffic reaching a node that runs this Log with Open. Nonzero means
+	// the cluster mixes Open and OpenNode nodes among a named log's
+	// replicas.
+	OtherLogMessages uint64
 
 	// StorageCommitLatency is the duration of each write the node made
 	// durable: one Store.Apply, a bbolt transaction with its fsyncs, or
@@ -280,6 +286,9 @@ type loopStats struct {
 	fwdSent       uint64
 	fwdReceived   uint64
 	fetchesServed uint64
+	// otherLog counts messages naming another log (foreignMessage: the
+	// loop's, outside the round's lock).
+	otherLog atomic.Uint64
 	// quota and backlog: the core's counters as of the last round.
 	quota     replica.QuotaStats
 	backlog   replica.BacklogStats
@@ -499,6 +508,9 @@ func (s *loopStats) resolved(now time.Time, m proposalMark, err error) {
 // fill copies what the loop counted into out, with the followers' lag
 // as of now; logStart stands for the remote LEO of a follower not heard
 // from.
+// foreignMessage counts a message dropped for naming another log.
+func (s *loopStats) foreignMessage() { s.otherLog.Add(1) }
+
 func (s *loopStats) fill(out *Stats, now time.Time, logStart uint64) {
 	s.mu.Lock()
 	s.initBounds()
@@ -509,6 +521,7 @@ func (s *loopStats) fill(out *Stats, now time.Time, logStart uint64) {
 	out.FetchesServed = s.fetchesServed
 	out.CatchUpThrottledFetches, out.CatchUpThrottledTime, out.CatchUpBytes = s.quota.Throttled, s.quota.Time, s.quota.Bytes
 	out.UncommittedBytes, out.BacklogRefusals = s.backlog.Bytes, s.backlog.Refused
+	out.OtherLogMessages = s.otherLog.Load()
 	out.CommitLatency = s.commit.snapshot()
 	out.FetchWait = s.fetchWait.snapshot()
 	for id, f := range s.followers {
