@@ -43,7 +43,8 @@ type record struct {
 
 // outcome is what applying a conditional operation decided.
 type outcome struct {
-	err error // nil, ErrExists or a *RevisionMismatchError
+	offset uint64 // the entry's
+	err    error  // nil, ErrExists or a *RevisionMismatchError
 }
 
 // Stats counts what a KV has done since Open.
@@ -83,7 +84,7 @@ type KV struct {
 	applied chan struct{} // closed and replaced whenever next moves or the loop ends
 	err     error         // why the loop ended; nil while it runs
 	pending map[uint64]bool
-	results map[uint64]outcome // by offset, for pending requests
+	results map[uint64]outcome // by request, for pending ones
 	ring    []Change           // the latest changes, for watchers
 	changes uint64             // changes ever recorded; ring holds the last len(ring)
 	stats   Stats
@@ -231,7 +232,8 @@ func (k *KV) apply(e replog.Entry) {
 		k.stats.Failed++
 	}
 	if o.request != 0 && k.pending[o.request] {
-		k.results[e.Offset] = res
+		res.offset = e.Offset
+		k.results[o.request] = res
 	}
 }
 
@@ -284,10 +286,9 @@ func (k *KV) write(ctx context.Context, o operation) (uint64, error) {
 		return off, nil
 	}
 	k.mu.Lock()
-	res, ok := k.results[off]
-	delete(k.results, off)
+	res, ok := k.results[o.request]
 	k.mu.Unlock()
-	if !ok {
+	if !ok || res.offset != off {
 		// Unreachable while the entry at off is ours: applying it records
 		// its outcome.
 		return off, fmt.Errorf("replog: kv: no outcome recorded for the %v at offset %d", o.op, off)
@@ -315,6 +316,7 @@ func (k *KV) unregister(r uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.pending, r)
+	delete(k.results, r)
 }
 
 // stopped is the loop's error once it has ended.
