@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/kv"
 )
 
 // logNode is what the HTTP handlers need from a replog node. *replog.Log
@@ -181,7 +182,9 @@ type server struct {
 	metrics http.Handler
 	// admin is the node's replogadmin handler, served under /admin/ (what
 	// replogctl status and tail ask); nil: not served.
-	admin  http.Handler
+	admin http.Handler
+	// kv is the key-value view on the log, served under /kv/; nil: 503.
+	kv     *kv.KV
 	logger hclog.Logger
 }
 
@@ -202,6 +205,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
 	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))
 	mux.HandleFunc("/metrics", s.only(http.MethodGet, s.handleMetrics))
+	mux.HandleFunc("/kv/{key...}", s.handleKV)
 	if s.admin != nil {
 		mux.Handle("/admin/", http.StripPrefix("/admin", s.admin))
 	}
@@ -281,7 +285,7 @@ func withCORS(trusted map[string]bool, h http.Handler) http.Handler {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
 		}
 		if r.Method == http.MethodOptions {
-			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, PUT")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
 			w.Header().Set("Access-Control-Allow-Headers", "Content-Type, "+idempotencyHeader)
 			w.Header().Set("Access-Control-Expose-Headers", replayedHeader)
 			w.Header().Set("Access-Control-Max-Age", "600")

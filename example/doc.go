@@ -1,12 +1,13 @@
 // Command example is a small service that embeds replog the way an
 // application would: each node opens a replog.Log and serves an HTTP API
 // (append, with an Idempotency-Key for retries that must not duplicate;
-// read; consumer cursors; delete before an offset; add and remove voters;
-// hand the leadership over; status; Prometheus metrics) and a live
-// dashboard of the replication state. With -pipeline FROM=TO a node also
-// runs an exactly-once pipeline: committed records starting with FROM are
-// appended again with TO instead, each once, however often the node is
-// killed (an ID derived from the input's offset, a cursor).
+// read; a key-value view, /kv/{key}; consumer cursors; delete before an
+// offset; add and remove voters; hand the leadership over; status;
+// Prometheus metrics) and a live dashboard of the replication state.
+// With -pipeline FROM=TO a node also runs an exactly-once pipeline:
+// committed records starting with FROM are appended again with TO
+// instead, each once, however often the node is killed (an ID derived
+// from the input's offset, a cursor).
 //
 // Without -id it runs a demo: three voters (-nodes) as child processes on
 // loopback, and a spare node (-spares) that is not started until the

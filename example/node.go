@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,12 +18,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/kv"
 	"github.com/replog-io/replog/replogadmin"
 	"github.com/replog-io/replog/replogprom"
 )
 
 // historySize bounds the status changes a node keeps for the dashboard.
 const historySize = 512
+
+// kvSnapshotEvery is how many operations the key-value view applies
+// between its snapshots.
+const kvSnapshotEvery = 1000
 
 // maxRecordSize is replog's default Options.MaxRecordSize: larger bodies
 // are refused before they reach the Log.
@@ -107,8 +113,23 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The KV logs only failed snapshots (Warn) and skipped entries (Debug).
+	kvLogger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The key-value view (/kv/): its state is snapshotted every
+	// kvSnapshotEvery operations. Without RetainUntilSnapshot, retention
+	// may delete what a restarted node's KV needs: the node then serves
+	// the log without it.
+	store, err := kv.Open(ctx, log, kv.Options{SnapshotEveryEntries: kvSnapshotEvery, Logger: kvLogger})
+	if err != nil {
+		logger.Warn("the key-value view is not running", "error", err)
+		store = nil
+	} else {
+		// Deferred after the Log's Close: runs before it.
+		defer store.Close()
+	}
 	s := &server{
 		node:          log,
+		kv:            store,
 		self:          cfg.id,
 		selfURL:       "http://" + ln.Addr().String(),
 		peers:         cfg.httpPeers,

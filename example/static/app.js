@@ -248,7 +248,7 @@ function buildBoard() {
     rows.append(row);
     S.rows[id] = { ...S.rows[id], row, role, epB, lsB, leB, hwB, note, track, cells, hwMark, leoMark, remotes, cellKey: '' };
   }
-  for (const via of [$('append-via'), $('delete-via')]) {
+  for (const via of [$('append-via'), $('delete-via'), $('kv-via')]) {
     for (const id of S.ids) {
       const o = el('option', '', id);
       o.value = id;
@@ -979,6 +979,53 @@ async function control(id, action) {
 
 // ---------- start ----------
 
+// ---------- the key-value view ----------
+
+// kvAction runs one KV operation through the chosen node and shows the
+// key's history as that node holds it.
+async function kvAction(kind) {
+  const key = $('kv-key').value.trim();
+  const out = $('kv-result');
+  if (key === '') { out.className = 'result err'; out.textContent = 'a key, please'; return; }
+  const via = $('kv-via').value;
+  const base = S.nodes[via].url + '/kv/' + encodeURIComponent(key);
+  out.className = 'result';
+  out.textContent = `${kind} via ${via}…`;
+  try {
+    let r;
+    if (kind === 'get') {
+      r = await request(base);
+    } else if (kind === 'delete') {
+      r = await request(base, { method: 'DELETE' }, 15000);
+    } else {
+      let url = base;
+      if (kind === 'update') url += '?expected=' + encodeURIComponent(S.kvRev || 0);
+      r = await request(url, { method: 'PUT', body: $('kv-value').value, headers: { 'Content-Type': 'text/plain' } }, 15000);
+    }
+    const b = r.body || {};
+    if (r.ok) {
+      out.className = 'result ok';
+      if (b.revision !== undefined) S.kvRev = b.revision;
+      out.textContent = kind === 'get' ? `${key} = ${b.value} at revision ${b.revision}` : `${kind}: revision ${b.revision}`;
+    } else {
+      out.className = 'result err';
+      out.textContent = `${r.status}: ${b.error || r.body}` + (b.current !== undefined ? ` (the key is at ${b.current})` : '');
+      if (b.current !== undefined) S.kvRev = b.current;
+    }
+    const h = await request(base + '?history=1');
+    const body = $('kv-history');
+    body.replaceChildren();
+    for (const c of (h.ok && h.body.history) || []) {
+      const tr = el('tr');
+      tr.append(el('td', '', String(c.revision)), el('td', c.deleted ? 'thin' : '', c.deleted ? '(deleted)' : c.value));
+      body.append(tr);
+    }
+  } catch (e) {
+    out.className = 'result err';
+    out.textContent = `${via} did not answer: ${e.name === 'AbortError' ? 'timeout' : e.message}`;
+  }
+}
+
 async function init() {
   let r;
   for (;;) {
@@ -998,6 +1045,10 @@ async function init() {
   buildBoard();
   $('append-form').addEventListener('submit', append);
   $('delete-form').addEventListener('submit', deleteBefore);
+  $('kv-form').addEventListener('submit', (ev) => { ev.preventDefault(); kvAction('put'); });
+  for (const b of document.querySelectorAll('#kv-form button[type=button]')) {
+    b.addEventListener('click', () => kvAction(b.dataset.kv));
+  }
   $('replay-button').addEventListener('click', () => S.lastReplay && playReplay(S.lastReplay));
   $('live-button').addEventListener('click', stopReplay);
   window.addEventListener('resize', () => !S.replay && render(liveView()));

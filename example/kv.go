@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/kv"
+)
+
+// kvEntryJSON is a key's value as /kv/{key} answers it.
+type kvEntryJSON struct {
+	Key      string `json:"key"`
+	Value    string `json:"value"`
+	Revision uint64 `json:"revision"`
+}
+
+// kvChangeJSON is one change of a key's history.
+type kvChangeJSON struct {
+	Revision uint64 `json:"revision"`
+	Value    string `json:"value,omitempty"`
+	Deleted  bool   `json:"deleted,omitempty"`
+}
+
+// kvMismatchJSON is a conditional write's refusal: the revision the key
+// was at when the write was applied.
+type kvMismatchJSON struct {
+	Error    string `json:"error"`
+	Code     string `json:"code"`
+	Current  uint64 `json:"current"`
+	Expected uint64 `json:"expected"`
+}
+
+// handleKV serves the key-value view on the log (package kv):
+//
+//	GET    /kv/{key}                this node's value (may be stale)
+//	GET    /kv/{key}?linearizable=1 after a barrier: linearizable
+//	GET    /kv/{key}?history=1      the revisions this node still holds
+//	PUT    /kv/{key}                set it (the body is the value)
+//	PUT    /kv/{key}?create=1       only if absent (409 exists)
+//	PUT    /kv/{key}?expected=REV   only at that revision (409 revision_mismatch)
+//	DELETE /kv/{key}
+//
+// GET /kv/ lists the keys (?prefix=P). Without a KV (it could not open:
+// retention deleted what its state needs) every request gets 503.
+func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
+	if s.kv == nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "the key-value view is not running on this node", Code: codeClosed})
+		return
+	}
+	key := r.PathValue("key")
+	if key == "" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "GET /kv/ lists the keys"})
+			return
+		}
+		keys := s.kv.Keys(r.URL.Query().Get("prefix"))
+		if keys == nil {
+			keys = []string{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.appendTimeout)
+	defer cancel()
+	q := r.URL.Query()
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if q.Get("history") != "" {
+			h, err := s.kv.History(ctx, key)
+			if err != nil {
+				s.kvError(w, err)
+				return
+			}
+			out := make([]kvChangeJSON, 0, len(h))
+			for _, c := range h {
+				out = append(out, kvChangeJSON{Revision: c.Revision, Value: string(c.Value), Deleted: c.Deleted})
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"key": key, "history": out})
+			return
+		}
+		var e kv.Entry
+		var err error
+		if q.Get("linearizable") != "" {
+			e, err = s.kv.GetLinearizable(ctx, key)
+		} else {
+			e, err = s.kv.Get(key)
+		}
+		if err != nil {
+			s.kvError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, kvEntryJSON{Key: e.Key, Value: string(e.Value), Revision: e.Revision})
+	case http.MethodPut:
+		value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxRecord))
+		if err != nil {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: "value larger than " + strconv.FormatInt(s.maxRecord, 10) + " bytes", Code: codeTooLarge})
+			return
+		}
+		var rev uint64
+		switch {
+		case q.Get("expected") != "":
+			exp, perr := strconv.ParseUint(q.Get("expected"), 10, 64)
+			if perr != nil {
+				writeJSON(w, http.StatusBadRequest, apiError{Error: "expected must be a revision", Code: codeBadRequest})
+				return
+			}
+			rev, err = s.kv.Update(ctx, key, value, exp)
+		case q.Get("create") != "":
+			rev, err = s.kv.Create(ctx, key, value)
+		default:
+			rev, err = s.kv.Put(ctx, key, value)
+		}
+		if err != nil {
+			s.kvError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, kvEntryJSON{Key: key, Value: string(value), Revision: rev})
+	case http.MethodDelete:
+		rev, err := s.kv.Delete(ctx, key)
+		if err != nil {
+			s.kvError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"key": key, "revision": rev})
+	default:
+		w.Header().Set("Allow", "GET, PUT, DELETE")
+		writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "method " + r.Method + " not allowed; use GET, PUT or DELETE"})
+	}
+}
+
+// kvError answers a KV call's error with its status code.
+func (s *server) kvError(w http.ResponseWriter, err error) {
+	var mismatch *kv.RevisionMismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		writeJSON(w, http.StatusConflict, kvMismatchJSON{Error: err.Error(), Code: "revision_mismatch", Current: mismatch.Current, Expected: mismatch.Expected})
+	case errors.Is(err, kv.ErrExists):
+		writeJSON(w, http.StatusConflict, apiError{Error: err.Error(), Code: "exists"})
+	case errors.Is(err, kv.ErrNotFound):
+		writeJSON(w, http.StatusNotFound, apiError{Error: err.Error(), Code: "not_found"})
+	case errors.Is(err, kv.ErrInvalidKey):
+		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error(), Code: codeBadRequest})
+	case errors.Is(err, replog.ErrTooLarge):
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: err.Error(), Code: codeTooLarge})
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		writeJSON(w, http.StatusGatewayTimeout, apiError{Error: err.Error(), Code: codeTimeout, Outcome: outcomeUnknown})
+	case errors.Is(err, replog.ErrNoLeader):
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error(), Code: codeNoLeader})
+	default:
+		s.logger.Warn("kv request failed", "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error(), Code: codeClosed})
+	}
+}
