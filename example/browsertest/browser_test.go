@@ -292,6 +292,26 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 
 	shot := screenshot("dashboard.png")
 
+	// The key-value card: two Puts of one key through the page's node,
+	// then its history there, newest last.
+	for _, v := range []string{"blue", "green"} {
+		if err := chromedp.Do(ctx,
+			chromedp.SetValue(chromedp.CSS(`#kv-key`), "color"),
+			chromedp.SetValue(chromedp.CSS(`#kv-value`), v),
+			chromedp.Click(chromedp.CSS(`#kv-form button[data-kv="put"]`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitJS("the put of "+v, fmt.Sprintf(`(() => {
+			const rows = [...document.querySelectorAll('#kv-history tr')].map(r => r.cells[1].textContent);
+			return rows.length > 0 && rows[rows.length - 1] === %q;
+		})()`, v))
+	}
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#kv-history tr')].map(r => r.cells[1].textContent).join(',')`)); err != nil || got != "blue,green" {
+		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#kv-result`)))
+		t.Fatalf("the key's history shows %q (%v; result %q)", got, err, msg)
+	}
+
 	// Voters and observers: n1..n3 vote, each at a recorded directory;
 	// the spare n4 is not running. Started with its row's Start button it
 	// is an observer, and "Add voter" makes it a voter.
