@@ -86,11 +86,7 @@ type localLog struct {
 // Open used opens unchanged with OpenNode, and the other way round while
 // it holds no named log.
 func OpenNode(opts Options) (*Node, error) {
-	n, err := openNode(opts)
-	if err != nil && opts.Listener != nil {
-		_ = opts.Listener.Close() // already closed if the transport had started
-	}
-	return n, err
+	return ownListener(opts, openNode)
 }
 
 func openNode(opts Options) (*Node, error) {

@@ -229,11 +229,17 @@ type outcome struct {
 // ErrDuplicateNodeID. Open owns Options.Listener: when it fails, the
 // listener is closed too.
 func Open(opts Options) (*Log, error) {
-	l, err := open(opts)
+	return ownListener(opts, open)
+}
+
+// ownListener runs open(opts) and closes opts.Listener if it fails: Open
+// and OpenNode own the listener they are given.
+func ownListener[T any](opts Options, open func(Options) (T, error)) (T, error) {
+	v, err := open(opts)
 	if err != nil && opts.Listener != nil {
 		_ = opts.Listener.Close() // already closed if the transport had started
 	}
-	return l, err
+	return v, err
 }
 
 // open is Open but for the listener's close when it fails.
