@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/tcplink"
 	"github.com/replog-io/replog/internal/testnode"
 )
 
@@ -61,8 +62,8 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	nodes   map[string]*node
-	links   map[[2]string]*link // [from, to]: the proxy from dials to reach to
-	apart   map[[2]string]bool  // cut pairs (both orders) of Partition
+	links   map[[2]string]*tcplink.Link // [from, to]: the proxy from dials to reach to
+	apart   map[[2]string]bool          // cut pairs (both orders) of Partition
 	paused  map[string]bool
 	killing map[string]bool
 }
@@ -92,7 +93,7 @@ func NewCluster(t TB, n int, opts ...Option) *Cluster {
 	}
 	c := &Cluster{
 		t: t, cfg: config{timeout: DefaultTimeout},
-		nodes: map[string]*node{}, links: map[[2]string]*link{},
+		nodes: map[string]*node{}, links: map[[2]string]*tcplink.Link{},
 		apart: map[[2]string]bool{}, paused: map[string]bool{}, killing: map[string]bool{},
 	}
 	for _, o := range opts {
@@ -114,7 +115,7 @@ func NewCluster(t TB, n int, opts ...Option) *Cluster {
 			if a == b {
 				continue
 			}
-			l, err := newLink()
+			l, err := tcplink.New()
 			if err != nil {
 				t.Fatalf("replogtest: link %s→%s: %v", a, b, err)
 			}
@@ -125,7 +126,7 @@ func NewCluster(t TB, n int, opts ...Option) *Cluster {
 		peers := map[string]string{}
 		for _, other := range c.ids {
 			if other != id {
-				peers[other] = c.links[[2]string{id, other}].addr()
+				peers[other] = c.links[[2]string{id, other}].Addr()
 			}
 		}
 		c.nodes[id].opts = replog.Options{
@@ -165,7 +166,7 @@ func (c *Cluster) open(id string) *replog.Log {
 	nd.log = l
 	for _, from := range c.ids {
 		if lk := c.links[[2]string{from, id}]; lk != nil {
-			lk.setTarget(l.Status().RPCAddr)
+			lk.SetTarget(l.Status().RPCAddr)
 		}
 	}
 	c.mu.Unlock()
@@ -413,11 +414,11 @@ func (c *Cluster) applyLocked() {
 		from, to := k[0], k[1]
 		switch {
 		case c.apart[k] || c.killing[from] || c.killing[to]:
-			l.setMode(cut)
+			l.SetMode(tcplink.Cut)
 		case c.paused[from] || c.paused[to]:
-			l.setMode(hold)
+			l.SetMode(tcplink.Hold)
 		default:
-			l.setMode(pass)
+			l.SetMode(tcplink.Pass)
 		}
 	}
 }
@@ -465,7 +466,7 @@ func (c *Cluster) cleanup() {
 	}
 	wg.Wait()
 	for _, l := range c.links {
-		if err := l.close(); err != nil {
+		if err := l.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

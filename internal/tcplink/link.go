@@ -1,4 +1,8 @@
-package replogtest
+// Package tcplink is a loopback TCP proxy that can hold or cut every
+// connection through it: what the in-process clusters (replogtest, the
+// bench's fail-over mode) put between two nodes to stop one as a killed
+// process looks to its peers, or pause it.
+package tcplink
 
 import (
 	"errors"
@@ -8,33 +12,33 @@ import (
 	"time"
 )
 
-// linkMode is what a link does with its connections.
-type linkMode uint8
+// Mode is what a Link does with its connections.
+type Mode uint8
 
 const (
-	// pass forwards bytes both ways.
-	pass linkMode = iota
-	// hold forwards nothing and keeps connections open: the bytes wait,
+	// Pass forwards bytes both ways.
+	Pass Mode = iota
+	// Hold forwards nothing and keeps connections open: the bytes wait,
 	// as they wait in socket buffers for a stopped process, and flow again
-	// at pass.
-	hold
-	// cut closes every connection and each new one at once, as a crashed
+	// at Pass.
+	Hold
+	// Cut closes every connection and each new one at once, as a crashed
 	// node's or a rejecting firewall's peers see it.
-	cut
+	Cut
 )
 
-// link is the TCP proxy one node dials to reach another (its Peers
+// Link is the TCP proxy one node dials to reach another (its Peers
 // address for that node): every byte between the two nodes crosses one
 // link per direction of dialling, so that the cluster can hold or cut
 // them. Its listening address is fixed when the cluster starts; its
 // target, the other node's real RPC address, is set at each Open of that
 // node.
-type link struct {
+type Link struct {
 	ln net.Listener
 
 	mu      sync.Mutex
 	target  string // "" while the node behind it has not opened
-	mode    linkMode
+	mode    Mode
 	resumed chan struct{} // closed when a hold ends
 	conns   map[*linkConn]struct{}
 	closed  bool
@@ -54,50 +58,52 @@ func (c *linkConn) close() {
 	})
 }
 
-// newLink listens on a loopback port the kernel picks; the port is bound
+// New listens on a loopback port the kernel picks; the port is bound
 // from here on, so no other process can take it before the nodes dial it.
-func newLink() (*link, error) {
+func New() (*Link, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	l := &link{ln: ln, resumed: make(chan struct{}), conns: map[*linkConn]struct{}{}, done: make(chan struct{})}
+	l := &Link{ln: ln, resumed: make(chan struct{}), conns: map[*linkConn]struct{}{}, done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.accept()
 	return l, nil
 }
 
-// addr is the address the dialling node has for the other.
-func (l *link) addr() string { return l.ln.Addr().String() }
+// Addr is the address the dialling node has for the other.
+func (l *Link) Addr() string { return l.ln.Addr().String() }
 
-func (l *link) setTarget(addr string) {
+// SetTarget points the link at the node behind it (its real RPC
+// address), for the connections dialled from now on.
+func (l *Link) SetTarget(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.target = addr
 }
 
-// setMode applies m to the link: cut closes every connection now; leaving
-// hold lets the held bytes flow.
-func (l *link) setMode(m linkMode) {
+// SetMode applies m to the link: cut closes every connection now; leaving
+// Hold lets the held bytes flow.
+func (l *Link) SetMode(m Mode) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if m == l.mode {
 		return
 	}
-	if l.mode == hold {
+	if l.mode == Hold {
 		close(l.resumed)
 		l.resumed = make(chan struct{})
 	}
 	l.mode = m
-	if m == cut {
+	if m == Cut {
 		for c := range l.conns {
 			c.close()
 		}
 	}
 }
 
-// close stops the link and waits for its goroutines.
-func (l *link) close() error {
+// Close stops the link and waits for its goroutines.
+func (l *Link) Close() error {
 	l.mu.Lock()
 	if !l.closed {
 		l.closed = true
@@ -112,7 +118,7 @@ func (l *link) close() error {
 	return err
 }
 
-func (l *link) accept() {
+func (l *Link) accept() {
 	defer l.wg.Done()
 	for {
 		client, err := l.ln.Accept()
@@ -132,12 +138,12 @@ func (l *link) accept() {
 	}
 }
 
-func (l *link) serve(client net.Conn) {
+func (l *Link) serve(client net.Conn) {
 	defer l.wg.Done()
 	l.mu.Lock()
 	target, mode, closed := l.target, l.mode, l.closed
 	l.mu.Unlock()
-	if closed || mode == cut || target == "" {
+	if closed || mode == Cut || target == "" {
 		_ = client.Close()
 		return
 	}
@@ -150,7 +156,7 @@ func (l *link) serve(client net.Conn) {
 	}
 	c := &linkConn{client: client, server: server}
 	l.mu.Lock()
-	if l.closed || l.mode == cut {
+	if l.closed || l.mode == Cut {
 		l.mu.Unlock()
 		c.close()
 		return
@@ -171,7 +177,7 @@ func (l *link) serve(client net.Conn) {
 
 // pump copies src to dst, waiting while the link holds. A cut closes
 // both connections, which ends the copy.
-func (l *link) pump(dst io.Writer, src io.Reader) {
+func (l *Link) pump(dst io.Writer, src io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -191,15 +197,15 @@ func (l *link) pump(dst io.Writer, src io.Reader) {
 
 // wait returns once the link passes bytes (true), or when it is cut or
 // closed (false).
-func (l *link) wait() bool {
+func (l *Link) wait() bool {
 	for {
 		l.mu.Lock()
 		mode, resumed := l.mode, l.resumed
 		l.mu.Unlock()
 		switch mode {
-		case pass:
+		case Pass:
 			return true
-		case cut:
+		case Cut:
 			return false
 		}
 		select {
