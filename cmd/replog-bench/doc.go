@@ -58,6 +58,21 @@
 //	                 Options.MaxUncommittedBytes of every node, e.g. 16MiB,
 //	                 or off (default 0: 64 MiB)
 //
+// Many-logs modes, each on -nodes replog.Nodes with named logs of 3
+// replicas (docs/operations.md, Benchmarking, has their result lines):
+//
+//	-logs N          N named logs, -clients appenders on each at once;
+//	                 prints the totals as the one-log run does (-logs 64
+//	                 -clients 4 against -clients 256)
+//	-idle-logs N     N idle named logs against one, each measured for
+//	                 -duration: process CPU / nodes, fetches/s per peer
+//	                 pair, heap and RSS per idle log
+//	-create-logs N   time N CreateLogs one after another on one node
+//	-restart-logs N  restart the last node with N logs: time until every
+//	                 log accepts an append through it
+//	-failover-logs N kill the node leading the most of N logs (links cut,
+//	                 no handover): time until each has a leader again
+//
 // The nodes authenticate each other with a random secret, as production
 // nodes would (the handshake is part of what a new connection costs), on
 // addresses picked on 127.0.0.1 up front. Output:
@@ -116,7 +131,7 @@
 // to the append path; -clients 1 -async N against -clients 256 for
 // asynchronous appends; 10-minute runs with and without -retention-bytes,
 // and the append p99 before and during a catch-up, for retention). The command uses only
-// replog's public API (and storage.DefaultSegmentBytes for the bound);
-// nothing imports it. docs/architecture.md section 4 describes the write path
+// replog's public API (and storage.DefaultSegmentBytes for the bound,
+// internal/tcplink for the fail-over mode's kill); nothing imports it. docs/architecture.md section 4 describes the write path
 // it measures.
 package main

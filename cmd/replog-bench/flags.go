@@ -48,6 +48,12 @@ type config struct {
 	// with this many records, close every node, drop the directories'
 	// cached pages and open them again, timing the first commit.
 	restart int
+	// The many-logs modes (logs.go), each selected by its count: logs
+	// named logs under -clients appenders each; idleLogs idle ones,
+	// measured for -duration; createLogs created one after another;
+	// restartLogs with a node restarted; failoverLogs with the node
+	// leading the most of them killed.
+	logs, idleLogs, createLogs, restartLogs, failoverLogs int
 }
 
 // offOrSize is a flag.Value for a size in bytes that "off" turns off
@@ -95,6 +101,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.noIdempotence, "no-idempotence", false, "Options.DisableIdempotence: appends carry no producer key and are not retried across leader changes, to measure what idempotence costs")
 	fs.Var(offOrSize{P: &c.catchupRate}, "catchup-rate", "Options.CatchUpBytesPerSecond of every node: the leader's replication quota per second, e.g. 64MiB, or off (0: the default, 32MiB)")
 	fs.Var(offOrSize{P: &c.maxUncommitted}, "max-uncommitted", "Options.MaxUncommittedBytes of every node, e.g. 16MiB, or off (0: the default, 64MiB)")
+	fs.IntVar(&c.logs, "logs", 0, "many-logs mode: N named logs on the nodes (replog.Node), -clients appenders on each; prints the total (0: off)")
+	fs.IntVar(&c.idleLogs, "idle-logs", 0, "idle mode: N idle named logs, measured for -duration against one: CPU per node, fetches/s per peer pair, heap per log (0: off)")
+	fs.IntVar(&c.createLogs, "create-logs", 0, "create mode: time creating N named logs one after another (0: off)")
+	fs.IntVar(&c.restartLogs, "restart-logs", 0, "restart mode with N named logs: restart one node, time until every log accepts an append through it (0: off)")
+	fs.IntVar(&c.failoverLogs, "failover-logs", 0, "fail-over mode: N named logs, kill the node leading the most, time until every log has a leader again (0: off)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -131,8 +142,17 @@ func (c config) validate() error {
 		return fmt.Errorf("-catchup must not be negative, got %d", c.catchup)
 	case c.restart < 0:
 		return fmt.Errorf("-restart must not be negative, got %d", c.restart)
-	case c.restart > 0 && c.catchup > 0:
-		return fmt.Errorf("-restart and -catchup are two modes: give one")
+	case c.logs < 0 || c.idleLogs < 0 || c.createLogs < 0 || c.restartLogs < 0 || c.failoverLogs < 0:
+		return fmt.Errorf("-logs, -idle-logs, -create-logs, -restart-logs and -failover-logs must not be negative")
+	}
+	modes := 0
+	for _, n := range []int{c.restart, c.catchup, c.logs, c.idleLogs, c.createLogs, c.restartLogs, c.failoverLogs} {
+		if n > 0 {
+			modes++
+		}
+	}
+	if modes > 1 {
+		return fmt.Errorf("-restart, -catchup, -logs, -idle-logs, -create-logs, -restart-logs and -failover-logs are modes: give one")
 	}
 	return nil
 }

@@ -82,6 +82,9 @@ func run(c config, w io.Writer) (report, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
+	if ran, err := nodeMode(c, dir, w); ran {
+		return report{}, err
+	}
 	if c.restart > 0 {
 		record := make([]byte, c.size)
 		for i := range record {
@@ -486,13 +489,16 @@ func waitLeader(logs []*replog.Log, timeout time.Duration) (*replog.Log, error) 
 
 // peakRSS reads VmHWM (the resident set's high-water mark) from
 // /proc/self/status.
-func peakRSS() string {
+func peakRSS() string { return procStatus("VmHWM") }
+
+// procStatus reads field key of /proc/self/status ("unknown" if none).
+func procStatus(key string) string {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return "unknown"
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
 			return strings.TrimSpace(v)
 		}
 	}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package main
+
+import "time"
+
+// processCPU returns 0: this platform's process CPU time is not read.
+func processCPU() time.Duration { return 0 }
