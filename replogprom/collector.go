@@ -21,7 +21,12 @@ var roles = []replog.Role{replog.RoleLeader, replog.RoleFollower, replog.RolePro
 // concurrent use.
 type Collector struct {
 	stats func() replog.Stats
+	m     *metrics
+}
 
+// metrics are the descriptors of one Log's series, with its node and
+// log labels (constant) and each series' own (role, kind, follower).
+type metrics struct {
 	leo, durableLEO, hw, readableHW, logStart, epoch, role, hasLeader, storageBytes *prometheus.Desc
 
 	leaderChanges, elections, appends, appendBytes, fwdSent, fwdReceived, fetchesServed, errors *prometheus.Desc
@@ -87,12 +92,15 @@ func newCollector(nodeID, log string, stats func() replog.Stats) *Collector {
 	// Both labels are on every series, log even when empty: a registry
 	// refuses two descriptors of one name with different label names, so
 	// a collector with a log name and one without could not share it.
-	labels := prometheus.Labels{"node": nodeID, "log": log}
+	return &Collector{stats: stats, m: newMetrics(prometheus.Labels{"node": nodeID, "log": log})}
+}
+
+// newMetrics makes a Log's descriptors with the constant labels given.
+func newMetrics(labels prometheus.Labels) *metrics {
 	d := func(name, help string, variable ...string) *prometheus.Desc {
 		return prometheus.NewDesc("replog_"+name, help, variable, labels)
 	}
-	return &Collector{
-		stats: stats,
+	return &metrics{
 
 		leo:          d("log_end_offset", "Log end offset (LEO): the offset the next entry appended here will take."),
 		durableLEO:   d("durable_log_end_offset", "End of the log this node holds durably (fsynced)."),
@@ -138,7 +146,13 @@ func newCollector(nodeID, log string, stats func() replog.Stats) *Collector {
 }
 
 // Describe sends the descriptors of every metric the Collector may emit.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) { c.m.describe(ch) }
+
+// Collect reads the node's Stats and sends its metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) { c.m.collect(ch, c.stats()) }
+
+// describe sends every descriptor of m.
+func (c *metrics) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.leo, c.durableLEO, c.hw, c.readableHW, c.logStart, c.epoch, c.role, c.hasLeader, c.storageBytes,
 		c.leaderChanges, c.elections, c.appends, c.appendBytes, c.fwdSent, c.fwdReceived, c.fetchesServed, c.errors,
@@ -150,14 +164,16 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads the node's Stats and sends its metrics.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.stats()
+// collect sends the metrics of s.
+func (c *metrics) collect(ch chan<- prometheus.Metric, s replog.Stats) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	seconds := func(d *prometheus.Desc, v time.Duration) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v.Seconds())
 	}
 	gauge(c.leo, float64(s.LEO))
 	gauge(c.durableLEO, float64(s.DurableLEO))
@@ -193,9 +209,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.storageJournalBytes, s.StorageJournalBytes)
 	counter(c.storageJournalWaits, s.StorageJournalWaits)
 	counter(c.storageCheckpoints, s.StorageCheckpoints)
-	ch <- prometheus.MustNewConstMetric(c.storageCheckpointSeconds, prometheus.CounterValue, s.StorageCheckpointTime.Seconds())
+	seconds(c.storageCheckpointSeconds, s.StorageCheckpointTime)
 	counter(c.catchUpThrottled, s.CatchUpThrottledFetches)
-	ch <- prometheus.MustNewConstMetric(c.catchUpThrottledSeconds, prometheus.CounterValue, s.CatchUpThrottledTime.Seconds())
+	seconds(c.catchUpThrottledSeconds, s.CatchUpThrottledTime)
 	counter(c.catchUpBytes, s.CatchUpBytes)
 	gauge(c.uncommittedBytes, float64(s.UncommittedBytes))
 	counter(c.backlogRefusals, s.BacklogRefusals)
@@ -223,12 +239,10 @@ func histogram(d *prometheus.Desc, h replog.Histogram) prometheus.Metric {
 		if i < len(h.Counts) {
 			cum += h.Counts[i]
 		}
-		buckets[seconds(b)] = cum
+		buckets[b.Seconds()] = cum
 	}
-	return prometheus.MustNewConstHistogram(d, h.Count, seconds(h.Sum), buckets)
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets)
 }
-
-func seconds(d time.Duration) float64 { return d.Seconds() }
 
 func boolValue(b bool) float64 {
 	if b {

@@ -1,5 +1,6 @@
 // Package replogprom exports a replog node's metrics to Prometheus: a
-// prometheus.Collector that reads replog.Log.Stats at every scrape.
+// prometheus.Collector that reads replog.Log.Stats at every scrape (of
+// one Log, or of every log of a replog.Node).
 //
 // It is a package of its own so that a program that does not import it
 // does not link the Prometheus client: replog itself keeps its counters
@@ -29,6 +30,29 @@
 // registration attempted"). The log label is on every series, empty or
 // not, because a registry refuses two descriptors of one name with
 // different label names.
+//
+// # Many logs: a Node
+//
+// A replog.Node hosts many named logs (docs/logs.md). NewNodeCollector
+// exports all of them with one collector: at every scrape, every log open
+// on the node, its series labelled log with the log's name, the default
+// log's with log="" (its series are the same as a Collector of it sends,
+// so dashboards and alerts made for one Log keep working), plus the
+// Node's own replog_node_open_logs, replog_node_unknown_log_messages_total
+// and replog_node_inbox_full_drops_total (labelled node only):
+//
+//	reg.MustRegister(replogprom.NewNodeCollector(node))
+//
+// A log created appears at the next scrape and a deleted one vanishes
+// with no registration. Register a NodeCollector instead of, not beside,
+// a Collector of the node's default log or of its named logs: the same
+// series twice fail the registry's Gather. Sum or group by log to see a
+// node, by node to see a log: sum by (node) (rate(replog_appends_total[1m]))
+// is a node's write rate over all its logs, and count by (node)
+// (replog_role{role="leader"} == 1) how many logs each node leads. A
+// named log runs on its replicas only, so its series come from those
+// nodes. With many logs, each log adds every series above: about 40 per
+// log and node, plus one per follower on its leader.
 //
 // Names follow Prometheus' conventions: the replog_ prefix, base units
 // (seconds, bytes), _total on counters.
