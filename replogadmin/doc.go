@@ -1,7 +1,7 @@
 // Package replogadmin serves a replog node's admin API over HTTP: an
-// http.Handler that any service embedding a *replog.Log mounts on its own
-// server, so that an operator (and replogctl status, tail) can see the
-// node's replication state and read its committed entries, and, when the
+// http.Handler that any service embedding a *replog.Log (or a
+// *replog.Node: NewNode) mounts on its own server, so that an operator
+// (and replogctl status, tail, logs) can see the node's replication state and read its committed entries, and, when the
 // service allows it, change the cluster. It uses only the public
 // replog.Log API.
 //
@@ -43,6 +43,28 @@
 // power to reconfigure the cluster by accident. Each change waits at most
 // Options.ChangeTimeout (and no longer than the request lives).
 //
+// # A Node's logs
+//
+// NewNode(node, opts) serves a replog.Node: every route above, at the
+// same paths, for the node's default log (so that a client of a Log's
+// handler works unchanged), and
+//
+//	GET  /logs              the default log (name "", its replicas the
+//	                        voters in force), then every named log of the
+//	                        node's catalog sorted by name: its replicas,
+//	                        preferred leader, whether this node holds it
+//	                        (local) and has it open (open), and where open
+//	                        this node's role, the leader it knows, the
+//	                        epoch, LEO, HW and log start
+//	ANY  /logs/NAME/ROUTE   ROUTE (any route above: status, voters,
+//	                        followers, stats, entries, and the changes) for
+//	                        the named log NAME, open on this node
+//
+// A NAME the catalog does not hold, or that is not open here yet, answers
+// 404 unknown_log; one this node is not a replica of, 404 not_replica with
+// "replicas", the nodes to ask instead. AllowChanges covers the named
+// logs' changes as the default log's.
+//
 // # Entries
 //
 // GET /entries?from=N&limit=M&wait=D answers {"entries": [...], "next",
@@ -62,8 +84,8 @@
 // # Codes
 //
 // 400 bad_request (a bad parameter, or one the Log refuses); 403 read_only, or cross_origin (a
-// browser page of another origin tried a change); 404 not_found, or
-// unknown_node; 405 method_not_allowed; 409 not_leader (with "leader"
+// browser page of another origin tried a change); 404 not_found,
+// unknown_node, unknown_log or not_replica; 405 method_not_allowed; 409 not_leader (with "leader"
 // when known), no_successor, transfer_in_progress, change_in_progress,
 // last_voter; 416 out_of_range; 500 storage_failed, halted, corrupt,
 // internal; 503 no_leader, closed; 504 timeout, not_caught_up,

@@ -21,6 +21,8 @@ const (
 	codeNotLeader        = "not_leader"
 	codeNoLeader         = "no_leader"
 	codeUnknownNode      = "unknown_node"
+	codeUnknownLog       = "unknown_log"
+	codeNotReplica       = "not_replica"
 	codeLastVoter        = "last_voter"
 	codeChangeInProgress = "change_in_progress"
 	codeNotCaughtUp      = "not_caught_up"
@@ -45,6 +47,8 @@ type apiError struct {
 	// LogStart is where the node's log starts, on out_of_range errors
 	// (the offset to resume from) and on /delete-before's errors.
 	LogStart *uint64 `json:"log_start,omitempty"`
+	// Replicas are the nodes that hold the log, on not_replica errors.
+	Replicas []string `json:"replicas,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, code int, body apiError) {

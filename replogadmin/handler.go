@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/replog-io/replog"
@@ -91,9 +92,11 @@ func (o Options) withDefaults() Options {
 }
 
 // Handler serves one node's admin API (see the package doc for its
-// routes). It is safe for concurrent use.
+// routes): of one Log (New), or of a Node's logs (NewNode). It is safe
+// for concurrent use.
 type Handler struct {
-	log    *replog.Log
+	log    *replog.Log  // the log the routes at the root serve
+	node   *replog.Node // nil for a Log's handler
 	opts   Options
 	routes map[string]route
 	// cop refuses state changes sent by web pages of other origins.
@@ -104,7 +107,7 @@ type Handler struct {
 type route struct {
 	method string
 	change bool // changes the cluster: needs AllowChanges
-	serve  func(w http.ResponseWriter, r *http.Request)
+	serve  func(w http.ResponseWriter, r *http.Request, l *replog.Log)
 	doc    string
 }
 
@@ -115,10 +118,26 @@ func New(l *replog.Log, opts Options) (*Handler, error) {
 	if l == nil {
 		return nil, fmt.Errorf("%w: a nil *replog.Log", ErrInvalidOptions)
 	}
+	return newHandler(l, nil, opts)
+}
+
+// NewNode returns the admin handler of node n: every route of New's, at
+// the same paths, for n's default log; GET /logs, the logs of n's catalog
+// with each one's state here; and under /logs/NAME/ every route for the
+// named log NAME, open on n (the package doc has the routes). opts is
+// copied. Errors wrap ErrInvalidOptions: opts.Validate's, or a nil n.
+func NewNode(n *replog.Node, opts Options) (*Handler, error) {
+	if n == nil {
+		return nil, fmt.Errorf("%w: a nil *replog.Node", ErrInvalidOptions)
+	}
+	return newHandler(n.Default(), n, opts)
+}
+
+func newHandler(l *replog.Log, n *replog.Node, opts Options) (*Handler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{log: l, opts: opts.withDefaults(), cop: http.NewCrossOriginProtection()}
+	h := &Handler{log: l, node: n, opts: opts.withDefaults(), cop: http.NewCrossOriginProtection()}
 	h.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, apiError{Code: codeCrossOrigin,
 			Error: "cross-origin request refused: a web page of another origin may not change the cluster"})
@@ -135,6 +154,9 @@ func New(l *replog.Log, opts Options) (*Handler, error) {
 		"/voters/remove":   {method: http.MethodPost, change: true, serve: h.serveVoterChange(false), doc: "remove a voter: ?node=ID"},
 		"/delete-before":   {method: http.MethodPost, change: true, serve: h.serveDeleteBefore, doc: "delete the entries below ?offset=N"},
 	}
+	if n != nil {
+		h.routes["/logs"] = route{method: http.MethodGet, serve: h.serveLogs, doc: "the node's logs (the default log first), each with its replicas and, where open here, its leader, LEO and HW"}
+	}
 	return h, nil
 }
 
@@ -144,9 +166,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/" // mounted with http.StripPrefix("/admin", ...) and asked for /admin
 	}
+	l := h.log
+	if rest, ok := strings.CutPrefix(path, "/logs/"); ok && h.node != nil {
+		name, sub, _ := strings.Cut(rest, "/")
+		var status int
+		var body apiError
+		if l, status, body = h.namedLog(name); l == nil {
+			writeError(w, status, body)
+			return
+		}
+		path = "/" + sub
+		if path == "/logs" {
+			path = "" // the list is the node's, not a log's
+		}
+	}
 	rt, ok := h.routes[path]
 	if !ok {
-		writeError(w, http.StatusNotFound, apiError{Code: codeNotFound, Error: "no admin route " + path + " (GET / lists them)"})
+		writeError(w, http.StatusNotFound, apiError{Code: codeNotFound, Error: "no admin route " + r.URL.Path + " (GET / lists them)"})
 		return
 	}
 	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
@@ -160,10 +196,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rt.change {
-		h.cop.Handler(http.HandlerFunc(rt.serve)).ServeHTTP(w, r)
+		h.cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rt.serve(w, r, l) })).ServeHTTP(w, r)
 		return
 	}
-	rt.serve(w, r)
+	rt.serve(w, r, l)
 }
 
 // indexJSON is GET /'s answer.
@@ -178,7 +214,7 @@ type routeJSON struct {
 	Doc    string `json:"doc"`
 }
 
-func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request, _ *replog.Log) {
 	idx := indexJSON{ChangesAllowed: h.opts.AllowChanges}
 	for _, p := range slices.Sorted(maps.Keys(h.routes)) {
 		rt := h.routes[p]
@@ -190,8 +226,8 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, idx)
 }
 
-func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, h.log.Status())
+func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request, l *replog.Log) {
+	writeJSON(w, http.StatusOK, l.Status())
 }
 
 // VotersJSON is GET /voters's answer (and that of a voter change): the
@@ -216,8 +252,8 @@ func votersOf(st replog.Status) VotersJSON {
 	return VotersJSON{Voters: st.Voters, VotersOffset: st.VotersOffset, LeaderID: st.LeaderID, Observers: st.Observers, Replacing: st.Replacing}
 }
 
-func (h *Handler) serveVoters(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, votersOf(h.log.Status()))
+func (h *Handler) serveVoters(w http.ResponseWriter, r *http.Request, l *replog.Log) {
+	writeJSON(w, http.StatusOK, votersOf(l.Status()))
 }
 
 // FollowersJSON is GET /followers's answer, on the leader.
@@ -242,8 +278,8 @@ type FollowerJSON struct {
 	CaughtUp bool `json:"caught_up"`
 }
 
-func (h *Handler) serveFollowers(w http.ResponseWriter, r *http.Request) {
-	st := h.log.Status()
+func (h *Handler) serveFollowers(w http.ResponseWriter, r *http.Request, l *replog.Log) {
+	st := l.Status()
 	if st.Role != replog.RoleLeader {
 		writeError(w, http.StatusConflict, notLeader(st.NodeID, st.LeaderID, "only the leader knows its followers' lag"))
 		return
@@ -262,8 +298,8 @@ func (h *Handler) serveFollowers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) serveStats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, h.log.Stats())
+func (h *Handler) serveStats(w http.ResponseWriter, r *http.Request, l *replog.Log) {
+	writeJSON(w, http.StatusOK, l.Stats())
 }
 
 // PageJSON is GET /entries's answer.
@@ -289,9 +325,9 @@ type EntryJSON struct {
 	Data []byte `json:"data"`
 }
 
-func (h *Handler) serveEntries(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveEntries(w http.ResponseWriter, r *http.Request, l *replog.Log) {
 	q := r.URL.Query()
-	st := h.log.Status()
+	st := l.Status()
 	from, limit, wait := st.LogStart, DefaultPageEntries, time.Duration(0)
 	if v := q.Get("from"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -330,13 +366,13 @@ func (h *Handler) serveEntries(w http.ResponseWriter, r *http.Request) {
 		// else is committed by then without waiting again.
 		extendWrite(w, wait)
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		for e, err := range h.log.Read(wctx, from) {
+		for e, err := range l.Read(wctx, from) {
 			if err != nil {
 				if wctx.Err() != nil && ctx.Err() == nil {
 					break // waited long enough: an empty page
 				}
 				cancel()
-				h.readFailed(w, ctx, err)
+				readFailed(w, ctx, err)
 				return
 			}
 			page.Entries = append(page.Entries, entryJSON(e))
@@ -344,7 +380,7 @@ func (h *Handler) serveEntries(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		cancel()
-		hw = h.log.Status().ReadableHW
+		hw = l.Status().ReadableHW
 	}
 	budget := h.opts.MaxPageBytes
 	for _, e := range page.Entries {
@@ -352,9 +388,9 @@ func (h *Handler) serveEntries(w http.ResponseWriter, r *http.Request) {
 	}
 	full := len(page.Entries) >= limit
 	if !full {
-		for e, err := range h.log.ReadRange(ctx, page.Next, hw) {
+		for e, err := range l.ReadRange(ctx, page.Next, hw) {
 			if err != nil {
-				h.readFailed(w, ctx, err)
+				readFailed(w, ctx, err)
 				return
 			}
 			if len(page.Entries) > 0 && len(e.Data) > budget {
@@ -373,7 +409,7 @@ func (h *Handler) serveEntries(w http.ResponseWriter, r *http.Request) {
 	if !full {
 		page.Next = max(page.Next, hw)
 	}
-	page.HW, page.LogStart = hw, h.log.Status().LogStart
+	page.HW, page.LogStart = hw, l.Status().LogStart
 	writeJSON(w, http.StatusOK, page)
 }
 
@@ -382,7 +418,7 @@ func entryJSON(e replog.Entry) EntryJSON {
 }
 
 // readFailed answers a read's error (nothing if the client went away).
-func (h *Handler) readFailed(w http.ResponseWriter, ctx context.Context, err error) {
+func readFailed(w http.ResponseWriter, ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -412,26 +448,26 @@ type TransferJSON struct {
 	Epoch    uint64 `json:"epoch"`
 }
 
-func (h *Handler) serveTransfer(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveTransfer(w http.ResponseWriter, r *http.Request, l *replog.Log) {
 	to := r.URL.Query().Get("to")
 	ctx, cancel := h.changeContext(w, r)
 	defer cancel()
-	if err := h.log.TransferLeadership(ctx, to); err != nil {
+	if err := l.TransferLeadership(ctx, to); err != nil {
 		code, body := errorStatus(err)
 		var nl *replog.NotLeaderError
 		if errors.As(err, &nl) && ctx.Err() == nil {
 			// TransferLeadership is the leader's to call: say where.
-			code, body = http.StatusConflict, notLeader(h.log.Status().NodeID, nl.LeaderID, "a transfer is made on the leader")
+			code, body = http.StatusConflict, notLeader(l.Status().NodeID, nl.LeaderID, "a transfer is made on the leader")
 		}
 		writeError(w, code, body)
 		return
 	}
-	st := h.log.Status()
+	st := l.Status()
 	writeJSON(w, http.StatusOK, TransferJSON{LeaderID: st.LeaderID, Epoch: st.Epoch})
 }
 
-func (h *Handler) serveVoterChange(add bool) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveVoterChange(add bool) func(http.ResponseWriter, *http.Request, *replog.Log) {
+	return func(w http.ResponseWriter, r *http.Request, l *replog.Log) {
 		node := r.URL.Query().Get("node")
 		if node == "" {
 			writeError(w, http.StatusBadRequest, apiError{Code: codeBadRequest, Error: "missing node: POST /voters/add?node=ID or /voters/remove?node=ID"})
@@ -439,16 +475,16 @@ func (h *Handler) serveVoterChange(add bool) func(http.ResponseWriter, *http.Req
 		}
 		ctx, cancel := h.changeContext(w, r)
 		defer cancel()
-		change := h.log.RemoveVoter
+		change := l.RemoveVoter
 		if add {
-			change = h.log.AddVoter
+			change = l.AddVoter
 		}
 		if err := change(ctx, node); err != nil {
 			code, body := errorStatus(err)
 			writeError(w, code, body)
 			return
 		}
-		out := votersOf(h.log.Status())
+		out := votersOf(l.Status())
 		out.Node = node
 		writeJSON(w, http.StatusOK, out)
 	}
@@ -464,7 +500,7 @@ type DeleteJSON struct {
 	HW        uint64 `json:"hw"`
 }
 
-func (h *Handler) serveDeleteBefore(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveDeleteBefore(w http.ResponseWriter, r *http.Request, l *replog.Log) {
 	v := r.URL.Query().Get("offset")
 	off, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
@@ -473,14 +509,14 @@ func (h *Handler) serveDeleteBefore(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.changeContext(w, r)
 	defer cancel()
-	start, err := h.log.DeleteBefore(ctx, off)
+	start, err := l.DeleteBefore(ctx, off)
 	if err != nil {
 		code, body := errorStatus(err)
 		body.LogStart = &start
 		writeError(w, code, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, DeleteJSON{LogStart: start, Requested: off, HW: h.log.Status().HighWatermark})
+	writeJSON(w, http.StatusOK, DeleteJSON{LogStart: start, Requested: off, HW: l.Status().HighWatermark})
 }
 
 // changeContext bounds a state change by ChangeTimeout and the request,
