@@ -26,7 +26,7 @@ func init() {
 	register(&command{
 		Name:    "transfer",
 		Summary: "hand a running leader's leadership over to another voter (POST /leader/transfer)",
-		Usage:   "--addr HOST:PORT [--path /admin] [--to ID] [--timeout D]",
+		Usage:   "--addr HOST:PORT [--path /admin] [--log NAME] [--to ID] [--timeout D]",
 		Help: `Asks the leader at --addr to hand its leadership over to voter --to
 (default: the voter with the longest log) and waits until another node
 leads; prints the new leader and epoch. Ask the leader: another node
@@ -68,7 +68,7 @@ change waits until it has caught up.`
 		register(&command{
 			Name:    name,
 			Summary: summary,
-			Usage:   "--addr HOST:PORT [--path /admin] [--timeout D] NODE",
+			Usage:   "--addr HOST:PORT [--path /admin] [--log NAME] [--timeout D] NODE",
 			Help: fmt.Sprintf(`Asks the node at --addr (any node: a follower forwards it to the
 leader) to change the voters: it %s, and returns once the change is
 committed; prints the voters in force then. One change at a time: it
@@ -100,7 +100,7 @@ the voters).`, verb, more, changeHelp),
 	register(&command{
 		Name:    "delete-before",
 		Summary: "delete a running cluster's entries below an offset (POST /delete-before)",
-		Usage:   "--addr HOST:PORT [--path /admin] [--timeout D] OFFSET",
+		Usage:   "--addr HOST:PORT [--path /admin] [--log NAME] [--timeout D] OFFSET",
 		Help: `Asks the node at --addr (any node) to delete the entries below OFFSET
 on every node (Log.DeleteBefore) and prints the node's log start once
 it covers them: OFFSET, or a little less, since only committed entries

@@ -17,6 +17,16 @@
 //	replogctl tail --addr 127.0.0.1:8081            # new committed entries, as they come
 //	replogctl tail --addr 127.0.0.1:8081 --from 0 --follow=false   # everything committed so far
 //
+// A replog.Node's logs, through a replogadmin.NewNode handler:
+//
+//	replogctl logs --addr 127.0.0.1:8081                  # every log: leader, LEO, HW, replicas
+//	replogctl status --addr 127.0.0.1:8081 --log orders   # one named log as this node holds it
+//	replogctl tail --addr 127.0.0.1:8081 --log orders --from 0
+//
+// Every online command takes --log NAME: it then uses the routes of the
+// named log under /logs/NAME/ (without it, the node's default log's, at
+// the root, as for a single Log).
+//
 // Changes, only through a handler built with replogadmin.Options.AllowChanges
 // (a read-only one refuses them, saying so):
 //
@@ -65,8 +75,8 @@
 // Each command is a *command registered from an init function of the file
 // that holds it (register in main.go): its name, one-line summary,
 // synopsis, help text and a Setup that declares its flags and returns the
-// function that runs it. online.go holds status and tail, change.go the
-// commands that change the cluster; offline.go the
+// function that runs it. online.go holds status and tail, logs.go logs,
+// change.go the commands that change the cluster; offline.go the
 // commands on a data directory (dir.go opens it, decode.go decodes dump's
 // entries). main.go dispatches, prints --help from
 // those fields, and maps errors to exit statuses (errUsage: 2; *exitError:

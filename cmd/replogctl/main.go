@@ -16,7 +16,7 @@ import (
 
 // command is one replogctl subcommand. Each file of commands registers
 // its own in an init function (register), so that a new command is a new
-// file: online.go has status and tail, change.go transfer, add-voter,
+// file: online.go has status and tail, logs.go logs, change.go transfer, add-voter,
 // remove-voter and delete-before, offline.go (on a stopped node's data
 // directory) inspect, verify and dump.
 type command struct {

@@ -32,30 +32,44 @@ import (
 // the example service mounts it, and what replogadmin's doc suggests.
 const defaultAdminPath = "/admin"
 
-// addrFlags are the flags that say where a node's admin API is.
+// addrFlags are the flags that say where a node's admin API is, and
+// which of the node's logs a command addresses.
 type addrFlags struct {
-	addr, path *string
+	addr, path, log *string
 }
 
 func declareAddr(fs *flag.FlagSet) addrFlags {
 	return addrFlags{
 		addr: fs.String("addr", "", "the node's HTTP address, HOST:PORT or scheme://HOST:PORT (required)"),
 		path: fs.String("path", defaultAdminPath, "where the service mounts the replogadmin handler (\"/\": at the root)"),
+		log:  fs.String("log", "", "the named log of a replog.Node to address (its routes under /logs/NAME/ of a replogadmin.NewNode handler; default: the node's default log)"),
 	}
 }
 
-// base returns the admin API's base URL, without a trailing slash.
-func (a addrFlags) base() (string, error) { return baseURL(*a.addr, *a.path) }
+// base returns the admin API's base URL for the log addressed, without a
+// trailing slash.
+func (a addrFlags) base() (string, error) {
+	base, err := baseURL(*a.addr, *a.path)
+	if err != nil || *a.log == "" {
+		return base, err
+	}
+	if strings.Contains(*a.log, "/") {
+		return "", usageError("--log %q: a log name has no '/'", *a.log)
+	}
+	return base + "/logs/" + url.PathEscape(*a.log), nil
+}
 
 func init() {
 	register(&command{
 		Name:    "status",
 		Summary: "show a running node's replication state (its admin API's GET /status)",
-		Usage:   "--addr HOST:PORT [--path /admin] [--json] [--timeout D]",
+		Usage:   "--addr HOST:PORT [--path /admin] [--log NAME] [--json] [--timeout D]",
 		Help: `Prints the node's ID, role, epoch, leader, voters, offsets (LEO,
 durable LEO, high watermark, readable HW, log start), on the leader each
 follower's LEO and lag, and its addresses. --json prints the node's
-answer as it is (replog.Status).
+answer as it is (replog.Status). With --log, the same for the named log
+NAME of a replog.Node (replogctl logs lists them), as the node at --addr
+holds it; every online command takes --log.
 
 It asks the node's admin API: the replogadmin handler, which the service
 mounts on its HTTP server (--path, default /admin; the example service
@@ -85,7 +99,7 @@ failure is printed too.`,
 	register(&command{
 		Name:    "tail",
 		Summary: "print a running node's committed entries, following new ones (GET /entries)",
-		Usage:   "--addr HOST:PORT [--path /admin] [--from N] [--follow=false] [--max N] [--json]",
+		Usage:   "--addr HOST:PORT [--path /admin] [--log NAME] [--from N] [--follow=false] [--max N] [--json]",
 		Help: `Prints committed entries from offset --from on, one per line:
 OFFSET, EPOCH and the record, as text if it is printable UTF-8, else as
 "base64:" and its base64. Offsets have gaps where control entries sit:
@@ -164,10 +178,11 @@ var client = &http.Client{Transport: &http.Transport{
 
 // adminError is the admin API's error body.
 type adminError struct {
-	Error    string  `json:"error"`
-	Code     string  `json:"code"`
-	Leader   string  `json:"leader"`
-	LogStart *uint64 `json:"log_start"`
+	Error    string   `json:"error"`
+	Code     string   `json:"code"`
+	Leader   string   `json:"leader"`
+	LogStart *uint64  `json:"log_start"`
+	Replicas []string `json:"replicas"`
 }
 
 // changeClient makes the requests that change the cluster: a change may
@@ -213,6 +228,8 @@ func request(ctx context.Context, c *http.Client, method, base, route string) ([
 			return nil, fmt.Errorf("%s: %s: the entries below offset %d were deleted; resume with --from %d", route, ae.Error, *ae.LogStart, *ae.LogStart)
 		case ae.Leader != "":
 			return nil, fmt.Errorf("%s: %s (leader: %s)", route, ae.Error, ae.Leader)
+		case ae.Code == "not_replica" && len(ae.Replicas) > 0:
+			return nil, fmt.Errorf("%s: %s: ask one of its replicas (%s)", route, ae.Error, strings.Join(ae.Replicas, ", "))
 		}
 		return nil, fmt.Errorf("%s: %s", route, ae.Error)
 	}
