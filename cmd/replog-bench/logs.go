@@ -98,13 +98,10 @@ func (cl *nodeCluster) options(id string) replog.Options {
 			peers[other] = cl.rpc[other]
 		}
 	}
-	o := cl.cfg.options(filepath.Join(cl.root, id), id, cl.ids, peers, cl.secret)
 	if len(cl.ids) == 1 {
-		// A Node always runs its transport: its named logs are routed
-		// through it, even alone.
-		o.RPCAddr, o.Secret = cl.rpc[id], cl.secret
+		peers = nil // a node alone runs without a transport
 	}
-	return o
+	return cl.cfg.options(filepath.Join(cl.root, id), id, cl.ids, peers, cl.secret)
 }
 
 // open opens node id on its directory.
