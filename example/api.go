@@ -82,6 +82,10 @@ const (
 	codeBadKey     = "bad_idempotency_key"
 	// A cursor never committed (404).
 	codeNoCursor = "no_cursor"
+	// /logs/NAME/: no log NAME open here (404), or one this node is not
+	// a replica of (404).
+	codeUnknownLog = "unknown_log"
+	codeNotReplica = "not_replica"
 	// A server fault (500): the node's disk failed, or an error the API
 	// does not know. The outcome is unknown.
 	codeStorageFailed = "storage_failed"
@@ -155,6 +159,9 @@ type configJSON struct {
 // server serves the example's HTTP API and dashboard for one node.
 type server struct {
 	node logNode
+	// logs are the node's logs, for /logs and /logs/NAME/ (nil: the node
+	// runs one log).
+	logs logHost
 	// self is this node's ID; selfURL its HTTP base URL (set once bound).
 	self    string
 	selfURL string
@@ -194,14 +201,9 @@ type server struct {
 // origin can neither read the answers nor change anything (see guard).
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/append", s.only(http.MethodPost, s.handleAppend))
-	mux.HandleFunc("/entries", s.only(http.MethodGet, s.handleEntries))
-	mux.HandleFunc("/delete-before", s.only(http.MethodPost, s.handleDeleteBefore))
-	mux.HandleFunc("/voters/add", s.only(http.MethodPost, s.handleVoterChange(true)))
-	mux.HandleFunc("/voters/remove", s.only(http.MethodPost, s.handleVoterChange(false)))
-	mux.HandleFunc("/cursors/{name}", s.handleCursor)
-	mux.HandleFunc("/leader/transfer", s.only(http.MethodPost, s.handleTransfer))
-	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
+	s.logRoutes(mux)
+	mux.HandleFunc("/logs", s.only(http.MethodGet, s.handleLogs))
+	mux.HandleFunc("/logs/{name}/", s.handleNamedLog)
 	mux.HandleFunc("/history", s.only(http.MethodGet, s.handleHistory))
 	mux.HandleFunc("/config", s.only(http.MethodGet, s.handleConfig))
 	mux.HandleFunc("/metrics", s.only(http.MethodGet, s.handleMetrics))
@@ -215,6 +217,19 @@ func (s *server) handler() http.Handler {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "no such endpoint: " + r.URL.Path})
 	})
 	return guard(slices.Collect(maps.Values(s.peers)), mux, s.logger)
+}
+
+// logRoutes adds the routes of one log, s.node, to mux: the default
+// log's at the root, a named log's under /logs/NAME/ (handleNamedLog).
+func (s *server) logRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("/append", s.only(http.MethodPost, s.handleAppend))
+	mux.HandleFunc("/entries", s.only(http.MethodGet, s.handleEntries))
+	mux.HandleFunc("/delete-before", s.only(http.MethodPost, s.handleDeleteBefore))
+	mux.HandleFunc("/voters/add", s.only(http.MethodPost, s.handleVoterChange(true)))
+	mux.HandleFunc("/voters/remove", s.only(http.MethodPost, s.handleVoterChange(false)))
+	mux.HandleFunc("/cursors/{name}", s.handleCursor)
+	mux.HandleFunc("/leader/transfer", s.only(http.MethodPost, s.handleTransfer))
+	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
 }
 
 // guard wraps an API handler for browsers. State-changing requests (POST)

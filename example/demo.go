@@ -203,6 +203,9 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		if cfg.manualVoters {
 			args = append(args, "-manual-voter-changes")
 		}
+		if cfg.logs > 0 {
+			args = append(args, "-logs", strconv.Itoa(cfg.logs))
+		}
 		if cfg.pipeline != "" && id == voters[0] {
 			// One pipeline: each would append its own outputs.
 			args = append(args, "-pipeline", cfg.pipeline, "-pipeline-cursor", cfg.pipelineCursor)

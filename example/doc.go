@@ -60,6 +60,9 @@
 //	-manual-voter-changes        no automatic replacement of a wiped voter
 //	-pipeline, -pipeline-cursor  an exactly-once pipeline FROM=TO beside the node,
 //	                             and its cursor's name (demo: beside n1)
+//	-logs N                      named logs log-1..log-N created at start, each
+//	                             served under /logs/NAME/ (the node is a
+//	                             replog.Node; demo: on every voter)
 //	-nodes, -spares              the demo's voters (3) and spare nodes (1)
 //	-sample-interval,            status sampling for the dashboard's replay, only
 //	-sample-idle                 while a dashboard reads it (stops after -sample-idle)
@@ -75,7 +78,7 @@
 //
 // A node prints its HTTP address as http=ADDR and writes it to
 // DIR/http.addr; it stops on SIGINT or SIGTERM (HTTP first, ending
-// streaming reads, then the Log). Exit status: 0 after a clean stop or
+// streaming reads, then the Node and its logs). Exit status: 0 after a clean stop or
 // -help, 2 for bad flags, 1 for any other failure.
 //
 // The package is a program, not a library: nothing imports it. The fault

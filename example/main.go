@@ -60,6 +60,10 @@ type config struct {
 	nodes  int
 	spares int
 
+	// logs is how many named logs, log-1..log-N, the node creates at
+	// start (logs.go).
+	logs int
+
 	// -pipeline FROM=TO and its cursor's name (pipeline.go).
 	pipeline       string
 	pipelineCursor string
@@ -158,6 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.manualVoters, "manual-voter-changes", false, "do not make a voter whose directory was wiped a voter again automatically (replog ManualVoterChanges): it stays an observer until /voters/remove and /voters/add")
 	fs.StringVar(&c.pipeline, "pipeline", "", "FROM=TO: run an exactly-once pipeline beside the node: every committed record starting with FROM is appended again with TO in its place, once (an ID derived from its offset; the position kept in the cursor -pipeline-cursor)")
 	fs.StringVar(&c.pipelineCursor, "pipeline-cursor", "pipeline", "the -pipeline's cursor name, also the prefix of its outputs' IDs")
+	fs.IntVar(&c.logs, "logs", 0, "named logs log-1..log-N to create at start, beside the default log (the node is a replog.Node; those another node created already are kept); each is served under /logs/NAME/ (0: none)")
 	fs.IntVar(&c.nodes, "nodes", 3, "demo: the number of voters, n1..nN (1 to 9)")
 	fs.IntVar(&c.spares, "spares", 1, "demo: spare nodes after the voters, observers not started until a dashboard's Start button (0 to 9)")
 	fs.StringVar(&c.control, "control", "", "demo parent's control URL (set by the demo)")
@@ -170,6 +175,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if c.logs < 0 || c.logs > maxLogs {
+		return c, fmt.Errorf("-logs %d: want 0 to %d", c.logs, maxLogs)
 	}
 	if c.id != "" && c.dir == "" {
 		return c, errors.New("-dir is required with -id")

@@ -74,13 +74,13 @@ func series(name, node string, labels ...string) string {
 // TestMetricsMoveWithTheLog: /metrics of a node on a real Log shows its
 // appends, offsets and disk commits move as it works.
 func TestMetricsMoveWithTheLog(t *testing.T) {
-	l, err := replog.Open(replog.Options{Dir: t.TempDir(), NodeID: "n1", NoSync: true})
+	n, err := replog.OpenNode(replog.Options{Dir: t.TempDir(), NodeID: "n1", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	s := &server{node: l, self: "n1", appendTimeout: 10 * time.Second, maxRecord: maxRecordSize,
-		metrics: metricsHandler(l, hclog.NewNullLogger()), logger: hclog.NewNullLogger()}
+	defer n.Close()
+	s := &server{node: n.Default(), self: "n1", appendTimeout: 10 * time.Second, maxRecord: maxRecordSize,
+		metrics: metricsHandler(n, hclog.NewNullLogger()), logger: hclog.NewNullLogger()}
 	srv := httptest.NewServer(s.handler())
 	defer srv.Close()
 

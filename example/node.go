@@ -35,7 +35,7 @@ const kvSnapshotEvery = 1000
 const maxRecordSize = replog.DefaultMaxRecordSize
 
 // runNode runs one node until ctx ends (SIGINT/SIGTERM), then shuts down:
-// HTTP first (ending streaming reads), then the Log.
+// HTTP first (ending streaming reads), then the Node and its logs.
 func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   cfg.id,
@@ -79,7 +79,7 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err := applyAuth(cfg, &opts); err != nil {
 		return err
 	}
-	log, err := replog.Open(opts)
+	node, err := replog.OpenNode(opts)
 	if err != nil {
 		if errors.Is(err, replog.ErrInvalidOptions) && cfg.secretFile == "" && cfg.tlsCert == "" && !cfg.insecure {
 			return fmt.Errorf("open log: %w (flags: -secret-file, or -tls-cert/-tls-key/-tls-ca, or -insecure)", err)
@@ -90,14 +90,28 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	// a file left by an earlier run its to remove: a second process
 	// refused above must not hide a live node's address.
 	if err := os.Remove(addrFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		_ = log.Close()
+		_ = node.Close()
 		return err
 	}
 	defer func() {
-		if err := log.Close(); err != nil {
-			logger.Error("closing the log", "error", err)
+		if err := node.Close(); err != nil {
+			logger.Error("closing the node", "error", err)
 		}
 	}()
+	log := node.Default()
+	if cfg.logs > 0 {
+		cctx, stopCreating := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			createLogs(cctx, node, cfg.logs, logger.Named("logs"))
+		}()
+		// Deferred after the Node's Close: runs before it.
+		defer func() {
+			stopCreating()
+			<-done
+		}()
+	}
 
 	hist := newHistory(historySize)
 	var smp *sampler
@@ -109,7 +123,7 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 
 	// Read-only: the example's own API already serves the changes.
-	admin, err := replogadmin.New(log, replogadmin.Options{})
+	admin, err := replogadmin.NewNode(node, replogadmin.Options{})
 	if err != nil {
 		return err
 	}
@@ -124,12 +138,13 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		logger.Warn("the key-value view is not running", "error", err)
 		store = nil
 	} else {
-		// Deferred after the Log's Close: runs before it.
+		// Deferred after the Node's Close: runs before it.
 		defer store.Close()
 	}
 	s := &server{
 		node:          log,
 		kv:            store,
+		logs:          nodeHost{node},
 		self:          cfg.id,
 		selfURL:       "http://" + ln.Addr().String(),
 		peers:         cfg.httpPeers,
@@ -141,7 +156,7 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		maxRecord:     maxRecordSize,
 		hist:          hist,
 		sampler:       smp,
-		metrics:       metricsHandler(log, logger.Named("metrics")),
+		metrics:       metricsHandler(node, logger.Named("metrics")),
 		admin:         admin,
 		logger:        logger.Named("http"),
 	}
@@ -198,12 +213,12 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// metricsHandler serves log's metrics (replogprom), the Go runtime's and
-// the process's, from a registry of its own.
-func metricsHandler(log *replog.Log, logger hclog.Logger) http.Handler {
+// metricsHandler serves the metrics of node's logs (replogprom, labelled
+// by log), the Go runtime's and the process's, from a registry of its own.
+func metricsHandler(node *replog.Node, logger hclog.Logger) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		replogprom.NewCollector(log),
+		replogprom.NewNodeCollector(node),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

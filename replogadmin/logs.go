@@ -44,16 +44,23 @@ type LogJSON struct {
 }
 
 func (h *Handler) serveLogs(w http.ResponseWriter, r *http.Request, _ *replog.Log) {
-	st := h.node.Default().Status()
+	writeJSON(w, http.StatusOK, NodeLogs(h.node))
+}
+
+// NodeLogs is n's GET /logs answer: the default log, then every named
+// log of n's catalog, each with its state on n where open there. For
+// services that show the list in their own API or dashboard.
+func NodeLogs(n *replog.Node) LogsJSON {
+	st := n.Default().Status()
 	def := logJSON(LogJSON{Local: true, Open: true}, st)
 	for _, v := range st.Voters {
 		def.Replicas = append(def.Replicas, v.ID)
 	}
 	out := LogsJSON{NodeID: st.NodeID, Logs: []LogJSON{def}}
-	for _, li := range h.node.Logs() {
+	for _, li := range n.Logs() {
 		lj := LogJSON{Name: li.Name, Replicas: slices.Clone(li.Replicas), PreferredLeader: li.PreferredLeader, Local: li.Local, Open: li.Open}
 		if li.Open {
-			if l, err := h.node.Log(li.Name); err == nil {
+			if l, err := n.Log(li.Name); err == nil {
 				lj = logJSON(lj, l.Status())
 			} else {
 				lj.Open = false // closed since the listing
@@ -61,7 +68,7 @@ func (h *Handler) serveLogs(w http.ResponseWriter, r *http.Request, _ *replog.Lo
 		}
 		out.Logs = append(out.Logs, lj)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // logJSON fills lj's state from st.

@@ -20,6 +20,7 @@ const S = {
   replay: null,     // {steps, frames, i, timer}
   pending: null,    // {offset, deadline}: an append whose replay we wait for
   entriesBusy: false,
+  logsBusy: false,
   membersKey: '',   // what the members table shows now
   memberBusy: false, // a voter change is under way
 };
@@ -154,6 +155,40 @@ async function pollEntries() {
     /* try again next time */
   } finally {
     S.entriesBusy = false;
+  }
+}
+
+// pollLogs lists the node's logs (GET /logs) with each one's leader,
+// LEO and HW, from this page's node if it is up, else from any reachable
+// one.
+async function pollLogs() {
+  if (S.logsBusy) return;
+  const order = [S.cfg.self, ...S.ids.filter((i) => i !== S.cfg.self)];
+  const id = order.find((i) => S.nodes[i].reachable && S.nodes[i].status);
+  if (!id) return;
+  S.logsBusy = true;
+  try {
+    const r = await request(`${S.nodes[id].url}/logs`, {}, 2000);
+    if (!r.ok || !r.body || !Array.isArray(r.body.logs)) return;
+    $('logs-src').textContent = `(as ${id} holds them)`;
+    const tb = $('logs');
+    tb.replaceChildren();
+    for (const l of r.body.logs) {
+      const tr = el('tr');
+      const open = l.open;
+      const replicas = (l.replicas || []).map((x) => (x === l.preferred_leader ? x + '*' : x)).join(', ');
+      tr.append(
+        el('td', 'data', l.name === '' ? '(default)' : l.name),
+        el('td', '', open ? (l.leader_id || 'none known') : (l.local ? 'opening' : 'not here')),
+        el('td', '', open ? l.leo : '–'),
+        el('td', '', open ? l.hw : '–'),
+        el('td', '', replicas));
+      tb.append(tr);
+    }
+  } catch (e) {
+    /* try again next time */
+  } finally {
+    S.logsBusy = false;
   }
 }
 
@@ -1058,6 +1093,8 @@ async function init() {
   setInterval(pollControl, 1000);
   pollEntries();
   setInterval(pollEntries, 1000);
+  pollLogs();
+  setInterval(pollLogs, 1000);
 }
 
 init();
