@@ -111,9 +111,10 @@ func (s *server) handleNamedLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The same server for that log: its routes, with what belongs to the
-	// node (history, metrics, admin, the list) left out.
+	// node (history, metrics, admin, the list, the key-value view) left
+	// out.
 	c := *s
-	c.node, c.hist, c.sampler, c.metrics, c.admin, c.logs = l, nil, nil, nil, nil, nil
+	c.node, c.hist, c.sampler, c.metrics, c.admin, c.logs, c.kv = l, nil, nil, nil, nil, nil, nil
 	mux := http.NewServeMux()
 	c.logRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
