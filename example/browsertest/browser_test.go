@@ -43,7 +43,8 @@ func startDemo(t *testing.T) *demo {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the example: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-dir", filepath.Join(tmp, "data"), "-nosync", "-log-level", "warn")
+	// Two named logs beside the default one, for the dashboard's Logs card.
+	cmd := exec.Command(bin, "-dir", filepath.Join(tmp, "data"), "-nosync", "-log-level", "warn", "-logs", "2")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -311,6 +312,14 @@ func TestDashboardShowsCommitOnAllNodes(t *testing.T) {
 		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#kv-result`)))
 		t.Fatalf("the key's history shows %q (%v; result %q)", got, err, msg)
 	}
+
+	// The Logs card: the default log, then the demo's -logs 2, each with
+	// a leader among n1..n3 and its LEO and HW.
+	waitJS("the Logs card listing (default), log-1 and log-2 with leaders and offsets", `(() => {
+		const rows = [...document.querySelectorAll('#logs tr')].map(r => [...r.cells].map(c => c.textContent));
+		return rows.length === 3 && rows[0][0] === '(default)' && rows[1][0] === 'log-1' && rows[2][0] === 'log-2' &&
+			rows.every(r => /^n[1-3]$/.test(r[1]) && /^\d+$/.test(r[2]) && /^\d+$/.test(r[3]));
+	})()`)
 
 	// Voters and observers: n1..n3 vote, each at a recorded directory;
 	// the spare n4 is not running. Started with its row's Start button it
