@@ -35,7 +35,7 @@ type metrics struct {
 
 	storageFsyncs, storageCommits, storageGroupCommits, storageJournalBatches, storageJournalBytes, storageJournalWaits, storageCheckpoints, storageCheckpointSeconds *prometheus.Desc
 
-	catchUpThrottled, catchUpThrottledSeconds, catchUpBytes, uncommittedBytes, backlogRefusals *prometheus.Desc
+	catchUpThrottled, catchUpThrottledSeconds, catchUpBytes, uncommittedBytes, backlogRefusals, otherLogMessages *prometheus.Desc
 
 	lagEntries, lagSeconds *prometheus.Desc
 }
@@ -139,6 +139,7 @@ func newMetrics(labels prometheus.Labels) *metrics {
 		catchUpBytes:            d("catch_up_bytes_total", "Entry bytes the leader served under the replication quota."),
 		uncommittedBytes:        d("uncommitted_bytes", "On the leader: bytes of the records it appended and has not committed yet (bounded by Options.MaxUncommittedBytes)."),
 		backlogRefusals:         d("backlog_refusals_total", "Appends the leader refused for a full uncommitted backlog (each waits and tries again)."),
+		otherLogMessages:        d("other_log_messages_total", "Messages dropped because they name another log (a named log's traffic reaching a node that runs this log with Open)."),
 
 		lagEntries: d("follower_lag_entries", "On the leader: its LEO minus the follower's, in offsets.", "follower"),
 		lagSeconds: d("follower_lag_seconds", "On the leader: how long the follower has not been caught up (0 while it is).", "follower"),
@@ -158,7 +159,7 @@ func (c *metrics) describe(ch chan<- *prometheus.Desc) {
 		c.leaderChanges, c.elections, c.appends, c.appendBytes, c.fwdSent, c.fwdReceived, c.fetchesServed, c.errors,
 		c.commit, c.fetchWait, c.storageCommit, c.lagEntries, c.lagSeconds,
 		c.storageFsyncs, c.storageCommits, c.storageGroupCommits, c.storageJournalBatches, c.storageJournalBytes, c.storageJournalWaits, c.storageCheckpoints, c.storageCheckpointSeconds,
-		c.catchUpThrottled, c.catchUpThrottledSeconds, c.catchUpBytes, c.uncommittedBytes, c.backlogRefusals,
+		c.catchUpThrottled, c.catchUpThrottledSeconds, c.catchUpBytes, c.uncommittedBytes, c.backlogRefusals, c.otherLogMessages,
 	} {
 		ch <- d
 	}
@@ -215,6 +216,7 @@ func (c *metrics) collect(ch chan<- prometheus.Metric, s replog.Stats) {
 	counter(c.catchUpBytes, s.CatchUpBytes)
 	gauge(c.uncommittedBytes, float64(s.UncommittedBytes))
 	counter(c.backlogRefusals, s.BacklogRefusals)
+	counter(c.otherLogMessages, s.OtherLogMessages)
 	for kind, n := range s.Errors {
 		counter(c.errors, n, kind)
 	}
