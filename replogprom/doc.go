@@ -74,7 +74,9 @@
 // the replication quota's replog_catch_up_throttled_fetches_total,
 // replog_catch_up_throttled_seconds_total and replog_catch_up_bytes_total
 // (Options.CatchUpBytesPerSecond), replog_backlog_refusals_total (appends
-// the leader refused for a full backlog, each retried), the data
+// the leader refused for a full backlog, each retried),
+// replog_other_log_messages_total (messages naming another log, dropped by
+// a log run with Open), the data
 // directory's replog_storage_fsyncs_total,
 // replog_storage_bolt_commits_total, replog_storage_group_commits_total
 // (commit journal records), replog_storage_journal_batches_total,
