@@ -55,12 +55,17 @@ type catalogEntry struct {
 type catalog struct {
 	logs map[string]catalogEntry
 	hw   uint64
+	// undecoded are the logs the core's catalog holds whose spec did not
+	// decode (a newer release's, or damage), name to incarnation: such a
+	// log exists, so the reconciler neither opens it nor removes its files.
+	undecoded map[string]uint64
 }
 
 // newCatalog decodes the core's records (a spec that does not decode is
-// left out and logged by the caller: err names the first).
+// left out of logs, kept in undecoded, and logged by the caller: err names
+// the first).
 func newCatalog(recs []replica.LogRecord, hw uint64) (*catalog, error) {
-	c := &catalog{logs: make(map[string]catalogEntry, len(recs)), hw: hw}
+	c := &catalog{logs: make(map[string]catalogEntry, len(recs)), hw: hw, undecoded: map[string]uint64{}}
 	var first error
 	for _, r := range recs {
 		s, err := decodeSpec(r.Spec)
@@ -68,6 +73,7 @@ func newCatalog(recs []replica.LogRecord, hw uint64) (*catalog, error) {
 			if first == nil {
 				first = fmt.Errorf("log %q: %w", r.Name, err)
 			}
+			c.undecoded[r.Name] = r.Offset
 			continue
 		}
 		c.logs[r.Name] = catalogEntry{name: r.Name, spec: s, incarnation: r.Offset}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replog-io/replog/membership"
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
 )
 
 // TestLogMuxRoutesByName (R84): a message goes to the log it names and no
@@ -86,6 +87,41 @@ func TestRemoveStale(t *testing.T) {
 	}
 	n.removeStale(c)
 	for d, want := range map[string]bool{"keep-4": true, "keep-2": false, "gone-3": false, "new-12": true, "other-5": false} {
+		_, err := os.Stat(filepath.Join(logs, d))
+		if got := err == nil; got != want {
+			t.Errorf("%s kept: %v, want %v", d, got, want)
+		}
+	}
+}
+
+// TestRemoveStaleKeepsUndecoded (R83): a log whose spec does not decode
+// here (a newer release's, say) is still in the catalog: its directory
+// stays; an older incarnation of its name goes.
+func TestRemoveStaleKeepsUndecoded(t *testing.T) {
+	dir := t.TempDir()
+	n := &Node{opts: Options{Dir: dir, NodeID: "n1"}.withDefaults(), logger: hclog.NewNullLogger()}
+	n.opts.NoSync = true
+	defer func() {
+		if n.journal != nil {
+			_ = n.journal.Close()
+		}
+	}()
+	good := logSpec{Replicas: []string{"n1", "n2"}}.encode()
+	c, err := newCatalog([]replica.LogRecord{
+		{Name: "keep", Spec: good, Offset: 4},
+		{Name: "bad", Spec: []byte(`{"replicas": 7}`), Offset: 6},
+	}, 10)
+	if err == nil {
+		t.Fatal("newCatalog took a spec that does not decode")
+	}
+	logs := filepath.Join(dir, logsDirName)
+	for _, d := range []string{"keep-4", "bad-6", "bad-2"} {
+		if err := os.MkdirAll(filepath.Join(logs, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.removeStale(c)
+	for d, want := range map[string]bool{"keep-4": true, "bad-6": true, "bad-2": false} {
 		_, err := os.Stat(filepath.Join(logs, d))
 		if got := err == nil; got != want {
 			t.Errorf("%s kept: %v, want %v", d, got, want)

@@ -414,6 +414,9 @@ func (n *Node) reconcile() {
 	var gone []*localLog
 	for name, ll := range n.logs {
 		e, ok := c.logs[name]
+		if inc, bad := c.undecoded[name]; bad && inc == ll.entry.incarnation {
+			continue // its spec does not decode: that is not a deletion
+		}
 		if !ok || e.incarnation != ll.entry.incarnation || !slices.Contains(e.spec.Replicas, self) {
 			gone = append(gone, ll)
 			delete(n.logs, name)
@@ -542,7 +545,8 @@ func (n *Node) removeStale(c *catalog) {
 			continue
 		}
 		e, ok := c.logs[name]
-		if inc >= c.hw || ok && e.incarnation == inc && slices.Contains(e.spec.Replicas, n.opts.NodeID) {
+		u, undecoded := c.undecoded[name] // held, whatever its spec says
+		if inc >= c.hw || undecoded && u == inc || ok && e.incarnation == inc && slices.Contains(e.spec.Replicas, n.opts.NodeID) {
 			continue
 		}
 		path := filepath.Join(dir, d.Name())

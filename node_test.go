@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
 )
 
 // nodeCluster runs Nodes in this process over loopback TCP and
@@ -429,6 +430,40 @@ func TestNodeSingle(t *testing.T) {
 	}
 	if _, err := n.Log("one"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Log after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestNodeUndecodedSpecKeepsLog (R83): a catalog whose entry for an open
+// log does not decode here (a newer release's spec, say) still holds the
+// log: the reconciler neither closes it nor removes its files.
+func TestNodeUndecodedSpecKeepsLog(t *testing.T) {
+	n, err := OpenNode(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := nodeCtx(t)
+	waitFor(t, "the named logs' feature level", 10*time.Second, func() bool {
+		return n.Default().Status().FeatureLevel >= protocol.FeatureLevelNamedLogs
+	})
+	l, err := n.CreateLog(ctx, "one", LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	inc := n.logs["one"].entry.incarnation
+	n.mu.Unlock()
+	c := n.cat.Load()
+	n.catalogChanged([]replica.LogRecord{{Name: "one", Spec: []byte(`{"replicas": 7}`), Offset: inc}}, c.hw, true)
+	n.reconcile()
+	if got, err := n.Log("one"); err != nil || got != l {
+		t.Fatalf("Log after an undecodable spec: %v, %v", got, err)
+	}
+	if _, err := os.Stat(l.opts.Dir); err != nil {
+		t.Fatalf("the log's directory: %v", err)
+	}
+	if _, err := l.Append(ctx, []byte("x")); err != nil {
+		t.Fatalf("Append: %v", err)
 	}
 }
 
