@@ -81,9 +81,10 @@ func newCatalog(recs []replica.LogRecord, hw uint64) (*catalog, error) {
 	return c, first
 }
 
-// journalLogID is the ID of a named log's store on the node's shared
-// journal: its incarnation, which no other log of the catalog has, folded
-// into the journal's 32 bits (1<<32-1 is reserved).
+// journalLogID is the ID a named log's new store first tries on the
+// node's shared journal (Node.journalID): its incarnation folded into the
+// journal's 32 bits (1<<32-1 is reserved). Two incarnations 1<<32-1 apart
+// fold alike, so it is only a first choice.
 func journalLogID(incarnation uint64) uint32 {
 	return uint32(incarnation % (1<<32 - 1))
 }

@@ -469,7 +469,9 @@ func (n *Node) openNamed(e catalogEntry) error {
 	cfgs := o.components(logger)
 	cfgs.store.Journal = false
 	cfgs.store.SharedJournal = j
-	cfgs.store.JournalLogID = journalLogID(e.incarnation)
+	if cfgs.store.JournalLogID, err = n.journalID(j, o.Dir, e.incarnation); err != nil {
+		return err
+	}
 	np, in := n.mux.add(wireLogName(e.name, e.incarnation), e.spec.Replicas)
 	np.members = slices.DeleteFunc(slices.Clone(e.spec.Replicas), func(id string) bool { return id == n.opts.NodeID })
 	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
@@ -517,6 +519,42 @@ func (n *Node) sharedJournal() (*storage.Journal, error) {
 	}
 	n.journal = j
 	return j, nil
+}
+
+// journalID is the log ID on the shared journal j of the store in dir, a
+// log of incarnation inc: the one its journal reference records, else
+// (a new directory) one no store, batch or other directory under
+// <Dir>/logs has, journalLogID(inc) first. The ID belongs to the
+// directory, not to the incarnation: two incarnations that fold alike
+// into 32 bits would otherwise share it, the second could not attach, and
+// after a restart whichever opened first would replay the other's batches
+// as its own. Only the reconciler calls it, one open at a time.
+func (n *Node) journalID(j *storage.Journal, dir string, inc uint64) (uint32, error) {
+	if id, ok, err := storage.JournalLogIDOf(dir); err != nil || ok {
+		return id, err
+	}
+	logs := filepath.Join(n.opts.Dir, logsDirName)
+	taken := map[uint32]bool{}
+	ents, err := os.ReadDir(logs)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("replog: read %s: %w", logs, err)
+	}
+	for _, d := range ents {
+		p := filepath.Join(logs, d.Name())
+		if !d.IsDir() || p == filepath.Clean(dir) {
+			continue
+		}
+		// A damaged reference keeps its directory from opening at all;
+		// what the journal holds of it, InUse sees.
+		if id, ok, err := storage.JournalLogIDOf(p); err == nil && ok {
+			taken[id] = true
+		}
+	}
+	for id := journalLogID(inc); ; id = journalLogID(uint64(id) + 1) {
+		if !taken[id] && !j.InUse(id) {
+			return id, nil
+		}
+	}
 }
 
 // removeStale removes the directories under <Dir>/logs of logs the
@@ -573,7 +611,9 @@ func (n *Node) drainDir(dir string, inc uint64) error {
 	cfgs := o.components(n.logger)
 	cfgs.store.Journal = false
 	cfgs.store.SharedJournal = j
-	cfgs.store.JournalLogID = journalLogID(inc)
+	if cfgs.store.JournalLogID, err = n.journalID(j, dir, inc); err != nil {
+		return err
+	}
 	s, _, err := openStore(dir, cfgs.identity, cfgs.store)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
 )
 
 // nodeCluster runs Nodes in this process over loopback TCP and
@@ -464,6 +465,61 @@ func TestNodeUndecodedSpecKeepsLog(t *testing.T) {
 	}
 	if _, err := l.Append(ctx, []byte("x")); err != nil {
 		t.Fatalf("Append: %v", err)
+	}
+}
+
+// TestNodeJournalLogIDsDoNotCollide: two logs of the catalog whose
+// incarnations fold into the same 32 bits both open on one node's shared
+// journal, each on its own ID, and each keeps its own entries.
+//
+// The crafted catalog is above the default log's HW, so that a restarted
+// node keeps their directories until it is published again.
+func TestNodeJournalLogIDsDoNotCollide(t *testing.T) {
+	dir := t.TempDir()
+	ctx := nodeCtx(t)
+	inc := uint64(1000)
+	if journalLogID(inc) != journalLogID(inc+1<<32-1) {
+		t.Fatal("the incarnations do not fold alike")
+	}
+	var ids [2]uint32
+	for run := range 2 {
+		n, err := OpenNode(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the catalog", 10*time.Second, func() bool { return n.cat.Load() != nil })
+		self := n.opts.NodeID
+		spec := logSpec{Replicas: []string{self}, Leader: self}.encode()
+		n.catalogChanged([]replica.LogRecord{
+			{Name: "a", Spec: spec, Offset: inc},
+			{Name: "b", Spec: spec, Offset: inc + 1<<32 - 1},
+		}, n.cat.Load().hw, true)
+		for i, name := range []string{"a", "b"} {
+			l := logOn(t, n, name)
+			id, ok, err := storage.JournalLogIDOf(l.opts.Dir)
+			if err != nil || !ok {
+				t.Fatalf("run %d: %s's journal log ID: %v %v", run, name, ok, err)
+			}
+			if run == 1 && id != ids[i] {
+				t.Fatalf("%s's journal log ID was %d, is %d after a restart", name, ids[i], id)
+			}
+			ids[i] = id
+			if _, err := l.Append(ctx, []byte(name)); err != nil {
+				t.Fatalf("run %d: %s: Append: %v", run, name, err)
+			}
+			got := readN(t, l, run+1, 10*time.Second)
+			for _, e := range got {
+				if string(e.Data) != name {
+					t.Fatalf("run %d: %s read %q", run, name, e.Data)
+				}
+			}
+		}
+		if ids[0] == ids[1] {
+			t.Fatalf("run %d: both logs have journal log ID %d", run, ids[0])
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -221,6 +221,18 @@ func readJournalRef(dir string) (*journalRef, error) {
 	return &r, nil
 }
 
+// JournalLogIDOf returns the log ID (DirOptions.JournalLogID) data
+// directory dir has on its shared journal, as its journal reference
+// records it; ok is false when dir has none (it never ran on a shared
+// journal). A damaged reference is an error wrapping ErrCorrupt.
+func JournalLogIDOf(dir string) (id uint32, ok bool, err error) {
+	r, err := readJournalRef(dir)
+	if err != nil || r == nil {
+		return 0, false, err
+	}
+	return r.logID, true, nil
+}
+
 // writeJournalRef records r in dir, atomically and durably.
 func writeJournalRef(dir string, r journalRef, noSync bool) error {
 	tmp := filepath.Join(dir, JournalRefFileName+".tmp")

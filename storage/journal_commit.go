@@ -393,6 +393,16 @@ func (j *Journal) holdsUnclaimed(id uint32) bool {
 	return len(j.unclaimed[id]) > 0
 }
 
+// InUse reports whether log id is taken on the journal: a store is
+// attached as id, or the journal holds batches of id no store has claimed
+// since it was opened. A store new to the journal must take another ID.
+func (j *Journal) InUse(id uint32) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, attached := j.stores[id]
+	return attached || len(j.unclaimed[id]) > 0
+}
+
 // detach unregisters log id; parts are its batches still live, which
 // stay in the journal for the next store that attaches as id.
 func (j *Journal) detach(id uint32, parts []journalPart) {
