@@ -77,6 +77,7 @@ type localLog struct {
 	log   *Log
 	in    *inbox
 	entry catalogEntry
+	jid   uint32 // its store's log ID on the shared journal
 }
 
 // OpenNode opens (or creates) the node opts configures: its default log
@@ -429,7 +430,9 @@ func (n *Node) reconcile() {
 		n.mux.remove(ll.in)
 		if err := os.RemoveAll(ll.log.opts.Dir); err != nil {
 			n.logger.Warn("removing a deleted log's directory", "log", ll.entry.name, "error", err)
+			continue
 		}
+		n.forgetJournal(ll.jid, ll.log.opts.Dir)
 	}
 	if len(gone) > 0 {
 		n.signal()
@@ -469,9 +472,11 @@ func (n *Node) openNamed(e catalogEntry) error {
 	cfgs := o.components(logger)
 	cfgs.store.Journal = false
 	cfgs.store.SharedJournal = j
-	if cfgs.store.JournalLogID, err = n.journalID(j, o.Dir, e.incarnation); err != nil {
+	jid, err := n.journalID(j, o.Dir, e.incarnation)
+	if err != nil {
 		return err
 	}
+	cfgs.store.JournalLogID = jid
 	np, in := n.mux.add(wireLogName(e.name, e.incarnation), e.spec.Replicas)
 	np.members = slices.DeleteFunc(slices.Clone(e.spec.Replicas), func(id string) bool { return id == n.opts.NodeID })
 	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
@@ -484,7 +489,7 @@ func (n *Node) openNamed(e catalogEntry) error {
 		return err
 	}
 	n.mu.Lock()
-	n.logs[e.name] = &localLog{log: l, in: in, entry: e}
+	n.logs[e.name] = &localLog{log: l, in: in, entry: e, jid: jid}
 	n.mu.Unlock()
 	n.logger.Debug("log opened", "log", e.name, "replicas", e.spec.Replicas)
 	return nil
@@ -588,13 +593,33 @@ func (n *Node) removeStale(c *catalog) {
 			continue
 		}
 		path := filepath.Join(dir, d.Name())
+		jid, onJournal, _ := storage.JournalLogIDOf(path)
 		if err := n.drainDir(path, inc); err != nil {
 			n.logger.Warn("a deleted log's directory could not be drained from the journal; removing it anyway", "dir", path, "error", err)
 		}
 		n.logger.Info("removing the directory of a log deleted while this node was down", "dir", path)
 		if err := os.RemoveAll(path); err != nil {
 			n.logger.Warn("removing a deleted log's directory", "dir", path, "error", err)
+			continue
 		}
+		if onJournal {
+			n.forgetJournal(jid, path)
+		}
+	}
+}
+
+// forgetJournal drops what the shared journal still holds of log id,
+// whose directory dir is gone (its store failed, or could not be drained,
+// before it checkpointed): nothing will claim those batches, and they
+// would keep the journal from being cut past them, stalling every named
+// log's writes once its ring is full.
+func (n *Node) forgetJournal(id uint32, dir string) {
+	j, err := n.sharedJournal()
+	if err == nil {
+		err = j.Forget(id)
+	}
+	if err != nil {
+		n.logger.Warn("dropping a deleted log's batches from the shared journal", "dir", dir, "error", err)
 	}
 }
 

@@ -403,6 +403,27 @@ func (j *Journal) InUse(id uint32) bool {
 	return attached || len(j.unclaimed[id]) > 0
 }
 
+// Forget drops the batches of log id that no store has claimed, for a log
+// whose data directory is gone (deleted before they were checkpointed):
+// no store will ever claim them, and until they are dropped the journal
+// is never cut past them, so its ring fills and every store's Applies
+// wait. Errors: ErrInvalidOptions if a store is attached as id; those of
+// writing the journal's header.
+func (j *Journal) Forget(id uint32) error {
+	j.mu.Lock()
+	if _, ok := j.stores[id]; ok {
+		j.mu.Unlock()
+		return fmt.Errorf("%w: journal %s: log %d has a store attached", ErrInvalidOptions, j.path, id)
+	}
+	parts := j.unclaimed[id]
+	delete(j.unclaimed, id)
+	j.mu.Unlock()
+	if len(parts) == 0 {
+		return nil
+	}
+	return j.release(id, parts[len(parts)-1].seq)
+}
+
 // detach unregisters log id; parts are its batches still live, which
 // stay in the journal for the next store that attaches as id.
 func (j *Journal) detach(id uint32, parts []journalPart) {

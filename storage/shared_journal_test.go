@@ -150,6 +150,45 @@ func TestSharedJournalOneRoundForTwoStores(t *testing.T) {
 	}
 }
 
+// A store abandoned with batches in the journal leaves them unclaimed
+// (InUse); Forget drops them and the journal is cut past them, but
+// refuses while a store is attached. JournalLogIDOf reads a directory's
+// ID back.
+func TestSharedJournalForget(t *testing.T) {
+	root := t.TempDir()
+	j := openJournalFile(t, filepath.Join(root, "shared.journal"), storage.JournalOptions{Bytes: 1 << 20})
+	defer j.Close()
+	dir := filepath.Join(root, "a")
+	if _, ok, err := storage.JournalLogIDOf(dir); ok || err != nil {
+		t.Fatalf("JournalLogIDOf a directory never opened: %v %v", ok, err)
+	}
+	s := openShared(t, dir, j, 7)
+	if id, ok, err := storage.JournalLogIDOf(dir); id != 7 || !ok || err != nil {
+		t.Fatalf("JournalLogIDOf: %d %v %v, want 7", id, ok, err)
+	}
+	if err := s.Apply(appendBatch(s, 1, 3, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if !j.InUse(7) || j.InUse(8) {
+		t.Fatalf("InUse(7) %v, InUse(8) %v", j.InUse(7), j.InUse(8))
+	}
+	if err := j.Forget(7); !errors.Is(err, storage.ErrInvalidOptions) {
+		t.Fatalf("Forget of an attached log: %v, want ErrInvalidOptions", err)
+	}
+	if err := s.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	if !j.InUse(7) || j.Stats().Live == 0 {
+		t.Fatalf("an abandoned store's batches: InUse %v, %d bytes live", j.InUse(7), j.Stats().Live)
+	}
+	if err := j.Forget(7); err != nil {
+		t.Fatal(err)
+	}
+	if j.InUse(7) || j.Stats().Live != 0 {
+		t.Fatalf("after Forget: InUse %v, %d bytes live", j.InUse(7), j.Stats().Live)
+	}
+}
+
 // A format 3 directory opens only on its journal as its log: without the
 // journal, as another log, on another journal, and read-only it is
 // ErrSharedJournal; a second store with the same log ID on a journal is
