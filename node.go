@@ -31,6 +31,14 @@ const (
 	balanceInterval    = time.Second
 	reconcileInterval  = time.Second
 	balanceTransferMax = time.Second
+	// A log handed to its preferred leader that comes back to this node
+	// within its backoff is not handed over again until the backoff
+	// ends, and the backoff doubles (up to balanceBackoffMax): a
+	// preferred leader that keeps losing the leadership (a slow disk, a
+	// link that check-quorum keeps failing) must not have it bounced to
+	// it every second, each move a moment without a leader.
+	balanceBackoffMin = 10 * time.Second
+	balanceBackoffMax = 5 * time.Minute
 )
 
 // Node is one node of a cluster hosting many named logs (docs/logs.md):
@@ -78,6 +86,39 @@ type localLog struct {
 	in    *inbox
 	entry catalogEntry
 	jid   uint32 // its store's log ID on the shared journal
+	// bal is the balancer's state for this log (the balancer goroutine's
+	// only).
+	bal balanceState
+}
+
+// balanceState is when the balancer last handed a log over and how long
+// it holds off handing it over again.
+type balanceState struct {
+	movedAt time.Time     // the last successful hand-over (zero: none)
+	backoff time.Duration // 0 until a hand-over came back within its backoff
+}
+
+// due reports whether a log this node leads again at now may be handed
+// over: not within the backoff after the last hand-over. A log that came
+// back to this node within the backoff has had its hand-over undone (by
+// an election or a transfer back): the backoff starts, or doubles.
+func (b *balanceState) due(now time.Time) bool {
+	if b.movedAt.IsZero() {
+		return true
+	}
+	return now.Sub(b.movedAt) >= max(b.backoff, balanceBackoffMin)
+}
+
+// moved records a successful hand-over at now, given whether the
+// previous one was undone within its hold (the log came back sooner than
+// twice the hold: the preferred leader did not keep it).
+func (b *balanceState) moved(now time.Time) {
+	if !b.movedAt.IsZero() && now.Sub(b.movedAt) < 2*max(b.backoff, balanceBackoffMin) {
+		b.backoff = min(2*max(b.backoff, balanceBackoffMin), balanceBackoffMax)
+	} else {
+		b.backoff = 0
+	}
+	b.movedAt = now
 }
 
 // OpenNode opens (or creates) the node opts configures: its default log
@@ -687,7 +728,7 @@ func (n *Node) balance(ll *localLog) {
 			caughtUp = st.RemoteLEO[pref] >= st.LEO
 		}
 	}
-	if !caughtUp {
+	if !caughtUp || !ll.bal.due(time.Now()) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), balanceTransferMax)
@@ -703,7 +744,8 @@ func (n *Node) balance(ll *localLog) {
 		n.logger.Debug("moving a log's leadership to its preferred leader", "log", ll.entry.name, "to", pref, "error", err)
 		return
 	}
-	n.logger.Debug("log's leadership moved to its preferred leader", "log", ll.entry.name, "to", pref)
+	ll.bal.moved(time.Now())
+	n.logger.Debug("log's leadership moved to its preferred leader", "log", ll.entry.name, "to", pref, "hold_next", max(ll.bal.backoff, balanceBackoffMin))
 }
 
 // Close closes the node: its named logs (each leader first hands its
