@@ -418,7 +418,13 @@ func (s *SnapshotStore) Save(offset, epoch uint64, write func(io.Writer) error) 
 		}
 		s.list = slices.Clone(s.list[:s.opts.Keep])
 	}
-	drop = append(drop, s.damaged...)
+	for _, p := range s.damaged {
+		// A damaged file at this offset is gone already: the rename
+		// replaced it, and its path is now the new snapshot's.
+		if p != final {
+			drop = append(drop, p)
+		}
+	}
 	s.damaged = nil
 	s.mu.Unlock()
 	// Deletions need no sync: one a crash undoes leaves an older, whole

@@ -375,3 +375,43 @@ func TestSnapshotReplacedIsGone(t *testing.T) {
 		t.Fatalf("the replacing snapshot: %d bytes, %v", len(got), err)
 	}
 }
+
+// A save at the offset of a file found damaged at open replaces that
+// file: the save's own file is the one kept, not deleted with the damage.
+func TestSnapshotSaveOverDamaged(t *testing.T) {
+	dir := t.TempDir()
+	s := openSnaps(t, dir)
+	if _, err := s.Save(10, 1, writeChunks(10, snapshotBody(10, 5000))); err != nil {
+		t.Fatal(err)
+	}
+	damaged, err := s.Save(20, 1, writeChunks(20, snapshotBody(20, 5000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if err := os.Truncate(damaged.Path, 100); err != nil {
+		t.Fatal(err)
+	}
+	s = openSnaps(t, dir)
+	if d := s.Damaged(); len(d) != 1 || d[0] != damaged.Path {
+		t.Fatalf("damaged %v, want %s", d, damaged.Path)
+	}
+	saved, err := s.Save(20, 1, writeChunks(21, snapshotBody(21, 3000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := s.Latest(); !ok || l.Path != saved.Path {
+		t.Fatalf("latest %+v %v, want %+v", l, ok, saved)
+	}
+	if got, err := readSnapshot(t, s, saved); err != nil || !bytes.Equal(got, snapshotBody(21, 3000)) {
+		t.Fatalf("the snapshot saved over the damaged file: %d bytes, %v", len(got), err)
+	}
+	if len(s.Damaged()) != 0 {
+		t.Fatalf("damaged after a save: %v", s.Damaged())
+	}
+	_ = s.Close()
+	s = openSnaps(t, dir)
+	if l, ok := s.Latest(); !ok || l.Offset != 20 || l.Size != 3000 || len(s.Damaged()) != 0 {
+		t.Fatalf("after reopening: latest %+v %v, damaged %v", l, ok, s.Damaged())
+	}
+}
