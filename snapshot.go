@@ -112,7 +112,13 @@ func (l *Log) SaveSnapshot(ctx context.Context, offset uint64, write func(io.Wri
 	}
 	epoch := snapshotEpoch(epochs, offset)
 	info, err := l.snap.store.Save(offset, epoch, func(w io.Writer) error {
-		return write(&guardedWriter{w: w, ctx: ctx, closing: l.closing})
+		g := &guardedWriter{w: w, ctx: ctx, closing: l.closing}
+		if err := write(g); err != nil {
+			return err
+		}
+		// A write that dropped the guard's error left out what it wrote
+		// after it: the body is not the state.
+		return g.err
 	})
 	if errors.Is(err, storage.ErrClosed) {
 		err = ErrClosed
@@ -139,19 +145,26 @@ func (l *Log) snapshotUsable() error {
 
 // guardedWriter is the Writer SaveSnapshot's write gets: it stops taking
 // bytes once the caller's context ends or the Log closes, so that a long
-// snapshot neither outlives its caller nor holds up Close.
+// snapshot neither outlives its caller nor holds up Close. Its first
+// refusal sticks (err), so that SaveSnapshot fails even if write drops it.
 type guardedWriter struct {
 	w       io.Writer
 	ctx     context.Context
 	closing chan struct{}
+	err     error
 }
 
 func (g *guardedWriter) Write(p []byte) (int, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
 	if err := g.ctx.Err(); err != nil {
+		g.err = err
 		return 0, err
 	}
 	select {
 	case <-g.closing:
+		g.err = ErrClosed
 		return 0, ErrClosed
 	default:
 	}

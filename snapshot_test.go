@@ -114,6 +114,19 @@ func TestSaveSnapshotBounds(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("context ended during the write: %v", err)
 	}
+	// A write that drops the Writer's errors (as fmt.Fprintf in a loop
+	// does) and returns nil saves nothing either: the bytes after the end
+	// are missing from the body, which would be a torn state.
+	cctx, ccancel = context.WithCancel(ctx)
+	_, err = l.SaveSnapshot(cctx, hw, func(w io.Writer) error {
+		_, _ = w.Write([]byte("before the end"))
+		ccancel()
+		_, _ = w.Write([]byte("after the end"))
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("context ended during a write that drops errors: %v", err)
+	}
 	if s := l.Snapshots(); len(s) != 1 || s[0].Offset != offs[10] {
 		t.Fatalf("a refused save changed the snapshots: %+v", s)
 	}
