@@ -222,7 +222,10 @@ func (l *Log) describes(i storage.SnapshotInfo) (bool, string) {
 // brought up to date from this node's log. A snapshot saved on another
 // log (its tag is not this log's epoch at its offset) is skipped and
 // logged at Warn, as is one found damaged when its file was checked (at
-// Open, each one is read whole).
+// Open, each one is read whole) or since: a reader that ends in
+// ErrCorrupt drops its snapshot from the node's list (Snapshots), so the
+// next OpenSnapshot returns the one below it, and the next SaveSnapshot
+// deletes the damaged file.
 //
 // Errors: ErrNoSnapshot (none is kept, or none describes this log);
 // ErrClosed; ErrStorageFailed (as for Append); the file system's.
@@ -250,6 +253,11 @@ func (l *Log) OpenSnapshot() (SnapshotInfo, io.ReadCloser, error) {
 				return SnapshotInfo{}, nil, ErrClosed
 			case errors.Is(err, storage.ErrNoSnapshot):
 				l.logger.Warn("snapshot skipped: its file is not the one listed", "path", i.Path, "error", err)
+				continue
+			case errors.Is(err, storage.ErrCorrupt):
+				// Damaged since it was checked (the store lists it no
+				// more): the one below it may still be whole.
+				l.logger.Warn("snapshot skipped: damaged", "path", i.Path, "error", err)
 				continue
 			case err != nil:
 				return SnapshotInfo{}, nil, err

@@ -222,10 +222,15 @@ func TestOpenSnapshotSkipsAnotherLogs(t *testing.T) {
 }
 
 // A snapshot whose bytes rot after Open is read to the end and then
-// fails with ErrCorrupt, never io.EOF.
+// fails with ErrCorrupt, never io.EOF; the next OpenSnapshot falls back
+// to the older one kept, and so it does when the newest is torn.
 func TestOpenSnapshotReaderVerifies(t *testing.T) {
 	l := openSingle(t, Options{})
-	appendN(t, l, 3)
+	offs := appendN(t, l, 3)
+	older, err := saveBytes(t, l, offs[1], []byte("older"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	info, err := saveBytes(t, l, l.Status().ReadableHW, bytes.Repeat([]byte("s"), 10000))
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +240,23 @@ func TestOpenSnapshotReaderVerifies(t *testing.T) {
 	}
 	if _, b, err := openBytes(t, l); !errors.Is(err, ErrCorrupt) || len(b) != 10000 || !strings.Contains(err.Error(), info.Path) {
 		t.Fatalf("rotten snapshot: %d bytes, %v", len(b), err)
+	}
+	if got, b, err := openBytes(t, l); err != nil || got != older || string(b) != "older" {
+		t.Fatalf("after a rotten read: %+v, %d bytes, %v; want %+v", got, len(b), err, older)
+	}
+	if s := l.Snapshots(); len(s) != 1 || s[0] != older {
+		t.Fatalf("snapshots after a rotten read: %+v", s)
+	}
+	// Torn before it is opened: skipped the same way.
+	info, err = saveBytes(t, l, l.Status().ReadableHW, []byte("newest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(info.Path, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got, b, err := openBytes(t, l); err != nil || got != older || string(b) != "older" {
+		t.Fatalf("with the newest torn: %+v, %d bytes, %v; want %+v", got, len(b), err, older)
 	}
 }
 

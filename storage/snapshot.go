@@ -206,7 +206,7 @@ type SnapshotStore struct {
 	// mu guards the fields below.
 	mu      sync.Mutex
 	list    []SnapshotInfo // valid snapshots, highest offset first
-	damaged []string       // files found damaged at open, not yet deleted
+	damaged []string       // files found damaged (at open or read since), not yet deleted
 	closed  bool
 }
 
@@ -334,6 +334,18 @@ type snapshotReader struct {
 	crc  uint32
 	want uint32
 	err  error // sticky: io.EOF once the body matched, or the failure
+	// damaged, if set, is told once the body is found damaged.
+	damaged func()
+}
+
+// corrupt makes err the reader's sticky failure and tells damaged.
+func (r *snapshotReader) corrupt(err error) error {
+	r.err = err
+	if r.damaged != nil {
+		r.damaged()
+		r.damaged = nil
+	}
+	return err
 }
 
 func (r *snapshotReader) Read(p []byte) (int, error) {
@@ -349,14 +361,12 @@ func (r *snapshotReader) Read(p []byte) (int, error) {
 	switch {
 	case r.left == 0:
 		if r.crc != r.want {
-			r.err = fmt.Errorf("%w: snapshot %s: body checksum %08x, the header says %08x", ErrCorrupt, r.path, r.crc, r.want)
-			return n, r.err
+			return n, r.corrupt(fmt.Errorf("%w: snapshot %s: body checksum %08x, the header says %08x", ErrCorrupt, r.path, r.crc, r.want))
 		}
 		r.err = io.EOF
 		return n, nil
 	case errors.Is(err, io.EOF):
-		r.err = fmt.Errorf("%w: snapshot %s: body ends %d bytes early: %w", ErrCorrupt, r.path, r.left, io.ErrUnexpectedEOF)
-		return n, r.err
+		return n, r.corrupt(fmt.Errorf("%w: snapshot %s: body ends %d bytes early: %w", ErrCorrupt, r.path, r.left, io.ErrUnexpectedEOF))
 	case err != nil:
 		r.err = fmt.Errorf("replog: read snapshot %s: %w", r.path, err)
 		return n, r.err
@@ -537,8 +547,9 @@ func (s *SnapshotStore) List() []SnapshotInfo {
 	return slices.Clone(s.list)
 }
 
-// Damaged returns the files OpenSnapshots found damaged and skipped that
-// no Save has deleted yet.
+// Damaged returns the files OpenSnapshots found damaged and skipped, and
+// those Open or a reader found damaged since, that no Save has deleted
+// yet.
 func (s *SnapshotStore) Damaged() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -549,8 +560,10 @@ func (s *SnapshotStore) Damaged() []string {
 // (one List or Latest returned): it checks the header again and, as it
 // streams, the body's checksum; the read that ends the body fails with an
 // error wrapping ErrCorrupt (naming the file) on a mismatch, and only a
-// match is followed by io.EOF. The file stays readable until the reader
-// is closed, even once a later Save deletes it. Errors: ErrClosed;
+// match is followed by io.EOF. A snapshot found damaged so (or by Open
+// itself) is no longer listed: it moves to Damaged, List and Latest
+// fall back to the snapshots below it, and the next Save deletes it. The file stays readable until the reader is closed, even once a
+// later Save deletes it. Errors: ErrClosed;
 // ErrNoSnapshot (it is no longer stored: deleted, or replaced by a save at
 // its offset); ErrCorrupt (its header is damaged, or its length is not
 // the header's); the file system's.
@@ -564,6 +577,9 @@ func (s *SnapshotStore) Open(info SnapshotInfo) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("%w at offset %d", ErrNoSnapshot, info.Offset)
 	}
 	r, got, err := openSnapshotFile(info.Path)
+	if errors.Is(err, ErrCorrupt) {
+		s.markDamagedLocked(info)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +589,28 @@ func (s *SnapshotStore) Open(info SnapshotInfo) (io.ReadCloser, error) {
 		_ = r.Close()
 		return nil, fmt.Errorf("%w at offset %d: replaced by a later save", ErrNoSnapshot, info.Offset)
 	}
+	r.damaged = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.markDamagedLocked(info)
+	}
 	return r, nil
+}
+
+// markDamagedLocked moves info, found damaged since the store opened it,
+// from the list to the damaged files (the next Save deletes it), unless
+// it is no longer listed as it was (a save at its offset replaced it).
+// s.mu is held.
+func (s *SnapshotStore) markDamagedLocked(info SnapshotInfo) {
+	i := slices.IndexFunc(s.list, func(i SnapshotInfo) bool {
+		return i.Path == info.Path && i.Offset == info.Offset && i.Size == info.Size && i.CRC == info.CRC && i.Time.Equal(info.Time)
+	})
+	if i < 0 {
+		return
+	}
+	s.opts.Logger.Warn("snapshot file damaged since it was checked: no longer listed (the next save deletes it)", "path", info.Path)
+	s.list = slices.Delete(s.list, i, i+1)
+	s.damaged = append(s.damaged, info.Path)
 }
 
 // Close waits for a Save under way and closes the store: later calls

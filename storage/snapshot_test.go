@@ -278,6 +278,10 @@ func TestSnapshotOpenSkipsDamage(t *testing.T) {
 func TestSnapshotReaderVerifies(t *testing.T) {
 	dir := t.TempDir()
 	s := openSnaps(t, dir)
+	older, err := s.Save(60, 2, writeChunks(6, snapshotBody(6, 1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	body := snapshotBody(7, 700<<10)
 	info, err := s.Save(70, 2, writeChunks(7, body))
 	if err != nil {
@@ -288,17 +292,24 @@ func TestSnapshotReaderVerifies(t *testing.T) {
 	if err := os.WriteFile(info.Path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readSnapshot(t, s, info)
-	if !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), info.Path) || len(got) != len(body) {
-		t.Fatalf("rotten body: read %d bytes of %d, err %v", len(got), len(body), err)
-	}
 	// The reader's error is sticky.
-	r, _ := s.Open(info)
-	_, err1 := io.Copy(io.Discard, r)
+	r, err := s.Open(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err1 := io.ReadAll(r)
 	_, err2 := r.Read(make([]byte, 1))
 	_ = r.Close()
-	if !errors.Is(err1, storage.ErrCorrupt) || !errors.Is(err2, storage.ErrCorrupt) {
-		t.Fatalf("errors %v, then %v", err1, err2)
+	if !errors.Is(err1, storage.ErrCorrupt) || !strings.Contains(err1.Error(), info.Path) || len(got) != len(body) || !errors.Is(err2, storage.ErrCorrupt) {
+		t.Fatalf("rotten body: read %d bytes of %d, errors %v, then %v", len(got), len(body), err1, err2)
+	}
+	// Found damaged, it is no longer listed: the older one is Latest
+	// again, and the next save deletes the damaged file.
+	if l, ok := s.Latest(); !ok || l.Offset != older.Offset || len(s.List()) != 1 || strings.Join(s.Damaged(), " ") != info.Path {
+		t.Fatalf("after the rotten read: latest %+v %v, list %+v, damaged %v", l, ok, s.List(), s.Damaged())
+	}
+	if _, err := s.Open(info); !errors.Is(err, storage.ErrNoSnapshot) {
+		t.Fatalf("Open of a snapshot found damaged: %v", err)
 	}
 
 	// Torn under an open reader: its length no longer matches, so Open
@@ -306,6 +317,11 @@ func TestSnapshotReaderVerifies(t *testing.T) {
 	b[len(b)-100] ^= 0x80
 	if err := os.WriteFile(info.Path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	_ = s.Close()
+	s = openSnaps(t, dir)
+	if l, ok := s.Latest(); !ok || l != info {
+		t.Fatalf("whole again, reopened: latest %+v %v, want %+v", l, ok, info)
 	}
 	r, err = s.Open(info)
 	if err != nil {
@@ -318,8 +334,26 @@ func TestSnapshotReaderVerifies(t *testing.T) {
 		t.Fatalf("torn under a reader: %v", err)
 	}
 	_ = r.Close()
+	if _, err := s.Open(older); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := s.Latest(); !ok || l.Offset != older.Offset {
+		t.Fatalf("after a torn read: latest %+v %v", l, ok)
+	}
+	// Torn before Open: Open finds it and it is no longer listed either.
+	_ = s.Close()
+	if err := os.WriteFile(info.Path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = openSnaps(t, dir)
+	if err := os.Truncate(info.Path, int64(len(b)-10)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Open(info); !errors.Is(err, storage.ErrCorrupt) {
 		t.Fatalf("Open of a torn file: %v", err)
+	}
+	if l, ok := s.Latest(); !ok || l.Offset != older.Offset || len(s.Damaged()) != 1 {
+		t.Fatalf("after Open of a torn file: latest %+v %v, damaged %v", l, ok, s.Damaged())
 	}
 	// A snapshot no longer stored is ErrNoSnapshot.
 	if _, err := s.Open(storage.SnapshotInfo{Offset: 3, Path: filepath.Join(dir, "x")}); !errors.Is(err, storage.ErrNoSnapshot) {
