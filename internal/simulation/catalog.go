@@ -108,18 +108,7 @@ func catalogProducer(nd *node) uint64 { return 1<<62 | producerOf(nd) }
 // catalogKey is the key of a try of root's change on nd: its sequence
 // number is root's ID, its low the lowest one still unanswered.
 func (s *sim) catalogKey(nd *node, root *proposal) protocol.Key {
-	prod := catalogProducer(nd)
-	fl := s.cat.inflight[prod]
-	if fl == nil {
-		fl = map[uint64]bool{}
-		s.cat.inflight[prod] = fl
-	}
-	fl[root.id] = true
-	low := root.id
-	for seq := range fl {
-		low = min(low, seq)
-	}
-	return protocol.Key{Producer: prod, Seq: root.id, Low: low}
+	return inflightKey(s.cat.inflight, catalogProducer(nd), root.id)
 }
 
 // catalogEvent is the timer (ev.id 0: ask a random node for a change) or a

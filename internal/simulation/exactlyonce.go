@@ -90,19 +90,26 @@ func (s *sim) eoKey(nd *node, root *proposal, id string, withProducer bool) prot
 	if !withProducer {
 		return k
 	}
-	prod := producerOf(nd)
-	fl := s.eo.inflight[prod]
+	pk := inflightKey(s.eo.inflight, producerOf(nd), root.id)
+	k.Producer, k.Seq, k.Low = pk.Producer, pk.Seq, pk.Low
+	return k
+}
+
+// inflightKey is the producer key of a try of the change or append whose
+// first try is proposal seq: it notes seq among prod's unanswered ones in
+// inflight, and its low is the lowest of them (R63).
+func inflightKey(inflight map[uint64]map[uint64]bool, prod, seq uint64) protocol.Key {
+	fl := inflight[prod]
 	if fl == nil {
 		fl = map[uint64]bool{}
-		s.eo.inflight[prod] = fl
+		inflight[prod] = fl
 	}
-	fl[root.id] = true
-	low := root.id
-	for seq := range fl {
-		low = min(low, seq)
+	fl[seq] = true
+	low := seq
+	for s := range fl {
+		low = min(low, s)
 	}
-	k.Producer, k.Seq, k.Low = prod, root.id, low
-	return k
+	return protocol.Key{Producer: prod, Seq: seq, Low: low}
 }
 
 // eoDone records that root's append is answered at producer prod: never
