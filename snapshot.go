@@ -44,6 +44,10 @@ func (l *Log) openSnapshots(so storage.DirOptions) error {
 	s, err := storage.OpenSnapshots(filepath.Join(l.opts.Dir, storage.SnapshotDirName), storage.SnapshotOptions{
 		NoSync: so.NoSync,
 		Logger: so.Logger,
+		// Only a snapshot of this log counts toward the two kept: another
+		// log's (or one above this log's end) must not push this log's
+		// out of the store.
+		Counts: func(i storage.SnapshotInfo) bool { ok, _ := l.describes(i); return ok },
 	})
 	if err != nil {
 		return fmt.Errorf("replog: open snapshots: %w", err)
@@ -100,7 +104,7 @@ func (l *Log) SaveSnapshot(ctx context.Context, offset uint64, write func(io.Wri
 	if offset > st.ReadableHW {
 		return SnapshotInfo{}, fmt.Errorf("%w: snapshot offset %d is above the readable high watermark %d (a snapshot is of committed entries)", ErrInvalidArgument, offset, st.ReadableHW)
 	}
-	if latest, ok := l.snap.store.Latest(); ok && offset < latest.Offset {
+	if latest, ok := l.newestSnapshot(); ok && offset < latest.Offset {
 		return SnapshotInfo{}, fmt.Errorf("%w: snapshot offset %d is below the newest snapshot's %d", ErrInvalidArgument, offset, latest.Offset)
 	}
 	// The epoch map first, then the log start: a deletion in between
@@ -295,8 +299,22 @@ func (l *Log) retainBound(offset uint64) uint64 {
 	if !l.opts.RetainUntilSnapshot {
 		return offset
 	}
-	if i, ok := l.snap.store.Latest(); ok {
+	if i, ok := l.newestSnapshot(); ok {
 		return min(offset, i.Offset)
 	}
 	return 0
+}
+
+// newestSnapshot is the newest snapshot kept that describes this log
+// (R88): the one OpenSnapshot would restore, unless its file is damaged.
+// One that does not (another log's, or above this log's end) neither
+// bounds retention (R87: the state could not be rebuilt from it) nor
+// refuses a save below it.
+func (l *Log) newestSnapshot() (storage.SnapshotInfo, bool) {
+	for _, i := range l.snap.store.List() {
+		if ok, _ := l.describes(i); ok {
+			return i, true
+		}
+	}
+	return storage.SnapshotInfo{}, false
 }

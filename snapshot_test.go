@@ -209,9 +209,22 @@ func TestOpenSnapshotSkipsAnotherLogs(t *testing.T) {
 	}
 	plant(offs[6]+1, epoch+3) // another log's history at this offset
 	plant(leo+50, epoch)      // beyond this log's end
-	l = openSingle(t, Options{Dir: dir})
+	l = openSingle(t, Options{Dir: dir, RetainUntilSnapshot: true})
 	if info, b, err := openBytes(t, l); err != nil || info.Offset != good.Offset || string(b) != "ours" {
 		t.Fatalf("OpenSnapshot with foreign snapshots: %+v %q %v; want ours at %d", info, b, err, good.Offset)
+	}
+	// Neither bounds what this node may do: retention stops at ours, the
+	// one it can restore, and a save between ours and theirs is taken.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := l.DeleteBefore(ctx, leo); err != nil || got != good.Offset {
+		t.Fatalf("DeleteBefore(%d) with foreign snapshots above ours: %d, %v; want ours at %d", leo, got, err, good.Offset)
+	}
+	if _, err := saveBytes(t, l, offs[5]+1, []byte("ours, later")); err != nil {
+		t.Fatalf("a save below a foreign snapshot's offset: %v", err)
+	}
+	if info, b, err := openBytes(t, l); err != nil || info.Offset != offs[5]+1 || string(b) != "ours, later" {
+		t.Fatalf("OpenSnapshot after a save below foreign snapshots: %+v %q %v; want the save at %d", info, b, err, offs[5]+1)
 	}
 	l.Close()
 	plant(offs[8]+1, epoch) // the right tag

@@ -37,6 +37,16 @@ type SnapshotOptions struct {
 	// deletes all but the Keep of highest offset (and any damaged file).
 	// Default DefaultSnapshotsKept (2); negative is invalid.
 	Keep int
+	// Counts, if not nil, says whether a snapshot counts toward Keep: the
+	// owner's test that it describes its log (the root's R88). A save then
+	// keeps the Keep of highest offset that count and every snapshot
+	// above the lowest of them, counted or not, and deletes the rest: a
+	// snapshot that does not count is never what pushes one that does out
+	// of the store, and one that may count later (above the log's end for
+	// now) is not deleted while it is above them. Called from Save, with
+	// the store's lock held: it must not call the store. Default nil:
+	// every snapshot counts.
+	Counts func(SnapshotInfo) bool
 	// NoSync skips the fsyncs of a snapshot file and of the directory
 	// (DirOptions.NoSync's meaning: for tests only). Default false.
 	NoSync bool
@@ -376,6 +386,22 @@ func (r *snapshotReader) Read(p []byte) (int, error) {
 
 func (r *snapshotReader) Close() error { return r.f.Close() }
 
+// keepCut is how many of s.list (highest offset first) a save keeps:
+// up to and with the Keep-th that counts (SnapshotOptions.Counts). The
+// caller holds s.mu.
+func (s *SnapshotStore) keepCut() int {
+	kept := 0
+	for n, i := range s.list {
+		if kept == s.opts.Keep {
+			return n
+		}
+		if s.opts.Counts == nil || s.opts.Counts(i) {
+			kept++
+		}
+	}
+	return len(s.list)
+}
+
 // Save writes a snapshot of the state as of offset (epoch is the epoch of
 // the log's entry at offset-1, 0 for offset 0): write streams the body
 // into the Writer it is given (buffered; nothing is held whole in
@@ -422,11 +448,11 @@ func (s *SnapshotStore) Save(offset, epoch uint64, write func(io.Writer) error) 
 	s.list = append(s.list, info)
 	slices.SortFunc(s.list, func(a, b SnapshotInfo) int { return -compareUint64(a.Offset, b.Offset) })
 	var drop []string
-	if len(s.list) > s.opts.Keep {
-		for _, i := range s.list[s.opts.Keep:] {
+	if cut := s.keepCut(); cut < len(s.list) {
+		for _, i := range s.list[cut:] {
 			drop = append(drop, i.Path)
 		}
-		s.list = slices.Clone(s.list[:s.opts.Keep])
+		s.list = slices.Clone(s.list[:cut])
 	}
 	for _, p := range s.damaged {
 		// A damaged file at this offset is gone already: the rename

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -447,5 +448,50 @@ func TestSnapshotSaveOverDamaged(t *testing.T) {
 	s = openSnaps(t, dir)
 	if l, ok := s.Latest(); !ok || l.Offset != 20 || l.Size != 3000 || len(s.Damaged()) != 0 {
 		t.Fatalf("after reopening: latest %+v %v, damaged %v", l, ok, s.Damaged())
+	}
+}
+
+// With SnapshotOptions.Counts, only the snapshots that count make up the
+// Keep kept: one that does not count (epoch 9 here) stays while it is
+// above the lowest kept, never pushes one that counts out, and goes once
+// it is below it.
+func TestSnapshotKeepCountsOnly(t *testing.T) {
+	dir := t.TempDir()
+	s, err := storage.OpenSnapshots(dir, storage.SnapshotOptions{Keep: 2, Counts: func(i storage.SnapshotInfo) bool { return i.Epoch != 9 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	save := func(off, epoch uint64) {
+		t.Helper()
+		if _, err := s.Save(off, epoch, writeChunks(off, snapshotBody(off, 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offsets := func() []uint64 {
+		var out []uint64
+		for _, i := range s.List() {
+			out = append(out, i.Offset)
+		}
+		return out
+	}
+	save(100, 9) // not counted, above everything
+	save(90, 9)
+	save(10, 1)
+	save(20, 1)
+	if got := offsets(); !slices.Equal(got, []uint64{100, 90, 20, 10}) {
+		t.Fatalf("after two counted saves below two that do not count: %v, want [100 90 20 10]", got)
+	}
+	save(30, 1)
+	if got := offsets(); !slices.Equal(got, []uint64{100, 90, 30, 20}) {
+		t.Fatalf("after a third counted save: %v, want [100 90 30 20]", got)
+	}
+	save(110, 1)
+	save(120, 1)
+	if got := offsets(); !slices.Equal(got, []uint64{120, 110}) {
+		t.Fatalf("after two counted saves above those that do not count: %v, want [120 110]", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("%d files in the directory, want 2", len(ents))
 	}
 }
