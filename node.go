@@ -299,7 +299,11 @@ func (n *Node) DeleteLog(ctx context.Context, name string) error {
 		return logChangeErr("delete", name, err)
 	}
 	return n.waitFor(ctx, func(c *catalog) bool {
-		return c.hw > off && n.logs[name] == nil
+		// Closed here, or open as an incarnation created after the
+		// deletion (the name taken again, both changes reaching this node
+		// at once): the one deleted is gone either way.
+		ll := n.logs[name]
+		return c.hw > off && (ll == nil || ll.entry.incarnation > off)
 	})
 }
 
