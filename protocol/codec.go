@@ -48,7 +48,8 @@ import (
 // in LogStartVoters), which a version-5 node would refuse as malformed;
 // version 7 added FetchRequest.FeatureLevel (FeatureLevelVersion);
 // version 8 added FetchRequest.DurableOffset (DurableOffsetVersion);
-// version 9 added Message.Log, in every message (LogNameVersion).
+// version 9 added Message.Log, in every message (LogNameVersion), and the
+// kinds SnapshotRequest and SnapshotResponse (SnapshotTransferVersion).
 //
 // Version is the newest version this package encodes and decodes,
 // MinVersion the oldest: a node speaks every version between them, and
@@ -195,6 +196,16 @@ func EncodedSizeAt(m Message, v uint8) int {
 			return -1
 		}
 		n += 8 + 4 + len(b.LeaderID) + 4 + len(b.Successor)
+	case *SnapshotRequest:
+		if b == nil {
+			return -1
+		}
+		n += snapshotRequestSize
+	case *SnapshotResponse:
+		if b == nil {
+			return -1
+		}
+		n += snapshotResponseSize + len(b.LeaderID) + len(b.Data)
 	default:
 		return -1
 	}
@@ -236,6 +247,12 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 		}
 		if err := ValidLogName(m.Log); err != nil {
 			return dst, fmt.Errorf("message %s->%s: %w", m.From, m.To, err)
+		}
+	}
+	switch m.Body.(type) {
+	case *SnapshotRequest, *SnapshotResponse:
+		if v < SnapshotTransferVersion {
+			return dst, fmt.Errorf("%w: %s needs wire version %d, not %d", ErrVersion, m.Body.Kind(), SnapshotTransferVersion, v)
 		}
 	}
 	size := EncodedSizeAt(m, v)
@@ -349,6 +366,26 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.LeaderID)
 		dst = appendString(dst, b.Successor)
+	case *SnapshotRequest:
+		dst = be.AppendUint64(dst, b.RequestID)
+		dst = be.AppendUint64(dst, b.Epoch)
+		dst = be.AppendUint64(dst, b.Offset)
+		dst = be.AppendUint64(dst, b.SnapshotEpoch)
+		dst = be.AppendUint64(dst, b.Position)
+		dst = be.AppendUint32(dst, b.MaxBytes)
+	case *SnapshotResponse:
+		dst = be.AppendUint64(dst, b.RequestID)
+		dst = appendString(dst, b.LeaderID)
+		dst = be.AppendUint64(dst, b.Epoch)
+		dst = append(dst, byte(b.Error))
+		dst = be.AppendUint64(dst, b.LogStartOffset)
+		dst = be.AppendUint64(dst, b.Offset)
+		dst = be.AppendUint64(dst, b.SnapshotEpoch)
+		dst = be.AppendUint64(dst, b.Size)
+		dst = be.AppendUint32(dst, b.CRC)
+		dst = be.AppendUint64(dst, b.Position)
+		dst = be.AppendUint32(dst, uint32(len(b.Data)))
+		dst = append(dst, b.Data...)
 	}
 	return dst, nil
 }
@@ -530,6 +567,34 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.LeaderID = d.string("leader id")
 		x.Successor = d.string("successor")
 		m.Body = x
+	case KindSnapshotRequest, KindSnapshotResponse:
+		if v < SnapshotTransferVersion {
+			return Message{}, fmt.Errorf("%w: %s at version %d (it needs %d)", ErrMalformed, kind, v, SnapshotTransferVersion)
+		}
+		if kind == KindSnapshotRequest {
+			x := &SnapshotRequest{}
+			x.RequestID = d.u64("request id")
+			x.Epoch = d.u64("epoch")
+			x.Offset = d.u64("offset")
+			x.SnapshotEpoch = d.u64("snapshot epoch")
+			x.Position = d.u64("position")
+			x.MaxBytes = d.u32("max bytes")
+			m.Body = x
+			break
+		}
+		x := &SnapshotResponse{}
+		x.RequestID = d.u64("request id")
+		x.LeaderID = d.string("leader id")
+		x.Epoch = d.u64("epoch")
+		x.Error = SnapshotError(d.u8("error"))
+		x.LogStartOffset = d.u64("log start offset")
+		x.Offset = d.u64("offset")
+		x.SnapshotEpoch = d.u64("snapshot epoch")
+		x.Size = d.u64("size")
+		x.CRC = d.u32("crc")
+		x.Position = d.u64("position")
+		x.Data = d.bytes("data")
+		m.Body = x
 	case 0:
 		return Message{}, fmt.Errorf("%w: unknown kind 0", ErrMalformed)
 	default:
@@ -701,10 +766,10 @@ func KindOf(b []byte) Kind {
 
 // AliasesInput reports whether a decoded message of kind k aliases the
 // bytes it was decoded from (FetchResponse entries' Data, AppendRequest
-// Records). A reader that reuses its buffer must give such a message a
+// Records, SnapshotResponse Data). A reader that reuses its buffer must give such a message a
 // buffer of its own; the others copy everything they keep.
 func (k Kind) AliasesInput() bool {
-	return k == KindFetchResponse || k == KindAppendRequest
+	return k == KindFetchResponse || k == KindAppendRequest || k == KindSnapshotResponse
 }
 
 // String names the kind ("FetchRequest", ..., or "kind(N)").
@@ -728,6 +793,10 @@ func (k Kind) String() string {
 		return "DeleteRecords"
 	case KindEndEpoch:
 		return "EndEpoch"
+	case KindSnapshotRequest:
+		return "SnapshotRequest"
+	case KindSnapshotResponse:
+		return "SnapshotResponse"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

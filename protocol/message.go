@@ -5,7 +5,7 @@ import "fmt"
 // Message is one protocol message between two nodes. Body is one of the
 // pointer types below (*FetchRequest, *FetchResponse, *VoteRequest,
 // *VoteResponse, *BeginEpoch, *AppendRequest, *AppendResponse,
-// *DeleteRecords, *EndEpoch).
+// *DeleteRecords, *EndEpoch, *SnapshotRequest, *SnapshotResponse).
 type Message struct {
 	From string
 	To   string
