@@ -211,8 +211,11 @@ type SnapshotStore struct {
 	dir  string
 	opts SnapshotOptions
 
-	// saveMu serialises Save (and Close, which waits for one under way).
+	// saveMu serialises Save and Install (and Close, which waits for one
+	// under way).
 	saveMu sync.Mutex
+	// recvMu serialises the partial snapshot's writes (snapshot_ship.go).
+	recvMu sync.Mutex
 	// mu guards the fields below.
 	mu      sync.Mutex
 	list    []SnapshotInfo // valid snapshots, highest offset first
@@ -443,6 +446,15 @@ func (s *SnapshotStore) Save(offset, epoch uint64, write func(io.Writer) error) 
 			return SnapshotInfo{}, fmt.Errorf("replog: save snapshot: %w", err)
 		}
 	}
+	s.add(info)
+	return info, nil
+}
+
+// add lists a snapshot just renamed into place (its directory synced) and
+// deletes what it pushes out of the Keep of highest offset. The caller
+// holds saveMu.
+func (s *SnapshotStore) add(info SnapshotInfo) {
+	offset := info.Offset
 	s.mu.Lock()
 	s.list = slices.DeleteFunc(s.list, func(i SnapshotInfo) bool { return i.Offset == offset })
 	s.list = append(s.list, info)
@@ -457,7 +469,7 @@ func (s *SnapshotStore) Save(offset, epoch uint64, write func(io.Writer) error) 
 	for _, p := range s.damaged {
 		// A damaged file at this offset is gone already: the rename
 		// replaced it, and its path is now the new snapshot's.
-		if p != final {
+		if p != info.Path {
 			drop = append(drop, p)
 		}
 	}
@@ -471,7 +483,6 @@ func (s *SnapshotStore) Save(offset, epoch uint64, write func(io.Writer) error) 
 		}
 		atSnapshotStage("pruned")
 	}
-	return info, nil
 }
 
 // write writes the temporary file tmp: a header of zeros, the body, then
