@@ -41,6 +41,13 @@ type Config struct {
 	// that came back with a new directory (R58): the new incarnation then
 	// stays an observer until an operator removes the old one and adds it.
 	ManualVoterChanges bool
+	// ShipSnapshots says that the shell keeps a snapshot store and carries
+	// out Ready.SnapshotChunks (reporting with SnapshotProgress): at
+	// protocol.FeatureLevelSnapshotTransfer a follower below its leader's
+	// log start then pulls the leader's snapshot before it resets (R92).
+	// Default false: it resets at once (R53). A leader answers snapshot
+	// requests either way (Ready.SnapshotReads).
+	ShipSnapshots bool
 	// FetchTimeout: a voter that has had no successful fetch for this long
 	// becomes prospective; a leader that has not had fetches from a majority
 	// within it resigns (check-quorum). Default 700ms.

@@ -35,9 +35,20 @@ type Ready struct {
 	// none drops it. It may be stored before or after the writes of this
 	// Ready, durably or not: New checks it against the log.
 	KeyCheckpoint *protocol.KeyCheckpoint
+	// SnapshotReads are snapshot requests this leader checked, for the
+	// shell to answer from its snapshot store off its loop (R92;
+	// internal/shell.ServeSnapshot); a shell without one answers
+	// SnapshotNone.
+	SnapshotReads []SnapshotRead
+	// SnapshotChunks are chunks of a snapshot this follower is pulling,
+	// for the shell to write (the last one: verify and install), each
+	// reported back with SnapshotProgress (R92, R94). Only with
+	// Config.ShipSnapshots.
+	SnapshotChunks []SnapshotChunk
 }
 
 // IsEmpty reports whether rd asks for nothing.
 func (rd Ready) IsEmpty() bool {
-	return len(rd.Writes) == 0 && len(rd.Messages) == 0 && len(rd.Acks) == 0 && len(rd.Transfers) == 0 && rd.KeyCheckpoint == nil
+	return len(rd.Writes) == 0 && len(rd.Messages) == 0 && len(rd.Acks) == 0 && len(rd.Transfers) == 0 && rd.KeyCheckpoint == nil &&
+		len(rd.SnapshotReads) == 0 && len(rd.SnapshotChunks) == 0
 }

@@ -119,6 +119,12 @@ type Replica struct {
 	leaderHW          uint64
 	// closedAt is when each peer's connection last closed (PeerDown, R69).
 	closedAt map[string]time.Time
+	// snap is the snapshot transfer in progress (R92-R95,
+	// snapshotfetch.go); snapReads and snapChunks go out with the next
+	// Ready.
+	snap       snapshotFetch
+	snapReads  []SnapshotRead
+	snapChunks []SnapshotChunk
 	// resetHW is the log start of a reset (resetLog) whose write, resetSeq,
 	// is not yet durable (0: none); the HW rises to it once it is.
 	resetHW, resetSeq uint64
@@ -430,7 +436,7 @@ func (r *Replica) Ready() Ready {
 		// Halted: nothing more is written or sent; only the refusals of
 		// proposals made since go out.
 		rd := Ready{Acks: r.acks, Transfers: r.transfers}
-		r.acks, r.writes, r.held, r.transfers = nil, nil, nil, nil
+		r.acks, r.writes, r.held, r.transfers, r.snapReads, r.snapChunks = nil, nil, nil, nil, nil, nil
 		return rd
 	}
 	r.keysRound()
@@ -451,10 +457,16 @@ func (r *Replica) Ready() Ready {
 		r.serveParked()
 		r.serveThrottled()
 	case RoleFollower, RoleObserver:
-		r.maybeFetch()
+		r.snapshotRound()
+		if !r.snapshotFetching() {
+			r.maybeFetch()
+		}
+	default:
+		r.snapshotRound()
 	}
-	rd := Ready{Writes: r.writes, Acks: r.acks, Transfers: r.transfers, KeyCheckpoint: r.keyCkpt}
-	r.writes, r.acks, r.transfers, r.keyCkpt = nil, nil, nil, nil
+	rd := Ready{Writes: r.writes, Acks: r.acks, Transfers: r.transfers, KeyCheckpoint: r.keyCkpt,
+		SnapshotReads: r.snapReads, SnapshotChunks: r.snapChunks}
+	r.writes, r.acks, r.transfers, r.keyCkpt, r.snapReads, r.snapChunks = nil, nil, nil, nil, nil, nil
 	n := 0
 	for n < len(r.held) && r.held[n].dep <= r.persistedSeq {
 		n++

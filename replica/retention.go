@@ -127,6 +127,9 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64, resp *protocol.FetchRes
 	if leaderLogStart <= r.log.LEO() {
 		return // our next fetch is within the leader's log
 	}
+	if r.snapshotFirst(resp.LeaderID, resp) {
+		return // the reset follows the transfer (R92)
+	}
 	r.logger.Info("fetch offset below the leader's log start: resetting the log to it",
 		"leo", r.log.LEO(), "log_start", r.log.logStart, "leader_log_start", leaderLogStart)
 	r.resetLog(leaderLogStart, false, resp.LogStartVoters, resp.LogStartEpoch)

@@ -53,7 +53,8 @@ func (r *Replica) stepCommon(m protocol.Message) bool {
 	switch b := m.Body.(type) {
 	case *protocol.FetchRequest:
 		return r.fenceFetchRequest(m.From, b)
-	case *protocol.FetchResponse, *protocol.VoteResponse, *protocol.DeleteRecords:
+	case *protocol.FetchResponse, *protocol.VoteResponse, *protocol.DeleteRecords,
+		*protocol.SnapshotRequest, *protocol.SnapshotResponse:
 		return true
 	case *protocol.AppendRequest:
 		return !r.refuseHandedOver(m.From, b) // R59
@@ -87,6 +88,8 @@ func (r *Replica) stepLeader(m protocol.Message) {
 		}
 	case *protocol.DeleteRecords:
 		r.handleDeleteRecords(m.From, b)
+	case *protocol.SnapshotRequest:
+		r.serveSnapshotRequest(m.From, b) // R92
 	}
 }
 
@@ -102,6 +105,10 @@ func (r *Replica) stepFollower(m protocol.Message) {
 		r.dropVoteResponse(m.From, b)
 	case *protocol.AppendRequest:
 		r.refuseAppendRequest(m.From, b)
+	case *protocol.SnapshotRequest:
+		r.refuseSnapshotRequest(m.From, b)
+	case *protocol.SnapshotResponse:
+		r.handleSnapshotResponse(m.From, b)
 	}
 }
 
@@ -118,6 +125,8 @@ func (r *Replica) stepProspective(m protocol.Message) {
 		r.handlePreVoteResponse(m.From, b)
 	case *protocol.AppendRequest:
 		r.refuseAppendRequest(m.From, b)
+	case *protocol.SnapshotRequest:
+		r.refuseSnapshotRequest(m.From, b)
 	}
 }
 
@@ -132,6 +141,8 @@ func (r *Replica) stepCandidate(m protocol.Message) {
 		r.handleVoteResponse(m.From, b)
 	case *protocol.AppendRequest:
 		r.refuseAppendRequest(m.From, b)
+	case *protocol.SnapshotRequest:
+		r.refuseSnapshotRequest(m.From, b)
 	}
 }
 
@@ -154,6 +165,16 @@ func (r *Replica) admissible(m protocol.Message) bool {
 		epoch = b.Epoch
 	case *protocol.DeleteRecords:
 		epoch = b.Epoch
+	case *protocol.SnapshotRequest:
+		epoch = b.Epoch
+	case *protocol.SnapshotResponse:
+		epoch = b.Epoch
+		// As a fetch answer: only a voter answers what this replica asked.
+		if !r.mayLead(m.From, epoch) {
+			r.logger.Debug("dropping a snapshot answer from a non-voter", "from", m.From)
+			return false
+		}
+		leader = b.LeaderID
 	case *protocol.FetchResponse:
 		epoch = b.Epoch
 		// Fetches go to voters only (and to a leader a voter named, R42):
