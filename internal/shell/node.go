@@ -60,6 +60,11 @@ const (
 	// ErrUnknownLog, ErrFeatureLevelTooLow, ErrTooLarge: nothing
 	// appended).
 	EventLogChange
+	// EventSnapshotProgress: the shell's word on the snapshot it is
+	// receiving or holds (Event.Snapshot; replica.SnapshotProgress, R94):
+	// at start, and once it wrote (or installed) each of
+	// Output.SnapshotChunks.
+	EventSnapshotProgress
 )
 
 // Resolves reports whether events of kind k are requests the Node
@@ -96,6 +101,14 @@ type Event struct {
 	// Name and Spec are EventLogChange's log name and spec.
 	Name string
 	Spec []byte
+	// Snapshot is EventSnapshotProgress's report.
+	Snapshot replica.SnapshotProgress
+}
+
+// SnapshotProgress is the event of the shell's word on its snapshot store
+// (replica.SnapshotProgress).
+func SnapshotProgress(p replica.SnapshotProgress) Event {
+	return Event{Kind: EventSnapshotProgress, Snapshot: p}
 }
 
 // Propose is the event of a proposal: records to append as one batch. The
@@ -169,6 +182,12 @@ type Output struct {
 	// (storage.KeyCheckpointStore), before or after Writes, durably or
 	// not (replica.Ready.KeyCheckpoint, docs/protocol.md R76).
 	KeyCheckpoint *protocol.KeyCheckpoint
+	// SnapshotReads are snapshot requests for the caller to answer off
+	// its loop (ServeSnapshot), SnapshotChunks the chunks of a snapshot
+	// being received for it to write or install, each reported back with
+	// an EventSnapshotProgress (replica.Ready, R92-R94).
+	SnapshotReads  []replica.SnapshotRead
+	SnapshotChunks []replica.SnapshotChunk
 	// Resolved are the proposals decided this round, each once.
 	Resolved []Resolved
 	// Stray are acks of the core for IDs this Node was not waiting for
@@ -283,6 +302,8 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 			n.r.Hint(ev.Hint)
 		case EventPeerDown:
 			n.r.PeerDown(ev.To)
+		case EventSnapshotProgress:
+			n.r.SnapshotProgress(ev.Snapshot)
 		case EventDeleteBefore:
 			// With no leader known (ErrNotLeader) nothing happens; a halt
 			// is reported by the Output.
@@ -296,7 +317,8 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 		n.r.Persisted(n.durable)
 	}
 	rd := n.r.Ready()
-	out := Output{Writes: rd.Writes, Messages: rd.Messages, KeyCheckpoint: rd.KeyCheckpoint}
+	out := Output{Writes: rd.Writes, Messages: rd.Messages, KeyCheckpoint: rd.KeyCheckpoint,
+		SnapshotReads: rd.SnapshotReads, SnapshotChunks: rd.SnapshotChunks}
 	for _, a := range rd.Acks {
 		if _, ok := n.pending[a.ID]; !ok {
 			out.Stray = append(out.Stray, a)
