@@ -114,6 +114,8 @@ func (p *pump) wait() (requested, open bool) {
 				continue
 			}
 			p.events = append(p.events, shell.PeerDown(id))
+		case sp := <-l.ship.progress:
+			p.events = append(p.events, shell.SnapshotProgress(sp))
 		case <-l.wakeLoop:
 		case <-p.ticker.C:
 		}
@@ -203,6 +205,7 @@ func (p *pump) carryOut(out *shell.Output) {
 			}
 		}
 	}
+	l.shipOut(out)
 	for _, m := range out.Messages {
 		if err := l.tr.Send(m); err != nil {
 			l.stats.count(errKindSend)

@@ -181,6 +181,9 @@ type Log struct {
 	watch   watchState
 	retries []asyncRetryItem
 
+	// ship is the shipping of snapshots to and from other nodes
+	// (snapshotship.go).
+	ship shipState
 	// snap holds the service's snapshots (snapshot.go).
 	snap snapshotState
 
@@ -388,6 +391,7 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 	if np.members != nil {
 		rcfg.Members = slices.Clone(np.members)
 	}
+	rcfg.ShipSnapshots = true // the data directory's snapshot store (R92)
 	core, err := replica.New(rcfg, store, time.Now())
 	if err != nil {
 		cleanup()
@@ -395,6 +399,7 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 	}
 	l.node = shell.New(core)
 	l.writer = newWriter(store, logger.Named("writer"), l.onPersisted, l.onWriteFailed)
+	l.startShipping()
 	l.publish(core.Status(), core.ReadableHW(), true)
 	l.wg.Add(1)
 	go l.loop()

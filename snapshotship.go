@@ -1,0 +1,139 @@
+package replog
+
+import (
+	"errors"
+
+	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+)
+
+// Snapshot shipping (docs/protocol.md 3.14, R92-R95; docs/storage.md
+// section 12): the core decides, this file does the I/O. A leader answers
+// each snapshot request the core checked on a goroutine of its own (a read
+// of the snapshot file never runs on the loop, and appends never wait for
+// it); a follower's chunks go to one receiver goroutine, which writes them
+// to the partial snapshot, installs the whole once its checksum is the
+// sender's, and reports each outcome back into the loop.
+
+// maxSnapshotServes bounds the snapshot reads a leader runs at once: more
+// requests wait for one to end (each is one chunk, one file read).
+const maxSnapshotServes = 4
+
+// shipState is the Log's side of snapshot shipping.
+type shipState struct {
+	// progress carries the receiver's reports into the loop.
+	progress chan replica.SnapshotProgress
+	// chunks carries the core's chunks to the receiver (the core has one
+	// outstanding at a time).
+	chunks chan replica.SnapshotChunk
+	// serves bounds the leader's concurrent reads.
+	serves chan struct{}
+}
+
+// startShipping starts the receiver and queues, for the loop's first
+// round, what the snapshot store holds: the newest snapshot (not pulled
+// again) and a partial one a restart interrupted (resumed at its size).
+func (l *Log) startShipping() {
+	l.ship = shipState{
+		progress: make(chan replica.SnapshotProgress, 4),
+		chunks:   make(chan replica.SnapshotChunk, 4),
+		serves:   make(chan struct{}, maxSnapshotServes),
+	}
+	if i, ok := l.snap.store.Latest(); ok {
+		l.ship.progress <- replica.SnapshotProgress{Offset: i.Offset, Epoch: i.Epoch, Size: uint64(i.Size), CRC: i.CRC, Have: uint64(i.Size), Installed: true}
+	}
+	if p, ok := l.snap.store.Partial(); ok {
+		l.ship.progress <- replica.SnapshotProgress{Offset: p.Offset, Epoch: p.Epoch, Size: uint64(p.Size), CRC: p.CRC, Have: uint64(p.Have)}
+	}
+	l.wg.Add(1)
+	go l.receiveSnapshots()
+}
+
+// shipOut carries out a round's snapshot work: the reads on goroutines,
+// the chunks to the receiver.
+func (l *Log) shipOut(out *shell.Output) {
+	for _, sr := range out.SnapshotReads {
+		select {
+		case l.ship.serves <- struct{}{}:
+		default:
+			// As many reads as allowed run: the follower asks again at
+			// its retry timeout.
+			continue
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer func() { <-l.ship.serves }()
+			m := shell.ServeSnapshot(sr, shipSource{l})
+			if l.tr == nil {
+				return
+			}
+			if err := l.tr.Send(m); err != nil {
+				l.logger.Trace("send", "to", m.To, "error", err)
+			}
+		}()
+	}
+	for _, ch := range out.SnapshotChunks {
+		select {
+		case l.ship.chunks <- ch:
+		case <-l.closing:
+			return
+		}
+	}
+}
+
+// receiveSnapshots writes the chunks the core hands out, in order, and
+// reports each outcome.
+func (l *Log) receiveSnapshots() {
+	defer l.wg.Done()
+	st := l.snap.store
+	for {
+		var ch replica.SnapshotChunk
+		select {
+		case <-l.closing:
+			return
+		case ch = <-l.ship.chunks:
+		}
+		p := replica.SnapshotProgress{Offset: ch.Offset, Epoch: ch.Epoch, Size: ch.Size, CRC: ch.CRC}
+		have, err := st.Receive(storage.PartialSnapshot{Offset: ch.Offset, Epoch: ch.Epoch, Size: int64(ch.Size), CRC: ch.CRC}, int64(ch.Position), ch.Data)
+		if err == nil && ch.Last {
+			var info storage.SnapshotInfo
+			if info, err = st.Install(); err == nil {
+				l.logger.Info("snapshot received and installed", "offset", info.Offset, "bytes", info.Size)
+				p.Installed = true
+			}
+		}
+		p.Have = uint64(have)
+		if err != nil {
+			if !errors.Is(err, storage.ErrClosed) {
+				l.logger.Warn("snapshot transfer: the received chunk could not be kept", "offset", ch.Offset, "position", ch.Position, "error", err)
+			}
+			st.DropPartial()
+			p.Failed, p.Installed = true, false
+		}
+		select {
+		case l.ship.progress <- p:
+		case <-l.closing:
+			return
+		}
+	}
+}
+
+// shipSource is the Log's snapshot store as a leader ships from it: only
+// the snapshots that describe this log (R88, R93).
+type shipSource struct{ l *Log }
+
+func (s shipSource) List() []storage.SnapshotInfo {
+	var out []storage.SnapshotInfo
+	for _, i := range s.l.snap.store.List() {
+		if ok, _ := s.l.describes(i); ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (s shipSource) ReadChunk(info storage.SnapshotInfo, pos int64, max int) ([]byte, error) {
+	return s.l.snap.store.ReadChunk(info, pos, max)
+}
