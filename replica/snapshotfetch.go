@@ -11,13 +11,18 @@ import (
 // Snapshot transfer (docs/protocol.md 3.14, R92-R95). A follower whose
 // fetch offset is below its leader's log start would reset to it (R53) and
 // hold nothing from which a service can rebuild the state of the deleted
-// prefix. With Config.ShipSnapshots, at FeatureLevelSnapshotTransfer, it
-// first pulls the leader's newest snapshot at or above the leader's log
+// prefix. With Config.ShipSnapshots it first pulls the leader's newest snapshot at or above the leader's log
 // start, one chunk per request: the core decides (which chunk to ask
 // for, whether an answer continues the transfer, when to install and
 // reset), the shell does the I/O (the leader's reads of snapshot bytes,
 // SnapshotReads; the follower's writes, SnapshotChunks, and its install,
-// reported back with SnapshotProgress). No fetch goes out while the
+// reported back with SnapshotProgress). The leader ships only once the
+// cluster runs at FeatureLevelSnapshotTransfer (below it, it answers
+// SnapshotNone); the follower cannot know the level (a wiped or reset log
+// holds none of the entries that record it) and asks anyway: a leader of
+// an older release never receives the request (no wire version it speaks
+// carries it), and after snapshotMaxSilence requests without an answer
+// the follower resets without a snapshot, as it did before. No fetch goes out while the
 // transfer runs, so nothing is appended here meanwhile; the leader's loop
 // only checks each request, and its appends never wait for it.
 
@@ -88,6 +93,8 @@ type snapshotFetch struct {
 	sentAt  time.Time
 	waiting bool
 	writing bool
+	// silent counts the requests in a row that went unanswered.
+	silent int
 	// partial is what the shell said it held when nothing was active
 	// (a restart): a transfer of that snapshot resumes at its size.
 	partial SnapshotProgress
@@ -129,10 +136,10 @@ func (r *Replica) SnapshotProgress(p SnapshotProgress) {
 
 // snapshotFirst starts a transfer in place of the reset that resp (an
 // out-of-range answer of our leader) asks for, and reports whether it
-// did: only with Config.ShipSnapshots at FeatureLevelSnapshotTransfer.
+// did: only with Config.ShipSnapshots.
 // An answer while one runs changes nothing (the transfer goes on).
 func (r *Replica) snapshotFirst(from string, resp *protocol.FetchResponse) bool {
-	if !r.cfg.ShipSnapshots || r.level < protocol.FeatureLevelSnapshotTransfer || from != r.leaderID {
+	if !r.cfg.ShipSnapshots || from != r.leaderID {
 		return false
 	}
 	sf := &r.snap
@@ -183,9 +190,21 @@ func (r *Replica) snapshotRound() {
 		return
 	}
 	if sf.waiting && r.now.Sub(sf.sentAt) >= r.fetchRetryTimeout() {
+		if sf.silent++; sf.silent >= snapshotMaxSilence {
+			r.logger.Warn("snapshot transfer: the leader does not answer (an older release?); resetting without a snapshot",
+				"leader", sf.leader, "requests", sf.silent)
+			r.finishSnapshotFetch()
+			return
+		}
 		r.sendSnapshotRequest() // the answer was lost: the same chunk again
 	}
 }
+
+// snapshotMaxSilence is how many snapshot requests in a row may go
+// unanswered before a follower resets without the snapshot: a leader of a
+// release before snapshot transfer never answers, and one lost answer
+// must not cost the state.
+const snapshotMaxSilence = 3
 
 // endSnapshotFetch forgets the transfer; the partial the shell holds is
 // remembered, so that a transfer of the same snapshot resumes it.
@@ -225,7 +244,7 @@ func (r *Replica) handleSnapshotResponse(from string, resp *protocol.SnapshotRes
 		r.logger.Trace("dropping a snapshot answer", "from", from, "resp", resp)
 		return
 	}
-	sf.waiting = false
+	sf.waiting, sf.silent = false, 0
 	if resp.Epoch > r.epoch {
 		r.becomeFollower(resp.Epoch, resp.LeaderID) // the round ends the transfer
 		return
@@ -323,6 +342,13 @@ func (r *Replica) serveSnapshotRequest(from string, req *protocol.SnapshotReques
 	}
 	if !r.isVoter(from) && !r.fetchSession(from) {
 		r.logger.Debug("dropping a snapshot request from a non-member", "from", from)
+		return
+	}
+	if r.level < protocol.FeatureLevelSnapshotTransfer {
+		// Not before the whole cluster runs at the level (R68): the
+		// follower resets as a release before it would.
+		r.send(from, &protocol.SnapshotResponse{RequestID: req.RequestID, LeaderID: r.id, Epoch: r.epoch,
+			Error: protocol.SnapshotNone, LogStartOffset: r.log.logStart})
 		return
 	}
 	maxBytes := r.cfg.FetchMaxBytes
