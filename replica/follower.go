@@ -308,7 +308,9 @@ func (r *Replica) divergedBelowLogStart(start uint64, resp *protocol.FetchRespon
 		r.truncate(start)
 		r.followLogStart(start)
 	default:
-		r.resetLog(start, true, resp.LogStartVoters, resp.LogStartEpoch)
+		if !r.snapshotFirst(resp.LeaderID, resp, true) { // else the reset follows the transfer (R92)
+			r.resetLog(start, true, resp.LogStartVoters, resp.LogStartEpoch)
+		}
 	}
 }
 

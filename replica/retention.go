@@ -127,7 +127,7 @@ func (r *Replica) resetToLogStart(leaderLogStart uint64, resp *protocol.FetchRes
 	if leaderLogStart <= r.log.LEO() {
 		return // our next fetch is within the leader's log
 	}
-	if r.snapshotFirst(resp.LeaderID, resp) {
+	if r.snapshotFirst(resp.LeaderID, resp, false) {
 		return // the reset follows the transfer (R92)
 	}
 	r.logger.Info("fetch offset below the leader's log start: resetting the log to it",

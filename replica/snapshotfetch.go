@@ -82,6 +82,9 @@ type snapshotFetch struct {
 	// reset is the out-of-range answer that started it: the log start,
 	// voter rows and epoch the follower resets to once it is done.
 	reset protocol.FetchResponse
+	// truncate: the reset truncates what the log holds at or above the
+	// log start first (a diverging answer below the leader's log start).
+	truncate bool
 	// The snapshot being pulled (offset 0: not known yet) and the bytes
 	// the shell holds of it.
 	offset, tag, size uint64
@@ -138,7 +141,7 @@ func (r *Replica) SnapshotProgress(p SnapshotProgress) {
 // out-of-range answer of our leader) asks for, and reports whether it
 // did: only with Config.ShipSnapshots.
 // An answer while one runs changes nothing (the transfer goes on).
-func (r *Replica) snapshotFirst(from string, resp *protocol.FetchResponse) bool {
+func (r *Replica) snapshotFirst(from string, resp *protocol.FetchResponse, truncate bool) bool {
 	if !r.cfg.ShipSnapshots || from != r.leaderID {
 		return false
 	}
@@ -147,7 +150,7 @@ func (r *Replica) snapshotFirst(from string, resp *protocol.FetchResponse) bool 
 		return true
 	}
 	*sf = snapshotFetch{
-		active: true, leader: from, epoch: r.epoch, reset: *resp, partial: sf.partial,
+		active: true, leader: from, epoch: r.epoch, reset: *resp, truncate: truncate, partial: sf.partial,
 		installedOffset: sf.installedOffset, installedTag: sf.installedTag,
 	}
 	sf.reset.Entries = nil
@@ -223,15 +226,15 @@ func (r *Replica) snapshotFetching() bool { return r.snap.active }
 // (R53): the snapshot, if any, is installed by now (R94).
 func (r *Replica) finishSnapshotFetch() {
 	sf := &r.snap
-	reset := sf.reset
+	reset, truncate := sf.reset, sf.truncate
 	r.endSnapshotFetch()
 	sf.partial = SnapshotProgress{}
-	if reset.LogStartOffset <= r.log.LEO() {
+	if !truncate && reset.LogStartOffset <= r.log.LEO() {
 		return
 	}
 	r.logger.Info("resetting the log to the leader's log start",
 		"leo", r.log.LEO(), "log_start", r.log.logStart, "leader_log_start", reset.LogStartOffset)
-	r.resetLog(reset.LogStartOffset, false, reset.LogStartVoters, reset.LogStartEpoch)
+	r.resetLog(reset.LogStartOffset, truncate, reset.LogStartVoters, reset.LogStartEpoch)
 	r.settleRole()
 }
 

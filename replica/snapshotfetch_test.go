@@ -188,6 +188,27 @@ func TestSnapshotTransferOutcomes(t *testing.T) {
 			t.Fatalf("after %d unanswered requests: fetching %v, log start %d; want the reset to 30", snapshotMaxSilence, r.snapshotFetching(), store.LogStart())
 		}
 	})
+	t.Run("diverging below the log start", func(t *testing.T) {
+		// The reset of a diverging answer below the leader's log start
+		// (R53) waits for the snapshot too, and then truncates first.
+		store := newStore(t, []uint64{1, 1, 2}, protocol.QuorumState{Epoch: 2, LeaderID: "L"})
+		cfg := testConfig("f", "f", "L", "x")
+		cfg.ShipSnapshots = true
+		r := newTestReplica(t, cfg, store)
+		req := bodiesTo[*protocol.FetchRequest](r.Ready().Messages, "L")[0]
+		r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: req.FetchID, LeaderID: "L", Epoch: 2,
+			Error: protocol.FetchDivergingEpoch, DivergingEpoch: 0, DivergingEndOffset: 30, HighWatermark: 40, LogStartOffset: 30, LogStartEpoch: 2}})
+		rd := r.Ready()
+		s := bodiesTo[*protocol.SnapshotRequest](rd.Messages, "L")
+		if len(s) != 1 || len(rd.Writes) != 0 {
+			t.Fatalf("diverging below the log start: requests %+v, writes %v; want a snapshot request and no reset yet", s, rd.Writes)
+		}
+		r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.SnapshotResponse{RequestID: s[0].RequestID, LeaderID: "L", Epoch: 2, Error: protocol.SnapshotNone}})
+		rd = r.Ready()
+		if len(rd.Writes) != 2 || rd.Writes[0].Kind != protocol.WriteTruncate || rd.Writes[1].Kind != protocol.WriteDeletePrefix {
+			t.Fatalf("reset writes %v, want the truncation then the deletion", rd.Writes)
+		}
+	})
 	t.Run("resume a partial", func(t *testing.T) {
 		store := newStore(t, []uint64{1, 1, 2}, protocol.QuorumState{Epoch: 2, LeaderID: "L"})
 		cfg := testConfig("f", "f", "L", "x")
