@@ -296,9 +296,12 @@ func (t *TCP) warnLimited(log hclog.Logger, reason, msg string, args ...any) {
 	log.Warn(msg, args...)
 }
 
-// laneOf returns the connection class a message kind travels on.
+// laneOf returns the connection class a message kind travels on. A
+// snapshot chunk is as large as a fetch answer: it travels on the data
+// lane too, so that it never holds up a vote.
 func laneOf(k protocol.Kind) uint8 {
-	if k == protocol.KindFetchRequest || k == protocol.KindFetchResponse {
+	switch k {
+	case protocol.KindFetchRequest, protocol.KindFetchResponse, protocol.KindSnapshotRequest, protocol.KindSnapshotResponse:
 		return laneData
 	}
 	return laneControl
