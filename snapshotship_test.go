@@ -109,3 +109,74 @@ func TestWipedFollowerRestoresFromShippedSnapshot(t *testing.T) {
 	}
 	waitFor(t, "the new entry on the wiped follower", 10*time.Second, func() bool { return f.Status().HighWatermark > off })
 }
+
+// TestSnapshotTransferSurvivesARestart (R95): a follower closed in the
+// middle of a transfer keeps the bytes it received (the partial file), and
+// once restarted it finishes the transfer, installs the leader's snapshot
+// whole and catches up; its state is the leader's.
+func TestSnapshotTransferSurvivesARestart(t *testing.T) {
+	c := newCluster(t, 3, func(id string, o *Options) {
+		o.RetainUntilSnapshot = true
+		o.FetchMaxBytes = 4 << 10
+	})
+	lead := c.leader(15 * time.Second)
+	l := c.nodes[lead]
+	waitFor(t, "feature level 9", 10*time.Second, func() bool {
+		return l.Status().FeatureLevel >= protocol.FeatureLevelSnapshotTransfer
+	})
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	var last uint64
+	for i := range 20 {
+		off, err := l.Append(ctx, fmt.Appendf(nil, "e%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = off
+	}
+	// 4 MiB of state in 4 KiB chunks: a thousand round trips, time enough
+	// to close the follower in the middle.
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<18)
+	if _, err := saveBytes(t, l, last+1, want); err != nil {
+		t.Fatal(err)
+	}
+	var follower string
+	for id := range c.nodes {
+		if id != lead {
+			follower = id
+			break
+		}
+	}
+	waitFor(t, "every node at the HW", 10*time.Second, func() bool {
+		for _, n := range c.nodes {
+			if n.Status().HighWatermark < last+1 {
+				return false
+			}
+		}
+		return true
+	})
+	if got, err := l.DeleteBefore(ctx, last+1); err != nil || got == 0 {
+		t.Fatalf("DeleteBefore = %d, %v", got, err)
+	}
+	f := c.wipe(follower)
+	waitFor(t, "part of the snapshot on the follower", 20*time.Second, func() bool {
+		p, ok := f.snap.store.Partial()
+		return ok && p.Have > 0
+	})
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	delete(c.nodes, follower)
+	f = c.restart(follower)
+	if p, ok := f.snap.store.Partial(); ok && p.Have == 0 && len(f.Snapshots()) == 0 {
+		t.Fatalf("the partial snapshot was not kept across the restart: %+v", p)
+	}
+	waitFor(t, "the restarted follower to install the snapshot", 30*time.Second, func() bool {
+		s := f.Snapshots()
+		return len(s) == 1 && s[0].Offset == last+1
+	})
+	_, body, err := openBytes(t, f)
+	if err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("OpenSnapshot after the resumed transfer: %d bytes (want %d), %v", len(body), len(want), err)
+	}
+}
