@@ -17,7 +17,8 @@ import (
 // sender's, and reports each outcome back into the loop.
 
 // maxSnapshotServes bounds the snapshot reads a leader runs at once: more
-// requests wait for one to end (each is one chunk, one file read).
+// requests wait for one to end (each is one chunk, one file read; a
+// follower has one request out at a time, so few ever wait).
 const maxSnapshotServes = 4
 
 // shipState is the Log's side of snapshot shipping.
@@ -54,16 +55,14 @@ func (l *Log) startShipping() {
 // the chunks to the receiver.
 func (l *Log) shipOut(out *shell.Output) {
 	for _, sr := range out.SnapshotReads {
-		select {
-		case l.ship.serves <- struct{}{}:
-		default:
-			// As many reads as allowed run: the follower asks again at
-			// its retry timeout.
-			continue
-		}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			select {
+			case l.ship.serves <- struct{}{}:
+			case <-l.closing:
+				return
+			}
 			defer func() { <-l.ship.serves }()
 			m := shell.ServeSnapshot(sr, shipSource{l})
 			if l.tr == nil {
