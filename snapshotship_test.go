@@ -52,6 +52,7 @@ func TestWipedFollowerRestoresFromShippedSnapshot(t *testing.T) {
 	// The leader's state as of entry 150: ~135 KiB, nine chunks.
 	snapAt := all[150].Offset
 	want := stateOf(all[:150])
+	waitFor(t, "the appends readable on the leader", 10*time.Second, func() bool { return l.Status().ReadableHW > all[199].Offset })
 	info, err := saveBytes(t, l, snapAt, want)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +138,7 @@ func TestSnapshotTransferSurvivesARestart(t *testing.T) {
 	// 4 MiB of state in 4 KiB chunks: a thousand round trips, time enough
 	// to close the follower in the middle.
 	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<18)
+	waitFor(t, "the appends readable on the leader", 10*time.Second, func() bool { return l.Status().ReadableHW > last })
 	if _, err := saveBytes(t, l, last+1, want); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +177,10 @@ func TestSnapshotTransferSurvivesARestart(t *testing.T) {
 		s := f.Snapshots()
 		return len(s) == 1 && s[0].Offset == last+1
 	})
+	// OpenSnapshot returns it once the log holds the entry below its
+	// offset (R94): the log start may be below it (R51 keeps the last
+	// committed entry).
+	waitFor(t, "the restarted follower to catch up", 20*time.Second, func() bool { return f.Status().HighWatermark >= last+1 })
 	_, body, err := openBytes(t, f)
 	if err != nil || !bytes.Equal(body, want) {
 		t.Fatalf("OpenSnapshot after the resumed transfer: %d bytes (want %d), %v", len(body), len(want), err)
