@@ -37,8 +37,10 @@ type SnapshotRead struct {
 	// LogStart is this leader's log start: only a snapshot at or above it
 	// is shipped (R93).
 	LogStart uint64
-	// MaxBytes bounds the answer's bytes: the request's, at most
-	// Config.FetchMaxBytes.
+	// MaxBytes bounds the answer's data: the request's MaxBytes, at most
+	// Config.FetchMaxBytes, less what the rest of the answer takes
+	// (snapshotAnswerOverhead), so that the whole answer is within
+	// FetchMaxBytes and fits the transport's frame as a fetch answer does.
 	MaxBytes int
 }
 
@@ -358,10 +360,23 @@ func (r *Replica) serveSnapshotRequest(from string, req *protocol.SnapshotReques
 	if req.MaxBytes > 0 && int(req.MaxBytes) < maxBytes {
 		maxBytes = int(req.MaxBytes)
 	}
+	maxBytes = max(maxBytes-snapshotAnswerOverhead(r.id, from), 1)
 	r.snapReads = append(r.snapReads, SnapshotRead{
 		To: from, Request: *req, LeaderID: r.id, Epoch: r.epoch, LogStart: r.log.logStart, MaxBytes: maxBytes,
 	})
 }
+
+// snapshotAnswerOverhead is what a snapshot answer from id to to takes
+// beyond its data, with room for the longest log name the shell stamps on
+// it (a named log's name and incarnation).
+func snapshotAnswerOverhead(id, to string) int {
+	return protocol.EncodedSize(protocol.Message{From: id, To: to, Body: &protocol.SnapshotResponse{LeaderID: id}}) + maxWireLogName
+}
+
+// maxWireLogName bounds the bytes a message's log name takes on the wire:
+// its length and the name (with its incarnation, at most
+// protocol.MaxLogNameLength).
+const maxWireLogName = 4 + protocol.MaxLogNameLength
 
 // refuseSnapshotRequest answers a snapshot request reaching a replica
 // that does not lead: not-leader, naming the leader it knows.

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -253,9 +254,16 @@ func TestLeaderChecksSnapshotRequests(t *testing.T) {
 	}
 	r.level = protocol.FeatureLevelSnapshotTransfer
 	rd = ask("o", r.epoch)
-	if len(rd.SnapshotReads) != 1 || rd.SnapshotReads[0].To != "o" || rd.SnapshotReads[0].MaxBytes != 4096 ||
+	if len(rd.SnapshotReads) != 1 || rd.SnapshotReads[0].To != "o" || rd.SnapshotReads[0].MaxBytes >= 4096 ||
 		rd.SnapshotReads[0].LogStart != r.log.logStart || rd.SnapshotReads[0].Epoch != r.epoch || rd.SnapshotReads[0].LeaderID != "L" {
 		t.Fatalf("at the level: reads %+v", rd.SnapshotReads)
+	}
+	// A full answer, with the longest log name, is within FetchMaxBytes
+	// (what a frame carries), as a fetch answer is.
+	full := protocol.Message{From: "L", To: "o", Log: strings.Repeat("n", protocol.MaxLogNameLength), Body: &protocol.SnapshotResponse{LeaderID: "L", Epoch: r.epoch,
+		Offset: 1 << 60, Size: 1 << 60, Position: 1 << 59, Data: make([]byte, rd.SnapshotReads[0].MaxBytes)}}
+	if n := protocol.EncodedSize(full); n > 4096 {
+		t.Fatalf("a full snapshot answer takes %d bytes, above FetchMaxBytes 4096", n)
 	}
 	rd = ask("o", r.epoch-1)
 	if s := bodiesTo[*protocol.SnapshotResponse](rd.Messages, "o"); len(rd.SnapshotReads) != 0 || len(s) != 1 || s[0].Error != protocol.SnapshotNotLeader || s[0].Epoch != r.epoch {
