@@ -204,8 +204,29 @@ type Cluster struct {
 	client *http.Client
 	sup    *nodeproc.Supervisor
 
+	// log is the named log whose routes (/logs/NAME/...) the HTTP
+	// methods use; empty: the node's default log (ForLog).
+	log string
+
 	mu      sync.Mutex
 	crashes []string
+}
+
+// ForLog returns a view of c whose HTTP methods (Status, Append,
+// Entries, FinalLog, ...) address the named log name on every node
+// (/logs/NAME/...); the empty name is the default log. The view shares
+// c's nodes, network and client; start, stop and fault the processes
+// through c, which records their exits.
+func (c *Cluster) ForLog(name string) *Cluster {
+	return &Cluster{cfg: c.cfg, Nodes: c.Nodes, Net: c.Net, client: c.client, sup: c.sup, log: name}
+}
+
+// base is the URL of n's routes for c's log.
+func (c *Cluster) base(n *Node) string {
+	if c.log == "" {
+		return "http://" + n.HTTPAddr
+	}
+	return "http://" + n.HTTPAddr + "/logs/" + url.PathEscape(c.log)
 }
 
 // Crashes lists the node exits the harness did not cause (a panic, a
@@ -594,7 +615,7 @@ func (c *Cluster) Stop() {
 // Status fetches n's /status.
 func (c *Cluster) Status(ctx context.Context, n *Node) (Status, error) {
 	var st Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base(n)+"/status", nil)
 	if err != nil {
 		return st, err
 	}
@@ -613,7 +634,7 @@ func (c *Cluster) Status(ctx context.Context, n *Node) (Status, error) {
 // Cursor fetches cursor name from n's GET /cursors/{name}: its next
 // offset, or ok false if it was never committed (404).
 func (c *Cluster) Cursor(ctx context.Context, n *Node, name string) (next uint64, ok bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/cursors/"+url.PathEscape(name), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base(n)+"/cursors/"+url.PathEscape(name), nil)
 	if err != nil {
 		return 0, false, err
 	}
@@ -665,7 +686,7 @@ func (c *Cluster) ChangeVoter(ctx context.Context, n *Node, add bool, id string)
 	if add {
 		verb = "add"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+"/voters/"+verb+"?node="+id, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base(n)+"/voters/"+verb+"?node="+id, nil)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -774,7 +795,7 @@ func (c *Cluster) AppendKey(ctx context.Context, n *Node, payload, key string) A
 		}
 		return AppendResult{Outcome: Unknown, Err: msg, Cause: cause}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+"/append", strings.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base(n)+"/append", strings.NewReader(payload))
 	if err != nil {
 		return AppendResult{Outcome: Failed, Err: err.Error()}
 	}
@@ -853,7 +874,7 @@ func (e *OutOfRangeError) Error() string {
 // until the stream ends, fn returns an error, or ctx ends. With follow
 // false the stream ends at the node's HW.
 func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool, fn func(LogEntry) error) error {
-	url := fmt.Sprintf("http://%s/entries?from=%d&follow=%t", n.HTTPAddr, from, follow)
+	url := fmt.Sprintf("%s/entries?from=%d&follow=%t", c.base(n), from, follow)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -937,7 +958,7 @@ type deleteJSON struct {
 // answered (Node, Requested, Code, LogStart, HW, Err; times unset).
 func (c *Cluster) DeleteBefore(ctx context.Context, n *Node, offset uint64) DeleteOp {
 	d := DeleteOp{Node: n.ID, Requested: offset}
-	url := fmt.Sprintf("http://%s/delete-before?offset=%d", n.HTTPAddr, offset)
+	url := fmt.Sprintf("%s/delete-before?offset=%d", c.base(n), offset)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
 		d.Err = err.Error()

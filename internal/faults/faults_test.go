@@ -83,6 +83,9 @@ type runOpts struct {
 	// diskStall, if set, builds the nodes with DiskStallTag and is how
 	// long each Cluster.StallDisk stalls (ClusterConfig.DiskStall).
 	diskStall time.Duration
+	// ready, if set, runs after the cluster started and before the
+	// workload, and fails the test on error (e.g. waiting for named logs).
+	ready func(context.Context, *Cluster) error
 }
 
 // buildTags are the node binary's build tags: o.tags, and DiskStallTag
@@ -111,6 +114,11 @@ func faultRun(t *testing.T, o runOpts) *Report {
 	ctx, cancel := context.WithTimeout(context.Background(), o.cfg.Duration+5*time.Minute)
 	defer cancel()
 	c, root, rev := startRunCluster(ctx, t, o)
+	if o.ready != nil {
+		if err := o.ready(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	rep, err := Run(ctx, c, o.cfg)
 	if err != nil {

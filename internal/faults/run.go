@@ -74,6 +74,31 @@ type RunConfig struct {
 	// one session in three: a lagging consumer, which retention overtakes
 	// (it is then sent on to the log start).
 	ReaderLag time.Duration
+	// Logs are named logs the nodes serve (under /logs/NAME/, e.g. the
+	// example's -logs) that get a workload of their own beside the
+	// default log's: LogAppenders appenders and LogReaders tailing
+	// readers each (through random nodes, as the default log's), a
+	// history and status samples of their own, and after the final heal
+	// their own recovery, convergence and check (Report.Logs). The
+	// nemesis faults processes and links, so each fault hits every log;
+	// its leader faults aim at the default log's leader.
+	Logs                     []string
+	LogAppenders, LogReaders int
+}
+
+// LogReport is what a run produced for one named log (RunConfig.Logs):
+// the same checks as the default log's, on that log's history alone.
+type LogReport struct {
+	Name        string
+	History     *History
+	Finals      []FinalLog
+	Result      Result
+	Converged   bool
+	ConvergeErr error
+	Recovered   bool
+	Reads       int
+	Statuses    int
+	Outcomes    OutcomeStats
 }
 
 // Report is what a run produced.
@@ -111,6 +136,8 @@ type Report struct {
 	// Outcomes count what became of the appends (acknowledged, unknown by
 	// cause, replayed as duplicates).
 	Outcomes OutcomeStats
+	// Logs are the named logs' reports, in RunConfig.Logs' order.
+	Logs []LogReport
 }
 
 // OutcomeStats count what became of the appends.
@@ -218,6 +245,30 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		}()
 	}
 
+	logs := make([]*logRun, len(cfg.Logs))
+	for li, name := range cfg.Logs {
+		lr := &logRun{name: name, c: c.ForLog(name), h: NewHistory()}
+		logs[li] = lr
+		// Ids unique across logs, so that a payload names its log's
+		// appender; acks of named logs do not feed the nemesis, which
+		// waits for the default log's.
+		noAck := make(chan struct{}, 1)
+		for i := 0; i < cfg.LogAppenders; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				appender(ctx, lr.c, lr.h, cfg, (li+1)*100+i, stop, noAck)
+			}()
+		}
+		for i := 0; i < cfg.LogReaders; i++ {
+			rwg.Add(1)
+			go func() {
+				defer rwg.Done()
+				reader(readCtx, lr.c, lr.h, cfg.Seed, (li+1)*100+i, cfg.ReaderLag)
+			}()
+		}
+	}
+
 	var changes *voterChanges
 	if cfg.VoterChanges {
 		changes = &voterChanges{counts: map[string]int{}}
@@ -244,6 +295,13 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 		defer pwg.Done()
 		pollStatuses(pollCtx, c, h)
 	}()
+	for _, lr := range logs {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			pollStatuses(pollCtx, lr.c, lr.h)
+		}()
+	}
 	disk := newDiskStats()
 	if cfg.DiskEvery > 0 {
 		pwg.Add(1)
@@ -275,6 +333,17 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	rep.Recovered = recoverAppends(ctx, c, h, cfg, deadline)
 	rep.Finals, rep.ConvergeErr = converge(ctx, c, deadline)
 	rep.Converged = rep.ConvergeErr == nil
+	var lwg sync.WaitGroup
+	for _, lr := range logs {
+		lwg.Add(1)
+		go func() {
+			defer lwg.Done()
+			lr.rep.Recovered = recoverAppends(ctx, lr.c, lr.h, cfg, deadline)
+			lr.rep.Finals, lr.rep.ConvergeErr = converge(ctx, lr.c, deadline)
+			lr.rep.Converged = lr.rep.ConvergeErr == nil
+		}()
+	}
+	lwg.Wait()
 	stopReads()
 	rwg.Wait()
 	stopPolls()
@@ -291,11 +360,45 @@ func Run(ctx context.Context, c *Cluster, cfg RunConfig) (*Report, error) {
 	rep.Reads = len(h.Reads)
 	rep.Outcomes = outcomeStats(h.Ops)
 	rep.Crashes = c.Crashes()
+	for _, lr := range logs {
+		lr.rep.Name, lr.rep.History = lr.name, lr.h
+		lr.rep.Result = Check(lr.h.Ops, lr.h.Reads, lr.rep.Finals)
+		lr.rep.Result.Merge(CheckStatuses(lr.h.Statuses))
+		lr.rep.Reads, lr.rep.Statuses = len(lr.h.Reads), len(lr.h.Statuses)
+		lr.rep.Outcomes = outcomeStats(lr.h.Ops)
+		rep.Logs = append(rep.Logs, lr.rep)
+	}
 	if cfg.DeleteEvery > 0 || cfg.WipeEvery > 0 || cfg.DiskEvery > 0 {
 		disk.sample(c)
 		rep.Retention = retentionStats(h, rep.Finals, disk, c)
 	}
 	return rep, nil
+}
+
+// logRun is one named log's workload in a run.
+type logRun struct {
+	name string
+	c    *Cluster // c.ForLog(name)
+	h    *History
+	rep  LogReport
+}
+
+// Print writes the named log's summary in one line, then its anomalies.
+func (l *LogReport) Print(w io.Writer) {
+	counts := l.History.Counts()
+	fmt.Fprintf(w, "log %s: ops %d (ok=%d failed=%d unknown=%d), appends %d (acked %d, abandoned %d, duplicate answers %d), reads %d, status samples %d, recovered=%v converged=%v",
+		l.Name, len(l.History.Ops), counts[OK], counts[Failed], counts[Unknown], l.Outcomes.Payloads, l.Outcomes.Acked,
+		l.Outcomes.Abandoned, l.Outcomes.Replayed, l.Reads, l.Statuses, l.Recovered, l.Converged)
+	if l.ConvergeErr != nil {
+		fmt.Fprintf(w, " (%v)", l.ConvergeErr)
+	}
+	if len(l.Finals) > 0 {
+		fmt.Fprintf(w, " final hw=%d entries=%d", l.Finals[0].HW, len(l.Finals[0].Entries))
+	}
+	fmt.Fprintf(w, ", violations %d\n", l.Result.Violations())
+	if !l.Result.OK() {
+		l.Result.Print(w, 5)
+	}
 }
 
 // diskStats records the largest data directories seen.
@@ -778,6 +881,9 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n", c)
 	}
 	r.Result.Print(w, 5)
+	for i := range r.Logs {
+		r.Logs[i].Print(w)
+	}
 }
 
 // Dump writes the whole history (events, ops, anomalies; reads are
