@@ -97,8 +97,9 @@
 // Runs:
 //
 //	go test -race ./internal/faults                      # checker/proxy unit tests, a 45s fault run, a 30s
-//	                                            # retention run, 20s membership runs and an 8s
-//	                                            # pipeline run side by side, a fake-node self-test
+//	                                            # retention run, a 40s run of 16 logs, 20s membership
+//	                                            # runs and an 8s pipeline run side by side, a fake-node
+//	                                            # self-test
 //	go test ./internal/faults -run TestPipelineExactlyOnce -v -faults.duration=5m -timeout 0
 //	go test -race ./internal/faults -run TestFaults -v -timeout 0 \
 //	    -faults.duration=10m -faults.seed=N -faults.nodes=5 [-faults.concurrency=2]
@@ -117,6 +118,21 @@
 //	go test ./internal/faults -run TestDiskStallsDeposeNoOne -v -faults.disk-stalls=10m -timeout 0
 //	    # the leader's disk and every node's disk stalled in turn, under load
 //	    # (-faults.disk-stall-shared: how long the shared stall lasts)
+//	go test ./internal/faults -run TestManyLogsUnderFaults -v -faults.manylogs-duration=10m -timeout 0
+//	    # 3 nodes x 16 logs under the nemesis, checked per log (40s by
+//	    # default; -faults.logs, -faults.log-appenders, -faults.log-readers)
+//
+// Many logs: TestManyLogsUnderFaults runs 3 nodes with -logs 16
+// (log-1..log-16 beside the default log, every node hosting all of them)
+// under the whole nemesis, with at least one voter wipe, so each kill,
+// pause, partition and wipe hits every log of a node at once.
+// RunConfig.Logs gives each named log appenders and a tailing reader of
+// its own (-faults.log-appenders, -faults.log-readers) through
+// Cluster.ForLog, a view whose HTTP methods use the log's /logs/NAME/
+// routes, and its own history, status samples, recovery, convergence and
+// check (Report.Logs); the test fails on any anomaly in any log. Its
+// positive control checks one log's history against another log's final
+// logs: lost writes must be found.
 //
 // Disk stalls: a run that stalls disks builds the node with the tag
 // DiskStallTag (replog_fault_disk_stall: the root package's
