@@ -121,6 +121,9 @@
 //	go test ./internal/faults -run TestManyLogsUnderFaults -v -faults.manylogs-duration=10m -timeout 0
 //	    # 3 nodes x 16 logs under the nemesis, checked per log (40s by
 //	    # default; -faults.logs, -faults.log-appenders, -faults.log-readers)
+//	go test ./internal/faults -run TestManyLogsUnderFaults -v -faults.tags=replog_bug_ack_leader_write \
+//	    -faults.expect=lost-write -faults.nemesis=isolate-kill-leader,kill-leader
+//	    # teeth per log: the named logs' checks must find lost writes
 //
 // Many logs: TestManyLogsUnderFaults runs 3 nodes with -logs 16
 // (log-1..log-16 beside the default log, every node hosting all of them)
