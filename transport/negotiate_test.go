@@ -216,6 +216,18 @@ func (p *previousReleaseAcceptor) serve(c net.Conn, nodeID string) {
 	}
 	_, _ = c.Write(appendHandshake(nil, handshake{Version: 2, Type: hsAccept, Lane: h.Lane, ClusterID: h.ClusterID, NodeID: nodeID}))
 	_ = c.SetDeadline(time.Time{})
+	readFrames(br, p.errs, p.frames, func(v byte) error {
+		if v != 6 {
+			return fmt.Errorf("frame in wire version %d: the previous release reads 6 only", v)
+		}
+		return nil
+	})
+}
+
+// readFrames reads frames from br until it fails, each checked by
+// version (its wire version byte) before it is decoded; a refused or
+// undecodable frame goes to errs and ends it, a decoded one to frames.
+func readFrames(br *bufio.Reader, errs chan<- error, frames chan<- protocol.Message, version func(byte) error) {
 	for {
 		var lenb [lenSize]byte
 		if _, err := io.ReadFull(br, lenb[:]); err != nil {
@@ -230,16 +242,16 @@ func (p *previousReleaseAcceptor) serve(c net.Conn, nodeID string) {
 		if _, err := io.ReadFull(br, f[lenSize:]); err != nil {
 			return
 		}
-		if v := f[lenSize]; v != 6 {
-			p.errs <- fmt.Errorf("frame in wire version %d: the previous release reads 6 only", v)
+		if err := version(f[lenSize]); err != nil {
+			errs <- err
 			return
 		}
 		m, _, err := DecodeFrame(f, 0)
 		if err != nil {
-			p.errs <- err
+			errs <- err
 			return
 		}
-		p.frames <- m
+		frames <- m
 	}
 }
 
@@ -401,32 +413,12 @@ func (p *cappedAcceptor) serve(c net.Conn, nodeID string, wire versionRange) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	br := bufio.NewReader(c)
-	for {
-		var lenb [lenSize]byte
-		if _, err := io.ReadFull(br, lenb[:]); err != nil {
-			return
+	readFrames(bufio.NewReader(c), p.errs, p.frames, func(v byte) error {
+		if v != h.Chosen || v >= protocol.LogNameVersion {
+			return fmt.Errorf("frame in wire version %d on a connection negotiated at %d, by a node that reads up to %d", v, h.Chosen, wire.max)
 		}
-		n := binary.BigEndian.Uint32(lenb[:])
-		if n == 0 {
-			continue // keepalive
-		}
-		f := make([]byte, lenSize+int(n))
-		copy(f, lenb[:])
-		if _, err := io.ReadFull(br, f[lenSize:]); err != nil {
-			return
-		}
-		if v := f[lenSize]; v != h.Chosen || v >= protocol.LogNameVersion {
-			p.errs <- fmt.Errorf("frame in wire version %d on a connection negotiated at %d, by a node that reads up to %d", v, h.Chosen, wire.max)
-			return
-		}
-		m, _, err := DecodeFrame(f, 0)
-		if err != nil {
-			p.errs <- err
-			return
-		}
-		p.frames <- m
-	}
+		return nil
+	})
 }
 
 // TestNamedLogNotSentToOlderPeer (R79): a node of this release sends to a
