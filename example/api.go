@@ -16,7 +16,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/replog-io/replog"
-	"github.com/replog-io/replog/kv"
 )
 
 // logNode is what the HTTP handlers need from a replog node. *replog.Log
@@ -190,8 +189,9 @@ type server struct {
 	// admin is the node's replogadmin handler, served under /admin/ (what
 	// replogctl status and tail ask); nil: not served.
 	admin http.Handler
-	// kv is the key-value view on the log, served under /kv/; nil: 503.
-	kv     *kv.KV
+	// kv keeps the key-value view on the log running, served under /kv/
+	// (nil, or no KV running: 503).
+	kv     *kvHost
 	logger hclog.Logger
 }
 

@@ -224,10 +224,15 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		for _, f := range []struct {
 			name string
 			v    int64
-		}{{"-retention-bytes", cfg.retentionBytes}, {"-segment-bytes", cfg.segmentBytes}} {
+		}{{"-retention-bytes", cfg.retentionBytes}, {"-segment-bytes", cfg.segmentBytes},
+			{"-fetch-max-bytes", cfg.fetchMaxBytes}, {"-kv-snapshot-bytes", cfg.kvSnapshotBytes}} {
 			if f.v > 0 {
 				args = append(args, f.name, strconv.FormatInt(f.v, 10))
 			}
+		}
+		args = append(args, "-kv-snapshot-every", strconv.Itoa(cfg.kvSnapshotEvery))
+		if cfg.retainUntilSnapshot {
+			args = append(args, "-retain-until-snapshot")
 		}
 		c := d.newChild(id, "http://"+na[id].http, exe, args)
 		c.dir, c.spare = filepath.Join(dir, id), slices.Contains(spares, id)

@@ -44,33 +44,47 @@ type kvMismatchJSON struct {
 //	PUT    /kv/{key}?expected=REV   only at that revision (409 revision_mismatch)
 //	DELETE /kv/{key}
 //
-// GET /kv/ lists the keys (?prefix=P). Without a KV (it could not open:
-// retention deleted what its state needs) every request gets 503.
+// GET /kv/ lists the keys (?prefix=P); GET /kv/?all=1 is the whole state
+// (handleKVState). Without a KV (it could not open: retention deleted
+// what its state needs, or it is reopening after the node installed a
+// shipped snapshot, see kvHost) every request gets 503.
 func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
-	if s.kv == nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "the key-value view is not running on this node", Code: codeClosed})
+	var store *kv.KV
+	if s.kv != nil {
+		store = s.kv.get()
+	}
+	if store == nil {
+		msg := "the key-value view is not running on this node"
+		if s.kv != nil && s.kv.errText() != "" {
+			msg += ": " + s.kv.errText()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: msg, Code: codeClosed})
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.appendTimeout)
+	defer cancel()
+	q := r.URL.Query()
 	key := r.PathValue("key")
 	if key == "" {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "GET /kv/ lists the keys"})
 			return
 		}
-		keys := s.kv.Keys(r.URL.Query().Get("prefix"))
+		if q.Get("all") != "" {
+			s.handleKVState(ctx, w, store, q.Get("linearizable") != "")
+			return
+		}
+		keys := store.Keys(q.Get("prefix"))
 		if keys == nil {
 			keys = []string{}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.appendTimeout)
-	defer cancel()
-	q := r.URL.Query()
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		if q.Get("history") != "" {
-			h, err := s.kv.History(ctx, key)
+			h, err := store.History(ctx, key)
 			if err != nil {
 				s.kvError(w, err)
 				return
@@ -85,9 +99,9 @@ func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
 		var e kv.Entry
 		var err error
 		if q.Get("linearizable") != "" {
-			e, err = s.kv.GetLinearizable(ctx, key)
+			e, err = store.GetLinearizable(ctx, key)
 		} else {
-			e, err = s.kv.Get(key)
+			e, err = store.Get(key)
 		}
 		if err != nil {
 			s.kvError(w, err)
@@ -108,11 +122,11 @@ func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
 				writeJSON(w, http.StatusBadRequest, apiError{Error: "expected must be a revision", Code: codeBadRequest})
 				return
 			}
-			rev, err = s.kv.Update(ctx, key, value, exp)
+			rev, err = store.Update(ctx, key, value, exp)
 		case q.Get("create") != "":
-			rev, err = s.kv.Create(ctx, key, value)
+			rev, err = store.Create(ctx, key, value)
 		default:
-			rev, err = s.kv.Put(ctx, key, value)
+			rev, err = store.Put(ctx, key, value)
 		}
 		if err != nil {
 			s.kvError(w, err)
@@ -120,7 +134,7 @@ func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, kvEntryJSON{Key: key, Value: string(value), Revision: rev})
 	case http.MethodDelete:
-		rev, err := s.kv.Delete(ctx, key)
+		rev, err := store.Delete(ctx, key)
 		if err != nil {
 			s.kvError(w, err)
 			return
@@ -130,6 +144,62 @@ func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, PUT, DELETE")
 		writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: "method " + r.Method + " not allowed; use GET, PUT or DELETE"})
 	}
+}
+
+// kvStateJSON is GET /kv/?all=1's answer: the KV's whole state on this
+// node, as of offset next, and how it came to be.
+type kvStateJSON struct {
+	// Next: the state reflects every entry below it.
+	Next    uint64        `json:"next"`
+	Entries []kvEntryJSON `json:"entries"`
+	// Opens counts the KVs this process opened (more than one after the
+	// log start passed one, see kvHost); RestoredAt is the offset of the
+	// snapshot the running one restored (0: none).
+	Opens      uint64 `json:"opens"`
+	RestoredAt uint64 `json:"restored_at"`
+	// Snapshots and SnapshotErrors count the running KV's saves.
+	Snapshots      uint64 `json:"snapshots"`
+	SnapshotErrors uint64 `json:"snapshot_errors"`
+	// Kept lists the snapshots the node keeps, newest first.
+	Kept []kvSnapshotJSON `json:"kept"`
+}
+
+// kvSnapshotJSON is one snapshot the node keeps.
+type kvSnapshotJSON struct {
+	Offset uint64 `json:"offset"`
+	Size   int64  `json:"size"`
+}
+
+// handleKVState answers GET /kv/?all=1: every key with a value, sorted,
+// with its value and revision, and the offset the state is of; with
+// linearizable after a barrier. The keys are read one by one while the
+// KV applies on: two nodes' answers are comparable once writes stop.
+func (s *server) handleKVState(ctx context.Context, w http.ResponseWriter, store *kv.KV, linearizable bool) {
+	if linearizable {
+		if err := store.Barrier(ctx); err != nil {
+			s.kvError(w, err)
+			return
+		}
+	}
+	out := kvStateJSON{Entries: []kvEntryJSON{}, Kept: []kvSnapshotJSON{}}
+	for _, key := range store.Keys("") {
+		e, err := store.Get(key)
+		if errors.Is(err, kv.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			s.kvError(w, err)
+			return
+		}
+		out.Entries = append(out.Entries, kvEntryJSON{Key: e.Key, Value: string(e.Value), Revision: e.Revision})
+	}
+	st := store.Stats()
+	out.Next, out.Snapshots, out.SnapshotErrors = st.Next, st.Snapshots, st.SnapshotErrors
+	out.Opens, out.RestoredAt = s.kv.opens.Load(), st.Restored
+	for _, i := range s.kv.log.Snapshots() {
+		out.Kept = append(out.Kept, kvSnapshotJSON{Offset: i.Offset, Size: i.Size})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // kvError answers a KV call's error with its status code.

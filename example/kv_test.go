@@ -27,11 +27,14 @@ func TestKVEndpoints(t *testing.T) {
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := kv.Open(ctx, l, kv.Options{})
-	if err != nil {
-		t.Fatal(err)
+	store := startKV(l, kv.Options{}, hclog.NewNullLogger())
+	defer store.stop()
+	for store.get() == nil {
+		if ctx.Err() != nil {
+			t.Fatal("the KV did not open")
+		}
+		time.Sleep(time.Millisecond)
 	}
-	defer store.Close()
 	s := &server{node: l, kv: store, self: "n1", appendTimeout: 10 * time.Second, maxRecord: maxRecordSize, logger: hclog.NewNullLogger()}
 	srv := httptest.NewServer(s.handler())
 	defer srv.Close()
@@ -70,15 +73,22 @@ func TestKVEndpoints(t *testing.T) {
 	if code, m := do("PUT", fmt.Sprintf("/kv/color?expected=%d", rev+1000), "red"); code != http.StatusConflict || m["current"] != float64(rev) {
 		t.Fatalf("update at a wrong revision: %d %v", code, m)
 	}
-	if code, m := do("PUT", fmt.Sprintf("/kv/color?expected=%d", rev), "green"); code != http.StatusOK {
+	code, m = do("PUT", fmt.Sprintf("/kv/color?expected=%d", rev), "green")
+	if code != http.StatusOK {
 		t.Fatalf("update: %d %v", code, m)
 	}
+	rev = uint64(m["revision"].(float64))
 	code, m = do("GET", "/kv/color?history=1", "")
 	if h, _ := m["history"].([]any); code != http.StatusOK || len(h) != 2 {
 		t.Fatalf("history: %d %v", code, m)
 	}
 	if code, m := do("GET", "/kv/", ""); code != http.StatusOK || fmt.Sprint(m["keys"]) != "[color]" {
 		t.Fatalf("keys: %d %v", code, m)
+	}
+	code, m = do("GET", "/kv/?all=1&linearizable=1", "")
+	if es, _ := m["entries"].([]any); code != http.StatusOK || len(es) != 1 || fmt.Sprint(es[0]) != fmt.Sprintf("map[key:color revision:%d value:green]", rev) ||
+		m["next"] != float64(rev+1) || m["opens"] != float64(1) || m["restored_at"] != float64(0) {
+		t.Fatalf("the whole state: %d %v", code, m)
 	}
 	if code, m := do("DELETE", "/kv/color", ""); code != http.StatusOK {
 		t.Fatalf("delete: %d %v", code, m)

@@ -49,6 +49,20 @@ type config struct {
 	retentionAge   time.Duration
 	segmentBytes   int64
 	deleteTimeout  time.Duration
+	// retainUntilSnapshot is replog's RetainUntilSnapshot: retention
+	// stops at the node's newest snapshot (the KV's), so its state can
+	// always be rebuilt on the node.
+	retainUntilSnapshot bool
+	// fetchMaxBytes is replog's FetchMaxBytes (0: its default, 1 MiB):
+	// also the size of a shipped snapshot's chunks.
+	fetchMaxBytes int64
+
+	// The key-value view's snapshots (kv.Options.SnapshotEveryEntries,
+	// SnapshotEveryBytes): every kvSnapshotEvery operations or
+	// kvSnapshotBytes bytes of them, whichever comes first (0: not by
+	// that measure).
+	kvSnapshotEvery int
+	kvSnapshotBytes int64
 
 	// Voter changes: how long POST /voters/add and /voters/remove wait;
 	// replog's ManualVoterChanges.
@@ -157,6 +171,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(bytesize.Flag{P: &c.retentionBytes}, "retention-bytes", "keep about this many bytes of log per node, deleting the oldest whole segments (replog RetentionBytes; e.g. 256MiB; 0: keep everything)")
 	fs.DurationVar(&c.retentionAge, "retention-age", 0, "delete whole segments whose newest entry is older than this (replog RetentionAge; e.g. 168h; 0: off)")
 	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "roll the active segment file at this size; retention frees disk in whole segments (replog SegmentBytes; e.g. 16MiB; 0: replog's default, 64MiB)")
+	fs.BoolVar(&c.retainUntilSnapshot, "retain-until-snapshot", false, "retention and /delete-before never delete past this node's newest snapshot (the key-value view's; replog RetainUntilSnapshot): the node can always rebuild its /kv state. Set it on every node")
+	fs.Var(bytesize.Flag{P: &c.fetchMaxBytes}, "fetch-max-bytes", "bound one fetch answer's entry bytes, and a shipped snapshot's chunk (replog FetchMaxBytes; e.g. 64KiB; 0: replog's default, 1MiB); records larger than it are refused")
+	fs.IntVar(&c.kvSnapshotEvery, "kv-snapshot-every", defaultKVSnapshotEvery, "the key-value view saves a snapshot of its state every this many operations it applies (kv SnapshotEveryEntries; 0: not by count)")
+	fs.Var(bytesize.Flag{P: &c.kvSnapshotBytes}, "kv-snapshot-bytes", "the key-value view saves a snapshot once the operations it applied since the last one add up to this many bytes (kv SnapshotEveryBytes; e.g. 1MiB; 0: not by size)")
 	fs.DurationVar(&c.deleteTimeout, "delete-timeout", 10*time.Second, "how long POST /delete-before waits for this node's log start to move")
 	fs.DurationVar(&c.voterTimeout, "voter-timeout", 30*time.Second, "how long POST /voters/add, /voters/remove and /leader/transfer wait for the change to commit (an add waits for the node to catch up; a transfer for another node to lead)")
 	fs.BoolVar(&c.manualVoters, "manual-voter-changes", false, "do not make a voter whose directory was wiped a voter again automatically (replog ManualVoterChanges): it stays an observer until /voters/remove and /voters/add")
@@ -178,6 +196,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.logs < 0 || c.logs > maxLogs {
 		return c, fmt.Errorf("-logs %d: want 0 to %d", c.logs, maxLogs)
+	}
+	if c.kvSnapshotEvery < 0 || c.kvSnapshotBytes < 0 {
+		return c, fmt.Errorf("-kv-snapshot-every %d -kv-snapshot-bytes %d: want 0 or more", c.kvSnapshotEvery, c.kvSnapshotBytes)
+	}
+	if c.fetchMaxBytes < 0 || c.fetchMaxBytes > 1<<30 {
+		return c, fmt.Errorf("-fetch-max-bytes %d: want 0 (the default) to 1GiB", c.fetchMaxBytes)
 	}
 	if c.id != "" && c.dir == "" {
 		return c, errors.New("-dir is required with -id")

@@ -26,9 +26,9 @@ import (
 // historySize bounds the status changes a node keeps for the dashboard.
 const historySize = 512
 
-// kvSnapshotEvery is how many operations the key-value view applies
-// between its snapshots.
-const kvSnapshotEvery = 1000
+// defaultKVSnapshotEvery is -kv-snapshot-every's default: how many
+// operations the key-value view applies between its snapshots.
+const defaultKVSnapshotEvery = 1000
 
 // maxRecordSize is replog's default Options.MaxRecordSize: larger bodies
 // are refused before they reach the Log.
@@ -57,24 +57,26 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	defer ln.Close()
 
 	opts := replog.Options{
-		Dir:                cfg.dir,
-		NodeID:             cfg.id,
-		ClusterID:          cfg.cluster,
-		Voters:             cfg.voters,
-		RPCAddr:            cfg.rpcAddr,
-		AdvertiseRPCAddr:   cfg.rpcAdvertise,
-		Peers:              cfg.peers,
-		GossipAddr:         cfg.gossipAddr,
-		Join:               cfg.join,
-		FetchMaxWait:       cfg.fetchMaxWait,
-		FetchTimeout:       cfg.fetchTimeout,
-		ElectionTimeout:    cfg.electionTimeout,
-		RetentionBytes:     cfg.retentionBytes,
-		RetentionAge:       cfg.retentionAge,
-		SegmentBytes:       cfg.segmentBytes,
-		NoSync:             cfg.nosync,
-		ManualVoterChanges: cfg.manualVoters,
-		Logger:             logger.Named("replog"),
+		Dir:                 cfg.dir,
+		NodeID:              cfg.id,
+		ClusterID:           cfg.cluster,
+		Voters:              cfg.voters,
+		RPCAddr:             cfg.rpcAddr,
+		AdvertiseRPCAddr:    cfg.rpcAdvertise,
+		Peers:               cfg.peers,
+		GossipAddr:          cfg.gossipAddr,
+		Join:                cfg.join,
+		FetchMaxWait:        cfg.fetchMaxWait,
+		FetchTimeout:        cfg.fetchTimeout,
+		ElectionTimeout:     cfg.electionTimeout,
+		RetentionBytes:      cfg.retentionBytes,
+		RetentionAge:        cfg.retentionAge,
+		RetainUntilSnapshot: cfg.retainUntilSnapshot,
+		FetchMaxBytes:       int(cfg.fetchMaxBytes),
+		SegmentBytes:        cfg.segmentBytes,
+		NoSync:              cfg.nosync,
+		ManualVoterChanges:  cfg.manualVoters,
+		Logger:              logger.Named("replog"),
 	}
 	if err := applyAuth(cfg, &opts); err != nil {
 		return err
@@ -129,18 +131,13 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	// The KV logs only failed snapshots (Warn) and skipped entries (Debug).
 	kvLogger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// The key-value view (/kv/): its state is snapshotted every
-	// kvSnapshotEvery operations. Without RetainUntilSnapshot, retention
-	// may delete what a restarted node's KV needs: the node then serves
-	// the log without it.
-	store, err := kv.Open(ctx, log, kv.Options{SnapshotEveryEntries: kvSnapshotEvery, Logger: kvLogger})
-	if err != nil {
-		logger.Warn("the key-value view is not running", "error", err)
-		store = nil
-	} else {
-		// Deferred after the Node's Close: runs before it.
-		defer store.Close()
-	}
+	// The key-value view (/kv/), kept running by kvHost (kvhost.go): its
+	// state is snapshotted every -kv-snapshot-every operations. Without
+	// -retain-until-snapshot, retention may delete what a restarted
+	// node's KV needs: the node then serves the log without it.
+	store := startKV(log, kv.Options{SnapshotEveryEntries: cfg.kvSnapshotEvery, SnapshotEveryBytes: cfg.kvSnapshotBytes, Logger: kvLogger}, logger.Named("kv"))
+	// Deferred after the Node's Close: runs before it.
+	defer store.stop()
 	s := &server{
 		node:          log,
 		kv:            store,

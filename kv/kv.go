@@ -64,6 +64,9 @@ type Stats struct {
 	// Snapshots counts the snapshots saved; SnapshotErrors the ones that
 	// failed (each logged at Warn).
 	Snapshots, SnapshotErrors uint64
+	// Restored is the offset of the snapshot Open restored the state
+	// from; 0 when it started from an empty state.
+	Restored uint64
 }
 
 // KV is a key-value view on a replog.Log: see the package doc. Its

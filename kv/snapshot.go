@@ -42,6 +42,7 @@ func (k *KV) restore() error {
 		return fmt.Errorf("replog: kv: snapshot %s: %w", info.Path, err)
 	}
 	k.next = info.Offset
+	k.stats.Restored = info.Offset
 	return nil
 }
 
