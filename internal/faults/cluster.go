@@ -111,6 +111,11 @@ type ClusterConfig struct {
 	// The binary must be built with the tag DiskStallTag (BuildNode);
 	// every node then runs with REPLOG_FAULT_DISK_STALL set to it.
 	DiskStall time.Duration
+	// KVEntries says the default log holds the example's key-value
+	// entries beside the records (a run that writes /kv/): Entries leaves
+	// them out, as it does the log's control entries, so that the record
+	// checker sees only records (CheckKV checks the KV's).
+	KVEntries bool
 	// Logf, if set, receives harness progress lines.
 	Logf func(format string, args ...any)
 }
@@ -138,6 +143,9 @@ type Status struct {
 	// VotersOffset (committed once HW passes it).
 	Voters       []VoterStatus `json:"voters"`
 	VotersOffset uint64        `json:"voters_offset"`
+	// FeatureLevel is the cluster feature level the node knows finalized
+	// (R68).
+	FeatureLevel int `json:"feature_level"`
 }
 
 // VoterStatus is one voter of a Status: a node at one data directory
@@ -911,6 +919,9 @@ func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool
 		}
 		if e.Offset == nil {
 			return fmt.Errorf("entry line without offset: %q", truncate(string(line), 100))
+		}
+		if c.cfg.KVEntries && bytes.HasPrefix(e.Data, []byte(kvEntryPrefix)) {
+			continue
 		}
 		if err := fn(LogEntry{Offset: *e.Offset, Epoch: e.Epoch, Payload: DecodePayload(string(e.Data))}); err != nil {
 			return err

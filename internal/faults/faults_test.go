@@ -83,6 +83,9 @@ type runOpts struct {
 	// diskStall, if set, builds the nodes with DiskStallTag and is how
 	// long each Cluster.StallDisk stalls (ClusterConfig.DiskStall).
 	diskStall time.Duration
+	// kvEntries: the run writes the example's /kv/ too
+	// (ClusterConfig.KVEntries).
+	kvEntries bool
 	// ready, if set, runs after the cluster started and before the
 	// workload, and fails the test on error (e.g. waiting for named logs).
 	ready func(context.Context, *Cluster) error
@@ -212,7 +215,7 @@ func startRunCluster(ctx context.Context, tb testing.TB, o runOpts) (*Cluster, s
 		Bin: bin, Root: root, Nodes: o.nodes, Observers: o.observers,
 		FetchTimeout: or(o.fetchTimeout, flagFetchTO), ElectionTimeout: or(o.electionTimeout, flagElectTO), FetchMaxWait: or(o.fetchMaxWait, flagMaxWait),
 		AppendTimeout: 3 * time.Second, ExtraArgs: o.nodeArgs, ObserverArgs: o.observerArgs, Gossip: o.gossip,
-		DirectLinks: o.directLinks, DiskStall: o.diskStall,
+		DirectLinks: o.directLinks, DiskStall: o.diskStall, KVEntries: o.kvEntries,
 		Logf: logf,
 	})
 	if err != nil {
