@@ -324,6 +324,45 @@ func TestWipedNodeRestoresKVFromSnapshot(t *testing.T) {
 	}
 }
 
+// fillKV puts keys big-<i%keys> for i in [from, to), values of size
+// bytes, with 4 writers (each key always the same one's), retrying each
+// put until acknowledged (20 tries).
+func fillKV(ctx context.Context, c *Cluster, kh *KVHistory, from, to, keys, size int) {
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := from + w; i < to; i += 4 {
+				key := fmt.Sprintf("big-%d", i%keys)
+				value := fmt.Sprintf("v%d|", i) + strings.Repeat("x", size)
+				for try := 0; try < 20 && ctx.Err() == nil; try++ {
+					var n *Node
+					for k := range c.Nodes {
+						if m := c.Nodes[(try+k)%len(c.Nodes)]; m.Running() {
+							n = m
+							break
+						}
+					}
+					if n == nil {
+						time.Sleep(100 * time.Millisecond)
+						continue
+					}
+					octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
+					op := c.KVWrite(octx, n, KVOp{Kind: "put", Key: key, Value: value})
+					ocancel()
+					kh.Add(op)
+					if op.Outcome == OK {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // partialSize is the size of n's partial snapshot file (header and the
 // body bytes received), -1 if it has none.
 func partialSize(n *Node) int64 {
@@ -354,30 +393,7 @@ func TestSnapshotTransferSurvivesSIGKILL(t *testing.T) {
 	// Fill the KV: 400 keys of 16 KiB, then writes until the log start
 	// moved on every node.
 	const keys, size = 400, 16 << 10
-	fill := func(from, to int) {
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := from + w; i < to; i += 4 {
-					key := fmt.Sprintf("big-%d", i%keys)
-					value := fmt.Sprintf("v%d|", i) + strings.Repeat("x", size)
-					for try := 0; try < 20 && ctx.Err() == nil; try++ {
-						octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
-						op := c.KVWrite(octx, c.Nodes[try%len(c.Nodes)], KVOp{Kind: "put", Key: key, Value: value})
-						ocancel()
-						kh.Add(op)
-						if op.Outcome == OK {
-							break
-						}
-						time.Sleep(100 * time.Millisecond)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-	}
+	fill := func(from, to int) { fillKV(ctx, c, kh, from, to, keys, size) }
 	fill(0, keys)
 	for round := 1; ; round++ {
 		if _, err := waitShippable(ctx, c, 200, 2*time.Second); err == nil {
@@ -459,6 +475,111 @@ func TestSnapshotTransferSurvivesSIGKILL(t *testing.T) {
 	}
 	if st.RestoredAt == 0 || len(st.Entries) != keys {
 		t.Errorf("%s's KV: restored at %d with %d keys, want restored from the shipped snapshot with %d", target.ID, st.RestoredAt, len(st.Entries), keys)
+	}
+	if len(c.Crashes()) > 0 {
+		t.Errorf("node processes exited on their own: %v", c.Crashes())
+	}
+}
+
+// savingSnapshot reports whether n is writing a snapshot: a temporary
+// file in its snapshots directory (storage's Save writes one, syncs it
+// and renames it into place).
+func savingSnapshot(n *Node) bool {
+	ents, err := os.ReadDir(filepath.Join(n.Dir, "snapshots"))
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestKVSnapshotSaveSurvivesSIGKILL is the key-value view's side of
+// storage's TestSnapshotCrashRecovery, on real processes: a KV of about
+// 3 MiB (200 keys of 16 KiB) saving a snapshot every 20 operations
+// (kv's maybeSnapshot, Log.SaveSnapshot), with retention bounded by the
+// snapshots (R87), under writes; a voter (each in turn, the leader too)
+// is SIGKILLed while a snapshot's temporary file is in its directory (a
+// save under way), 8 times, and started again. Each restart must
+// reopen its KV from a snapshot that survived (restored above 0: the
+// log no longer holds offset 0), and at the end every node's KV state
+// must be the same and what the acknowledged writes leave. Positive
+// control: most kills found a save under way.
+func TestKVSnapshotSaveSurvivesSIGKILL(t *testing.T) {
+	o := testRunOpts(t)
+	o.nodeArgs = append(o.nodeArgs, kvNodeArgs("512KiB", "1MiB", 20)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c, _, _ := startRunCluster(ctx, t, o)
+	kh := &KVHistory{}
+	const keys, size = 200, 16 << 10
+	fillKV(ctx, c, kh, 0, keys, keys, size)
+	if _, err := waitShippable(ctx, c, 100, 30*time.Second); err != nil {
+		t.Fatalf("before the kills: %v", err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			fillKV(ctx, c, kh, i*keys, i*keys+keys/4, keys, size)
+		}
+	}()
+	hits := 0
+	const kills = 8
+	for k := range kills {
+		target := c.Voters()[k%len(c.Voters())]
+		deadline := time.Now().Add(10 * time.Second)
+		for !savingSnapshot(target) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		saving := savingSnapshot(target)
+		c.Kill(target)
+		if saving {
+			hits++
+		}
+		if err := c.Start(target); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitReady(ctx, target); err != nil {
+			t.Fatal(err)
+		}
+		var st KVState
+		var err error
+		for wait := time.Now().Add(30 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
+			if st, err = c.KVState(ctx, target, false); err == nil {
+				break
+			}
+		}
+		if err != nil || st.RestoredAt == 0 {
+			t.Fatalf("kill %d of %s (a save under way: %t): its KV after the restart: %+v, %v: want one restored from a snapshot", k+1, target.ID, saving, st, err)
+		}
+		t.Logf("kill %d of %s (a save under way: %t): KV restored at %d", k+1, target.ID, saving, st.RestoredAt)
+	}
+	close(stop)
+	<-done
+	states, err := waitKVAgree(ctx, c, 90*time.Second)
+	if err != nil {
+		t.Fatalf("the nodes' KV states do not agree: %v", err)
+	}
+	for _, id := range sortedKeys(states) {
+		for _, bad := range CheckKV(kh.Ops(), states[id].Entries) {
+			t.Errorf("%s: %s", id, bad)
+		}
+		if len(states[id].Entries) != keys {
+			t.Errorf("%s holds %d keys, want %d", id, len(states[id].Entries), keys)
+		}
+	}
+	if hits < kills/2 {
+		t.Errorf("only %d of %d kills found a snapshot save under way", hits, kills)
 	}
 	if len(c.Crashes()) > 0 {
 		t.Errorf("node processes exited on their own: %v", c.Crashes())
