@@ -118,6 +118,8 @@
 //	go test ./internal/faults -run TestDiskStallsDeposeNoOne -v -faults.disk-stalls=10m -timeout 0
 //	    # the leader's disk and every node's disk stalled in turn, under load
 //	    # (-faults.disk-stall-shared: how long the shared stall lasts)
+//	go test ./internal/faults -run 'KVFromSnapshot|SurvivesSIGKILL' -v
+//	    # the KV's state: a wiped node, a transfer and saves SIGKILLed
 //	go test ./internal/faults -run TestManyLogsUnderFaults -v -faults.manylogs-duration=10m -timeout 0
 //	    # 3 nodes x 16 logs under the nemesis, checked per log (40s by
 //	    # default; -faults.logs, -faults.log-appenders, -faults.log-readers)
@@ -136,6 +138,26 @@
 // check (Report.Logs); the test fails on any anomaly in any log. Its
 // positive control checks one log's history against another log's final
 // logs: lost writes must be found.
+//
+// State on the log: the example serves package kv's key-value view on
+// its default log, snapshotted every -kv-snapshot-every operations, with
+// retention bounded by those snapshots (-retain-until-snapshot). The
+// harness writes it (Cluster.KVWrite: puts, deletes, creates, updates at
+// a revision, each key one writer's, recorded in a KVHistory), reads a
+// node's whole state (Cluster.KVState, GET /kv/?all=1 after a barrier)
+// and checks it (CheckKV: every key at its last acknowledged write, or
+// an unknown one after it; DiffKV: the nodes alike); ClusterConfig.KVEntries
+// leaves the KV's entries out of the records' history.
+// TestWipedNodeRestoresKVFromSnapshot wipes a follower once retention
+// moved every log start and the leader keeps a snapshot above it, under
+// KV writes and the records' workload: the node gets the snapshot
+// shipped (R92) and its KV reopens from it. TestSnapshotTransferSurvivesSIGKILL
+// SIGKILLs a wiped follower twice in the middle of pulling a 6.5 MB
+// snapshot (32 KiB chunks, slowed links; its snapshots/incoming.partial
+// watched on disk). TestKVSnapshotSaveSurvivesSIGKILL SIGKILLs each voter
+// in turn while the KV's snapshot save has a temporary file in its
+// directory. Each ends with every node's KV state equal and explained by
+// the acknowledged writes.
 //
 // Disk stalls: a run that stalls disks builds the node with the tag
 // DiskStallTag (replog_fault_disk_stall: the root package's
