@@ -9,7 +9,9 @@ import (
 )
 
 // Snapshot shipping (docs/protocol.md 3.14, R92-R95; docs/storage.md
-// section 12): the core decides, this file does the I/O. A leader answers
+// section 12): the core decides, internal/shell answers a request
+// (ServeSnapshot) and writes a chunk (ReceiveSnapshotChunk), this file
+// runs those off the loop. A leader answers
 // each snapshot request the core checked on a goroutine of its own (a read
 // of the snapshot file never runs on the loop, and appends never wait for
 // it); a follower's chunks go to one receiver goroutine, which writes them
@@ -41,11 +43,8 @@ func (l *Log) startShipping() {
 		chunks:   make(chan replica.SnapshotChunk, 4),
 		serves:   make(chan struct{}, maxSnapshotServes),
 	}
-	if i, ok := l.snap.store.Latest(); ok {
-		l.ship.progress <- replica.SnapshotProgress{Offset: i.Offset, Epoch: i.Epoch, Size: uint64(i.Size), CRC: i.CRC, Have: uint64(i.Size), Installed: true}
-	}
-	if p, ok := l.snap.store.Partial(); ok {
-		l.ship.progress <- replica.SnapshotProgress{Offset: p.Offset, Epoch: p.Epoch, Size: uint64(p.Size), CRC: p.CRC, Have: uint64(p.Have)}
+	for _, p := range shell.SnapshotsHeld(l.snap.store) {
+		l.ship.progress <- p
 	}
 	l.wg.Add(1)
 	go l.receiveSnapshots()
@@ -94,22 +93,12 @@ func (l *Log) receiveSnapshots() {
 			return
 		case ch = <-l.ship.chunks:
 		}
-		p := replica.SnapshotProgress{Offset: ch.Offset, Epoch: ch.Epoch, Size: ch.Size, CRC: ch.CRC}
-		have, err := st.Receive(storage.PartialSnapshot{Offset: ch.Offset, Epoch: ch.Epoch, Size: int64(ch.Size), CRC: ch.CRC}, int64(ch.Position), ch.Data)
-		if err == nil && ch.Last {
-			var info storage.SnapshotInfo
-			if info, err = st.Install(); err == nil {
-				l.logger.Info("snapshot received and installed", "offset", info.Offset, "bytes", info.Size)
-				p.Installed = true
-			}
+		p, info, installed, err := shell.ReceiveSnapshotChunk(st, ch)
+		if installed {
+			l.logger.Info("snapshot received and installed", "offset", info.Offset, "bytes", info.Size)
 		}
-		p.Have = uint64(have)
-		if err != nil {
-			if !errors.Is(err, storage.ErrClosed) {
-				l.logger.Warn("snapshot transfer: the received chunk could not be kept", "offset", ch.Offset, "position", ch.Position, "error", err)
-			}
-			st.DropPartial()
-			p.Failed, p.Installed = true, false
+		if err != nil && !errors.Is(err, storage.ErrClosed) {
+			l.logger.Warn("snapshot transfer: the received chunk could not be kept", "offset", ch.Offset, "position", ch.Position, "error", err)
 		}
 		select {
 		case l.ship.progress <- p:

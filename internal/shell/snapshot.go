@@ -62,3 +62,52 @@ func ServeSnapshot(sr replica.SnapshotRead, src SnapshotSource) protocol.Message
 	resp.Position, resp.Data = pos, data
 	return msg
 }
+
+// SnapshotSink is the side of a snapshot store that a follower receives
+// a shipped snapshot into (storage.SnapshotStore has it; the simulation
+// keeps one in memory): the newest snapshot, the partial one a transfer
+// left, the chunks written in order, the install once whole.
+type SnapshotSink interface {
+	Latest() (storage.SnapshotInfo, bool)
+	Partial() (storage.PartialSnapshot, bool)
+	Receive(p storage.PartialSnapshot, pos int64, data []byte) (int64, error)
+	Install() (storage.SnapshotInfo, error)
+	DropPartial()
+}
+
+// SnapshotsHeld is what the core is told of sink at Open, before its
+// first round (R95): the newest snapshot, as installed (not pulled
+// again), and a partial one a restart interrupted (resumed at its size).
+func SnapshotsHeld(sink SnapshotSink) []replica.SnapshotProgress {
+	var out []replica.SnapshotProgress
+	if i, ok := sink.Latest(); ok {
+		out = append(out, replica.SnapshotProgress{Offset: i.Offset, Epoch: i.Epoch, Size: uint64(i.Size), CRC: i.CRC, Have: uint64(i.Size), Installed: true})
+	}
+	if p, ok := sink.Partial(); ok {
+		out = append(out, replica.SnapshotProgress{Offset: p.Offset, Epoch: p.Epoch, Size: uint64(p.Size), CRC: p.CRC, Have: uint64(p.Have)})
+	}
+	return out
+}
+
+// ReceiveSnapshotChunk writes one chunk the core handed out to sink's
+// partial snapshot and, after the last, installs the whole (which checks
+// its CRC against the sender's, R94); it returns the progress to report
+// to the core, the snapshot installed (ok: the last chunk's install
+// succeeded) and the error that failed the chunk, if any: the partial is
+// then dropped and the progress Failed, so that the transfer starts over
+// (R95). It writes the store: the caller runs it off its loop.
+func ReceiveSnapshotChunk(sink SnapshotSink, ch replica.SnapshotChunk) (p replica.SnapshotProgress, installed storage.SnapshotInfo, ok bool, err error) {
+	p = replica.SnapshotProgress{Offset: ch.Offset, Epoch: ch.Epoch, Size: ch.Size, CRC: ch.CRC}
+	have, err := sink.Receive(storage.PartialSnapshot{Offset: ch.Offset, Epoch: ch.Epoch, Size: int64(ch.Size), CRC: ch.CRC}, int64(ch.Position), ch.Data)
+	if err == nil && ch.Last {
+		if installed, err = sink.Install(); err == nil {
+			p.Installed, ok = true, true
+		}
+	}
+	p.Have = uint64(have)
+	if err != nil {
+		sink.DropPartial()
+		p.Failed, p.Installed, ok = true, false, false
+	}
+	return p, installed, ok, err
+}

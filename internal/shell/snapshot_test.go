@@ -2,6 +2,7 @@ package shell
 
 import (
 	"bytes"
+	"hash/crc32"
 	"io"
 	"path/filepath"
 	"testing"
@@ -57,5 +58,68 @@ func TestServeSnapshot(t *testing.T) {
 	}
 	if r = read(protocol.SnapshotRequest{RequestID: 6}, 0, nil); r.Error != protocol.SnapshotNone {
 		t.Fatalf("no store: %v", r)
+	}
+}
+
+// TestReceiveSnapshotChunk (R94, R95): a follower's chunks written in
+// order, the last one installs the whole once its CRC is the sender's,
+// and each outcome is the progress the core is told: the bytes held,
+// Installed; a chunk that does not continue the partial, or a body whose
+// CRC is not the sender's, fails (Failed, the partial dropped: the
+// transfer starts over). SnapshotsHeld tells a reopened core of the
+// newest snapshot and of a partial a restart left.
+func TestReceiveSnapshotChunk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	st, err := storage.OpenSnapshots(dir, storage.SnapshotOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("0123456789"), 50)
+	crc := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))
+	chunk := func(pos, n int, c uint32) replica.SnapshotChunk {
+		return replica.SnapshotChunk{Offset: 70, Epoch: 3, Size: uint64(len(body)), CRC: c, Position: uint64(pos),
+			Data: body[pos : pos+n], Last: pos+n == len(body)}
+	}
+	if held := SnapshotsHeld(st); len(held) != 0 {
+		t.Fatalf("an empty store holds %v", held)
+	}
+	p, _, ok, err := ReceiveSnapshotChunk(st, chunk(0, 200, crc))
+	if err != nil || ok || p.Have != 200 || p.Installed || p.Failed || p.Offset != 70 || p.Epoch != 3 {
+		t.Fatalf("first chunk: %+v %t %v", p, ok, err)
+	}
+	// A restart: the partial is reported at its size.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = storage.OpenSnapshots(dir, storage.SnapshotOptions{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if held := SnapshotsHeld(st); len(held) != 1 || held[0].Have != 200 || held[0].Installed || held[0].Offset != 70 {
+		t.Fatalf("after a restart: %+v", held)
+	}
+	// A chunk that skips bytes fails and drops the partial.
+	if p, _, ok, err = ReceiveSnapshotChunk(st, chunk(300, 100, crc)); err == nil || ok || !p.Failed {
+		t.Fatalf("a chunk past the partial's end: %+v %t %v", p, ok, err)
+	}
+	if _, held := st.Partial(); held {
+		t.Fatal("the partial was kept after a failed chunk")
+	}
+	// A whole body whose CRC is not the sender's is refused at install.
+	ReceiveSnapshotChunk(st, chunk(0, 250, crc+1))
+	if p, _, ok, err = ReceiveSnapshotChunk(st, chunk(250, 250, crc+1)); err == nil || ok || !p.Failed || p.Installed {
+		t.Fatalf("a body of another CRC: %+v %t %v", p, ok, err)
+	}
+	if _, has := st.Latest(); has {
+		t.Fatal("an unverified snapshot was installed")
+	}
+	// The positive control: the sender's bytes install.
+	ReceiveSnapshotChunk(st, chunk(0, 250, crc))
+	p, info, ok, err := ReceiveSnapshotChunk(st, chunk(250, 250, crc))
+	if err != nil || !ok || !p.Installed || p.Failed || p.Have != uint64(len(body)) || info.Offset != 70 || info.Size != int64(len(body)) {
+		t.Fatalf("the whole body: %+v %+v %t %v", p, info, ok, err)
+	}
+	if held := SnapshotsHeld(st); len(held) != 1 || !held[0].Installed || held[0].Have != uint64(len(body)) || held[0].CRC != crc {
+		t.Fatalf("after the install: %+v", held)
 	}
 }
