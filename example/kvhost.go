@@ -13,9 +13,15 @@ import (
 	"github.com/replog-io/replog/kv"
 )
 
-// kvReopenEvery is how often kvHost tries again to open a KV that could
-// not open.
-const kvReopenEvery = 200 * time.Millisecond
+// kvReopenFirst and kvReopenMax bound how long kvHost waits before it
+// tries again to open a KV that could not open: from the first, doubled
+// on each failure up to the max (a node waiting for its log to reach a
+// snapshot it installed opens soon; one reset without a snapshot never
+// will, and costs a snapshot read per try).
+const (
+	kvReopenFirst = 100 * time.Millisecond
+	kvReopenMax   = 2 * time.Second
+)
 
 // kvHost keeps the node's key-value view running. A KV stops when the
 // log start passes what it has applied: on a wiped node, or one below
@@ -70,7 +76,7 @@ func (h *kvHost) errText() string {
 
 func (h *kvHost) run(ctx context.Context) {
 	defer close(h.done)
-	warned := ""
+	warned, wait := "", kvReopenFirst
 	for ctx.Err() == nil {
 		k, err := kv.Open(ctx, h.log, h.opts)
 		if err != nil {
@@ -78,18 +84,23 @@ func (h *kvHost) run(ctx context.Context) {
 				return
 			}
 			h.setErr(err)
-			// Once per reason: a node waiting for a snapshot tries often.
-			if err.Error() != warned {
+			// Once per reason (the offsets in the message move on).
+			reason := err.Error()
+			if errors.Is(err, replog.ErrOutOfRange) {
+				reason = "out of range"
+			}
+			if reason != warned {
 				h.logger.Warn("the key-value view is not running; trying again", "error", err)
-				warned = err.Error()
+				warned = reason
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(kvReopenEvery):
+			case <-time.After(wait):
 			}
+			wait = min(2*wait, kvReopenMax)
 			continue
 		}
-		warned = ""
+		warned, wait = "", kvReopenFirst
 		h.opens.Add(1)
 		h.cur.Store(k)
 		if n := h.opens.Load(); n > 1 {
