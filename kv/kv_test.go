@@ -236,8 +236,10 @@ func TestWatchBehind(t *testing.T) {
 	}
 }
 
-// TestClosed: after Close, operations fail with ErrClosed; and a KV whose
-// Log closes ends by itself (goleak checks its goroutine is gone).
+// TestClosed: after Close, operations fail with ErrClosed, Done is closed
+// and Err says ErrClosed (nil, and Done open, while a KV runs); and a KV
+// whose Log closes ends by itself (goleak checks its goroutine is gone),
+// Done then closed with Err ErrClosed.
 func TestClosed(t *testing.T) {
 	l, s := single(t, kv.Options{})
 	ctx := testCtx(t)
@@ -250,8 +252,28 @@ func TestClosed(t *testing.T) {
 	if _, err := s.Get("a"); !errors.Is(err, kv.ErrClosed) {
 		t.Errorf("Get after Close: %v", err)
 	}
+	select {
+	case <-s.Done():
+	default:
+		t.Error("Done is not closed after Close")
+	}
+	if err := s.Err(); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("Err after Close: %v", err)
+	}
 	s2 := openKV(t, l, kv.Options{})
+	if err := s2.Err(); err != nil {
+		t.Errorf("Err of a running KV: %v", err)
+	}
+	select {
+	case <-s2.Done():
+		t.Error("Done is closed while the KV runs")
+	default:
+	}
 	l.Close()
+	<-s2.Done()
+	if err := s2.Err(); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("Err after the log closed: %v", err)
+	}
 	for c, err := range s2.Watch(ctx, "") {
 		if err == nil {
 			t.Fatalf("change %+v after the log closed", c)

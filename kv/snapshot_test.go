@@ -73,8 +73,8 @@ func TestSnapshotSurvivesRetention(t *testing.T) {
 	if err := s.Barrier(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Applied >= total {
-		t.Errorf("reopened KV applied %d operations, as many as were written (%d): the snapshot was not used", st.Applied, total)
+	if st := s.Stats(); st.Applied >= total || st.Restored != l.Snapshots()[0].Offset {
+		t.Errorf("reopened KV applied %d operations (%d were written), restored at %d: want fewer, from the newest snapshot at %d", st.Applied, total, st.Restored, l.Snapshots()[0].Offset)
 	}
 	if got := s.Keys(""); len(got) != len(want) {
 		t.Errorf("keys %v, want %d", got, len(want))
