@@ -172,7 +172,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.retentionAge, "retention-age", 0, "delete whole segments whose newest entry is older than this (replog RetentionAge; e.g. 168h; 0: off)")
 	fs.Var(bytesize.Flag{P: &c.segmentBytes}, "segment-bytes", "roll the active segment file at this size; retention frees disk in whole segments (replog SegmentBytes; e.g. 16MiB; 0: replog's default, 64MiB)")
 	fs.BoolVar(&c.retainUntilSnapshot, "retain-until-snapshot", false, "retention and /delete-before never delete past this node's newest snapshot (the key-value view's; replog RetainUntilSnapshot): the node can always rebuild its /kv state. Set it on every node")
-	fs.Var(bytesize.Flag{P: &c.fetchMaxBytes}, "fetch-max-bytes", "bound one fetch answer's entry bytes, and a shipped snapshot's chunk (replog FetchMaxBytes; e.g. 64KiB; 0: replog's default, 1MiB); records larger than it are refused")
+	fs.Var(bytesize.Flag{P: &c.fetchMaxBytes}, "fetch-max-bytes", "bound one fetch answer's entry bytes, and a shipped snapshot's chunk (replog FetchMaxBytes; e.g. 64KiB; 0: replog's default, 1MiB); a larger record still travels, alone in its answer")
 	fs.IntVar(&c.kvSnapshotEvery, "kv-snapshot-every", defaultKVSnapshotEvery, "the key-value view saves a snapshot of its state every this many operations it applies (kv SnapshotEveryEntries; 0: not by count)")
 	fs.Var(bytesize.Flag{P: &c.kvSnapshotBytes}, "kv-snapshot-bytes", "the key-value view saves a snapshot once the operations it applied since the last one add up to this many bytes (kv SnapshotEveryBytes; e.g. 1MiB; 0: not by size)")
 	fs.DurationVar(&c.deleteTimeout, "delete-timeout", 10*time.Second, "how long POST /delete-before waits for this node's log start to move")
