@@ -58,7 +58,7 @@ func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
 		if s.kv != nil && s.kv.errText() != "" {
 			msg += ": " + s.kv.errText()
 		}
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: msg, Code: codeClosed})
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: msg, Code: codeClosed, Outcome: outcomeFailed})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.appendTimeout)
@@ -129,14 +129,14 @@ func (s *server) handleKV(w http.ResponseWriter, r *http.Request) {
 			rev, err = store.Put(ctx, key, value)
 		}
 		if err != nil {
-			s.kvError(w, err)
+			s.kvWriteError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, kvEntryJSON{Key: key, Value: string(value), Revision: rev})
 	case http.MethodDelete:
 		rev, err := store.Delete(ctx, key)
 		if err != nil {
-			s.kvError(w, err)
+			s.kvWriteError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"key": key, "revision": rev})
@@ -200,6 +200,18 @@ func (s *server) handleKVState(ctx context.Context, w http.ResponseWriter, store
 		out.Kept = append(out.Kept, kvSnapshotJSON{Offset: i.Offset, Size: i.Size})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// kvWriteError answers a KV write's error: as kvError, but a KV that
+// ended while the write waited to apply (ErrClosed, ErrStopped: the node
+// shut down, or its KV is reopening after a shipped snapshot) leaves its
+// outcome unknown, since the entry may have committed.
+func (s *server) kvWriteError(w http.ResponseWriter, err error) {
+	if errors.Is(err, kv.ErrClosed) || errors.Is(err, kv.ErrStopped) {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error(), Code: codeClosing, Outcome: outcomeUnknown})
+		return
+	}
+	s.kvError(w, err)
 }
 
 // kvError answers a KV call's error with its status code.

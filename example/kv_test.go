@@ -103,4 +103,7 @@ func TestKVEndpoints(t *testing.T) {
 	if code, _ := do("GET", "/kv/color", ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("without a KV: %d", code)
 	}
+	if code, m := do("PUT", "/kv/color", "red"); code != http.StatusServiceUnavailable || m["outcome"] != "failed" {
+		t.Fatalf("a write without a KV: %d %v, want 503 and nothing appended", code, m)
+	}
 }

@@ -116,10 +116,6 @@ func (c *Cluster) KVWrite(ctx context.Context, n *Node, op KVOp) KVOp {
 		op.Outcome, op.Current, op.Err = Refused, ans.Current, ans.Code
 	case ans.Outcome == "failed":
 		op.Outcome, op.Err = Failed, fmt.Sprintf("HTTP %d %s: %s", resp.StatusCode, ans.Code, ans.Error)
-	case resp.StatusCode == http.StatusServiceUnavailable && ans.Code == "closed" && ans.Outcome == "":
-		// The node's KV is not running (reopening after a snapshot's
-		// install): nothing was appended.
-		op.Outcome, op.Err = Failed, ans.Error
 	default:
 		op.Outcome, op.Err = Unknown, fmt.Sprintf("HTTP %d %s: %s", resp.StatusCode, ans.Code, truncate(ans.Error, 120))
 	}
