@@ -209,6 +209,11 @@ type Output struct {
 	// the readable HW, R80) changed since the previous round's (or since
 	// New): the first round in which it is known counts as changed.
 	LogsChanged bool
+	// Deadline is the core's NextDeadline after the round (docs/protocol.md
+	// R96): a round without events before it does nothing, so the caller
+	// runs one at or after it, and otherwise only when an event comes
+	// (R97). Zero: nothing timed is pending.
+	Deadline time.Time
 	// Halted is the core's halt error (replica.Replica.Err), from the
 	// round in which the core halted. The caller must stop serving:
 	// every proposal that was waiting is resolved with ErrUnknownOutcome
@@ -259,6 +264,8 @@ func (n *Node) Pending() int { return len(n.pending) }
 
 // Round runs one round: Tick(now), then events in order, then Persisted
 // with the highest durable Seq reported since the last round, then Ready.
+// A round needs to run only when an event comes or at Output.Deadline
+// (R96, R97): one without events before it does nothing.
 // The order is the Node's, not the caller's: a tick that crosses a fetch
 // timeout never comes after the answer it should have let in, and the
 // fetch that replaces a timed-out one is built only in Ready, after every
@@ -348,6 +355,7 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 	out.Claim = Claim{Leader: out.Status.LeaderID, Epoch: out.Status.Epoch}
 	out.ClaimChanged = out.Claim != n.claim
 	n.claim = out.Claim
+	out.Deadline = n.r.NextDeadline()
 	return out
 }
 

@@ -183,6 +183,15 @@
 //	                                the simulation (TestSimulation: seed 7,
 //	                                a fetch below level 8 whose offset is
 //	                                above the fetcher's durable end).
+//	replog_bug_deadline_ignores_parked
+//	                                DeadlineIgnoresParked (R96): a leader's
+//	                                NextDeadline leaves out its parked
+//	                                fetches' MaxWait, so a tick before the
+//	                                deadline answers one, and a shell that
+//	                                ticks only at deadlines (R97) answers
+//	                                it late. Fails: TestNextDeadline;
+//	                                the simulation (TestSimulation: an
+//	                                early tick that sends a message).
 //
 // Tests named alone are in package replica. For example:
 //

@@ -1,0 +1,185 @@
+package replica
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/storage"
+)
+
+// quietBefore checks R96 on r as it stands after a Ready: it has a
+// deadline after its clock, and a round without events (Tick, Ready) one
+// nanosecond before it does nothing: no write, message, ack or transfer
+// outcome, and the same Status. It returns the deadline.
+func quietBefore(t *testing.T, r *Replica, what string) time.Time {
+	t.Helper()
+	d := r.NextDeadline()
+	if d.IsZero() || !d.After(r.now) {
+		t.Fatalf("%s: NextDeadline %v, want one after the clock %v", what, d, r.now)
+	}
+	before := r.Status()
+	r.Tick(d.Add(-time.Nanosecond))
+	if rd := r.Ready(); !rd.IsEmpty() {
+		t.Fatalf("%s: a tick 1ns before NextDeadline (%v after the clock) did something: %d writes, messages %v, %d acks, transfers %v",
+			what, d.Sub(r.now), len(rd.Writes), rd.Messages, len(rd.Acks), rd.Transfers)
+	}
+	if after := r.Status(); !reflect.DeepEqual(before, after) {
+		t.Fatalf("%s: a tick 1ns before NextDeadline changed Status:\n%+v\nto\n%+v", what, before, after)
+	}
+	return d
+}
+
+// advanceUntil ticks r from deadline to deadline (checking quietBefore
+// before each) until done says a round did what was due; between rounds,
+// carry carries out the round's Ready. It fails after 20 deadlines.
+func advanceUntil(t *testing.T, r *Replica, what string, carry func(Ready), done func(Ready) bool) {
+	t.Helper()
+	for range 20 {
+		d := quietBefore(t, r, what)
+		r.Tick(d)
+		rd := r.Ready()
+		carry(rd)
+		if done(rd) {
+			return
+		}
+	}
+	t.Fatalf("%s: 20 deadlines passed without it", what)
+}
+
+// carryHarness carries a Ready of n out as the harness does.
+func carryHarness(h *harness, n *hnode) func(Ready) {
+	return func(rd Ready) {
+		n.now = later(n.now, n.r.now)
+		n.pending = append(n.pending, rd.Writes...)
+		for _, m := range rd.Messages {
+			if !h.cut[[2]string{m.From, m.To}] {
+				h.queue = append(h.queue, m)
+			}
+		}
+	}
+}
+
+func sends[T protocol.Body](to string, pred func(T) bool) func(Ready) bool {
+	return func(rd Ready) bool {
+		for _, b := range bodiesTo[T](rd.Messages, to) {
+			if pred == nil || pred(b) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestNextDeadline is R96: in each state a core waits in for time to pass
+// (a leader with parked fetches, a follower with a fetch outstanding, a
+// candidate, a follower whose disk holds its fetch back, a leader whose
+// transfer cannot complete, a leader with a fetch waiting for the
+// quota), a round without events just before NextDeadline does nothing,
+// and ticking from deadline to deadline does what was due: the parked
+// fetch answered, the fetch sent again, a new election, the contact
+// fetch (R77), the transfer given up, the throttled fetch served.
+// (Fails with replog_bug_deadline_ignores_parked.)
+func TestNextDeadline(t *testing.T) {
+	t.Run("leader with parked fetches", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(t, "cluster", arg("voters", "n1,n2,n3"))
+		h.run(t, "elect", arg("n1"))
+		n1 := h.node("n1")
+		if len(n1.r.leader.parked) != 2 {
+			t.Fatalf("setup: %d parked fetches, want 2", len(n1.r.leader.parked))
+		}
+		advanceUntil(t, n1.r, "parked", carryHarness(h, n1), sends[*protocol.FetchResponse]("n2", nil))
+	})
+	t.Run("follower with a fetch outstanding", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(t, "cluster", arg("voters", "n1,n2,n3"))
+		h.run(t, "elect", arg("n1"))
+		n2 := h.node("n2")
+		if !n2.r.fetch.Outstanding() {
+			t.Fatal("setup: n2 has no fetch outstanding")
+		}
+		advanceUntil(t, n2.r, "fetch retry", carryHarness(h, n2), sends[*protocol.FetchRequest]("n1", nil))
+	})
+	t.Run("candidate", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(t, "cluster", arg("voters", "n1,n2,n3"))
+		h.run(t, "campaign", arg("n1"))
+		n1 := h.node("n1")
+		h.queue = nil // its vote requests are lost
+		if n1.r.role != RoleCandidate {
+			t.Fatalf("setup: n1 is %v", n1.r.role)
+		}
+		advanceUntil(t, n1.r, "election timeout", carryHarness(h, n1), func(Ready) bool { return n1.r.role == RoleProspective })
+	})
+	t.Run("contact fetch", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(t, "cluster", arg("voters", "n1,n2,n3"))
+		h.run(t, "elect", arg("n1"))
+		h.run(t, "propose", arg("n1"), arg("x"))
+		h.run(t, "persist", arg("n1"))
+		h.run(t, "deliver") // n2 takes the entry; its disk stalls
+		n2 := h.node("n2")
+		if len(n2.pending) == 0 || n2.r.fetchReady() {
+			t.Fatal("setup: n2's writer does not hold its next fetch")
+		}
+		advanceUntil(t, n2.r, "contact fetch", carryHarness(h, n2),
+			sends("n1", func(f *protocol.FetchRequest) bool { return f.MaxBytes == 1 && f.MaxWaitMs == 0 }))
+	})
+	t.Run("transfer that cannot complete", func(t *testing.T) {
+		h := newHarness(t)
+		h.run(t, "cluster", arg("voters", "n1,n2,n3"))
+		h.run(t, "elect", arg("n1"))
+		h.run(t, "partition", arg("n1,n2"), arg("n3"))
+		h.run(t, "propose", arg("n1"), arg("x"))
+		h.run(t, "stabilize")
+		h.run(t, "transfer", arg("n1"), arg("to", "n3"))
+		n1 := h.node("n1")
+		if n1.r.leader.transfer == nil {
+			t.Fatal("setup: no transfer under way")
+		}
+		carry := func(rd Ready) {
+			carryHarness(h, n1)(rd)
+			h.run(t, "stabilize") // n2 keeps fetching; n3 is cut off
+		}
+		advanceUntil(t, n1.r, "transfer timeout", carry, func(rd Ready) bool { return len(rd.Transfers) > 0 })
+		if n1.r.role != RoleLeader {
+			t.Fatalf("n1 is %v after its transfer timed out, want leader", n1.r.role)
+		}
+	})
+	t.Run("fetch waiting for the quota", func(t *testing.T) {
+		r, store := catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = 64 << 10 }, "a", "b")
+		o := &catchUpFetcher{id: "o", dir: "o"}
+		for range 20 {
+			o.send(r)
+			msgs, _ := settle(t, r, store)
+			if !o.take(t, r, msgs) {
+				break
+			}
+		}
+		if !o.outstanding || len(r.leader.quota.waiting) != 1 {
+			t.Fatal("setup: the observer's fetch does not wait for the quota")
+		}
+		carry := func(rd Ready) {
+			applyWrites(t, store, rd.Writes)
+			if len(rd.Writes) > 0 {
+				r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
+			}
+			o.take(t, r, rd.Messages)
+		}
+		advanceUntil(t, r, "quota", carry, func(Ready) bool { return !o.outstanding })
+	})
+}
+
+// TestNextDeadlineIsZeroWhenHalted: a halted core waits for nothing.
+func TestNextDeadlineIsZeroWhenHalted(t *testing.T) {
+	r := newTestReplica(t, testConfig("n1", "n1", "n2", "n3"), storage.NewMemory())
+	if r.NextDeadline().IsZero() {
+		t.Fatal("a follower has no deadline")
+	}
+	r.halt(ErrEpochExhausted)
+	if d := r.NextDeadline(); !d.IsZero() {
+		t.Fatalf("a halted core's deadline is %v", d)
+	}
+}
