@@ -35,6 +35,10 @@ type logMux struct {
 	// full inbox could not take.
 	unknown, full atomic.Uint64
 
+	// sched wakes every log's loop at its deadlines (R97): one goroutine
+	// and one timer for the node's logs.
+	sched *deadlines
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -51,7 +55,7 @@ type inbox struct {
 }
 
 func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logger) *logMux {
-	m := &logMux{tcp: tcp, ml: ml, logger: logger, routes: map[string]*inbox{}, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &logMux{tcp: tcp, ml: ml, logger: logger, routes: map[string]*inbox{}, sched: newDeadlines(), stop: make(chan struct{}), done: make(chan struct{})}
 	go m.run()
 	return m
 }
@@ -74,7 +78,7 @@ func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	m.mu.Lock()
 	m.routes[name] = in
 	m.mu.Unlock()
-	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, advertise: name == "", wire: name}
+	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, advertise: name == "", wire: name, sched: m.sched}
 	if m.tcp != nil {
 		np.tr = &logView{mux: m, in: in}
 	}
@@ -93,10 +97,11 @@ func (m *logMux) remove(in *inbox) {
 	m.mu.Unlock()
 }
 
-// close stops the router goroutine.
+// close stops the router goroutine and the deadline scheduler.
 func (m *logMux) close() {
 	close(m.stop)
 	<-m.done
+	m.sched.close()
 }
 
 func (m *logMux) run() {

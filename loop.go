@@ -20,13 +20,18 @@ const maxEventsPerRound = 256
 // into the deterministic shell.Node, which runs the round (its order of
 // Tick, Step, Persisted and Ready is the Node's, and the simulation drives
 // the same Node): each round it waits for an event, drains what else is
-// queued, runs the round, then carries out the Output. A failed node stops
+// queued, runs the round, then carries out the Output. Time passing is an
+// event only at the round's deadline (docs/protocol.md R96, R97): the
+// process's deadline scheduler wakes the loop then. A failed node stops
 // pumping and only answers (failed).
 func (l *Log) loop() {
 	defer l.wg.Done()
 	defer close(l.loopDone)
 	p := l.newPump()
-	defer p.ticker.Stop()
+	defer l.net.sched.set(p.dl, time.Time{}, time.Time{})
+	// The first round at once: New may have left writes for Ready (a
+	// single voter's self-vote), and its deadline is not known yet.
+	p.step()
 	for {
 		requested, open := p.wait()
 		if !open {
@@ -49,9 +54,31 @@ func (l *Log) loop() {
 			runtime.Gosched()
 		}
 		p.drain()
-		out := p.round()
-		p.carryOut(&out)
+		p.step()
 	}
+}
+
+// step runs a round, carries out its Output and hands the scheduler the
+// next deadline (after the Output: an outcome may queue an asynchronous
+// append's retry).
+func (p *pump) step() {
+	now := time.Now()
+	out := p.round(now)
+	p.carryOut(&out)
+	p.schedule(out.Deadline, now)
+}
+
+// schedule hands the scheduler the loop's next deadline after a round at
+// now: the core's (Output.Deadline) or the earliest asynchronous append
+// due to be tried again, whichever comes first.
+func (p *pump) schedule(core, now time.Time) {
+	at := core
+	for _, it := range p.l.retries {
+		if at.IsZero() || it.at.Before(at) {
+			at = it.at
+		}
+	}
+	p.l.net.sched.set(p.dl, at, now)
 }
 
 // pump is the loop goroutine's state: the inputs it reads, the events of
@@ -61,7 +88,7 @@ type pump struct {
 	recv    <-chan protocol.Message // nil once the transport closed it
 	hints   <-chan membership.Hint  // nil once gossip closed it
 	down    <-chan string           // the transport's PeerDown; nil once closed
-	ticker  *time.Ticker
+	dl      *deadlineEntry          // this loop's place in the deadline scheduler
 	events  []shell.Event
 	pending map[uint64]*request // by event ID
 	nextID  uint64
@@ -70,7 +97,7 @@ type pump struct {
 func (l *Log) newPump() *pump {
 	p := &pump{
 		l:       l,
-		ticker:  time.NewTicker(tickInterval),
+		dl:      l.net.sched.newEntry(l.wakeLoop),
 		events:  make([]shell.Event, 0, maxEventsPerRound+1),
 		pending: make(map[uint64]*request),
 	}
@@ -116,8 +143,7 @@ func (p *pump) wait() (requested, open bool) {
 			p.events = append(p.events, shell.PeerDown(id))
 		case sp := <-l.ship.progress:
 			p.events = append(p.events, shell.SnapshotProgress(sp))
-		case <-l.wakeLoop:
-		case <-p.ticker.C:
+		case <-l.wakeLoop: // persisted, failed, or the deadline passed
 		}
 		return false, true
 	}
@@ -165,11 +191,10 @@ func (p *pump) add(r *request) {
 
 // round runs one round of the Node with the events collected (and the
 // asynchronous appends due to be tried again).
-func (p *pump) round() shell.Output {
+func (p *pump) round(now time.Time) shell.Output {
 	l := p.l
 	l.retryDue(p)
 	l.node.Persisted(l.persisted.Load())
-	now := time.Now()
 	out := l.node.Round(now, p.events...)
 	l.stats.round(now, p.events, &out)
 	clear(p.events)

@@ -113,11 +113,6 @@ type Status struct {
 	Error string `json:"error,omitempty"`
 }
 
-// tickInterval is how often the event loop ticks the core's clock when
-// nothing else happens: the granularity of fetch timeouts and of the
-// MaxWait of parked fetches.
-const tickInterval = 5 * time.Millisecond
-
 // openStore opens the node's data directory (see storage.OpenDir); tests
 // replace it to inject faults.
 var openStore = func(dir string, id storage.Identity, opts storage.DirOptions) (storage.Store, storage.Identity, error) {
@@ -190,6 +185,9 @@ type Log struct {
 	// unregister removes the directory from openDirs once the store is
 	// closed.
 	unregister func()
+
+	// ownSched: net.sched is this Log's own (Open's), closed with it.
+	ownSched bool
 
 	closing   chan struct{}
 	loopDone  chan struct{} // closed when the loop goroutine has ended
@@ -310,6 +308,10 @@ type netParts struct {
 	// the catalog (changed: the catalog itself changed, or is given for
 	// the first time), on the loop goroutine: a Node's default log.
 	onCatalog func(recs []replica.LogRecord, hw uint64, changed bool)
+	// sched wakes the Log's loop at its deadlines (deadlines.go, R97): a
+	// Node's, shared by its logs, or nil for openLog to start the Log's
+	// own (ownSched).
+	sched *deadlines
 }
 
 // openLog opens the log o configures (defaults applied, Validate passed)
@@ -365,6 +367,9 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 	}
 	cleanup := func() {
 		closeNet()
+		if l.ownSched {
+			l.net.sched.close()
+		}
 		_ = store.Close()
 		unregister()
 	}
@@ -382,6 +387,9 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 		return nil, err
 	}
 	l.tr, l.tcp, l.ml, l.net = np.tr, np.tcp, np.ml, np
+	if l.net.sched == nil {
+		l.net.sched, l.ownSched = newDeadlines(), true
+	}
 	seed := time.Now().UnixNano() ^ int64(len(o.NodeID))<<32 ^ int64(len(name))<<40
 	rcfg := cfgs.replica
 	rcfg.Rand = rand.New(rand.NewSource(seed))
@@ -531,6 +539,9 @@ func (l *Log) shutdown(graceful bool) {
 			errs = append(errs, l.tr.Close())
 		}
 		l.writer.stop()
+		if l.ownSched {
+			l.net.sched.close()
+		}
 		errs = append(errs, l.closeSnapshots(), l.store.Close())
 		l.unregister()
 		l.closeErr = errors.Join(errs...)

@@ -289,6 +289,9 @@ type loopStats struct {
 	// otherLog counts messages naming another log (foreignMessage: the
 	// loop's, outside the round's lock).
 	otherLog atomic.Uint64
+	// rounds counts the loop's rounds (tests: an idle log runs a round
+	// only at its core's deadlines, R97).
+	rounds atomic.Uint64
 	// quota and backlog: the core's counters as of the last round.
 	quota     replica.QuotaStats
 	backlog   replica.BacklogStats
@@ -345,6 +348,7 @@ func (s *loopStats) initBounds() {
 // round records one round of the loop: the events it fed the node at now
 // and the node's Output.
 func (s *loopStats) round(now time.Time, events []shell.Event, out *shell.Output) {
+	s.rounds.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.inited {
