@@ -5,7 +5,10 @@
 // Ready, the same proposal outcomes and reader wake-ups, readers reading
 // through shell.ReadBatch), single-threaded, under a discrete-event
 // scheduler in simulated time. Nothing in a run reads a real clock, starts
-// a goroutine or does I/O.
+// a goroutine or does I/O. A node runs a round as the loop does (R97,
+// deadline.go): when an input reaches it, and when the deadline its last
+// round returned (Output.Deadline, R96) passes on its clock, up to a
+// millisecond or three late; it has no timer of its own.
 //
 // # Determinism
 //
@@ -105,6 +108,10 @@
 // a committed level it cannot run at without halting, and a leader raises
 // the level only within its release and hold, after every other voter
 // told it within FetchTimeout that it supports the level (versions.go);
+// a round without inputs before a node's deadline (an early tick, at
+// random, deadline.go) does nothing: an empty Output, the same Status and
+// deadline (R96); a node's rounds without inputs do not leave its
+// deadline due more than three times in a row (it would spin its loop);
 // the committed log's log changes never create a held name or delete an
 // unheld one, a copy repeats the committed catalog's entry, every node's
 // known catalog is the committed log's as of the readable HW it is

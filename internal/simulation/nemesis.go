@@ -273,6 +273,7 @@ func (s *sim) clockFault() {
 		s.res.Faults.ClockJumps++
 		nd.clockBase = now.Add(d)
 		nd.clockFrom = max(nd.clockFrom, s.now)
+		s.rearm(nd) // its deadline comes sooner: the timer fires at once
 		// The core sees the jump at its next tick or loop round.
 		s.touchNode(nd.idx, s.now+s.linger(), "a clock jump")
 		s.hash.byte(0xA4)
@@ -286,6 +287,7 @@ func (s *sim) clockFault() {
 	// by d for good).
 	nd.clockBase = now
 	nd.clockFrom = max(nd.clockFrom, s.now+d)
+	s.rearm(nd)
 	s.touchNode(nd.idx, nd.clockFrom+s.linger(), "a clock stall")
 	s.hash.byte(0xA5)
 	s.hash.u64(uint64(d))

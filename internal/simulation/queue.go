@@ -10,7 +10,7 @@ import (
 type evKind uint8
 
 const (
-	evTick           evKind = iota + 1 // node's periodic Tick
+	evTick           evKind = iota + 1 // node's deadline passed (R97), or its process resumed
 	evDeliver                          // a message arrives at its destination
 	evDisk                             // the node's disk finishes writes up to seq
 	evReport                           // the shell reports finished writes with Persisted
@@ -37,6 +37,7 @@ const (
 	evRetry                            // exactly-once workload: an append tried again (exactlyonce.go)
 	evVersion                          // version mix: an upgrade, rollback or roll-forward (versions.go)
 	evLogChange                        // workload: a log change, or its retry (catalog.go)
+	evEarlyTick                        // R96's check: a round without inputs before a node's deadline (deadline.go)
 )
 
 var evNames = [...]string{
@@ -46,7 +47,7 @@ var evNames = [...]string{
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
 	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry", evVersion: "version",
-	evLogChange: "log-change",
+	evLogChange: "log-change", evEarlyTick: "early-tick",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -80,27 +80,27 @@ var regressions = []regression{
 	{80124747, 1500, modeDefault, "a voter judges a candidate its own set lacks (it lacks the entry adding it) by the candidate's set, so the longest log can still be elected (R42, Raft §4.2.3)", nil},
 
 	// Voter sets: a leader that removes itself (R55, R58).
-	{85008750, 1500, modeDefault, "a leader that appended its own removal and lost its quorum before it committed still campaigns in that set, else nobody is electable (R55 outgoing; fails with replog_bug_no_outgoing)", nil},
+	{85008750, 1500, modeDefault, "a leader that appended its own removal and lost its quorum before it committed still campaigns in that set, else nobody is electable (R55 outgoing)", nil},
 	{70100862, 5000, modeDefault, "an outgoing replica (its uncommitted newest set removed it) campaigns until the removal commits (R55; fails with replog_bug_no_outgoing)", nil},
-	{70110741, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55); a wiped voter's new incarnation is not counted as its old self (R56; fails with replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
-	{70107078, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55; fails with replog_bug_vote_no_logcheck)", nil},
+	{70110741, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55); a wiped voter's new incarnation is not counted as its old self (R56; fails with replog_bug_wiped_voter)", nil},
+	{70107078, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55; fails with replog_bug_no_outgoing)", nil},
 	{70111570, 5000, modeDefault, "an outgoing replica campaigns until the removal commits (R55; fails with replog_bug_no_outgoing and replog_bug_wiped_voter)", nil},
 	{70102668, 5000, modeDefault, "an outgoing replica campaigns until the removal commits, with a wiped observer re-added (R55)", nil},
 	{70114583, 5000, modeDefault, "an outgoing replica campaigns until the removal commits; a commit counts voters at their recorded directories (R55, R56; fails with replog_bug_no_outgoing)", nil},
 
 	// Wiped voters (R56) and their automatic replacement (R58).
-	{55, 1500, modeSafetyOnly, "a wiped voter's new incarnation, its log empty, is never counted as its old self: no committed entry is lost (R56; fails with replog_bug_wiped_voter: durable on only 1 voter)", wipedAVoter},
-	{12, 1500, modeSafetyOnly, "as seed 55: a wiped voter is not counted as its old self (R56; fails with replog_bug_wiped_voter)", wipedAVoter},
-	{3726, 1500, modeSafetyOnly, "as seed 55: a wiped voter is not counted as its old self (R56; fails with replog_bug_wiped_voter)", wipedAVoter},
+	{2, 1500, modeSafetyOnly, "a wiped voter's new incarnation, its log empty, is never counted as its old self: no committed entry is lost (R56; fails with replog_bug_wiped_voter)", wipedAVoter},
+	{12, 1500, modeSafetyOnly, "as seed 2: a wiped voter is not counted as its old self (R56; fails with replog_bug_wiped_voter)", wipedAVoter},
+	{3726, 1500, modeSafetyOnly, "as seed 2: a wiped voter is not counted as its old self (R56; fails with replog_bug_wiped_voter)", wipedAVoter},
 	{84027860, 1500, modeDefault, "a replica that votes in no set of its own (a wiped sole bootstrap voter holding the first set) follows whoever leads, catches up and is replaced (R42)", nil},
 	{82044543, 1500, modeDefault, "an add needs a fetch now (within FetchMaxWait+ElectionTimeout): a node wiped just after its last fetch is not added at its dead directory (R58)", nil},
-	{84062328, 5000, modeDefault, "a leader adding an incarnation whose disk was lost since its last fetch (within R58's bound) stops the run as tainted, not failed: with one more voter lost no protocol elects", madeADeadAdd},
-	{84064189, 5000, modeDefault, "as 84062328: a dead add taints the run (R58)", madeADeadAdd},
+	{84001358, 5000, modeDefault, "a leader adding an incarnation whose disk was lost since its last fetch (within R58's bound) stops the run as tainted, not failed: with one more voter lost no protocol elects", madeADeadAdd},
 	{19702, 1500, modeDefault, "below the log start, voter-set rows keep the newest change too, so any leader completes an automatic replacement whose removal retention passed (R58; fails with replog_bug_wiped_voter)", nil},
 	{3424, 1500, modeDefault, "a follower reset to its leader's log start records the leader's voter-set rows below it, so it holds a set and the cluster can elect again (R53, R55)", nil},
 	{70100495, 5000, modeDefault, "a change made between an automatic replacement's two steps carries the debt to the wiped voter, which is added back (R58 owed)", nil},
-	{85200210, 5000, modeDefault, "a voter set carries whom it owes a place even once retention pruned the rows that showed the removal (R58 owed; fails with replog_bug_wiped_voter and replog_bug_vote_no_logcheck)", nil},
-	{85202873, 5000, modeDefault, "a voter change keeps the debts of the set in force: the leader's next set still owes a place to a wiped voter whose old incarnation was removed (R58 owed; fails with replog_bug_drop_owed)", nil},
+	{85200210, 5000, modeDefault, "a voter set carries whom it owes a place even once retention pruned the rows that showed the removal (R58 owed)", nil},
+	{85202873, 5000, modeDefault, "a voter change keeps the debts of the set in force: the leader's next set still owes a place to a wiped voter whose old incarnation was removed (R58 owed; fails with replog_bug_wiped_voter)", nil},
+	{85200189, 5000, modeDefault, "a leader's voter change keeps the debt to a wiped voter that is no voter of the new set (R58 owed; fails with replog_bug_drop_owed)", nil},
 
 	// Pipelined fetches (R70, R71).
 	{1, 1500, modeDefault, "a follower fetching ahead of its durable offset is counted at its durable offset, so nothing commits that a majority does not hold durably (R70; fails with replog_bug_count_fetch_offset)", nil},

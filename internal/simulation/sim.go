@@ -161,6 +161,9 @@ type Result struct {
 	// rollbacks refused (the level was raised), raises of the level, and
 	// nodes that halted at a level they could not run at (rolled forward).
 	Upgrades, Rollbacks, RollbacksRefused, LevelRaises, LevelHalts int
+	// EarlyTicks counts the rounds without inputs run before a node's
+	// deadline, each checked to do nothing (R96, deadline.go).
+	EarlyTicks int
 }
 
 // String summarises a result on one line.
@@ -177,7 +180,7 @@ type params struct {
 	fetchTimeout, electionTimeout, fetchMaxWait time.Duration
 	fetchMaxBytes                               int
 
-	tickMin, tickMax time.Duration
+	tickMax time.Duration
 
 	netMin, netMax    time.Duration
 	slowProb          float64
@@ -262,8 +265,10 @@ func chooseParams(r *rand.Rand) params {
 		// (Raft's figure 8 needs that).
 		p.fetchMaxBytes = 1 + r.Intn(16)
 	}
-	p.tickMin = ms(2 + 3*r.Float64())
-	p.tickMax = p.tickMin + ms(10*r.Float64())
+	// A deadline's round runs up to tickMax after it (R97: the
+	// scheduler's slack and the loop's wake-up).
+	p.tickMax = ms(1 + 2*r.Float64())
+	_ = r.Float64() // keeps the parameters drawn after it
 	p.netMin = ms(0.1)
 	p.netMax = ms(0.5 + 8*r.Float64())
 	p.slowProb = 0.05 * r.Float64()
@@ -410,6 +415,8 @@ type node struct {
 	pausedUntil time.Duration
 	// roundPending: an evRound is scheduled.
 	roundPending bool
+	// dl is the deadline of its last round and its tick (deadline.go).
+	dl deadlineState
 	// inflight counts this process's proposals not yet acked; readable is
 	// its last ReadableHW (it never moves back within a process).
 	inflight int
@@ -544,6 +551,8 @@ type sim struct {
 	// xr drives the choices of the extended faults, so that a classic
 	// run draws from rng what the full run of its seed draws.
 	xr *rand.Rand
+	// er draws the early ticks (deadline.go).
+	er *rand.Rand
 	// rr drives retention's choices (retention.go), for the same reason;
 	// vr voter changes' and wipes' (voters.go).
 	rr    *rand.Rand
@@ -668,6 +677,7 @@ func newSim(opts Options) *sim {
 		opts:          opts,
 		rng:           rand.New(rand.NewSource(opts.Seed)),
 		xr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0009)),
+		er:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0016)),
 		rr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0011)),
 		vr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0012)),
 		wr:            rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0015)),
@@ -912,7 +922,7 @@ func (s *sim) start(nd *node) {
 	nd.coreStart = st.LogStart
 	nd.countedHW = st.HighWatermark
 	s.tracef("%s start inc=%d dir=%s role=%s epoch=%d logstart=%d leo=%d hw=%d", nd.id, nd.inc, nd.dirID, st.Role, st.Epoch, st.LogStart, st.LEO, st.HighWatermark)
-	s.schedule(s.between(0, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
+	nd.dl = deadlineState{}
 	s.schedule(s.between(0, s.p.gossipEvery), event{kind: evGossip, node: nd.idx, inc: nd.inc})
 	// The process's first round: writes New issued (a truncation, a
 	// single voter's self-vote) are checked like any other.
@@ -992,9 +1002,11 @@ func (s *sim) loop() {
 func (s *sim) step(faultSteps int) {
 	ev := s.q.pop()
 	s.now = ev.at
-	if ev.kind != evRound {
+	if ev.kind != evRound && ev.kind != evEarlyTick && !s.staleTick(ev) {
 		// Steps count what happens to the cluster; a node's round is
-		// its shell's answer to it.
+		// its shell's answer to it, an early tick the checker's probe,
+		// and a tick armed for a deadline a later round replaced wakes
+		// nothing (the scheduler's heap entry moved, R97).
 		s.steps++
 	}
 	if s.phase == phaseFaults && s.steps >= faultSteps {
@@ -1088,7 +1100,8 @@ func (s *sim) calm() {
 	}
 }
 
-// oneShot in an evTick's id: a tick that does not schedule the next one.
+// oneShot in an evTick's id: the round of a paused process at its resume,
+// whatever its deadline.
 const oneShot = 1
 
 // deferredWhilePaused: the kinds of events a paused process does not
@@ -1113,11 +1126,14 @@ func (s *sim) dispatch(ev event) {
 		if !nd.up || nd.inc != ev.inc {
 			return
 		}
-		// Every round ticks: a timer firing is a round without events.
-		s.wantRound(nd)
-		if ev.id != oneShot {
-			s.schedule(s.between(s.p.tickMin, s.p.tickMax), event{kind: evTick, node: nd.idx, inc: nd.inc})
+		if ev.id != oneShot && ev.wseq != nd.dl.gen {
+			return // armed for a deadline a later round replaced
 		}
+		// Every round ticks: a deadline passing is a round without events.
+		s.wantRound(nd)
+
+	case evEarlyTick:
+		s.earlyTick(ev)
 
 	case evDeliver:
 		s.deliver(ev)
@@ -1308,6 +1324,11 @@ func (s *sim) round(nd *node) {
 	}
 	s.noteFetchLevels(nd, evs)
 	out := nd.sh.Round(nd.clock(s.now), evs...)
+	inputs := len(evs)
+	if fed != nd.dl.fed {
+		inputs++
+	}
+	s.armDeadline(nd, &out, fed, inputs)
 	s.checkLevelWrites(nd, out.Writes)
 	s.checkCatalogWrites(nd, out.Writes)
 	for _, w := range out.Writes {

@@ -170,6 +170,7 @@ func TestSimulation(t *testing.T) {
 				total.Depositions += res.Depositions
 				total.Barriers += res.Barriers
 				total.LogChanges += res.LogChanges
+				total.EarlyTicks += res.EarlyTicks
 				total.Upgrades += res.Upgrades
 				total.Rollbacks += res.Rollbacks
 				total.RollbacksRefused += res.RollbacksRefused
@@ -210,12 +211,15 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds (from %d) x %d steps: %d events, %d acked appends, %d crashes, %d partitions, %d leader epochs in %v: %.0f seeds/min; slowest convergence %v (seed %d)",
 		done, *flagStart, steps, total.Steps, total.Acked, total.Crashes, total.Partitions, total.LeaderEpochs,
 		el.Round(time.Millisecond), float64(done)/el.Minutes(), total.ConvergeTime, total.Seed)
-	stats := fmt.Sprintf("faults over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d; log changes committed=%d; versions: upgrades=%d rollbacks=%d (refused %d) level raises=%d level halts=%d",
-		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers, total.LogChanges,
+	stats := fmt.Sprintf("faults over seeds %d..%d x %d steps: %s; liveness: recoveries=%d (slowest used %.0f%% of its bound: %v, seed %d) depositions=%d; barriers completed=%d; log changes committed=%d; early ticks=%d; versions: upgrades=%d rollbacks=%d (refused %d) level raises=%d level halts=%d",
+		*flagStart, *flagStart+int64(done)-1, steps, total.Faults, total.Recoveries, 100*total.MaxRecoveryRatio, total.MaxRecovery, ratioSeed, total.Depositions, total.Barriers, total.LogChanges, total.EarlyTicks,
 		total.Upgrades, total.Rollbacks, total.RollbacksRefused, total.LevelRaises, total.LevelHalts)
 	t.Log(stats)
 	if *flagStats {
 		fmt.Fprintln(os.Stderr, "simulation: "+stats)
+	}
+	if done >= 100 && steps >= 1500 && total.EarlyTicks == 0 {
+		t.Errorf("%d seeds ran no early tick (R96's check, deadline.go, is wired to nothing)", done)
 	}
 	if !*flagClassic && done >= 100 && steps >= 1500 && total.Barriers == 0 {
 		t.Errorf("%d seeds completed no read barrier (barrier.go's workload is wired to nothing)", done)

@@ -94,7 +94,7 @@
 //	                                back. Fails:
 //	                                TestReplacementOwedThroughOtherChanges,
 //	                                TestReplacementBlocksOtherChanges;
-//	                                TestRegressionSeeds (row 85202873 x5000).
+//	                                TestRegressionSeeds (row 85200189 x5000).
 //	replog_bug_removed_stuck        NoRemovedRestand (R20, R45): a leader
 //	                                fenced by a removed voter's later epoch
 //	                                does not stand again, so the removed
@@ -163,7 +163,7 @@
 //	                                (TestSimulation: seed 1 at 1500 steps,
 //	                                an entry committed while durable on one
 //	                                voter of two; TestRegressionSeeds: the
-//	                                row 1 x1500 and 16 others).
+//	                                row 1 x1500 and 27 others).
 //	replog_bug_no_contact_fetch     NoContactFetch (R77): a follower whose
 //	                                writer holds its next fetch sends
 //	                                nothing until its disk catches up, so a
