@@ -49,8 +49,10 @@
 //     or not; or drop it (the table is then rebuilt from the log start
 //     after a restart). New uses a checkpoint only if it describes the log
 //     (R76).
-//   - Tick regularly (every 10-50ms is plenty): the core's timers fire only
-//     on Tick, and its clock is the last Tick's time.
+//   - Tick when an event comes and at NextDeadline (docs/protocol.md R96,
+//     R97): the core's timers fire only on Tick, its clock is the last
+//     Tick's time, and a Tick before NextDeadline, with no other event,
+//     does nothing. Ticking more often is harmless, and wasted.
 //   - Entry Data in Writes and in outgoing messages is shared, read-only:
 //     nobody may modify it.
 //   - An Ack without error for a proposal made on a follower means the
@@ -94,7 +96,8 @@
 // them (a layer calls only the layers below it, never one above):
 //
 //	step.go, replica.go (New, Tick, Propose, Persisted, Ready), hint.go
-//	    entry points: dispatch to the handlers
+//	    entry points: dispatch to the handlers; deadline.go
+//	    (NextDeadline) only reads
 //	election.go (vote requests and answers, BeginEpoch), bootstrap.go,
 //	leader.go (fetch fencing and serving, check-quorum), follower.go
 //	(fetch responses, fetch timers), forward.go (forwarded proposals, both
