@@ -49,7 +49,9 @@ import (
 // version 7 added FetchRequest.FeatureLevel (FeatureLevelVersion);
 // version 8 added FetchRequest.DurableOffset (DurableOffsetVersion);
 // version 9 added Message.Log, in every message (LogNameVersion), and the
-// kinds SnapshotRequest and SnapshotResponse (SnapshotTransferVersion).
+// kinds SnapshotRequest and SnapshotResponse (SnapshotTransferVersion);
+// version 10 added FetchRequest.Quiescent, FetchResponse.Quiescent and the
+// kind Heartbeat (QuiescenceVersion).
 //
 // Version is the newest version this package encodes and decodes,
 // MinVersion the oldest: a node speaks every version between them, and
@@ -58,7 +60,7 @@ import (
 // version; its new kinds and fields are encoded only at that version, so
 // a peer is never sent what it cannot read, and MinVersion moves up only
 // when no supported release speaks the older version any more.
-const Version = 9
+const Version = 10
 
 // MinVersion is the oldest version this package encodes and decodes.
 const MinVersion = 6
@@ -142,6 +144,9 @@ func EncodedSizeAt(m Message, v uint8) int {
 		if v >= DurableOffsetVersion {
 			n += 1 + 8 // HasDurableOffset, DurableOffset
 		}
+		if v >= QuiescenceVersion {
+			n++ // Quiescent
+		}
 	case *FetchResponse:
 		if b == nil {
 			return -1
@@ -154,6 +159,9 @@ func EncodedSizeAt(m Message, v uint8) int {
 		n += 4 + 8
 		for _, r := range b.LogStartVoters {
 			n += 8 + 4 + encodedVoterSetSize(r.Voters, r.Owed)
+		}
+		if v >= QuiescenceVersion {
+			n++ // Quiescent
 		}
 	case *VoteRequest:
 		if b == nil {
@@ -206,6 +214,11 @@ func EncodedSizeAt(m Message, v uint8) int {
 			return -1
 		}
 		n += snapshotResponseSize + len(b.LeaderID) + len(b.Data)
+	case *Heartbeat:
+		if b == nil {
+			return -1
+		}
+		n += heartbeatSize
 	default:
 		return -1
 	}
@@ -254,6 +267,10 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 		if v < SnapshotTransferVersion {
 			return dst, fmt.Errorf("%w: %s needs wire version %d, not %d", ErrVersion, m.Body.Kind(), SnapshotTransferVersion, v)
 		}
+	case *Heartbeat:
+		if v < QuiescenceVersion {
+			return dst, fmt.Errorf("%w: %s needs wire version %d, not %d", ErrVersion, m.Body.Kind(), QuiescenceVersion, v)
+		}
 	}
 	size := EncodedSizeAt(m, v)
 	if size < 0 {
@@ -295,6 +312,9 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 			dst = appendBool(dst, b.HasDurableOffset)
 			dst = be.AppendUint64(dst, b.DurableOffset)
 		}
+		if v >= QuiescenceVersion {
+			dst = appendBool(dst, b.Quiescent)
+		}
 	case *FetchResponse:
 		dst = be.AppendUint64(dst, b.FetchID)
 		dst = appendString(dst, b.LeaderID)
@@ -321,6 +341,9 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 			dst = append(dst, EncodeVoterSet(r.Voters, r.Owed)...)
 		}
 		dst = be.AppendUint64(dst, b.LogStartEpoch)
+		if v >= QuiescenceVersion {
+			dst = appendBool(dst, b.Quiescent)
+		}
 	case *VoteRequest:
 		dst = be.AppendUint64(dst, b.Epoch)
 		dst = appendString(dst, b.CandidateID)
@@ -386,6 +409,10 @@ func AppendMessageAt(dst []byte, m Message, v uint8) ([]byte, error) {
 		dst = be.AppendUint64(dst, b.Position)
 		dst = be.AppendUint32(dst, uint32(len(b.Data)))
 		dst = append(dst, b.Data...)
+	case *Heartbeat:
+		dst = be.AppendUint64(dst, b.Session)
+		dst = be.AppendUint64(dst, b.Quiescent)
+		dst = appendBool(dst, b.Resync)
 	}
 	return dst, nil
 }
@@ -462,6 +489,9 @@ func DecodeMessage(b []byte) (Message, error) {
 			x.HasDurableOffset = d.bool("has durable offset")
 			x.DurableOffset = d.u64("durable offset")
 		}
+		if v >= QuiescenceVersion {
+			x.Quiescent = d.bool("quiescent")
+		}
 		m.Body = x
 	case KindFetchResponse:
 		x := &FetchResponse{}
@@ -499,6 +529,9 @@ func DecodeMessage(b []byte) (Message, error) {
 			}
 		}
 		x.LogStartEpoch = d.u64("log start epoch")
+		if v >= QuiescenceVersion {
+			x.Quiescent = d.bool("quiescent")
+		}
 		m.Body = x
 	case KindVoteRequest:
 		x := &VoteRequest{}
@@ -594,6 +627,15 @@ func DecodeMessage(b []byte) (Message, error) {
 		x.CRC = d.u32("crc")
 		x.Position = d.u64("position")
 		x.Data = d.bytes("data")
+		m.Body = x
+	case KindHeartbeat:
+		if v < QuiescenceVersion {
+			return Message{}, fmt.Errorf("%w: %s at version %d (it needs %d)", ErrMalformed, kind, v, QuiescenceVersion)
+		}
+		x := &Heartbeat{}
+		x.Session = d.u64("session")
+		x.Quiescent = d.u64("quiescent")
+		x.Resync = d.bool("resync")
 		m.Body = x
 	case 0:
 		return Message{}, fmt.Errorf("%w: unknown kind 0", ErrMalformed)
@@ -797,6 +839,8 @@ func (k Kind) String() string {
 		return "SnapshotRequest"
 	case KindSnapshotResponse:
 		return "SnapshotResponse"
+	case KindHeartbeat:
+		return "Heartbeat"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

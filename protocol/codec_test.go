@@ -153,9 +153,9 @@ func TestCodecErrors(t *testing.T) {
 		{"entry count one too many", mutate(goodFetch, func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[entriesCount:], 2)
 			return b
-		}), "count 2 needs at least 58 bytes, 44 left"},
+		}), "count 2 needs at least 58 bytes, 45 left"},
 		{"entry data past end", mutate(goodFetch, func(b []byte) []byte {
-			binary.BigEndian.PutUint32(b[entriesCount+4+25:], 3+4+8+1) // past the log start voters' count and epoch
+			binary.BigEndian.PutUint32(b[entriesCount+4+25:], 3+4+8+1+1) // past the log start voters' count, epoch and quiescent flag
 			return b
 		}), "entry data"},
 	}

@@ -46,6 +46,6 @@ func Example() {
 	// true FetchResponse
 	// n2->n1 [orders] FetchResp{id=7 leader=n1 epoch=3 ok hw=2 start=0 entries=1}
 	// hello
-	// replog: malformed message: version 99, want 6..9
+	// replog: malformed message: version 99, want 6..10
 	// true
 }

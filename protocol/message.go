@@ -5,7 +5,8 @@ import "fmt"
 // Message is one protocol message between two nodes. Body is one of the
 // pointer types below (*FetchRequest, *FetchResponse, *VoteRequest,
 // *VoteResponse, *BeginEpoch, *AppendRequest, *AppendResponse,
-// *DeleteRecords, *EndEpoch, *SnapshotRequest, *SnapshotResponse).
+// *DeleteRecords, *EndEpoch, *SnapshotRequest, *SnapshotResponse,
+// *Heartbeat).
 type Message struct {
 	From string
 	To   string
@@ -88,6 +89,12 @@ type FetchRequest struct {
 	// only.
 	HasDurableOffset bool
 	DurableOffset    uint64
+	// Quiescent: the fetcher is caught up (its previous fetch was
+	// answered with no entries and an HW equal to its offset) and asks
+	// to be parked without a deadline, its liveness proven by the
+	// node's contact instead (R99). Encoded from QuiescenceVersion on
+	// only; sent only at FeatureLevelQuiescence.
+	Quiescent bool
 }
 
 // FetchError is the outcome carried by a FetchResponse.
@@ -151,6 +158,10 @@ type FetchResponse struct {
 	// its empty log compares in elections as the log it stands for (R21,
 	// R53).
 	LogStartEpoch uint64
+	// Quiescent: this answers a fetch marked Quiescent (R99), so the
+	// nodes at both ends count it among their quiescent messages (R100).
+	// Encoded from QuiescenceVersion on only.
+	Quiescent bool
 }
 
 // VoteRequest asks for a vote (or a pre-vote) in Epoch.
@@ -359,6 +370,9 @@ func (m *FetchRequest) String() string {
 	if m.Restand {
 		restand = " restand"
 	}
+	if m.Quiescent {
+		restand += " quiescent"
+	}
 	return fmt.Sprintf("Fetch{id=%d replica=%s%s epoch=%d offset=%d lastEpoch=%d%s}",
 		m.FetchID, m.ReplicaID, dirSuffix(m.ReplicaDirID), m.CurrentEpoch, m.FetchOffset, m.LastFetchedEpoch, restand)
 }
@@ -374,6 +388,9 @@ func (m *FetchResponse) String() string {
 	}
 	if m.LogStartEpoch != 0 {
 		s += fmt.Sprintf(" start_epoch=%d", m.LogStartEpoch)
+	}
+	if m.Quiescent {
+		s += " quiescent"
 	}
 	return s + "}"
 }

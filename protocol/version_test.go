@@ -29,7 +29,7 @@ func TestUnknownMessage(t *testing.T) {
 		unknown bool
 	}{
 		{"new kind", edit(1, 200), true},
-		{"next kind", edit(1, byte(protocol.KindSnapshotResponse)+1), true},
+		{"next kind", edit(1, byte(protocol.KindHeartbeat)+1), true},
 		{"newer version", edit(0, protocol.Version+1), true},
 		{"kind zero", edit(1, 0), false},
 		{"older version", edit(0, protocol.MinVersion-1), false},
