@@ -134,6 +134,9 @@ type Fetcher struct {
 	// contact: the outstanding (or last) fetch is a contact fetch
 	// (BuildContact). noWait: the next Build asks not to be parked.
 	contact, noWait bool
+	// quiescent: the outstanding (or last) fetch is marked quiescent
+	// (MarkQuiescent).
+	quiescent bool
 }
 
 // sentFetch is what identifies a fetch's question.
@@ -198,6 +201,17 @@ func (f *Fetcher) BuildContact(target string, epoch, offset, lastEpoch uint64, n
 // fetch.
 func (f *Fetcher) Contact() bool { return f.contact }
 
+// MarkQuiescent records that req, the fetch Build just returned, goes out
+// marked quiescent (docs/protocol.md R99), and marks it so.
+func (f *Fetcher) MarkQuiescent(req *protocol.FetchRequest) {
+	req.Quiescent, f.quiescent = true, true
+}
+
+// Quiescent reports whether a quiescent fetch is outstanding (not due for
+// a retry): while it is, the leader parks it without a deadline and the
+// follower's liveness of its leader comes from the node's contact.
+func (f *Fetcher) Quiescent() bool { return f.quiescent && f.Outstanding() }
+
 func (f *Fetcher) build(target string, epoch, offset, lastEpoch uint64, now time.Time, contact bool) *protocol.FetchRequest {
 	id := f.nextID
 	f.nextID++
@@ -215,6 +229,7 @@ func (f *Fetcher) build(target string, epoch, offset, lastEpoch uint64, now time
 	f.epoch = epoch
 	f.fetchOffset = offset
 	f.contact = contact
+	f.quiescent = false
 	f.sentAt = now
 	return &protocol.FetchRequest{
 		FetchID:          id,

@@ -130,6 +130,13 @@ type Config struct {
 	// this much of the log to rebuild the table. Default
 	// DefaultKeyCheckpointBytes; negative: never.
 	KeyCheckpointBytes int
+	// Contact is the node's contact with its peers (docs/protocol.md R98):
+	// when it last heard anything from each. With it, at
+	// FeatureLevelQuiescence, a caught-up follower quiesces its fetch and
+	// a leader parks a quiescent fetch without a deadline (R99). nil (the
+	// default): this replica never quiesces, and parks a quiescent fetch
+	// as any other (a follower then goes on fetching every FetchMaxWait).
+	Contact PeerContact
 	// Rand drives every random choice (timeouts). Required for determinism;
 	// if nil, a source seeded from ID is used.
 	Rand *rand.Rand

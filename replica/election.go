@@ -16,7 +16,13 @@ func (r *Replica) heardFromLeaderRecently() bool {
 	if r.role == RoleLeader {
 		return true
 	}
-	return !r.lastLeaderContact.IsZero() && r.now.Sub(r.lastLeaderContact) < r.cfg.FetchTimeout
+	last := r.lastLeaderContact
+	if r.quiesced() {
+		// R99: the leader parks our quiescent fetch, and its node's
+		// contact says it is alive.
+		last = later(last, r.nodeContact(r.leaderID))
+	}
+	return !last.IsZero() && r.now.Sub(last) < r.cfg.FetchTimeout
 }
 
 // leaderAlive reports whether this replica leads, or follows a leader it

@@ -24,6 +24,9 @@ func (r *Replica) fetchRetryTimeout() time.Duration {
 // tickFollower fires a voter's election timer and resends a fetch whose
 // response did not come (messages get lost).
 func (r *Replica) tickFollower() {
+	if r.holdQuiesced() {
+		return // R99: the node's contact with the leader stands in for its answers
+	}
 	if !r.now.Before(r.electionDeadline) {
 		r.becomeProspective()
 		return
@@ -167,6 +170,11 @@ func (r *Replica) maybeSupersedeFetch() {
 func (r *Replica) sendFetch(target string, restand bool) {
 	req := r.fetch.Build(target, r.epoch, &r.log, r.now)
 	r.fillFetch(req, restand)
+	if r.quiesceNext && target == r.leaderID && !restand && r.quiescence() {
+		r.fetch.MarkQuiescent(req) // R99
+		r.quiesceStats.Sent++
+	}
+	r.quiesceNext = false
 	r.send(target, req)
 }
 
@@ -277,6 +285,7 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		r.updateFollowerHW()
 		r.settleRole() // a removal that commits ends an outgoing replica's candidacy
 		r.followLogStart(d.LogStart)
+		r.noteQuiescence(from, len(d.Entries), d.HighWatermark)
 	case fetcher.OutOfRange:
 		r.leaderContact()
 		r.resetToLogStart(d.LogStart, resp)

@@ -82,6 +82,27 @@ type hnode struct {
 	// wipes counts the wipes of its directory: each gives it a new DirID
 	// and an empty store with no voter set (R56).
 	wipes int
+	// heard is the node's contact clock (Config.Contact, R98): when a
+	// message from each peer was last delivered to it, or a heartbeat
+	// (every run step, across every link that is not cut).
+	heard map[string]time.Time
+}
+
+// LastHeard is the node's contact with peer (replica.PeerContact).
+func (n *hnode) LastHeard(peer string) time.Time { return n.heard[peer] }
+
+// heartbeats refreshes the contact of every live node with every live
+// peer whose link to it is not cut: the node-level heartbeats (R98),
+// which no core sees.
+func (h *harness) heartbeats() {
+	for _, a := range h.order {
+		for _, b := range h.order {
+			na, nb := h.nodes[a], h.nodes[b]
+			if a != b && na.up && nb.up && !h.cut[[2]string{b, a}] {
+				na.heard[b] = na.now
+			}
+		}
+	}
 }
 
 var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
@@ -103,7 +124,7 @@ func (h *harness) node(id string) *hnode {
 }
 
 func (h *harness) addNode(id string, seed int64) {
-	n := &hnode{id: id, store: storage.NewMemory(), now: t0, up: true, seed: seed}
+	n := &hnode{id: id, store: storage.NewMemory(), now: t0, up: true, seed: seed, heard: map[string]time.Time{}}
 	n.cfg = Config{
 		ID:              id,
 		Voters:          h.voters,
@@ -115,6 +136,7 @@ func (h *harness) addNode(id string, seed int64) {
 		// otherwise: the scenarios about other rules keep their messages
 		// and logs free of level entries.
 		SupportedFeatureLevel: protocol.BaseFeatureLevel,
+		Contact:               n,
 	}
 	h.nodes[id] = n
 	h.order = append(h.order, id)
@@ -233,6 +255,7 @@ func (h *harness) deliver(from, to string, count int, verbose bool, among map[st
 			h.printf("%s\n", fmtMsg(m))
 		}
 		n := h.nodes[m.To]
+		n.heard[m.From] = later(n.heard[m.From], n.now)
 		n.r.Step(m)
 		h.ready(n)
 	}
@@ -303,6 +326,9 @@ func (h *harness) status(ids []string) {
 		}
 		if s.FeatureLevel != protocol.BaseFeatureLevel {
 			h.printf(" level=%d", s.FeatureLevel)
+		}
+		if s.Quiesced {
+			h.printf(" quiesced")
 		}
 		if s.Violations > 0 {
 			h.printf(" VIOLATIONS=%d", s.Violations)
@@ -419,6 +445,9 @@ func fmtMsg(m protocol.Message) string {
 		case b.MaxWaitMs == 0:
 			s += " nowait" // the fetch after a contact fetch (R77)
 		}
+		if b.Quiescent {
+			s += " quiescent" // R99
+		}
 		return s
 	case *protocol.FetchResponse:
 		s := fmt.Sprintf("%s->%s FetchResp epoch=%d %s hw=%d", m.From, m.To, b.Epoch, b.Error, b.HighWatermark)
@@ -430,6 +459,9 @@ func fmtMsg(m protocol.Message) string {
 		}
 		if len(b.Entries) > 0 {
 			s += " entries=" + fmtEntries(b.Entries)
+		}
+		if b.Quiescent {
+			s += " quiescent"
 		}
 		return s
 	case *protocol.VoteRequest:
@@ -504,7 +536,7 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 	verbose := !d.HasArg("quiet")
 	args := bareArgs(d)
 	args = slices.DeleteFunc(args, func(s string) bool {
-		return s == "quiet" || s == "verbose" || s == "nostatus" || s == "noready" || s == "bootstrap"
+		return s == "quiet" || s == "verbose" || s == "nostatus" || s == "noready" || s == "bootstrap" || s == "noheartbeats"
 	})
 	switch d.Cmd {
 	case "cluster":
@@ -673,6 +705,9 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 				n.r.Tick(n.now)
 				h.ready(n)
 			}
+			if !d.HasArg("noheartbeats") {
+				h.heartbeats()
+			}
 			h.stabilize(nil, d.HasArg("verbose"))
 		}
 		if !d.HasArg("nostatus") {
@@ -751,6 +786,17 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		h.queue = slices.DeleteFunc(h.queue, func(m protocol.Message) bool { return h.cut[[2]string{m.From, m.To}] })
 	case "heal":
 		clear(h.cut)
+	case "resync", "silent":
+		// resync n2 n1: n2's node found a quiescent message with n1 lost
+		// (R100); silent n2 n1: it heard nothing from n1 for FetchTimeout
+		// (R99).
+		n := h.node(args[0])
+		if d.Cmd == "resync" {
+			n.r.Resync(args[1])
+		} else {
+			n.r.PeerSilent(args[1])
+		}
+		h.ready(n)
 	case "transfer":
 		// transfer n1 [to=n2]: the leader n1 starts handing over (R59).
 		n := h.node(args[0])

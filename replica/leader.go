@@ -68,6 +68,9 @@ type parkedFetch struct {
 	from     string
 	req      *protocol.FetchRequest
 	deadline time.Time
+	// quiescent: parked with no deadline (R99), answered only for
+	// entries, a new HW, a resync or the end of this leadership.
+	quiescent bool
 }
 
 // proposal is a batch the leader appended at [first, end), acknowledged
@@ -113,7 +116,7 @@ func (r *Replica) tickLeader() {
 	ls := r.leader
 	kept := ls.parked[:0]
 	for _, p := range ls.parked {
-		if !r.now.Before(p.deadline) {
+		if !p.quiescent && !r.now.Before(p.deadline) {
 			r.respondFetch(p.from, p.req)
 		} else {
 			kept = append(kept, p)
@@ -130,10 +133,9 @@ func (r *Replica) tickLeader() {
 // tick) must still count, or a leader a majority reaches resigns whenever
 // the fetches keeping it arrive just before its deadline.
 func (r *Replica) checkQuorum() {
-	ls := r.leader
 	n := 0
 	for _, v := range r.voters {
-		if v == r.id && r.voter || v != r.id && r.now.Sub(ls.lastFetch[v]) < r.cfg.FetchTimeout {
+		if v == r.id && r.voter || v != r.id && r.now.Sub(r.heardAt(v)) < r.cfg.FetchTimeout {
 			n++
 		}
 	}
@@ -155,6 +157,7 @@ func (r *Replica) serveParked() {
 	kept := ls.parked[:0]
 	for _, p := range ls.parked {
 		if p.req.FetchOffset < leo || r.hw > ls.sentHW[p.from] {
+			r.unparkQuiescent(p)
 			r.respondFetch(p.from, p.req)
 		} else {
 			kept = append(kept, p)
@@ -192,7 +195,7 @@ func (r *Replica) fenceFetchRequest(from string, req *protocol.FetchRequest) boo
 			// Only voters' word moves epochs: a non-voter learns epochs
 			// from voters, so it has nothing to teach us.
 			r.logger.Debug("fetch from a non-voter in a later epoch", "from", from, "epoch", req.CurrentEpoch)
-			r.send(from, &protocol.FetchResponse{FetchID: req.FetchID, Epoch: r.epoch, Error: protocol.FetchNotLeader})
+			r.send(from, &protocol.FetchResponse{FetchID: req.FetchID, Epoch: r.epoch, Error: protocol.FetchNotLeader, Quiescent: req.Quiescent})
 			return false
 		}
 		// The fetcher knows a newer epoch: if we lead, we are stale.
@@ -226,7 +229,7 @@ func (r *Replica) behind(lastEpoch, leo uint64) bool {
 // has lost it), so that the fetcher can find the leader.
 func (r *Replica) answerNotLeader(from string, req *protocol.FetchRequest, leader string) {
 	r.send(from, &protocol.FetchResponse{
-		FetchID: req.FetchID, LeaderID: leader, Epoch: r.epoch, Error: protocol.FetchNotLeader,
+		FetchID: req.FetchID, LeaderID: leader, Epoch: r.epoch, Error: protocol.FetchNotLeader, Quiescent: req.Quiescent,
 	})
 }
 
@@ -237,7 +240,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	if req.CurrentEpoch < r.epoch {
 		r.send(from, &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchFencedEpoch,
-			HighWatermark: r.hw, LogStartOffset: r.log.logStart,
+			HighWatermark: r.hw, LogStartOffset: r.log.logStart, Quiescent: req.Quiescent,
 		})
 		return
 	}
@@ -273,6 +276,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		resp := &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchDivergingEpoch,
 			DivergingEpoch: e, DivergingEndOffset: end, HighWatermark: r.hw, LogStartOffset: r.log.logStart,
+			Quiescent: req.Quiescent,
 		}
 		if e == 0 && r.log.logStart > 0 {
 			// The follower may reset to our log start (R53): it records
@@ -326,6 +330,13 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		r.respondFetch(from, req)
 		return
 	}
+	if req.Quiescent && voter && r.quiescence() {
+		// R99: no deadline; the node's contact with the fetcher stands
+		// in for its fetches (heardAt).
+		ls.parked = append(ls.parked, parkedFetch{from: from, req: req, quiescent: true})
+		r.quiesceStats.Parked++
+		return
+	}
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
 	ls.parked = append(ls.parked, parkedFetch{from: from, req: req, deadline: r.now.Add(wait)})
 }
@@ -373,7 +384,7 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 		r.send(from, &protocol.FetchResponse{
 			FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOffsetOutOfRange,
 			HighWatermark: r.hw, LogStartOffset: r.log.logStart, LogStartVoters: r.logStartVoters(),
-			LogStartEpoch: r.log.logStartEpoch(),
+			LogStartEpoch: r.log.logStartEpoch(), Quiescent: req.Quiescent,
 		})
 		return
 	}
@@ -418,7 +429,7 @@ func (r *Replica) sendFetchOK(from string, req *protocol.FetchRequest, entries [
 	}
 	r.send(from, &protocol.FetchResponse{
 		FetchID: req.FetchID, LeaderID: r.id, Epoch: r.epoch, Error: protocol.FetchOK,
-		HighWatermark: r.hw, LogStartOffset: r.log.logStart, Entries: entries,
+		HighWatermark: r.hw, LogStartOffset: r.log.logStart, Entries: entries, Quiescent: req.Quiescent,
 	})
 }
 

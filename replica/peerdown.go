@@ -30,6 +30,9 @@ func (r *Replica) PeerDown(id string) {
 		r.closedAt = make(map[string]time.Time)
 	}
 	r.closedAt[id] = r.now
+	// Whatever was in flight on the connection may be lost, a quiescent
+	// fetch or its answer among it (R100).
+	r.resync(id)
 	if id != r.leaderID {
 		return
 	}
@@ -60,7 +63,7 @@ func (r *Replica) PeerDown(id string) {
 // hand-over: it fetched within FetchTimeout, and no connection of it closed
 // since that fetch.
 func (r *Replica) heardFrom(v string) bool {
-	last := r.leader.lastFetch[v]
+	last := r.heardAt(v)
 	if r.now.Sub(last) >= r.cfg.FetchTimeout {
 		return false
 	}

@@ -114,7 +114,9 @@ type Replica struct {
 	fetchHint   string
 	// restand: the next fetch to fetchHint asks it to stand again (R20's
 	// fencing fetch to a live leader of an older epoch).
-	restand           bool
+	restand bool
+	// quiesceNext: the next fetch to the leader is quiescent (R99).
+	quiesceNext       bool
 	lastLeaderContact time.Time
 	leaderHW          uint64
 	// closedAt is when each peer's connection last closed (PeerDown, R69).
@@ -178,7 +180,9 @@ type Replica struct {
 	violations uint64
 	// quotaStats and backlogStats count the replication quota's waits
 	// (R73) and the backlog's refusals (R74) over every leadership.
-	quotaStats   QuotaStats
+	quotaStats QuotaStats
+	// quiesceStats counts quiescent fetches sent and parked (R99).
+	quiesceStats QuiescenceStats
 	backlogStats BacklogStats
 	// err, once set, halts the replica (Err).
 	err error

@@ -111,6 +111,11 @@ type Status struct {
 	// uncommitted backlog's gauge and refusals (R74).
 	Quota   QuotaStats
 	Backlog BacklogStats
+	// Quiescence counts quiescent fetches sent and parked (R99).
+	Quiescence QuiescenceStats
+	// Quiesced: this follower's quiescent fetch is out to its leader
+	// (R99): its liveness of the leader comes from the node's contact.
+	Quiesced bool
 }
 
 // Status returns a snapshot of the replica's state.
@@ -133,6 +138,8 @@ func (r *Replica) Status() Status {
 		FeatureLevel:    r.level,
 		SupportedLevels: [2]int{protocol.MinVersion, r.cfg.SupportedFeatureLevel},
 		Quota:           r.quotaStats,
+		Quiescence:      r.quiesceStats,
+		Quiesced:        r.quiesced(),
 		Backlog:         r.BacklogStats(),
 	}
 	s.Voters = make([]protocol.Voter, len(r.voters))

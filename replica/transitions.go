@@ -273,6 +273,7 @@ func (r *Replica) stepDown(newLeader string) {
 	}
 	r.logger.Info("stepping down", "epoch", r.epoch, "pending", len(ls.pending))
 	r.endTransfer(newLeader) // held proposals were never appended (R59)
+	r.answerQuiescentParked(newLeader)
 	for _, p := range ls.pending {
 		r.failProposal(p, newLeader)
 	}

@@ -385,7 +385,7 @@ func (r *Replica) autoReplace(from, dir string) {
 			r.commitAnEntryOfTheEpoch()
 			return
 		}
-		if r.now.Sub(ls.lastFetch[from]) < r.cfg.FetchTimeout {
+		if r.now.Sub(r.heardAt(from)) < r.cfg.FetchTimeout {
 			// The old incarnation fetched within FetchTimeout (or this
 			// leader is new): it may be alive, and the new directory an
 			// impostor's or a misconfigured copy's. A wiped node's old
