@@ -65,6 +65,13 @@ const (
 	// at start, and once it wrote (or installed) each of
 	// Output.SnapshotChunks.
 	EventSnapshotProgress
+	// EventPeerSilent: the node heard nothing from peer Event.To for
+	// FetchTimeout (its contact clock, replica.PeerSilent, R99): the
+	// event that wakes a quiesced log, which keeps no deadline of its own.
+	EventPeerSilent
+	// EventResync: a quiescent message between the node and peer
+	// Event.To may have been lost (replica.Resync, R100).
+	EventResync
 )
 
 // Resolves reports whether events of kind k are requests the Node
@@ -91,7 +98,8 @@ type Event struct {
 	Offset uint64
 	// Change is EventVoterChange's change.
 	Change protocol.VoterChange
-	// To is EventTransfer's successor ("": any) and EventPeerDown's peer.
+	// To is EventTransfer's successor ("": any) and the peer of
+	// EventPeerDown, EventPeerSilent and EventResync.
 	To string
 	// Key makes an EventPropose keyed (replica.ProposeKeyed, R61-R64) and
 	// is EventCursor's key; Cursor is EventCursor's and EventCursorRead's
@@ -144,6 +152,14 @@ func Hint(h replica.Hint) Event { return Event{Kind: EventHint, Hint: h} }
 // PeerDown is the event of a connection to or from peer that the peer
 // ended (replica.PeerDown).
 func PeerDown(peer string) Event { return Event{Kind: EventPeerDown, To: peer} }
+
+// PeerSilent is the event of a peer the node heard nothing from for
+// FetchTimeout (replica.PeerSilent).
+func PeerSilent(peer string) Event { return Event{Kind: EventPeerSilent, To: peer} }
+
+// Resync is the event of a quiescent message with peer that may have
+// been lost (replica.Resync).
+func Resync(peer string) Event { return Event{Kind: EventResync, To: peer} }
 
 // Resolved is the outcome of one proposal.
 type Resolved struct {
@@ -309,6 +325,10 @@ func (n *Node) Round(now time.Time, events ...Event) Output {
 			n.r.Hint(ev.Hint)
 		case EventPeerDown:
 			n.r.PeerDown(ev.To)
+		case EventPeerSilent:
+			n.r.PeerSilent(ev.To)
+		case EventResync:
+			n.r.Resync(ev.To)
 		case EventSnapshotProgress:
 			n.r.SnapshotProgress(ev.Snapshot)
 		case EventDeleteBefore:
