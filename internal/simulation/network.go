@@ -38,6 +38,8 @@ func (s *sim) send(nd *node, m protocol.Message) {
 		return
 	}
 	s.checkSend(nd, m)
+	s.checkQuiescentSend(nd, to, m)
+	nd.contact.Sent(m.To, m, nd.clock(s.now))
 	faulting := s.faulting()
 	if faulting && s.rng.Float64() < s.p.dropProb {
 		s.tracef("  dropped")
@@ -143,6 +145,9 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 	}
 	if s.tracing() {
 		s.tracef("%s recv %s", nd.id, m)
+	}
+	if s.heardMessage(nd, from, m) {
+		return // a heartbeat: node-level, no core sees it
 	}
 	// Every node's contacts count: observers may become voters (voters.go).
 	s.noteContact(nd, from, m, ev.clean)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	nodecontact "github.com/replog-io/replog/internal/contact"
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
@@ -164,6 +165,9 @@ type Result struct {
 	// EarlyTicks counts the rounds without inputs run before a node's
 	// deadline, each checked to do nothing (R96, deadline.go).
 	EarlyTicks int
+	// Quiescence (quiescence.go): heartbeats sent, resyncs the
+	// heartbeats' counts asked for, quiescent fetches the cores sent.
+	Heartbeats, Resyncs, QuiescentFetches int
 }
 
 // String summarises a result on one line.
@@ -387,6 +391,9 @@ type node struct {
 	sh    *shell.Node
 	r     *replica.Replica
 	store durable
+	// contact is the process's node-level contact clock (quiescence.go,
+	// R98).
+	contact *nodecontact.Clock
 	// inbox holds the inputs (proposals, messages, hints) that arrived
 	// since the last round; the next round feeds them to the core in
 	// arrival order, as the real loop drains its channels.
@@ -888,13 +895,15 @@ func (s *sim) start(nd *node) {
 		KeyCheckpointBytes: simKeyCheckpointBytes,
 		Rand:               rand.New(rand.NewSource(s.rng.Int63())),
 	}
+	s.versionConfig(nd, &cfg)
+	s.startContact(nd)
+	cfg.Contact = nd.contact
 	if s.opts.ExactlyOnce {
 		cfg.DedupWindow = eoDedupWindow
 	}
 	if s.opts.TightLoad {
 		cfg.CatchUpBytesPerSecond, cfg.MaxUncommittedBytes = TightCatchUpBytesPerSecond, TightMaxUncommittedBytes
 	}
-	s.versionConfig(nd, &cfg)
 	s.hash.byte(0xA0)
 	s.hash.u64(uint64(nd.idx))
 	s.hash.u64(uint64(nd.inc))
@@ -924,6 +933,9 @@ func (s *sim) start(nd *node) {
 	s.tracef("%s start inc=%d dir=%s role=%s epoch=%d logstart=%d leo=%d hw=%d", nd.id, nd.inc, nd.dirID, st.Role, st.Epoch, st.LogStart, st.LEO, st.HighWatermark)
 	nd.dl = deadlineState{}
 	s.schedule(s.between(0, s.p.gossipEvery), event{kind: evGossip, node: nd.idx, inc: nd.inc})
+	if nd.contact != nil {
+		s.scheduleContact(nd)
+	}
 	// The process's first round: writes New issued (a truncation, a
 	// single voter's self-vote) are checked like any other.
 	s.round(nd)
@@ -1106,7 +1118,7 @@ const oneShot = 1
 
 // deferredWhilePaused: the kinds of events a paused process does not
 // handle until it resumes.
-var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evRound: true}
+var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evRound: true, evContact: true}
 
 func (s *sim) dispatch(ev event) {
 	if int(ev.kind) < len(deferredWhilePaused) && deferredWhilePaused[ev.kind] {
@@ -1134,6 +1146,14 @@ func (s *sim) dispatch(ev event) {
 
 	case evEarlyTick:
 		s.earlyTick(ev)
+
+	case evContact:
+		nd := s.nodes[ev.node]
+		if !nd.up || nd.inc != ev.inc || nd.contact == nil {
+			return
+		}
+		s.contactTick(nd)
+		s.scheduleContact(nd)
 
 	case evDeliver:
 		s.deliver(ev)

@@ -11,23 +11,23 @@ import (
 )
 
 // The version mix (docs/protocol.md R68): nodes of two releases in one
-// cluster, one that supports feature level 8 (pipelined fetches, R71: the
-// previous release) and one that supports 9 (named logs, R79), each a
-// config of the same core (replica.Config's SupportedFeatureLevel).
+// cluster, one that supports feature level 9 (named logs, R79: the
+// previous release) and one that supports 10 (quiescent fetches and
+// heartbeats, R98-R100), each a config of the same core (replica.Config's
+// SupportedFeatureLevel).
 // Upgrades and rollbacks are restarts, interleaved with every other fault;
-// some runs start with every node holding the level at 8 (MaxFeatureLevel)
+// some runs start with every node holding the level at 9 (MaxFeatureLevel)
 // and release the hold node by node. A rollback is the operator's: it goes
-// ahead only while no level entry above 8 has been written anywhere (what
+// ahead only while no level entry above 9 has been written anywhere (what
 // Status.FeatureLevel and the log show); else the node comes back on the
 // new release. A node that finds a committed level it cannot run at halts
 // (ErrFeatureLevel) and is rolled forward, as an operator would. The
 // network speaks each pair's wire version (atWire), the lower of the two
-// releases' highest: a fetch carries a durable offset only at 8 or above,
-// and a message of a named log crosses only at 9 or above (R79: the
-// transport drops it rather than send it as the default log's). The
-// simulation runs no named logs yet, so the mix exercises the level's
-// negotiation: a leader raises to 9 only once every voter fetched saying
-// it supports 9.
+// releases' highest: a fetch or its answer carries the quiescent flag
+// only at 10 or above, and a heartbeat crosses only at 10 (the checker
+// fails a run whose node sends either to a node of 9: quiescence.go). The
+// mix exercises the level's negotiation: a leader raises to 10 only once
+// every voter fetched saying it supports 10, and no node quiesces before.
 //
 // Invariants: the levels in the committed log never go down; a node's
 // finalized level never goes down while it runs and never exceeds what it
@@ -53,8 +53,8 @@ type versionParams struct {
 
 // The two releases.
 const (
-	levelOld = protocol.FeatureLevelPipelinedFetch
-	levelNew = protocol.FeatureLevelNamedLogs
+	levelOld = protocol.FeatureLevelNamedLogs
+	levelNew = protocol.FeatureLevelQuiescence
 )
 
 // atWire is m as it reaches node to from node from: encoded at the wire
@@ -62,7 +62,8 @@ const (
 // level), or false if that version cannot carry it. Below
 // protocol.DurableOffsetVersion a fetch has no durable offset; below
 // protocol.LogNameVersion a message of a named log cannot be encoded, and
-// the transport drops it.
+// the transport drops it; below protocol.QuiescenceVersion neither can a
+// heartbeat.
 func (s *sim) atWire(m protocol.Message, from, to int) (protocol.Message, bool) {
 	if !s.p.ver.on {
 		return m, true
@@ -75,6 +76,9 @@ func (s *sim) atWire(m protocol.Message, from, to int) (protocol.Message, bool) 
 		c := *f
 		c.HasDurableOffset, c.DurableOffset = false, 0
 		m.Body = &c
+	}
+	if _, ok := m.Body.(*protocol.Heartbeat); ok && wire < protocol.QuiescenceVersion {
+		return m, false // it cannot be encoded: the transport never sends it
 	}
 	return m, true
 }
