@@ -49,6 +49,8 @@ type inbox struct {
 	recv  chan protocol.Message
 	down  chan string
 	hints chan membership.Hint
+	// silent and resync carry the node's contact reports (R99, R100).
+	silent, resync chan string
 	// replicas are the log's voters at creation (nil: every node, the
 	// default log): the members whose joining the log's core hears of.
 	replicas map[string]bool
@@ -64,10 +66,12 @@ func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logge
 // returns the network parts its Log runs on.
 func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	in := &inbox{
-		name:  name,
-		recv:  make(chan protocol.Message, inboxSize),
-		down:  make(chan string, inboxSize),
-		hints: make(chan membership.Hint, inboxSize),
+		name:   name,
+		recv:   make(chan protocol.Message, inboxSize),
+		down:   make(chan string, inboxSize),
+		hints:  make(chan membership.Hint, inboxSize),
+		silent: make(chan string, inboxSize),
+		resync: make(chan string, inboxSize),
 	}
 	if replicas != nil {
 		in.replicas = make(map[string]bool, len(replicas))
@@ -78,7 +82,7 @@ func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	m.mu.Lock()
 	m.routes[name] = in
 	m.mu.Unlock()
-	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, advertise: name == "", wire: name, sched: m.sched}
+	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, silent: in.silent, resync: in.resync, advertise: name == "", wire: name, sched: m.sched}
 	if m.tcp != nil {
 		np.tr = &logView{mux: m, in: in}
 	}
@@ -109,8 +113,10 @@ func (m *logMux) run() {
 	var recv <-chan protocol.Message
 	var down <-chan string
 	var hints <-chan membership.Hint
+	var silent, resync <-chan string
 	if m.tcp != nil {
 		recv, down = m.tcp.Receive(), m.tcp.PeerDown()
+		silent, resync = m.tcp.Silent(), m.tcp.Resyncs()
 	}
 	if m.ml != nil {
 		hints = m.ml.Hints()
@@ -131,6 +137,10 @@ func (m *logMux) run() {
 				continue
 			}
 			m.peerDown(id)
+		case id := <-silent:
+			m.toEvery(id, func(in *inbox) chan string { return in.silent })
+		case id := <-resync:
+			m.toEvery(id, func(in *inbox) chan string { return in.resync })
 		case h, ok := <-hints:
 			if !ok {
 				hints = nil
@@ -146,6 +156,19 @@ func (m *logMux) peerDown(id string) {
 	m.each(func(in *inbox) {
 		select {
 		case in.down <- id:
+		default:
+			m.full.Add(1)
+		}
+	})
+}
+
+// toEvery hands peer id to every log's channel ch (a contact report: a
+// log with nothing quiesced on the peer does nothing with it, and the
+// report is rare: a silence, a loss).
+func (m *logMux) toEvery(id string, ch func(*inbox) chan string) {
+	m.each(func(in *inbox) {
+		select {
+		case ch(in) <- id:
 		default:
 			m.full.Add(1)
 		}
@@ -186,6 +209,7 @@ func (m *logMux) route(msg protocol.Message) {
 	case in.recv <- msg:
 	default:
 		m.full.Add(1)
+		m.tcp.LostQuiescent(msg) // R100: the peer relies on it arriving
 	}
 }
 

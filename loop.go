@@ -88,6 +88,8 @@ type pump struct {
 	recv    <-chan protocol.Message // nil once the transport closed it
 	hints   <-chan membership.Hint  // nil once gossip closed it
 	down    <-chan string           // the transport's PeerDown; nil once closed
+	silent  <-chan string           // the node's contact reports (R99, R100)
+	resync  <-chan string
 	dl      *deadlineEntry          // this loop's place in the deadline scheduler
 	events  []shell.Event
 	pending map[uint64]*request // by event ID
@@ -105,6 +107,7 @@ func (l *Log) newPump() *pump {
 		p.recv = l.tr.Receive()
 	}
 	p.down, p.hints = l.net.down, l.net.hints
+	p.silent, p.resync = l.net.silent, l.net.resync
 	return p
 }
 
@@ -141,6 +144,10 @@ func (p *pump) wait() (requested, open bool) {
 				continue
 			}
 			p.events = append(p.events, shell.PeerDown(id))
+		case id := <-p.silent:
+			p.events = append(p.events, shell.PeerSilent(id))
+		case id := <-p.resync:
+			p.events = append(p.events, shell.Resync(id))
 		case sp := <-l.ship.progress:
 			p.events = append(p.events, shell.SnapshotProgress(sp))
 		case <-l.wakeLoop: // persisted, failed, or the deadline passed

@@ -486,6 +486,15 @@ var derivations = []derivation{
 	}),
 
 	copied("NodeID", transportConfig, "NodeID", func(o *Options, c *components) (*string, *string) { return &o.NodeID, &c.transport.NodeID }),
+	// The node's heartbeats keep an idle follower's contact as its
+	// fetches did, one per FetchMaxWait, and its silence counts after
+	// FetchTimeout as a leader's does (R98, R99).
+	copied("FetchMaxWait", transportConfig, "HeartbeatInterval", func(o *Options, c *components) (*time.Duration, *time.Duration) {
+		return &o.FetchMaxWait, &c.transport.HeartbeatInterval
+	}),
+	copied("FetchTimeout", transportConfig, "ContactTimeout", func(o *Options, c *components) (*time.Duration, *time.Duration) {
+		return &o.FetchTimeout, &c.transport.ContactTimeout
+	}),
 	copied("ClusterID", transportConfig, "ClusterID", func(o *Options, c *components) (*string, *string) { return &o.ClusterID, &c.transport.ClusterID }),
 	copied("RPCAddr", transportConfig, "ListenAddr", func(o *Options, c *components) (*string, *string) { return &o.RPCAddr, &c.transport.ListenAddr }),
 	copied("Listener", transportConfig, "Listener", func(o *Options, c *components) (*net.Listener, *net.Listener) {

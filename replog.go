@@ -259,7 +259,7 @@ func open(opts Options) (*Log, error) {
 		if err != nil {
 			return netParts{}, err
 		}
-		np := netParts{tcp: tcp, tr: tcp, ml: ml, down: tcp.PeerDown(), owned: true, advertise: ml != nil}
+		np := netParts{tcp: tcp, tr: tcp, ml: ml, down: tcp.PeerDown(), silent: tcp.Silent(), resync: tcp.Resyncs(), owned: true, advertise: ml != nil}
 		if ml != nil {
 			np.hints = ml.Hints()
 		}
@@ -288,6 +288,9 @@ type netParts struct {
 	ml    *membership.Membership
 	down  <-chan string
 	hints <-chan membership.Hint
+	// silent and resync are the node's contact reports (R99, R100): a
+	// peer that fell silent, a peer to resync with.
+	silent, resync <-chan string
 	// owned: the Log closes tr and ml when it closes (Open's); a Node's
 	// logs leave them to the Node.
 	owned bool
@@ -400,6 +403,9 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 		rcfg.Members = slices.Clone(np.members)
 	}
 	rcfg.ShipSnapshots = true // the data directory's snapshot store (R92)
+	if np.tcp != nil {
+		rcfg.Contact = np.tcp // the node's contact with its peers (R98)
+	}
 	core, err := replica.New(rcfg, store, time.Now())
 	if err != nil {
 		cleanup()

@@ -59,9 +59,10 @@ const (
 	// entries, with LeaderID at its longest (protocol.EncodedSize's
 	// layout, restated here; TestFrameOverheadBoundsEncodedSize holds the
 	// two together). Its LogStartVoters count and LogStartEpoch are here
-	// too; the rows come only with answers that carry no entries (out of
-	// range, diverging).
-	fetchResponseFixed = 8 + 4 + maxIDLen + 8 + 1 + 8 + 8 + 8 + 8 + 4 + 4 + 8
+	// too, and the quiescent flag (protocol.QuiescenceVersion); the rows
+	// come only with answers that carry no entries (out of range,
+	// diverging).
+	fetchResponseFixed = 8 + 4 + maxIDLen + 8 + 1 + 8 + 8 + 8 + 8 + 4 + 4 + 8 + 1
 	// appendRequestFixed is an AppendRequest's encoding besides its
 	// records.
 	appendRequestFixed = 8 + 8 + 4
@@ -237,6 +238,16 @@ type TCPConfig struct {
 	// the first burst; the bound keeps a stalled consumer from stalling
 	// peers forever. Default DefaultReceiveTimeout (1s).
 	ReceiveTimeout time.Duration
+	// HeartbeatInterval turns on the node's contact clock and heartbeats
+	// (docs/protocol.md R98): a peer whose connection negotiated
+	// protocol.QuiescenceVersion and that was sent nothing for this long
+	// gets a heartbeat. The root sets it to FetchMaxWait. 0 (the default):
+	// no heartbeats, and Contact reports nothing.
+	HeartbeatInterval time.Duration
+	// ContactTimeout is how long a peer may send nothing before Silent
+	// reports it (R99). The root sets it to FetchTimeout. Used only with
+	// HeartbeatInterval; 0 then: 5 times HeartbeatInterval.
+	ContactTimeout time.Duration
 	// Logger receives the transport's logs (Named "transport"). Default
 	// hclog.NewNullLogger().
 	Logger hclog.Logger

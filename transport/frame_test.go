@@ -89,6 +89,7 @@ var goldenFrames = []struct {
 	{7, "testdata/frames_v7.golden"},
 	{8, "testdata/frames_v8.golden"},
 	{9, "testdata/frames_v9.golden"},
+	{10, "testdata/frames_v10.golden"},
 }
 
 // goldenMessage is m as encoded for version v's golden file: from
@@ -107,6 +108,12 @@ func goldenMessage(m protocol.Message, v uint8) protocol.Message {
 		if v >= protocol.DurableOffsetVersion {
 			c.HasDurableOffset, c.DurableOffset = true, c.FetchOffset/2
 		}
+		c.Quiescent = v >= protocol.QuiescenceVersion && c.FetchID%2 == 1
+		m.Body = &c
+	}
+	if f, ok := m.Body.(*protocol.FetchResponse); ok && f != nil && v >= protocol.QuiescenceVersion {
+		c := *f
+		c.Quiescent = c.FetchID%2 == 1
 		m.Body = &c
 	}
 	return m
@@ -121,7 +128,9 @@ func goldenMessage(m protocol.Message, v uint8) protocol.Message {
 // (entry times, forwarded control entries, DeleteRecords); the version-7
 // file was written when fetches began to carry FeatureLevel, the version-8
 // file when they began to carry their durable offset, the version-9 file
-// when every message began to carry its log's name. Any other
+// when every message began to carry its log's name, the version-10 file
+// when fetches and their answers began to carry the quiescent flag. Any
+// other
 // change to the bytes on the wire fails here.
 func TestFrameGolden(t *testing.T) {
 	if last := goldenFrames[len(goldenFrames)-1].v; last != protocol.Version || goldenFrames[0].v != protocol.MinVersion {
@@ -326,9 +335,9 @@ func TestCodecErrors(t *testing.T) {
 		{"entry count one too many", mutate(goodFetch, func(f []byte) []byte {
 			binary.BigEndian.PutUint32(f[entriesCount:], 2)
 			return reseal(f)
-		}), 0, ErrBadFrame, "count 2 needs at least 58 bytes, 44 left", true},
+		}), 0, ErrBadFrame, "count 2 needs at least 58 bytes, 45 left", true},
 		{"entry data past end", mutate(goodFetch, func(f []byte) []byte {
-			binary.BigEndian.PutUint32(f[entriesCount+4+25:], 3+4+8+1) // past the log start voters' count and epoch
+			binary.BigEndian.PutUint32(f[entriesCount+4+25:], 3+4+8+1+1) // past the log start voters' count, epoch and quiescent flag
 			return reseal(f)
 		}), 0, ErrBadFrame, "entry data", true},
 	}

@@ -255,7 +255,7 @@ func readFrames(br *bufio.Reader, errs chan<- error, frames chan<- protocol.Mess
 	}
 }
 
-// TestDialPreviousRelease: a node of this release (wire 6..9) dials a
+// TestDialPreviousRelease: a node of this release (wire 6..10) dials a
 // node of the previous release (6 only), which refuses handshake version
 // 3 as another version (in version 2); the dialer dials again in version
 // 2 and its messages arrive, on both lanes, in wire version 6, readable by
@@ -263,8 +263,8 @@ func readFrames(br *bufio.Reader, errs chan<- error, frames chan<- protocol.Mess
 // goes without them (the old decoder refuses any byte past Restand as
 // trailing).
 func TestDialPreviousRelease(t *testing.T) {
-	if localWire != (versionRange{6, 9}) {
-		t.Fatalf("this build speaks %d..%d; the test is of 6..9 against 6..6", localWire.min, localWire.max)
+	if localWire != (versionRange{6, 10}) {
+		t.Fatalf("this build speaks %d..%d; the test is of 6..10 against 6..6", localWire.min, localWire.max)
 	}
 	old := newPreviousReleaseAcceptor(t, "old")
 	res := newResolverMap()

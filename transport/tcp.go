@@ -91,6 +91,14 @@ type TCPStats struct {
 	// a cluster is mixed only if a named log exists, which needs feature
 	// level protocol.FeatureLevelNamedLogs and so every node upgraded.
 	DroppedNamedLog uint64
+	// FetchesSent counts FetchRequest frames written: with
+	// HeartbeatsSent, what an idle node costs its peers (R99).
+	FetchesSent uint64
+	// HeartbeatsSent and HeartbeatsReceived count heartbeats (R98);
+	// ContactResyncs the resyncs the heartbeats' counts or a dropped
+	// quiescent message asked for (R100); PeersSilent the peers reported
+	// on Silent. All 0 without HeartbeatInterval.
+	HeartbeatsSent, HeartbeatsReceived, ContactResyncs, PeersSilent uint64
 }
 
 // TCP is the TCP (optionally TLS) Transport.
@@ -175,11 +183,14 @@ type TCP struct {
 
 	sent, received, droppedQueue, droppedNoConn, droppedInbound, peerClosed, badConns atomic.Uint64
 	unauthenticated, refusedConns, idleClosed, replaced, keepalives, unknownMessages  atomic.Uint64
-	hangUpsLive, emptyConns, droppedNamedLog                                          atomic.Uint64
+	hangUpsLive, emptyConns, droppedNamedLog, fetchesSent                             atomic.Uint64
 	// probing holds the peers whose hang-up is being probed (peerDown).
 	probing map[string]bool
 	// nextKey is deriveAuthKey(NextSecret), or nil.
 	nextKey []byte
+	// contact is the node's contact with its peers (contact.go), nil
+	// without HeartbeatInterval.
+	contact *peerContact
 }
 
 type inboundKey struct {
@@ -242,6 +253,11 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 		perIP:   map[string]int{},
 		lanesIn: map[inboundKey]net.Conn{},
 	}
+	if cfg.HeartbeatInterval > 0 {
+		t.contact = newPeerContact(cfg)
+		t.wg.Add(1)
+		go t.contactLoop()
+	}
 	t.wg.Add(1)
 	go t.acceptLoop()
 	t.log.Debug("listening", "addr", ln.Addr().String(), "tls", cfg.TLS != nil, "authenticated", key != nil)
@@ -259,7 +275,7 @@ func (t *TCP) Stats() TCPStats {
 	t.mu.Lock()
 	inbound := t.inbound
 	t.mu.Unlock()
-	return TCPStats{
+	st := TCPStats{
 		Sent:              t.sent.Load(),
 		Received:          t.received.Load(),
 		DroppedQueueFull:  t.droppedQueue.Load(),
@@ -280,7 +296,10 @@ func (t *TCP) Stats() TCPStats {
 		HangUpsLive:       t.hangUpsLive.Load(),
 		EmptyConns:        t.emptyConns.Load(),
 		DroppedNamedLog:   t.droppedNamedLog.Load(),
+		FetchesSent:       t.fetchesSent.Load(),
 	}
+	t.contactStats(&st)
+	return st
 }
 
 // warnLimited logs a Warn line about an inbound connection, at most once
@@ -353,6 +372,7 @@ func (t *TCP) Send(m protocol.Message) error {
 	}
 	t.mu.Unlock()
 	l := p.lanes[laneOf(m.Body.Kind())]
+	t.noteSent(m)
 	select {
 	case l.q <- m:
 	default:
@@ -794,6 +814,7 @@ func (l *lane) handshake(conn net.Conn, addr string, version uint8) error {
 		return fmt.Errorf("handshake with %s at %s: %w", l.peer, addr, err)
 	}
 	l.wire = wire
+	t.enableContact(l.peer, wire)
 	_ = conn.SetDeadline(time.Time{})
 	return nil
 }
@@ -820,6 +841,11 @@ func (l *lane) write(m protocol.Message) error {
 		}
 		return nil
 	}
+	if _, hb := m.Body.(*protocol.Heartbeat); hb && errors.Is(err, protocol.ErrVersion) {
+		// This lane's peer is older than the other lane's said: a
+		// heartbeat is only contact, and contact is all it loses.
+		return nil
+	}
 	if err != nil {
 		l.log.Warn("cannot encode message, dropped", "msg", m.Body, "error", err)
 		return nil
@@ -833,6 +859,9 @@ func (l *lane) write(m protocol.Message) error {
 	}
 	if err == nil {
 		t.sent.Add(1)
+		if m.Body.Kind() == protocol.KindFetchRequest {
+			t.fetchesSent.Add(1)
+		}
 		l.unflushed++
 	}
 	return err
@@ -1111,6 +1140,10 @@ func (t *TCP) serve(c net.Conn, ip string) {
 			t.warnLimited(log, "wrong From/To", "message with wrong From/To, dropped; closing connection", "from", m.From, "to", m.To)
 			return
 		}
+		if t.noteHeard(m) {
+			hold.release()
+			continue // a heartbeat: the node's, no log sees it
+		}
 		// Once delivered (or dropped) the frame's buffer is the
 		// receiver's (or garbage), no longer this connection's.
 		select {
@@ -1130,6 +1163,7 @@ func (t *TCP) serve(c net.Conn, ip string) {
 			t.received.Add(1)
 		case <-timer.C:
 			t.droppedInbound.Add(1)
+			t.LostQuiescent(m)
 			t.warnLimited(log, "receive queue full", "receive queue full, message dropped", "msg", m.Body)
 		case <-t.done:
 			return

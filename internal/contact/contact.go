@@ -172,6 +172,14 @@ func (c *Clock) OnHeartbeat(id string, hb *protocol.Heartbeat) (resync bool) {
 	return resync
 }
 
+// Lost records that a quiescent message from peer id was received but
+// lost on this side (a full queue dropped it): the logs resync (the
+// caller tells them), and the next heartbeat, due at once, asks the peer
+// to resync too.
+func (c *Clock) Lost(id string) {
+	c.peer(id).resync = true
+}
+
 // Silent returns the enabled peers that nothing came from for timeout at
 // now, each once until it is heard from again, in ID order: the caller
 // wakes the logs that rely on their contact (R99).
