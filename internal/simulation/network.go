@@ -39,7 +39,7 @@ func (s *sim) send(nd *node, m protocol.Message) {
 	}
 	s.checkSend(nd, m)
 	s.checkQuiescentSend(nd, to, m)
-	nd.contact.Sent(m.To, m, nd.clock(s.now))
+	s.noteSent(nd, m)
 	faulting := s.faulting()
 	if faulting && s.rng.Float64() < s.p.dropProb {
 		s.tracef("  dropped")

@@ -44,6 +44,9 @@ func (s *sim) startContact(nd *node) {
 // heartbeats due and hands its core a PeerSilent for each peer that fell
 // silent.
 func (s *sim) contactTick(nd *node) {
+	if nd.contact == nil {
+		return
+	}
 	now := nd.clock(s.now)
 	for _, o := range s.nodes {
 		if o != nd {
@@ -57,6 +60,13 @@ func (s *sim) contactTick(nd *node) {
 	}
 	for _, id := range nd.contact.Silent(now) {
 		s.input(nd, shell.PeerSilent(id))
+	}
+}
+
+// noteSent records m, sent by nd, on nd's contact clock.
+func (s *sim) noteSent(nd *node, m protocol.Message) {
+	if nd.contact != nil {
+		nd.contact.Sent(m.To, m, nd.clock(s.now))
 	}
 }
 
@@ -77,6 +87,9 @@ func (s *sim) checkQuiescentSend(nd *node, to int, m protocol.Message) {
 // contact clock. It reports whether m is a heartbeat (consumed here: no
 // core sees it).
 func (s *sim) heardMessage(nd *node, from int, m protocol.Message) bool {
+	if nd.contact == nil {
+		return false
+	}
 	nd.contact.Heard(m.From, m, nd.clock(s.now))
 	hb, ok := m.Body.(*protocol.Heartbeat)
 	if !ok {

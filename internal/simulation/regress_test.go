@@ -23,10 +23,11 @@ func (m regressMode) String() string {
 // options are the Options of seed's run in mode m: fixed, whatever the
 // command line's -sim.* flags say, so that a row always replays its run.
 // The rows were found before the version mix (versions.go), closed
-// connections (peerdown.go) and the catalog workload (catalog.go) existed,
-// whose events draw from the main stream: they run without them.
+// connections (peerdown.go), the catalog workload (catalog.go) and
+// quiescence (quiescence.go) existed, whose events draw from the main
+// stream: they run without them.
 func (m regressMode) options(seed int64, steps int) Options {
-	o := Options{Seed: seed, Steps: steps, Stable: true, Bugs: knownBugs(), NoVersionMix: true, NoConnClose: true, NoCatalog: true}
+	o := Options{Seed: seed, Steps: steps, Stable: true, Bugs: knownBugs(), NoVersionMix: true, NoConnClose: true, NoCatalog: true, NoQuiescence: true}
 	switch m {
 	case modeClassic:
 		o.Classic = true
@@ -121,7 +122,7 @@ var regressions = []regression{
 
 // reproduceRow is the command line that reruns r's seed with its trace.
 func reproduceRow(r regression) string {
-	cmd := fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d -sim.versions=false", r.seed, r.steps)
+	cmd := fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d -sim.versions=false -sim.connclose=false -sim.catalog=false -sim.quiescence=false", r.seed, r.steps)
 	if r.mode != modeDefault {
 		cmd += " -sim." + r.mode.String()
 	}

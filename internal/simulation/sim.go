@@ -95,6 +95,10 @@ type Options struct {
 	// in half the runs that are not classic, whose rounds draw from the
 	// main stream.
 	NoCatalog bool
+	// NoQuiescence gives the processes no contact clock (quiescence.go):
+	// no heartbeats, and no core quiesces (replica.Config.Contact nil),
+	// so a run's messages are those of the release before R98-R100.
+	NoQuiescence bool
 	// TightLoad makes the load bounds bite (R73, R74): every node's
 	// replication quota is TightCatchUpBytesPerSecond and its backlog
 	// bound TightMaxUncommittedBytes, so that catch-ups wait for tokens
@@ -896,8 +900,10 @@ func (s *sim) start(nd *node) {
 		Rand:               rand.New(rand.NewSource(s.rng.Int63())),
 	}
 	s.versionConfig(nd, &cfg)
-	s.startContact(nd)
-	cfg.Contact = nd.contact
+	if nd.contact = nil; !s.opts.NoQuiescence {
+		s.startContact(nd)
+		cfg.Contact = nd.contact
+	}
 	if s.opts.ExactlyOnce {
 		cfg.DedupWindow = eoDedupWindow
 	}

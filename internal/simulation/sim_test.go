@@ -33,6 +33,7 @@ var (
 	flagVer     = flag.Bool("sim.versions", true, "the version mix in a third of the non-classic runs (versions.go); false: Options.NoVersionMix")
 	flagConn    = flag.Bool("sim.connclose", true, "closed connections: a crash closes its links, the nemesis resets links (peerdown.go); false: Options.NoConnClose")
 	flagCatalog = flag.Bool("sim.catalog", true, "the catalog workload in half the non-classic runs (catalog.go, R80-R82); false: Options.NoCatalog")
+	flagQuiesce = flag.Bool("sim.quiescence", true, "quiescent fetches and heartbeats (quiescence.go, R98-R100); false: Options.NoQuiescence")
 	flagLoad    = flag.Bool("sim.load", false, "tight load bounds: a small replication quota and backlog bound on every node (Options.TightLoad, R73, R74)")
 	flagEO      = flag.Bool("sim.exactlyonce", false, "the exactly-once workload (Options.ExactlyOnce: keyed appends retried with their key; TestSimulationExactlyOnce runs it)")
 	flagBugs    = flag.String("sim.bugs", "", "stop steering around known core bugs (Options.Bugs): \"all\" or a comma list; none is open (the names of fixed ones, solebootstrap, resetnoset, reappend, wipedleader, staleset, interleaved, change nothing)")
@@ -46,7 +47,7 @@ func knownBugs() KnownBugs { return KnownBugs{} }
 func runOpts(seed int64, steps int) Options {
 	return Options{Seed: seed, Steps: steps, SafetyOnly: *flagSafety, Stable: *flagStable,
 		Classic: *flagClassic, NoLiveness: !*flagLive, CoreContact: *flagCoreCt,
-		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn, TightLoad: *flagLoad, NoCatalog: !*flagCatalog}
+		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn, TightLoad: *flagLoad, NoCatalog: !*flagCatalog, NoQuiescence: !*flagQuiesce}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -84,6 +85,9 @@ func reproduce(seed int64, steps int) string {
 	}
 	if !*flagCatalog {
 		cmd += " -sim.catalog=false"
+	}
+	if !*flagQuiesce {
+		cmd += " -sim.quiescence=false"
 	}
 	if *flagBugs != "" {
 		cmd += " -sim.bugs=" + *flagBugs
@@ -235,7 +239,7 @@ func TestSimulation(t *testing.T) {
 		t.Errorf("%d seeds: the version mix made %d upgrades, %d rollbacks and %d level raises (versions.go is wired to nothing)",
 			done, total.Upgrades, total.Rollbacks, total.LevelRaises)
 	}
-	if done >= 100 && steps >= 1500 && (total.QuiescentFetches == 0 || total.Heartbeats == 0 || total.Resyncs == 0) {
+	if *flagQuiesce && done >= 100 && steps >= 1500 && (total.QuiescentFetches == 0 || total.Heartbeats == 0 || total.Resyncs == 0) {
 		t.Errorf("%d seeds: %d quiescent fetches, %d heartbeats, %d resyncs (quiescence.go is wired to nothing)",
 			done, total.QuiescentFetches, total.Heartbeats, total.Resyncs)
 	}
