@@ -839,6 +839,17 @@ type NodeStats struct {
 	// InboxFullDrops counts the messages, lost peers and hints dropped
 	// because their log's inbox was full (a log whose loop fell behind).
 	InboxFullDrops uint64 `json:"inbox_full_drops"`
+	// The node's contact with its peers (docs/protocol.md R98-R100), from
+	// its transport: FetchesSent counts the fetch requests it sent (every
+	// log's), HeartbeatsSent and HeartbeatsReceived its heartbeats,
+	// ContactResyncs the resyncs a lost quiescent message asked for, and
+	// PeersSilent the peers it heard nothing from for FetchTimeout. All 0
+	// on a single node.
+	FetchesSent        uint64 `json:"fetches_sent"`
+	HeartbeatsSent     uint64 `json:"heartbeats_sent"`
+	HeartbeatsReceived uint64 `json:"heartbeats_received"`
+	ContactResyncs     uint64 `json:"contact_resyncs"`
+	PeersSilent        uint64 `json:"peers_silent"`
 }
 
 // Stats returns the Node's counters.
@@ -846,5 +857,11 @@ func (n *Node) Stats() NodeStats {
 	n.mu.Lock()
 	open := len(n.logs)
 	n.mu.Unlock()
-	return NodeStats{OpenLogs: open, UnknownLogMessages: n.mux.unknown.Load(), InboxFullDrops: n.mux.full.Load()}
+	st := NodeStats{OpenLogs: open, UnknownLogMessages: n.mux.unknown.Load(), InboxFullDrops: n.mux.full.Load()}
+	if n.tcp != nil {
+		ts := n.tcp.Stats()
+		st.FetchesSent, st.HeartbeatsSent, st.HeartbeatsReceived = ts.FetchesSent, ts.HeartbeatsSent, ts.HeartbeatsReceived
+		st.ContactResyncs, st.PeersSilent = ts.ContactResyncs, ts.PeersSilent
+	}
+	return st
 }

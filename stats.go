@@ -90,6 +90,12 @@ type Stats struct {
 	// the cluster mixes Open and OpenNode nodes among a named log's
 	// replicas.
 	OtherLogMessages uint64
+	// QuiescentFetchesSent counts the quiescent fetches this node sent as
+	// a caught-up follower (docs/protocol.md R99), QuiescentFetchesParked
+	// those it parked without a deadline as leader: an idle log's
+	// follower sends one and then nothing until the log moves.
+	QuiescentFetchesSent   uint64
+	QuiescentFetchesParked uint64
 
 	// StorageCommitLatency is the duration of each write the node made
 	// durable: one Store.Apply, a bbolt transaction with its fsyncs, or
@@ -295,6 +301,7 @@ type loopStats struct {
 	// quota and backlog: the core's counters as of the last round.
 	quota     replica.QuotaStats
 	backlog   replica.BacklogStats
+	quiesce   replica.QuiescenceStats
 	commit    histogram
 	fetchWait histogram
 	// followers: the leader's view of each other voter (nil unless leader).
@@ -401,7 +408,7 @@ func (s *loopStats) round(now time.Time, events []shell.Event, out *shell.Output
 	}
 
 	st := &out.Status
-	s.quota, s.backlog = st.Quota, st.Backlog
+	s.quota, s.backlog, s.quiesce = st.Quota, st.Backlog, st.Quiescence
 	if st.Role == replica.RoleCandidate && (s.role != replica.RoleCandidate || st.Epoch != s.epoch) {
 		s.elections++
 	}
@@ -526,6 +533,7 @@ func (s *loopStats) fill(out *Stats, now time.Time, logStart uint64) {
 	out.CatchUpThrottledFetches, out.CatchUpThrottledTime, out.CatchUpBytes = s.quota.Throttled, s.quota.Time, s.quota.Bytes
 	out.UncommittedBytes, out.BacklogRefusals = s.backlog.Bytes, s.backlog.Refused
 	out.OtherLogMessages = s.otherLog.Load()
+	out.QuiescentFetchesSent, out.QuiescentFetchesParked = s.quiesce.Sent, s.quiesce.Parked
 	out.CommitLatency = s.commit.snapshot()
 	out.FetchWait = s.fetchWait.snapshot()
 	for id, f := range s.followers {

@@ -36,6 +36,7 @@ type metrics struct {
 	storageFsyncs, storageCommits, storageGroupCommits, storageJournalBatches, storageJournalBytes, storageJournalWaits, storageCheckpoints, storageCheckpointSeconds *prometheus.Desc
 
 	catchUpThrottled, catchUpThrottledSeconds, catchUpBytes, uncommittedBytes, backlogRefusals, otherLogMessages *prometheus.Desc
+	quiescentSent, quiescentParked                                                                               *prometheus.Desc
 
 	lagEntries, lagSeconds *prometheus.Desc
 }
@@ -139,6 +140,8 @@ func newMetrics(labels prometheus.Labels) *metrics {
 		catchUpBytes:            d("catch_up_bytes_total", "Entry bytes the leader served under the replication quota."),
 		uncommittedBytes:        d("uncommitted_bytes", "On the leader: bytes of the records it appended and has not committed yet (bounded by Options.MaxUncommittedBytes)."),
 		backlogRefusals:         d("backlog_refusals_total", "Appends the leader refused for a full uncommitted backlog (each waits and tries again)."),
+		quiescentSent:           d("quiescent_fetches_sent_total", "Quiescent fetches this node sent as a caught-up follower (parked without a deadline; the node's heartbeats prove it alive)."),
+		quiescentParked:         d("quiescent_fetches_parked_total", "Quiescent fetches this node parked without a deadline as leader."),
 		otherLogMessages:        d("other_log_messages_total", "Messages dropped because they name another log (a named log's traffic reaching a node that runs this log with Open)."),
 
 		lagEntries: d("follower_lag_entries", "On the leader: its LEO minus the follower's, in offsets.", "follower"),
@@ -160,6 +163,7 @@ func (c *metrics) describe(ch chan<- *prometheus.Desc) {
 		c.commit, c.fetchWait, c.storageCommit, c.lagEntries, c.lagSeconds,
 		c.storageFsyncs, c.storageCommits, c.storageGroupCommits, c.storageJournalBatches, c.storageJournalBytes, c.storageJournalWaits, c.storageCheckpoints, c.storageCheckpointSeconds,
 		c.catchUpThrottled, c.catchUpThrottledSeconds, c.catchUpBytes, c.uncommittedBytes, c.backlogRefusals, c.otherLogMessages,
+		c.quiescentSent, c.quiescentParked,
 	} {
 		ch <- d
 	}
@@ -217,6 +221,8 @@ func (c *metrics) collect(ch chan<- prometheus.Metric, s replog.Stats) {
 	gauge(c.uncommittedBytes, float64(s.UncommittedBytes))
 	counter(c.backlogRefusals, s.BacklogRefusals)
 	counter(c.otherLogMessages, s.OtherLogMessages)
+	counter(c.quiescentSent, s.QuiescentFetchesSent)
+	counter(c.quiescentParked, s.QuiescentFetchesParked)
 	for kind, n := range s.Errors {
 		counter(c.errors, n, kind)
 	}

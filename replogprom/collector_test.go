@@ -30,6 +30,7 @@ func fakeStats() replog.Stats {
 		StorageCheckpoints: 2, StorageCheckpointTime: 250 * time.Millisecond,
 		CatchUpThrottledFetches: 6, CatchUpThrottledTime: 1500 * time.Millisecond, CatchUpBytes: 1 << 20,
 		UncommittedBytes: 4096, BacklogRefusals: 3, OtherLogMessages: 2,
+		QuiescentFetchesSent: 7, QuiescentFetchesParked: 9,
 		Followers: []replog.FollowerStats{
 			{ID: "n2", Known: true, RemoteLEO: 12},
 			{ID: "n3", Known: true, RemoteLEO: 9, LagEntries: 3, LagTime: 1500 * time.Millisecond},
@@ -110,12 +111,19 @@ replog_backlog_refusals_total{log="",node="n1"} 3
 # HELP replog_other_log_messages_total Messages dropped because they name another log (a named log's traffic reaching a node that runs this log with Open).
 # TYPE replog_other_log_messages_total counter
 replog_other_log_messages_total{log="",node="n1"} 2
+# HELP replog_quiescent_fetches_sent_total Quiescent fetches this node sent as a caught-up follower (parked without a deadline; the node's heartbeats prove it alive).
+# TYPE replog_quiescent_fetches_sent_total counter
+replog_quiescent_fetches_sent_total{log="",node="n1"} 7
+# HELP replog_quiescent_fetches_parked_total Quiescent fetches this node parked without a deadline as leader.
+# TYPE replog_quiescent_fetches_parked_total counter
+replog_quiescent_fetches_parked_total{log="",node="n1"} 9
 `
 	names := []string{"replog_append_bytes_total", "replog_appends_total", "replog_commit_duration_seconds", "replog_errors_total",
 		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes",
 		"replog_storage_fsyncs_total", "replog_storage_group_commits_total", "replog_storage_journal_waits_total", "replog_storage_checkpoint_seconds_total",
 		"replog_catch_up_throttled_fetches_total", "replog_catch_up_throttled_seconds_total", "replog_catch_up_bytes_total",
-		"replog_uncommitted_bytes", "replog_backlog_refusals_total", "replog_other_log_messages_total"}
+		"replog_uncommitted_bytes", "replog_backlog_refusals_total", "replog_other_log_messages_total",
+		"replog_quiescent_fetches_sent_total", "replog_quiescent_fetches_parked_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +135,8 @@ replog_other_log_messages_total{log="",node="n1"} 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 36 {
-		t.Errorf("gathered %d metric families, want 36 (every descriptor)", len(mfs))
+	if len(mfs) != 38 {
+		t.Errorf("gathered %d metric families, want 38 (every descriptor)", len(mfs))
 	}
 }
 

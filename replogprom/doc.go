@@ -38,8 +38,12 @@
 // on the node, its series labelled log with the log's name, the default
 // log's with log="" (its series are the same as a Collector of it sends,
 // so dashboards and alerts made for one Log keep working), plus the
-// Node's own replog_node_open_logs, replog_node_unknown_log_messages_total
-// and replog_node_inbox_full_drops_total (labelled node only):
+// Node's own replog_node_open_logs, replog_node_unknown_log_messages_total,
+// replog_node_inbox_full_drops_total and its contact with its peers
+// (docs/protocol.md R98-R100): replog_node_fetches_sent_total,
+// replog_node_heartbeats_sent_total, replog_node_heartbeats_received_total,
+// replog_node_contact_resyncs_total and replog_node_peers_silent_total
+// (labelled node only):
 //
 //	reg.MustRegister(replogprom.NewNodeCollector(node))
 //
@@ -76,7 +80,8 @@
 // (Options.CatchUpBytesPerSecond), replog_backlog_refusals_total (appends
 // the leader refused for a full backlog, each retried),
 // replog_other_log_messages_total (messages naming another log, dropped by
-// a log run with Open), the data
+// a log run with Open), replog_quiescent_fetches_sent_total and
+// replog_quiescent_fetches_parked_total (R99), the data
 // directory's replog_storage_fsyncs_total,
 // replog_storage_bolt_commits_total, replog_storage_group_commits_total
 // (commit journal records), replog_storage_journal_batches_total,

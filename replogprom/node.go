@@ -29,7 +29,8 @@ type NodeCollector struct {
 	mu   sync.Mutex
 	logs map[string]*metrics // by log name, the default log's "" included
 
-	openLogs, unknownLogMessages, inboxFullDrops *prometheus.Desc
+	openLogs, unknownLogMessages, inboxFullDrops                                 *prometheus.Desc
+	fetchesSent, heartbeatsSent, heartbeatsReceived, contactResyncs, peersSilent *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*NodeCollector)(nil)
@@ -54,6 +55,11 @@ func NewNodeCollector(n *replog.Node) *NodeCollector {
 		openLogs:           d("open_logs", "Named logs open on this node."),
 		unknownLogMessages: d("unknown_log_messages_total", "Messages received for a log not open on this node (not created here yet, deleted, another incarnation), dropped."),
 		inboxFullDrops:     d("inbox_full_drops_total", "Messages, lost peers and hints dropped because their log's inbox was full."),
+		fetchesSent:        d("fetches_sent_total", "Fetch requests this node sent, every log's."),
+		heartbeatsSent:     d("heartbeats_sent_total", "Heartbeats this node sent to peers it sent nothing else to for FetchMaxWait."),
+		heartbeatsReceived: d("heartbeats_received_total", "Heartbeats this node received."),
+		contactResyncs:     d("contact_resyncs_total", "Resyncs with a peer after a lost quiescent fetch or answer."),
+		peersSilent:        d("peers_silent_total", "Times a peer sent this node nothing for FetchTimeout."),
 	}
 }
 
@@ -96,4 +102,11 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.openLogs, prometheus.GaugeValue, float64(s.OpenLogs))
 	ch <- prometheus.MustNewConstMetric(c.unknownLogMessages, prometheus.CounterValue, float64(s.UnknownLogMessages))
 	ch <- prometheus.MustNewConstMetric(c.inboxFullDrops, prometheus.CounterValue, float64(s.InboxFullDrops))
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{{c.fetchesSent, s.FetchesSent}, {c.heartbeatsSent, s.HeartbeatsSent}, {c.heartbeatsReceived, s.HeartbeatsReceived},
+		{c.contactResyncs, s.ContactResyncs}, {c.peersSilent, s.PeersSilent}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
 }
