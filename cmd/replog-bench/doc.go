@@ -65,8 +65,8 @@
 //	                 prints the totals as the one-log run does (-logs 64
 //	                 -clients 4 against -clients 256)
 //	-idle-logs N     N idle named logs against one, each measured for
-//	                 -duration: process CPU / nodes, fetches/s per peer
-//	                 pair, heap and RSS per idle log
+//	                 -duration: process CPU / nodes, fetches/s and
+//	                 heartbeats/s per peer pair, heap and RSS per idle log
 //	-create-logs N   time N CreateLogs one after another on one node
 //	-restart-logs N  restart the last node with N logs: time until every
 //	                 log accepts an append through it

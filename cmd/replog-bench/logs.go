@@ -384,6 +384,10 @@ type idleResult struct {
 	// fetchesPerPair is every log's fetches served (the default log's
 	// too) per second, divided by the ordered peer pairs.
 	fetchesPerPair float64
+	// heartbeatsPerPair is the nodes' heartbeats (docs/protocol.md R98)
+	// per second, divided by the ordered peer pairs: what an idle pair
+	// costs once its logs quiesce.
+	heartbeatsPerPair float64
 }
 
 // runIdle is -idle-logs: the idle cost of c.idleLogs named logs against
@@ -418,7 +422,8 @@ func runIdle(c config, root string, w io.Writer) error {
 		return err
 	}
 	for _, r := range []idleResult{one, many} {
-		fmt.Fprintf(w, "idle logs=%d cpu/node=%.2f%% of a core fetches/s per peer pair=%.1f\n", r.logs, 100*r.cpuPerNode, r.fetchesPerPair)
+		fmt.Fprintf(w, "idle logs=%d cpu/node=%.2f%% of a core fetches/s per peer pair=%.1f heartbeats/s per peer pair=%.1f\n",
+			r.logs, 100*r.cpuPerNode, r.fetchesPerPair, r.heartbeatsPerPair)
 	}
 	ratio := 0.0
 	if one.fetchesPerPair > 0 {
@@ -449,9 +454,11 @@ func idleWindow(cl *nodeCluster, logs int, d time.Duration) (idleResult, error) 
 	if err != nil {
 		return idleResult{}, err
 	}
+	h0 := heartbeatsSent(cl)
 	cpu0, t0 := processCPU(), time.Now()
 	time.Sleep(d)
 	cpu1, el := processCPU(), time.Since(t0)
+	h1 := heartbeatsSent(cl)
 	f1, err := fetchesServed(cl)
 	if err != nil {
 		return idleResult{}, err
@@ -462,7 +469,18 @@ func idleWindow(cl *nodeCluster, logs int, d time.Duration) (idleResult, error) 
 		logs:           logs,
 		cpuPerNode:     (cpu1 - cpu0).Seconds() / el.Seconds() / float64(nodes),
 		fetchesPerPair: float64(f1-f0) / el.Seconds() / float64(pairs),
+
+		heartbeatsPerPair: float64(h1-h0) / el.Seconds() / float64(pairs),
 	}, nil
+}
+
+// heartbeatsSent sums NodeStats.HeartbeatsSent over every node.
+func heartbeatsSent(cl *nodeCluster) uint64 {
+	var sum uint64
+	for _, n := range cl.running() {
+		sum += n.Stats().HeartbeatsSent
+	}
+	return sum
 }
 
 // fetchesServed sums Stats.FetchesServed over every log open on every
