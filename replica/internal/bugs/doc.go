@@ -202,7 +202,9 @@
 //	replog_bug_quiesce_no_resync    QuiesceNoResync (R100): Resync does
 //	                                nothing, so a follower whose quiescent
 //	                                fetch was lost misses every append.
-//	                                Fails: TestScenarios (quiescence_loss).
+//	                                Fails: TestScenarios (quiescence_loss);
+//	                                the simulation (seed 126 x1500: no
+//	                                convergence).
 //
 // Tests named alone are in package replica. For example:
 //
