@@ -285,6 +285,12 @@ func (p *pump) resolve(rs []shell.Resolved) {
 // again, and every later one, until the Log closes.
 func (p *pump) failed(err error) {
 	l := p.l
+	if l.tcp != nil {
+		// This log answers nothing from now on, but the node's
+		// heartbeats go on: its peers' followers quiesced on it must
+		// fetch normally again to notice (R100).
+		l.tcp.ResyncAll()
+	}
 	p.resolve(l.node.Close(err))
 	for _, ev := range p.events {
 		if !ev.Kind.Resolves() {

@@ -86,14 +86,25 @@ func (r *Replica) holdQuiesced() bool {
 	if r.contactFresh(r.leaderID) {
 		return true
 	}
-	heard := r.nodeContact(r.leaderID)
-	r.logger.Debug("the quiesced leader's node fell silent: fetching again", "leader", r.leaderID, "heard", heard)
-	if heard.After(r.lastLeaderContact) {
+	r.logger.Debug("the quiesced leader's node fell silent: fetching again", "leader", r.leaderID, "heard", r.nodeContact(r.leaderID))
+	r.unquiesce()
+	return false
+}
+
+// unquiesce ends this follower's quiescence: the node's last contact with
+// the leader is its last leader contact (the leader's node was heard from
+// then, and parked the fetch), its election timer runs from there, and
+// its fetch is due for a retry, a normal one. After a resync the contact
+// is fresh, so the follower fetches for FetchTimeout before it would
+// stand (a leader log that stopped on a node that lives on is replaced
+// so); after a silence it is not, and it stands soon.
+func (r *Replica) unquiesce() {
+	if heard := r.nodeContact(r.leaderID); heard.After(r.lastLeaderContact) {
 		r.lastLeaderContact = heard
 		r.electionDeadline = heard.Add(r.cfg.FetchTimeout + r.randDuration(r.cfg.ElectionTimeout))
 	}
+	r.quiesceNext = false
 	r.fetch.TimeOut()
-	return false
 }
 
 // PeerSilent tells the replica that its node heard nothing from peer for
@@ -132,8 +143,7 @@ func (r *Replica) resync(peer string) {
 			r.respondFetch(peer, q.req)
 		}
 	case r.quiesced() && r.leaderID == peer:
-		r.quiesceNext = false
-		r.fetch.TimeOut()
+		r.unquiesce()
 	}
 }
 

@@ -144,6 +144,27 @@ func (t *TCP) LostQuiescent(m protocol.Message) {
 	}
 }
 
+// ResyncAll asks every peer heartbeats go to to resync with this node
+// (R100), at once: a log of this node that stopped (halted, its disk
+// failed) while the node lives on answers no quiescent fetch, and its
+// followers, which hear the node, would wait for ever; resynced, they
+// fetch normally, find no answer, and elect. Every quiesced log of the
+// peers on this node fetches once more. Without a contact clock it does
+// nothing.
+func (t *TCP) ResyncAll() {
+	c := t.contact
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.clock.LostAll()
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
 // contactStats fills the contact clock's counters into st.
 func (t *TCP) contactStats(st *TCPStats) {
 	c := t.contact

@@ -180,6 +180,16 @@ func (c *Clock) Lost(id string) {
 	c.peer(id).resync = true
 }
 
+// LostAll is Lost for every enabled peer: the next heartbeats, due at
+// once, ask each to resync.
+func (c *Clock) LostAll() {
+	for _, p := range c.peers {
+		if p.on {
+			p.resync = true
+		}
+	}
+}
+
 // Silent returns the enabled peers that nothing came from for timeout at
 // now, each once until it is heard from again, in ID order: the caller
 // wakes the logs that rely on their contact (R99).
