@@ -16,13 +16,13 @@ func (r *Replica) heardFromLeaderRecently() bool {
 	if r.role == RoleLeader {
 		return true
 	}
-	last := r.lastLeaderContact
 	if r.quiesced() {
-		// R99: the leader parks our quiescent fetch, and its node's
-		// contact says it is alive.
-		last = later(last, r.nodeContact(r.leaderID))
+		// R99: the leader parks our quiescent fetch, and its node was
+		// heard from within FetchTimeout (else PeerSilent would have
+		// ended the quiescence).
+		return true
 	}
-	return !last.IsZero() && r.now.Sub(last) < r.cfg.FetchTimeout
+	return !r.lastLeaderContact.IsZero() && r.now.Sub(r.lastLeaderContact) < r.cfg.FetchTimeout
 }
 
 // leaderAlive reports whether this replica leads, or follows a leader it

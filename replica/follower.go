@@ -24,8 +24,8 @@ func (r *Replica) fetchRetryTimeout() time.Duration {
 // tickFollower fires a voter's election timer and resends a fetch whose
 // response did not come (messages get lost).
 func (r *Replica) tickFollower() {
-	if r.holdQuiesced() {
-		return // R99: the node's contact with the leader stands in for its answers
+	if r.quiesced() {
+		return // R99: the node's contact with the leader stands in for its answers, until PeerSilent
 	}
 	if !r.now.Before(r.electionDeadline) {
 		r.becomeProspective()

@@ -86,6 +86,9 @@ type hnode struct {
 	// message from each peer was last delivered to it, or a heartbeat
 	// (every run step, across every link that is not cut).
 	heard map[string]time.Time
+	// silent holds the peers the node reported silent to its core
+	// (PeerSilent) since it last heard from them.
+	silent map[string]bool
 }
 
 // LastHeard is the node's contact with peer (replica.PeerContact).
@@ -93,14 +96,28 @@ func (n *hnode) LastHeard(peer string) time.Time { return n.heard[peer] }
 
 // heartbeats refreshes the contact of every live node with every live
 // peer whose link to it is not cut: the node-level heartbeats (R98),
-// which no core sees.
+// which no core sees. A peer a node has not heard from for FetchTimeout
+// is reported to its core once (PeerSilent, R99), as the node's contact
+// timer does.
 func (h *harness) heartbeats() {
 	for _, a := range h.order {
 		for _, b := range h.order {
 			na, nb := h.nodes[a], h.nodes[b]
 			if a != b && na.up && nb.up && !h.cut[[2]string{b, a}] {
 				na.heard[b] = na.now
+				delete(na.silent, b)
 			}
+		}
+	}
+	for _, a := range h.order {
+		na := h.nodes[a]
+		for _, b := range h.order {
+			if a == b || !na.up || na.silent[b] || na.now.Sub(na.heard[b]) < na.cfg.FetchTimeout {
+				continue
+			}
+			na.silent[b] = true
+			na.r.PeerSilent(b)
+			h.ready(na)
 		}
 	}
 }
@@ -124,7 +141,7 @@ func (h *harness) node(id string) *hnode {
 }
 
 func (h *harness) addNode(id string, seed int64) {
-	n := &hnode{id: id, store: storage.NewMemory(), now: t0, up: true, seed: seed, heard: map[string]time.Time{}}
+	n := &hnode{id: id, store: storage.NewMemory(), now: t0, up: true, seed: seed, heard: map[string]time.Time{}, silent: map[string]bool{}}
 	n.cfg = Config{
 		ID:              id,
 		Voters:          h.voters,
@@ -256,6 +273,7 @@ func (h *harness) deliver(from, to string, count int, verbose bool, among map[st
 		}
 		n := h.nodes[m.To]
 		n.heard[m.From] = later(n.heard[m.From], n.now)
+		delete(n.silent, m.From)
 		n.r.Step(m)
 		h.ready(n)
 	}

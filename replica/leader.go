@@ -53,6 +53,9 @@ type leaderState struct {
 	// transfer is the leadership transfer under way, if any (R59,
 	// transfer.go): while it is, nothing new is appended.
 	transfer *transferState
+	// silent holds the voters whose quiescent fetch is parked and whose
+	// node the shell reported silent since it arrived (PeerSilent, R99).
+	silent map[string]bool
 	// quota is the replication quota's bucket and waiting fetches (R73,
 	// quota.go); backlog the uncommitted bytes appended (R74, backlog.go).
 	quota   catchUpQuota
@@ -101,6 +104,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		fetchOffset:   make(map[string]uint64),
 		anyFetch:      make(map[string]time.Time),
 		fetchLevel:    make(map[string]levelSeen),
+		silent:        make(map[string]bool),
 		hwBuf:         make([]uint64, 0, len(r.voters)),
 	}
 	// Grace period: every voter counts as heard from at the start.
@@ -249,6 +253,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	// fetching from another directory is a new incarnation, and what the
 	// old one acknowledged no longer counts (its disk is gone).
 	voter := r.isVoterDir(from, req.ReplicaDirID)
+	delete(ls.silent, from) // heard from again
 	if voter {
 		ls.lastFetch[from] = r.now
 	} else {

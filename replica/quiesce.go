@@ -71,26 +71,6 @@ func (r *Replica) noteQuiescence(from string, entries int, hw uint64) {
 		entries == 0 && hw == leo && r.hw == leo && r.log.durableEnd == leo && len(r.log.marks) == 0
 }
 
-// holdQuiesced is the follower's timers while its quiescent fetch is out
-// (tickFollower): it reports true while the node's contact with the
-// leader is within FetchTimeout (the leader is alive and parks the
-// fetch: no retry, no contact fetch, no election timer). Once it is not,
-// the follower wakes: the leader was last heard from at the node's last
-// contact, its election timer runs from there (it stands FetchTimeout
-// after the contact stopped, as after a silent leader), and the fetch is
-// due for a retry, a normal one.
-func (r *Replica) holdQuiesced() bool {
-	if !r.quiesced() {
-		return false
-	}
-	if r.contactFresh(r.leaderID) {
-		return true
-	}
-	r.logger.Debug("the quiesced leader's node fell silent: fetching again", "leader", r.leaderID, "heard", r.nodeContact(r.leaderID))
-	r.unquiesce()
-	return false
-}
-
 // unquiesce ends this follower's quiescence: the node's last contact with
 // the leader is its last leader contact (the leader's node was heard from
 // then, and parked the fetch), its election timer runs from there, and
@@ -108,16 +88,27 @@ func (r *Replica) unquiesce() {
 }
 
 // PeerSilent tells the replica that its node heard nothing from peer for
-// FetchTimeout (the node's contact clock, R98): a quiesced follower of
-// peer wakes (holdQuiesced); a leader's check-quorum in the next Ready
-// no longer counts a quiescent fetch of peer's (heardAt). It is the
-// event that wakes a quiesced log, which has no deadline of its own.
+// FetchTimeout (the node's contact clock, R98). It is the event that
+// wakes a quiesced log, which keeps no deadline of its own (R96 holds: a
+// quiesced core changes nothing as time passes, only on this event): a
+// follower quiesced on peer wakes (unquiesce: it stands FetchTimeout
+// after the last contact, as after a silent leader); a leader no longer
+// counts peer's parked quiescent fetch as contact (heardAt), so its
+// check-quorum in this round's Ready sees peer as last heard at its last
+// fetch. A report the node's contact has overtaken (peer heard from
+// again since) is ignored.
 func (r *Replica) PeerSilent(peer string) {
-	if r.err != nil || peer == "" || peer == r.id {
+	if r.err != nil || peer == "" || peer == r.id || r.contactFresh(peer) {
 		return
 	}
-	if r.role == RoleFollower && r.leaderID == peer {
-		r.holdQuiesced()
+	switch {
+	case r.role == RoleLeader:
+		if r.parksQuiescent(peer) {
+			r.leader.silent[peer] = true
+		}
+	case r.quiesced() && r.leaderID == peer:
+		r.logger.Debug("the quiesced leader's node fell silent: fetching again", "leader", peer, "heard", r.nodeContact(peer))
+		r.unquiesce()
 	}
 }
 
@@ -148,19 +139,28 @@ func (r *Replica) resync(peer string) {
 }
 
 // heardAt is when the leader last heard from voter v for check-quorum
-// (R27) and the hand-over and replacement checks: its last fetch, or,
-// while a quiescent fetch of v's is parked, the node's contact with v if
-// later (R99): v is alive and caught up, and its fetch stands.
+// (R27) and the hand-over and replacement checks: its last fetch, or now
+// while a quiescent fetch of v's is parked and the node has not reported
+// v silent since (R99): v is alive and caught up, and its fetch stands.
 func (r *Replica) heardAt(v string) time.Time {
-	ls := r.leader
-	t := ls.lastFetch[v]
-	if p := ls.parkedFrom(v); p != nil && p.quiescent {
-		if bugs.QuiesceIgnoresContact {
-			return r.now
-		}
-		t = later(t, r.nodeContact(v))
+	return r.contactedAt(v, r.leader.lastFetch[v])
+}
+
+// contactedAt is t, when this leader last heard from replica id by its
+// fetches, or now while it parks a quiescent fetch of id's and no
+// PeerSilent came for id since (R99).
+func (r *Replica) contactedAt(id string, t time.Time) time.Time {
+	if r.parksQuiescent(id) && (!r.leader.silent[id] || bugs.QuiesceIgnoresContact) {
+		return r.now
 	}
 	return t
+}
+
+// parksQuiescent reports whether this leader parks a quiescent fetch of
+// id's.
+func (r *Replica) parksQuiescent(id string) bool {
+	p := r.leader.parkedFrom(id)
+	return p != nil && p.quiescent
 }
 
 // unparkQuiescent records, as a quiescent fetch p leaves the parked

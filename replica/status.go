@@ -181,7 +181,7 @@ func (r *Replica) Status() Status {
 // FetchTimeout in its epoch (a fetch that passed the log check).
 func (r *Replica) fetchingNow(id string) bool {
 	t, ok := r.leader.anyFetch[id]
-	return ok && r.now.Sub(t) < r.cfg.FetchTimeout
+	return ok && r.now.Sub(r.contactedAt(id, t)) < r.cfg.FetchTimeout // a parked quiescent fetch stands (R99)
 }
 
 // HighWatermark returns the current HW: offsets below it are committed.

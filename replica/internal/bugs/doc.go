@@ -194,10 +194,10 @@
 //	                                early tick that sends a message).
 //	replog_bug_quiesce_ignores_contact QuiesceIgnoresContact (R99):
 //	                                check-quorum counts a parked quiescent
-//	                                fetch as heard from now, without the
-//	                                node's contact with its fetcher: a
-//	                                leader cut off from its followers keeps
-//	                                leading. Fails: TestScenarios
+//	                                fetch as heard from now even after the
+//	                                node reported its fetcher silent
+//	                                (PeerSilent): a leader cut off from its
+//	                                followers keeps leading. Fails: TestScenarios
 //	                                (quiescence).
 //	replog_bug_quiesce_no_resync    QuiesceNoResync (R100): Resync does
 //	                                nothing, so a follower whose quiescent
