@@ -38,6 +38,7 @@ const (
 	evVersion                          // version mix: an upgrade, rollback or roll-forward (versions.go)
 	evLogChange                        // workload: a log change, or its retry (catalog.go)
 	evEarlyTick                        // R96's check: a round without inputs before a node's deadline (deadline.go)
+	evContact                          // the node's contact timer: heartbeats due, peers silent (quiescence.go)
 )
 
 var evNames = [...]string{
@@ -47,7 +48,7 @@ var evNames = [...]string{
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
 	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry", evVersion: "version",
-	evLogChange: "log-change", evEarlyTick: "early-tick",
+	evLogChange: "log-change", evEarlyTick: "early-tick", evContact: "contact",
 }
 
 func (k evKind) String() string { return evNames[k] }

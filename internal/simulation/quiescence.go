@@ -40,9 +40,18 @@ func (s *sim) startContact(nd *node) {
 	}
 }
 
-// contactTick is nd's node-level timer on its tick: it sends the
-// heartbeats due and hands its core a PeerSilent for each peer that fell
-// silent.
+// scheduleContact arms nd's contact timer (evContact), the node's one
+// timer of its own besides its core's: every tenth to fifth of
+// FetchMaxWait, so that a heartbeat leaves and a silence is seen at most
+// that late (the transport's timer in production, transport/contact.go,
+// sleeps until the next instant due instead).
+func (s *sim) scheduleContact(nd *node) {
+	s.schedule(s.between(s.p.fetchMaxWait/10, s.p.fetchMaxWait/5), event{kind: evContact, node: nd.idx, inc: nd.inc})
+}
+
+// contactTick is nd's node-level contact timer: it sends the heartbeats
+// due and hands its core a PeerSilent for each peer that fell silent (a
+// paused process's timer waits with it: deferredWhilePaused).
 func (s *sim) contactTick(nd *node) {
 	if nd.contact == nil {
 		return
