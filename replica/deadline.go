@@ -37,6 +37,13 @@ func (r *Replica) NextDeadline() time.Time {
 	case RoleLeader:
 		r.leaderDeadlines(&d)
 	case RoleFollower, RoleObserver:
+		if r.quiesced() {
+			// R99: nothing is timed while the quiescent fetch is out;
+			// the node wakes the log when the leader's node falls
+			// silent (PeerSilent) or a quiescent message may be lost
+			// (Resync).
+			break
+		}
 		d.tick(r.electionDeadline)
 		if r.fetch.Outstanding() {
 			d.tick(r.fetch.SentAt().Add(r.fetchRetryTimeout()))
@@ -98,12 +105,17 @@ func (r *Replica) leaderDeadlines(d *deadline) {
 	r.quotaDeadlines(d)
 	ft := r.cfg.FetchTimeout
 	for _, v := range r.voters {
-		if v != r.id {
+		// A voter whose quiescent fetch is parked is heard from until
+		// PeerSilent says otherwise (heardAt): no term of its own, so a
+		// quiesced log keeps no deadline (R99).
+		if v != r.id && !r.parksQuiescent(v) {
 			d.ready(ls.lastFetch[v].Add(ft), now)
 		}
 	}
-	for _, t := range ls.anyFetch {
-		d.ready(t.Add(ft), now)
+	for id, t := range ls.anyFetch {
+		if !r.parksQuiescent(id) {
+			d.ready(t.Add(ft), now)
+		}
 	}
 	if ls.transfer != nil {
 		d.ready(ls.transfer.deadline, now)
