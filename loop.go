@@ -90,7 +90,7 @@ type pump struct {
 	down    <-chan string           // the transport's PeerDown; nil once closed
 	silent  <-chan string           // the node's contact reports (R99, R100)
 	resync  <-chan string
-	dl      *deadlineEntry          // this loop's place in the deadline scheduler
+	dl      *deadlineEntry // this loop's place in the deadline scheduler
 	events  []shell.Event
 	pending map[uint64]*request // by event ID
 	nextID  uint64
