@@ -203,8 +203,8 @@
 //	                                nothing, so a follower whose quiescent
 //	                                fetch was lost misses every append.
 //	                                Fails: TestScenarios (quiescence_loss);
-//	                                the simulation (seed 18 x1500: no
-//	                                leader every voter follows).
+//	                                the simulation (seed 308 x1500: no
+//	                                convergence).
 //
 // Tests named alone are in package replica. For example:
 //
