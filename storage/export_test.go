@@ -137,8 +137,7 @@ func HoldRounds(j *Journal) (release func()) {
 	j.mu.Unlock()
 	return func() {
 		j.mu.Lock()
-		j.writing = false
-		j.cond.Broadcast()
+		j.handOver()
 		j.mu.Unlock()
 	}
 }

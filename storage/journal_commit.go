@@ -34,18 +34,20 @@ type Journal struct {
 	hdrMu sync.Mutex
 
 	mu       sync.Mutex
-	cond     *sync.Cond // on mu: a round ended
-	counter  uint64     // of the newest header
-	start    int64      // offset of the oldest live record (durable in the header)
+	counter  uint64 // of the newest header
+	start    int64  // offset of the oldest live record (durable in the header)
 	startSeq uint64
 	tail     int64  // where the next record goes, unless it wraps
 	nextSeq  uint64 // of the next record
 	live     int64  // bytes of live records
 	recs     []liveRecord
 	queue    []*journalReq // waiting for the next round
-	writing  bool          // a round is under way (mu released for its I/O)
-	cuts     uint64        // header moves; an Apply that found no room retries after one
-	stores   map[uint32]*attachment
+	// writing: a committer leads the rounds (one at a time, mu released
+	// for the I/O), or the lead is being handed to the committer of
+	// queue[0].
+	writing bool
+	cuts    uint64 // header moves; an Apply that found no room retries after one
+	stores  map[uint32]*attachment
 	// unclaimed holds, per log ID, the batches read at open that no store
 	// has claimed yet (shared journals: a store claims its own when it
 	// attaches).
@@ -54,6 +56,9 @@ type Journal struct {
 	failed    error // a round's write or sync failed: the file may hold anything past the tail
 
 	syncs, records, batches, bytes atomic.Uint64
+	// wakeups counts the waiting committers woken: each at most once per
+	// commit (its requests done, or the lead handed to it).
+	wakeups atomic.Uint64
 }
 
 // attachment is a store attached to a journal.
@@ -89,6 +94,18 @@ type journalReq struct {
 	seq  uint64 // of the record that holds it, once done
 	err  error
 	done bool
+	c    *committer // the call waiting for it
+}
+
+// committer is one commit call waiting for its requests (fields under the
+// journal's mu). It has its own wake-up, so that a round's end wakes only
+// the calls whose requests it completed and the one it hands the next
+// round to, never every waiter of every store on the journal.
+type committer struct {
+	wake    chan struct{} // cap 1
+	left    int           // its requests not done
+	lead    bool          // the next round is handed to it
+	waiting bool          // blocked on wake
 }
 
 // errJournalFull: the round had no room for the record; the store waits
@@ -315,7 +332,6 @@ func openJournal(path string, readOnly, noSync bool) (*Journal, []journalRecord,
 	j := &Journal{path: path, f: f, size: h.size, key: h.key, noSync: noSync, readOnly: readOnly, counter: h.counter,
 		start: h.start, startSeq: h.startSeq, tail: tail, nextSeq: h.startSeq + uint64(len(recs)),
 		stores: map[uint32]*attachment{}, unclaimed: map[uint32][]journalPart{}}
-	j.cond = sync.NewCond(&j.mu)
 	if len(recs) > 0 {
 		j.start = recs[0].pos // the header's start, or the wrapped first record
 	} else {
@@ -354,6 +370,10 @@ type JournalStats struct {
 	// Batches the stores' batches in them (Batches/Records is the group
 	// commit's reach across Applies), Bytes the bytes of the records.
 	Fsyncs, Records, Batches, Bytes uint64
+	// Wakeups counts the commits that waited for another's round and
+	// were woken: once each, when their batches were written or the
+	// next round was handed to them.
+	Wakeups uint64
 	// Live is the bytes of records not yet cut, Capacity the most it holds.
 	Live, Capacity int64
 }
@@ -361,7 +381,7 @@ type JournalStats struct {
 // Stats returns the journal's counters.
 func (j *Journal) Stats() JournalStats {
 	return JournalStats{Fsyncs: j.syncs.Load(), Records: j.records.Load(), Batches: j.batches.Load(),
-		Bytes: j.bytes.Load(), Live: j.Live(), Capacity: j.Capacity()}
+		Bytes: j.bytes.Load(), Wakeups: j.wakeups.Load(), Live: j.Live(), Capacity: j.Capacity()}
 }
 
 // attach registers store d as log id (ask requests its checkpoint) and
@@ -458,12 +478,32 @@ func (j *Journal) place(rs int64) (pos int64, ok bool) {
 	return j.tail, j.tail+rs <= j.start
 }
 
-// commit makes r durable: it joins the next round, and runs it if no round
-// is under way (one write and one fdatasync for every request queued by
-// then, in one record). It returns errJournalFull if the round had no
+// commit makes r durable: it joins the next round, and leads the rounds
+// if no one does (one write and one fdatasync for every request queued
+// by then, in one record). It returns errJournalFull if the round had no
 // room for r, or the round's write or sync error (the journal is then
 // unusable: the stores latch it).
 func (j *Journal) commit(r *journalReq) error {
+	if err := j.commitAll([]*journalReq{r}); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// commitAll makes reqs durable together (a node's writer committing
+// several stores' batches at once): they join the next round side by
+// side, so that one record holds them all if it has room. Each request's
+// outcome is its err once commitAll returns (errJournalFull for one the
+// ring had no room for, a failed round's error); commitAll itself fails,
+// with nothing queued, only on a closed or failed journal.
+//
+// The calls waiting for rounds are led, not herded: the call that finds
+// no round under way runs rounds until its own requests are done, then
+// hands the lead to the call of the oldest request still queued, and a
+// round's end wakes only the calls it completed. A waiting call is
+// woken once per commit.
+func (j *Journal) commitAll(reqs []*journalReq) error {
+	c := &committer{wake: make(chan struct{}, 1), left: len(reqs)}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -472,26 +512,65 @@ func (j *Journal) commit(r *journalReq) error {
 	if j.failed != nil {
 		return j.failed
 	}
-	j.queue = append(j.queue, r)
-	for !r.done {
-		if j.writing {
-			j.cond.Wait()
-			continue
-		}
-		j.round()
+	for _, r := range reqs {
+		r.c, r.done, r.err = c, false, nil
 	}
-	return r.err
+	j.queue = append(j.queue, reqs...)
+	for c.left > 0 {
+		if !j.writing || c.lead {
+			c.lead, j.writing = false, true
+			for c.left > 0 {
+				j.round()
+			}
+			j.handOver()
+			break
+		}
+		c.waiting = true
+		j.mu.Unlock()
+		<-c.wake
+		j.wakeups.Add(1)
+		j.mu.Lock()
+	}
+	return nil
+}
+
+// handOver ends a leader's rounds (j.mu held): the call of the oldest
+// request still queued leads the next, or no one does.
+func (j *Journal) handOver() {
+	if len(j.queue) == 0 {
+		j.writing = false
+		return
+	}
+	c := j.queue[0].c
+	c.lead = true
+	j.wakeCommitter(c)
+}
+
+// finish completes r with err (j.mu held), waking its call once its
+// last request is done.
+func (j *Journal) finish(r *journalReq, err error) {
+	r.err, r.done = err, true
+	r.c.left--
+	if r.c.left == 0 {
+		j.wakeCommitter(r.c)
+	}
+}
+
+// wakeCommitter wakes c if it is blocked (j.mu held); one that is not
+// sees its state before it would block.
+func (j *Journal) wakeCommitter(c *committer) {
+	if !c.waiting {
+		return
+	}
+	c.waiting = false
+	c.wake <- struct{}{}
 }
 
 // round writes the requests queued as one record (j.mu held, released for
-// the I/O; a round at a time). Requests that do not fit wait for the
-// next round; a first one that does not fit fails with errJournalFull.
+// the I/O; run by the leading call only). Requests that do not fit wait
+// for the next round; a first one that does not fit fails with
+// errJournalFull.
 func (j *Journal) round() {
-	j.writing = true
-	defer func() {
-		j.writing = false
-		j.cond.Broadcast()
-	}()
 	reqs := j.queue
 	var rs int64
 	var pos int64
@@ -520,7 +599,7 @@ func (j *Journal) round() {
 	if len(reqs) == 0 {
 		first := j.queue[0]
 		j.queue = j.queue[1:]
-		first.err, first.done = errJournalFull, true
+		j.finish(first, errJournalFull)
 		return
 	}
 	j.queue = j.queue[len(reqs):]
@@ -546,7 +625,7 @@ func (j *Journal) round() {
 	j.mu.Lock()
 	if err != nil {
 		for _, r := range reqs {
-			r.err, r.done = err, true
+			j.finish(r, err)
 		}
 		j.fail(err)
 		return
@@ -561,7 +640,8 @@ func (j *Journal) round() {
 	j.tail, j.nextSeq = pos+rs, seq+1
 	j.live += rs
 	for _, r := range reqs {
-		r.seq, r.done = seq, true
+		r.seq = seq
+		j.finish(r, nil)
 	}
 	if j.live >= j.Capacity()/4 {
 		for _, a := range j.stores {
@@ -574,10 +654,11 @@ func (j *Journal) round() {
 // commit fail with it.
 func (j *Journal) fail(err error) {
 	j.failed = err
-	for _, r := range j.queue {
-		r.err, r.done = err, true
-	}
+	q := j.queue
 	j.queue = nil
+	for _, r := range q {
+		j.finish(r, err)
+	}
 }
 
 // roundSize is the bytes of the record holding reqs.
