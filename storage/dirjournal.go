@@ -270,26 +270,10 @@ func (d *DirStore) checkpoint() error {
 func (d *DirStore) applyJournal(ws []protocol.Write) error {
 	d.applies.Add(1)
 	d.writes.Add(uint64(len(ws)))
-	// Validated first against the caller's writes (their errors name
-	// them); again below against the state after any wait for room.
-	st, changed := d.jv.Load().log, false
-	for i := range ws {
-		next, err := st.after(&ws[i])
-		if err != nil {
-			return writeErr(ws, i, err)
-		}
-		changed = changed || next != st
-		st = next
-	}
-	if !changed {
-		return nil // nothing to write: no fsync
-	}
-	eb, err := encodeRecordBatch(ws)
-	if err != nil {
+	p, err := d.prepareJournal(ws)
+	if err != nil || p == nil {
 		return err
 	}
-	req := &journalReq{logID: d.logID, rec: eb.rec, n: eb.n, crc: eb.crc}
-	rs := recordSize(eb.n)
 	for {
 		if d.closed.Load() {
 			return ErrClosed
@@ -297,7 +281,7 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 		if err := d.failure(); err != nil {
 			return err
 		}
-		if rs > d.j.Capacity()/2 || eb.n > journalMaxPayload {
+		if p.direct(d.j) {
 			if len(d.pending) > 0 {
 				d.ckpt.request()
 				d.cond.Wait()
@@ -305,17 +289,11 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 			}
 			return d.applyDirect(ws)
 		}
-		jv := d.jv.Load()
-		next, point, changed, err := jv.after(eb.writes)
-		if err != nil {
-			return err
-		}
-		if !changed {
-			return nil // another Apply, while this one waited, made it a no-op
+		if changed, err := p.against(d.jv.Load()); err != nil || !changed {
+			return err // !changed: another Apply, while this one waited, made it a no-op
 		}
 		cuts := d.j.cutCount()
-		req.done, req.err = false, nil
-		err = d.j.commit(req)
+		err = d.j.commit(p.req)
 		if errors.Is(err, errJournalFull) {
 			d.journalWaits.Add(1)
 			if d.j.cutCount() == cuts {
@@ -326,25 +304,86 @@ func (d *DirStore) applyJournal(ws []protocol.Write) error {
 			continue
 		}
 		if err != nil {
-			d.log.Error("journal write failed", "dir", d.dir, "writes", len(ws), "error", err)
-			err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
-			d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err))
-			return err
+			return d.commitFailed(len(ws), err)
 		}
-		d.batches.Add(1)
-		d.pending = append(d.pending, pendingBatch{seq: req.seq, size: int64(eb.n), payload: eb.rec[journalRecHeader : journalRecHeader+eb.n], ws: eb.writes, vals: eb.vals, point: point})
-		d.jv.Store(next)
-		break
+		d.publish(p)
+		return nil
 	}
+}
+
+// journalPrep is an Apply's record for a journaled store, validated and
+// encoded, on its way to a round.
+type journalPrep struct {
+	eb    encodedBatch
+	req   *journalReq
+	next  *journalView // the view once it is applied (against)
+	point uint64       // the lowest offset it changes (against)
+}
+
+// prepareJournal validates ws against the journal view and encodes its
+// record (d.mu held); nil, nil if ws changes nothing (no fsync).
+func (d *DirStore) prepareJournal(ws []protocol.Write) (*journalPrep, error) {
+	// Validated first against the caller's writes (their errors name
+	// them); again by against, on the state at its round.
+	st, changed := d.jv.Load().log, false
+	for i := range ws {
+		next, err := st.after(&ws[i])
+		if err != nil {
+			return nil, writeErr(ws, i, err)
+		}
+		changed = changed || next != st
+		st = next
+	}
+	if !changed {
+		return nil, nil
+	}
+	eb, err := encodeRecordBatch(ws)
+	if err != nil {
+		return nil, err
+	}
+	return &journalPrep{eb: eb, req: &journalReq{logID: d.logID, rec: eb.rec, n: eb.n, crc: eb.crc}}, nil
+}
+
+// direct reports whether p is too large for journal j: applied to the
+// segments directly once nothing is pending.
+func (p *journalPrep) direct(j *Journal) bool {
+	return recordSize(p.eb.n) > j.Capacity()/2 || p.eb.n > journalMaxPayload
+}
+
+// against applies p's writes to view jv, the store's current one
+// (changed false: they change nothing any more).
+func (p *journalPrep) against(jv *journalView) (changed bool, err error) {
+	next, point, changed, err := jv.after(p.eb.writes)
+	if err != nil || !changed {
+		return false, err
+	}
+	p.next, p.point = next, point
+	return true, nil
+}
+
+// publish makes p, committed, the store's state (d.mu held): readers see
+// it at once, and the checkpointer takes it later.
+func (d *DirStore) publish(p *journalPrep) {
+	d.batches.Add(1)
+	d.pending = append(d.pending, pendingBatch{seq: p.req.seq, size: int64(p.eb.n), payload: p.eb.rec[journalRecHeader : journalRecHeader+p.eb.n], ws: p.eb.writes, vals: p.eb.vals, point: p.point})
+	d.jv.Store(p.next)
 	// A prefix deletion frees its segment files only once a checkpoint
 	// applies it to the segments: without asking for one now, a log that
 	// writes little would keep them on disk until a quarter of the
 	// journal had filled again, and retention would not bound the
 	// directory.
-	if d.dropsSealed(eb.writes) {
+	if d.dropsSealed(p.eb.writes) {
 		d.ckpt.request()
 	}
-	return nil
+}
+
+// commitFailed latches a failed journal write of an Apply of n writes
+// and returns its error.
+func (d *DirStore) commitFailed(n int, err error) error {
+	d.log.Error("journal write failed", "dir", d.dir, "writes", n, "error", err)
+	err = fmt.Errorf("replog: store %s: commit: %w", d.dir, err)
+	d.setFailed(fmt.Errorf("%w (the store refuses writes after a failed commit; close and reopen it)", err))
+	return err
 }
 
 // dropsSealed reports whether ws deletes a prefix that reaches past the
