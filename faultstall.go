@@ -92,3 +92,9 @@ func (s *faultStallStore) Apply(ws []protocol.Write) error {
 	s.stall.wait()
 	return s.DirStore.Apply(ws)
 }
+
+// groupStore lets the node's writer commit this store's writes in its
+// rounds on the shared journal, each held by the stall first, as Apply is.
+func (s *faultStallStore) groupStore() (*storage.DirStore, func()) {
+	return s.DirStore, s.stall.wait
+}

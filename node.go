@@ -46,7 +46,7 @@ const (
 // cluster's metadata log, whose catalog says which named logs exist, with
 // their options and replicas) and the named logs it is a replica of. Its
 // logs share one TCP transport, one gossip member and, for the named
-// logs, one commit journal. Every node of the cluster runs the default
+// logs, one commit journal and one writer. Every node of the cluster runs the default
 // log; a named log runs on its replicas only. All methods are safe for
 // concurrent use.
 type Node struct {
@@ -59,8 +59,10 @@ type Node struct {
 	def *Log
 
 	// journal is the named logs' shared journal, opened with the first
-	// one (the reconciler's).
+	// one (the reconciler's); writer makes their writes durable, every
+	// log's in one round of it, started with the first named log.
 	journal *storage.Journal
+	writer  *groupWriter
 
 	// cat is the default log's catalog as of its readable HW, published
 	// by its loop (catalogChanged); catChanged wakes the reconciler.
@@ -159,7 +161,7 @@ func openNode(opts Options) (*Node, error) {
 		np.onCatalog = n.catalogChanged
 		return np, nil
 	}
-	def, err := openLog(o, logger, cfgs, startNet, "")
+	def, err := openLog(o, logger, cfgs, startNet, "", nil)
 	if err != nil {
 		_ = n.closeShared(false)
 		return nil, err
@@ -528,7 +530,7 @@ func (n *Node) openNamed(e catalogEntry) error {
 		n.mux.remove(in)
 		return fmt.Errorf("replog: create %s: %w", filepath.Dir(o.Dir), err)
 	}
-	l, err := openLog(o, logger, cfgs, func() (netParts, error) { return np, nil }, e.name)
+	l, err := openLog(o, logger, cfgs, func() (netParts, error) { return np, nil }, e.name, n.groupWriter(j))
 	if err != nil {
 		n.mux.remove(in)
 		return err
@@ -569,6 +571,17 @@ func (n *Node) sharedJournal() (*storage.Journal, error) {
 	}
 	n.journal = j
 	return j, nil
+}
+
+// groupWriter returns the named logs' writer on the shared journal j,
+// starting it first.
+func (n *Node) groupWriter(j *storage.Journal) *groupWriter {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.writer == nil {
+		n.writer = newGroupWriter(j, n.logger.Named("writer"))
+	}
+	return n.writer
 }
 
 // journalID is the log ID on the shared journal j of the store in dir, a
@@ -806,6 +819,9 @@ func (n *Node) shutdown(graceful bool) error {
 // router, gossip (leaving first when graceful) and the transport.
 func (n *Node) closeShared(graceful bool) error {
 	var errs []error
+	if n.writer != nil {
+		n.writer.stop() // every named log's writer has stopped
+	}
 	if n.journal != nil {
 		errs = append(errs, n.journal.Close())
 	}

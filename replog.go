@@ -265,7 +265,7 @@ func open(opts Options) (*Log, error) {
 		}
 		return np, nil
 	}
-	return openLog(o, logger, cfgs, startNet, "")
+	return openLog(o, logger, cfgs, startNet, "", nil)
 }
 
 // nodeLogger is the logger of the node o configures (defaults applied).
@@ -320,8 +320,10 @@ type netParts struct {
 // openLog opens the log o configures (defaults applied, Validate passed)
 // on the network parts startNet returns once the store is open: Open's
 // log, or one of a Node's (name is its name, "" for the default log).
-// When it fails, the parts it owns are closed.
-func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (netParts, error), name string) (*Log, error) {
+// A named log's writes are made durable by gw, its node's writer for the
+// logs on the shared journal; with gw nil the log has a writer of its
+// own. When it fails, the parts it owns are closed.
+func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (netParts, error), name string, gw *groupWriter) (*Log, error) {
 	var np netParts
 	closeNet := func() {
 		if !np.owned {
@@ -412,7 +414,11 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 		return nil, fmt.Errorf("replog: start replica: %w", err)
 	}
 	l.node = shell.New(core)
-	l.writer = newWriter(store, logger.Named("writer"), l.onPersisted, l.onWriteFailed)
+	if gw != nil {
+		l.writer = gw.writerFor(store, logger.Named("writer"), l.onPersisted, l.onWriteFailed)
+	} else {
+		l.writer = newWriter(store, logger.Named("writer"), l.onPersisted, l.onWriteFailed)
+	}
 	l.startShipping()
 	l.publish(core.Status(), core.ReadableHW(), true)
 	l.wg.Add(1)

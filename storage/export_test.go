@@ -148,3 +148,11 @@ func QueuedRequests(j *Journal) int {
 	defer j.mu.Unlock()
 	return len(j.queue)
 }
+
+// StopCheckpoints stops d's checkpointer: its batches stay in the
+// journal (on a shared one, holding the ring) until it is closed.
+func (d *DirStore) StopCheckpoints() {
+	close(d.ckpt.stop)
+	<-d.ckpt.exited
+	d.ckpt.stop = nil
+}

@@ -15,12 +15,13 @@ import (
 
 // Journal is a commit journal file: a DirStore's own (DirOptions.Journal)
 // or one that several stores share (OpenJournal, DirOptions.SharedJournal).
-// Every store attached to it hands its Apply's record to commit; whoever
-// finds no round under way writes every record queued by then as one
-// write and one fdatasync (group commit, across the stores), and the
-// others wait for that round. A record may be cut once each store whose
-// batch it holds has checkpointed it into its segments. See
-// docs/storage.md section 10.
+// Every store attached to it hands its Apply's record to commit (or a
+// node's writer, several stores' at once, to ApplyGroup); the call that
+// finds no round under way leads: it writes every record queued by then
+// as one write and one fdatasync (group commit, across the stores), and
+// the others wait for that round, each woken once. A record may be cut
+// once each store whose batch it holds has checkpointed it into its
+// segments. See docs/storage.md section 10.
 type Journal struct {
 	path     string
 	f        *os.File

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/replog-io/replog/internal/storagetest"
@@ -133,46 +134,40 @@ func TestApplyGroupDefersWhatMustWait(t *testing.T) {
 		t.Fatalf("%d direct applies, want 1", d)
 	}
 
-	// Full: store 0, abandoned with a batch in the journal, holds the
-	// ring (no cut passes it) until the journal forgets it.
-	ws := appendBatch(models[0], 1, 1, 100)
-	if err := stores[0].Apply(ws); err != nil {
-		t.Fatal(err)
+	// Full: store 0, abandoned with 150 KiB in the journal, holds the
+	// ring until the journal forgets it. A 110 KiB batch (under half
+	// the journal, over the room left) is deferred, a small one beside
+	// it committed.
+	stores[0].StopCheckpoints()
+	for range 5 {
+		ws := appendBatch(models[0], 1, 3, 10<<10)
+		if err := stores[0].Apply(ws); err != nil {
+			t.Fatal(err)
+		}
+		_ = models[0].Apply(ws)
 	}
-	_ = models[0].Apply(ws)
 	if err := stores[0].Abandon(); err != nil {
 		t.Fatal(err)
 	}
-	deferred := 0
-	for k := 0; k < 20 && deferred == 0; k++ {
-		gs := []storage.GroupApply{
-			{Store: stores[1], Writes: appendBatch(models[1], 1, 6, 8<<10)},
-			{Store: stores[2], Writes: appendBatch(models[2], 1, 6, 8<<10)},
-		}
-		j.ApplyGroup(gs)
-		for i, g := range gs {
-			if g.Err != nil {
-				t.Fatalf("store %d: %v", i+1, g.Err)
-			}
-			if g.Deferred {
-				if g.Store.LEO() != models[i+1].LEO() {
-					t.Fatalf("store %d: a deferred batch was applied", i+1)
-				}
-				if deferred++; deferred == 1 {
-					if err := j.Forget(10); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := g.Store.Apply(g.Writes); err != nil { // waits for room
-					t.Fatal(err)
-				}
-			}
-			_ = models[i+1].Apply(g.Writes)
-		}
+	gs = []storage.GroupApply{
+		{Store: stores[1], Writes: appendBatch(models[1], 1, 11, 10<<10)},
+		{Store: stores[2], Writes: appendBatch(models[2], 1, 1, 100)},
 	}
-	if deferred == 0 {
-		t.Fatal("no group batch found the journal full: the test did not fill it")
+	j.ApplyGroup(gs)
+	if gs[0].Err != nil || !gs[0].Deferred || stores[1].LEO() != models[1].LEO() {
+		t.Fatalf("a batch over the room left: Err %v, Deferred %t, LEO %d (want %d)", gs[0].Err, gs[0].Deferred, stores[1].LEO(), models[1].LEO())
 	}
+	if gs[1].Err != nil || gs[1].Deferred {
+		t.Fatalf("a small batch beside it: Err %v, Deferred %t", gs[1].Err, gs[1].Deferred)
+	}
+	_ = models[2].Apply(gs[1].Writes)
+	if err := j.Forget(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[1].Apply(gs[0].Writes); err != nil {
+		t.Fatal(err)
+	}
+	_ = models[1].Apply(gs[0].Writes)
 	for i, s := range stores[1:] {
 		if err := storagetest.Compare(s, models[i+1]); err != nil {
 			t.Fatalf("store %d: %v", i+1, err)
@@ -187,5 +182,62 @@ func TestApplyGroupDefersWhatMustWait(t *testing.T) {
 	j.ApplyGroup(gs)
 	if gs[0].Err != nil || !errors.Is(gs[1].Err, storage.ErrInvalidOptions) {
 		t.Fatalf("a store twice: %v, %v; want nil, ErrInvalidOptions", gs[0].Err, gs[1].Err)
+	}
+}
+
+// A store's Apply waiting for room in a full journal holds neither the
+// journal nor the other stores: ApplyGroup commits their batches (which
+// fit in the room left) while it waits, and it goes on once the ring is
+// cut.
+func TestApplyGroupWhileAnApplyWaitsForRoom(t *testing.T) {
+	j, stores, models := groupStores(t, 3, 256<<10)
+	// Store 0, abandoned with 150 KiB in the journal, holds the ring.
+	stores[0].StopCheckpoints()
+	for range 5 {
+		ws := appendBatch(models[0], 1, 3, 10<<10)
+		if err := stores[0].Apply(ws); err != nil {
+			t.Fatal(err)
+		}
+		_ = models[0].Apply(ws)
+	}
+	if err := stores[0].Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	// 110 KiB: under half the journal, over the room left.
+	big := appendBatch(models[1], 1, 11, 10<<10)
+	done := make(chan error, 1)
+	go func() { done <- stores[1].Apply(big) }()
+	for stores[1].Stats().JournalWaits == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("the big Apply returned (%v) without waiting for room", err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	for range 10 {
+		gs := []storage.GroupApply{{Store: stores[2], Writes: appendBatch(models[2], 1, 1, 100)}}
+		j.ApplyGroup(gs)
+		if gs[0].Err != nil || gs[0].Deferred {
+			t.Fatalf("beside a waiting Apply: Err %v, Deferred %t", gs[0].Err, gs[0].Deferred)
+		}
+		_ = models[2].Apply(gs[0].Writes)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the big Apply returned (%v) before the journal had room for it", err)
+	default:
+	}
+	if err := j.Forget(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_ = models[1].Apply(big)
+	for i, s := range stores[1:] {
+		if err := storagetest.Compare(s, models[i+1]); err != nil {
+			t.Fatalf("store %d: %v", i+1, err)
+		}
 	}
 }

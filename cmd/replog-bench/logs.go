@@ -342,6 +342,7 @@ func runLogs(c config, root string, record []byte, w io.Writer) (loadResult, err
 		return loadResult{}, err
 	}
 	defer cl.close()
+	before := journalCounts(hs)
 	ctx, cancel := context.WithTimeout(context.Background(), c.duration)
 	defer cancel()
 	results := make([]loadResult, c.logs)
@@ -370,9 +371,50 @@ func runLogs(c config, root string, record []byte, w io.Writer) (loadResult, err
 		return total, fmt.Errorf("no append committed (%d failed)", total.failed)
 	}
 	total.print(w, "", c.size)
+	printJournals(w, before, journalCounts(hs), total.elapsed)
 	fmt.Fprintf(w, "leaders at the end %v\n", leaderCounts(hs))
 	fmt.Fprintf(w, "peak RSS=%s\n", peakRSS())
 	return total, nil
+}
+
+// journalCount is a node's shared journal's rounds (its records: the
+// named logs' stores share the count) and the batches its logs' stores
+// put in them.
+type journalCount struct{ rounds, batches uint64 }
+
+// journalCounts reads, per node, the counters of its named logs' shared
+// journal.
+func journalCounts(hs map[string][]*replog.Log) map[string]journalCount {
+	out := map[string]journalCount{}
+	for _, ls := range hs {
+		for _, l := range ls {
+			s := l.Stats()
+			c := out[s.NodeID]
+			c.rounds = max(c.rounds, s.StorageGroupCommits)
+			c.batches += s.StorageJournalBatches
+			out[s.NodeID] = c
+		}
+	}
+	return out
+}
+
+// printJournals prints each node's journal rounds per second over the
+// load and the logs' batches per round: how far one round's fdatasync
+// reaches across the logs.
+func printJournals(w io.Writer, before, after map[string]journalCount, elapsed time.Duration) {
+	var ids []string
+	for id := range after {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r, b := after[id].rounds-before[id].rounds, after[id].batches-before[id].batches
+		per := 0.0
+		if r > 0 {
+			per = float64(b) / float64(r)
+		}
+		fmt.Fprintf(w, "journal %s rounds=%d rounds/s=%.0f batches=%d batches/round=%.2f\n", id, r, float64(r)/elapsed.Seconds(), b, per)
+	}
 }
 
 // idleResult is one -idle-logs window's figures.
