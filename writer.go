@@ -368,5 +368,9 @@ func (w *writer) release() {
 	w.mu.Lock()
 	w.busy = false
 	w.idle.Broadcast()
+	if len(w.queue) == 0 && w.change == nil {
+		w.mu.Unlock()
+		return
+	}
 	w.signal()
 }
