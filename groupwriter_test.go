@@ -214,3 +214,55 @@ func (s *heldStore) Apply(ws []protocol.Write) error {
 }
 
 func (s *heldStore) groupStore() (*storage.DirStore, func()) { return s.DirStore, nil }
+
+// A log of a node's writer keeps the guarantees of a writer of its own: a
+// change of how its store commits runs between two of its Applies, and
+// stop waits for the batch in flight (here one held inside its store's
+// Apply) and drops the writes queued behind it, never applied.
+func TestGroupWriterChangeAndStop(t *testing.T) {
+	_, g, logs, start := groupLogs(t, 2, 256<<10)
+	start()
+	l := logs[1]
+	l.w.enqueue([]protocol.Write{appendAt(1, 0, 2, 10)})
+	waitFor(t, "the first batch persisted", 10*time.Second, func() bool { s, _ := l.last(); return s == 1 })
+	var changedAt []uint64
+	l.w.switchBetweenApplies(func() error {
+		changedAt = append(changedAt, l.store.LEO())
+		return nil
+	})
+	l.w.enqueue([]protocol.Write{appendAt(2, 2, 1, 10)})
+	waitFor(t, "the second batch persisted", 10*time.Second, func() bool { s, _ := l.last(); return s == 2 })
+	if fmt.Sprint(changedAt) != "[2]" {
+		t.Fatalf("the change ran at LEOs %v, want once, between the two batches (at 2)", changedAt)
+	}
+
+	gate, inside := make(chan struct{}), make(chan struct{}, 1)
+	big := logs[0]
+	big.w = g.writerFor(&heldStore{DirStore: big.store, gate: gate, inside: inside}, hclog.NewNullLogger(), big.w.persist, big.w.fail)
+	big.w.enqueue([]protocol.Write{appendAt(1, 0, 14, 10<<10)}) // deferred: over half the journal
+	<-inside
+	big.w.enqueue([]protocol.Write{appendAt(2, 14, 1, 10)})
+	stopped := make(chan struct{})
+	go func() {
+		big.w.stop()
+		close(stopped)
+	}()
+	l.w.enqueue([]protocol.Write{appendAt(3, 3, 1, 10)}) // the group goes on meanwhile
+	waitFor(t, "the other log's batch persisted", 10*time.Second, func() bool { s, _ := l.last(); return s == 3 })
+	select {
+	case <-stopped:
+		t.Fatal("stop returned with a batch in flight")
+	default:
+	}
+	close(gate)
+	<-stopped
+	if s, _ := big.last(); s != 1 || big.store.LEO() != 14 {
+		t.Fatalf("after stop: persisted %d, LEO %d; want the batch in flight (1, LEO 14) and not the one queued behind it", s, big.store.LEO())
+	}
+	big.w.enqueue([]protocol.Write{appendAt(3, 14, 1, 10)})
+	l.w.enqueue([]protocol.Write{appendAt(4, 4, 1, 10)})
+	waitFor(t, "the other log's batch persisted", 10*time.Second, func() bool { s, _ := l.last(); return s == 4 })
+	if big.store.LEO() != 14 {
+		t.Fatalf("a stopped writer's writes were applied: LEO %d", big.store.LEO())
+	}
+}
