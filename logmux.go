@@ -11,11 +11,26 @@ import (
 	"github.com/replog-io/replog/transport"
 )
 
-// inboxSize bounds the messages, lost peers and hints waiting for one
-// log's loop. The mux never waits for a log (one slow log must not hold
-// up the others on the shared connection): what does not fit is dropped
-// and counted, as the network may drop it (the protocol retries).
-const inboxSize = 1024
+// inboxSize bounds the messages waiting for one log's loop. The mux
+// never waits for a log (one slow log must not hold up the others on the
+// shared connection): what does not fit is dropped and counted, as the
+// network may drop it (the protocol retries).
+//
+// Only inboxChan of them wait in the channel the loop reads; the rest
+// wait in the inbox's backlog, which grows only while the log's loop is
+// behind and is fed to the channel by a goroutine that runs only then.
+// An idle log (a few messages a second) so costs a channel of inboxChan
+// messages (4 KiB), not of inboxSize (64 KiB), and a busy one keeps the
+// room it needs. Lost peers and gossip hints come a few at a time (one
+// per peer or member event for every log), so inboxEvents of each is
+// ample; beyond it they are dropped as messages are (each only hastens
+// what the log's timers do anyway). Silent peers and resyncs keep
+// inboxSize: a quiesced follower waits for them.
+const (
+	inboxSize   = 1024
+	inboxChan   = 64
+	inboxEvents = 64
+)
 
 // logMux is a Node's router: one goroutine reads the shared transport's
 // messages and lost peers and gossip's hints and hands each to the logs
@@ -41,6 +56,9 @@ type logMux struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// feeders counts the inboxes' feed goroutines (inbox.feed), which
+	// close waits for.
+	feeders sync.WaitGroup
 }
 
 // inbox is one log's share of the mux: the channels its loop reads.
@@ -54,6 +72,17 @@ type inbox struct {
 	// replicas are the log's voters at creation (nil: every node, the
 	// default log): the members whose joining the log's core hears of.
 	replicas map[string]bool
+
+	// mu guards backlog and feeding. backlog holds, in order, the
+	// messages that found recv full (at most inboxSize-inboxChan); while
+	// it is not empty a feed goroutine moves them into recv and route
+	// appends behind them, so that the log reads its messages in the
+	// order they came. gone is closed when the inbox is removed.
+	mu      sync.Mutex
+	backlog []protocol.Message
+	feeding bool
+	gone    chan struct{}
+	goneOne sync.Once
 }
 
 func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logger) *logMux {
@@ -67,11 +96,15 @@ func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logge
 func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	in := &inbox{
 		name:   name,
-		recv:   make(chan protocol.Message, inboxSize),
-		down:   make(chan string, inboxSize),
-		hints:  make(chan membership.Hint, inboxSize),
+		recv:   make(chan protocol.Message, inboxChan),
+		down:   make(chan string, inboxEvents),
+		hints:  make(chan membership.Hint, inboxEvents),
+		// A silence is reported once until the peer is heard from again,
+		// and a quiesced follower waits for it (R99): these keep the
+		// full bound.
 		silent: make(chan string, inboxSize),
 		resync: make(chan string, inboxSize),
+		gone:   make(chan struct{}),
 	}
 	if replicas != nil {
 		in.replicas = make(map[string]bool, len(replicas))
@@ -92,19 +125,23 @@ func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	return np, in
 }
 
-// remove unregisters in (if it is still the route of its name).
+// remove unregisters in (if it is still the route of its name) and
+// stops its feed goroutine, if one runs.
 func (m *logMux) remove(in *inbox) {
 	m.mu.Lock()
 	if m.routes[in.name] == in {
 		delete(m.routes, in.name)
 	}
 	m.mu.Unlock()
+	in.goneOne.Do(func() { close(in.gone) })
 }
 
-// close stops the router goroutine and the deadline scheduler.
+// close stops the router goroutine, the feed goroutines and the deadline
+// scheduler.
 func (m *logMux) close() {
 	close(m.stop)
 	<-m.done
+	m.feeders.Wait()
 	m.sched.close()
 }
 
@@ -205,11 +242,62 @@ func (m *logMux) route(msg protocol.Message) {
 		}
 		return
 	}
-	select {
-	case in.recv <- msg:
-	default:
+	m.deliver(in, msg)
+}
+
+// deliver puts msg in in's channel, or behind the backlog (starting the
+// feed goroutine) when the channel is full or a backlog waits; a full
+// backlog drops it.
+func (m *logMux) deliver(in *inbox, msg protocol.Message) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.backlog) == 0 {
+		select {
+		case in.recv <- msg:
+			return
+		default:
+		}
+	}
+	if len(in.backlog) >= inboxSize-inboxChan {
 		m.full.Add(1)
-		m.tcp.LostQuiescent(msg) // R100: the peer relies on it arriving
+		if m.tcp != nil {
+			m.tcp.LostQuiescent(msg) // R100: the peer relies on it arriving
+		}
+		return
+	}
+	in.backlog = append(in.backlog, msg)
+	if !in.feeding {
+		in.feeding = true
+		m.feeders.Add(1)
+		go m.feed(in)
+	}
+}
+
+// feed moves in's backlog into its channel, in order, waiting for the
+// log's loop to make room, and ends once the backlog is empty (or the
+// inbox or the mux goes away). Only it takes from the backlog.
+func (m *logMux) feed(in *inbox) {
+	defer m.feeders.Done()
+	for {
+		in.mu.Lock()
+		if len(in.backlog) == 0 {
+			in.backlog, in.feeding = nil, false // an idle log keeps no room
+			in.mu.Unlock()
+			return
+		}
+		msg := in.backlog[0]
+		in.mu.Unlock()
+		select {
+		case in.recv <- msg:
+		case <-in.gone:
+			return
+		case <-m.stop:
+			return
+		}
+		in.mu.Lock()
+		in.backlog[0] = protocol.Message{}
+		in.backlog = in.backlog[1:]
+		in.mu.Unlock()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -149,4 +150,50 @@ func TestWireLogName(t *testing.T) {
 			seen[w] = true
 		}
 	}
+}
+
+// TestLogMuxBacklog: an inbox's channel holds inboxChan messages; the
+// ones after it wait in the backlog and reach the log in the order they
+// came, up to inboxSize in all, then are dropped and counted; once the
+// log has read them the feed goroutine ends and the backlog's room goes
+// (goleak in TestMain checks nothing is left running).
+func TestLogMuxBacklog(t *testing.T) {
+	m := newLogMux(nil, nil, hclog.NewNullLogger())
+	defer m.close()
+	_, in := m.add("a", []string{"n1"})
+	for i := range inboxSize + 10 {
+		m.route(protocol.Message{From: "n2", To: "n1", Log: "a", Body: &protocol.FetchRequest{FetchOffset: uint64(i)}})
+	}
+	if got := m.full.Load(); got != 10 {
+		t.Fatalf("dropped %d messages, want the 10 beyond inboxSize (%d)", got, inboxSize)
+	}
+	for i := range inboxSize {
+		msg := <-in.recv
+		if got := msg.Body.(*protocol.FetchRequest).FetchOffset; got != uint64(i) {
+			t.Fatalf("message %d read as the %d-th: the backlog reordered them", got, i)
+		}
+	}
+	for {
+		in.mu.Lock()
+		feeding, backlog := in.feeding, in.backlog
+		in.mu.Unlock()
+		if !feeding {
+			if backlog != nil {
+				t.Fatalf("the drained inbox keeps a backlog of capacity %d", cap(backlog))
+			}
+			break
+		}
+		runtime.Gosched()
+	}
+	// Drained, the channel takes the next message directly again.
+	m.route(protocol.Message{From: "n2", To: "n1", Log: "a", Body: &protocol.FetchRequest{FetchOffset: 7}})
+	if len(in.recv) != 1 {
+		t.Fatalf("after the backlog drained, the channel holds %d messages, want 1", len(in.recv))
+	}
+	// A feed goroutine blocked on a log that stopped reading ends with
+	// the inbox's removal.
+	for range inboxChan + 5 {
+		m.route(protocol.Message{From: "n2", To: "n1", Log: "a", Body: &protocol.FetchRequest{}})
+	}
+	m.remove(in)
 }

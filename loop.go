@@ -98,9 +98,12 @@ type pump struct {
 
 func (l *Log) newPump() *pump {
 	p := &pump{
-		l:       l,
-		dl:      l.net.sched.newEntry(l.wakeLoop),
-		events:  make([]shell.Event, 0, maxEventsPerRound+1),
+		l:  l,
+		dl: l.net.sched.newEntry(l.wakeLoop),
+		// events grows to what the rounds hold (a busy log's up to
+		// maxEventsPerRound+1, kept): an idle log's few events need no
+		// 80 KiB array.
+		events:  nil,
 		pending: make(map[uint64]*request),
 	}
 	if l.tr != nil {

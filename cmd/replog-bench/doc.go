@@ -35,6 +35,10 @@
 //	-nosync          no fsync: measures the code, not the disk (not what
 //	                 production does)
 //	-cpuprofile F    write a CPU profile of the run to F
+//	-memprofile F    write a heap profile to F (go tool pprof
+//	                 -sample_index=inuse_space): with -idle-logs once the
+//	                 idle logs are open and settled, after a collection;
+//	                 otherwise at the end of the run
 //	-retention-bytes B  Options.RetentionBytes of every node, e.g. 256MiB
 //	                 (KiB, MiB, GiB; default 0: keep everything)
 //	-retention-age D Options.RetentionAge of every node (default 0: off)

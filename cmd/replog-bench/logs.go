@@ -459,6 +459,11 @@ func runIdle(c config, root string, w io.Writer) error {
 	}
 	time.Sleep(idleSettle)
 	heapN, rssN := heapAfterGC(), rssKiB()
+	if c.memprofile != "" {
+		if err := writeHeapProfile(c.memprofile); err != nil {
+			return err
+		}
+	}
 	many, err := idleWindow(cl, c.idleLogs, c.duration)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -45,6 +46,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "replog-bench:", err)
 		os.Exit(1)
 	}
+	if c.memprofile != "" && c.idleLogs == 0 {
+		if err := writeHeapProfile(c.memprofile); err != nil {
+			fmt.Fprintln(os.Stderr, "replog-bench:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// writeHeapProfile writes the heap profile, after a collection, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // observerID names the catch-up mode's empty replica.
