@@ -163,14 +163,14 @@ func readIdentity(path string) (r identityRecord, ok bool, err error) {
 // writeIdentity replaces dir's identity file atomically and durably:
 // written to a temporary file, synced, renamed over the old one, and the
 // directory synced.
-func writeIdentity(dir string, r identityRecord) error {
+func writeIdentity(dir string, r identityRecord, noSync bool) error {
 	tmp := filepath.Join(dir, identityTmpName)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("replog: write identity: %w", err)
 	}
 	_, err = f.Write(encodeIdentity(r))
-	if err == nil {
+	if err == nil && !noSync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -179,7 +179,7 @@ func writeIdentity(dir string, r identityRecord) error {
 	if err == nil {
 		err = os.Rename(tmp, filepath.Join(dir, IdentityFileName))
 	}
-	if err == nil {
+	if err == nil && !noSync {
 		err = syncDir(dir)
 	}
 	if err != nil {
@@ -386,7 +386,7 @@ func openDirLocked(dir string, id Identity, opts DirOptions) (*DirStore, Identit
 		}
 		rec.ready = true
 		if err == nil {
-			err = writeIdentity(dir, rec)
+			err = writeIdentity(dir, rec, opts.NoSync)
 		}
 		if err != nil {
 			_ = b.Close()
@@ -394,7 +394,7 @@ func openDirLocked(dir string, id Identity, opts DirOptions) (*DirStore, Identit
 		}
 		return b, rec.Identity, nil
 	}
-	if err := writeIdentity(dir, rec); err != nil {
+	if err := writeIdentity(dir, rec, opts.NoSync); err != nil {
 		return nil, Identity{}, err
 	}
 	if openDirHook != nil {
@@ -414,7 +414,7 @@ func createData(dir, dataPath string, rec identityRecord, opts DirOptions) (*Dir
 	// too, and make its name durable before the identity file says it
 	// exists.
 	err = b.storeIdentity(rec.Identity)
-	if err == nil {
+	if err == nil && !opts.NoSync {
 		err = syncDir(dir)
 	}
 	if err == nil && openDirHook != nil {
@@ -422,7 +422,7 @@ func createData(dir, dataPath string, rec identityRecord, opts DirOptions) (*Dir
 	}
 	if err == nil {
 		rec.ready = true
-		err = writeIdentity(dir, rec)
+		err = writeIdentity(dir, rec, opts.NoSync)
 	}
 	if err != nil {
 		_ = b.Close()
