@@ -64,10 +64,20 @@ type catalog struct {
 // newCatalog decodes the core's records (a spec that does not decode is
 // left out of logs, kept in undecoded, and logged by the caller: err names
 // the first).
-func newCatalog(recs []replica.LogRecord, hw uint64) (*catalog, error) {
+//
+// An entry of prev (the catalog before) of the same name and incarnation
+// is taken as it is: a creation's spec never changes, and decoding every
+// spec at every change would make N creations cost N² decodes.
+func newCatalog(recs []replica.LogRecord, hw uint64, prev *catalog) (*catalog, error) {
 	c := &catalog{logs: make(map[string]catalogEntry, len(recs)), hw: hw, undecoded: map[string]uint64{}}
 	var first error
 	for _, r := range recs {
+		if prev != nil {
+			if e, ok := prev.logs[r.Name]; ok && e.incarnation == r.Offset {
+				c.logs[r.Name] = e
+				continue
+			}
+		}
 		s, err := decodeSpec(r.Spec)
 		if err != nil {
 			if first == nil {

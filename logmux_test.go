@@ -111,7 +111,7 @@ func TestRemoveStaleKeepsUndecoded(t *testing.T) {
 	c, err := newCatalog([]replica.LogRecord{
 		{Name: "keep", Spec: good, Offset: 4},
 		{Name: "bad", Spec: []byte(`{"replicas": 7}`), Offset: 6},
-	}, 10)
+	}, 10, nil)
 	if err == nil {
 		t.Fatal("newCatalog took a spec that does not decode")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,9 +70,27 @@ type Node struct {
 	cat        atomic.Pointer[catalog]
 	catChanged chan struct{}
 
-	mu    sync.Mutex
-	logs  map[string]*localLog // the named logs open here
-	ready chan struct{}        // closed and replaced when cat or logs change
+	// placing are the creations under way on this node, by name: placed,
+	// their catalog change not yet in the catalog (placeMu guards it,
+	// and makes each placement count the ones before it).
+	placeMu sync.Mutex
+	placing map[string]logSpec
+	// barrierEpoch is the default log's epoch in which this node, leading
+	// it, committed a barrier for CreateLog (catalogCurrent; 0: none).
+	barrierEpoch atomic.Uint64
+
+	mu   sync.Mutex
+	logs map[string]*localLog // the named logs open here
+	// opening are the logs queued or being opened (name to incarnation),
+	// toOpen the queue, openers how many opener goroutines run.
+	opening map[string]uint64
+	toOpen  []catalogEntry
+	openers int
+	// jids are the log IDs on the shared journal that directories under
+	// <Dir>/logs hold or are being given (nil until journalID first
+	// needs it: one scan of the directories, then kept up to date).
+	jids  map[uint32]bool
+	ready chan struct{} // closed and replaced when cat or logs change
 	// waiters counts the calls in waitFor: only for them does a move of
 	// the catalog's HW alone signal.
 	waiters atomic.Int32
@@ -145,6 +164,8 @@ func openNode(opts Options) (*Node, error) {
 		logger:     logger,
 		catChanged: make(chan struct{}, 1),
 		logs:       map[string]*localLog{},
+		placing:    map[string]logSpec{},
+		opening:    map[string]uint64{},
 		ready:      make(chan struct{}),
 		closing:    make(chan struct{}),
 	}
@@ -190,7 +211,7 @@ func (n *Node) catalogChanged(recs []replica.LogRecord, hw uint64, changed bool)
 		}
 		return
 	}
-	c, err := newCatalog(recs, hw)
+	c, err := newCatalog(recs, hw, prev)
 	if err != nil {
 		n.logger.Error("catalog entry does not decode; the log is left closed", "error", err)
 	}
@@ -241,27 +262,41 @@ func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log,
 	if err := n.waitNamedLogsLevel(ctx); err != nil {
 		return nil, fmt.Errorf("replog: create log %q: %w", name, err)
 	}
-	// Placement counts the catalog: a barrier first, so that it counts
-	// every log whose creation was acknowledged before this call, on any
-	// node.
-	if err := n.def.Barrier(ctx); err != nil {
+	// Placement counts the catalog: it must count every log whose
+	// creation was acknowledged before this call, on any node.
+	if err := n.catalogCurrent(ctx); err != nil {
 		return nil, fmt.Errorf("replog: create log %q: %w", name, err)
 	}
 	if err := n.waitFor(ctx, func(c *catalog) bool { return c.hw >= n.def.Status().ReadableHW }); err != nil {
 		return nil, err
 	}
-	c := n.cat.Load()
-	if c != nil {
-		if _, ok := c.logs[name]; ok {
-			return nil, fmt.Errorf("%w: %q", ErrLogExists, name)
-		}
-	}
 	var voters []string
 	for _, v := range n.def.Status().Voters {
 		voters = append(voters, v.ID)
 	}
-	replicas, leader := place(name, voters, c, lo.replicas(len(voters)))
+	// Creations under way on this node count too, so that many at once
+	// spread as many one after another do.
+	n.placeMu.Lock()
+	c := n.cat.Load()
+	if c != nil {
+		if _, ok := c.logs[name]; ok {
+			n.placeMu.Unlock()
+			return nil, fmt.Errorf("%w: %q", ErrLogExists, name)
+		}
+	}
+	if _, ok := n.placing[name]; ok {
+		n.placeMu.Unlock()
+		return nil, fmt.Errorf("%w: %q (a creation of it is under way on this node)", ErrLogExists, name)
+	}
+	replicas, leader := place(name, voters, n.withPlacing(c), lo.replicas(len(voters)))
 	spec := logSpec{Replicas: replicas, Leader: leader, Options: lo}
+	n.placing[name] = spec
+	n.placeMu.Unlock()
+	defer func() {
+		n.placeMu.Lock()
+		delete(n.placing, name)
+		n.placeMu.Unlock()
+	}()
 	off, err := n.def.proposeLogChange(ctx, name, spec.encode())
 	if err != nil {
 		return nil, logChangeErr("create", name, err)
@@ -283,6 +318,49 @@ func (n *Node) CreateLog(ctx context.Context, name string, lo LogOptions) (*Log,
 		return false
 	})
 	return out, err
+}
+
+// withPlacing returns c with the creations under way on this node
+// (n.placing, those c does not hold yet) added: what placement counts.
+// Called with n.placeMu held.
+func (n *Node) withPlacing(c *catalog) *catalog {
+	if len(n.placing) == 0 {
+		return c
+	}
+	out := &catalog{logs: map[string]catalogEntry{}}
+	if c != nil {
+		maps.Copy(out.logs, c.logs)
+	}
+	for name, spec := range n.placing {
+		if _, ok := out.logs[name]; !ok {
+			out.logs[name] = catalogEntry{name: name, spec: spec}
+		}
+	}
+	return out
+}
+
+// catalogCurrent returns once this node's readable catalog holds every
+// creation acknowledged, on any node, before the call (once the catalog
+// reaches the readable HW: CreateLog waits for that). A barrier on the
+// default log does it (R50). A leader that has committed a barrier in
+// its epoch needs none while it keeps that epoch: every entry committed
+// since was committed by it, and is in its readable catalog as soon as
+// it is acknowledged anywhere. So creations one after another on the
+// leader cost one commit each (the catalog change), not two.
+func (n *Node) catalogCurrent(ctx context.Context) error {
+	st := n.def.Status()
+	if st.Role == RoleLeader && n.barrierEpoch.Load() == st.Epoch {
+		return nil
+	}
+	if err := n.def.Barrier(ctx); err != nil {
+		return err
+	}
+	// The barrier is of the epoch this node led in before and after it,
+	// if it did: then no other leader committed anything in between.
+	if after := n.def.Status(); st.Role == RoleLeader && after.Role == RoleLeader && after.Epoch == st.Epoch {
+		n.barrierEpoch.Store(st.Epoch)
+	}
+	return nil
 }
 
 // DeleteLog deletes the named log name, on any node: once the deletion
@@ -484,23 +562,71 @@ func (n *Node) reconcile() {
 	if len(gone) > 0 {
 		n.signal()
 	}
+	n.mu.Lock()
 	for _, e := range c.logs {
-		if !slices.Contains(e.spec.Replicas, self) {
+		if !slices.Contains(e.spec.Replicas, self) || n.logs[e.name] != nil {
 			continue
 		}
+		if _, ok := n.opening[e.name]; ok {
+			continue
+		}
+		n.opening[e.name] = e.incarnation
+		n.toOpen = append(n.toOpen, e)
+	}
+	for len(n.toOpen) > n.openers && n.openers < openConcurrency {
+		n.openers++
+		n.wg.Add(1)
+		go n.opener()
+	}
+	n.mu.Unlock()
+	n.removeStale(c)
+}
+
+// openConcurrency bounds the named logs a node opens at once: a restart
+// with many logs opens them side by side (each open is mostly waiting for
+// its files and fsyncs), without a thousand goroutines at once.
+const openConcurrency = 16
+
+// opener opens the logs the reconciler queued (n.toOpen), one after
+// another, and ends when none is left: up to openConcurrency run at
+// once. A log whose open fails is logged and left closed; the
+// reconciler queues it again on its next pass (a failure never stops the
+// others).
+func (n *Node) opener() {
+	defer n.wg.Done()
+	for {
 		n.mu.Lock()
-		open := n.logs[e.name] != nil
+		if len(n.toOpen) == 0 {
+			n.toOpen = nil
+			n.openers--
+			n.mu.Unlock()
+			return
+		}
+		e := n.toOpen[0]
+		n.toOpen = n.toOpen[1:]
 		n.mu.Unlock()
-		if open {
+		err := n.openNamed(e)
+		n.mu.Lock()
+		delete(n.opening, e.name)
+		n.mu.Unlock()
+		if err != nil {
+			if !errors.Is(err, ErrClosed) {
+				n.logger.Error("opening a log of the catalog (tried again later)", "log", e.name, "error", err)
+			}
 			continue
 		}
-		if err := n.openNamed(e); err != nil {
-			n.logger.Error("opening a log of the catalog (tried again later)", "log", e.name, "error", err)
-			continue
+		// Deleted (or placed elsewhere) while it opened: the reconciler
+		// closes it now rather than at its next tick.
+		if c := n.cat.Load(); c != nil {
+			if now, ok := c.logs[e.name]; !ok || now.incarnation != e.incarnation || !slices.Contains(now.spec.Replicas, n.opts.NodeID) {
+				select {
+				case n.catChanged <- struct{}{}:
+				default:
+				}
+			}
 		}
 		n.signal()
 	}
-	n.removeStale(c)
 }
 
 // openNamed opens catalog entry e's log here.
@@ -529,6 +655,15 @@ func (n *Node) openNamed(e catalogEntry) error {
 	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
 		n.mux.remove(in)
 		return fmt.Errorf("replog: create %s: %w", filepath.Dir(o.Dir), err)
+	}
+	// A new log's directory is made whole and durable in one pass
+	// (storage.CreateDir: 7 fsyncs, where OpenDir's step-by-step creation
+	// takes 16), then opened as one that exists.
+	if _, err := os.Lstat(o.Dir); errors.Is(err, os.ErrNotExist) {
+		if err := storage.CreateDir(o.Dir, cfgs.identity, cfgs.store); err != nil {
+			n.mux.remove(in)
+			return err
+		}
 	}
 	l, err := openLog(o, logger, cfgs, func() (netParts, error) { return np, nil }, e.name, n.groupWriter(j))
 	if err != nil {
@@ -591,33 +726,68 @@ func (n *Node) groupWriter(j *storage.Journal) *groupWriter {
 // directory, not to the incarnation: two incarnations that fold alike
 // into 32 bits would otherwise share it, the second could not attach, and
 // after a restart whichever opened first would replay the other's batches
-// as its own. Only the reconciler calls it, one open at a time.
+// as its own. Logs open side by side (opener), so the IDs the
+// directories hold are kept in n.jids, read from them once and added to
+// as each new directory is given its ID here, before its reference is
+// written: two new directories never get the same one, and N creations
+// read N references, not N².
 func (n *Node) journalID(j *storage.Journal, dir string, inc uint64) (uint32, error) {
 	if id, ok, err := storage.JournalLogIDOf(dir); err != nil || ok {
+		if err == nil {
+			n.mu.Lock()
+			if n.jids != nil {
+				n.jids[id] = true
+			}
+			n.mu.Unlock()
+		}
 		return id, err
 	}
+	n.mu.Lock()
+	scanned := n.jids != nil
+	n.mu.Unlock()
+	if !scanned {
+		taken, err := n.scanJournalIDs()
+		if err != nil {
+			return 0, err
+		}
+		n.mu.Lock()
+		if n.jids == nil {
+			n.jids = taken
+		} else {
+			maps.Copy(n.jids, taken)
+		}
+		n.mu.Unlock()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id := journalLogID(inc); ; id = journalLogID(uint64(id) + 1) {
+		if !n.jids[id] && !j.InUse(id) {
+			n.jids[id] = true
+			return id, nil
+		}
+	}
+}
+
+// scanJournalIDs reads the log IDs the directories under <Dir>/logs
+// record.
+func (n *Node) scanJournalIDs() (map[uint32]bool, error) {
 	logs := filepath.Join(n.opts.Dir, logsDirName)
 	taken := map[uint32]bool{}
 	ents, err := os.ReadDir(logs)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("replog: read %s: %w", logs, err)
+		return nil, fmt.Errorf("replog: read %s: %w", logs, err)
 	}
 	for _, d := range ents {
-		p := filepath.Join(logs, d.Name())
-		if !d.IsDir() || p == filepath.Clean(dir) {
+		if !d.IsDir() {
 			continue
 		}
 		// A damaged reference keeps its directory from opening at all;
 		// what the journal holds of it, InUse sees.
-		if id, ok, err := storage.JournalLogIDOf(p); err == nil && ok {
+		if id, ok, err := storage.JournalLogIDOf(filepath.Join(logs, d.Name())); err == nil && ok {
 			taken[id] = true
 		}
 	}
-	for id := journalLogID(inc); ; id = journalLogID(uint64(id) + 1) {
-		if !taken[id] && !j.InUse(id) {
-			return id, nil
-		}
-	}
+	return taken, nil
 }
 
 // removeStale removes the directories under <Dir>/logs of logs the
@@ -636,6 +806,10 @@ func (n *Node) removeStale(c *catalog) {
 		if !d.IsDir() {
 			continue
 		}
+		if of, ok := storage.IsCreatingDir(d.Name()); ok {
+			n.removeCreating(dir, d.Name(), of)
+			continue
+		}
 		i := strings.LastIndexByte(d.Name(), '-')
 		if i < 0 {
 			continue
@@ -647,6 +821,12 @@ func (n *Node) removeStale(c *catalog) {
 		}
 		e, ok := c.logs[name]
 		u, undecoded := c.undecoded[name] // held, whatever its spec says
+		n.mu.Lock()
+		o, opening := n.opening[name]
+		n.mu.Unlock()
+		if opening && o == inc {
+			continue // an opener has it: the next pass decides
+		}
 		if inc >= c.hw || undecoded && u == inc || ok && e.incarnation == inc && slices.Contains(e.spec.Replicas, n.opts.NodeID) {
 			continue
 		}
@@ -663,6 +843,24 @@ func (n *Node) removeStale(c *catalog) {
 		if onJournal {
 			n.forgetJournal(jid, path)
 		}
+	}
+}
+
+// removeCreating removes name, in dir (<Dir>/logs), the temporary
+// directory storage.CreateDir left building the directory of log
+// directory of: a crash stopped it before its rename, so nothing in it
+// was ever used. Not while an opener may be building it now.
+func (n *Node) removeCreating(dir, name, of string) {
+	n.mu.Lock()
+	busy := len(n.opening) > 0
+	n.mu.Unlock()
+	if busy {
+		return
+	}
+	path := filepath.Join(dir, name)
+	n.logger.Info("removing a log directory whose creation did not finish", "dir", path, "for", of)
+	if err := os.RemoveAll(path); err != nil {
+		n.logger.Warn("removing an unfinished log directory", "dir", path, "error", err)
 	}
 }
 

@@ -72,6 +72,10 @@
 //	                 -duration: process CPU / nodes, fetches/s and
 //	                 heartbeats/s per peer pair, heap and RSS per idle log
 //	-create-logs N   time N CreateLogs one after another on one node
+//	-create-concurrency G
+//	                 with -create-logs: G goroutines create the N logs at
+//	                 once, each taking the next name (default 1: one after
+//	                 another)
 //	-restart-logs N  restart the last node with N logs: time until every
 //	                 log accepts an append through it
 //	-failover-logs N kill the node leading the most of N logs (links cut,

@@ -576,11 +576,46 @@ func defaults(nodes []*replog.Node) []*replog.Log {
 	return out
 }
 
+// createLogsAtOnce creates the named logs from..to-1 on n from g
+// goroutines, each taking the next name, and returns each creation's
+// duration.
+func createLogsAtOnce(n *replog.Node, c config, from, to, g int) ([]time.Duration, error) {
+	var mu sync.Mutex
+	next := from
+	var took []time.Duration
+	var errs []error
+	var wg sync.WaitGroup
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= to {
+					return
+				}
+				d, err := createLogs(n, c, i, i+1)
+				mu.Lock()
+				took = append(took, d...)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return took, errors.Join(errs...)
+}
+
 // runCreateLogs is -create-logs: the time to create c.createLogs logs
-// one after another on one node, each returning once it is committed and
-// open there.
+// on one node, one after another or from -create-concurrency goroutines
+// at once, each returning once it is committed and open there.
 func runCreateLogs(c config, root string, w io.Writer) error {
-	fmt.Fprintf(w, "nodes=%d create-logs=%d fsync=%t\n", c.nodes, c.createLogs, !c.nosync)
+	fmt.Fprintf(w, "nodes=%d create-logs=%d create-concurrency=%d fsync=%t\n", c.nodes, c.createLogs, c.createConcurrency, !c.nosync)
 	cl, err := startNodes(c, root, false)
 	if err != nil {
 		return err
@@ -593,14 +628,22 @@ func runCreateLogs(c config, root string, w io.Writer) error {
 		return err
 	}
 	t0 := time.Now()
-	took, err := createLogs(n, c, 1, 1+c.createLogs)
+	took, err := createLogsAtOnce(n, c, 1, 1+c.createLogs, c.createConcurrency)
 	total := time.Since(t0)
 	if err != nil {
 		return err
 	}
 	slices.Sort(took)
-	fmt.Fprintf(w, "create logs=%d in %v: %.0f logs/s; per create p50=%v p99=%v max=%v\n", c.createLogs, total.Round(time.Millisecond),
-		float64(c.createLogs)/total.Seconds(), pct(took, 0.5).Round(time.Microsecond), pct(took, 0.99).Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond))
+	// Placement: how many replicas and preferred leaders each node got.
+	load, leads := map[string]int{}, map[string]int{}
+	for _, li := range n.Logs() {
+		for _, r := range li.Replicas {
+			load[r]++
+		}
+		leads[li.PreferredLeader]++
+	}
+	fmt.Fprintf(w, "create logs=%d in %v: %.0f logs/s; per create p50=%v p99=%v max=%v; replicas %v preferred leaders %v\n", c.createLogs, total.Round(time.Millisecond),
+		float64(c.createLogs)/total.Seconds(), pct(took, 0.5).Round(time.Microsecond), pct(took, 0.99).Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond), load, leads)
 	return nil
 }
 
