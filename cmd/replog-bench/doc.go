@@ -73,9 +73,10 @@
 //	                 heartbeats/s per peer pair, heap and RSS per idle log
 //	-create-logs N   time N CreateLogs one after another on one node
 //	-create-concurrency G
-//	                 with -create-logs: G goroutines create the N logs at
-//	                 once, each taking the next name (default 1: one after
-//	                 another)
+//	                 G goroutines create the logs at once, each taking the
+//	                 next name (default 1: one after another): what
+//	                 -create-logs times, and how the other modes set up
+//	                 their logs (-restart-logs 1000 -create-concurrency 32)
 //	-restart-logs N  restart the last node with N logs: time until every
 //	                 log accepts an append through it
 //	-failover-logs N kill the node leading the most of N logs (links cut,

@@ -58,8 +58,9 @@ type config struct {
 	// restartLogs with a node restarted; failoverLogs with the node
 	// leading the most of them killed.
 	logs, idleLogs, createLogs, restartLogs, failoverLogs int
-	// createConcurrency is how many goroutines -create-logs creates the
-	// logs from at once (1: one after another).
+	// createConcurrency is how many goroutines the many-logs modes
+	// create their logs from at once (1: one after another): what
+	// -create-logs times.
 	createConcurrency int
 }
 
@@ -112,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.logs, "logs", 0, "many-logs mode: N named logs on the nodes (replog.Node), -clients appenders on each; prints the total (0: off)")
 	fs.IntVar(&c.idleLogs, "idle-logs", 0, "idle mode: N idle named logs, measured for -duration against one: CPU per node, fetches/s per peer pair, heap per log (0: off)")
 	fs.IntVar(&c.createLogs, "create-logs", 0, "create mode: time creating N named logs one after another (0: off)")
-	fs.IntVar(&c.createConcurrency, "create-concurrency", 1, "with -create-logs: create the logs from this many goroutines at once, each taking the next name (1: one after another)")
+	fs.IntVar(&c.createConcurrency, "create-concurrency", 1, "create the logs from this many goroutines at once, each taking the next name (1: one after another): what -create-logs times, and how the other many-logs modes set up theirs")
 	fs.IntVar(&c.restartLogs, "restart-logs", 0, "restart mode with N named logs: restart one node, time until every log accepts an append through it (0: off)")
 	fs.IntVar(&c.failoverLogs, "failover-logs", 0, "fail-over mode: N named logs, kill the node leading the most, time until every log has a leader again (0: off)")
 	if err := fs.Parse(args); err != nil {
