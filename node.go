@@ -89,8 +89,15 @@ type Node struct {
 	// jids are the log IDs on the shared journal that directories under
 	// <Dir>/logs hold or are being given (nil until journalID first
 	// needs it: one scan of the directories, then kept up to date).
-	jids  map[uint32]bool
-	ready chan struct{} // closed and replaced when cat or logs change
+	jids map[uint32]bool
+	// spares are empty log directories made ahead (spareMaker), ready to
+	// be renamed to a new log's; spareOn says the maker runs, spareWake
+	// wakes it, spareSeq numbers them.
+	spares    []string
+	spareOn   bool
+	spareWake chan struct{}
+	spareSeq  uint64
+	ready     chan struct{} // closed and replaced when cat or logs change
 	// waiters counts the calls in waitFor: only for them does a move of
 	// the catalog's HW alone signal.
 	waiters atomic.Int32
@@ -166,6 +173,7 @@ func openNode(opts Options) (*Node, error) {
 		logs:       map[string]*localLog{},
 		placing:    map[string]logSpec{},
 		opening:    map[string]uint64{},
+		spareWake:  make(chan struct{}, 1),
 		ready:      make(chan struct{}),
 		closing:    make(chan struct{}),
 	}
@@ -645,26 +653,34 @@ func (n *Node) openNamed(e catalogEntry) error {
 	cfgs := o.components(logger)
 	cfgs.store.Journal = false
 	cfgs.store.SharedJournal = j
+	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
+		return fmt.Errorf("replog: create %s: %w", filepath.Dir(o.Dir), err)
+	}
+	// A new log's directory is a spare made ahead, renamed (one fsync),
+	// or else made whole and durable in one pass (storage.CreateDir: 7
+	// fsyncs, where OpenDir's step-by-step creation takes 16); then it
+	// is opened as one that exists (R101). A spare has its log ID on the
+	// journal already, which journalID reads from it.
+	create := false
+	if _, err := os.Lstat(o.Dir); errors.Is(err, os.ErrNotExist) {
+		took, err := n.takeSpare(o.Dir)
+		if err != nil {
+			return err
+		}
+		create = !took
+	}
 	jid, err := n.journalID(j, o.Dir, e.incarnation)
 	if err != nil {
 		return err
 	}
 	cfgs.store.JournalLogID = jid
-	np, in := n.mux.add(wireLogName(e.name, e.incarnation), e.spec.Replicas)
-	np.members = slices.DeleteFunc(slices.Clone(e.spec.Replicas), func(id string) bool { return id == n.opts.NodeID })
-	if err := os.MkdirAll(filepath.Dir(o.Dir), 0o755); err != nil {
-		n.mux.remove(in)
-		return fmt.Errorf("replog: create %s: %w", filepath.Dir(o.Dir), err)
-	}
-	// A new log's directory is made whole and durable in one pass
-	// (storage.CreateDir: 7 fsyncs, where OpenDir's step-by-step creation
-	// takes 16), then opened as one that exists.
-	if _, err := os.Lstat(o.Dir); errors.Is(err, os.ErrNotExist) {
+	if create {
 		if err := storage.CreateDir(o.Dir, cfgs.identity, cfgs.store); err != nil {
-			n.mux.remove(in)
 			return err
 		}
 	}
+	np, in := n.mux.add(wireLogName(e.name, e.incarnation), e.spec.Replicas)
+	np.members = slices.DeleteFunc(slices.Clone(e.spec.Replicas), func(id string) bool { return id == n.opts.NodeID })
 	l, err := openLog(o, logger, cfgs, func() (netParts, error) { return np, nil }, e.name, n.groupWriter(j))
 	if err != nil {
 		n.mux.remove(in)
@@ -675,6 +691,135 @@ func (n *Node) openNamed(e catalogEntry) error {
 	n.mu.Unlock()
 	n.logger.Debug("log opened", "log", e.name, "replicas", e.spec.Replicas)
 	return nil
+}
+
+// spareDirs is how many empty log directories a node that holds named
+// logs keeps made ahead: a creation then waits for a rename, not for a
+// directory's files and their fsyncs. Two cover creations one after
+// another; many at once make the rest themselves.
+const spareDirs = 2
+
+// spareDirPrefix starts a spare directory's name under <Dir>/logs (a
+// name no log has: log names do not start with '.').
+const spareDirPrefix = ".spare-"
+
+// takeSpare renames a spare directory to dir and makes the rename
+// durable; took is false when no spare is ready. The first call starts
+// the spare maker: a node that never holds a named log makes none.
+func (n *Node) takeSpare(dir string) (took bool, err error) {
+	n.mu.Lock()
+	if !n.spareOn {
+		n.spareOn = true
+		n.wg.Add(1)
+		go n.spareMaker()
+	}
+	var p string
+	if len(n.spares) > 0 {
+		p, n.spares = n.spares[0], n.spares[1:]
+	}
+	n.mu.Unlock()
+	select {
+	case n.spareWake <- struct{}{}:
+	default:
+	}
+	if p == "" {
+		return false, nil
+	}
+	if err := os.Rename(p, dir); err != nil {
+		_ = os.RemoveAll(p)
+		return false, fmt.Errorf("replog: take a spare log directory: %w", err)
+	}
+	if err := n.syncDirectory(filepath.Dir(dir)); err != nil {
+		// Not durable: the directory must not be opened as if it were.
+		_ = os.RemoveAll(dir)
+		return false, fmt.Errorf("replog: take a spare log directory: %w", err)
+	}
+	return true, nil
+}
+
+// spareMaker keeps spareDirs spare directories made (storage.CreateDir,
+// with this node's identity, on the shared journal under a log ID of
+// their own), waking when one is taken. It first removes the spares a
+// previous run left: they are made again rather than trusted across
+// options that may have changed. One goroutine per node, from its first
+// named log on.
+func (n *Node) spareMaker() {
+	defer n.wg.Done()
+	logs := filepath.Join(n.opts.Dir, logsDirName)
+	if ents, err := os.ReadDir(logs); err == nil {
+		for _, d := range ents {
+			if strings.HasPrefix(d.Name(), spareDirPrefix) {
+				_ = os.RemoveAll(filepath.Join(logs, d.Name()))
+			}
+		}
+	}
+	for {
+		n.mu.Lock()
+		need := len(n.spares) < spareDirs
+		n.mu.Unlock()
+		if need {
+			p, err := n.makeSpare()
+			if err == nil {
+				n.mu.Lock()
+				n.spares = append(n.spares, p)
+				n.mu.Unlock()
+				continue
+			}
+			if !errors.Is(err, ErrClosed) {
+				n.logger.Warn("making a spare log directory (new logs make their own)", "error", err)
+			}
+		}
+		select {
+		case <-n.closing:
+			return
+		case <-n.spareWake:
+		}
+	}
+}
+
+// makeSpare makes one spare directory and returns its path.
+func (n *Node) makeSpare() (string, error) {
+	select {
+	case <-n.closing:
+		return "", ErrClosed
+	default:
+	}
+	j, err := n.sharedJournal()
+	if err != nil {
+		return "", err
+	}
+	n.mu.Lock()
+	n.spareSeq++
+	seq := n.spareSeq
+	n.mu.Unlock()
+	// Named by the time too: never a name a previous run's spare had.
+	path := filepath.Join(n.opts.Dir, logsDirName, fmt.Sprintf("%s%d-%d", spareDirPrefix, time.Now().UnixNano(), seq))
+	cfgs := n.opts.components(n.logger)
+	cfgs.store.Journal = false
+	cfgs.store.SharedJournal = j
+	if cfgs.store.JournalLogID, err = n.journalID(j, path, seq); err != nil {
+		return "", err
+	}
+	if err := storage.CreateDir(path, cfgs.identity, cfgs.store); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// syncDirectory makes dir's entries (a rename) durable, unless NoSync.
+func (n *Node) syncDirectory(dir string) error {
+	if n.opts.NoSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // namedOptions are the Options of catalog entry e's log on this node:

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -159,4 +160,56 @@ func TestRemoveStaleUnfinishedCreation(t *testing.T) {
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the unfinished creation's directory is still there (%v)", err)
 	}
+}
+
+// TestNodeSpareDirectories (R101): a node that holds named logs keeps
+// spareDirs empty directories made ahead, and a new log's directory is
+// one of them renamed (the creation waits for a rename, not a
+// directory's fsyncs); the maker makes another. Spares a previous run
+// left are removed, not taken.
+func TestNodeSpareDirectories(t *testing.T) {
+	c := newNodeCluster(t, 3)
+	c.ready()
+	ctx := nodeCtx(t)
+	n1 := c.nodes["n1"]
+	spares := func(n *Node) []string {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return append([]string(nil), n.spares...)
+	}
+	if _, err := n1.CreateLog(ctx, "s1", LogOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "n1's spare directories made", 20*time.Second, func() bool { return len(spares(n1)) == spareDirs })
+	before := spares(n1)
+	l, err := n1.CreateLog(ctx, "s2", LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(before[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the first spare %s is still there after a creation (%v): not taken", before[0], err)
+	}
+	if _, err := os.Stat(l.opts.Dir); err != nil {
+		t.Fatalf("the new log's directory: %v", err)
+	}
+	waitFor(t, "n1 makes a spare again", 20*time.Second, func() bool {
+		s := spares(n1)
+		return len(s) == spareDirs && s[len(s)-1] != before[len(before)-1]
+	})
+	left := spares(n1)
+	o := c.opts["n1"]
+	c.stop("n1")
+	n1 = c.start("n1", o)
+	logOn(t, n1, "s2")
+	if _, err := n1.CreateLog(ctx, "s3", LogOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the spares of the previous run removed", 20*time.Second, func() bool {
+		for _, p := range left {
+			if _, err := os.Stat(p); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
