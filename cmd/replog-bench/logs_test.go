@@ -35,10 +35,11 @@ func TestManyLogsModes(t *testing.T) {
 		{[]string{"-logs", "3", "-clients", "2", "-duration", "300ms"}, regexp.MustCompile(`(?m)^appends=[1-9]\d* failed=\d+ ops/s=`)},
 		{[]string{"-idle-logs", "3", "-duration", "200ms"}, regexp.MustCompile(`(?m)^idle logs=3 vs 1: fetches/s per peer pair x[\d.]+; per idle log heap=`)},
 		{[]string{"-create-logs", "3"}, regexp.MustCompile(`(?m)^create logs=3 in \S+: \d+ logs/s`)},
-		{[]string{"-restart-logs", "3"}, regexp.MustCompile(`(?m)^restart logs=3: open=\S+ every log served=`)},
+		{[]string{"-create-logs", "6", "-create-concurrency", "6"}, regexp.MustCompile(`(?m)^create logs=6 in \S+: \d+ logs/s; .* replicas map\[n1:7 n2:7 n3:7\]`)},
+		{[]string{"-restart-logs", "3"}, regexp.MustCompile(`(?m)^restart logs=3: open=\S+ all 3 open=\S+ every log served=`)},
 		{[]string{"-failover-logs", "3"}, regexp.MustCompile(`(?m)^failover killed n\d leading ([1-9]\d*) of 3 logs: every log led again in max=`)},
 	} {
-		t.Run(tc.args[0], func(t *testing.T) {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(append(tc.args, "-nosync", "-dir", t.TempDir()), io.Discard)
 			if err != nil {
 				t.Fatal(err)

@@ -85,6 +85,7 @@ func TestParseFlagsRefuses(t *testing.T) {
 		{"-catchup", "-1"},
 		{"-via", "nowhere"},
 		{"-clients", "0"},
+		{"-create-concurrency", "0"},
 	} {
 		_, err := parseFlags(args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
