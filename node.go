@@ -748,7 +748,8 @@ func (n *Node) spareMaker() {
 	logs := filepath.Join(n.opts.Dir, logsDirName)
 	if ents, err := os.ReadDir(logs); err == nil {
 		for _, d := range ents {
-			if strings.HasPrefix(d.Name(), spareDirPrefix) {
+			// Spares, and spares a crash stopped in the making.
+			if of, _ := storage.IsCreatingDir(d.Name()); strings.HasPrefix(of, spareDirPrefix) || strings.HasPrefix(d.Name(), spareDirPrefix) {
 				_ = os.RemoveAll(filepath.Join(logs, d.Name()))
 			}
 		}
@@ -952,7 +953,10 @@ func (n *Node) removeStale(c *catalog) {
 			continue
 		}
 		if of, ok := storage.IsCreatingDir(d.Name()); ok {
-			n.removeCreating(dir, d.Name(), of)
+			// A spare's is the spare maker's: it may be building it now.
+			if !strings.HasPrefix(of, spareDirPrefix) {
+				n.removeCreating(dir, d.Name(), of)
+			}
 			continue
 		}
 		i := strings.LastIndexByte(d.Name(), '-')

@@ -141,7 +141,7 @@ func TestNodeRestartOpensEveryLog(t *testing.T) {
 // TestRemoveStaleUnfinishedCreation: a temporary directory that
 // storage.CreateDir left when a crash stopped a log's creation is
 // removed, but not while a log is being opened (its opener may be
-// building it).
+// building it), nor a spare's (the spare maker's own).
 func TestRemoveStaleUnfinishedCreation(t *testing.T) {
 	dir := t.TempDir()
 	n := &Node{opts: Options{Dir: dir, NodeID: "n1"}.withDefaults(), logger: hclog.NewNullLogger(), opening: map[string]uint64{}}
@@ -155,10 +155,18 @@ func TestRemoveStaleUnfinishedCreation(t *testing.T) {
 	if _, err := os.Stat(tmp); err != nil {
 		t.Fatalf("removed while a log was opening: %v", err)
 	}
+	// A spare in the making is the spare maker's.
+	spare := filepath.Join(dir, logsDirName, storage.CreatingDirPrefix+spareDirPrefix+"1-1")
+	if err := os.MkdirAll(spare, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	delete(n.opening, "orders")
 	n.removeStale(c)
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the unfinished creation's directory is still there (%v)", err)
+	}
+	if _, err := os.Stat(spare); err != nil {
+		t.Fatalf("a spare directory in the making was removed: %v", err)
 	}
 }
 
