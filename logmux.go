@@ -95,10 +95,10 @@ func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logge
 // returns the network parts its Log runs on.
 func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	in := &inbox{
-		name:   name,
-		recv:   make(chan protocol.Message, inboxChan),
-		down:   make(chan string, inboxEvents),
-		hints:  make(chan membership.Hint, inboxEvents),
+		name:  name,
+		recv:  make(chan protocol.Message, inboxChan),
+		down:  make(chan string, inboxEvents),
+		hints: make(chan membership.Hint, inboxEvents),
 		// A silence is reported once until the peer is heard from again,
 		// and a quiesced follower waits for it (R99): these keep the
 		// full bound.
