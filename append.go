@@ -18,8 +18,10 @@ const maxBatchBytes = maxConfiguredSize
 type AppendOption func(*appendOptions)
 
 type appendOptions struct {
-	id    string
-	idSet bool
+	id     string
+	idSet  bool
+	key    string
+	keySet bool
 }
 
 // WithID gives the append a caller-supplied ID (1 to MaxIDLength bytes;
@@ -36,6 +38,23 @@ func WithID(id string) AppendOption {
 
 // MaxIDLength bounds a WithID ID and a cursor name, in bytes.
 const MaxIDLength = protocol.MaxKeyLength
+
+// WithKey gives every entry of the append the key key (1 to MaxKeyLength
+// bytes; the append returns ErrInvalidArgument otherwise): readers see it
+// as Entry.Key, and a compacted log (Options.Compaction) keeps, below its
+// lag, only the newest entry of each key, and an entry with a key and no
+// data (a tombstone) only for its retention (docs/protocol.md R102,
+// R103). It combines with WithID: the ID deduplicates, the key names what
+// the entry is the newest value of. A batch carries one key for all its
+// records. Keys need cluster feature level 10 (protocol.FeatureLevelKeys):
+// below it the append returns an error wrapping ErrFeatureLevelTooLow,
+// nothing appended.
+func WithKey(key string) AppendOption {
+	return func(o *appendOptions) { o.key, o.keySet = key, true }
+}
+
+// MaxKeyLength bounds a WithKey key, in bytes.
+const MaxKeyLength = protocol.MaxKeyLength
 
 // keyHeadroom is what a keyed append adds to a forwarded batch (its key
 // header as one more record) and to an entry (the key prefix): batches and
@@ -126,13 +145,18 @@ func (l *Log) newAppend(r *request, records [][]byte, single bool, opts []Append
 			return err
 		}
 	}
-	keyed := !l.opts.DisableIdempotence || ao.id != ""
-	own, err := l.ownRecords(records, keyed, single)
+	if ao.keySet {
+		if err := checkName("an entry key", ao.key); err != nil {
+			return err
+		}
+	}
+	keyed := !l.opts.DisableIdempotence || ao.id != "" || ao.key != ""
+	own, err := l.ownRecords(records, keyed, len(ao.key), single)
 	if err != nil {
 		return err
 	}
 	r.ev = shell.Propose(0, own)
-	r.id = ao.id
+	r.id, r.entryKey = ao.id, ao.key
 	switch {
 	case !l.opts.DisableIdempotence:
 		r.prod = l.prod
@@ -140,6 +164,7 @@ func (l *Log) newAppend(r *request, records [][]byte, single bool, opts []Append
 	case ao.id != "":
 		r.ev.Key = protocol.Key{ID: ao.id}
 	}
+	r.ev.Key.EntryKey = ao.key
 	return nil
 }
 
@@ -159,6 +184,7 @@ func checkName(what, name string) error {
 func (r *request) refreshKey() {
 	if r.prod != nil {
 		r.ev.Key = r.prod.key(r.seq, r.id)
+		r.ev.Key.EntryKey = r.entryKey
 	}
 }
 
@@ -214,7 +240,7 @@ func notLeaderEnded(last, ctxErr error) error {
 // it: the core keeps the records until they are durable, and the caller
 // may reuse its buffers once the append call returns.
 // single names the record as an Append's (not a batch's) in errors.
-func (l *Log) ownRecords(records [][]byte, keyed, single bool) ([][]byte, error) {
+func (l *Log) ownRecords(records [][]byte, keyed bool, entryKeyLen int, single bool) ([][]byte, error) {
 	if len(records) == 0 {
 		return nil, errors.New("replog: AppendBatch: no records")
 	}
@@ -223,6 +249,11 @@ func (l *Log) ownRecords(records [][]byte, keyed, single bool) ([][]byte, error)
 		// Room for the key: its header record when forwarded, its prefix
 		// on each entry (R61).
 		maxRecord, maxBatch, perRecord = min(maxRecord, maxRecordSize-keyHeadroom), maxBatch-keyHeadroom, perRecord+1
+	}
+	if entryKeyLen > 0 {
+		// Every entry carries the entry key in its prefix (R102).
+		k := protocol.MaxEntryKeyOverhead(entryKeyLen)
+		maxRecord, maxBatch, perRecord = min(maxRecord, maxRecordSize-keyHeadroom-k), maxBatch-k, perRecord+k
 	}
 	var total int
 	for i, r := range records {

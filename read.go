@@ -136,8 +136,8 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 					yield(Entry{}, err)
 					return
 				}
-				for _, e := range b.Entries {
-					if !yield(Entry{Offset: e.Offset, Epoch: e.Epoch, Time: entryTime(e.Time), Data: e.Data}, nil) {
+				for i, e := range b.Entries {
+					if !yield(Entry{Offset: e.Offset, Epoch: e.Epoch, Time: entryTime(e.Time), Data: e.Data, Key: b.Key(i)}, nil) {
 						return
 					}
 				}

@@ -32,6 +32,11 @@ type Entry struct {
 	Time time.Time
 	// Data is the record; the caller owns it.
 	Data []byte
+	// Key is the entry's key, as WithKey gave it ("" for an entry
+	// appended without one, and for every entry stored before keys,
+	// feature level 10). A compacted log (Options.Compaction) keeps the
+	// newest entry of each key (docs/protocol.md R102, R103).
+	Key string
 }
 
 // entryTime turns a stored entry time (milliseconds since the Unix epoch,
@@ -204,10 +209,12 @@ type request struct {
 	ev shell.Event
 	// prod and seq are this Log's producer and the sequence number of an
 	// append or cursor commit made as its producer (R63; nil: none), id
-	// its caller's ID: what each try's key is made from (refreshKey).
-	prod *producer
-	seq  uint64
-	id   string
+	// its caller's ID, entryKey its WithKey key: what each try's key is
+	// made from (refreshKey).
+	prod     *producer
+	seq      uint64
+	id       string
+	entryKey string
 
 	result chan outcome  // cap 1: the loop never blocks on it (nil for async)
 	async  *AppendResult // AppendAsync's handle, completed by the loop (async.go)

@@ -51,7 +51,8 @@ import (
 // version 9 added Message.Log, in every message (LogNameVersion), and the
 // kinds SnapshotRequest and SnapshotResponse (SnapshotTransferVersion);
 // version 10 added FetchRequest.Quiescent, FetchResponse.Quiescent and the
-// kind Heartbeat (QuiescenceVersion).
+// kind Heartbeat (QuiescenceVersion); feature level 10 also brings key
+// header format 2 (FeatureLevelKeys), which travels inside entry Data.
 //
 // Version is the newest version this package encodes and decodes,
 // MinVersion the oldest: a node speaks every version between them, and

@@ -61,6 +61,13 @@ const LogNameVersion = 9
 // once every node supports it.
 const FeatureLevelNamedLogs = 9
 
+// FeatureLevelKeys is the level from which an entry may carry an entry
+// key (WithKey; key header format 2, docs/protocol.md R102): a release
+// that supports only level 9 refuses a format-2 header as malformed, so
+// its key table and readers would lose the batch, and the level reaches
+// 10 only once every node supports it.
+const FeatureLevelKeys = 10
+
 // EntryFeature is a control entry (readers never see it) whose Data is an
 // encoded level (EncodeFeatureLevel): the cluster's feature level from
 // this entry on, once committed. Levels in a log never go down. It is

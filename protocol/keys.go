@@ -43,10 +43,16 @@ type Key struct {
 	// ID is the caller-supplied ID ("" if none), deduplicated within a
 	// window (R64).
 	ID string
+	// EntryKey is the key every entry of the batch carries ("" if none,
+	// at most MaxKeyLength bytes; docs/protocol.md R102): what compaction
+	// keeps the newest entry of. Unlike ID it deduplicates nothing. It is
+	// written only at FeatureLevelKeys and above, in key header format 2.
+	EntryKey string
 }
 
-// IsZero reports whether k carries neither a producer nor an ID.
-func (k Key) IsZero() bool { return k.Producer == 0 && k.ID == "" }
+// IsZero reports whether k carries neither a producer, an ID nor an
+// entry key.
+func (k Key) IsZero() bool { return k.Producer == 0 && k.ID == "" && k.EntryKey == "" }
 
 // KeyHeader is a Key as stored on the last entry of its batch, with the
 // number of entries of the batch (the batch's first offset is the entry's
@@ -56,43 +62,102 @@ type KeyHeader struct {
 	N uint64
 }
 
-const keyHeaderFormat = 1
+// Key header formats. Format 1 is the header of a batch without an entry
+// key, byte for byte what every release since keyed appends writes. Format
+// 2 (FeatureLevelKeys, R102) appends the entry key; it is also the header
+// of a keyed batch's entries before its last, with N 0: those carry their
+// entry key and nothing else.
+const (
+	keyHeaderFormat      = 1
+	keyHeaderFormatEntry = 2
+)
 
 // MaxKeyHeaderLength bounds the length of an encoded key header.
-const MaxKeyHeaderLength = 1 + 8 + 4*binary.MaxVarintLen64 + MaxKeyLength
+const MaxKeyHeaderLength = 1 + 8 + 5*binary.MaxVarintLen64 + 2*MaxKeyLength
 
-// EncodeKeyHeader encodes h (the caller keeps len(h.ID) ≤ MaxKeyLength).
+// MaxEntryKeyOverhead bounds what an entry key of n bytes adds to each
+// entry of a keyed batch: its length and bytes in the last entry's header,
+// or the whole entry-key-only header of an entry before it (with that
+// header's length in the entry's prefix).
+func MaxEntryKeyOverhead(n int) int { return 1 + 8 + 4 + 2*binary.MaxVarintLen64 + n }
+
+// EncodeKeyHeader encodes h (the caller keeps len(h.ID) and
+// len(h.EntryKey) ≤ MaxKeyLength).
 func EncodeKeyHeader(h KeyHeader) []byte {
-	return AppendKeyHeader(make([]byte, 0, 1+8+3*binary.MaxVarintLen64+1+len(h.ID)), h)
+	return AppendKeyHeader(make([]byte, 0, 1+8+4*binary.MaxVarintLen64+len(h.ID)+len(h.EntryKey)), h)
 }
 
 // AppendKeyHeader appends the encoding of h to b (EncodeKeyHeader's): a
-// caller may encode into a buffer of MaxKeyHeaderLength on its stack.
+// caller may encode into a buffer of MaxKeyHeaderLength on its stack. A
+// header without an entry key is format 1, one with format 2.
 func AppendKeyHeader(b []byte, h KeyHeader) []byte {
-	b = append(b, keyHeaderFormat)
+	format := byte(keyHeaderFormat)
+	if h.EntryKey != "" {
+		format = keyHeaderFormatEntry
+	}
+	b = append(b, format)
 	b = binary.BigEndian.AppendUint64(b, h.Producer)
 	b = binary.AppendUvarint(b, h.Seq)
 	b = binary.AppendUvarint(b, h.Low)
 	b = binary.AppendUvarint(b, h.N)
 	b = binary.AppendUvarint(b, uint64(len(h.ID)))
-	return append(b, h.ID...)
+	b = append(b, h.ID...)
+	if format == keyHeaderFormatEntry {
+		b = binary.AppendUvarint(b, uint64(len(h.EntryKey)))
+		b = append(b, h.EntryKey...)
+	}
+	return b
+}
+
+// AppendEntryKeyHeader appends the header of a keyed batch's entry before
+// its last that carries entry key k (non-empty): format 2 with N 0 and
+// nothing else.
+func AppendEntryKeyHeader(b []byte, k string) []byte {
+	return AppendKeyHeader(b, KeyHeader{Key: Key{EntryKey: k}})
 }
 
 // DecodeKeyHeader decodes an encoded key header; problems wrap
-// ErrMalformed.
+// ErrMalformed. A header with N 0 (an entry-key-only header, format 2 with
+// a non-empty entry key and no producer, sequence or ID) carries only
+// EntryKey: it is not the last entry of its batch.
 func DecodeKeyHeader(b []byte) (KeyHeader, error) {
 	var h KeyHeader
-	if len(b) < 9 || b[0] != keyHeaderFormat {
+	if len(b) < 9 || (b[0] != keyHeaderFormat && b[0] != keyHeaderFormatEntry) {
 		return h, fmt.Errorf("%w: key header of %d bytes", ErrMalformed, len(b))
 	}
 	h.Producer = binary.BigEndian.Uint64(b[1:9])
 	r := uvarintReader{b: b[9:]}
 	h.Seq, h.Low, h.N = r.next(), r.next(), r.next()
 	h.ID = r.str()
-	if r.err != nil || len(r.b) != 0 || h.N == 0 {
+	if b[0] == keyHeaderFormatEntry {
+		if h.EntryKey = r.str(); h.EntryKey == "" {
+			r.err = ErrMalformed // format 2 exists for its entry key
+		}
+	}
+	keyOnly := h.N == 0 && h.Producer == 0 && h.Seq == 0 && h.Low == 0 && h.ID == "" && h.EntryKey != ""
+	if r.err != nil || len(r.b) != 0 || h.N == 0 && !keyOnly {
 		return KeyHeader{}, fmt.Errorf("%w: key header", ErrMalformed)
 	}
 	return h, nil
+}
+
+// EntryKeyOf returns the entry key of e ("" if none: every entry that is
+// not EntryKeyed, and every one written without WithKey or before
+// FeatureLevelKeys) and what a reader sees of its Data (UserData).
+func EntryKeyOf(e Entry) (key string, data []byte) {
+	if e.Type != EntryKeyed {
+		return "", e.Data
+	}
+	hb, rest, err := SplitKeyed(e.Data)
+	if err != nil {
+		return "", e.Data
+	}
+	if len(hb) > 0 && hb[0] == keyHeaderFormatEntry {
+		if h, err := DecodeKeyHeader(hb); err == nil {
+			key = h.EntryKey
+		}
+	}
+	return key, rest
 }
 
 // KeyedData returns the Data of an EntryKeyed or EntryState entry: the

@@ -113,3 +113,83 @@ func FuzzDecodeStateRecords(f *testing.F) {
 		}
 	})
 }
+
+// TestEntryKeyHeader (R102): a header with an entry key is format 2 and
+// round-trips, alone (an entry before its batch's last: N 0) or with a
+// producer and an ID; one without is format 1, byte for byte the header
+// of releases before keys; EntryKeyOf reads the key from any entry of the
+// batch and "" from every other entry.
+func TestEntryKeyHeader(t *testing.T) {
+	for _, h := range []KeyHeader{
+		{Key: Key{Producer: 1<<63 + 5, Seq: 300, Low: 299, ID: "order-123", EntryKey: "user/7"}, N: 3},
+		{Key: Key{EntryKey: "k"}, N: 1},
+		{Key: Key{EntryKey: "only"}},
+	} {
+		b := EncodeKeyHeader(h)
+		if b[0] != keyHeaderFormatEntry {
+			t.Fatalf("%+v: format %d, want %d", h, b[0], keyHeaderFormatEntry)
+		}
+		got, err := DecodeKeyHeader(b)
+		if err != nil || got != h {
+			t.Fatalf("round trip of %+v: %+v, %v", h, got, err)
+		}
+	}
+	// Format 1 is unchanged: pinned bytes of a header without an entry key.
+	if b := EncodeKeyHeader(KeyHeader{Key: Key{Producer: 2, Seq: 3, Low: 1, ID: "i"}, N: 1}); string(b) != "\x01\x00\x00\x00\x00\x00\x00\x00\x02\x03\x01\x01\x01i" {
+		t.Fatalf("format 1 header changed: %x", b)
+	}
+	for _, bad := range []KeyHeader{
+		{Key: Key{EntryKey: "k", Producer: 1}},          // N 0 with a producer: not key-only
+		{Key: Key{EntryKey: "k", ID: "i"}},              // N 0 with an ID
+		{Key: Key{EntryKey: "k", Seq: 1, Low: 1}, N: 0}, // N 0 with a sequence
+	} {
+		if _, err := DecodeKeyHeader(EncodeKeyHeader(bad)); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("%+v decoded: %v", bad, err)
+		}
+	}
+	// Format 2 with an empty entry key is never written.
+	f1 := EncodeKeyHeader(KeyHeader{Key: Key{Producer: 1, Seq: 1}, N: 1})
+	f2 := append([]byte{keyHeaderFormatEntry}, f1[1:]...)
+	if _, err := DecodeKeyHeader(append(f2, 0)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("format 2 with an empty key: %v", err)
+	}
+
+	last := Entry{Type: EntryKeyed, Data: KeyedData(EncodeKeyHeader(KeyHeader{Key: Key{Producer: 1, Seq: 1, EntryKey: "k"}, N: 2}), []byte("v2"))}
+	before := Entry{Type: EntryKeyed, Data: KeyedData(AppendEntryKeyHeader(nil, "k"), []byte("v1"))}
+	for _, c := range []struct {
+		e         Entry
+		key, data string
+	}{
+		{last, "k", "v2"},
+		{before, "k", "v1"},
+		{Entry{Type: EntryKeyed, Data: KeyedData(nil, []byte("x"))}, "", "x"},
+		{Entry{Type: EntryKeyed, Data: KeyedData(f1, []byte("y"))}, "", "y"},
+		{Entry{Type: EntryData, Data: []byte("z")}, "", "z"},
+	} {
+		key, data := EntryKeyOf(c.e)
+		if key != c.key || string(data) != c.data || string(UserData(c.e)) != c.data {
+			t.Fatalf("EntryKeyOf(%x) = %q %q; want %q %q", c.e.Data, key, data, c.key, c.data)
+		}
+	}
+}
+
+// FuzzDecodeKeyHeader: whatever decodes re-encodes to bytes that decode
+// to the same header (varints need not be minimal, so the bytes may
+// differ) and holds an ID and an entry key within MaxKeyLength.
+func FuzzDecodeKeyHeader(f *testing.F) {
+	f.Add(EncodeKeyHeader(KeyHeader{Key: Key{Producer: 9, Seq: 2, Low: 1, ID: "id"}, N: 2}))
+	f.Add(EncodeKeyHeader(KeyHeader{Key: Key{Producer: 9, Seq: 2, Low: 1, ID: "id", EntryKey: "key"}, N: 2}))
+	f.Add(AppendEntryKeyHeader(nil, "key"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := DecodeKeyHeader(b)
+		if err != nil {
+			return
+		}
+		if again, err := DecodeKeyHeader(EncodeKeyHeader(h)); err != nil || again != h {
+			t.Fatalf("%x decodes to %+v, which re-encoded decodes to %+v, %v", b, h, again, err)
+		}
+		if len(h.ID) > MaxKeyLength || len(h.EntryKey) > MaxKeyLength {
+			t.Fatalf("%x: an ID of %d or a key of %d bytes decoded", b, len(h.ID), len(h.EntryKey))
+		}
+	})
+}

@@ -279,6 +279,8 @@ const (
 	// of one it does not, or a cluster feature level below
 	// FeatureLevelNamedLogs; nothing appended. Only a node that proposes
 	// log changes, a release of wire version 9 or later, receives them.
+	// AppendFeatureLevelTooLow also refuses an entry-keyed append below
+	// FeatureLevelKeys (R102).
 	AppendLogExists          AppendError = 9
 	AppendUnknownLog         AppendError = 10
 	AppendFeatureLevelTooLow AppendError = 11

@@ -259,6 +259,9 @@ func (t *keyTable) apply(e *protocol.Entry, logger interface {
 			logger.Warn("malformed key header", "offset", e.Offset, "error", err)
 			return
 		}
+		if h.N == 0 {
+			return // an entry key alone: an entry before its batch's last (R102)
+		}
 		first := e.Offset + 1 - h.N
 		if h.Producer != 0 {
 			t.applyProducer(e.Offset, h.Producer, h.Low, e.Time, []protocol.SeqAt{{Seq: h.Seq, First: first, N: h.N}}, false)

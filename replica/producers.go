@@ -67,8 +67,15 @@ func (r *Replica) Cursor(name string) (uint64, bool) {
 }
 
 func (r *Replica) proposeKeyed(id uint64, typ protocol.EntryType, key protocol.Key, records [][]byte) {
-	if r.err == nil && (key.IsZero() || len(records) == 0 || len(key.ID) > protocol.MaxKeyLength) {
-		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a keyed proposal needs a key (an ID of at most %d bytes) and records", ErrTooLarge, protocol.MaxKeyLength)})
+	if r.err == nil && (key.IsZero() || len(records) == 0 || len(key.ID) > protocol.MaxKeyLength || len(key.EntryKey) > protocol.MaxKeyLength) {
+		r.acks = append(r.acks, Ack{ID: id, Err: fmt.Errorf("%w: a keyed proposal needs a key (an ID and an entry key of at most %d bytes each) and records", ErrTooLarge, protocol.MaxKeyLength)})
+		return
+	}
+	if r.err == nil && key.EntryKey != "" && r.level < protocol.FeatureLevelKeys {
+		// R102: a node of a release before keys would refuse the entry's
+		// header; refused here too so that a follower's caller learns it
+		// without a round trip.
+		r.acks = append(r.acks, Ack{ID: id, Err: r.entryKeyLevelTooLow()})
 		return
 	}
 	if r.refuseAtOnce(id, records) {
@@ -157,6 +164,9 @@ func (r *Replica) leaderKeyed(p proposal, typ protocol.EntryType, records [][]by
 			return
 		}
 	}
+	if r.refuseEntryKey(p, key) { // R102: after the retry checks too
+		return
+	}
 	if r.refuseLogChange(p, typ, records) { // R80: after the retry checks too
 		return
 	}
@@ -166,10 +176,14 @@ func (r *Replica) leaderKeyed(p proposal, typ protocol.EntryType, records [][]by
 	// The header on the stack: KeyedData copies it into the entry.
 	var hb [protocol.MaxKeyHeaderLength]byte
 	h := protocol.AppendKeyHeader(hb[:0], protocol.KeyHeader{Key: key, N: uint64(len(records))})
+	var kb []byte // the entry-key-only header of the entries before the last (R102)
+	if key.EntryKey != "" && len(records) > 1 {
+		kb = protocol.AppendEntryKeyHeader(nil, key.EntryKey)
+	}
 	leo := r.log.LEO()
 	entries := make([]protocol.Entry, len(records))
 	for i, rec := range records {
-		var hh []byte
+		hh := kb
 		if i == len(records)-1 {
 			hh = h
 		}
@@ -179,6 +193,30 @@ func (r *Replica) leaderKeyed(p proposal, typ protocol.EntryType, records [][]by
 	r.leader.pending = append(r.leader.pending, p)
 	r.noteBacklog(typ, records, p.end)
 	r.appendEntries(entries)
+}
+
+// entryKeyLevelTooLow is the error of an entry-keyed proposal below
+// FeatureLevelKeys.
+func (r *Replica) entryKeyLevelTooLow() error {
+	return fmt.Errorf("%w: an entry key needs level %d, the cluster runs at %d", ErrFeatureLevelTooLow, protocol.FeatureLevelKeys, r.level)
+}
+
+// refuseEntryKey is the leader's part of R102's level gate: it reports
+// whether p, carrying key, was refused (answered, nothing appended)
+// because it has an entry key and the cluster runs below
+// FeatureLevelKeys. A follower refuses before forwarding; the leader
+// checks again because its level is the one the entry is written at.
+func (r *Replica) refuseEntryKey(p proposal, key protocol.Key) bool {
+	if key.EntryKey == "" || r.level >= protocol.FeatureLevelKeys {
+		return false
+	}
+	if p.local {
+		r.acks = append(r.acks, Ack{ID: p.id, Err: r.entryKeyLevelTooLow()})
+		return true
+	}
+	r.memo.set(doneKey{p.from, p.requestID}, forwardMemo{state: forwardDeclined, code: protocol.AppendFeatureLevelTooLow})
+	r.send(p.from, &protocol.AppendResponse{RequestID: p.requestID, Error: protocol.AppendFeatureLevelTooLow, LeaderID: r.id})
+	return true
 }
 
 // ackExisting answers p with a batch already in the log at [first,

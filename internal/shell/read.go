@@ -23,6 +23,17 @@ type Batch struct {
 	// Next is where the reader continues: one past the last offset the
 	// batch passed, control entries included.
 	Next uint64
+	// Keys are the entry keys of Entries (docs/protocol.md R102), index
+	// for index, or nil when none of them has one (Key reads it).
+	Keys []string
+}
+
+// Key returns the entry key of b.Entries[i] ("" if none).
+func (b *Batch) Key(i int) string {
+	if b.Keys == nil {
+		return ""
+	}
+	return b.Keys[i]
 }
 
 // ReadBatch is the reader view: one batch of what a reader at offset from
@@ -56,9 +67,18 @@ func ReadBatch(s Store, from, limit uint64, maxCount, maxBytes int) (Batch, erro
 		if !e.Type.Visible() {
 			continue
 		}
+		var key string
 		if e.Type == protocol.EntryKeyed {
-			// Readers see the record, not its key (R61).
-			e.Data, e.Type = protocol.UserData(e), protocol.EntryData
+			// Readers see the record and its entry key (R102), not the
+			// batch's key header (R61).
+			key, e.Data = protocol.EntryKeyOf(e)
+			e.Type = protocol.EntryData
+		}
+		if key != "" && b.Keys == nil {
+			b.Keys = make([]string, len(b.Entries), len(ents))
+		}
+		if b.Keys != nil {
+			b.Keys = append(b.Keys, key)
 		}
 		b.Entries = append(b.Entries, e)
 	}

@@ -13,7 +13,7 @@ import (
 // The version mix (docs/protocol.md R68): nodes of two releases in one
 // cluster, one that supports feature level 9 (named logs, R79: the
 // previous release) and one that supports 10 (quiescent fetches and
-// heartbeats, R98-R100), each a config of the same core (replica.Config's
+// heartbeats, R98-R100; entry keys, R102), each a config of the same core (replica.Config's
 // SupportedFeatureLevel).
 // Upgrades and rollbacks are restarts, interleaved with every other fault;
 // some runs start with every node holding the level at 9 (MaxFeatureLevel)
