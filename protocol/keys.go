@@ -141,6 +141,21 @@ func DecodeKeyHeader(b []byte) (KeyHeader, error) {
 	return h, nil
 }
 
+// KeyedPart reports whether data, an EntryKeyed entry's, is that of an
+// entry before its batch's last: its prefix holds no header, or only an
+// entry key (R102). A malformed prefix is not a part.
+func KeyedPart(data []byte) bool {
+	if len(data) > 0 && data[0] == 0 {
+		return true
+	}
+	hb, _, err := SplitKeyed(data)
+	if err != nil || len(hb) == 0 || hb[0] != keyHeaderFormatEntry {
+		return false
+	}
+	h, err := DecodeKeyHeader(hb)
+	return err == nil && h.N == 0
+}
+
 // EntryKeyOf returns the entry key of e ("" if none: every entry that is
 // not EntryKeyed, and every one written without WithKey or before
 // FeatureLevelKeys) and what a reader sees of its Data (UserData).

@@ -159,13 +159,17 @@ func TestEntryKeyHeader(t *testing.T) {
 	for _, c := range []struct {
 		e         Entry
 		key, data string
+		part      bool // an entry before its batch's last
 	}{
-		{last, "k", "v2"},
-		{before, "k", "v1"},
-		{Entry{Type: EntryKeyed, Data: KeyedData(nil, []byte("x"))}, "", "x"},
-		{Entry{Type: EntryKeyed, Data: KeyedData(f1, []byte("y"))}, "", "y"},
-		{Entry{Type: EntryData, Data: []byte("z")}, "", "z"},
+		{last, "k", "v2", false},
+		{before, "k", "v1", true},
+		{Entry{Type: EntryKeyed, Data: KeyedData(nil, []byte("x"))}, "", "x", true},
+		{Entry{Type: EntryKeyed, Data: KeyedData(f1, []byte("y"))}, "", "y", false},
+		{Entry{Type: EntryData, Data: []byte("z")}, "", "z", false},
 	} {
+		if part := c.e.Type == EntryKeyed && KeyedPart(c.e.Data); part != c.part {
+			t.Fatalf("KeyedPart(%x) = %v, want %v", c.e.Data, part, c.part)
+		}
 		key, data := EntryKeyOf(c.e)
 		if key != c.key || string(data) != c.data || string(UserData(c.e)) != c.data {
 			t.Fatalf("EntryKeyOf(%x) = %q %q; want %q %q", c.e.Data, key, data, c.key, c.data)

@@ -244,7 +244,7 @@ func (t *keyTable) apply(e *protocol.Entry, logger interface {
 		t.applyLevel(e, logger)
 		return
 	}
-	if !keyedEntry(e.Type) || len(e.Data) > 0 && e.Data[0] == 0 && e.Type == protocol.EntryKeyed {
+	if !keyedEntry(e.Type) || e.Type == protocol.EntryKeyed && protocol.KeyedPart(e.Data) {
 		return // not keyed, or a keyed batch's entry before its last
 	}
 	hb, rest, err := protocol.SplitKeyed(e.Data)
@@ -258,9 +258,6 @@ func (t *keyTable) apply(e *protocol.Entry, logger interface {
 		if err != nil || h.N > e.Offset+1 {
 			logger.Warn("malformed key header", "offset", e.Offset, "error", err)
 			return
-		}
-		if h.N == 0 {
-			return // an entry key alone: an entry before its batch's last (R102)
 		}
 		first := e.Offset + 1 - h.N
 		if h.Producer != 0 {
@@ -584,9 +581,9 @@ func (r *Replica) appendStateCopies(recs []protocol.StateRecord) {
 }
 
 // keyedPart reports whether e is an entry of a keyed batch before its last
-// (its key prefix is empty).
+// (its key prefix is empty, or holds only its entry key, R102).
 func keyedPart(e *protocol.Entry) bool {
-	return e.Type == protocol.EntryKeyed && len(e.Data) > 0 && e.Data[0] == 0
+	return e.Type == protocol.EntryKeyed && protocol.KeyedPart(e.Data)
 }
 
 // wholeBatches makes a fetch answer end at a keyed batch's boundary (R61):

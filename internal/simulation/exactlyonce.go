@@ -253,9 +253,9 @@ func (s *sim) eoRetry(ev event) {
 }
 
 // keyedPartEntry reports whether e is an entry of a keyed batch before its
-// last (R61).
+// last (R61, R102).
 func keyedPartEntry(e *protocol.Entry) bool {
-	return e.Type == protocol.EntryKeyed && len(e.Data) > 0 && e.Data[0] == 0
+	return e.Type == protocol.EntryKeyed && protocol.KeyedPart(e.Data)
 }
 
 // checkFetchSize checks a fetch answer against FetchMaxBytes (R9), each
