@@ -23,14 +23,24 @@ const (
 
 // Known reports whether t is one of the entry types above.
 func (t EntryType) Known() bool {
-	return t == EntryData || t == EntryControl || t == EntryVoters || t == EntryKeyed || t == EntryState || t == EntryFeature
+	return t == EntryData || t == EntryControl || t == EntryVoters || t == EntryKeyed || t == EntryState || t == EntryFeature || t == EntryHole
 }
+
+// EntryHole is the placeholder of an entry that compaction removed
+// (docs/protocol.md R103, R104): a control entry (readers never see it)
+// with the removed entry's offset, epoch and time and no data. A store
+// that compacted a segment returns one for each removed offset, so the
+// log still holds one entry per offset; a follower that fetches it stores
+// it as any entry, and its own compaction removes it. Only a log with
+// entry keys (FeatureLevelKeys) is compacted, so only a cluster at level
+// 10 ever carries one.
+const EntryHole EntryType = 7
 
 // Visible reports whether readers see entries of type t (data, keyed data).
 func (t EntryType) Visible() bool { return t == EntryData || t == EntryKeyed }
 
-// String returns "data", "control", "voters", "keyed", "state", "feature"
-// or "type(N)".
+// String returns "data", "control", "voters", "keyed", "state",
+// "feature", "hole" or "type(N)".
 func (t EntryType) String() string {
 	switch t {
 	case EntryData:
@@ -45,6 +55,8 @@ func (t EntryType) String() string {
 		return "state"
 	case EntryFeature:
 		return "feature"
+	case EntryHole:
+		return "hole"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }

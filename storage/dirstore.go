@@ -75,6 +75,8 @@ type DirStore struct {
 	// journal: ckMu guards it) and pending.
 	mu        sync.Mutex
 	nextAsked *segFile // the active file for which bg was last asked to prepare the next one
+	// compactions counts the segments CompactSegment replaced.
+	compactions atomic.Uint64
 	// failMu guards failed, the latched error of a failed commit or
 	// checkpoint.
 	failMu sync.Mutex
@@ -143,6 +145,9 @@ type DirStats struct {
 	// the store was opened (a prefix deletion's by the store's goroutine,
 	// after its Apply returned).
 	SegmentsDeleted uint64
+	// Compactions is the number of sealed segments CompactSegment
+	// replaced with their rewritten file since the store was opened.
+	Compactions uint64
 	// Sealed is the number of sealed segments in the log now, and Open how
 	// many of them have an open handle.
 	Sealed, Open int
@@ -214,6 +219,11 @@ func openDirStore(dir string, lock *os.File, opts DirOptions, readOnly bool) (*D
 		d.log.Info("removed the new active file of a roll that did not complete", "path", filepath.Join(dir, nextActiveName))
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("replog: open store %s: %w", dir, err)
+	}
+	if !readOnly {
+		if err := removeCompactLeftovers(dir); err != nil {
+			return nil, err
+		}
 	}
 	db, check, err := openSegment(activePath, kind, &d.opts)
 	if err != nil {
@@ -495,13 +505,29 @@ func readActive(tx *bolt.Tx, m *activeMeta, paths func(lo uint64) error) error {
 // checkEntryAt checks that the entry at off exists, decodes, and has the
 // epoch epochs gives it.
 func checkEntryAt(eb *bolt.Bucket, epochs []protocol.EpochStart, off uint64) error {
+	return checkEntryOrHoleAt(eb, nil, epochs, off)
+}
+
+// checkEntryOrHoleAt is checkEntryAt in a segment whose holes bucket is hb
+// (nil: none): a compacted offset passes if its run carries the epoch the
+// map gives.
+func checkEntryOrHoleAt(eb, hb *bolt.Bucket, epochs []protocol.EpochStart, off uint64) error {
 	v := eb.Get(u64key(off))
+	var e protocol.Entry
 	if v == nil {
-		return fmt.Errorf("%w: entry at offset %d missing", ErrCorrupt, off)
-	}
-	e, err := decodeEntry(v)
-	if err != nil {
-		return fmt.Errorf("entry at offset %d: %w", off, err)
+		h, ok, err := holeAt(hb, off)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: entry at offset %d missing", ErrCorrupt, off)
+		}
+		e = h.placeholder(off)
+	} else {
+		var err error
+		if e, err = decodeEntry(v); err != nil {
+			return fmt.Errorf("entry at offset %d: %w", off, err)
+		}
 	}
 	if want := epochAt(epochs, off); e.Epoch != want {
 		return fmt.Errorf("%w: entry at offset %d has epoch %d, epoch map says %d", ErrCorrupt, off, e.Epoch, want)
@@ -559,7 +585,7 @@ func (d *DirStore) openSealed(path string, base, end uint64, st *dirState) (*bol
 			}
 			if lo := max(base, st.log.logStart); lo < end {
 				for _, off := range []uint64{lo, end - 1} {
-					if err := checkEntryAt(eb, st.log.epochs, off); err != nil {
+					if err := checkEntryOrHoleAt(eb, tx.Bucket(bucketHoles), st.log.epochs, off); err != nil {
 						return err
 					}
 				}
@@ -1231,7 +1257,7 @@ func readActiveRange(db *bolt.DB, path string, off uint64, cont bool, wantBase, 
 			return nil, fmt.Errorf("%w: offset %d outside [%d, %d)", ErrOutOfRange, off, logStart, leo)
 		}
 	}
-	out, _, err = readRange(c, path, off, min(leo, hi), maxCount, budget, out)
+	out, _, err = readRange(c, nil, path, off, min(leo, hi), maxCount, budget, out)
 	return out, err
 }
 
@@ -1250,17 +1276,39 @@ func readSealedRange(db *bolt.DB, path string, off, end uint64, maxCount int, bu
 	if eb == nil {
 		return nil, off, fmt.Errorf("replog: segment %s: %w: entries bucket missing", path, ErrCorrupt)
 	}
-	return readRange(eb.Cursor(), path, off, end, maxCount, budget, out)
+	return readRange(eb.Cursor(), tx.Bucket(bucketHoles), path, off, end, maxCount, budget, out)
 }
 
 // readRange appends the entries of [off, end) that fit maxCount and budget
 // to out, copied out of the transaction's pages, and returns the offset
-// after the last one.
-func readRange(c *bolt.Cursor, path string, off, end uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) ([]protocol.Entry, uint64, error) {
+// after the last one. hb is the segment's holes bucket (nil: none, as in
+// an active file): an offset compaction removed reads as its placeholder
+// (protocol.EntryHole), which costs the budget an empty entry.
+func readRange(c *bolt.Cursor, hb *bolt.Bucket, path string, off, end uint64, maxCount int, budget *protocol.Budget, out []protocol.Entry) ([]protocol.Entry, uint64, error) {
 	n, size := len(out), 0
+read:
 	for k, v := c.Seek(u64key(off)); off < end; k, v = c.Next() {
 		if maxCount > 0 && len(out) >= maxCount {
 			break
+		}
+		for hb != nil && (len(k) != 8 || binary.BigEndian.Uint64(k) != off) {
+			h, ok, err := holeAt(hb, off)
+			if err != nil {
+				return nil, off, fmt.Errorf("replog: segment %s: %w", path, err)
+			}
+			if !ok {
+				break
+			}
+			for ; off < min(h.end, end); off++ {
+				if maxCount > 0 && len(out) >= maxCount || !budget.Take(0) {
+					break read
+				}
+				out = append(out, h.placeholder(off))
+			}
+			if off >= end {
+				break read
+			}
+			k, v = c.Seek(u64key(off))
 		}
 		if len(k) != 8 || binary.BigEndian.Uint64(k) != off {
 			return nil, off, fmt.Errorf("replog: segment %s: %w: entry at offset %d missing", path, ErrCorrupt, off)
@@ -1397,6 +1445,7 @@ func (d *DirStore) Stats() DirStats {
 		Commits:         d.commits.Load(),
 		Rolls:           d.rolls.Load(),
 		SegmentsDeleted: d.segsDeleted.Load(),
+		Compactions:     d.compactions.Load(),
 		Sealed:          len(st.sealed),
 		Open:            open,
 		PagesWritten:    pages,
