@@ -18,8 +18,8 @@ import (
 // R103-R104). A pass rewrites one sealed segment without the entries its
 // caller drops; the offsets they held become holes, recorded as runs in
 // the new file's holes bucket, and every read of the segment returns a
-// protocol.EntryHole placeholder for each (its epoch and time those of
-// the entries it stands for), so that the store still holds one entry per
+// protocol.EntryHole placeholder for each (its epoch that of the entry it
+// stands for, its time the newest of its run's entries), so that the store still holds one entry per
 // offset and nothing above it (the core's log view, fetches, the epoch
 // map, truncation) sees a gap.
 
@@ -122,7 +122,7 @@ func (h holeRun) placeholder(off uint64) protocol.Entry {
 // always go, nor entries above the segment's end, which a truncation left
 // in the file and no read returns). The offsets keep their places: each removed entry becomes a
 // hole that reads return as a protocol.EntryHole placeholder with the
-// entry's epoch. pace, if not nil, is called with the bytes of each chunk
+// entry's epoch (and the newest time of its run of holes). pace, if not nil, is called with the bytes of each chunk
 // read, before it is written (the caller's throttle: it may sleep).
 //
 // The new file is written beside the segment (its name with

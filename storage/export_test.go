@@ -156,3 +156,7 @@ func (d *DirStore) StopCheckpoints() {
 	<-d.ckpt.exited
 	d.ckpt.stop = nil
 }
+
+// SetCompactHook lets the external tests kill the process at a step of a
+// compaction pass (see compactHook).
+func SetCompactHook(f func(step string)) { compactHook = f }
