@@ -50,6 +50,8 @@ type LogOptions struct {
 	// DisableIdempotence is Options.DisableIdempotence for this log.
 	// Default false.
 	DisableIdempotence bool `json:"disable_idempotence,omitempty"`
+	// Compaction is Options.Compaction for this log. Default: off.
+	Compaction Compaction `json:"compaction,omitzero"`
 }
 
 // DefaultReplicas is LogOptions.Replicas's default.
@@ -68,6 +70,7 @@ func (lo LogOptions) applyTo(o *Options) {
 	o.CatchUpBytesPerSecond = lo.CatchUpBytesPerSecond
 	o.MaxUncommittedBytes = lo.MaxUncommittedBytes
 	o.DisableIdempotence = lo.DisableIdempotence
+	o.Compaction = lo.Compaction
 }
 
 // replicas is the replication factor lo asks for among voters voters.

@@ -258,6 +258,14 @@ type Options struct {
 	// retention.ms; Entry.Time). The active segment is never deleted: with
 	// a slow log, lower SegmentBytes. Default 0: off.
 	RetentionAge time.Duration
+	// Compaction makes the log a compacted log (docs/protocol.md R103):
+	// below its lag, of the entries with a key (WithKey) only the newest
+	// of each key stays, and a tombstone only for its retention. Each
+	// node compacts its own sealed segments in the background; see
+	// Compaction for the fields and their defaults. It needs a data
+	// directory (Dir) and feature level 10; below it no entry has a key
+	// and a pass drops nothing. Default: off.
+	Compaction Compaction
 	// RetainUntilSnapshot keeps the service's state rebuildable on this
 	// node (docs/protocol.md R87): the retention policies (as leader) and
 	// DeleteBefore never ask to move the log start above this node's
@@ -740,6 +748,9 @@ func (o Options) Validate() error {
 	}
 	if d.SegmentBytes < 0 {
 		return bad("SegmentBytes", "is negative (%d); 0 means the default", d.SegmentBytes)
+	}
+	if err := d.Compaction.validate(bad); err != nil {
+		return err
 	}
 	// What the components own (the core's timings, addresses, Secret's
 	// length, GossipKey, GossipLabel, GossipTuning) their Validate checks.

@@ -130,6 +130,8 @@ var openStore = func(dir string, id storage.Identity, opts storage.DirOptions) (
 type Log struct {
 	opts   Options
 	logger hclog.Logger
+	// compaction counts the compactor's passes (compaction.go).
+	compaction compactionStats
 
 	store storage.Store
 	node  *shell.Node // the round logic around the core; owned by the loop goroutine
@@ -416,6 +418,9 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 	if np.tcp != nil {
 		rcfg.Contact = np.tcp // the node's contact with its peers (R98)
 	}
+	if keyCheckpointBytes != 0 {
+		rcfg.KeyCheckpointBytes = keyCheckpointBytes
+	}
 	core, err := replica.New(rcfg, store, time.Now())
 	if err != nil {
 		cleanup()
@@ -434,6 +439,10 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 	if o.RetentionBytes > 0 || o.RetentionAge > 0 {
 		l.wg.Add(1)
 		go l.retainer()
+	}
+	if o.Compaction.Enabled {
+		l.wg.Add(1)
+		go l.compactionLoop()
 	}
 	if l.ml != nil && np.advertise {
 		l.wg.Add(1)

@@ -128,6 +128,24 @@ type Stats struct {
 	StorageCheckpoints    uint64
 	StorageCheckpointTime time.Duration
 
+	// The compactor's counters (Options.Compaction, docs/protocol.md
+	// R103), since the Log opened: CompactionPasses its passes (those
+	// that found a sealed segment to look at), CompactionSegments the
+	// segments rewritten, CompactionEntriesRemoved the entries they
+	// dropped, CompactionBytesRead the entry bytes the passes read,
+	// CompactionBytesFreed what the rewritten files shrank by, and
+	// CompactionLastPass and CompactionTime the duration of the last pass
+	// and of all of them (throttling included), CompactionPoint the last
+	// pass's point (it compacted below it). Zero without compaction.
+	CompactionPasses         uint64
+	CompactionSegments       uint64
+	CompactionEntriesRemoved uint64
+	CompactionBytesRead      uint64
+	CompactionBytesFreed     uint64
+	CompactionLastPass       time.Duration
+	CompactionTime           time.Duration
+	CompactionPoint          uint64
+
 	// Followers is, on the leader, each other voter's replication lag,
 	// sorted by ID; nil on other nodes.
 	Followers []FollowerStats
@@ -622,6 +640,11 @@ func (l *Log) Stats() Stats {
 		out.StorageJournalBytes, out.StorageCheckpoints, out.StorageCheckpointTime = d.JournalBytes, d.Checkpoints, d.CheckpointTime
 		out.StorageJournalBatches, out.StorageJournalWaits = d.JournalBatches, d.JournalWaits
 	}
+	c := &l.compaction
+	out.CompactionPasses, out.CompactionSegments, out.CompactionEntriesRemoved = c.passes.Load(), c.segments.Load(), c.removed.Load()
+	out.CompactionBytesRead, out.CompactionBytesFreed = c.bytesRead.Load(), c.bytesFreed.Load()
+	out.CompactionLastPass, out.CompactionTime = time.Duration(c.lastNanos.Load()), time.Duration(c.totalNanos.Load())
+	out.CompactionPoint = c.point.Load()
 	out.Errors[errKindConflict] = 0
 	if l.ml != nil {
 		out.Errors[errKindConflict] = l.ml.Conflicts()

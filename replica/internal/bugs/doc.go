@@ -87,6 +87,12 @@
 //	                                the removal committed leaves nobody
 //	                                electable. Fails: TestVoterSetFollowsTheLog,
 //	                                TestScenarios (removed_leader).
+//	replog_bug_compact_drop_newest  CompactDropNewest (R103): a compaction
+//	                                pass drops every keyed entry below its
+//	                                point, the newest of each key too, so a
+//	                                reader from the start loses the key.
+//	                                Fails: TestCompactionPlan; root
+//	                                TestCompactionKeepsNewestPerKey.
 //	replog_bug_drop_owed            DropOwed (R58): a voter change other than
 //	                                an automatic replacement's steps drops
 //	                                the owed incarnations of the set in

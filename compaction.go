@@ -1,0 +1,231 @@
+package replog
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
+)
+
+// Compaction configures a compacted log (docs/protocol.md R103, R104):
+// below its lag the log keeps, of the entries with a key (WithKey), only
+// the newest of each key, and a tombstone (a key and no data) only for
+// TombstoneRetention; every entry without a key, and every control entry,
+// is kept. Offsets never change and order is kept: a reader from the
+// start sees at least the newest value of every key, a reader that keeps
+// up sees every entry. Each replica compacts its own sealed segments in
+// the background (the active segment never); a follower that fetches a
+// compacted range gets a placeholder for each removed offset, which
+// readers never see. The zero value is off.
+type Compaction struct {
+	// Enabled turns compaction on for the log.
+	Enabled bool `json:"enabled,omitempty"`
+	// Lag: an entry younger than this (by its Time, the leader's clock)
+	// is never compacted, nor one in a segment holding a younger one, so
+	// that a reader that keeps up within Lag sees every entry. It is
+	// never less than Options.DedupWindow: an entry's ID is remembered
+	// that long (R64), and compaction never drops what the key table may
+	// still need. Default DefaultCompactionLag (1 h, Kafka's
+	// min.compaction.lag.ms set to an hour rather than 0, so that a
+	// consumer restarted within the hour misses nothing).
+	Lag time.Duration `json:"lag,omitempty"`
+	// TombstoneRetention is how long a tombstone (the newest entry of its
+	// key, with no data) is kept once it is older than Lag; then it goes
+	// too. A reader from the start that is slower than Lag +
+	// TombstoneRetention may miss a deletion (Kafka's
+	// delete.retention.ms). Default DefaultTombstoneRetention (24 h, as
+	// Kafka's).
+	TombstoneRetention time.Duration `json:"tombstone_retention,omitempty"`
+	// BytesPerSecond throttles a pass: the bytes of entries it reads per
+	// second. Default DefaultCompactionBytesPerSecond (16 MiB/s: a 64 MiB
+	// segment in about 4 s, a small share of a disk's bandwidth);
+	// negative: no throttle.
+	BytesPerSecond int64 `json:"bytes_per_second,omitempty"`
+	// Interval is the time between the starts of two passes. Default
+	// DefaultCompactionInterval (1 min).
+	Interval time.Duration `json:"interval,omitempty"`
+}
+
+// Compaction's defaults.
+const (
+	DefaultCompactionLag            = time.Hour
+	DefaultTombstoneRetention       = 24 * time.Hour
+	DefaultCompactionBytesPerSecond = 16 << 20
+	DefaultCompactionInterval       = time.Minute
+)
+
+// withDefaults returns c with its defaults applied.
+func (c Compaction) withDefaults() Compaction {
+	if c.Lag == 0 {
+		c.Lag = DefaultCompactionLag
+	}
+	if c.TombstoneRetention == 0 {
+		c.TombstoneRetention = DefaultTombstoneRetention
+	}
+	if c.BytesPerSecond == 0 {
+		c.BytesPerSecond = DefaultCompactionBytesPerSecond
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultCompactionInterval
+	}
+	return c
+}
+
+// validate names the first bad field of c (a field of Options.Compaction).
+func (c Compaction) validate(bad func(field, format string, args ...any) error) error {
+	switch {
+	case c.Lag < 0:
+		return bad("Compaction.Lag", "is negative (%v); 0 means the default (%v)", c.Lag, DefaultCompactionLag)
+	case c.TombstoneRetention < 0:
+		return bad("Compaction.TombstoneRetention", "is negative (%v); 0 means the default (%v)", c.TombstoneRetention, DefaultTombstoneRetention)
+	case c.Interval < 0:
+		return bad("Compaction.Interval", "is negative (%v); 0 means the default (%v)", c.Interval, DefaultCompactionInterval)
+	}
+	return nil
+}
+
+// keyCheckpointBytes, when not 0, is the core's KeyCheckpointBytes
+// (tests: a compaction pass stops at the newest key checkpoint, which the
+// core's default writes every 16 MiB of log).
+var keyCheckpointBytes int
+
+// compactor is what compaction needs of the store: the segmented store
+// rewrites its sealed segments (storage.DirStore).
+type compactor interface {
+	segmentLister
+	CompactSegment(base uint64, drop func(protocol.Entry) bool, pace func(int)) (storage.CompactResult, error)
+}
+
+// compactionStats are the compactor's counters (Stats).
+type compactionStats struct {
+	passes, segments, removed, bytesRead, bytesFreed, point atomic.Uint64
+	lastNanos, totalNanos                                   atomic.Int64
+}
+
+// compactionLoop runs a pass every Interval while the Log is open (R103).
+// It runs in its own goroutine: a pass reads the log and writes files,
+// which the loop must never wait for.
+func (l *Log) compactionLoop() {
+	defer l.wg.Done()
+	cs, ok := l.store.(compactor)
+	if !ok {
+		return
+	}
+	c := l.opts.Compaction.withDefaults()
+	t := time.NewTicker(c.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.closing:
+			return
+		case <-t.C:
+		}
+		l.compactOnce(cs, c, time.Now())
+	}
+}
+
+// compactOnce is one pass (R103): it finds the compaction point (the end
+// of the last sealed segment wholly below the HW, the newest key
+// checkpoint and the lag), reads the log up to it for the newest offset of
+// each key, and rewrites each sealed segment below it that holds an entry
+// to drop: a keyed entry that is not its key's newest below the point, or
+// a tombstone past its retention.
+func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
+	st := l.Status()
+	if st.FeatureLevel < protocol.FeatureLevelKeys {
+		return // no entry has a key below level 10: nothing to drop
+	}
+	start := time.Now()
+	limit := min(st.HighWatermark, st.DurableLEO)
+	if kc, ok := l.store.(storage.KeyCheckpointStore); ok {
+		// R104: the key table's replay after a restart starts at its
+		// checkpoint; everything it would replay stays whole.
+		cp, have, err := kc.KeyCheckpoint()
+		if err != nil || !have {
+			return
+		}
+		limit = min(limit, cp.Offset)
+	}
+	lag := max(c.Lag, l.opts.withDefaults().DedupWindow)
+	youngest := now.Add(-lag).UnixMilli()
+	var segs []storage.SegmentInfo
+	for _, s := range cs.Segments() {
+		if s.Active || s.End > limit || s.End <= st.LogStart {
+			if s.Active || s.End > limit {
+				break
+			}
+			continue
+		}
+		last, err := l.store.Entries(s.End-1, 1, 0)
+		if err != nil || len(last) != 1 || last[0].Time > youngest {
+			break // entries are in time order (the leader's clock): later segments are younger
+		}
+		segs = append(segs, s)
+	}
+	if len(segs) == 0 {
+		return
+	}
+	point := segs[len(segs)-1].End
+	plan := replica.NewCompactionPlan(point, now.Add(-lag-c.TombstoneRetention).UnixMilli())
+	for off := st.LogStart; off < point; {
+		es, err := l.store.Entries(off, 4096, 4<<20)
+		if err != nil || len(es) == 0 {
+			return // retention moved the log start, or the store closed: the next pass
+		}
+		for _, e := range es {
+			plan.Observe(e)
+		}
+		off = es[len(es)-1].Offset + 1
+	}
+	drop := plan.Drop
+	pace := l.compactionPace(c.BytesPerSecond)
+	for _, s := range segs {
+		select {
+		case <-l.closing:
+			return
+		default:
+		}
+		res, err := cs.CompactSegment(s.Base, drop, pace)
+		if err != nil {
+			l.logger.Warn("compaction pass", "segment", s.Base, "error", err)
+			return
+		}
+		l.compaction.bytesRead.Add(uint64(res.BytesRead))
+		if res.Swapped {
+			l.compaction.segments.Add(1)
+			l.compaction.removed.Add(uint64(res.Removed))
+			if res.BytesBefore > res.BytesAfter {
+				l.compaction.bytesFreed.Add(uint64(res.BytesBefore - res.BytesAfter))
+			}
+		}
+	}
+	took := time.Since(start)
+	l.compaction.point.Store(point)
+	l.compaction.passes.Add(1)
+	l.compaction.lastNanos.Store(int64(took))
+	l.compaction.totalNanos.Add(int64(took))
+}
+
+// compactionPace returns the pass's throttle: it sleeps so that the bytes
+// read average at most rate per second (nil: no throttle), and returns
+// early once the Log closes.
+func (l *Log) compactionPace(rate int64) func(int) {
+	if rate < 0 {
+		return nil
+	}
+	began, read := time.Now(), int64(0)
+	return func(n int) {
+		read += int64(n)
+		due := began.Add(time.Duration(float64(read) / float64(rate) * float64(time.Second)))
+		if d := time.Until(due); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-l.closing:
+			}
+		}
+	}
+}
