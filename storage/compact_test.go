@@ -170,4 +170,32 @@ func TestCompactSegment(t *testing.T) {
 	checkCompacted(t, "after a truncation into it", l, removed)
 	l.reopen(tinySegment)
 	checkCompacted(t, "truncated, reopened", l, removed)
+
+	// Placeholders a follower fetched are stored as entries; a pass
+	// removes them whatever drop says, and they read the same after.
+	leo := l.s.LEO()
+	var ph []protocol.Entry
+	for i := range uint64(30) {
+		ph = append(ph, protocol.Entry{Offset: leo + i, Epoch: 21, Type: protocol.EntryHole, Time: 5})
+	}
+	l.apply(protocol.Write{Kind: protocol.WriteAppend, Entries: ph})
+	l.appendN(6, 20, 21) // seals the placeholders' segment
+	for _, s := range l.s.Segments() {
+		if s.Active || s.End <= leo || s.Base >= leo+30 {
+			continue
+		}
+		res, err := l.s.CompactSegment(s.Base, func(e protocol.Entry) bool {
+			if e.Type == protocol.EntryHole {
+				t.Fatalf("drop was shown stored placeholder %d", e.Offset)
+			}
+			return false
+		}, nil)
+		if err != nil || !res.Swapped || res.Removed == 0 {
+			t.Fatalf("a pass over stored placeholders [%d, %d): %+v, %v", s.Base, s.End, res, err)
+		}
+	}
+	for i := range uint64(30) {
+		removed[leo+i] = true // the model holds them as entries: they read as placeholders of the same epoch
+	}
+	checkCompacted(t, "stored placeholders removed", l, removed)
 }
