@@ -56,6 +56,10 @@ func WithKey(key string) AppendOption {
 // MaxKeyLength bounds a WithKey key, in bytes.
 const MaxKeyLength = protocol.MaxKeyLength
 
+// FeatureLevelKeys is the cluster feature level (Status.FeatureLevel)
+// from which WithKey is accepted: protocol.FeatureLevelKeys.
+const FeatureLevelKeys = protocol.FeatureLevelKeys
+
 // keyHeadroom is what a keyed append adds to a forwarded batch (its key
 // header as one more record) and to an entry (the key prefix): batches and
 // records are bounded that much lower, so that they still fit a frame.

@@ -1,6 +1,8 @@
 package replog
 
 import (
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +38,9 @@ type Compaction struct {
 	// too. A reader from the start that is slower than Lag +
 	// TombstoneRetention may miss a deletion (Kafka's
 	// delete.retention.ms). Default DefaultTombstoneRetention (24 h, as
-	// Kafka's).
+	// Kafka's); negative: tombstones are kept for ever (what a log needs
+	// whose readers apply entries without a key that depend on a key's
+	// state, such as the kv package's Create and Update: see kv's doc).
 	TombstoneRetention time.Duration `json:"tombstone_retention,omitempty"`
 	// BytesPerSecond throttles a pass: the bytes of entries it reads per
 	// second. Default DefaultCompactionBytesPerSecond (16 MiB/s: a 64 MiB
@@ -78,8 +82,6 @@ func (c Compaction) validate(bad func(field, format string, args ...any) error) 
 	switch {
 	case c.Lag < 0:
 		return bad("Compaction.Lag", "is negative (%v); 0 means the default (%v)", c.Lag, DefaultCompactionLag)
-	case c.TombstoneRetention < 0:
-		return bad("Compaction.TombstoneRetention", "is negative (%v); 0 means the default (%v)", c.TombstoneRetention, DefaultTombstoneRetention)
 	case c.Interval < 0:
 		return bad("Compaction.Interval", "is negative (%v); 0 means the default (%v)", c.Interval, DefaultCompactionInterval)
 	}
@@ -100,6 +102,7 @@ type compactor interface {
 
 // compactionStats are the compactor's counters (Stats).
 type compactionStats struct {
+	mu                                                      sync.Mutex // held by a pass
 	passes, segments, removed, bytesRead, bytesFreed, point atomic.Uint64
 	lastNanos, totalNanos                                   atomic.Int64
 }
@@ -126,6 +129,26 @@ func (l *Log) compactionLoop() {
 	}
 }
 
+// Compact runs a compaction pass now (what the background pass does every
+// Compaction.Interval) and returns once it is done: the entries it
+// dropped are gone from this node's disk. It waits for a pass already
+// running. Errors: ErrClosed; an error wrapping ErrInvalidArgument when
+// Options.Compaction is not Enabled or the store is not a data
+// directory's.
+func (l *Log) Compact() error {
+	select {
+	case <-l.closing:
+		return ErrClosed
+	default:
+	}
+	cs, ok := l.store.(compactor)
+	if !l.opts.Compaction.Enabled || !ok {
+		return fmt.Errorf("%w: Compact needs Options.Compaction.Enabled and a data directory", ErrInvalidArgument)
+	}
+	l.compactOnce(cs, l.opts.Compaction.withDefaults(), time.Now())
+	return nil
+}
+
 // compactOnce is one pass (R103): it finds the compaction point (the end
 // of the last sealed segment wholly below the HW, the newest key
 // checkpoint and the lag), reads the log up to it for the newest offset of
@@ -133,6 +156,10 @@ func (l *Log) compactionLoop() {
 // to drop: a keyed entry that is not its key's newest below the point, or
 // a tombstone past its retention.
 func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
+	// One pass at a time: a pass writes each segment's rewrite beside it
+	// under one name.
+	l.compaction.mu.Lock()
+	defer l.compaction.mu.Unlock()
 	st := l.Status()
 	if st.FeatureLevel < protocol.FeatureLevelKeys {
 		return // no entry has a key below level 10: nothing to drop
@@ -142,11 +169,15 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 	if kc, ok := l.store.(storage.KeyCheckpointStore); ok {
 		// R104: the key table's replay after a restart starts at its
 		// checkpoint; everything it would replay stays whole.
+		// Without one the replay covers the whole log, and what a pass
+		// drops is older than the dedup window (see R104).
 		cp, have, err := kc.KeyCheckpoint()
-		if err != nil || !have {
+		if err != nil {
 			return
 		}
-		limit = min(limit, cp.Offset)
+		if have {
+			limit = min(limit, cp.Offset)
+		}
 	}
 	lag := max(c.Lag, l.opts.withDefaults().DedupWindow)
 	youngest := now.Add(-lag).UnixMilli()
@@ -168,7 +199,11 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 		return
 	}
 	point := segs[len(segs)-1].End
-	plan := replica.NewCompactionPlan(point, now.Add(-lag-c.TombstoneRetention).UnixMilli())
+	var tombstonesBefore int64 // 0: none goes
+	if c.TombstoneRetention >= 0 {
+		tombstonesBefore = now.Add(-lag - c.TombstoneRetention).UnixMilli()
+	}
+	plan := replica.NewCompactionPlan(point, tombstonesBefore)
 	for off := st.LogStart; off < point; {
 		es, err := l.store.Entries(off, 4096, 4<<20)
 		if err != nil || len(es) == 0 {

@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/replog-io/replog"
 )
 
 // An entry of the KV on the log is
@@ -114,6 +117,36 @@ func decode(b []byte) (operation, error) {
 	}
 	o.value = b
 	return o, nil
+}
+
+// entryKeyPrefix starts the entry key (replog.WithKey, docs/protocol.md
+// R102, R105) of the KV's Puts and Deletes: a compacted log keeps the
+// newest entry of each, so the newest Put or Delete of each KV key. The
+// prefix keeps other writers' keys on a shared log apart from the KV's.
+const entryKeyPrefix = "kv/"
+
+// entryKey returns the entry key of an unconditional write of key, or ""
+// when key is too long for one (replog.MaxKeyLength): such a key's
+// entries carry none and are never compacted.
+func entryKey(key string) string {
+	if len(entryKeyPrefix)+len(key) > replog.MaxKeyLength {
+		return ""
+	}
+	return entryKeyPrefix + key
+}
+
+// decodeEntry decodes a committed entry: a tombstone (an entry with the
+// KV's entry key and no data) is the Delete of its key, anything else
+// decode's.
+func decodeEntry(e replog.Entry) (operation, error) {
+	if len(e.Data) == 0 && strings.HasPrefix(e.Key, entryKeyPrefix) {
+		o := operation{op: opDelete, key: e.Key[len(entryKeyPrefix):]}
+		if err := checkKey(o.key); err != nil {
+			return operation{}, fmt.Errorf("%w: %w", errMalformed, err)
+		}
+		return o, nil
+	}
+	return decode(e.Data)
 }
 
 // MaxKeyBytes is the longest key, in bytes.

@@ -189,7 +189,7 @@ func (k *KV) stop(ctx context.Context, err error) {
 func (k *KV) apply(e replog.Entry) {
 	k.sinceEntries++
 	k.sinceBytes += int64(len(e.Data))
-	o, err := decode(e.Data)
+	o, err := decodeEntry(e)
 	k.mu.Lock()
 	defer func() {
 		k.next = e.Offset + 1
@@ -278,7 +278,8 @@ func (k *KV) write(ctx context.Context, o operation) (uint64, error) {
 		o.request = k.register()
 		defer k.unregister(o.request)
 	}
-	off, err := k.log.Append(ctx, encode(o))
+	data, opts := k.entry(o)
+	off, err := k.log.Append(ctx, data, opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -297,6 +298,23 @@ func (k *KV) write(ctx context.Context, o operation) (uint64, error) {
 		return off, fmt.Errorf("replog: kv: no outcome recorded for the %v at offset %d", o.op, off)
 	}
 	return off, res.err
+}
+
+// entry returns the data and append options of o's entry (R105): from
+// feature level 10 on, a Put carries its key's entry key and a Delete is
+// a tombstone (the entry key and no data), so that a compacted log keeps
+// the newest of each key; a Create or an Update carries none, so that it
+// is never compacted: its outcome depends on the key's state before it,
+// which compaction changes.
+func (k *KV) entry(o operation) ([]byte, []replog.AppendOption) {
+	ek := entryKey(o.key)
+	if ek == "" || o.op != opPut && o.op != opDelete || k.log.Status().FeatureLevel < replog.FeatureLevelKeys {
+		return encode(o), nil
+	}
+	if o.op == opDelete {
+		return nil, []replog.AppendOption{replog.WithKey(ek)}
+	}
+	return encode(o), []replog.AppendOption{replog.WithKey(ek)}
 }
 
 // register reserves a request number for a conditional operation, unique
@@ -539,7 +557,7 @@ func (k *KV) readChange(ctx context.Context, rev uint64) (Change, bool, error) {
 		if err != nil {
 			return Change{}, false, err
 		}
-		o, err := decode(e.Data)
+		o, err := decodeEntry(e)
 		if err != nil {
 			return Change{}, false, fmt.Errorf("replog: kv: the entry at revision %d: %w", rev, err)
 		}
