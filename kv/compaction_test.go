@@ -40,7 +40,7 @@ func TestCompactedLogReplaysToTheSameState(t *testing.T) {
 			}
 			live := openKV(t, l, kv.Options{})
 			rng := rand.New(rand.NewPCG(seed, 9))
-			var coldEnd uint64 // past the cold keys' last write
+			var coldEnd uint64        // past the cold keys' last write
 			pad := make([]byte, 2000) // the commit journal moves writes into segments once 2 MiB wait
 			for i := range 2500 {
 				key := fmt.Sprintf("k%d", rng.IntN(30))
