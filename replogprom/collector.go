@@ -38,6 +38,8 @@ type metrics struct {
 	catchUpThrottled, catchUpThrottledSeconds, catchUpBytes, uncommittedBytes, backlogRefusals, otherLogMessages *prometheus.Desc
 	quiescentSent, quiescentParked                                                                               *prometheus.Desc
 
+	compactionPasses, compactionSegments, compactionRemoved, compactionBytesRead, compactionBytesFreed, compactionSeconds, compactionLastSeconds *prometheus.Desc
+
 	lagEntries, lagSeconds *prometheus.Desc
 }
 
@@ -133,6 +135,13 @@ func newMetrics(labels prometheus.Labels) *metrics {
 		storageJournalBytes:      d("storage_journal_bytes_total", "Bytes written to the commit journal's records."),
 		storageJournalWaits:      d("storage_journal_waits_total", "Times a batch of writes waited for a checkpoint to make room in a full commit journal."),
 		storageCheckpoints:       d("storage_checkpoints_total", "Checkpoints: commit journal writes moved into the bbolt segments."),
+		compactionPasses:         d("compaction_passes_total", "Compaction passes that found a sealed segment to look at (Options.Compaction)."),
+		compactionSegments:       d("compaction_segments_total", "Sealed segments a compaction pass rewrote."),
+		compactionRemoved:        d("compaction_entries_removed_total", "Entries compaction removed (superseded keyed entries, expired tombstones, stored placeholders)."),
+		compactionBytesRead:      d("compaction_read_bytes_total", "Entry bytes compaction passes read."),
+		compactionBytesFreed:     d("compaction_freed_bytes_total", "Bytes the segment files rewritten by compaction shrank by."),
+		compactionSeconds:        d("compaction_seconds_total", "Time spent in compaction passes, throttling included."),
+		compactionLastSeconds:    d("compaction_last_pass_seconds", "Duration of the last compaction pass."),
 		storageCheckpointSeconds: d("storage_checkpoint_seconds_total", "Total time spent in checkpoints."),
 
 		catchUpThrottled:        d("catch_up_throttled_fetches_total", "Fetches of nodes catching up that the leader made wait for its replication quota (Options.CatchUpBytesPerSecond)."),
@@ -162,6 +171,7 @@ func (c *metrics) describe(ch chan<- *prometheus.Desc) {
 		c.leaderChanges, c.elections, c.appends, c.appendBytes, c.fwdSent, c.fwdReceived, c.fetchesServed, c.errors,
 		c.commit, c.fetchWait, c.storageCommit, c.lagEntries, c.lagSeconds,
 		c.storageFsyncs, c.storageCommits, c.storageGroupCommits, c.storageJournalBatches, c.storageJournalBytes, c.storageJournalWaits, c.storageCheckpoints, c.storageCheckpointSeconds,
+		c.compactionPasses, c.compactionSegments, c.compactionRemoved, c.compactionBytesRead, c.compactionBytesFreed, c.compactionSeconds, c.compactionLastSeconds,
 		c.catchUpThrottled, c.catchUpThrottledSeconds, c.catchUpBytes, c.uncommittedBytes, c.backlogRefusals, c.otherLogMessages,
 		c.quiescentSent, c.quiescentParked,
 	} {
@@ -215,6 +225,13 @@ func (c *metrics) collect(ch chan<- prometheus.Metric, s replog.Stats) {
 	counter(c.storageJournalWaits, s.StorageJournalWaits)
 	counter(c.storageCheckpoints, s.StorageCheckpoints)
 	seconds(c.storageCheckpointSeconds, s.StorageCheckpointTime)
+	counter(c.compactionPasses, s.CompactionPasses)
+	counter(c.compactionSegments, s.CompactionSegments)
+	counter(c.compactionRemoved, s.CompactionEntriesRemoved)
+	counter(c.compactionBytesRead, s.CompactionBytesRead)
+	counter(c.compactionBytesFreed, s.CompactionBytesFreed)
+	seconds(c.compactionSeconds, s.CompactionTime)
+	gauge(c.compactionLastSeconds, s.CompactionLastPass.Seconds())
 	counter(c.catchUpThrottled, s.CatchUpThrottledFetches)
 	seconds(c.catchUpThrottledSeconds, s.CatchUpThrottledTime)
 	counter(c.catchUpBytes, s.CatchUpBytes)

@@ -31,6 +31,8 @@ func fakeStats() replog.Stats {
 		CatchUpThrottledFetches: 6, CatchUpThrottledTime: 1500 * time.Millisecond, CatchUpBytes: 1 << 20,
 		UncommittedBytes: 4096, BacklogRefusals: 3, OtherLogMessages: 2,
 		QuiescentFetchesSent: 7, QuiescentFetchesParked: 9,
+		CompactionPasses: 4, CompactionSegments: 3, CompactionEntriesRemoved: 900, CompactionBytesRead: 1 << 20, CompactionBytesFreed: 4096,
+		CompactionTime: 2 * time.Second, CompactionLastPass: 500 * time.Millisecond,
 		Followers: []replog.FollowerStats{
 			{ID: "n2", Known: true, RemoteLEO: 12},
 			{ID: "n3", Known: true, RemoteLEO: 9, LagEntries: 3, LagTime: 1500 * time.Millisecond},
@@ -117,13 +119,20 @@ replog_quiescent_fetches_sent_total{log="",node="n1"} 7
 # HELP replog_quiescent_fetches_parked_total Quiescent fetches this node parked without a deadline as leader.
 # TYPE replog_quiescent_fetches_parked_total counter
 replog_quiescent_fetches_parked_total{log="",node="n1"} 9
+# HELP replog_compaction_entries_removed_total Entries compaction removed (superseded keyed entries, expired tombstones, stored placeholders).
+# TYPE replog_compaction_entries_removed_total counter
+replog_compaction_entries_removed_total{log="",node="n1"} 900
+# HELP replog_compaction_last_pass_seconds Duration of the last compaction pass.
+# TYPE replog_compaction_last_pass_seconds gauge
+replog_compaction_last_pass_seconds{log="",node="n1"} 0.5
 `
 	names := []string{"replog_append_bytes_total", "replog_appends_total", "replog_commit_duration_seconds", "replog_errors_total",
 		"replog_follower_lag_entries", "replog_follower_lag_seconds", "replog_has_leader", "replog_role", "replog_storage_size_bytes",
 		"replog_storage_fsyncs_total", "replog_storage_group_commits_total", "replog_storage_journal_waits_total", "replog_storage_checkpoint_seconds_total",
 		"replog_catch_up_throttled_fetches_total", "replog_catch_up_throttled_seconds_total", "replog_catch_up_bytes_total",
 		"replog_uncommitted_bytes", "replog_backlog_refusals_total", "replog_other_log_messages_total",
-		"replog_quiescent_fetches_sent_total", "replog_quiescent_fetches_parked_total"}
+		"replog_quiescent_fetches_sent_total", "replog_quiescent_fetches_parked_total",
+		"replog_compaction_entries_removed_total", "replog_compaction_last_pass_seconds"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +144,8 @@ replog_quiescent_fetches_parked_total{log="",node="n1"} 9
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 38 {
-		t.Errorf("gathered %d metric families, want 38 (every descriptor)", len(mfs))
+	if len(mfs) != 45 {
+		t.Errorf("gathered %d metric families, want 45 (every descriptor)", len(mfs))
 	}
 }
 
