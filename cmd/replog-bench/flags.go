@@ -38,6 +38,11 @@ type config struct {
 	// this many records, then start an empty observer and time its
 	// catch-up.
 	catchup int
+	// compactKeys, when positive, selects the compaction mode
+	// (compact.go): compactUpdates keyed updates over compactKeys keys,
+	// then a pass at compactRate (Compaction.BytesPerSecond).
+	compactKeys, compactUpdates int
+	compactRate                 int64
 	// Exactly once: ids gives every append its own replog.WithID;
 	// noIdempotence sets Options.DisableIdempotence (appends carry no
 	// producer key and are not retried across leader changes, to
@@ -115,6 +120,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.createLogs, "create-logs", 0, "create mode: time creating N named logs one after another (0: off)")
 	fs.IntVar(&c.createConcurrency, "create-concurrency", 1, "create the logs from this many goroutines at once, each taking the next name (1: one after another): what -create-logs times, and how the other many-logs modes set up theirs")
 	fs.IntVar(&c.restartLogs, "restart-logs", 0, "restart mode with N named logs: restart one node, time until every log accepts an append through it (0: off)")
+	fs.IntVar(&c.compactKeys, "compact-keys", 0, "compaction mode: append -compact-updates keyed updates over N keys (replog.WithKey) on a compacted log, then run a pass under the load: disk before and after, the pass's rate, append p99 before and during (0: off)")
+	fs.IntVar(&c.compactUpdates, "compact-updates", 1_000_000, "compaction mode: how many keyed updates to append")
+	fs.Var(offOrSize{P: &c.compactRate}, "compact-rate", "compaction mode: Compaction.BytesPerSecond, e.g. 64MiB, or off (0: the default, 16MiB)")
 	fs.IntVar(&c.failoverLogs, "failover-logs", 0, "fail-over mode: N named logs, kill the node leading the most, time until every log has a leader again (0: off)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -150,6 +158,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-disk-every must be positive, got %v", c.diskEvery)
 	case c.catchup < 0:
 		return fmt.Errorf("-catchup must not be negative, got %d", c.catchup)
+	case c.compactKeys < 0 || c.compactUpdates < 0:
+		return fmt.Errorf("-compact-keys and -compact-updates must not be negative")
 	case c.restart < 0:
 		return fmt.Errorf("-restart must not be negative, got %d", c.restart)
 	case c.createConcurrency < 1:
@@ -158,13 +168,13 @@ func (c config) validate() error {
 		return fmt.Errorf("-logs, -idle-logs, -create-logs, -restart-logs and -failover-logs must not be negative")
 	}
 	modes := 0
-	for _, n := range []int{c.restart, c.catchup, c.logs, c.idleLogs, c.createLogs, c.restartLogs, c.failoverLogs} {
+	for _, n := range []int{c.restart, c.catchup, c.compactKeys, c.logs, c.idleLogs, c.createLogs, c.restartLogs, c.failoverLogs} {
 		if n > 0 {
 			modes++
 		}
 	}
 	if modes > 1 {
-		return fmt.Errorf("-restart, -catchup, -logs, -idle-logs, -create-logs, -restart-logs and -failover-logs are modes: give one")
+		return fmt.Errorf("-restart, -catchup, -compact-keys, -logs, -idle-logs, -create-logs, -restart-logs and -failover-logs are modes: give one")
 	}
 	return nil
 }
@@ -189,6 +199,12 @@ func (c config) options(dir, id string, voters []string, peers map[string]string
 
 		CatchUpBytesPerSecond: int(c.catchupRate),
 		MaxUncommittedBytes:   int(c.maxUncommitted),
+	}
+	if c.compactKeys > 0 {
+		// The pass is started by the mode, right after the fill: the lag
+		// (never below DedupWindow) must not hold the fill back.
+		o.DedupWindow = time.Millisecond
+		o.Compaction = replog.Compaction{Enabled: true, Lag: time.Millisecond, Interval: 24 * time.Hour, BytesPerSecond: c.compactRate}
 	}
 	if len(peers) == 0 {
 		o.RPCAddr, o.Peers, o.Secret = "", nil, nil

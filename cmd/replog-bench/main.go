@@ -157,7 +157,14 @@ func run(c config, w io.Writer) (report, error) {
 		fmt.Fprintln(w, f)
 	}
 	fmt.Fprintf(w, "retention-bytes=%s retention-age=%v segment-bytes=%s disk-every=%v\n", orDefault(c.retentionBytes, "off"), c.retentionAge, orDefault(c.segmentBytes, "default"), c.diskEvery)
-	if c.catchup > 0 {
+	if c.compactKeys > 0 {
+		cr, err := runCompact(c, cl, leader, record, w)
+		if err != nil {
+			stopSampler()
+			return report{}, err
+		}
+		rep.load = cr.during
+	} else if c.catchup > 0 {
 		cu, err := runCatchup(c, cl, leader, record, w)
 		if err != nil {
 			stopSampler()
