@@ -92,7 +92,8 @@
 //	                                point, the newest of each key too, so a
 //	                                reader from the start loses the key.
 //	                                Fails: TestCompactionPlan; root
-//	                                TestCompactionKeepsNewestPerKey.
+//	                                TestCompactionKeepsNewestPerKey; kv
+//	                                TestCompactedLogReplaysToTheSameState.
 //	replog_bug_drop_owed            DropOwed (R58): a voter change other than
 //	                                an automatic replacement's steps drops
 //	                                the owed incarnations of the set in
