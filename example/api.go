@@ -140,6 +140,9 @@ type entryJSON struct {
 	Offset uint64 `json:"offset"`
 	Epoch  uint64 `json:"epoch"`
 	Data   []byte `json:"data"`
+	// Key is the entry's key (replog.WithKey; the KV's Puts and Deletes
+	// carry one), left out when it has none.
+	Key string `json:"key,omitempty"`
 }
 
 // nodeInfo names one node of the cluster and its HTTP base URL.
@@ -536,7 +539,7 @@ func (s *server) handleEntries(w http.ResponseWriter, r *http.Request) {
 		if follow {
 			extend(rc)
 		}
-		if err := enc.Encode(entryJSON{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data}); err != nil {
+		if err := enc.Encode(entryJSON{Offset: e.Offset, Epoch: e.Epoch, Data: e.Data, Key: e.Key}); err != nil {
 			return // client gone
 		}
 		if follow {

@@ -861,6 +861,7 @@ type entryJSON struct {
 	Offset   *uint64 `json:"offset"`
 	Epoch    uint64  `json:"epoch"`
 	Data     []byte  `json:"data"`
+	Key      string  `json:"key"`
 	Error    string  `json:"error"`
 	LogStart *uint64 `json:"log_start"`
 }
@@ -920,8 +921,8 @@ func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool
 		if e.Offset == nil {
 			return fmt.Errorf("entry line without offset: %q", truncate(string(line), 100))
 		}
-		if c.cfg.KVEntries && bytes.HasPrefix(e.Data, []byte(kvEntryPrefix)) {
-			continue
+		if c.cfg.KVEntries && (bytes.HasPrefix(e.Data, []byte(kvEntryPrefix)) || strings.HasPrefix(e.Key, kvKeyPrefix)) {
+			continue // a KV entry: a Delete is a tombstone, its key and no data
 		}
 		if err := fn(LogEntry{Offset: *e.Offset, Epoch: e.Epoch, Payload: DecodePayload(string(e.Data))}); err != nil {
 			return err

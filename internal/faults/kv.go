@@ -25,6 +25,10 @@ import (
 // harness's own, a letter and digits).
 const kvEntryPrefix = "KV\x01"
 
+// kvKeyPrefix starts the entry key of the KV's Puts and Deletes (from
+// feature level 10 on, kv/encoding.go): a Delete has no data, only it.
+const kvKeyPrefix = "kv/"
+
 // KVOp is one KV write and what came of it.
 type KVOp struct {
 	// Kind is put, delete, create or update.
