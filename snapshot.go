@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/storage"
 )
 
@@ -114,7 +114,7 @@ func (l *Log) SaveSnapshot(ctx context.Context, offset uint64, write func(io.Wri
 	if ls := l.store.LogStart(); offset < ls {
 		return SnapshotInfo{}, &OutOfRangeError{Offset: offset, LogStart: ls}
 	}
-	epoch := snapshotEpoch(epochs, offset)
+	epoch := shell.SnapshotEpoch(epochs, offset)
 	info, err := l.snap.store.Save(offset, epoch, func(w io.Writer) error {
 		g := &guardedWriter{w: w, ctx: ctx, closing: l.closing}
 		if err := write(g); err != nil {
@@ -175,23 +175,6 @@ func (g *guardedWriter) Write(p []byte) (int, error) {
 	return g.w.Write(p)
 }
 
-// snapshotEpoch is the epoch of the entry at offset-1 by the epoch map of
-// a log whose log start is at most offset (0 for offset 0). When offset is
-// the log start the entry is deleted, and the first row covers it: a
-// deletion keeps the epoch of the entry below the log start (R51, R52),
-// and a reset records it (R53).
-func snapshotEpoch(epochs []protocol.EpochStart, offset uint64) uint64 {
-	if offset == 0 || len(epochs) == 0 {
-		return 0
-	}
-	for i := len(epochs) - 1; i >= 0; i-- {
-		if epochs[i].StartOffset <= offset-1 {
-			return epochs[i].Epoch
-		}
-	}
-	return epochs[0].Epoch
-}
-
 // describes says whether the snapshot can be restored on this log (R88):
 // its offset is within the log and the log's entry at offset-1 has the
 // epoch it was tagged with. A snapshot below the log start cannot be
@@ -207,7 +190,7 @@ func (l *Log) describes(i storage.SnapshotInfo) (bool, string) {
 	case i.Offset > leo:
 		return false, fmt.Sprintf("its offset %d is above the log end %d", i.Offset, leo)
 	}
-	if e := snapshotEpoch(epochs, i.Offset); e != i.Epoch {
+	if e := shell.SnapshotEpoch(epochs, i.Offset); e != i.Epoch {
 		return false, fmt.Sprintf("the log's entry at %d is of epoch %d, the snapshot's of %d", i.Offset-1, e, i.Epoch)
 	}
 	return true, ""
@@ -292,17 +275,11 @@ func (l *Log) Snapshots() []SnapshotInfo {
 // after a save raced it.
 const snapshotOpenRounds = 4
 
-// retainBound bounds a request to move the log start by R87: under
-// Options.RetainUntilSnapshot, at this node's newest snapshot's offset
-// (0 with none, so that nothing is deleted).
+// retainBound bounds a request to move the log start by R87
+// (shell.RetainBound) with this node's newest snapshot.
 func (l *Log) retainBound(offset uint64) uint64 {
-	if !l.opts.RetainUntilSnapshot {
-		return offset
-	}
-	if i, ok := l.newestSnapshot(); ok {
-		return min(offset, i.Offset)
-	}
-	return 0
+	i, ok := l.newestSnapshot()
+	return shell.RetainBound(l.opts.RetainUntilSnapshot, i, ok, offset)
 }
 
 // newestSnapshot is the newest snapshot kept that describes this log

@@ -111,3 +111,35 @@ func ReceiveSnapshotChunk(sink SnapshotSink, ch replica.SnapshotChunk) (p replic
 	}
 	return p, installed, ok, err
 }
+
+// SnapshotEpoch is the epoch tag of a snapshot at offset (R88): the epoch
+// of the entry at offset-1 by the epoch map of a log whose log start is
+// at most offset (0 for offset 0). When offset is the log start the entry
+// is deleted, and the first row covers it: a deletion keeps the epoch of
+// the entry below the log start (R51, R52), and a reset records it (R53).
+func SnapshotEpoch(epochs []protocol.EpochStart, offset uint64) uint64 {
+	if offset == 0 || len(epochs) == 0 {
+		return 0
+	}
+	for i := len(epochs) - 1; i >= 0; i-- {
+		if epochs[i].StartOffset <= offset-1 {
+			return epochs[i].Epoch
+		}
+	}
+	return epochs[0].Epoch
+}
+
+// RetainBound bounds a request to move the log start by R87: under
+// RetainUntilSnapshot (until), at the offset of the node's newest
+// snapshot that describes its log (newest, ok; 0 with none, so that
+// nothing is deleted). The core knows nothing of it: the root and the
+// simulation apply it where the requests are made.
+func RetainBound(until bool, newest storage.SnapshotInfo, ok bool, offset uint64) uint64 {
+	if !until {
+		return offset
+	}
+	if ok {
+		return min(offset, newest.Offset)
+	}
+	return 0
+}

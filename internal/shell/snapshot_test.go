@@ -123,3 +123,21 @@ func TestReceiveSnapshotChunk(t *testing.T) {
 		t.Fatalf("after the install: %+v", held)
 	}
 }
+
+func TestSnapshotEpochAndRetainBound(t *testing.T) {
+	epochs := []protocol.EpochStart{{Epoch: 2, StartOffset: 5}, {Epoch: 4, StartOffset: 9}}
+	for _, c := range []struct{ off, want uint64 }{{0, 0}, {5, 2}, {6, 2}, {9, 2}, {10, 4}, {50, 4}} {
+		if got := SnapshotEpoch(epochs, c.off); got != c.want {
+			t.Errorf("SnapshotEpoch(%d) = %d, want %d", c.off, got, c.want)
+		}
+	}
+	newest := storage.SnapshotInfo{Offset: 7}
+	for _, c := range []struct {
+		until, ok bool
+		off, want uint64
+	}{{false, false, 20, 20}, {true, false, 20, 0}, {true, true, 20, 7}, {true, true, 3, 3}} {
+		if got := RetainBound(c.until, newest, c.ok, c.off); got != c.want {
+			t.Errorf("RetainBound(%v, 7, %v, %d) = %d, want %d", c.until, c.ok, c.off, got, c.want)
+		}
+	}
+}
