@@ -464,6 +464,8 @@ func (r *Replica) Ready() Ready {
 		r.snapshotRound()
 		if !r.snapshotFetching() {
 			r.maybeFetch()
+		} else {
+			r.snapshotContact()
 		}
 	default:
 		r.snapshotRound()

@@ -205,6 +205,23 @@ func (r *Replica) snapshotRound() {
 	}
 }
 
+// snapshotContact keeps leader contact both ways while a transfer runs:
+// the follower sends no fetch that could append, but a contact fetch
+// (R77) every FetchMaxWait, so that its leader still hears from it (a
+// leader whose other voter is down would otherwise lose check-quorum to
+// a voter that is only pulling, R27) and it from its leader while its
+// snapshot requests go unanswered (a leader of a release without snapshot
+// transfer never answers them: three retry timeouts without contact would
+// pass FetchTimeout, and the follower would campaign against a live
+// leader). A contact fetch's answer is contact only: it appends nothing
+// and an out-of-range answer is left to the transfer.
+func (r *Replica) snapshotContact() {
+	if bugs.SnapshotNoContact {
+		return // deliberately silent while pulling (a test-only bug)
+	}
+	r.maybeContactFetch()
+}
+
 // snapshotMaxSilence is how many snapshot requests in a row may go
 // unanswered before a follower resets without the snapshot: a leader of a
 // release before snapshot transfer never answers, and one lost answer

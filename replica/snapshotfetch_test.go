@@ -226,6 +226,57 @@ func TestSnapshotTransferOutcomes(t *testing.T) {
 	})
 }
 
+// TestSnapshotTransferKeepsContact (R92, R77): a follower pulling a
+// snapshot sends no fetch that could append, but a contact fetch every
+// FetchMaxWait, so that its leader hears from it (check-quorum) and it
+// from its leader while its requests go unanswered (a leader of a release
+// without snapshot transfer never answers them). The contact answer (out
+// of range: the log start is still above it) is contact only: nothing is
+// appended or reset, the transfer goes on, and the follower never
+// campaigns; after three unanswered requests it resets as before. Teeth:
+// replog_bug_snapshot_no_contact.
+func TestSnapshotTransferKeepsContact(t *testing.T) {
+	r, store, _ := shippingFollower(t)
+	now := t0
+	contacts := 0
+	for now.Before(t0.Add(time.Duration(snapshotMaxSilence)*r.fetchRetryTimeout() + time.Millisecond)) {
+		now = now.Add(r.cfg.FetchMaxWait + time.Millisecond)
+		r.Tick(now)
+		rd := r.Ready()
+		if r.role != RoleFollower {
+			t.Fatalf("at %v: %s while pulling from a live leader that answers its fetches", now.Sub(t0), r.role)
+		}
+		applyWrites(t, store, rd.Writes)
+		if len(rd.Writes) > 0 {
+			if !r.snapshotFetching() {
+				break // the reset after the silence
+			}
+			t.Fatalf("writes while pulling: %v", rd.Writes)
+		}
+		for _, f := range bodiesTo[*protocol.FetchRequest](rd.Messages, "L") {
+			if f.MaxWaitMs != 0 || f.MaxBytes != 1 || f.FetchOffset != 3 || !f.HasDurableOffset || f.DurableOffset != 3 {
+				t.Fatalf("a fetch while pulling that is not a contact fetch from the durable end: %+v", f)
+			}
+			contacts++
+			r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: f.FetchID, LeaderID: "L", Epoch: 2,
+				Error: protocol.FetchOffsetOutOfRange, HighWatermark: 40, LogStartOffset: 30, LogStartEpoch: 2}})
+			if rd := r.Ready(); len(rd.Writes) != 0 || len(rd.SnapshotChunks) != 0 {
+				t.Fatalf("a contact answer moved the transfer: writes %v, chunks %v", rd.Writes, rd.SnapshotChunks)
+			}
+			if !r.lastLeaderContact.Equal(now) {
+				t.Fatalf("a contact answer is not leader contact: last %v, now %v", r.lastLeaderContact, now)
+			}
+		}
+	}
+	if contacts < int(snapshotMaxSilence) {
+		t.Fatalf("%d contact fetches while pulling for %v, want one every FetchMaxWait (%v)", contacts, now.Sub(t0), r.cfg.FetchMaxWait)
+	}
+	settle(t, r, store)
+	if r.snapshotFetching() || store.LogStart() != 30 {
+		t.Fatalf("after %d unanswered requests: fetching %v, log start %d; want the reset to 30", snapshotMaxSilence, r.snapshotFetching(), store.LogStart())
+	}
+}
+
 // TestLeaderChecksSnapshotRequests (R92): a leader hands a member's
 // request of its epoch to the shell (its log start with it, the bytes
 // bounded by FetchMaxBytes) only at FeatureLevelSnapshotTransfer; below

@@ -212,6 +212,32 @@
 //	                                Fails: TestScenarios (quiescence_loss);
 //	                                the simulation (seed 308 x1500: no
 //	                                convergence).
+//	replog_bug_snapshot_reset_first SnapshotResetFirst (R94): a follower
+//	                                resets to its leader's log start on the
+//	                                last chunk of a snapshot, before the
+//	                                shell verified and installed it. Fails:
+//	                                TestSnapshotBeforeReset; the simulation
+//	                                (TestSimulation: a reset while the last
+//	                                chunk of a snapshot above it is being
+//	                                written).
+//	replog_bug_snapshot_any_offset  SnapshotAnyOffset (R93): a follower
+//	                                pulls any snapshot offered, below the
+//	                                log start it resets to or at it of
+//	                                another epoch. Fails:
+//	                                TestSnapshotTransferOutcomes (the
+//	                                simulation's leaders offer only
+//	                                snapshots that describe their log, so
+//	                                it cannot bite there).
+//	replog_bug_snapshot_no_contact  SnapshotNoContact (R92, R77): a
+//	                                follower pulling a snapshot sends no
+//	                                contact fetch, so a leader that does not
+//	                                answer its requests (an older release)
+//	                                loses it to a campaign. Fails:
+//	                                TestSnapshotTransferKeepsContact; the
+//	                                simulation's liveness rules
+//	                                (TestSimulation at 5000 steps: a voter
+//	                                pulling from a leader of an older
+//	                                release campaigns).
 //
 // Tests named alone are in package replica. For example:
 //
