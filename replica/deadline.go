@@ -157,13 +157,16 @@ func (r *Replica) quotaDeadlines(d *deadline) {
 }
 
 // fetchDeadlines adds a follower's or observer's fetch terms that Ready
-// checks: the snapshot request's retry, the backoff after finding no
-// leader, and R77's contact fetch.
+// checks: the snapshot request's retry and the contact fetch while
+// pulling, the backoff after finding no leader, and R77's contact fetch.
 func (r *Replica) fetchDeadlines(d *deadline) {
 	now := r.now
 	if r.snapshotFetching() {
 		if sf := &r.snap; sf.waiting {
 			d.ready(sf.sentAt.Add(r.fetchRetryTimeout()), now)
+		}
+		if !bugs.SnapshotNoContact && !bugs.NoContactFetch && r.leaderID != "" && r.persistedSeq >= r.barrierSeq {
+			d.ready(r.fetch.SentAt().Add(r.cfg.FetchMaxWait), now) // snapshotContact
 		}
 		return
 	}

@@ -237,10 +237,14 @@ func TestSnapshotTransferOutcomes(t *testing.T) {
 // replog_bug_snapshot_no_contact.
 func TestSnapshotTransferKeepsContact(t *testing.T) {
 	r, store, _ := shippingFollower(t)
-	now := t0
-	contacts := 0
-	for now.Before(t0.Add(time.Duration(snapshotMaxSilence)*r.fetchRetryTimeout() + time.Millisecond)) {
-		now = now.Add(r.cfg.FetchMaxWait + time.Millisecond)
+	// Ticked only at NextDeadline, as the shell does (R97): the contact
+	// fetches must be among its terms.
+	lastContact, contacts := t0, 0
+	for i := 0; i < 1000 && r.snapshotFetching(); i++ {
+		now := r.NextDeadline()
+		if now.IsZero() {
+			t.Fatalf("no deadline while pulling")
+		}
 		r.Tick(now)
 		rd := r.Ready()
 		if r.role != RoleFollower {
@@ -248,15 +252,20 @@ func TestSnapshotTransferKeepsContact(t *testing.T) {
 		}
 		applyWrites(t, store, rd.Writes)
 		if len(rd.Writes) > 0 {
-			if !r.snapshotFetching() {
-				break // the reset after the silence
+			r.Persisted(rd.Writes[len(rd.Writes)-1].Seq)
+			if r.snapshotFetching() {
+				t.Fatalf("writes while pulling: %v", rd.Writes)
 			}
-			t.Fatalf("writes while pulling: %v", rd.Writes)
+			break // the reset after the silence
 		}
 		for _, f := range bodiesTo[*protocol.FetchRequest](rd.Messages, "L") {
 			if f.MaxWaitMs != 0 || f.MaxBytes != 1 || f.FetchOffset != 3 || !f.HasDurableOffset || f.DurableOffset != 3 {
 				t.Fatalf("a fetch while pulling that is not a contact fetch from the durable end: %+v", f)
 			}
+			if gap := now.Sub(lastContact); gap > r.cfg.FetchMaxWait {
+				t.Fatalf("a contact fetch %v after the last, want at most FetchMaxWait %v", gap, r.cfg.FetchMaxWait)
+			}
+			lastContact = now
 			contacts++
 			r.Step(protocol.Message{From: "L", To: "f", Body: &protocol.FetchResponse{FetchID: f.FetchID, LeaderID: "L", Epoch: 2,
 				Error: protocol.FetchOffsetOutOfRange, HighWatermark: 40, LogStartOffset: 30, LogStartEpoch: 2}})
@@ -269,7 +278,7 @@ func TestSnapshotTransferKeepsContact(t *testing.T) {
 		}
 	}
 	if contacts < int(snapshotMaxSilence) {
-		t.Fatalf("%d contact fetches while pulling for %v, want one every FetchMaxWait (%v)", contacts, now.Sub(t0), r.cfg.FetchMaxWait)
+		t.Fatalf("%d contact fetches while pulling, want one every FetchMaxWait (%v)", contacts, r.cfg.FetchMaxWait)
 	}
 	settle(t, r, store)
 	if r.snapshotFetching() || store.LogStart() != 30 {
