@@ -14,8 +14,8 @@
 //
 // One *rand.Rand seeded from Options.Seed drives every choice, including
 // the cores' own randomness. The extended faults, retention, voter
-// changes, read barriers, the catalog workload and the exactly-once
-// workload each draw from a
+// changes, read barriers, the catalog workload, the snapshot workload and
+// the exactly-once workload each draw from a
 // stream of their own seeded from the same seed, so that turning one of
 // them off (Options.Classic, NoVoterChanges) leaves the others' draws as
 // they were. A seed therefore names one exact run: the same seed and
@@ -59,7 +59,15 @@
 // restarts among the faults (a rollback refused once a level above 8 was
 // written), in some runs every node holding the level at 8 until its hold
 // is released, and a node halted at a level it cannot run at rolled
-// forward; a message of a named log never crosses to or from a node of
+// forward; snapshots (snapshot.go, R87, R88, R92–R95): every node's
+// service keeps a state of the committed records (a count and a running
+// hash), restored from its newest snapshot at start and read on; in
+// three non-classic runs of four random nodes (the leader half the
+// time) save it as a snapshot, in some of those with retention bounded
+// by each node's newest snapshot (RetainUntilSnapshot), and every core
+// ships snapshots (Config.ShipSnapshots: ServeSnapshot and
+// ReceiveSnapshotChunk on an in-memory store whose unsynced partial a
+// crash cuts or damages); a message of a named log never crosses to or from a node of
 // the previous release (its wire version, R79), though the simulation
 // runs no named logs yet, so what the mix exercises is the level's
 // negotiation. In and outside the mix the cluster reaches level 8 or
@@ -76,7 +84,8 @@
 // receiver's next incarnation, false leader hints, clusters of 6 or 7
 // voters (nemesis.go, disk.go, network.go, gossip.go); nodes lagging
 // while their leader deletes, observers restarted on an empty store
-// (retention.go); voters restarted on an empty store with a new
+// (retention.go); receivers crashed in the middle of a snapshot transfer
+// and failed chunk writes (snapshot.go); voters restarted on an empty store with a new
 // directory ID, "v1.d0" then "v1.d1" (voters.go, which argues how many
 // voters may lose their disks, and when). Closed connections (R69,
 // peerdown.go): a crashed process's links close, so every live node hears
@@ -116,7 +125,12 @@
 // unheld one, a copy repeats the committed catalog's entry, every node's
 // known catalog is the committed log's as of the readable HW it is
 // published for, and a leader writes a log change only at level 9
-// (catalog.go); after
+// (catalog.go); every node's service state at an offset is the state the
+// committed log below it makes, whether replayed or restored from a
+// snapshot, no body is installed that no node saved at its offset and
+// tag, no reset comes before the install of the snapshot it waits for
+// or after one below it, and under RetainUntilSnapshot no leader deletes
+// past the newest snapshot any node held (snapshot.go); after
 // convergence every store holds exactly the committed log. While faults
 // run, three liveness rules hold (liveness.go): a leader every voter
 // follows within a bound of the last fault, no leader that a majority

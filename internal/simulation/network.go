@@ -163,7 +163,7 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 	}
 	m, ok := s.atWire(m, from, nd.idx)
 	if !ok {
-		s.tracef("%s drop %s: its wire version cannot carry the log's name", nd.id, m)
+		s.tracef("%s drop %s: its wire version cannot carry it", nd.id, m)
 		return
 	}
 	s.input(nd, shell.Message(m))

@@ -39,6 +39,7 @@ const (
 	evLogChange                        // workload: a log change, or its retry (catalog.go)
 	evEarlyTick                        // R96's check: a round without inputs before a node's deadline (deadline.go)
 	evContact                          // the node's contact timer: heartbeats due, peers silent (quiescence.go)
+	evSnapshot                         // a snapshot save, or a snapshot read or write done (snapshot.go)
 )
 
 var evNames = [...]string{
@@ -48,7 +49,7 @@ var evNames = [...]string{
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
 	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry", evVersion: "version",
-	evLogChange: "log-change", evEarlyTick: "early-tick", evContact: "contact",
+	evLogChange: "log-change", evEarlyTick: "early-tick", evContact: "contact", evSnapshot: "snapshot",
 }
 
 func (k evKind) String() string { return evNames[k] }

@@ -205,6 +205,7 @@ func (s *sim) requestDelete(nd *node, where int) {
 			off = math.MaxUint64 // "everything"
 		}
 	}
+	off = s.retainBound(nd, off)
 	s.res.Faults.DeletesRequested++
 	s.hash.byte(0xC3)
 	s.hash.u64(uint64(nd.idx))
@@ -291,6 +292,9 @@ func (s *sim) issueDeletePrefix(nd *node, w protocol.Write) bool {
 		// it held above, a truncation right after drops: of epochs the
 		// leader lacks, never committed).
 		s.res.Faults.Resets++
+		if !s.snapReset(nd, off) {
+			return false
+		}
 		if off > uint64(len(s.committed)) {
 			s.fail("%s: resets its log to %d, past the committed log's end %d: it skips entries nobody has shown committed", nd.id, off, len(s.committed))
 			return false
@@ -318,6 +322,9 @@ func (s *sim) issueDeletePrefix(nd *node, w protocol.Write) bool {
 			return false
 		}
 		if st.Role == replica.RoleLeader {
+			if !s.snapLeaderDelete(nd, off) {
+				return false
+			}
 			s.res.Faults.DeletesMoved++
 		} else {
 			s.res.Faults.FollowDeletes++

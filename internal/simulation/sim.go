@@ -511,6 +511,9 @@ type node struct {
 	answeredID uint64 // the FetchID of the last answer it received
 	heardAt    []time.Duration
 	heardEpoch []uint64
+
+	// snap: its snapshot store and service (snapshot.go).
+	snap snapNode
 }
 
 // namedRound is a candidate's vote request round.
@@ -623,6 +626,8 @@ type sim struct {
 	bar barrierState
 	// cat is the catalog workload and its reference (catalog.go).
 	cat catalogState
+	// snap is the snapshot workload and its reference (snapshot.go).
+	snap snapSim
 
 	// The stable phase: when it began, and the leader it must keep.
 	stableAt     time.Duration
@@ -725,6 +730,8 @@ func newSim(opts Options) *sim {
 			chooseVersions(&s.p, s.wr)
 		}
 	}
+	s.snap.rng = rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0027))
+	chooseSnapshots(s)
 	if opts.ExactlyOnce {
 		s.eoInit()
 	}
@@ -811,7 +818,8 @@ func (s *sim) setup() {
 			s.nodes[i].store = memoryStore{storage.NewMemoryDeferred()}
 		}
 	}
-	s.tracef("cluster voters=%v observers=%d params=%+v", s.voters, s.p.observers, s.p)
+	s.tracef("cluster voters=%v observers=%d params=%+v snapshots=%+v", s.voters, s.p.observers, s.p, s.snap.p)
+	s.setupSnapshots()
 	s.setupVersions()
 	for _, nd := range s.nodes {
 		s.start(nd)
@@ -910,6 +918,8 @@ func (s *sim) start(nd *node) {
 	if s.opts.TightLoad {
 		cfg.CatchUpBytesPerSecond, cfg.MaxUncommittedBytes = TightCatchUpBytesPerSecond, TightMaxUncommittedBytes
 	}
+	// A release before snapshot transfer pulls none.
+	cfg.ShipSnapshots = cfg.SupportedFeatureLevel == 0 || cfg.SupportedFeatureLevel >= protocol.FeatureLevelSnapshotTransfer
 	s.hash.byte(0xA0)
 	s.hash.u64(uint64(nd.idx))
 	s.hash.u64(uint64(nd.inc))
@@ -942,6 +952,7 @@ func (s *sim) start(nd *node) {
 	if nd.contact != nil {
 		s.scheduleContact(nd)
 	}
+	s.snapStart(nd)
 	// The process's first round: writes New issued (a truncation, a
 	// single voter's self-vote) are checked like any other.
 	s.round(nd)
@@ -970,6 +981,7 @@ func (s *sim) crashNode(nd *node, why string, power bool) {
 	s.hash.u64(uint64(nd.idx))
 	s.touchNode(nd.idx, s.now, why)
 	s.crashDisk(nd, power)
+	s.snapCrash(nd)
 	s.closeLinks(nd, power)
 	s.down++
 	s.followDirty = true
@@ -1124,7 +1136,7 @@ const oneShot = 1
 
 // deferredWhilePaused: the kinds of events a paused process does not
 // handle until it resumes.
-var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evRound: true, evContact: true}
+var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evRound: true, evContact: true, evSnapshot: true}
 
 func (s *sim) dispatch(ev event) {
 	if int(ev.kind) < len(deferredWhilePaused) && deferredWhilePaused[ev.kind] {
@@ -1290,6 +1302,9 @@ func (s *sim) dispatch(ev event) {
 	case evLogChange:
 		s.catalogEvent(ev)
 
+	case evSnapshot:
+		s.snapEvent(ev)
+
 	case evHint:
 		nd := s.nodes[ev.node]
 		if !nd.up || nd.inc != ev.inc {
@@ -1357,6 +1372,9 @@ func (s *sim) round(nd *node) {
 	s.armDeadline(nd, &out, fed, inputs)
 	s.checkLevelWrites(nd, out.Writes)
 	s.checkCatalogWrites(nd, out.Writes)
+	// Snapshot work first: a reset among the writes is checked against
+	// the chunks handed out with it (snapReset).
+	s.snapOutput(nd, out)
 	for _, w := range out.Writes {
 		s.hash.byte(0xB0)
 		s.hash.write(w)
@@ -1395,6 +1413,7 @@ func (s *sim) round(nd *node) {
 	s.check(nd)
 	s.checkBarriers(nd)
 	s.checkCatalog(nd, out)
+	s.snapAdvance(nd)
 }
 
 func (s *sim) dump() string {

@@ -71,6 +71,15 @@ type FaultCounts struct {
 	// KeyCheckpointRestores: restarts whose core rebuilt its keyed-state
 	// table from the store's key checkpoint (R76) instead of the whole log.
 	KeyCheckpointRestores int
+	// Snapshots (snapshot.go). SnapshotsSaved: the workload's saves;
+	// SnapshotsInstalled: shipped snapshots installed; SnapshotChunksFailed:
+	// chunks whose write failed (a simulated disk error) or whose install
+	// was refused (a damaged partial); SnapshotTransferCrashes: receivers
+	// crashed by the nemesis in the middle of a transfer;
+	// SnapshotRestores: services restored from a snapshot; SnapshotPartialsTorn:
+	// crashes that cut or damaged a partial snapshot; SnapshotStatesLost:
+	// services whose state a log start passed.
+	SnapshotsSaved, SnapshotsInstalled, SnapshotChunksFailed, SnapshotTransferCrashes, SnapshotRestores, SnapshotPartialsTorn, SnapshotStatesLost int
 }
 
 // Add adds o's counts to f.

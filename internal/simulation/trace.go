@@ -136,6 +136,27 @@ func (h *hasher) msg(m protocol.Message) {
 		h.byte(byte(protocol.KindDeleteRecords))
 		h.u64(b.Epoch)
 		h.u64(b.Offset)
+	case *protocol.SnapshotRequest:
+		h.byte(byte(protocol.KindSnapshotRequest))
+		h.u64(b.RequestID)
+		h.u64(b.Epoch)
+		h.u64(b.Offset)
+		h.u64(b.SnapshotEpoch)
+		h.u64(b.Position)
+		h.u64(uint64(b.MaxBytes))
+	case *protocol.SnapshotResponse:
+		h.byte(byte(protocol.KindSnapshotResponse))
+		h.u64(b.RequestID)
+		h.str(b.LeaderID)
+		h.u64(b.Epoch)
+		h.byte(byte(b.Error))
+		h.u64(b.LogStartOffset)
+		h.u64(b.Offset)
+		h.u64(b.SnapshotEpoch)
+		h.u64(b.Size)
+		h.u64(uint64(b.CRC))
+		h.u64(b.Position)
+		h.bytes(b.Data)
 	default:
 		h.byte(0xff)
 	}

@@ -72,6 +72,9 @@ func (s *sim) atWire(m protocol.Message, from, to int) (protocol.Message, bool) 
 	if m.Log != "" && wire < protocol.LogNameVersion {
 		return m, false
 	}
+	if k := m.Body.Kind(); (k == protocol.KindSnapshotRequest || k == protocol.KindSnapshotResponse) && wire < protocol.SnapshotTransferVersion {
+		return m, false // no wire version it speaks carries the kind
+	}
 	if f, ok := m.Body.(*protocol.FetchRequest); ok && f.HasDurableOffset && wire < protocol.DurableOffsetVersion {
 		c := *f
 		c.HasDurableOffset, c.DurableOffset = false, 0

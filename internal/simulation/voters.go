@@ -852,6 +852,7 @@ func (s *sim) wipe(v *node, what string) {
 	v.checked, v.storeStart, v.retired, v.maxLEO = 0, 0, 0, 0
 	v.votes = map[uint64]string{}
 	v.vrows = nil
+	s.snapWipe(v)
 }
 
 // ---- the workload's voter changes ----
