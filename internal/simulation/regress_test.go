@@ -64,6 +64,13 @@ func wipedAVoter(r Result) string {
 	return ""
 }
 
+func installedASnapshot(r Result) string {
+	if r.Faults.SnapshotsInstalled == 0 {
+		return "it installed no shipped snapshot"
+	}
+	return ""
+}
+
 func madeADeadAdd(r Result) string {
 	if r.Faults.DeadAdds == 0 || !r.Tainted {
 		return fmt.Sprintf("it made no dead add (DeadAdds %d, tainted %v)", r.Faults.DeadAdds, r.Tainted)
@@ -105,6 +112,10 @@ var regressions = []regression{
 
 	// Pipelined fetches (R70, R71).
 	{1, 1500, modeDefault, "a follower fetching ahead of its durable offset is counted at its durable offset, so nothing commits that a majority does not hold durably (R70; fails with replog_bug_count_fetch_offset)", nil},
+
+	// Snapshot transfer (R92-R95).
+	{3, 5000, modeDefault, "a follower resets to its leader's log start only once the snapshot it pulls is installed, never on its last chunk (R94; fails with replog_bug_snapshot_reset_first)", installedASnapshot},
+	{45, 5000, modeDefault, "a voter pulling a snapshot keeps contact with its leader through contact fetches, both ways (R92, R77; fails with replog_bug_snapshot_no_contact, and with replog_bug_snapshot_reset_first)", installedASnapshot},
 
 	// Bootstrap (R57, R60).
 	{1551, 1500, modeDefault, "a wiped sole bootstrap voter asks the members before it bootstraps and joins its cluster instead of forking a second one (R60)", nil},

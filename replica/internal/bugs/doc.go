@@ -219,7 +219,8 @@
 //	                                TestSnapshotBeforeReset; the simulation
 //	                                (TestSimulation: a reset while the last
 //	                                chunk of a snapshot above it is being
-//	                                written).
+//	                                written; TestRegressionSeeds: the rows
+//	                                3 x5000 and 45 x5000).
 //	replog_bug_snapshot_any_offset  SnapshotAnyOffset (R93): a follower
 //	                                pulls any snapshot offered, below the
 //	                                log start it resets to or at it of
@@ -230,14 +231,17 @@
 //	                                it cannot bite there).
 //	replog_bug_snapshot_no_contact  SnapshotNoContact (R92, R77): a
 //	                                follower pulling a snapshot sends no
-//	                                contact fetch, so a leader that does not
-//	                                answer its requests (an older release)
-//	                                loses it to a campaign. Fails:
+//	                                contact fetch: its leader hears nothing
+//	                                from it (check-quorum), and a leader
+//	                                that does not answer its requests (an
+//	                                older release) loses it to a campaign.
+//	                                Fails:
 //	                                TestSnapshotTransferKeepsContact; the
 //	                                simulation's liveness rules
 //	                                (TestSimulation at 5000 steps: a voter
-//	                                pulling from a leader of an older
-//	                                release campaigns).
+//	                                pulling loses contact and campaigns, or
+//	                                its leader loses check-quorum;
+//	                                TestRegressionSeeds: the row 45 x5000).
 //
 // Tests named alone are in package replica. For example:
 //
