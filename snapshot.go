@@ -182,18 +182,10 @@ func (g *guardedWriter) Write(p []byte) (int, error) {
 // Status.LogStart tells the caller that the log no longer holds what
 // follows it.
 func (l *Log) describes(i storage.SnapshotInfo) (bool, string) {
+	// The epoch map first: a deletion after it leaves a map that still
+	// covers every offset at or above the log start read after it.
 	epochs := l.store.EpochMap()
-	ls, leo := l.store.LogStart(), l.store.LEO()
-	switch {
-	case i.Offset < ls:
-		return true, ""
-	case i.Offset > leo:
-		return false, fmt.Sprintf("its offset %d is above the log end %d", i.Offset, leo)
-	}
-	if e := shell.SnapshotEpoch(epochs, i.Offset); e != i.Epoch {
-		return false, fmt.Sprintf("the log's entry at %d is of epoch %d, the snapshot's of %d", i.Offset-1, e, i.Epoch)
-	}
-	return true, ""
+	return shell.SnapshotDescribes(epochs, l.store.LogStart(), l.store.LEO(), i)
 }
 
 // OpenSnapshot opens this node's newest snapshot that describes its log

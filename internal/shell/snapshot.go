@@ -1,6 +1,8 @@
 package shell
 
 import (
+	"fmt"
+
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 	"github.com/replog-io/replog/storage"
@@ -127,6 +129,26 @@ func SnapshotEpoch(epochs []protocol.EpochStart, offset uint64) uint64 {
 		}
 	}
 	return epochs[0].Epoch
+}
+
+// SnapshotDescribes says whether snapshot i can be restored on a log
+// with this epoch map, log start and end (R88): its offset is within the
+// log and the entry at offset-1 has the epoch it was tagged with; if not,
+// why. A snapshot below the log start cannot be checked (the entry is
+// gone) and is taken: its offset below the log start tells the caller
+// that the log no longer holds what follows it. The root's OpenSnapshot
+// and shipping, and the simulation's service, judge by it.
+func SnapshotDescribes(epochs []protocol.EpochStart, logStart, leo uint64, i storage.SnapshotInfo) (bool, string) {
+	switch {
+	case i.Offset < logStart:
+		return true, ""
+	case i.Offset > leo:
+		return false, fmt.Sprintf("its offset %d is above the log end %d", i.Offset, leo)
+	}
+	if e := SnapshotEpoch(epochs, i.Offset); e != i.Epoch {
+		return false, fmt.Sprintf("the log's entry at %d is of epoch %d, the snapshot's of %d", i.Offset-1, e, i.Epoch)
+	}
+	return true, ""
 }
 
 // RetainBound bounds a request to move the log start by R87: under

@@ -124,11 +124,22 @@ func TestReceiveSnapshotChunk(t *testing.T) {
 	}
 }
 
-func TestSnapshotEpochAndRetainBound(t *testing.T) {
+func TestSnapshotEpochDescribesAndRetainBound(t *testing.T) {
 	epochs := []protocol.EpochStart{{Epoch: 2, StartOffset: 5}, {Epoch: 4, StartOffset: 9}}
 	for _, c := range []struct{ off, want uint64 }{{0, 0}, {5, 2}, {6, 2}, {9, 2}, {10, 4}, {50, 4}} {
 		if got := SnapshotEpoch(epochs, c.off); got != c.want {
 			t.Errorf("SnapshotEpoch(%d) = %d, want %d", c.off, got, c.want)
+		}
+	}
+	// Log [3, 12) with the epoch map above: below the log start taken
+	// (unchecked), above the end refused, at an offset tagged with its
+	// entry's epoch taken and with another refused.
+	for _, c := range []struct {
+		off, tag uint64
+		want     bool
+	}{{2, 9, true}, {13, 4, false}, {12, 4, true}, {6, 2, true}, {6, 4, false}, {3, 2, true}} {
+		if got, why := SnapshotDescribes(epochs, 3, 12, storage.SnapshotInfo{Offset: c.off, Epoch: c.tag}); got != c.want || got == (why != "") {
+			t.Errorf("SnapshotDescribes(%d, tag %d) = %v (%q), want %v", c.off, c.tag, got, why, c.want)
 		}
 	}
 	newest := storage.SnapshotInfo{Offset: 7}

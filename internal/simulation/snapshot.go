@@ -474,17 +474,11 @@ func (src snapSource) ReadChunk(info storage.SnapshotInfo, pos int64, max int) (
 	return src.nd.snap.store.ReadChunk(info, pos, max)
 }
 
-// describes is the root's check that a snapshot can be restored on a log
-// (R88): below its log start it is returned (the caller sees the offset);
-// else its offset is within the log and the entry at offset-1 has its tag.
+// describes is shell.SnapshotDescribes on st: whether snapshot i can be
+// restored on st's log (R88).
 func describes(st storage.Store, i storage.SnapshotInfo) bool {
-	switch {
-	case i.Offset < st.LogStart():
-		return true
-	case i.Offset > st.LEO():
-		return false
-	}
-	return shell.SnapshotEpoch(st.EpochMap(), i.Offset) == i.Epoch
+	ok, _ := shell.SnapshotDescribes(st.EpochMap(), st.LogStart(), st.LEO(), i)
+	return ok
 }
 
 // snapStart is a (re)started node's snapshot side: nothing waits for its
