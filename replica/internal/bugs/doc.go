@@ -237,11 +237,14 @@
 //	                                older release) loses it to a campaign.
 //	                                Fails:
 //	                                TestSnapshotTransferKeepsContact; the
-//	                                simulation's liveness rules
-//	                                (TestSimulation at 5000 steps: a voter
-//	                                pulling loses contact and campaigns, or
-//	                                its leader loses check-quorum;
-//	                                TestRegressionSeeds: the row 45 x5000).
+//	                                simulation's liveness rules without the
+//	                                node's contact clock (TestSimulation
+//	                                -sim.quiescence=false at 5000 steps: a
+//	                                voter pulling loses contact and
+//	                                campaigns, or its leader loses
+//	                                check-quorum; TestRegressionSeeds: the
+//	                                row 45 x5000); with it, R98's
+//	                                heartbeats keep contact too.
 //
 // Tests named alone are in package replica. For example:
 //
