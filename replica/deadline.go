@@ -60,6 +60,12 @@ func (r *Replica) NextDeadline() time.Time {
 	if t := &r.keys; len(t.producers)+len(t.ids) > 0 {
 		d.ready(t.nextSweep, now)
 	}
+	if r.keys.budgeted && r.keys.applied < r.log.LEO() {
+		// The key table's catch-up stopped at its budget: the next
+		// round goes on with it (what waits for the table waits for
+		// that, not for an event).
+		d.tick(now)
+	}
 	return d.at
 }
 

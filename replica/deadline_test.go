@@ -183,3 +183,41 @@ func TestNextDeadlineIsZeroWhenHalted(t *testing.T) {
 		t.Fatalf("a halted core's deadline is %v", d)
 	}
 }
+
+// TestNextDeadlineKeyTableBehind: a key table that one Ready could not
+// bring up to the LEO (keyCatchUpBytes a round, as after a restart over a
+// long log) is due at once: without the term, the rest of the catch-up,
+// and everything waiting for it (keyed proposals, the catalog, R68's
+// raise, retention's key bound), waits for an unrelated event.
+func TestNextDeadlineKeyTableBehind(t *testing.T) {
+	store := storage.NewMemory()
+	const n = 3 * keyCatchUpBytes / (1 << 20)
+	es := make([]protocol.Entry, n)
+	for i := range es {
+		es[i] = protocol.Entry{Offset: uint64(i), Epoch: 1, Type: protocol.EntryData, Data: make([]byte, 1<<20)}
+	}
+	applyWrites(t, store, []protocol.Write{
+		{Kind: protocol.WriteAppend, Entries: es},
+		{Kind: protocol.WriteQuorumState, Quorum: protocol.QuorumState{Epoch: 1}},
+	})
+	cfg := testConfig("n1", "n1", "n2", "n3")
+	cfg.MaxRecordSize = 2 << 20
+	r := newTestReplica(t, cfg, store)
+	r.Ready()
+	if r.keys.applied >= r.log.LEO() {
+		t.Fatalf("setup: the table caught up (%d of %d) in one round", r.keys.applied, r.log.LEO())
+	}
+	for range 2 * n {
+		if r.keys.applied >= r.log.LEO() {
+			return
+		}
+		d := r.NextDeadline()
+		if d.IsZero() || d.After(r.now) {
+			t.Fatalf("the key table is at %d of %d after a Ready, and NextDeadline is %v, %v after the clock: the rest of the catch-up waits for an event",
+				r.keys.applied, r.log.LEO(), d, d.Sub(r.now))
+		}
+		r.Tick(d)
+		r.Ready()
+	}
+	t.Fatalf("the key table is at %d of %d after %d rounds", r.keys.applied, r.log.LEO(), 2*n)
+}

@@ -81,6 +81,11 @@ type keyUndo struct {
 }
 
 type keyTable struct {
+	// budgeted says the last catch-up stopped at keyCatchUpBytes, not
+	// at the LEO or a read error: the next round goes on (NextDeadline
+	// says it is due at once; a failed read waits for an event instead
+	// of spinning the loop).
+	budgeted  bool
 	producers map[uint64]*producerState
 	ids       map[string]*idState
 	cursors   map[string]*cursorState
@@ -191,6 +196,7 @@ func (r *Replica) keysCatchUp() bool {
 	t := &r.keys
 	t.applied = max(t.applied, r.log.logStart)
 	budget := keyCatchUpBytes
+	t.budgeted = false
 	for t.applied < r.log.LEO() && budget > 0 {
 		es, err := r.log.read(t.applied, budget)
 		if err != nil || len(es) == 0 {
@@ -203,6 +209,7 @@ func (r *Replica) keysCatchUp() bool {
 		}
 		t.applied = es[len(es)-1].Offset + 1
 	}
+	t.budgeted = t.applied < r.log.LEO() && !bugs.DeadlineIgnoresKeyCatchUp
 	floor := min(r.hw, r.log.durableEnd)
 	n := 0
 	for n < len(t.undo) && t.undo[n].off < floor {

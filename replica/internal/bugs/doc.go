@@ -199,6 +199,14 @@
 //	                                it late. Fails: TestNextDeadline;
 //	                                the simulation (TestSimulation: an
 //	                                early tick that sends a message).
+//	replog_bug_deadline_ignores_key_catchup
+//	                                DeadlineIgnoresKeyCatchUp (R96): a
+//	                                key table whose catch-up stopped at
+//	                                keyCatchUpBytes (a restart over a
+//	                                long log) adds no due-now term, so
+//	                                the rest of the catch-up waits for an
+//	                                unrelated event. Fails:
+//	                                TestNextDeadlineKeyTableBehind.
 //	replog_bug_quiesce_ignores_contact QuiesceIgnoresContact (R99):
 //	                                check-quorum counts a parked quiescent
 //	                                fetch as heard from now even after the
