@@ -75,11 +75,12 @@ func sends[T protocol.Body](to string, pred func(T) bool) func(Ready) bool {
 // TestNextDeadline is R96: in each state a core waits in for time to pass
 // (a leader with parked fetches, a follower with a fetch outstanding, a
 // candidate, a follower whose disk holds its fetch back, a leader whose
-// transfer cannot complete, a leader with a fetch waiting for the
-// quota), a round without events just before NextDeadline does nothing,
+// transfer cannot complete, a follower pulling a snapshot whose request
+// went unanswered, a leader with a fetch waiting for the quota), a round without events just before NextDeadline does nothing,
 // and ticking from deadline to deadline does what was due: the parked
 // fetch answered, the fetch sent again, a new election, the contact
-// fetch (R77), the transfer given up, the throttled fetch served.
+// fetch (R77), the transfer given up, the snapshot request sent again
+// (R95), the throttled fetch served.
 // (Fails with replog_bug_deadline_ignores_parked.)
 func TestNextDeadline(t *testing.T) {
 	t.Run("leader with parked fetches", func(t *testing.T) {
@@ -147,6 +148,13 @@ func TestNextDeadline(t *testing.T) {
 		if n1.r.role != RoleLeader {
 			t.Fatalf("n1 is %v after its transfer timed out, want leader", n1.r.role)
 		}
+	})
+	t.Run("follower pulling a snapshot", func(t *testing.T) {
+		r, _, req := shippingFollower(t) // the request's answer is lost
+		advanceUntil(t, r, "snapshot request retry", func(Ready) {},
+			sends("L", func(q *protocol.SnapshotRequest) bool {
+				return q.RequestID != req.RequestID && q.Position == req.Position
+			}))
 	})
 	t.Run("fetch waiting for the quota", func(t *testing.T) {
 		r, store := catchUpLeader(t, 400, func(c *Config) { c.CatchUpBytesPerSecond = 64 << 10 }, "a", "b")
