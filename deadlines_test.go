@@ -2,6 +2,7 @@ package replog
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -80,5 +81,53 @@ func TestIdleLogRunsRoundsOnlyAtDeadlines(t *testing.T) {
 	}
 	if _, err := l.Append(ctx, []byte("y")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeadlinesLoseNoWakeUp (R97): loops that re-set their deadline after
+// every wake-up, as the event loop does (the same deadline again while it
+// is ahead; once it passed, a new one or now and then the same one, a
+// core term that is due), some rounds with a wake-up already pending on
+// the same channel (the writer's "persisted") while the timer fires
+// concurrently, are each woken at or after every deadline they set: none
+// is left waiting with its deadline passed and no wake-up to come.
+func TestDeadlinesLoseNoWakeUp(t *testing.T) {
+	s := newDeadlines()
+	defer s.close()
+	const loops, rounds = 10, 50
+	errs := make(chan error, loops)
+	for i := range loops {
+		wake := make(chan struct{}, 1)
+		e := s.newEntry(wake)
+		go func() {
+			now := time.Now()
+			at := now.Add(time.Duration(i%5) * 200 * time.Microsecond)
+			for n, done := 0, 0; done < rounds; n++ {
+				s.set(e, at, now)
+				if n%3 == i%3 {
+					select { // the writer's wake-up, pending
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+				select {
+				case <-wake:
+				case <-time.After(time.Minute):
+					errs <- fmt.Errorf("loop %d: no wake-up a minute after its deadline %v (round %d)", i, at, done)
+					return
+				}
+				if now = time.Now(); !now.Before(at) {
+					if done++; done%4 != 0 {
+						at = now.Add(time.Duration((i+done)%5) * 200 * time.Microsecond)
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range loops {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
