@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica/internal/bugs"
@@ -245,4 +246,75 @@ func (r *Replica) noteLeaderHW(hw uint64) {
 		return
 	}
 	t.completeFrom = hw
+}
+
+// catalogBarrier is the barrier a follower sends for R82's bound: the
+// leader and epoch it went to and when; and the leader and epoch of the
+// last answer that found this follower caught up with nothing of the
+// leader's epoch to wait for (noteCatalogIdle).
+type catalogBarrier struct {
+	leader     string
+	epoch      uint64
+	sentAt     time.Time
+	idleLeader string
+	idleEpoch  uint64
+}
+
+// noteCatalogIdle records, on an answer from the leader, whether this
+// follower waits for R82's bound in vain: the answer brought nothing, this
+// log ends at the leader's HW, and its last entry is of an earlier epoch,
+// so no HW of the leader covers an entry of its epoch until one is
+// appended. An answer that finds an entry of the epoch on its way (or
+// behind the HW) needs no barrier: its commit gives the bound.
+func (r *Replica) noteCatalogIdle(from string, entries int, hw uint64) {
+	b := &r.catalogBarrier
+	leo := r.log.LEO()
+	if from == r.leaderID && entries == 0 && hw == leo && (leo <= r.log.logStart || r.log.epochAt(leo-1) != r.epoch) {
+		b.idleLeader, b.idleEpoch = from, r.epoch
+	} else {
+		b.idleLeader, b.idleEpoch = "", 0
+	}
+}
+
+// catalogBarrierWanted reports whether this replica needs R82's bound and
+// has a leader that could give it but will not unless something is
+// appended: a follower (or observer) whose table does not yet cover every
+// live log, and whose last answer from that leader found it idle. At every level: below the level of
+// named logs the catalog is empty, but this replica cannot tell that from
+// the level it has finalized (a level row may be above its HW), and the
+// catalog stays unknown without the bound all the same.
+func (r *Replica) catalogBarrierWanted() bool {
+	return !bugs.CatalogNoBarrier && r.err == nil && (r.role == RoleFollower || r.role == RoleObserver) &&
+		r.leaderID != "" && r.keys.completeFrom == unknownCompleteness &&
+		r.catalogBarrier.idleLeader == r.leaderID && r.catalogBarrier.idleEpoch == r.epoch
+}
+
+// catalogBarrierRetry is how long a catalog barrier may take before the
+// follower sends another: as long as a forwarded proposal waits for its
+// answer, then the fetch that brings the HW past it.
+func (r *Replica) catalogBarrierRetry() time.Duration {
+	return 2*r.cfg.FetchTimeout + r.fetchRetryTimeout()
+}
+
+// maybeCatalogBarrier is the liveness half of R82: R82's bound needs the
+// leader's HW to cover an entry of its own epoch, and a leader elected on
+// a fully committed log appends nothing of its epoch until someone writes,
+// which an idle (quiescent, R99) log may never do. So a follower that
+// needs the bound forwards one barrier (R50) to its leader, once per
+// leader and epoch, again after catalogBarrierRetry if the bound still is
+// not reached (lost, refused, or the leader's HW not yet past it). It is
+// no caller's proposal: it is not in r.forwarded, so its answer matches
+// nothing and no Ack is made; a barrier is invisible to readers.
+func (r *Replica) maybeCatalogBarrier() {
+	if !r.catalogBarrierWanted() {
+		return
+	}
+	b := &r.catalogBarrier
+	if b.leader == r.leaderID && b.epoch == r.epoch && r.now.Sub(b.sentAt) < r.catalogBarrierRetry() {
+		return
+	}
+	b.leader, b.epoch, b.sentAt = r.leaderID, r.epoch, r.now
+	reqID := r.nextRequestID
+	r.nextRequestID++
+	r.send(r.leaderID, &protocol.AppendRequest{RequestID: reqID, Epoch: r.epoch, Type: protocol.EntryControl, Records: [][]byte{nil}})
 }

@@ -325,6 +325,63 @@ func TestCatalogUnknownUntilCovered(t *testing.T) {
 	}
 }
 
+// TestCatalogLearnedFromIdleLeader (R82's liveness): a follower restarted
+// with its log start above 0 follows a leader elected on a fully
+// committed log, which appends nothing of its epoch, and nobody writes:
+// the follower forwards one barrier of its own (again once it is lost),
+// whose commit gives it the bound, and its catalog becomes known; no Ack
+// of it reaches a caller; once known, it sends none under the next leader. Teeth: replog_bug_catalog_no_barrier (b
+// never learns the catalog).
+func TestCatalogLearnedFromIdleLeader(t *testing.T) {
+	c, x := retainedCatalog(t)
+	c.advance(time.Second) // every HW and HW checkpoint at the log end
+	a := c.nodes["a"]
+	c.restart("b")
+	b := c.nodes["b"]
+	if b.log.logStart == 0 || b.LogsVersion() != 0 {
+		t.Fatalf("b restarted with log start %d, catalog version %d: want a lost prefix and an unknown catalog", b.log.logStart, b.LogsVersion())
+	}
+	leo := a.log.LEO()
+	if a.hw != leo {
+		t.Fatalf("a's HW %d below its log end %d: the election would append an entry of its epoch", a.hw, leo)
+	}
+	epoch := a.epoch
+	dropped := 0
+	c.drop = func(m protocol.Message) bool {
+		if _, ok := m.Body.(*protocol.AppendRequest); ok && m.From == "b" && dropped == 0 {
+			dropped++ // the first barrier is lost: b must send another (R96 gives it a deadline)
+			return true
+		}
+		return false
+	}
+	c.elect("a")
+	c.advance(10 * time.Second)
+	c.drop = nil
+	if dropped != 1 {
+		t.Fatalf("b sent no barrier to drop")
+	}
+	want := []string{fmt.Sprintf("x@%d=sx", x)}
+	if got := catalogOf(b); b.LogsVersion() == 0 || !slices.Equal(got, want) {
+		t.Fatalf("b under an idle leader: catalog %v (version %d), want %v", got, b.LogsVersion(), want)
+	}
+	es, err := c.store["a"].Entries(leo, int(a.log.LEO()-leo), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].Type != protocol.EntryControl || es[0].Epoch != epoch+1 || a.hw != a.log.LEO() {
+		t.Fatalf("a appended %s (HW %d) in its idle leadership, want one committed barrier of epoch %d", fmtEntries(es), a.hw, epoch+1)
+	}
+	if len(c.acks["b"]) != 0 {
+		t.Fatalf("b's caller got Acks %+v for a proposal it never made", c.acks["b"])
+	}
+	// Known, b asks for nothing more under the next leader either.
+	c.elect("a")
+	c.advance(3 * time.Second)
+	if got := a.log.LEO(); got != leo+1 {
+		t.Fatalf("a's log end %d after another idle leadership, want %d: a follower that knows its catalog sent a barrier", got, leo+1)
+	}
+}
+
 // TestKeyCheckpointOfTheReleaseBeforeLogs: a version-1 checkpoint (no
 // logs section, undo records without a log) still restores.
 func TestKeyCheckpointOfTheReleaseBeforeLogs(t *testing.T) {

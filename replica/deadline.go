@@ -57,6 +57,9 @@ func (r *Replica) NextDeadline() time.Time {
 	}
 	// Ready's checks ran at now, after the round's events: a term at or
 	// before now was checked already and waits for an event, not time.
+	if r.catalogBarrierWanted() {
+		d.ready(r.catalogBarrier.sentAt.Add(r.catalogBarrierRetry()), now) // R82's retry, quiesced or not
+	}
 	if t := &r.keys; len(t.producers)+len(t.ids) > 0 {
 		d.ready(t.nextSweep, now)
 	}

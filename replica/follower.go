@@ -286,6 +286,7 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		r.settleRole() // a removal that commits ends an outgoing replica's candidacy
 		r.followLogStart(d.LogStart)
 		r.noteQuiescence(from, len(d.Entries), d.HighWatermark)
+		r.noteCatalogIdle(from, len(d.Entries), d.HighWatermark)
 	case fetcher.OutOfRange:
 		r.leaderContact()
 		r.resetToLogStart(d.LogStart, resp)

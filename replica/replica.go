@@ -133,6 +133,9 @@ type Replica struct {
 	electionDeadline  time.Time
 	forwarded         []forwardedProposal
 	nextRequestID     uint64
+	// catalogBarrier is the last barrier this follower sent for R82's
+	// bound (catalog.go).
+	catalogBarrier catalogBarrier
 	// memo remembers what this replica answered to forwarded requests.
 	memo forwardMemos
 	// keys is the keyed-state table: producers, caller IDs, cursors (R62,
@@ -467,6 +470,7 @@ func (r *Replica) Ready() Ready {
 		} else {
 			r.snapshotContact()
 		}
+		r.maybeCatalogBarrier()
 	default:
 		r.snapshotRound()
 	}

@@ -14,10 +14,14 @@ const (
 	modeClassic                 // Options.Classic: the basic faults only
 	modeSafetyOnly              // Options.SafetyOnly: consequence checks only
 	modeExactlyOnce             // Options.ExactlyOnce: the keyed workload
+	// modeAll runs as TestSimulation does by default: with the version
+	// mix, closed connections, the catalog workload and quiescence (the
+	// rows found since they exist).
+	modeAll
 )
 
 func (m regressMode) String() string {
-	return [...]string{"", "classic", "safetyonly", "exactlyonce"}[m]
+	return [...]string{"", "classic", "safetyonly", "exactlyonce", "all"}[m]
 }
 
 // options are the Options of seed's run in mode m: fixed, whatever the
@@ -25,10 +29,12 @@ func (m regressMode) String() string {
 // The rows were found before the version mix (versions.go), closed
 // connections (peerdown.go), the catalog workload (catalog.go) and
 // quiescence (quiescence.go) existed, whose events draw from the main
-// stream: they run without them.
+// stream: they run without them, except in modeAll.
 func (m regressMode) options(seed int64, steps int) Options {
 	o := Options{Seed: seed, Steps: steps, Stable: true, Bugs: knownBugs(), NoVersionMix: true, NoConnClose: true, NoCatalog: true, NoQuiescence: true}
 	switch m {
+	case modeAll:
+		o.NoVersionMix, o.NoConnClose, o.NoCatalog, o.NoQuiescence = false, false, false, false
 	case modeClassic:
 		o.Classic = true
 	case modeSafetyOnly:
@@ -124,6 +130,9 @@ var regressions = []regression{
 	{82042895, 1500, modeDefault, "a cluster counts as formed only once a voter set is committed: a first set held only by an observer does not make every bootstrap voter observe for ever (R60)", nil},
 	{84206751, 5000, modeDefault, "a Formed answer means a cluster exists that the asker is not part of as it is now (R60)", nil},
 
+	// The catalog of named logs (R80-R82).
+	{3212, 1500, modeAll, "a follower restarted with its log start above 0 learns the catalog though its leader, elected on a fully committed log, appends nothing (idle, quiescent): it forwards a barrier of the leader's epoch (R82; fails with replog_bug_catalog_no_barrier)", nil},
+
 	// The simulator's own judgement: runs that once failed falsely.
 	{130036950, 1500, modeClassic, "the cluster has not converged while its leader is paused: the stable phase must not start then", nil},
 	{130063570, 1500, modeClassic, "as 130036950: convergence waits for a paused leader", nil},
@@ -134,7 +143,9 @@ var regressions = []regression{
 // reproduceRow is the command line that reruns r's seed with its trace.
 func reproduceRow(r regression) string {
 	cmd := fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d -sim.versions=false -sim.connclose=false -sim.catalog=false -sim.quiescence=false", r.seed, r.steps)
-	if r.mode != modeDefault {
+	if r.mode == modeAll {
+		cmd = fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d", r.seed, r.steps)
+	} else if r.mode != modeDefault {
 		cmd += " -sim." + r.mode.String()
 	}
 	if tags := buildTags(); tags != "" {

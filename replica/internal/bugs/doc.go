@@ -158,6 +158,15 @@
 //	                                TestCatalogUnknownUntilCovered; the
 //	                                simulation (TestSimulation at 3000
 //	                                steps).
+//	replog_bug_catalog_no_barrier
+//	                                CatalogNoBarrier (R82): a follower that
+//	                                needs the catalog's bound sends no
+//	                                barrier of its own, so under a leader
+//	                                elected on a fully committed log and
+//	                                with no writes it never learns the
+//	                                catalog. Fails:
+//	                                TestCatalogLearnedFromIdleLeader;
+//	                                TestRegressionSeeds (3212_x1500_all).
 //	replog_bug_count_fetch_offset   CountFetchOffset (R70): the leader counts
 //	                                a fetch's FetchOffset as the fetcher's
 //	                                LEO even when the fetch says a lower
