@@ -252,13 +252,11 @@ func TestSimulation(t *testing.T) {
 		v := reflect.ValueOf(total.Faults)
 		for i := 0; i < v.NumField(); i++ {
 			// PausesExtended is an outcome too (a pause landing on a
-			// node still paused), which the exactly-once workload's
-			// pauses may never meet.
+			// node still paused): with deadline-driven rounds it is rare
+			// enough that 2,000 seeds of 1500 steps may meet none, and
+			// TestPauseKeepsLatestResume checks that it is counted.
 			name := v.Type().Field(i).Name
-			if name == "PausesExtended" && *flagEO {
-				continue
-			}
-			if v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "DeadAdds" && name != "PipelinedLosses" {
+			if v.Field(i).Int() == 0 && name != "NoSyncTainted" && name != "DeadAdds" && name != "PipelinedLosses" && name != "PausesExtended" {
 				t.Errorf("%d seeds injected no fault of kind %s", done, name)
 			}
 		}
