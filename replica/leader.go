@@ -28,6 +28,11 @@ type leaderState struct {
 	// sentHW is the HW last sent to each fetching replica: a fetch from a
 	// replica that has not seen the current HW is answered at once.
 	sentHW map[string]uint64
+	// sentLogStart is the log start last sent to each fetching replica:
+	// a parked fetch is answered when the log start has passed it, so
+	// that a follower whose fetch is parked with no deadline (a
+	// quiescent one, R99) still learns of a prefix deletion (R51).
+	sentLogStart map[string]uint64
 	// fetchDir, fetchOffset and anyFetch are the directory, offset and time
 	// of each replica's latest valid fetch in this epoch, voter or not:
 	// what a voter change needs to know (R58).
@@ -98,6 +103,7 @@ func newLeaderState(r *Replica, leo uint64) *leaderState {
 		lastFetch:     make(map[string]time.Time),
 		observerFetch: make(map[string]time.Time),
 		sentHW:        make(map[string]uint64),
+		sentLogStart:  make(map[string]uint64),
 		lastFetchID:   make(map[string]uint64),
 		served:        make(map[string]servedFetch),
 		fetchDir:      make(map[string]string),
@@ -160,7 +166,7 @@ func (r *Replica) serveParked() {
 	leo := r.log.LEO()
 	kept := ls.parked[:0]
 	for _, p := range ls.parked {
-		if p.req.FetchOffset < leo || r.hw > ls.sentHW[p.from] {
+		if p.req.FetchOffset < leo || r.hw > ls.sentHW[p.from] || r.log.logStart > ls.sentLogStart[p.from] && !bugs.QuiesceMissesLogStart {
 			r.unparkQuiescent(p)
 			r.respondFetch(p.from, p.req)
 		} else {
@@ -330,7 +336,7 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 	ls.unpark(from)
 	prevID, seen := ls.lastFetchID[from]
 	ls.lastFetchID[from] = req.FetchID
-	if req.FetchOffset < r.log.LEO() || r.hw > ls.sentHW[from] || req.MaxWaitMs == 0 ||
+	if req.FetchOffset < r.log.LEO() || r.hw > ls.sentHW[from] || r.log.logStart > ls.sentLogStart[from] || req.MaxWaitMs == 0 ||
 		!seen || req.FetchID != prevID+1 {
 		r.respondFetch(from, req)
 		return
@@ -427,6 +433,7 @@ func (r *Replica) respondFetch(from string, req *protocol.FetchRequest) {
 // the replication quota's wait is over, R73) and the current HW.
 func (r *Replica) sendFetchOK(from string, req *protocol.FetchRequest, entries []protocol.Entry) {
 	r.leader.sentHW[from] = r.hw
+	r.leader.sentLogStart[from] = r.log.logStart
 	if len(entries) > 0 && req.HasDurableOffset && req.DurableOffset < req.FetchOffset {
 		r.leader.served[from] = servedFetch{id: req.FetchID, offset: req.FetchOffset}
 	} else {

@@ -229,6 +229,12 @@
 //	                                Fails: TestScenarios (quiescence_loss);
 //	                                the simulation (seed 308 x1500: no
 //	                                convergence).
+//	replog_bug_quiesce_misses_log_start QuiesceMissesLogStart (R99):
+//	                                a leader's parked fetches are not
+//	                                answered when its log start moves, so
+//	                                quiesced followers of an idle log keep
+//	                                a deleted prefix. Fails: TestScenarios
+//	                                (quiescence_logstart).
 //	replog_bug_snapshot_reset_first SnapshotResetFirst (R94): a follower
 //	                                resets to its leader's log start on the
 //	                                last chunk of a snapshot, before the
