@@ -85,6 +85,9 @@ func (r *Replica) handleVoteRequest(from string, req *protocol.VoteRequest) {
 		return
 	}
 	if req.PreVote {
+		if req.Epoch > r.epoch {
+			r.leaderNotLeading(from)
+		}
 		// Nothing changes here: no epoch adopted, nothing persisted.
 		grant := req.Epoch > r.epoch && !r.heardFromLeaderRecently() && r.logUpToDate(req.LastEpoch, req.LEO)
 		r.send(from, r.voteResponse(req, grant))

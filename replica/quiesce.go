@@ -138,6 +138,23 @@ func (r *Replica) resync(peer string) {
 	}
 }
 
+// leaderNotLeading takes a message from peer that only a replica not
+// leading sends (a fetch in our epoch, a pre-vote for a later one; an
+// older fetch may be one sent before peer led): if this follower
+// is quiesced on peer, its leader's log no longer leads while the
+// leader's node lives on, and heartbeats keep the contact fresh, so
+// PeerSilent never comes. Its quiescent fetch was answered "not leader"
+// at the step-down unless the fetch, or that answer, was lost and the
+// resync too: the follower then fetches again now, a normal fetch, whose
+// answer tells it the leader is gone (R99, R100).
+func (r *Replica) leaderNotLeading(peer string) {
+	if bugs.QuiesceTrustsLeader || r.role != RoleFollower || !r.quiesced() || r.leaderID != peer {
+		return
+	}
+	r.logger.Debug("the quiesced leader fetches or campaigns: fetching again", "leader", peer)
+	r.unquiesce()
+}
+
 // heardAt is when the leader last heard from voter v for check-quorum
 // (R27) and the hand-over and replacement checks: its last fetch, or now
 // while a quiescent fetch of v's is parked and the node has not reported

@@ -98,6 +98,9 @@ func (r *Replica) stepLeader(m protocol.Message) {
 func (r *Replica) stepFollower(m protocol.Message) {
 	switch b := m.Body.(type) {
 	case *protocol.FetchRequest:
+		if b.CurrentEpoch == r.epoch {
+			r.leaderNotLeading(m.From)
+		}
 		r.answerNotLeader(m.From, b, r.leaderID)
 	case *protocol.FetchResponse:
 		r.handleFetchResponse(m.From, b)

@@ -77,6 +77,13 @@ func installedASnapshot(r Result) string {
 	return ""
 }
 
+func resyncedAQuiescentLog(r Result) string {
+	if r.QuiescentFetches == 0 || r.Resyncs == 0 {
+		return "it resynced no quiescent log"
+	}
+	return ""
+}
+
 func madeADeadAdd(r Result) string {
 	if r.Faults.DeadAdds == 0 || !r.Tainted {
 		return fmt.Sprintf("it made no dead add (DeadAdds %d, tainted %v)", r.Faults.DeadAdds, r.Tainted)
@@ -132,6 +139,9 @@ var regressions = []regression{
 
 	// The catalog of named logs (R80-R82).
 	{3212, 1500, modeAll, "a follower restarted with its log start above 0 learns the catalog though its leader, elected on a fully committed log, appends nothing (idle, quiescent): it forwards a barrier of the leader's epoch (R82; fails with replog_bug_catalog_no_barrier)", nil},
+
+	// Quiescent idle logs (R98-R100).
+	{3093, 1500, modeAll, "two voters: the follower's quiescent fetch is lost, and the leader's resync request with it, so the leader parks nothing and resigns (R27) while its node's heartbeats keep the follower quiesced on it; the follower wakes on its former leader's fetch or pre-vote and fetches again (R99, R100; fails with replog_bug_quiesce_trusts_leader)", resyncedAQuiescentLog},
 
 	// The simulator's own judgement: runs that once failed falsely.
 	{130036950, 1500, modeClassic, "the cluster has not converged while its leader is paused: the stable phase must not start then", nil},

@@ -223,6 +223,19 @@
 //	                                (PeerSilent): a leader cut off from its
 //	                                followers keeps leading. Fails: TestScenarios
 //	                                (quiescence).
+//	replog_bug_quiesce_trusts_leader
+//	                                QuiesceTrustsLeader (R99, R100): a
+//	                                follower quiesced on its leader stays
+//	                                so when that leader fetches or asks a
+//	                                pre-vote: a leader that resigned with
+//	                                the follower's quiescent fetch lost
+//	                                (and the resync with it) is trusted as
+//	                                long as its node heartbeats, and two
+//	                                voters never elect again. Fails:
+//	                                TestScenarios
+//	                                (quiescence_leader_resigns); the
+//	                                simulation (TestRegressionSeeds: the
+//	                                row 3093 x1500).
 //	replog_bug_quiesce_no_resync    QuiesceNoResync (R100): Resync does
 //	                                nothing, so a follower whose quiescent
 //	                                fetch was lost misses every append.
