@@ -240,8 +240,8 @@
 //	                                nothing, so a follower whose quiescent
 //	                                fetch was lost misses every append.
 //	                                Fails: TestScenarios (quiescence_loss);
-//	                                the simulation (seed 308 x1500: no
-//	                                convergence).
+//	                                the simulation (a run that never
+//	                                converges; docs/testing.md names it).
 //	replog_bug_quiesce_misses_log_start QuiesceMissesLogStart (R99):
 //	                                a leader's parked fetches are not
 //	                                answered when its log start moves, so
