@@ -9,38 +9,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replog-io/replog"
-	"github.com/replog-io/replog/protocol"
+	"github.com/replog-io/replog/replogtest"
 )
 
 // openNode opens a single-node Node with id and creates the named logs
-// given, appending to each as many records as its count.
+// given, appending to each as many records as its count
+// (replogtest.NewNode).
 func openNode(t *testing.T, id string, logs map[string]int) *replog.Node {
 	t.Helper()
-	n, err := replog.OpenNode(replog.Options{Dir: t.TempDir(), NodeID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for n.Default().Status().FeatureLevel < protocol.FeatureLevelNamedLogs {
-		if ctx.Err() != nil {
-			t.Fatal("the named logs' feature level was not raised")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	recs := map[string][][]byte{}
 	for name, count := range logs {
-		l, err := n.CreateLog(ctx, name, replog.LogOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs[name] = make([][]byte, 0, count)
 		for range count {
-			if _, err := l.Append(ctx, []byte("x")); err != nil {
-				t.Fatal(err)
-			}
+			recs[name] = append(recs[name], []byte("x"))
 		}
 	}
-	return n
+	return replogtest.NewNode(t, id, recs, replogtest.Configure(func(_ string, o *replog.Options) { o.NoSync = false }))
 }
 
 // TestNodeCollector: two logs of one node register without collision

@@ -29,6 +29,10 @@
 // for their goroutines: a test that uses go.uber.org/goleak sees none
 // left.
 //
+// NewNode opens a single replog.Node with named logs and their records
+// already committed, for the tests of code that serves many logs
+// (handlers, metrics, tools) and needs no faults.
+//
 // The fault tests of replog itself (SIGKILL, SIGSTOP of real processes)
 // live in the module's internal packages; this package is for the tests
 // of code that uses replog.

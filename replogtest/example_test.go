@@ -48,7 +48,35 @@ func ExampleNewCluster() {
 	// the restarted node has order-1
 }
 
-// exampleT is what ExampleNewCluster has instead of a *testing.T.
+// A test of code that serves many named logs starts one Node with the logs
+// and records it needs.
+func ExampleNewNode() {
+	t := &exampleT{}
+	defer t.cleanup()
+
+	n := replogtest.NewNode(t, "n1", map[string][][]byte{
+		"orders":   {[]byte("order-1"), []byte("order-2")},
+		"payments": {[]byte("payment-1")},
+	})
+	for _, name := range []string{"orders", "payments"} {
+		l, err := n.Log(name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for e, err := range l.ReadRange(context.Background(), 0, l.Status().ReadableHW) {
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Printf("%s: %s\n", name, e.Data)
+		}
+	}
+	// Output:
+	// orders: order-1
+	// orders: order-2
+	// payments: payment-1
+}
+
+// exampleT is what the examples have instead of a *testing.T.
 type exampleT struct{ cleanups []func() }
 
 func (t *exampleT) Helper()                        {}

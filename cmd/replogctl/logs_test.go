@@ -1,47 +1,28 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/replog-io/replog"
-	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replogadmin"
+	"github.com/replog-io/replog/replogtest"
 )
 
 // startNodeWithLogs opens a single-node Node with the named logs given,
-// appending each log's records, and serves its replogadmin.NewNode
-// handler under /admin; it returns the server's HOST:PORT.
+// appending each log's records (replogtest.NewNode), and serves its
+// replogadmin.NewNode handler under /admin; it returns the server's
+// HOST:PORT.
 func startNodeWithLogs(t *testing.T, logs map[string][]string) string {
 	t.Helper()
-	n, err := replog.OpenNode(replog.Options{NodeID: "n1", Dir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for n.Default().Status().FeatureLevel < protocol.FeatureLevelNamedLogs {
-		if ctx.Err() != nil {
-			t.Fatal("the named logs' feature level was not raised")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	for name, recs := range logs {
-		l, err := n.CreateLog(ctx, name, replog.LogOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if _, err := l.Append(ctx, []byte(r)); err != nil {
-				t.Fatal(err)
-			}
+	recs := map[string][][]byte{}
+	for name, rs := range logs {
+		for _, r := range rs {
+			recs[name] = append(recs[name], []byte(r))
 		}
 	}
+	n := replogtest.NewNode(t, "n1", recs)
 	h, err := replogadmin.NewNode(n, replogadmin.Options{})
 	if err != nil {
 		t.Fatal(err)
