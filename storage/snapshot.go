@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -242,7 +243,7 @@ func OpenSnapshots(dir string, opts SnapshotOptions) (*SnapshotStore, error) {
 			return nil, fmt.Errorf("replog: snapshot directory: %w", err)
 		}
 		if !opts.NoSync {
-			if err := syncDir(filepath.Dir(dir)); err != nil {
+			if err := SyncDir(filepath.Dir(dir)); err != nil {
 				return nil, fmt.Errorf("replog: snapshot directory: %w", err)
 			}
 		}
@@ -277,19 +278,9 @@ func OpenSnapshots(dir string, opts SnapshotOptions) (*SnapshotStore, error) {
 		s.list = append(s.list, info)
 	}
 	slices.SortFunc(s.list, func(a, b SnapshotInfo) int {
-		return -compareUint64(a.Offset, b.Offset)
+		return cmp.Compare(b.Offset, a.Offset)
 	})
 	return s, nil
-}
-
-func compareUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // verifySnapshotFile reads the file at path whole and returns its info,
@@ -438,7 +429,7 @@ func (s *SnapshotStore) Save(offset, epoch uint64, write func(io.Writer) error) 
 	}
 	atSnapshotStage("renamed")
 	if !s.opts.NoSync {
-		if err := syncDir(s.dir); err != nil {
+		if err := SyncDir(s.dir); err != nil {
 			// The file is in place but its name may not survive a crash:
 			// not saved as far as the caller knows. Removing it keeps the
 			// store's list the directory's.
@@ -458,7 +449,7 @@ func (s *SnapshotStore) add(info SnapshotInfo) {
 	s.mu.Lock()
 	s.list = slices.DeleteFunc(s.list, func(i SnapshotInfo) bool { return i.Offset == offset })
 	s.list = append(s.list, info)
-	slices.SortFunc(s.list, func(a, b SnapshotInfo) int { return -compareUint64(a.Offset, b.Offset) })
+	slices.SortFunc(s.list, func(a, b SnapshotInfo) int { return cmp.Compare(b.Offset, a.Offset) })
 	var drop []string
 	if cut := s.keepCut(); cut < len(s.list) {
 		for _, i := range s.list[cut:] {

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -222,21 +223,11 @@ func (m *snapStore) add(offset, epoch uint64, body []byte) storage.SnapshotInfo 
 		Time: simBase.Add(time.Duration(m.saves) * time.Millisecond), Path: fmt.Sprintf("snapshot-%d", offset)}
 	m.files = slices.DeleteFunc(m.files, func(f snapFile) bool { return f.info.Offset == offset })
 	m.files = append(m.files, snapFile{info: info, body: slices.Clone(body)})
-	slices.SortFunc(m.files, func(a, b snapFile) int { return -compareU64(a.info.Offset, b.info.Offset) })
+	slices.SortFunc(m.files, func(a, b snapFile) int { return cmp.Compare(b.info.Offset, a.info.Offset) })
 	if len(m.files) > snapKeep {
 		m.files = m.files[:snapKeep]
 	}
 	return info
-}
-
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // crash models a process crash on the partial snapshot: its chunks were
