@@ -812,15 +812,7 @@ func (n *Node) syncDirectory(dir string) error {
 	if n.opts.NoSync {
 		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return storage.SyncDir(dir)
 }
 
 // namedOptions are the Options of catalog entry e's log on this node:

@@ -426,7 +426,7 @@ func (d *DirStore) swapCompacted(seg sealedSeg, tmp, path string) (bool, error) 
 	if compactHook != nil {
 		compactHook("renamed")
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := SyncDir(filepath.Dir(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return true, fmt.Errorf("replog: store %s: compact segment %d: sync the directory: %w", d.dir, seg.base, err)
 	}
 	nf := &segFile{path: path}

@@ -55,7 +55,7 @@ func CreateDir(dir string, id Identity, opts DirOptions) error {
 		err = os.Rename(tmp, dir)
 	}
 	if err == nil && !noSync {
-		err = syncDir(parent)
+		err = SyncDir(parent)
 	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
@@ -82,7 +82,7 @@ func syncTree(dir string) error {
 			return err
 		}
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // syncFile fsyncs the file at path.

@@ -501,7 +501,7 @@ func (d *DirStore) openJournal(format int, stamped bool, jseq uint64) (err error
 				return fmt.Errorf("replog: open store %s: remove the journal: %w", d.dir, err)
 			}
 			if !d.opts.NoSync {
-				if err := syncDir(d.dir); err != nil {
+				if err := SyncDir(d.dir); err != nil {
 					return fmt.Errorf("replog: open store %s: %w", d.dir, err)
 				}
 			}

@@ -988,7 +988,7 @@ func (d *DirStore) commitRoll(r *rolling, next *dirState) (err error) {
 			err = os.Link(activePath, sealedPath)
 		}
 		if err == nil && !d.opts.NoSync {
-			err = syncDir(d.dir)
+			err = SyncDir(d.dir)
 		}
 		if err != nil {
 			return err
@@ -1044,7 +1044,7 @@ func (d *DirStore) commitRoll(r *rolling, next *dirState) (err error) {
 		})
 	}
 	if !d.opts.NoSync {
-		if err := syncDir(d.dir); err != nil {
+		if err := SyncDir(d.dir); err != nil {
 			return fmt.Errorf("sync directory: %w", err)
 		}
 	}

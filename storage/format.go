@@ -137,7 +137,7 @@ func writeFormat(dir string, v int, noSync bool) error {
 		formatHook("renamed")
 	}
 	if err == nil && !noSync {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("replog: record storage format %d in %s: %w", v, dir, err)
@@ -241,7 +241,7 @@ func writeJournalRef(dir string, r journalRef, noSync bool) error {
 		err = os.Rename(tmp, filepath.Join(dir, JournalRefFileName))
 	}
 	if err == nil && !noSync {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("replog: record the shared journal in %s: %w", dir, err)

@@ -180,7 +180,7 @@ func writeIdentity(dir string, r identityRecord, noSync bool) error {
 		err = os.Rename(tmp, filepath.Join(dir, IdentityFileName))
 	}
 	if err == nil && !noSync {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("replog: write identity in %s: %w", dir, err)
@@ -188,8 +188,11 @@ func writeIdentity(dir string, r identityRecord, noSync bool) error {
 	return nil
 }
 
-// syncDir makes the directory's entries (a rename, a new file) durable.
-func syncDir(dir string) error {
+// SyncDir makes the directory's entries (a rename, a new file, a
+// removal) durable: it fsyncs dir itself. It is what the store does after
+// each of those, and what a caller that renames or creates a directory
+// beside the store's needs too.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -415,7 +418,7 @@ func createData(dir, dataPath string, rec identityRecord, opts DirOptions) (*Dir
 	// exists.
 	err = b.storeIdentity(rec.Identity)
 	if err == nil && !opts.NoSync {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	if err == nil && openDirHook != nil {
 		openDirHook("data")

@@ -280,7 +280,7 @@ func createJournal(path string, size int64, firstSeq uint64, noSync bool) (*Jour
 		err = os.Rename(tmp, path)
 	}
 	if err == nil && !noSync {
-		err = syncDir(filepath.Dir(path))
+		err = SyncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replog: create journal %s: %w", path, err)

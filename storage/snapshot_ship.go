@@ -197,7 +197,7 @@ func (s *SnapshotStore) Install() (SnapshotInfo, error) {
 		return SnapshotInfo{}, fmt.Errorf("replog: install snapshot: %w", err)
 	}
 	if !s.opts.NoSync {
-		if err := syncDir(s.dir); err != nil {
+		if err := SyncDir(s.dir); err != nil {
 			_ = os.Remove(final)
 			return SnapshotInfo{}, fmt.Errorf("replog: install snapshot: %w", err)
 		}
