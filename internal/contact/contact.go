@@ -36,8 +36,17 @@ type peer struct {
 	// prevQ is the count its previous heartbeat carried.
 	sentQ, recvQ, prevQ uint64
 	recvSession         uint64
-	// resync: the next heartbeat asks the peer to resync (R100).
-	resync bool
+	// asking: this node's heartbeats ask the peer to resync (R100),
+	// until the peer's count passes askMark (the count its latest
+	// heartbeat carried when the asking began or that heartbeat's
+	// session started): it then sent a quiescent message after the ask
+	// could have reached it.
+	asking  bool
+	askMark uint64
+	// askNow: the next heartbeat, due at once, is the first to ask.
+	askNow bool
+	// hbSent is when a heartbeat last went to the peer.
+	hbSent time.Time
 }
 
 // New returns a Clock for a node whose session (incarnation) is session
@@ -91,6 +100,9 @@ func (c *Clock) Sent(id string, m protocol.Message, now time.Time) {
 	if now.After(p.sent) {
 		p.sent = now
 	}
+	if _, ok := m.Body.(*protocol.Heartbeat); ok && now.After(p.hbSent) {
+		p.hbSent = now
+	}
 	if protocol.IsQuiescent(m) {
 		p.sentQ++
 	}
@@ -105,18 +117,36 @@ func (c *Clock) LastHeard(id string) time.Time {
 }
 
 // Due returns the peers a heartbeat is due to at now, in ID order: each
-// enabled peer sent nothing for interval, or one whose next heartbeat
-// asks it to resync. The caller sends each Heartbeat(id) (and records it
-// with Sent).
+// enabled peer sent nothing for interval, one this node just began to
+// ask to resync, and one it still asks that was sent no heartbeat for
+// interval (other traffic to it does not carry the request). The caller
+// sends each Heartbeat(id) (and records it with Sent).
 func (c *Clock) Due(now time.Time) []string {
 	var due []string
 	for _, id := range c.ids {
-		p := c.peers[id]
-		if p.on && (p.resync || now.Sub(p.sent) >= c.interval) {
+		if p := c.peers[id]; p.on && !c.dueAt(p).After(now) {
 			due = append(due, id)
 		}
 	}
 	return due
+}
+
+// dueAt is when the next heartbeat to p falls due.
+func (c *Clock) dueAt(p *peer) time.Time {
+	switch {
+	case p.askNow:
+		return p.sent
+	case p.asking:
+		return minTime(p.sent, p.hbSent).Add(c.interval)
+	}
+	return p.sent.Add(c.interval)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // NextDue is when the next heartbeat falls due (zero: none enabled), for
@@ -128,47 +158,69 @@ func (c *Clock) NextDue() time.Time {
 		if !p.on {
 			continue
 		}
-		at := p.sent.Add(c.interval)
-		if p.resync {
-			at = p.sent
-		}
-		if next.IsZero() || at.Before(next) {
+		if at := c.dueAt(p); next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
 	return next
 }
 
-// Heartbeat returns the heartbeat for peer id and clears its resync
-// request.
+// Heartbeat returns the heartbeat for peer id: it asks the peer to
+// resync while this node asks (see OnHeartbeat).
 func (c *Clock) Heartbeat(id string) *protocol.Heartbeat {
 	p := c.peer(id)
-	hb := &protocol.Heartbeat{Session: c.session, Quiescent: p.sentQ, Resync: p.resync}
-	p.resync = false
-	return hb
+	p.askNow = false
+	return &protocol.Heartbeat{Session: c.session, Quiescent: p.sentQ, Resync: p.asking}
 }
 
-// OnHeartbeat takes heartbeat hb from peer id, received at now (the
-// caller records it with Heard too). It reports whether this node's logs
-// must resync with the peer (R100): the peer asks, or a quiescent message
-// it sent before its previous heartbeat never came (then the next
-// heartbeat asks the peer to resync too, at once). Counting against the
-// previous heartbeat's count, not this one's, leaves a message that
-// travels on another lane, or was delayed, a heartbeat interval to
-// arrive before it counts as lost.
+// Asking reports whether this node's heartbeats ask peer id to resync.
+func (c *Clock) Asking(id string) bool {
+	p := c.peers[id]
+	return p != nil && p.asking
+}
+
+// ask makes the heartbeats to p ask it to resync, the next one at once.
+func (p *peer) ask() {
+	p.asking, p.askMark, p.askNow = true, p.prevQ, true
+}
+
+// OnHeartbeat takes heartbeat hb from the peer id (the caller records it
+// with Heard too). It reports whether this node's logs must resync with
+// the peer (R100): the peer asks, or a quiescent message it sent before
+// its previous heartbeat never came (then this node asks the peer to
+// resync too, the next heartbeat at once). Counting against the previous
+// heartbeat's count, not this one's, leaves a message that travels on
+// another lane, or was delayed, a heartbeat interval to arrive before it
+// counts as lost.
+//
+// The request is repeated in every heartbeat to the peer, at least one
+// per interval, until the peer's count moves (R100): a heartbeat can be
+// lost as any message can, and the peer's logs act on the first that
+// arrives (a follower quiesced here fetches again and quiesces anew, a
+// leader answers the quiescent fetch it parks), each a quiescent message
+// that moves the count. A peer with nothing quiescent here keeps being
+// asked, which its logs ignore, until one quiesces.
 func (c *Clock) OnHeartbeat(id string, hb *protocol.Heartbeat) (resync bool) {
 	p := c.peer(id)
 	if hb.Session != p.recvSession {
 		// A new incarnation: what its predecessor sent is gone with it
-		// (the closed connection is its own news, R69).
-		p.recvSession, p.recvQ, p.prevQ = hb.Session, 0, 0
+		// (the closed connection is its own news, R69); a request still
+		// asked is asked of it, counted from its own start.
+		p.recvSession, p.recvQ, p.prevQ, p.askMark = hb.Session, 0, 0, 0
+	}
+	if p.asking && hb.Quiescent > p.askMark {
+		p.asking = false
 	}
 	resync = hb.Resync
-	if p.recvQ < p.prevQ {
-		resync, p.resync = true, true
+	lost := p.recvQ < p.prevQ
+	if lost {
 		p.recvQ = p.prevQ
 	}
 	p.prevQ = hb.Quiescent
+	if lost {
+		resync = true
+		p.ask()
+	}
 	return resync
 }
 
@@ -177,7 +229,7 @@ func (c *Clock) OnHeartbeat(id string, hb *protocol.Heartbeat) (resync bool) {
 // caller tells them), and the next heartbeat, due at once, asks the peer
 // to resync too.
 func (c *Clock) Lost(id string) {
-	c.peer(id).resync = true
+	c.peer(id).ask()
 }
 
 // LostAll is Lost for every enabled peer: the next heartbeats, due at
@@ -185,7 +237,7 @@ func (c *Clock) Lost(id string) {
 func (c *Clock) LostAll() {
 	for _, p := range c.peers {
 		if p.on {
-			p.resync = true
+			p.ask()
 		}
 	}
 }

@@ -80,11 +80,116 @@ func TestLostQuiescentMessage(t *testing.T) {
 	if back := b.Heartbeat("a"); !back.Resync {
 		t.Fatal("the peer is not asked to resync")
 	}
-	if b.Heartbeat("a").Resync || b.OnHeartbeat("a", hb()) {
-		t.Fatal("resync asked twice for one loss")
+	if b.OnHeartbeat("a", hb()) {
+		t.Fatal("one loss found twice")
 	}
 	a2 := New(3, 150*time.Millisecond, 700*time.Millisecond) // a restarted
 	if b.OnHeartbeat("a", a2.Heartbeat("b")) {
 		t.Fatal("a new session counted as loss")
+	}
+}
+
+// TestResyncAskedUntilThePeerActs: the heartbeat that asks a peer to
+// resync can be lost too (R100). The node that found the loss asks in
+// every heartbeat, at least one per interval whatever else it sends the
+// peer, until the peer's count moves (its quiesced follower fetched
+// again and quiesced anew); a single lost heartbeat then costs an
+// interval, not the follower's every append.
+func TestResyncAskedUntilThePeerActs(t *testing.T) {
+	const interval = 150 * time.Millisecond
+	type step struct {
+		lose  bool // the leader's heartbeat to the follower is lost
+		other bool // the leader sent the follower other traffic since
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"first ask lost", []step{{lose: true}, {}}},
+		{"three asks lost", []step{{lose: true}, {lose: true}, {lose: true}, {}}},
+		{"asks lost amid other traffic", []step{{lose: true, other: true}, {other: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(1, interval, 700*time.Millisecond) // the follower's node
+			l := New(2, interval, 700*time.Millisecond) // the leader's node
+			f.Enable("l", true, at(0))
+			l.Enable("f", true, at(0))
+			now := 0
+			fhb := func() *protocol.Heartbeat {
+				hb := f.Heartbeat("l")
+				f.Sent("l", protocol.Message{Body: hb}, at(now))
+				return hb
+			}
+			f.Sent("l", qfe, at(now)) // the follower's quiescent fetch: lost
+			l.OnHeartbeat("f", fhb())
+			if !l.OnHeartbeat("f", fhb()) {
+				t.Fatal("the lost quiescent fetch is not found")
+			}
+			if d := l.Due(at(now)); len(d) != 1 {
+				t.Fatalf("the first ask is not due at once: due %v", d)
+			}
+			resynced := false
+			for i, st := range tc.steps {
+				if d := l.Due(at(now)); len(d) != 1 {
+					t.Fatalf("ask %d not due at %dms (next due %v)", i, now, l.NextDue().Sub(t0))
+				}
+				hb := l.Heartbeat("f")
+				l.Sent("f", protocol.Message{Body: hb}, at(now))
+				if !hb.Resync {
+					t.Fatalf("heartbeat %d does not ask: the request rode only the first", i)
+				}
+				if !st.lose && f.OnHeartbeat("l", hb) {
+					resynced = true
+				}
+				if st.other {
+					l.Sent("f", plain, at(now+int(interval/time.Millisecond)/2))
+				}
+				now += int(interval / time.Millisecond)
+			}
+			if !resynced {
+				t.Fatal("the follower never got the resync")
+			}
+			if !l.Asking("f") {
+				t.Fatal("the leader stopped asking before the follower's count moved")
+			}
+			l.OnHeartbeat("f", fhb())
+			if !l.Asking("f") {
+				t.Fatal("stopped asking on a heartbeat whose count did not move")
+			}
+			// The follower fetched normally and quiesced again: its new
+			// quiescent fetch arrives, its count moves.
+			f.Sent("l", qfe, at(now))
+			l.Heard("f", qfe, at(now))
+			if l.OnHeartbeat("f", fhb()) {
+				t.Fatal("a delivered fetch counted as lost")
+			}
+			if l.Asking("f") {
+				t.Fatal("still asking after the follower's count moved")
+			}
+			if hb := l.Heartbeat("f"); hb.Resync {
+				t.Fatal("a heartbeat asks after the follower acted")
+			}
+			l.Sent("f", plain, at(now))
+			if d := l.Due(at(now + int(interval/time.Millisecond) - 1)); len(d) != 0 {
+				t.Fatalf("a heartbeat due before the interval once the asking ended: %v", d)
+			}
+		})
+	}
+}
+
+// TestResyncAskOfARestartedPeer: a request still asked when the peer
+// restarts is asked of its new incarnation, counted from its start.
+func TestResyncAskOfARestartedPeer(t *testing.T) {
+	l := New(2, 150*time.Millisecond, 700*time.Millisecond)
+	l.Enable("f", true, at(0))
+	l.OnHeartbeat("f", &protocol.Heartbeat{Session: 1, Quiescent: 7})
+	l.Lost("f")
+	l.OnHeartbeat("f", &protocol.Heartbeat{Session: 3, Quiescent: 0})
+	if !l.Asking("f") || !l.Heartbeat("f").Resync {
+		t.Fatal("the ask ended with the peer's restart, before its new incarnation sent anything quiescent")
+	}
+	l.OnHeartbeat("f", &protocol.Heartbeat{Session: 3, Quiescent: 1})
+	if l.Asking("f") {
+		t.Fatal("still asking after the new incarnation's count moved")
 	}
 }

@@ -33,6 +33,7 @@ func (s *sim) wireBetween(a, b int) int {
 func (s *sim) startContact(nd *node) {
 	now := nd.clock(s.now)
 	nd.contact = nodecontact.New(uint64(nd.idx)<<32|uint64(nd.inc), s.p.fetchMaxWait, s.p.fetchTimeout)
+	nd.asked = map[string]bool{}
 	for _, o := range s.nodes {
 		if o != nd {
 			nd.contact.Enable(o.id, s.wireBetween(nd.idx, o.idx) >= protocol.QuiescenceVersion, now)
@@ -65,7 +66,12 @@ func (s *sim) contactTick(nd *node) {
 	}
 	for _, id := range nd.contact.Due(now) {
 		s.res.Heartbeats++
-		s.send(nd, protocol.Message{From: nd.id, To: id, Body: nd.contact.Heartbeat(id)})
+		hb := nd.contact.Heartbeat(id)
+		if hb.Resync && nd.asked[id] {
+			s.res.ResyncAsksRepeated++
+		}
+		nd.asked[id] = hb.Resync
+		s.send(nd, protocol.Message{From: nd.id, To: id, Body: hb})
 	}
 	for _, id := range nd.contact.Silent(now) {
 		s.input(nd, shell.PeerSilent(id))

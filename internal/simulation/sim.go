@@ -170,8 +170,10 @@ type Result struct {
 	// deadline, each checked to do nothing (R96, deadline.go).
 	EarlyTicks int
 	// Quiescence (quiescence.go): heartbeats sent, resyncs the
-	// heartbeats' counts asked for, quiescent fetches the cores sent.
-	Heartbeats, Resyncs, QuiescentFetches int
+	// heartbeats' counts asked for, quiescent fetches the cores sent,
+	// and heartbeats that asked a resync again (the one before asked
+	// too, R109).
+	Heartbeats, Resyncs, QuiescentFetches, ResyncAsksRepeated int
 }
 
 // String summarises a result on one line.
@@ -398,6 +400,9 @@ type node struct {
 	// contact is the process's node-level contact clock (quiescence.go,
 	// R98).
 	contact *nodecontact.Clock
+	// asked: the last heartbeat to the peer asked it to resync (the
+	// next that does is a repeat, R109).
+	asked map[string]bool
 	// inbox holds the inputs (proposals, messages, hints) that arrived
 	// since the last round; the next round feeds them to the core in
 	// arrival order, as the real loop drains its channels.
