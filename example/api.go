@@ -233,6 +233,7 @@ func (s *server) logRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/cursors/{name}", s.handleCursor)
 	mux.HandleFunc("/leader/transfer", s.only(http.MethodPost, s.handleTransfer))
 	mux.HandleFunc("/status", s.only(http.MethodGet, s.handleStatus))
+	mux.HandleFunc("/compact", s.handleCompact)
 }
 
 // guard wraps an API handler for browsers. State-changing requests (POST)

@@ -52,6 +52,12 @@
 //	-retention-bytes,            retention: replog's RetentionBytes, RetentionAge and
 //	-retention-age,              SegmentBytes (sizes take KiB, MiB, GiB); off by default
 //	-segment-bytes
+//	-compact, -compact-lag,      a compacted default log: replog's Compaction
+//	-compact-tombstones,         (Enabled, Lag, TombstoneRetention,
+//	-compact-rate, -compact-every BytesPerSecond, Interval); POST /compact runs
+//	                             a pass now
+//	-dedup-window                replog's DedupWindow (a compaction lag is never
+//	                             shorter)
 //	-nosync                      no fsync: tests only, a machine crash loses appends
 //	-append-timeout              how long POST /append waits for the commit
 //	-delete-timeout              how long POST /delete-before waits for the log start

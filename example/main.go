@@ -56,6 +56,17 @@ type config struct {
 	// fetchMaxBytes is replog's FetchMaxBytes (0: its default, 1 MiB):
 	// also the size of a shipped snapshot's chunks.
 	fetchMaxBytes int64
+	// dedupWindow is replog's DedupWindow (0: its default, 2 minutes);
+	// a compaction lag is never shorter.
+	dedupWindow time.Duration
+
+	// Compaction of the default log (replog.Options.Compaction): on with
+	// compact; the rest 0 for replog's defaults (compact.go).
+	compact           bool
+	compactLag        time.Duration
+	compactTombstones time.Duration
+	compactRate       int64
+	compactEvery      time.Duration
 
 	// The key-value view's snapshots (kv.Options.SnapshotEveryEntries,
 	// SnapshotEveryBytes): every kvSnapshotEvery operations or
@@ -175,6 +186,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(bytesize.Flag{P: &c.fetchMaxBytes}, "fetch-max-bytes", "bound one fetch answer's entry bytes, and a shipped snapshot's chunk (replog FetchMaxBytes; e.g. 64KiB; 0: replog's default, 1MiB); a larger record still travels, alone in its answer")
 	fs.IntVar(&c.kvSnapshotEvery, "kv-snapshot-every", defaultKVSnapshotEvery, "the key-value view saves a snapshot of its state every this many operations it applies (kv SnapshotEveryEntries; 0: not by count)")
 	fs.Var(bytesize.Flag{P: &c.kvSnapshotBytes}, "kv-snapshot-bytes", "the key-value view saves a snapshot once the operations it applied since the last one add up to this many bytes (kv SnapshotEveryBytes; e.g. 1MiB; 0: not by size)")
+	fs.DurationVar(&c.dedupWindow, "dedup-window", 0, "how long an append's ID (Idempotency-Key) is remembered (replog DedupWindow; 0: replog's default, 2m); a compaction lag is never shorter")
+	fs.BoolVar(&c.compact, "compact", false, "make the default log a compacted log (replog Compaction.Enabled): below -compact-lag only the newest entry of each key (the KV's Puts and Deletes) is kept, in background passes every -compact-every; POST /compact runs one now")
+	fs.DurationVar(&c.compactLag, "compact-lag", 0, "with -compact: entries younger than this are never compacted (replog Compaction.Lag, never below -dedup-window; 0: replog's default, 1h)")
+	fs.DurationVar(&c.compactTombstones, "compact-tombstones", 0, "with -compact: how long a deletion marker is kept once older than the lag (replog Compaction.TombstoneRetention; 0: replog's default, 24h; negative: for ever, which the KV's create and update need to stay alike on every node)")
+	fs.Var(bytesize.Flag{P: &c.compactRate}, "compact-rate", "with -compact: the bytes a pass reads per second (replog Compaction.BytesPerSecond; e.g. 1MiB; 0: replog's default, 16MiB)")
+	fs.DurationVar(&c.compactEvery, "compact-every", 0, "with -compact: the time between the starts of two background passes (replog Compaction.Interval; 0: replog's default, 1m)")
 	fs.DurationVar(&c.deleteTimeout, "delete-timeout", 10*time.Second, "how long POST /delete-before waits for this node's log start to move")
 	fs.DurationVar(&c.voterTimeout, "voter-timeout", 30*time.Second, "how long POST /voters/add, /voters/remove and /leader/transfer wait for the change to commit (an add waits for the node to catch up; a transfer for another node to lead)")
 	fs.BoolVar(&c.manualVoters, "manual-voter-changes", false, "do not make a voter whose directory was wiped a voter again automatically (replog ManualVoterChanges): it stays an observer until /voters/remove and /voters/add")
@@ -199,6 +216,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.kvSnapshotEvery < 0 || c.kvSnapshotBytes < 0 {
 		return c, fmt.Errorf("-kv-snapshot-every %d -kv-snapshot-bytes %d: want 0 or more", c.kvSnapshotEvery, c.kvSnapshotBytes)
+	}
+	if c.dedupWindow < 0 {
+		return c, fmt.Errorf("-dedup-window %v: want 0 (the default) or more", c.dedupWindow)
+	}
+	if !c.compact && (c.compactLag != 0 || c.compactTombstones != 0 || c.compactRate != 0 || c.compactEvery != 0) {
+		return c, errors.New("-compact-lag, -compact-tombstones, -compact-rate and -compact-every need -compact")
+	}
+	if c.compactLag < 0 || c.compactRate < 0 || c.compactEvery < 0 {
+		return c, fmt.Errorf("-compact-lag %v -compact-rate %d -compact-every %v: want 0 (the default) or more", c.compactLag, c.compactRate, c.compactEvery)
 	}
 	if c.fetchMaxBytes < 0 || c.fetchMaxBytes > 1<<30 {
 		return c, fmt.Errorf("-fetch-max-bytes %d: want 0 (the default) to 1GiB", c.fetchMaxBytes)

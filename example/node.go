@@ -73,6 +73,8 @@ func runNode(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		RetentionAge:        cfg.retentionAge,
 		RetainUntilSnapshot: cfg.retainUntilSnapshot,
 		FetchMaxBytes:       int(cfg.fetchMaxBytes),
+		DedupWindow:         cfg.dedupWindow,
+		Compaction:          compaction(cfg),
 		SegmentBytes:        cfg.segmentBytes,
 		NoSync:              cfg.nosync,
 		ManualVoterChanges:  cfg.manualVoters,
