@@ -120,6 +120,9 @@
 //	    # (-faults.disk-stall-shared: how long the shared stall lasts)
 //	go test ./internal/faults -run 'KVFromSnapshot|SurvivesSIGKILL' -v
 //	    # the KV's state: a wiped node, a transfer and saves SIGKILLed
+//	go test ./internal/faults -run TestCompactionSurvivesSIGKILL -v
+//	    # SIGKILL during compaction passes (teeth:
+//	    # -faults.tags=replog_bug_compact_drop_newest must fail)
 //	go test ./internal/faults -run TestManyLogsUnderFaults -v -faults.manylogs-duration=10m -timeout 0
 //	    # 3 nodes x 16 logs under the nemesis, checked per log (40s by
 //	    # default; -faults.logs, -faults.log-appenders, -faults.log-readers)
@@ -158,6 +161,22 @@
 // in turn while the KV's snapshot save has a temporary file in its
 // directory. Each ends with every node's KV state equal and explained by
 // the acknowledged writes.
+//
+// Compaction: TestCompactionSurvivesSIGKILL runs the example with a
+// compacted default log (-compact, a lag of 1s, 64 KiB segments, passes
+// only on demand through POST /compact, throttled to 1 MiB/s) under KV
+// writers over 48 keys, and SIGKILLs each voter in turn, 6 times, while
+// a pass it was told to run is rewriting a segment (its
+// replog-<base>.seg.compact in the directory): a kill counts as landed
+// mid-pass when the request got no answer and the rewrite outlived the
+// process. At the end every node runs a whole pass, and per node each
+// key's newest acknowledged put or delete is at its offset or a later
+// entry of the key is, every acknowledged create and update (no key:
+// never compacted) is at its offset, no offset holds different entries
+// on two nodes, and the KV states are equal and explained (CheckKV).
+// Positive controls: most kills landed mid-pass; the passes removed
+// entries on every node. With -faults.tags=replog_bug_compact_drop_newest
+// it must fail.
 //
 // Disk stalls: a run that stalls disks builds the node with the tag
 // DiskStallTag (replog_fault_disk_stall: the root package's

@@ -93,7 +93,9 @@
 //	                                reader from the start loses the key.
 //	                                Fails: TestCompactionPlan; root
 //	                                TestCompactionKeepsNewestPerKey; kv
-//	                                TestCompactedLogReplaysToTheSameState.
+//	                                TestCompactedLogReplaysToTheSameState;
+//	                                faults TestCompactionSurvivesSIGKILL
+//	                                (-faults.tags).
 //	replog_bug_drop_owed            DropOwed (R58): a voter change other than
 //	                                an automatic replacement's steps drops
 //	                                the owed incarnations of the set in
