@@ -62,6 +62,20 @@
 //	                 Options.MaxUncommittedBytes of every node, e.g. 16MiB,
 //	                 or off (default 0: 64 MiB)
 //
+// State-on-the-log modes (docs/operations.md, Benchmarking, has their
+// result lines):
+//
+//	-kv-clients N    package kv on the leader's log, N clients, each
+//	                 operation for -duration: Put, Get (local) and
+//	                 GetLinearizable (a barrier first); ops/s, p50, p99
+//	-kv-keys K       the keys they use, at random (default 1000); values
+//	                 of -size bytes
+//	-snapshot-mb S   a snapshot of S MiB saved on the leader, the log
+//	                 deleted below it, an empty observer started: the
+//	                 save's rate, the time until the observer installed
+//	                 the shipped snapshot and its MB/s, the time until it
+//	                 caught up
+//
 // Many-logs modes, each on -nodes replog.Nodes with named logs of 3
 // replicas (docs/operations.md, Benchmarking, has their result lines):
 //

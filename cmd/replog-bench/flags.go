@@ -43,6 +43,14 @@ type config struct {
 	// then a pass at compactRate (Compaction.BytesPerSecond).
 	compactKeys, compactUpdates int
 	compactRate                 int64
+	// kvClients, when positive, selects the KV mode (kvrates.go): Put,
+	// Get and GetLinearizable of package kv on the leader, each by
+	// kvClients clients for -duration, over kvKeys keys.
+	kvClients, kvKeys int
+	// snapshotMB, when positive, selects the snapshot mode
+	// (snapshotrate.go): a snapshot of that many MiB on the leader,
+	// shipped to an empty observer.
+	snapshotMB int
 	// Exactly once: ids gives every append its own replog.WithID;
 	// noIdempotence sets Options.DisableIdempotence (appends carry no
 	// producer key and are not retried across leader changes, to
@@ -123,6 +131,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.compactKeys, "compact-keys", 0, "compaction mode: append -compact-updates keyed updates over N keys (replog.WithKey) on a compacted log, then run a pass under the load: disk before and after, the pass's rate, append p99 before and during (0: off)")
 	fs.IntVar(&c.compactUpdates, "compact-updates", 1_000_000, "compaction mode: how many keyed updates to append")
 	fs.Var(offOrSize{P: &c.compactRate}, "compact-rate", "compaction mode: Compaction.BytesPerSecond, e.g. 64MiB, or off (0: the default, 16MiB)")
+	fs.IntVar(&c.kvClients, "kv-clients", 0, "KV mode: N clients of package kv on the leader, each operation for -duration: Put, Get (local) and GetLinearizable (a barrier first), over -kv-keys keys of -size bytes; prints ops/s, p50 and p99 of each (0: off)")
+	fs.IntVar(&c.kvKeys, "kv-keys", 1000, "KV mode: how many keys the clients write and read")
+	fs.IntVar(&c.snapshotMB, "snapshot-mb", 0, "snapshot mode: save a snapshot of N MiB on the leader, delete the log below it and start an empty observer: time until it installed the shipped snapshot, MB/s (0: off)")
 	fs.IntVar(&c.failoverLogs, "failover-logs", 0, "fail-over mode: N named logs, kill the node leading the most, time until every log has a leader again (0: off)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -160,6 +171,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-catchup must not be negative, got %d", c.catchup)
 	case c.compactKeys < 0 || c.compactUpdates < 0:
 		return fmt.Errorf("-compact-keys and -compact-updates must not be negative")
+	case c.kvClients < 0 || c.kvKeys < 1 || c.snapshotMB < 0:
+		return fmt.Errorf("-kv-clients and -snapshot-mb must not be negative, -kv-keys must be at least 1")
 	case c.restart < 0:
 		return fmt.Errorf("-restart must not be negative, got %d", c.restart)
 	case c.createConcurrency < 1:
@@ -168,13 +181,13 @@ func (c config) validate() error {
 		return fmt.Errorf("-logs, -idle-logs, -create-logs, -restart-logs and -failover-logs must not be negative")
 	}
 	modes := 0
-	for _, n := range []int{c.restart, c.catchup, c.compactKeys, c.logs, c.idleLogs, c.createLogs, c.restartLogs, c.failoverLogs} {
+	for _, n := range []int{c.restart, c.catchup, c.compactKeys, c.kvClients, c.snapshotMB, c.logs, c.idleLogs, c.createLogs, c.restartLogs, c.failoverLogs} {
 		if n > 0 {
 			modes++
 		}
 	}
 	if modes > 1 {
-		return fmt.Errorf("-restart, -catchup, -compact-keys, -logs, -idle-logs, -create-logs, -restart-logs and -failover-logs are modes: give one")
+		return fmt.Errorf("-restart, -catchup, -compact-keys, -kv-clients, -snapshot-mb, -logs, -idle-logs, -create-logs, -restart-logs and -failover-logs are modes: give one")
 	}
 	return nil
 }

@@ -120,7 +120,7 @@ func run(c config, w io.Writer) (report, error) {
 		return report{restart: rs}, nil
 	}
 	var extra []string
-	if c.catchup > 0 {
+	if c.catchup > 0 || c.snapshotMB > 0 {
 		extra = []string{observerID}
 	}
 	cl, err := startCluster(c, dir, extra)
@@ -157,7 +157,17 @@ func run(c config, w io.Writer) (report, error) {
 		fmt.Fprintln(w, f)
 	}
 	fmt.Fprintf(w, "retention-bytes=%s retention-age=%v segment-bytes=%s disk-every=%v\n", orDefault(c.retentionBytes, "off"), c.retentionAge, orDefault(c.segmentBytes, "default"), c.diskEvery)
-	if c.compactKeys > 0 {
+	if c.kvClients > 0 {
+		if _, err := runKV(c, leader, w); err != nil {
+			stopSampler()
+			return report{}, err
+		}
+	} else if c.snapshotMB > 0 {
+		if _, err := runSnapshot(c, cl, leader, record, w); err != nil {
+			stopSampler()
+			return report{}, err
+		}
+	} else if c.compactKeys > 0 {
 		cr, err := runCompact(c, cl, leader, record, w)
 		if err != nil {
 			stopSampler()

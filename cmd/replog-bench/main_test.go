@@ -86,6 +86,10 @@ func TestParseFlagsRefuses(t *testing.T) {
 		{"-via", "nowhere"},
 		{"-clients", "0"},
 		{"-create-concurrency", "0"},
+		{"-kv-clients", "-1"},
+		{"-kv-keys", "0"},
+		{"-snapshot-mb", "-1"},
+		{"-kv-clients", "4", "-snapshot-mb", "4"},
 	} {
 		_, err := parseFlags(args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
@@ -198,5 +202,38 @@ func TestFloor(t *testing.T) {
 	}
 	if s := f.String(); !strings.HasPrefix(s, "floor: 4KiB write+fdatasync p50 ") || !strings.Contains(s, "loopback round trip p50 ") {
 		t.Fatalf("floor line %q", s)
+	}
+}
+
+// The state-on-the-log modes run and print their result lines: the KV
+// mode's three operations with completed ones, and the snapshot mode's
+// save and its install on the empty observer.
+func TestStateModes(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		lines []string
+	}{
+		{[]string{"-nodes", "1", "-nosync", "-kv-clients", "2", "-kv-keys", "20", "-duration", "300ms"},
+			[]string{"kv put clients=2 ops=", "kv get clients=2 ops=", "kv get-linearizable clients=2 ops=", "kv stats keys=20 "}},
+		{[]string{"-nodes", "1", "-nosync", "-snapshot-mb", "3"},
+			[]string{"snapshot saved offset=", "size=3MiB", "snapshot shipped to obs (empty; leader log start", "installed in "}},
+	} {
+		c, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.dir = t.TempDir()
+		var out bytes.Buffer
+		if _, err := run(c, &out); err != nil {
+			t.Fatalf("%q: %v\n%s", tc.args, err, out.String())
+		}
+		for _, l := range tc.lines {
+			if !strings.Contains(out.String(), l) {
+				t.Errorf("%q: no %q in\n%s", tc.args, l, out.String())
+			}
+		}
+		if strings.Contains(out.String(), " ops=0 ") {
+			t.Errorf("%q: an operation completed nothing:\n%s", tc.args, out.String())
+		}
 	}
 }
