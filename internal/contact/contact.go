@@ -45,6 +45,10 @@ type peer struct {
 	askMark uint64
 	// askNow: the next heartbeat, due at once, is the first to ask.
 	askNow bool
+	// answer: the peer asked this node to resync since the last
+	// heartbeat to it; the next one, which tells the peer this node's
+	// count, is due within half an interval of the last (R109).
+	answer bool
 	// hbSent is when a heartbeat last went to the peer.
 	hbSent time.Time
 }
@@ -118,9 +122,12 @@ func (c *Clock) LastHeard(id string) time.Time {
 
 // Due returns the peers a heartbeat is due to at now, in ID order: each
 // enabled peer sent nothing for interval, one this node just began to
-// ask to resync, and one it still asks that was sent no heartbeat for
-// interval (other traffic to it does not carry the request). The caller
-// sends each Heartbeat(id) (and records it with Sent).
+// ask to resync, one it still asks that was sent no heartbeat for
+// interval (other traffic to it does not carry the request), and one
+// that asked this node and was sent no heartbeat for half an interval
+// (the answer tells it this node's count, which its asking waits for,
+// also while other traffic goes to it). The caller sends each
+// Heartbeat(id) (and records it with Sent).
 func (c *Clock) Due(now time.Time) []string {
 	var due []string
 	for _, id := range c.ids {
@@ -131,15 +138,21 @@ func (c *Clock) Due(now time.Time) []string {
 	return due
 }
 
-// dueAt is when the next heartbeat to p falls due.
+// dueAt is when the next heartbeat to p falls due. Half an interval
+// bounds the answers: two nodes that ask each other send each other at
+// most two heartbeats an interval.
 func (c *Clock) dueAt(p *peer) time.Time {
-	switch {
-	case p.askNow:
+	if p.askNow {
 		return p.sent
-	case p.asking:
-		return minTime(p.sent, p.hbSent).Add(c.interval)
 	}
-	return p.sent.Add(c.interval)
+	at := p.sent.Add(c.interval)
+	if p.asking {
+		at = minTime(at, p.hbSent.Add(c.interval))
+	}
+	if p.answer {
+		at = minTime(at, p.hbSent.Add(c.interval/2))
+	}
+	return at
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -169,7 +182,7 @@ func (c *Clock) NextDue() time.Time {
 // resync while this node asks (see OnHeartbeat).
 func (c *Clock) Heartbeat(id string) *protocol.Heartbeat {
 	p := c.peer(id)
-	p.askNow = false
+	p.askNow, p.answer = false, false
 	return &protocol.Heartbeat{Session: c.session, Quiescent: p.sentQ, Resync: p.asking}
 }
 
@@ -194,12 +207,15 @@ func (p *peer) ask() {
 // counts as lost.
 //
 // The request is repeated in every heartbeat to the peer, at least one
-// per interval, until the peer's count moves (R100): a heartbeat can be
+// per interval, until the peer's count moves (R109): a heartbeat can be
 // lost as any message can, and the peer's logs act on the first that
 // arrives (a follower quiesced here fetches again and quiesces anew, a
 // leader answers the quiescent fetch it parks), each a quiescent message
-// that moves the count. A peer with nothing quiescent here keeps being
-// asked, which its logs ignore, until one quiesces.
+// that moves the count. A node asked answers with a heartbeat soon (see
+// Due), so that the asker learns the count even while other traffic
+// keeps the asked node's heartbeats from falling due. A peer with
+// nothing quiescent here keeps being asked, which its logs ignore, until
+// one quiesces.
 func (c *Clock) OnHeartbeat(id string, hb *protocol.Heartbeat) (resync bool) {
 	p := c.peer(id)
 	if hb.Session != p.recvSession {
@@ -212,6 +228,7 @@ func (c *Clock) OnHeartbeat(id string, hb *protocol.Heartbeat) (resync bool) {
 		p.asking = false
 	}
 	resync = hb.Resync
+	p.answer = p.answer || hb.Resync
 	lost := p.recvQ < p.prevQ
 	if lost {
 		p.recvQ = p.prevQ

@@ -193,3 +193,89 @@ func TestResyncAskOfARestartedPeer(t *testing.T) {
 		t.Fatal("still asking after the new incarnation's count moved")
 	}
 }
+
+// TestAskedNodeAnswers: a node asked to resync sends the asker a
+// heartbeat (its count) within half an interval of its last one, also
+// while other traffic to the asker keeps its heartbeats from falling due,
+// so that the asking ends once its count moved; two nodes that ask each
+// other send each other at most two heartbeats an interval.
+func TestAskedNodeAnswers(t *testing.T) {
+	const interval = 150 * time.Millisecond
+	ms := func(d time.Duration) int { return int(d / time.Millisecond) }
+	f := New(1, interval, 700*time.Millisecond)
+	l := New(2, interval, 700*time.Millisecond)
+	f.Enable("l", true, at(0))
+	l.Enable("f", true, at(0))
+	l.OnHeartbeat("f", f.Heartbeat("l"))
+	for range 3 {
+		f.Sent("l", qfe, at(0))
+		l.Heard("f", qfe, at(0))
+	}
+	l.OnHeartbeat("f", f.Heartbeat("l"))
+	l.Lost("f") // as if a fourth had been dropped on arrival
+	asks, resyncs := 0, 0
+	stopped := -1
+	for now := 0; now < 2000 && stopped < 0; now++ {
+		if now%10 == 0 {
+			f.Sent("l", plain, at(now)) // a busy log: f's heartbeats never fall due by the interval
+		}
+		for _, id := range l.Due(at(now)) {
+			hb := l.Heartbeat(id)
+			l.Sent(id, protocol.Message{Body: hb}, at(now))
+			if hb.Resync {
+				asks++
+			}
+			if f.OnHeartbeat("l", hb) {
+				resyncs++
+				// f's follower fetches again and quiesces anew a round
+				// trip later.
+				f.Sent("l", qfe, at(now+2))
+				l.Heard("f", qfe, at(now+2))
+			}
+		}
+		for _, id := range f.Due(at(now)) {
+			hb := f.Heartbeat(id)
+			f.Sent(id, protocol.Message{Body: hb}, at(now))
+			l.OnHeartbeat("f", hb)
+			if !l.Asking("f") {
+				stopped = now
+			}
+		}
+	}
+	if stopped < 0 || stopped > ms(interval) {
+		t.Fatalf("the asking ended at %dms (asks %d): the asked node's count did not reach the asker within an interval", stopped, asks)
+	}
+	if asks != 1 || resyncs != 1 {
+		t.Fatalf("%d asks, %d resyncs: want one each", asks, resyncs)
+	}
+
+	a := New(1, interval, 700*time.Millisecond)
+	b := New(2, interval, 700*time.Millisecond)
+	a.Enable("b", true, at(0))
+	b.Enable("a", true, at(0))
+	a.Lost("b")
+	b.Lost("a")
+	sent := map[string]int{}
+	const span = 10 * interval
+	for now := 0; now < ms(span); now++ {
+		for _, n := range []struct {
+			c, o   *Clock
+			id, to string
+		}{{a, b, "a", "b"}, {b, a, "b", "a"}} {
+			for range n.c.Due(at(now)) {
+				hb := n.c.Heartbeat(n.to)
+				n.c.Sent(n.to, protocol.Message{Body: hb}, at(now))
+				n.o.OnHeartbeat(n.id, hb)
+				sent[n.id]++
+			}
+		}
+	}
+	for id, k := range sent {
+		if k > 2*int(span/interval)+1 {
+			t.Errorf("%s sent %d heartbeats in %v while both asked: the answers ping-pong", id, k, span)
+		}
+	}
+	if !a.Asking("b") || !b.Asking("a") {
+		t.Fatal("the asking ended while neither count moved")
+	}
+}
