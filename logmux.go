@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -24,8 +25,9 @@ import (
 // room it needs. Lost peers and gossip hints come a few at a time (one
 // per peer or member event for every log), so inboxEvents of each is
 // ample; beyond it they are dropped as messages are (each only hastens
-// what the log's timers do anyway). Silent peers and resyncs keep
-// inboxSize: a quiesced follower waits for them.
+// what the log's timers do anyway). Silent peers and resyncs are not
+// messages: a quiesced follower waits for them, so they are never
+// dropped, and wait in a set of peers (contactReports), not a channel.
 const (
 	inboxSize   = 1024
 	inboxChan   = 64
@@ -67,8 +69,9 @@ type inbox struct {
 	recv  chan protocol.Message
 	down  chan string
 	hints chan membership.Hint
-	// silent and resync carry the node's contact reports (R99, R100).
-	silent, resync chan string
+	// reports are the node's contact reports (R99, R100) the log's loop
+	// has not taken yet.
+	reports *contactReports
 	// replicas are the log's voters at creation (nil: every node, the
 	// default log): the members whose joining the log's core hears of.
 	replicas map[string]bool
@@ -100,11 +103,9 @@ func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 		down:  make(chan string, inboxEvents),
 		hints: make(chan membership.Hint, inboxEvents),
 		// A silence is reported once until the peer is heard from again,
-		// and a quiesced follower waits for it (R99): these keep the
-		// full bound.
-		silent: make(chan string, inboxSize),
-		resync: make(chan string, inboxSize),
-		gone:   make(chan struct{}),
+		// and a quiesced follower waits for it (R99): never dropped.
+		reports: newContactReports(),
+		gone:    make(chan struct{}),
 	}
 	if replicas != nil {
 		in.replicas = make(map[string]bool, len(replicas))
@@ -115,7 +116,7 @@ func (m *logMux) add(name string, replicas []string) (netParts, *inbox) {
 	m.mu.Lock()
 	m.routes[name] = in
 	m.mu.Unlock()
-	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, silent: in.silent, resync: in.resync, advertise: name == "", wire: name, sched: m.sched}
+	np := netParts{tcp: m.tcp, ml: m.ml, down: in.down, reports: in.reports, advertise: name == "", wire: name, sched: m.sched}
 	if m.tcp != nil {
 		np.tr = &logView{mux: m, in: in}
 	}
@@ -175,9 +176,9 @@ func (m *logMux) run() {
 			}
 			m.peerDown(id)
 		case id := <-silent:
-			m.toEvery(id, func(in *inbox) chan string { return in.silent })
+			m.report(reportSilent, id)
 		case id := <-resync:
-			m.toEvery(id, func(in *inbox) chan string { return in.resync })
+			m.report(reportResync, id)
 		case h, ok := <-hints:
 			if !ok {
 				hints = nil
@@ -199,17 +200,11 @@ func (m *logMux) peerDown(id string) {
 	})
 }
 
-// toEvery hands peer id to every log's channel ch (a contact report: a
-// log with nothing quiesced on the peer does nothing with it, and the
-// report is rare: a silence, a loss).
-func (m *logMux) toEvery(id string, ch func(*inbox) chan string) {
-	m.each(func(in *inbox) {
-		select {
-		case ch(in) <- id:
-		default:
-			m.full.Add(1)
-		}
-	})
+// report hands a contact report on peer id to every log (a log with
+// nothing quiesced on the peer does nothing with it). It never drops one:
+// each log keeps a set of the peers reported (contactReports).
+func (m *logMux) report(k contactReport, id string) {
+	m.each(func(in *inbox) { in.reports.add(k, id) })
 }
 
 // hint hands a gossip hint to the logs it is for: a leader claim to the
@@ -308,6 +303,61 @@ func (m *logMux) each(f func(*inbox)) {
 	for _, in := range m.routes {
 		f(in)
 	}
+}
+
+// contactReport is the kind of a contact report: a peer that fell
+// silent (R99) or one to resync with (R100).
+type contactReport uint8
+
+const (
+	reportSilent contactReport = iota
+	reportResync
+)
+
+// contactReports holds the contact reports one log's loop has not taken
+// yet: a set of peers per kind, under its mutex, and a wake channel of one
+// slot that the loop reads. A quiesced follower waits for these reports,
+// so none may be lost, and a set loses none while it stays bounded by
+// the number of peers: two reports of the same peer and kind before the
+// loop takes them are one (a report is a state, "silent", "resync now",
+// not a count; the core checks a silence against the node's contact when
+// it steps it). A 1,024-deep channel of each kind cost every log 32 KiB.
+type contactReports struct {
+	mu     sync.Mutex
+	silent []string // in the order reported, each peer once
+	resync []string
+	wake   chan struct{}
+}
+
+func newContactReports() *contactReports {
+	return &contactReports{wake: make(chan struct{}, 1)}
+}
+
+// add records a report of kind k on peer id and wakes the loop.
+func (c *contactReports) add(k contactReport, id string) {
+	c.mu.Lock()
+	set := &c.silent
+	if k == reportResync {
+		set = &c.resync
+	}
+	if !slices.Contains(*set, id) {
+		*set = append(*set, id)
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake is pending: the loop takes this report with it
+	}
+}
+
+// take returns the reports recorded since the last take, silences first,
+// and empties the sets. The loop calls it when woken.
+func (c *contactReports) take() (silent, resync []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	silent, resync = c.silent, c.resync
+	c.silent, c.resync = nil, nil
+	return silent, resync
 }
 
 // logView is one log's transport.Transport on the shared TCP transport:

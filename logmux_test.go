@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,50 @@ func TestLogMuxRoutesByName(t *testing.T) {
 	m.route(protocol.Message{From: "n2", To: "n1", Log: "a", Body: &protocol.VoteRequest{}})
 	if len(a.recv) != 0 || m.unknown.Load() != 3 {
 		t.Fatalf("a removed log still gets messages (%d), dropped %d", len(a.recv), m.unknown.Load())
+	}
+}
+
+// TestLogMuxContactReports (R99, R100): contact reports reach every log
+// and none is lost, however many come before its loop takes them (a
+// quiesced follower waits for them); a log keeps each peer once per kind,
+// so what waits is bounded by the peers, and one wake stands for all.
+func TestLogMuxContactReports(t *testing.T) {
+	m := newLogMux(nil, nil, hclog.NewNullLogger())
+	defer m.close()
+	_, a := m.add("a", []string{"n1", "n2"})
+	_, b := m.add("b", []string{"n1", "n3"})
+	// Far more reports than any channel bound the inbox had, from 3 peers.
+	for i := range 3 * inboxSize {
+		peer := []string{"n2", "n3", "n4"}[i%3]
+		m.report(reportSilent, peer)
+		if i%2 == 0 {
+			m.report(reportResync, peer)
+		}
+	}
+	m.report(reportResync, "n5")
+	if got := m.full.Load(); got != 0 {
+		t.Fatalf("%d reports dropped, want none", got)
+	}
+	for _, in := range []*inbox{a, b} {
+		if len(in.reports.wake) != 1 {
+			t.Fatalf("log %q: no wake pending after its reports", in.name)
+		}
+		<-in.reports.wake
+		silent, resync := in.reports.take()
+		if want := []string{"n2", "n3", "n4"}; !slices.Equal(silent, want) {
+			t.Fatalf("log %q: silent peers %v, want %v", in.name, silent, want)
+		}
+		if want := []string{"n2", "n4", "n3", "n5"}; !slices.Equal(resync, want) {
+			t.Fatalf("log %q: resyncs %v, want %v", in.name, resync, want)
+		}
+		if s, r := in.reports.take(); s != nil || r != nil {
+			t.Fatalf("log %q: reports taken twice: %v %v", in.name, s, r)
+		}
+	}
+	// A report after the take wakes the loop again.
+	m.report(reportSilent, "n2")
+	if s, _ := a.reports.take(); len(a.reports.wake) != 1 || !slices.Equal(s, []string{"n2"}) {
+		t.Fatalf("a report after a take: wake %d, silent %v", len(a.reports.wake), s)
 	}
 }
 

@@ -88,9 +88,11 @@ type pump struct {
 	recv    <-chan protocol.Message // nil once the transport closed it
 	hints   <-chan membership.Hint  // nil once gossip closed it
 	down    <-chan string           // the transport's PeerDown; nil once closed
-	silent  <-chan string           // the node's contact reports (R99, R100)
+	silent  <-chan string           // the node's contact reports (R99, R100): Open's
 	resync  <-chan string
-	dl      *deadlineEntry // this loop's place in the deadline scheduler
+	reports *contactReports // a Node's log's (nil for Open's)
+	woken   <-chan struct{} // reports.wake
+	dl      *deadlineEntry  // this loop's place in the deadline scheduler
 	events  []shell.Event
 	pending map[uint64]*request // by event ID
 	nextID  uint64
@@ -111,6 +113,9 @@ func (l *Log) newPump() *pump {
 	}
 	p.down, p.hints = l.net.down, l.net.hints
 	p.silent, p.resync = l.net.silent, l.net.resync
+	if p.reports = l.net.reports; p.reports != nil {
+		p.woken = p.reports.wake
+	}
 	return p
 }
 
@@ -151,6 +156,14 @@ func (p *pump) wait() (requested, open bool) {
 			p.events = append(p.events, shell.PeerSilent(id))
 		case id := <-p.resync:
 			p.events = append(p.events, shell.Resync(id))
+		case <-p.woken:
+			silent, resync := p.reports.take()
+			for _, id := range silent {
+				p.events = append(p.events, shell.PeerSilent(id))
+			}
+			for _, id := range resync {
+				p.events = append(p.events, shell.Resync(id))
+			}
 		case sp := <-l.ship.progress:
 			p.events = append(p.events, shell.SnapshotProgress(sp))
 		case <-l.wakeLoop: // persisted, failed, or the deadline passed

@@ -299,8 +299,11 @@ type netParts struct {
 	down  <-chan string
 	hints <-chan membership.Hint
 	// silent and resync are the node's contact reports (R99, R100): a
-	// peer that fell silent, a peer to resync with.
+	// peer that fell silent, a peer to resync with (Open's: the
+	// transport's channels). A Node's logs have reports instead, which
+	// its router fills.
 	silent, resync <-chan string
+	reports        *contactReports
 	// owned: the Log closes tr and ml when it closes (Open's); a Node's
 	// logs leave them to the Node.
 	owned bool
