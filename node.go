@@ -657,7 +657,7 @@ func (n *Node) openNamed(e catalogEntry) error {
 		return fmt.Errorf("replog: create %s: %w", filepath.Dir(o.Dir), err)
 	}
 	// A new log's directory is a spare made ahead, renamed (one fsync),
-	// or else made whole and durable in one pass (storage.CreateDir: 7
+	// or else made whole and durable in one pass (storage.CreateDir: 8
 	// fsyncs, where OpenDir's step-by-step creation takes 16); then it
 	// is opened as one that exists (R101). A spare has its log ID on the
 	// journal already, which journalID reads from it.

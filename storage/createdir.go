@@ -16,7 +16,8 @@ const CreatingDirPrefix = ".creating-"
 
 // CreateDir creates the data directory dir, which must not exist, as
 // OpenDir creates one for identity id with opts (its identity, data file,
-// storage format and, on a shared journal, its journal reference), and
+// storage format and, on a shared journal, its journal reference), with
+// an empty snapshot directory (SnapshotDirName), and
 // returns once all of it is durable: then OpenDir opens it as a directory
 // that exists. An error wrapping fs.ErrExist if dir exists.
 //
@@ -47,6 +48,12 @@ func CreateDir(dir string, id Identity, opts DirOptions) error {
 	s, _, err := OpenDir(tmp, id, opts)
 	if err == nil {
 		err = s.Close()
+	}
+	if err == nil {
+		// Made here, synced with the rest: OpenSnapshots would otherwise
+		// make it at the log's open and sync dir then, an fsync on the
+		// way of every new log's first open.
+		err = os.Mkdir(filepath.Join(tmp, SnapshotDirName), 0o700)
 	}
 	if err == nil && !noSync {
 		err = syncTree(tmp)

@@ -46,6 +46,11 @@ func TestCreateDir(t *testing.T) {
 	if got, ok, err := storage.JournalLogIDOf(dir); err != nil || !ok || got != 9 {
 		t.Fatalf("journal log ID %d %t (%v), want 9", got, ok, err)
 	}
+	// The snapshot directory is made with the rest, so that opening
+	// the snapshots creates (and syncs) nothing.
+	if fi, err := os.Stat(filepath.Join(dir, storage.SnapshotDirName)); err != nil || !fi.IsDir() {
+		t.Fatalf("no snapshot directory in the created directory (%v)", err)
+	}
 	s, got, err := storage.OpenDir(dir, id, opts)
 	if err != nil {
 		t.Fatal(err)
