@@ -93,11 +93,12 @@ type Node struct {
 	// spares are empty log directories made ahead (spareMaker), ready to
 	// be renamed to a new log's; spareOn says the maker runs, spareWake
 	// wakes it, spareSeq numbers them.
-	spares    []string
-	spareOn   bool
-	spareWake chan struct{}
-	spareSeq  uint64
-	ready     chan struct{} // closed and replaced when cat or logs change
+	spares      []string
+	spareOn     bool
+	spareWake   chan struct{}
+	spareSeq    uint64
+	spareMaking int           // spares being made now
+	ready       chan struct{} // closed and replaced when cat or logs change
 	// waiters counts the calls in waitFor: only for them does a move of
 	// the catalog's HW alone signal.
 	waiters atomic.Int32
@@ -695,9 +696,15 @@ func (n *Node) openNamed(e catalogEntry) error {
 
 // spareDirs is how many empty log directories a node that holds named
 // logs keeps made ahead: a creation then waits for a rename, not for a
-// directory's files and their fsyncs. Two cover creations one after
-// another; many at once make the rest themselves.
-const spareDirs = 2
+// directory's files and their fsyncs. Four, made two at a time
+// (spareMakers), keep up with creations one after another; many at once
+// make the rest themselves.
+const spareDirs = 4
+
+// spareMakers is how many spares a node makes at once: each takes a
+// handful of fsyncs one after another, which one maker alone does more
+// slowly than creations one after another take them.
+const spareMakers = 2
 
 // spareDirPrefix starts a spare directory's name under <Dir>/logs (a
 // name no log has: log names do not start with '.').
@@ -744,7 +751,7 @@ func (n *Node) takeSpare(dir string) (took bool, err error) {
 // options that may have changed. One goroutine per node, from its first
 // named log on.
 func (n *Node) spareMaker() {
-	defer n.wg.Done()
+	// makeSpares, called last, ends this goroutine's share of n.wg.
 	logs := filepath.Join(n.opts.Dir, logsDirName)
 	if ents, err := os.ReadDir(logs); err == nil {
 		for _, d := range ents {
@@ -754,16 +761,42 @@ func (n *Node) spareMaker() {
 			}
 		}
 	}
+	for range spareMakers - 1 {
+		n.wg.Add(1)
+		go n.makeSpares()
+	}
+	n.makeSpares()
+}
+
+// makeSpares is one of the spare maker's spareMakers goroutines: it makes
+// spares while fewer than spareDirs are ready or being made, and waits
+// for a wake-up otherwise (passing it on while more are needed than it
+// makes, so that creations one after another find them made side by
+// side: one maker's fsyncs, one after another, fall behind).
+func (n *Node) makeSpares() {
+	defer n.wg.Done()
 	for {
 		n.mu.Lock()
-		need := len(n.spares) < spareDirs
+		need := spareDirs - len(n.spares) - n.spareMaking
+		if need > 0 {
+			n.spareMaking++
+		}
 		n.mu.Unlock()
-		if need {
+		if need > 1 {
+			select {
+			case n.spareWake <- struct{}{}:
+			default:
+			}
+		}
+		if need > 0 {
 			p, err := n.makeSpare()
+			n.mu.Lock()
+			n.spareMaking--
 			if err == nil {
-				n.mu.Lock()
 				n.spares = append(n.spares, p)
-				n.mu.Unlock()
+			}
+			n.mu.Unlock()
+			if err == nil {
 				continue
 			}
 			if !errors.Is(err, ErrClosed) {
