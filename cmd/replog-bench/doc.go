@@ -85,7 +85,8 @@
 //	-idle-logs N     N idle named logs against one, each measured for
 //	                 -duration: process CPU / nodes, fetches/s and
 //	                 heartbeats/s per peer pair, heap and RSS per idle log
-//	-create-logs N   time N CreateLogs one after another on one node
+//	-create-logs N   time N CreateLogs one after another on one node, and
+//	                 from each call until the node knows the log's leader
 //	-create-concurrency G
 //	                 G goroutines create the logs at once, each taking the
 //	                 next name (default 1: one after another): what
