@@ -682,6 +682,7 @@ func (n *Node) openNamed(e catalogEntry) error {
 	}
 	np, in := n.mux.add(wireLogName(e.name, e.incarnation), e.spec.Replicas)
 	np.members = slices.DeleteFunc(slices.Clone(e.spec.Replicas), func(id string) bool { return id == n.opts.NodeID })
+	np.firstCandidate = e.spec.Leader
 	l, err := openLog(o, logger, cfgs, func() (netParts, error) { return np, nil }, e.name, n.groupWriter(j))
 	if err != nil {
 		n.mux.remove(in)

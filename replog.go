@@ -319,6 +319,10 @@ type netParts struct {
 	// bootstraps (R60) instead of the static peers and gossip members: a
 	// named log's other replicas, the only nodes that answer for it.
 	members []string
+	// firstCandidate, if not empty, campaigns for the log's first leader
+	// at once (replica.Config.FirstCandidate, R108): a named log's
+	// preferred leader.
+	firstCandidate string
 	// onCatalog, if not nil, is given the catalog of named logs and the
 	// readable HW it is as of whenever either moves, once the core knows
 	// the catalog (changed: the catalog itself changed, or is given for
@@ -417,6 +421,7 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 	if np.members != nil {
 		rcfg.Members = slices.Clone(np.members)
 	}
+	rcfg.FirstCandidate = np.firstCandidate
 	rcfg.ShipSnapshots = true // the data directory's snapshot store (R92)
 	if np.tcp != nil {
 		rcfg.Contact = np.tcp // the node's contact with its peers (R98)

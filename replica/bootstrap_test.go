@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"math/rand"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/storage"
@@ -322,5 +324,78 @@ func TestFirstElectionWithinElectionTimeout(t *testing.T) {
 	known.Tick(t0.Add(known.cfg.FetchTimeout * 99 / 100))
 	if known.role != RoleFollower {
 		t.Fatalf("a replica that remembers its leader is %v before FetchTimeout, want follower", known.role)
+	}
+}
+
+// TestFirstCandidateCampaignsAtOnce (R108): a new log's FirstCandidate
+// starts its first round (R60's, asking every member) at New, with no
+// election timeout; every other bootstrap voter waits a full
+// ElectionTimeout more than it would without one, so that the
+// candidate's round comes first; a FirstCandidate that is not a voter
+// changes nothing. Fails with replog_bug_first_candidate_waits.
+func TestFirstCandidateCampaignsAtOnce(t *testing.T) {
+	preVotes := func(msgs []protocol.Message) []string {
+		var to []string
+		for _, m := range msgs {
+			if v, ok := m.Body.(*protocol.VoteRequest); ok && v.PreVote {
+				to = append(to, m.To)
+			}
+		}
+		slices.Sort(to)
+		return to
+	}
+	for seed := range int64(20) {
+		cfg := testConfig("a", "a", "b", "c")
+		cfg.Rand = rand.New(rand.NewSource(seed))
+		cfg.FirstCandidate = "a"
+		cfg.Members = []string{"o"}
+		store := storage.NewMemory()
+		r, err := New(cfg, store, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Tick(t0)
+		msgs, _ := settle(t, r, store)
+		if got := preVotes(msgs); r.role != RoleProspective || !slices.Equal(got, []string{"b", "c", "o"}) {
+			t.Fatalf("seed %d: the first candidate at New: role %v, pre-votes to %v; want prospective, asking b, c and the member o", seed, r.role, got)
+		}
+
+		cfg = testConfig("b", "a", "b", "c")
+		cfg.Rand = rand.New(rand.NewSource(seed))
+		cfg.FirstCandidate = "a"
+		store = storage.NewMemory()
+		if r, err = New(cfg, store, t0); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, r, store)
+		r.Tick(t0.Add(cfg.ElectionTimeout - time.Nanosecond))
+		if msgs, _ := settle(t, r, store); r.role != RoleFollower || len(preVotes(msgs)) != 0 {
+			t.Fatalf("seed %d: another voter campaigned within ElectionTimeout of New (role %v): the first round is the first candidate's", seed, r.role)
+		}
+		r.Tick(t0.Add(2 * cfg.ElectionTimeout))
+		if settle(t, r, store); r.role != RoleProspective {
+			t.Fatalf("seed %d: another voter, 2*ElectionTimeout after New: role %v, want prospective (the first candidate may be down)", seed, r.role)
+		}
+	}
+	// Not a voter: every replica waits a random part of ElectionTimeout,
+	// as without one (some seed of these draws it above 0).
+	late := false
+	for seed := range int64(20) {
+		cfg := testConfig("a", "a", "b", "c")
+		cfg.Rand = rand.New(rand.NewSource(seed))
+		cfg.FirstCandidate = "z"
+		store := storage.NewMemory()
+		r, err := New(cfg, store, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := r.electionDeadline.Sub(t0); d >= cfg.ElectionTimeout {
+			t.Fatalf("seed %d: with a first candidate that is not a voter, the first round waits %v, want under ElectionTimeout", seed, d)
+		} else if d > 0 {
+			late = true
+		}
+	}
+	if !late {
+		t.Fatal("with a first candidate that is not a voter, every replica campaigned at once")
 	}
 }

@@ -37,6 +37,17 @@ type Config struct {
 	// wiped node whose Voters name only fresh stores must join the cluster
 	// that exists, not start a second one. Optional.
 	Members []string
+	// FirstCandidate, if not empty, is the bootstrap voter that campaigns
+	// for the log's first leader at once (R108): while the replica's log
+	// holds no voter set and it knows no leader, its first pre-vote round
+	// starts at New if it is FirstCandidate, and an ElectionTimeout later
+	// than it otherwise would (R60) if it is another voter, which leaves
+	// the first round to FirstCandidate. A Node sets it to a named log's
+	// preferred leader, so that a new log has a leader within a few round
+	// trips of its replicas opening. Optional; when empty, or not one of
+	// Voters, every replica's first round starts a random part of
+	// ElectionTimeout after New.
+	FirstCandidate string
 	// ManualVoterChanges turns off the automatic replacement of a voter
 	// that came back with a new directory (R58): the new incarnation then
 	// stays an observer until an operator removes the old one and adds it.

@@ -291,7 +291,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		// No cluster this node knows of has elected a leader yet: there
 		// is none to protect, so the first election need not wait out
 		// FetchTimeout (R60's round still asks everyone first).
-		r.electionDeadline = r.now.Add(r.randDuration(r.cfg.ElectionTimeout))
+		r.electionDeadline = r.now.Add(r.firstElectionDelay())
 	}
 	return r, nil
 }
@@ -501,6 +501,23 @@ func (r *Replica) halt(err error) {
 }
 
 // randDuration returns a random duration in [0, d).
+// firstElectionDelay is how long after New a replica whose log holds no
+// voter set and that knows no leader starts its first pre-vote round
+// (R60, R108): at once for Config.FirstCandidate, a full ElectionTimeout
+// more than the others' random part of it for the other voters (so that
+// FirstCandidate's round is the first, with no split vote), and that
+// random part without one.
+func (r *Replica) firstElectionDelay() time.Duration {
+	first := r.cfg.FirstCandidate
+	switch {
+	case first == "" || !r.isVoter(first) || bugs.FirstCandidateWaits:
+		return r.randDuration(r.cfg.ElectionTimeout)
+	case first == r.id:
+		return 0
+	}
+	return r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout)
+}
+
 func (r *Replica) randDuration(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0

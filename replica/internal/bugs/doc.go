@@ -283,6 +283,14 @@
 //	                                check-quorum; TestRegressionSeeds: the
 //	                                row 45 x5000); with it, R98's
 //	                                heartbeats keep contact too.
+//	replog_bug_first_candidate_waits
+//	                                FirstCandidateWaits (R108): a new log's
+//	                                Config.FirstCandidate waits a random part
+//	                                of ElectionTimeout before its first
+//	                                round, as every replica does without it,
+//	                                and the other voters do not leave the
+//	                                first round to it. Fails:
+//	                                TestFirstCandidateCampaignsAtOnce.
 //
 // Tests named alone are in package replica. For example:
 //
