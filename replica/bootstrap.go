@@ -121,7 +121,8 @@ func (r *Replica) bootstrapAnswer(from string, resp *protocol.VoteResponse, inRo
 	return true
 }
 
-// resendBootstrapRequests asks again, every quarter of ElectionTimeout, the
+// resendBootstrapRequests asks again, every quarter of ElectionTimeout (a
+// sixteenth for a new log's first candidate at first, R108), the
 // bootstrap voters and members that have not answered the round: a round
 // that needs every one of them (R57, R60) would otherwise fail whenever one
 // message of it is lost, and with many voters and observers to ask it

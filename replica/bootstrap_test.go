@@ -329,7 +329,8 @@ func TestFirstElectionWithinElectionTimeout(t *testing.T) {
 
 // TestFirstCandidateCampaignsAtOnce (R108): a new log's FirstCandidate
 // starts its first round (R60's, asking every member) at New, with no
-// election timeout; every other bootstrap voter waits a full
+// election timeout, and asks those that did not answer again after a
+// sixteenth of ElectionTimeout; every other bootstrap voter waits a full
 // ElectionTimeout more than it would without one, so that the
 // candidate's round comes first; a FirstCandidate that is not a voter
 // changes nothing. Fails with replog_bug_first_candidate_waits.
@@ -358,6 +359,16 @@ func TestFirstCandidateCampaignsAtOnce(t *testing.T) {
 		msgs, _ := settle(t, r, store)
 		if got := preVotes(msgs); r.role != RoleProspective || !slices.Equal(got, []string{"b", "c", "o"}) {
 			t.Fatalf("seed %d: the first candidate at New: role %v, pre-votes to %v; want prospective, asking b, c and the member o", seed, r.role, got)
+		}
+		// Its replicas open about when it does: those that have not
+		// answered are asked again after a sixteenth of ElectionTimeout,
+		// not a quarter.
+		round := r.round
+		r.Step(protocol.Message{From: "b", To: "a", Body: &protocol.VoteResponse{Epoch: 0, VoterID: "b", VoterDirID: "b", Granted: true, PreVote: true, RequestEpoch: 1, Round: round}})
+		r.Tick(t0.Add(cfg.ElectionTimeout / 16))
+		msgs, _ = settle(t, r, store)
+		if got := preVotes(msgs); !slices.Equal(got, []string{"c", "o"}) || r.round != round {
+			t.Fatalf("seed %d: the first candidate a sixteenth of ElectionTimeout after New asked %v (round %d, was %d); want c and o again, same round", seed, got, r.round, round)
 		}
 
 		cfg = testConfig("b", "a", "b", "c")

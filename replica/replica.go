@@ -166,8 +166,10 @@ type Replica struct {
 	members  map[string]bool
 	answered map[string]bool
 	// resendAt: when a bootstrap round asks again those that have not
-	// answered it (resendBootstrapRequests).
-	resendAt time.Time
+	// answered it (resendBootstrapRequests); until eagerUntil (a new
+	// log's first candidate, R108) it asks every ElectionTimeout/16, not
+	// every quarter.
+	resendAt, eagerUntil time.Time
 	// clusterSeen: while the log holds no voter set, someone answered
 	// that a cluster exists. This replica then bootstraps nothing: it
 	// observes until it has fetched the cluster's voter set (R60).
@@ -291,7 +293,7 @@ func New(cfg Config, log LogReader, now time.Time) (*Replica, error) {
 		// No cluster this node knows of has elected a leader yet: there
 		// is none to protect, so the first election need not wait out
 		// FetchTimeout (R60's round still asks everyone first).
-		r.electionDeadline = r.now.Add(r.firstElectionDelay())
+		r.electionDeadline = r.firstElection()
 	}
 	return r, nil
 }
@@ -501,21 +503,25 @@ func (r *Replica) halt(err error) {
 }
 
 // randDuration returns a random duration in [0, d).
-// firstElectionDelay is how long after New a replica whose log holds no
-// voter set and that knows no leader starts its first pre-vote round
-// (R60, R108): at once for Config.FirstCandidate, a full ElectionTimeout
-// more than the others' random part of it for the other voters (so that
-// FirstCandidate's round is the first, with no split vote), and that
-// random part without one.
-func (r *Replica) firstElectionDelay() time.Duration {
+// firstElection returns when a replica whose log holds no voter set and
+// that knows no leader starts its first pre-vote round (R60, R108): at
+// once for Config.FirstCandidate, a full ElectionTimeout later than the
+// others' random part of it for the other voters (so that
+// FirstCandidate's round is the first, with no split vote), after that
+// random part without one. FirstCandidate also asks its silent
+// recipients again sooner for an ElectionTimeout (eagerUntil): its
+// replicas open at about the moment it does, and one not open yet drops
+// the first requests.
+func (r *Replica) firstElection() time.Time {
 	first := r.cfg.FirstCandidate
 	switch {
 	case first == "" || !r.isVoter(first) || bugs.FirstCandidateWaits:
-		return r.randDuration(r.cfg.ElectionTimeout)
+		return r.now.Add(r.randDuration(r.cfg.ElectionTimeout))
 	case first == r.id:
-		return 0
+		r.eagerUntil = r.now.Add(r.cfg.ElectionTimeout)
+		return r.now
 	}
-	return r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout)
+	return r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 }
 
 func (r *Replica) randDuration(d time.Duration) time.Duration {

@@ -168,6 +168,16 @@ func (r *Replica) requestVotes(preVote bool) {
 	r.sendVoteRequests(preVote, nil)
 }
 
+// bootstrapResend is how long a bootstrap round waits before it asks its
+// silent recipients again (R60): a quarter of ElectionTimeout, a
+// sixteenth while a new log's first candidate is eager (R108).
+func (r *Replica) bootstrapResend() time.Duration {
+	if r.now.Before(r.eagerUntil) {
+		return max(r.cfg.ElectionTimeout/16, time.Millisecond)
+	}
+	return r.cfg.ElectionTimeout / 4
+}
+
 // sendVoteRequests sends the round's requests to those of its recipients
 // that only accepts (all if nil), and sets when a bootstrap round asks its
 // silent ones again (resendBootstrapRequests).
@@ -179,7 +189,7 @@ func (r *Replica) sendVoteRequests(preVote bool, only func(string) bool) {
 	to := r.voters
 	if r.bootstrap {
 		to = append(slices.Clone(r.voters), r.askedMembers()...)
-		r.resendAt = r.now.Add(r.cfg.ElectionTimeout / 4)
+		r.resendAt = r.now.Add(r.bootstrapResend())
 	}
 	for _, v := range to {
 		if v != r.id && (only == nil || only(v)) {

@@ -288,8 +288,9 @@
 //	                                Config.FirstCandidate waits a random part
 //	                                of ElectionTimeout before its first
 //	                                round, as every replica does without it,
-//	                                and the other voters do not leave the
-//	                                first round to it. Fails:
+//	                                the other voters do not leave the first
+//	                                round to it, and it asks again only
+//	                                every quarter of it. Fails:
 //	                                TestFirstCandidateCampaignsAtOnce.
 //
 // Tests named alone are in package replica. For example:
