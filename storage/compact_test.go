@@ -199,3 +199,78 @@ func TestCompactSegment(t *testing.T) {
 	}
 	checkCompacted(t, "stored placeholders removed", l, removed)
 }
+
+// TestMemoryCompactReadsAsTheDirStore: Memory.Compact over a sealed
+// segment's range reads back exactly as DirStore.CompactSegment leaves the
+// segment (placeholders of the same epochs and times, runs merged across a
+// second pass and stored placeholders), so that the simulation's compacting
+// store is the Dir's; a Crash keeps the compacted range, in deferred mode
+// too; a range outside the log changes nothing.
+func TestMemoryCompactReadsAsTheDirStore(t *testing.T) {
+	l := newSegLog(t, tinySegment)
+	for e := uint64(1); e <= 12; e += 2 {
+		leo := l.s.LEO()
+		batch := append(storagetest.Batch(leo, 10, e, 100), storagetest.Batch(leo+10, 10, e+1, 100)...)
+		for i := range batch {
+			batch[i].Time = int64(1000 + batch[i].Offset)
+		}
+		// A follower's stored placeholder, fetched from a compacted leader.
+		batch[3] = protocol.Entry{Offset: batch[3].Offset, Epoch: batch[3].Epoch, Type: protocol.EntryHole, Time: batch[3].Time}
+		l.apply(protocol.Write{Kind: protocol.WriteAppend, Entries: batch})
+	}
+	segs := l.s.Segments()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want several", len(segs))
+	}
+	for pass, drop := range []func(protocol.Entry) bool{
+		func(e protocol.Entry) bool { return e.Offset%3 == 1 },
+		func(e protocol.Entry) bool { return e.Offset%2 == 0 },
+	} {
+		for _, s := range segs[:len(segs)-1] {
+			dres, err := l.s.CompactSegment(s.Base, drop, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mres, err := l.model.Compact(s.Base, s.End, drop)
+			if err != nil || mres.Swapped != dres.Swapped || mres.Kept != dres.Kept || mres.BytesRead != dres.BytesRead {
+				t.Fatalf("pass %d, segment %d: Memory %+v %v; DirStore %+v", pass, s.Base, mres, err, dres)
+			}
+		}
+		l.check("pass " + string(rune('1'+pass)))
+		// Compare leaves out the time, which a placeholder takes from its run.
+		got, want := readEvery(t, l.model), readEvery(t, l.s)
+		for i := range want {
+			if got[i].Time != want[i].Time || got[i].Type != want[i].Type {
+				t.Fatalf("pass %d, offset %d: Memory has %+v; DirStore %+v", pass, want[i].Offset, got[i], want[i])
+			}
+		}
+	}
+	if got := readEvery(t, l.model); got[3].Type != protocol.EntryHole {
+		t.Fatalf("offset 3: %+v, want a placeholder", got[3])
+	}
+	before := readEvery(t, l.model)
+	l.model = l.model.Crash()
+	if after := readEvery(t, l.model); len(after) != len(before) || after[5].Type != before[5].Type || after[4].Type != before[4].Type {
+		t.Fatalf("a crash changed the compacted log")
+	}
+	if res, err := l.model.Compact(l.model.LEO()-2, l.model.LEO()+1, func(protocol.Entry) bool { return true }); err != nil || res.Swapped {
+		t.Fatalf("a range past the LEO: %+v, %v", res, err)
+	}
+
+	d := storage.NewMemoryDeferred()
+	if err := d.Append(storagetest.Batch(0, 6, 1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := d.Compact(0, 6, func(protocol.Entry) bool { return true }); res.Swapped {
+		t.Fatal("compacted an unsynced range")
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.Compact(0, 5, func(e protocol.Entry) bool { return e.Offset == 2 }); err != nil || !res.Swapped || res.Removed != 1 {
+		t.Fatalf("Compact: %+v, %v", res, err)
+	}
+	if es := readEvery(t, d.Crash()); es[2].Type != protocol.EntryHole || es[3].Type == protocol.EntryHole {
+		t.Fatalf("after a crash in deferred mode: %+v", es)
+	}
+}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/replog-io/replog/protocol"
@@ -304,6 +305,99 @@ func (m *Memory) CrashAfter(n int) *Memory {
 	m.syncLocked(min(max(n, 0), len(m.pending)))
 	m.pending = nil
 	return &Memory{cur: m.durable.clone(), deferred: true, durable: m.durable.clone(), keyCkpt: m.keyCkpt}
+}
+
+// Compact rewrites the offsets [from, to) of the log without the entries
+// drop reports true for, as DirStore.CompactSegment rewrites a sealed
+// segment (docs/storage.md 13, docs/protocol.md R104): drop sees each
+// entry of the range in offset order, never a placeholder; each removed
+// entry becomes a hole, read back as a protocol.EntryHole placeholder
+// with the entry's epoch, no data and the newest time of its run of holes
+// (adjacent holes of one epoch within the range, earlier holes and
+// stored placeholders among them), so that the log still holds one entry
+// per offset. A stored placeholder reads as a hole does, so it is
+// neither shown to drop nor counted in Removed.
+//
+// The rewrite replaces the range at once, as the Dir's rename does: a
+// crash (Crash, CrashAfter) leaves it as before or as after, never a mix;
+// in deferred mode it is durable when Compact returns (the Dir syncs the
+// new file and its directory before the rename). It changes nothing, and
+// Swapped is false, when nothing is removed or the range is not wholly in
+// the log (in deferred mode, in the durable log): a retention or reset
+// took part of it, or it was never written.
+//
+// Errors: ErrClosed.
+func (m *Memory) Compact(from, to uint64, drop func(protocol.Entry) bool) (CompactResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var res CompactResult
+	if m.closed {
+		return res, ErrClosed
+	}
+	st := m.cur.st
+	if from >= to || from < st.logStart || to > st.leo ||
+		m.deferred && (from < m.durable.st.logStart || to > m.durable.st.leo) {
+		return res, nil
+	}
+	es := m.cur.entries[from-st.logStart : to-st.logStart]
+	out := make([]protocol.Entry, len(es))
+	// runStart indexes the first placeholder of the run being built (-1:
+	// none).
+	runStart := -1
+	closeRun := func(end int) {
+		if runStart < 0 {
+			return
+		}
+		t := int64(0)
+		for _, h := range out[runStart:end] {
+			t = max(t, h.Time)
+		}
+		for i := runStart; i < end; i++ {
+			out[i].Time = t
+		}
+		runStart = -1
+	}
+	for i, e := range es {
+		e.Data = slices.Clone(e.Data)
+		hole := e.Type == protocol.EntryHole
+		if !hole && drop(e) {
+			res.Removed++
+			hole = true
+		}
+		res.BytesRead += int64(len(e.Data))
+		if !hole {
+			closeRun(i)
+			res.Kept++
+			out[i] = es[i]
+			continue
+		}
+		if runStart >= 0 && out[i-1].Epoch != e.Epoch {
+			closeRun(i)
+		}
+		if runStart < 0 {
+			runStart = i
+		}
+		out[i] = protocol.Entry{Offset: e.Offset, Epoch: e.Epoch, Type: protocol.EntryHole, Time: max(e.Time, 0)}
+	}
+	closeRun(len(es))
+	if res.Removed == 0 {
+		return res, nil
+	}
+	m.cur = m.cur.replaced(from, out)
+	if m.deferred {
+		m.durable = m.durable.replaced(from, out)
+	}
+	res.Swapped = true
+	return res, nil
+}
+
+// replaced returns s with the entries from offset from on replaced by es
+// (within its log), in a new backing array: versions sharing the old one
+// keep it.
+func (s memState) replaced(from uint64, es []protocol.Entry) memState {
+	n := memState{st: s.st, entries: slices.Clone(s.entries)}
+	copy(n.entries[from-s.st.logStart:], es)
+	return n
 }
 
 var _ Store = (*Memory)(nil)
