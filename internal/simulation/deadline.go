@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/replica"
 )
 
 // A node's process ticks as the library's loop does (docs/protocol.md
@@ -29,17 +30,23 @@ type deadlineState struct {
 	// must not feed it a newer one (that is an input).
 	fed uint64
 	// stuck counts rounds in a row, without inputs, that left a deadline
-	// at or before the clock: a core that says something is due and then
-	// does nothing would spin its loop.
+	// at or before the clock and did nothing: a core that says something
+	// is due and then does nothing would spin its loop. A round that made
+	// progress (wrote, sent, resolved or changed its Status) resets it: a
+	// long catch-up may keep a deadline due for many rounds, each doing
+	// its share.
 	stuck int
+	// status is the Status the last round ended with.
+	status replica.Status
 }
 
 // earlyTickOdds: one deadline in earlyTickOdds gets an early tick.
 const earlyTickOdds = 4
 
 // maxStuckRounds is how many input-less rounds in a row may leave the
-// deadline due: the first one may, when a round's events set a term that
-// only Tick checks; after that the rounds must move it.
+// deadline due without doing anything: the first one may, when a round's
+// events set a term that only Tick checks; after that the rounds must
+// move it or make progress.
 const maxStuckRounds = 3
 
 // simTimeOf is the earliest simulated time, not before now, at which nd's
@@ -60,16 +67,26 @@ func (nd *node) simTimeOf(d time.Time, now time.Duration) time.Duration {
 func (s *sim) armDeadline(nd *node, out *shell.Output, fed uint64, inputs int) {
 	dl := &nd.dl
 	dl.fed = fed
-	if inputs == 0 && !out.Deadline.IsZero() && !out.Deadline.After(nd.clock(s.now)) {
+	if inputs == 0 && !out.Deadline.IsZero() && !out.Deadline.After(nd.clock(s.now)) && !progressed(out, dl.status) {
 		if dl.stuck++; dl.stuck > maxStuckRounds {
-			s.fail("%s: %d rounds in a row without inputs left its deadline %v due (its clock reads %v): the core says something is due and does nothing",
+			s.fail("%s: %d rounds in a row without inputs left its deadline %v due (its clock reads %v) and did nothing: the core says something is due and does nothing",
 				nd.id, dl.stuck, out.Deadline, nd.clock(s.now))
 		}
 	} else {
 		dl.stuck = 0
 	}
 	dl.at = out.Deadline
+	dl.status = out.Status
 	s.rearm(nd)
+}
+
+// progressed reports whether a round did something: wrote, sent,
+// resolved, handed out snapshot work, moved what readers see, or ended
+// with another Status than before (prev).
+func progressed(out *shell.Output, prev replica.Status) bool {
+	return len(out.Writes) > 0 || len(out.Messages) > 0 || len(out.Resolved) > 0 || out.KeyCheckpoint != nil ||
+		len(out.SnapshotReads) > 0 || len(out.SnapshotChunks) > 0 || out.ReadableMoved || out.ClaimChanged || out.LogsChanged ||
+		!reflect.DeepEqual(prev, out.Status)
 }
 
 // rearm schedules nd's tick for its deadline as its clock now runs (after

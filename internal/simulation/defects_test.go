@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replog-io/replog/internal/shell"
+	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
 )
 
@@ -94,5 +96,38 @@ func TestPauseKeepsLatestResume(t *testing.T) {
 	}
 	if s.err != nil {
 		t.Fatal(s.err)
+	}
+}
+
+// TestStuckDeadlineLooksAtProgress: input-less rounds that leave the
+// deadline due fail the node after maxStuckRounds only when they do
+// nothing; rounds that make progress (a message sent, the Status moved),
+// however many, do not (a long catch-up keeps its deadline due, doing its
+// share each round).
+func TestStuckDeadlineLooksAtProgress(t *testing.T) {
+	s := quietSim(t, 1)
+	nd := s.nodes[0]
+	due := nd.clock(s.now)
+	out := shell.Output{Deadline: due, Status: nd.r.Status(), Messages: []protocol.Message{{From: nd.id}}}
+	for i := 0; i < 10*maxStuckRounds && s.err == nil; i++ {
+		s.armDeadline(nd, &out, nd.dl.fed, 0)
+	}
+	if s.err != nil {
+		t.Fatalf("rounds that sent a message each failed as stuck: %v", s.err)
+	}
+	for i := 0; i < 10*maxStuckRounds && s.err == nil; i++ {
+		moved := shell.Output{Deadline: due, Status: nd.r.Status()}
+		moved.Status.LEO += uint64(i + 1)
+		s.armDeadline(nd, &moved, nd.dl.fed, 0)
+	}
+	if s.err != nil {
+		t.Fatalf("rounds that moved the Status each failed as stuck: %v", s.err)
+	}
+	idle := shell.Output{Deadline: due, Status: nd.dl.status}
+	for i := 0; i <= maxStuckRounds && s.err == nil; i++ {
+		s.armDeadline(nd, &idle, nd.dl.fed, 0)
+	}
+	if s.err == nil {
+		t.Fatalf("%d idle rounds with the deadline due passed", maxStuckRounds+1)
 	}
 }

@@ -120,7 +120,9 @@
 // a round without inputs before a node's deadline (an early tick, at
 // random, deadline.go) does nothing: an empty Output, the same Status and
 // deadline (R96); a node's rounds without inputs do not leave its
-// deadline due more than three times in a row (it would spin its loop);
+// deadline due more than three times in a row while doing nothing (it
+// would spin its loop; a round that writes, sends, resolves or changes
+// its Status made progress);
 // the committed log's log changes never create a held name or delete an
 // unheld one, a copy repeats the committed catalog's entry, every node's
 // known catalog is the committed log's as of the readable HW it is
