@@ -106,8 +106,14 @@ var layerRules = []layerRule{
 		kind: importedOnlyBy, from: []string{"./transport/...", "./membership/..."}, allow: []string{"."}},
 	{rule: "only programs, the adapters over the public API (top-level replog* packages: replogprom, replogadmin, replogtest) and the views built on it (kv) import the root package",
 		kind: importedOnlyBy, from: []string{"."}, allow: []string{"main", "./replog*", "./kv"}},
-	{rule: "the adapters over the public API (replogprom, replogadmin) and kv import no package of the module but the root",
-		kind: noImport, from: []string{"./replogprom/...", "./replogadmin/...", "./kv/..."}, deny: []string{"./*"}},
+	{rule: "the adapters over the public API (replogprom, replogadmin) import no package of the module but the root",
+		kind: noImport, from: []string{"./replogprom/...", "./replogadmin/..."}, deny: []string{"./*"}},
+	{rule: "kv imports, of the module, only the root and its state machine (internal/kvstate)",
+		kind: importOnly, from: []string{"./kv/..."}, allow: []string{"std", ".", "./internal/kvstate"}},
+	{rule: "internal/kvstate, the KV's state machine, imports, of the module, only protocol",
+		kind: importOnly, from: []string{"./internal/kvstate/..."}, allow: []string{"std", "./protocol"}},
+	{rule: "internal/kvstate imports no file, network, concurrency or real-randomness package",
+		kind: noImport, from: []string{"./internal/kvstate/..."}, deny: noIOImports},
 	{rule: "no library package links Prometheus but replogprom (programs may)",
 		kind: noLink, from: []string{"./..."}, except: []string{"main", "./replogprom/..."}, deny: []string{"github.com/prometheus/..."}},
 	{rule: "the test harnesses (simulation, faults, hostile, protocoltest, storagetest, testwait, testpki) are imported only by tests and by each other",
@@ -126,8 +132,9 @@ var layerRules = []layerRule{
 }
 
 // deterministic are the packages whose code must start no goroutine and
-// read no wall clock: the core, the shell's round and the simulation.
-var deterministic = append(slices.Clone(core), "./internal/shell/...", "./internal/simulation")
+// read no wall clock: the core, the shell's round, the simulation and the
+// KV's state machine.
+var deterministic = append(slices.Clone(core), "./internal/shell/...", "./internal/simulation", "./internal/kvstate/...")
 
 // pkg is one package of the module, as go list reports it.
 type pkg struct {

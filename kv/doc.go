@@ -51,7 +51,19 @@
 // applied; Open restores the newest one and reads on from its offset.
 // With the Log's Options.RetainUntilSnapshot, retention never deletes
 // past the newest snapshot, so a KV reopened on the node always rebuilds
-// its state. Snapshots are per node (docs/limits.md). The KV's log is not
-// compacted yet: its history grows until retention, bounded by its
-// snapshots, cuts it.
+// its state. Snapshots are per node (docs/limits.md).
+//
+// # Compacted logs
+//
+// On a Log with compaction (Options.Compaction, at feature level 10 and
+// above) a Put carries its key's entry key and a Delete is a tombstone,
+// so compaction keeps each key's newest unconditional write; a Create and
+// an Update carry none and are never compacted, since their outcome
+// depends on the state before them (docs/architecture.md R105). A KV
+// replayed from a compacted log, from its snapshot or from offset 0,
+// therefore holds the same keys, values and revisions as one that applied
+// every entry; History lists only the revisions the log still holds. With
+// conditional writes keep tombstones for ever (a negative
+// Compaction.TombstoneRetention): once one goes, a Create before it would
+// bring its key back in a replay.
 package kv

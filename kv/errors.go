@@ -2,7 +2,8 @@ package kv
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/replog-io/replog/internal/kvstate"
 )
 
 var (
@@ -10,9 +11,9 @@ var (
 	// deleted).
 	ErrNotFound = errors.New("replog: kv: key not found")
 	// ErrExists: a Create found the key already set when it was applied.
-	ErrExists = errors.New("replog: kv: key exists")
+	ErrExists = kvstate.ErrExists
 	// ErrInvalidKey: a key is empty, longer than MaxKeyBytes or not UTF-8.
-	ErrInvalidKey = errors.New("replog: kv: invalid key")
+	ErrInvalidKey = kvstate.ErrInvalidKey
 	// ErrInvalidOptions: Options.Validate found a bad field; the message
 	// names it.
 	ErrInvalidOptions = errors.New("replog: kv: invalid options")
@@ -30,18 +31,7 @@ var (
 // RevisionMismatchError is an Update's failure: when it was applied the
 // key's revision was Current (0: the key had no value), not Expected.
 // It wraps ErrRevisionMismatch.
-type RevisionMismatchError struct {
-	Key      string
-	Expected uint64
-	Current  uint64
-}
+type RevisionMismatchError = kvstate.RevisionMismatchError
 
 // ErrRevisionMismatch is what every *RevisionMismatchError wraps.
-var ErrRevisionMismatch = errors.New("replog: kv: revision mismatch")
-
-func (e *RevisionMismatchError) Error() string {
-	return fmt.Sprintf("%v: key %q is at revision %d, not %d", ErrRevisionMismatch, e.Key, e.Current, e.Expected)
-}
-
-// Unwrap makes errors.Is(err, ErrRevisionMismatch) hold.
-func (e *RevisionMismatchError) Unwrap() error { return ErrRevisionMismatch }
+var ErrRevisionMismatch = kvstate.ErrRevisionMismatch

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/kvstate"
 )
 
 // Entry is a key's value as this node holds it.
@@ -30,15 +31,6 @@ type Change struct {
 	Revision uint64
 	// Deleted says the change deleted the key.
 	Deleted bool
-}
-
-// record is a key's state: its value, or that it was deleted, and the
-// revisions of its changes that this node may still hold in its log.
-type record struct {
-	value   []byte
-	rev     uint64 // the last change's revision
-	deleted bool
-	revs    []uint64 // newest last; trimmed below the log start at snapshots
 }
 
 // outcome is what applying a conditional operation decided.
@@ -82,7 +74,7 @@ type KV struct {
 	// reads it without the lock (while streaming a snapshot, say), and
 	// takes it to write.
 	mu      sync.RWMutex
-	state   map[string]*record
+	state   kvstate.State
 	next    uint64
 	applied chan struct{} // closed and replaced whenever next moves or the loop ends
 	err     error         // why the loop ended; nil while it runs
@@ -122,7 +114,7 @@ func Open(ctx context.Context, log *replog.Log, opts Options) (*KV, error) {
 		log:     log,
 		opts:    opts.withDefaults(),
 		done:    make(chan struct{}),
-		state:   map[string]*record{},
+		state:   kvstate.State{},
 		applied: make(chan struct{}),
 		pending: map[uint64]bool{},
 		results: map[uint64]outcome{},
@@ -183,13 +175,13 @@ func (k *KV) stop(ctx context.Context, err error) {
 	k.applied = make(chan struct{})
 }
 
-// apply applies one committed entry. Every node applies the same entries
-// in the same order from the same state, so every node decides each
-// conditional operation alike.
+// apply applies one committed entry through kvstate.State.Apply, the
+// one definition of what an entry does (R90): every node applies the same
+// entries in the same order from the same state, so every node decides
+// each conditional operation alike.
 func (k *KV) apply(e replog.Entry) {
 	k.sinceEntries++
 	k.sinceBytes += int64(len(e.Data))
-	o, err := decodeEntry(e)
 	k.mu.Lock()
 	defer func() {
 		k.next = e.Offset + 1
@@ -197,59 +189,22 @@ func (k *KV) apply(e replog.Entry) {
 		k.applied = make(chan struct{})
 		k.mu.Unlock()
 	}()
-	if err != nil {
+	o := k.state.Apply(e.Offset, e.Key, e.Data)
+	if o.Skipped != nil {
 		k.stats.Skipped++
-		k.opts.Logger.Debug("kv: entry skipped", "offset", e.Offset, "error", err)
+		k.opts.Logger.Debug("kv: entry skipped", "offset", e.Offset, "error", o.Skipped)
 		return
 	}
 	k.stats.Applied++
-	r := k.state[o.key]
-	var res outcome
-	switch o.op {
-	case opPut:
-		k.set(o.key, r, o.value, e.Offset)
-	case opDelete:
-		if r != nil && !r.deleted {
-			r.value, r.deleted, r.rev = nil, true, e.Offset
-			r.revs = append(r.revs, e.Offset)
-			k.record(Change{Key: o.key, Revision: e.Offset, Deleted: true})
-		}
-	case opCreate:
-		if r != nil && !r.deleted {
-			res.err = fmt.Errorf("%w: key %q is at revision %d", ErrExists, o.key, r.rev)
-			break
-		}
-		k.set(o.key, r, o.value, e.Offset)
-	case opUpdate:
-		cur := uint64(0)
-		if r != nil && !r.deleted {
-			cur = r.rev
-		}
-		if cur != o.expected {
-			res.err = &RevisionMismatchError{Key: o.key, Expected: o.expected, Current: cur}
-			break
-		}
-		k.set(o.key, r, o.value, e.Offset)
+	if o.Changed {
+		k.record(Change{Key: o.Key, Value: o.Value, Revision: e.Offset, Deleted: o.Deleted})
 	}
-	if res.err != nil {
+	if o.Failed != nil {
 		k.stats.Failed++
 	}
-	if o.request != 0 && k.pending[o.request] {
-		res.offset = e.Offset
-		k.results[o.request] = res
+	if o.Request != 0 && k.pending[o.Request] {
+		k.results[o.Request] = outcome{offset: e.Offset, err: o.Failed}
 	}
-}
-
-// set gives key the value at rev; r is its record, nil if none. k.mu is
-// held.
-func (k *KV) set(key string, r *record, value []byte, rev uint64) {
-	if r == nil {
-		r = &record{}
-		k.state[key] = r
-	}
-	r.value, r.deleted, r.rev = value, false, rev
-	r.revs = append(r.revs, rev)
-	k.record(Change{Key: key, Value: value, Revision: rev})
 }
 
 // record keeps c for watchers, dropping the oldest beyond WatchBuffer.
@@ -266,17 +221,17 @@ func (k *KV) record(c Change) {
 // write appends o and waits until this node has applied it; it returns
 // its revision and, for a conditional operation, what applying it
 // decided.
-func (k *KV) write(ctx context.Context, o operation) (uint64, error) {
-	if err := checkKey(o.key); err != nil {
+func (k *KV) write(ctx context.Context, o kvstate.Operation) (uint64, error) {
+	if err := checkKey(o.Key); err != nil {
 		return 0, err
 	}
 	if err := k.stopped(); err != nil {
 		return 0, err
 	}
-	conditional := o.op == opCreate || o.op == opUpdate
+	conditional := o.Op.Conditional()
 	if conditional {
-		o.request = k.register()
-		defer k.unregister(o.request)
+		o.Request = k.register()
+		defer k.unregister(o.Request)
 	}
 	data, opts := k.entry(o)
 	off, err := k.log.Append(ctx, data, opts...)
@@ -290,12 +245,12 @@ func (k *KV) write(ctx context.Context, o operation) (uint64, error) {
 		return off, nil
 	}
 	k.mu.Lock()
-	res, ok := k.results[o.request]
+	res, ok := k.results[o.Request]
 	k.mu.Unlock()
 	if !ok || res.offset != off {
 		// Unreachable while the entry at off is ours: applying it records
 		// its outcome.
-		return off, fmt.Errorf("replog: kv: no outcome recorded for the %v at offset %d", o.op, off)
+		return off, fmt.Errorf("replog: kv: no outcome recorded for the %v at offset %d", o.Op, off)
 	}
 	return off, res.err
 }
@@ -306,15 +261,15 @@ func (k *KV) write(ctx context.Context, o operation) (uint64, error) {
 // the newest of each key; a Create or an Update carries none, so that it
 // is never compacted: its outcome depends on the key's state before it,
 // which compaction changes.
-func (k *KV) entry(o operation) ([]byte, []replog.AppendOption) {
-	ek := entryKey(o.key)
-	if ek == "" || o.op != opPut && o.op != opDelete || k.log.Status().FeatureLevel < replog.FeatureLevelKeys {
-		return encode(o), nil
+func (k *KV) entry(o kvstate.Operation) ([]byte, []replog.AppendOption) {
+	ek := kvstate.EntryKey(o.Key)
+	if ek == "" || o.Op != kvstate.OpPut && o.Op != kvstate.OpDelete || k.log.Status().FeatureLevel < replog.FeatureLevelKeys {
+		return kvstate.Encode(o), nil
 	}
-	if o.op == opDelete {
+	if o.Op == kvstate.OpDelete {
 		return nil, []replog.AppendOption{replog.WithKey(ek)}
 	}
-	return encode(o), []replog.AppendOption{replog.WithKey(ek)}
+	return kvstate.Encode(o), []replog.AppendOption{replog.WithKey(ek)}
 }
 
 // register reserves a request number for a conditional operation, unique
@@ -375,7 +330,7 @@ func (k *KV) waitApplied(ctx context.Context, off uint64) error {
 // or ErrStopped when the KV ended (the Put may have committed); ctx.Err()
 // while waiting to apply it (it committed, at the revision returned).
 func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	return k.write(ctx, operation{op: opPut, key: key, value: slices.Clone(value)})
+	return k.write(ctx, kvstate.Operation{Op: kvstate.OpPut, Key: key, Value: slices.Clone(value)})
 }
 
 // Delete deletes key and returns the deletion's revision once it is
@@ -383,7 +338,7 @@ func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) 
 // changes nothing (no Change is watched), but still costs a log entry.
 // Errors: those of Put.
 func (k *KV) Delete(ctx context.Context, key string) (uint64, error) {
-	return k.write(ctx, operation{op: opDelete, key: key})
+	return k.write(ctx, kvstate.Operation{Op: kvstate.OpDelete, Key: key})
 }
 
 // Create sets key to value only if the key has no value when the entry is
@@ -395,7 +350,7 @@ func (k *KV) Delete(ctx context.Context, key string) (uint64, error) {
 // Errors: those of Put; an error wrapping ErrExists when the key had a
 // value.
 func (k *KV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
-	return k.write(ctx, operation{op: opCreate, key: key, value: slices.Clone(value)})
+	return k.write(ctx, kvstate.Operation{Op: kvstate.OpCreate, Key: key, Value: slices.Clone(value)})
 }
 
 // Update sets key to value only if, when the entry is applied, the key's
@@ -406,7 +361,7 @@ func (k *KV) Create(ctx context.Context, key string, value []byte) (uint64, erro
 // Errors: those of Put; a *RevisionMismatchError (ErrRevisionMismatch)
 // carrying the key's revision when it was applied.
 func (k *KV) Update(ctx context.Context, key string, value []byte, expected uint64) (uint64, error) {
-	return k.write(ctx, operation{op: opUpdate, key: key, value: slices.Clone(value), expected: expected})
+	return k.write(ctx, kvstate.Operation{Op: kvstate.OpUpdate, Key: key, Value: slices.Clone(value), Expected: expected})
 }
 
 // Get returns key's value as this node has applied it: committed, but
@@ -427,10 +382,10 @@ func (k *KV) Get(key string) (Entry, error) {
 		return Entry{}, k.err
 	}
 	r := k.state[key]
-	if r == nil || r.deleted {
+	if !r.Live() {
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
-	return Entry{Key: key, Value: slices.Clone(r.value), Revision: r.rev}, nil
+	return Entry{Key: key, Value: slices.Clone(r.Value), Revision: r.Rev}, nil
 }
 
 // GetLinearizable is Barrier, then Get: it sees every write acknowledged,
@@ -497,7 +452,7 @@ func (k *KV) Keys(prefix string) []string {
 	k.mu.RLock()
 	var out []string
 	for key, r := range k.state {
-		if !r.deleted && strings.HasPrefix(key, prefix) {
+		if r.Live() && strings.HasPrefix(key, prefix) {
 			out = append(out, key)
 		}
 	}
@@ -523,8 +478,8 @@ func (k *KV) History(ctx context.Context, key string) ([]Change, error) {
 	var cur Change
 	var revs []uint64
 	if r != nil {
-		cur = Change{Key: key, Value: slices.Clone(r.value), Revision: r.rev, Deleted: r.deleted}
-		revs = slices.Clone(r.revs)
+		cur = Change{Key: key, Value: slices.Clone(r.Value), Revision: r.Rev, Deleted: r.Deleted}
+		revs = slices.Clone(r.Revs)
 	}
 	k.mu.RUnlock()
 	if r == nil {
@@ -557,14 +512,14 @@ func (k *KV) readChange(ctx context.Context, rev uint64) (Change, bool, error) {
 		if err != nil {
 			return Change{}, false, err
 		}
-		o, err := decodeEntry(e)
+		o, err := kvstate.DecodeEntry(e.Key, e.Data)
 		if err != nil {
 			return Change{}, false, fmt.Errorf("replog: kv: the entry at revision %d: %w", rev, err)
 		}
-		if o.op == opDelete {
-			return Change{Key: o.key, Revision: rev, Deleted: true}, true, nil
+		if o.Op == kvstate.OpDelete {
+			return Change{Key: o.Key, Revision: rev, Deleted: true}, true, nil
 		}
-		return Change{Key: o.key, Value: o.value, Revision: rev}, true, nil
+		return Change{Key: o.Key, Value: o.Value, Revision: rev}, true, nil
 	}
 	return Change{}, false, nil
 }
@@ -576,7 +531,7 @@ func (k *KV) Stats() Stats {
 	s := k.stats
 	s.Next = k.next
 	for _, r := range k.state {
-		if !r.deleted {
+		if r.Live() {
 			s.Keys++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/replog-io/replog"
+	"github.com/replog-io/replog/internal/kvstate"
 )
 
 // A KV's snapshot is
@@ -100,15 +101,15 @@ func (k *KV) load(r *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
-		rec := &record{deleted: flags&1 != 0}
-		if rec.rev, err = uv(); err != nil {
+		rec := &kvstate.Record{Deleted: flags&1 != 0}
+		if rec.Rev, err = uv(); err != nil {
 			return err
 		}
 		vl, err := uv()
 		if err != nil {
 			return err
 		}
-		if rec.value, err = bytes(vl); err != nil {
+		if rec.Value, err = bytes(vl); err != nil {
 			return err
 		}
 		n, err := uv()
@@ -120,7 +121,7 @@ func (k *KV) load(r *bufio.Reader) error {
 			if err != nil {
 				return err
 			}
-			rec.revs = append(rec.revs, rev)
+			rec.Revs = append(rec.Revs, rev)
 		}
 		k.state[string(key)] = rec
 	}
@@ -166,8 +167,8 @@ func (k *KV) trim() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for key, r := range k.state {
-		r.revs = slices.DeleteFunc(r.revs, func(rev uint64) bool { return rev < ls && rev != r.rev })
-		if r.deleted && r.rev < ls {
+		r.Revs = slices.DeleteFunc(r.Revs, func(rev uint64) bool { return rev < ls && rev != r.Rev })
+		if r.Deleted && r.Rev < ls {
 			delete(k.state, key)
 		}
 	}
@@ -189,20 +190,20 @@ func (k *KV) writeSnapshot(w io.Writer) error {
 		buf = binary.AppendUvarint(buf[:0], uint64(len(key)))
 		buf = append(buf, key...)
 		flags := byte(0)
-		if r.deleted {
+		if r.Deleted {
 			flags = 1
 		}
 		buf = append(buf, flags)
-		buf = binary.AppendUvarint(buf, r.rev)
-		buf = binary.AppendUvarint(buf, uint64(len(r.value)))
+		buf = binary.AppendUvarint(buf, r.Rev)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
 		if _, err := bw.Write(buf); err != nil {
 			return err
 		}
-		if _, err := bw.Write(r.value); err != nil {
+		if _, err := bw.Write(r.Value); err != nil {
 			return err
 		}
-		buf = binary.AppendUvarint(buf[:0], uint64(len(r.revs)))
-		for _, rev := range r.revs {
+		buf = binary.AppendUvarint(buf[:0], uint64(len(r.Revs)))
+		for _, rev := range r.Revs {
 			buf = binary.AppendUvarint(buf, rev)
 		}
 		if _, err := bw.Write(buf); err != nil {

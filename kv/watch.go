@@ -24,8 +24,8 @@ func (k *KV) Watch(ctx context.Context, prefix string) iter.Seq2[Change, error] 
 		k.mu.RLock()
 		var initial []Change
 		for key, r := range k.state {
-			if !r.deleted && strings.HasPrefix(key, prefix) {
-				initial = append(initial, Change{Key: key, Value: slices.Clone(r.value), Revision: r.rev})
+			if r.Live() && strings.HasPrefix(key, prefix) {
+				initial = append(initial, Change{Key: key, Value: slices.Clone(r.Value), Revision: r.Rev})
 			}
 		}
 		pos := k.changes
