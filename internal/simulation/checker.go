@@ -246,7 +246,7 @@ func (s *sim) extend(nd *node, hw uint64) {
 		if k.typ == protocol.EntryFeature {
 			s.committedLevel(nd, o, k)
 		}
-		if k.typ == protocol.EntryData {
+		if k.typ == protocol.EntryData && !k.tombstone() {
 			// Exactly once: a record is committed at one offset only (a
 			// duplicated forwarded append must never be appended twice).
 			if at, dup := s.committedData[k.data]; dup {
@@ -332,7 +332,7 @@ func (s *sim) becameLeader(nd *node) {
 			if o < nd.start {
 				continue
 			}
-			if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != protocol.EntryData {
+			if o >= uint64(len(nd.shadow)) || nd.shadow[o].data != rec || nd.shadow[o].typ != protocol.EntryData || nd.shadow[o].key != p.entryKey {
 				s.fail("%s: leader of epoch %d lacks acknowledged record %q at offset %d", nd.id, nd.epoch, rec, o)
 				return
 			}
@@ -466,6 +466,9 @@ func (s *sim) checkSend(nd *node, m protocol.Message) {
 			}
 			return
 		}
+		if k.tombstone() {
+			return // no payload to tell its proposal by
+		}
 		ref, ok := s.payloadOf[k.data]
 		if !ok || ref.i != 0 || k.typ != protocol.EntryData {
 			s.fail("%s answers append %d OK at offset %d, which holds %v, not a proposal's first record", nd.id, b.RequestID, o, k)
@@ -528,6 +531,16 @@ func (s *sim) onAck(nd *node, a replica.Ack) {
 				return
 			}
 		}
+		if p.entryKey != "" && errors.Is(a.Err, replica.ErrFeatureLevelTooLow) {
+			// A keyed append below level 10 (R102): refused, nothing
+			// appended (the level may have been raised after the proposing
+			// node checked it, or its leader runs below it).
+			p.notLeader = true
+			if p.appended {
+				s.fail("%s answers proposal %d with %v, but its records were appended", nd.id, p.id, a.Err)
+			}
+			return
+		}
 		if !notAppended(a.Err) && !errors.Is(a.Err, replica.ErrUnknownOutcome) {
 			s.fail("%s acks proposal %d with unexpected error %v", nd.id, p.id, a.Err)
 		}
@@ -551,7 +564,11 @@ func (s *sim) declareCommitted(nd *node, p *proposal, first uint64, how string) 
 	hw := nd.r.HighWatermark()
 	end := first + uint64(len(p.records))
 	if end > hw {
-		if s.opts.SafetyOnly {
+		if s.opts.SafetyOnly || p.tombstone() {
+			// (A tombstone has no payload by which the leader's answer to
+			// its forwarded append could be told apart from another's, so
+			// a forwarder's ack of one is believed too; leader
+			// completeness and convergence check it.)
 			// Believe the claim; the leader and convergence checks find
 			// out whether it was true.
 			p.committedAt = int64(first)
@@ -574,8 +591,8 @@ func (s *sim) declareCommitted(nd *node, p *proposal, first uint64, how string) 
 			// committed log.
 			k = s.committed[o]
 		}
-		if k.data != rec || k.typ != protocol.EntryData {
-			s.fail("%s: %s declares proposal %d committed at %d, but offset %d does not hold %q", nd.id, how, p.id, first, o, rec)
+		if k.data != rec || k.typ != protocol.EntryData || k.key != p.entryKey {
+			s.fail("%s: %s declares proposal %d committed at %d, but offset %d does not hold %q (entry key %q): %v", nd.id, how, p.id, first, o, rec, p.entryKey, k)
 			return
 		}
 	}
@@ -673,6 +690,9 @@ func (s *sim) finalCheck() {
 			return
 		}
 		for _, e := range es {
+			if e.Type == protocol.EntryHole && s.holeStandsFor(e.Offset, e.Epoch, s.committed[e.Offset]) {
+				continue // a compaction pass removed it (R104)
+			}
 			if k := keyOf(e); k != s.committed[e.Offset] {
 				s.fail("%s: converged with %v at offset %d, committed is %v", nd.id, k, e.Offset, s.committed[e.Offset])
 				return
@@ -696,6 +716,9 @@ func (s *sim) finalCheck() {
 						return
 					}
 					continue
+				}
+				if err == nil && len(es) == 1 && es[0].Type == protocol.EntryHole && s.holeStandsFor(o, es[0].Epoch, s.committed[o]) {
+					continue // superseded, and compacted (R103)
 				}
 				if err != nil || len(es) != 1 || string(protocol.UserData(es[0])) != rec {
 					s.fail("%s: acknowledged record %q at offset %d not readable: %v %v", nd.id, rec, o, es, err)

@@ -83,7 +83,8 @@ func (s *sim) shadowAppend(nd *node, es []protocol.Entry) {
 			s.fail("%s: append of offset %d, but its log ends at %d", nd.id, e.Offset, len(nd.shadow))
 			return
 		}
-		if e.Type.Visible() {
+		if e.Type.Visible() && !keyOf(e).tombstone() {
+			// (A tombstone has no payload to tell its proposal by.)
 			ref, ok := s.payloadOf[string(protocol.UserData(e))]
 			if !ok || ref.prop.tooLarge {
 				s.fail("%s: appends offset %d with a payload no proposal made (or a refused one): %q", nd.id, e.Offset, e.Data)
@@ -99,7 +100,14 @@ func (s *sim) shadowAppend(nd *node, es []protocol.Entry) {
 			s.fail("%s: epochs decrease along the log: offset %d has epoch %d after epoch %d", nd.id, e.Offset, e.Epoch, nd.shadow[n-1].epoch)
 			return
 		}
-		nd.shadow = append(nd.shadow, keyOf(e))
+		k, ok := s.resolve(nd, e)
+		if !ok {
+			return
+		}
+		if e.Type == protocol.EntryHole {
+			s.res.Faults.HolesFetched++
+		}
+		nd.shadow = append(nd.shadow, k)
 	}
 }
 

@@ -14,8 +14,8 @@
 //
 // One *rand.Rand seeded from Options.Seed drives every choice, including
 // the cores' own randomness. The extended faults, retention, voter
-// changes, read barriers, the catalog workload, the snapshot workload and
-// the exactly-once workload each draw from a
+// changes, read barriers, the catalog workload, the snapshot workload,
+// the compaction workload and the exactly-once workload each draw from a
 // stream of their own seeded from the same seed, so that turning one of
 // them off (Options.Classic, NoVoterChanges) leaves the others' draws as
 // they were. A seed therefore names one exact run: the same seed and
@@ -67,7 +67,20 @@
 // by each node's newest snapshot (RetainUntilSnapshot), and every core
 // ships snapshots (Config.ShipSnapshots: ServeSnapshot and
 // ReceiveSnapshotChunk on an in-memory store whose unsynced partial a
-// crash cuts or damages); a message of a named log never crosses to or from a node of
+// crash cuts or damages); in half the non-classic runs (compaction.go,
+// kvsim.go, R102-R105, R90; not with ExactlyOnce), once the cluster is
+// at level 10, appends with entry keys from a small key space,
+// tombstones and KV operations
+// (Put as a keyed entry, Delete as a tombstone, and in most of those runs
+// Create and Update naming the revision the proposing node's service
+// holds or a stale one, encoded as the kv package does through
+// internal/kvstate), and compaction passes on random live nodes at random
+// times through replica.CompactionPlan and storage.Memory.Compact (the
+// Dir's pass on the memory store), with a lag and a tombstone retention
+// chosen per run, the rewrite a disk delay after the plan so that a crash
+// between leaves the range as it was; every node's service also keeps the
+// KV's state, applied through kvstate.State.Apply and saved and restored
+// in its snapshots; a message of a named log never crosses to or from a node of
 // the previous release (its wire version, R79), though the simulation
 // runs no named logs yet, so what the mix exercises is the level's
 // negotiation. In and outside the mix the cluster reaches level 8 or
@@ -132,8 +145,20 @@
 // snapshot, no body is installed that no node saved at its offset and
 // tag, no reset comes before the install of the snapshot it waits for
 // or after one below it, and under RetainUntilSnapshot no leader deletes
-// past the newest snapshot any node held (snapshot.go); after
-// convergence every store holds exactly the committed log. While faults
+// past the newest snapshot any node held (snapshot.go); a compaction pass
+// removes only a committed keyed data entry that a later committed entry
+// of its key below the pass's point supersedes, or a tombstone past its
+// retention: never a key's newest value, a control entry or an entry
+// without a key; a placeholder in a store or a follower's write stands
+// for an entry some pass removed, of its epoch, so per offset a replica
+// holds the committed entry or a hole; readers see every other committed
+// entry at its offset (compaction.go); the committed log's replay of the
+// KV decides every Create and Update as the checker's own model of
+// revisions says (an Update succeeds only against the revision it
+// names), every node decides each alike, and a node's KV state is the
+// replay's at its offset whenever no hole it passed over left a key's
+// state unknown (kvsim.go); after convergence every store holds exactly
+// the committed log, holes only where passes removed entries. While faults
 // run, three liveness rules hold (liveness.go): a leader every voter
 // follows within a bound of the last fault, no leader that a majority
 // reaches deposed, no follower leaving a leader that answers it.
@@ -175,7 +200,8 @@
 // -sim.voters=false (no voter changes or wipes), -sim.versions=false (no
 // version mix, Options.NoVersionMix), -sim.connclose=false (no closed
 // connections, Options.NoConnClose), -sim.catalog=false (no catalog
-// workload, Options.NoCatalog), -sim.load (tight load bounds,
+// workload, Options.NoCatalog), -sim.compaction=false (no entry keys,
+// compaction or KV, Options.NoCompaction), -sim.load (tight load bounds,
 // Options.TightLoad: quota waits and backlog refusals), -sim.exactlyonce (the
 // exactly-once workload; -sim.eoseeds is how many seeds
 // TestSimulationExactlyOnce runs), -sim.bugs (stop steering around known

@@ -40,6 +40,7 @@ const (
 	evEarlyTick                        // R96's check: a round without inputs before a node's deadline (deadline.go)
 	evContact                          // the node's contact timer: heartbeats due, peers silent (quiescence.go)
 	evSnapshot                         // a snapshot save, or a snapshot read or write done (snapshot.go)
+	evCompact                          // a compaction pass starts on a random node, or rewrites its range (compaction.go)
 )
 
 var evNames = [...]string{
@@ -49,7 +50,7 @@ var evNames = [...]string{
 	evGossip: "gossip", evHint: "hint", evFailHint: "fail-hint", evRound: "round", evSync: "sync",
 	evLull: "lull", evClockTimer: "clock-timer", evBarrier: "barrier", evDelete: "delete", evLag: "lag", evWipe: "wipe",
 	evVoterChange: "voter-change", evVoterWipe: "voter-wipe", evRetry: "retry", evVersion: "version",
-	evLogChange: "log-change", evEarlyTick: "early-tick", evContact: "contact", evSnapshot: "snapshot",
+	evLogChange: "log-change", evEarlyTick: "early-tick", evContact: "contact", evSnapshot: "snapshot", evCompact: "compact",
 }
 
 func (k evKind) String() string { return evNames[k] }

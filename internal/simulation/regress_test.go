@@ -14,14 +14,17 @@ const (
 	modeClassic                 // Options.Classic: the basic faults only
 	modeSafetyOnly              // Options.SafetyOnly: consequence checks only
 	modeExactlyOnce             // Options.ExactlyOnce: the keyed workload
-	// modeAll runs as TestSimulation does by default: with the version
-	// mix, closed connections, the catalog workload and quiescence (the
-	// rows found since they exist).
+	// modeAll runs with the version mix, closed connections, the catalog
+	// workload and quiescence (the rows found since they exist), without
+	// compaction.
 	modeAll
+	// modeKeys runs as TestSimulation does by default: modeAll with entry
+	// keys, compaction and the KV (compaction.go, kvsim.go).
+	modeKeys
 )
 
 func (m regressMode) String() string {
-	return [...]string{"", "classic", "safetyonly", "exactlyonce", "all"}[m]
+	return [...]string{"", "classic", "safetyonly", "exactlyonce", "all", "keys"}[m]
 }
 
 // options are the Options of seed's run in mode m: fixed, whatever the
@@ -29,12 +32,16 @@ func (m regressMode) String() string {
 // The rows were found before the version mix (versions.go), closed
 // connections (peerdown.go), the catalog workload (catalog.go) and
 // quiescence (quiescence.go) existed, whose events draw from the main
-// stream: they run without them, except in modeAll.
+// stream: they run without them, except in modeAll and modeKeys; and
+// before compaction (compaction.go), whose proposals change the main
+// stream's messages: it runs only in modeKeys.
 func (m regressMode) options(seed int64, steps int) Options {
-	o := Options{Seed: seed, Steps: steps, Stable: true, Bugs: knownBugs(), NoVersionMix: true, NoConnClose: true, NoCatalog: true, NoQuiescence: true}
+	o := Options{Seed: seed, Steps: steps, Stable: true, Bugs: knownBugs(), NoVersionMix: true, NoConnClose: true, NoCatalog: true, NoQuiescence: true, NoCompaction: true}
 	switch m {
 	case modeAll:
 		o.NoVersionMix, o.NoConnClose, o.NoCatalog, o.NoQuiescence = false, false, false, false
+	case modeKeys:
+		o.NoVersionMix, o.NoConnClose, o.NoCatalog, o.NoQuiescence, o.NoCompaction = false, false, false, false, false
 	case modeClassic:
 		o.Classic = true
 	case modeSafetyOnly:
@@ -84,6 +91,14 @@ func resyncedAQuiescentLog(r Result) string {
 	return ""
 }
 
+func compactedAndDecided(r Result) string {
+	if r.Faults.CompactionRemoved == 0 || r.Faults.HolesFetched == 0 || r.Faults.KVConditionalOK == 0 || r.Faults.KVConditionalFailed == 0 {
+		return fmt.Sprintf("it removed %d entries by compaction, fetched %d placeholders, and its KV's conditional writes: %d succeeded, %d failed",
+			r.Faults.CompactionRemoved, r.Faults.HolesFetched, r.Faults.KVConditionalOK, r.Faults.KVConditionalFailed)
+	}
+	return ""
+}
+
 func madeADeadAdd(r Result) string {
 	if r.Faults.DeadAdds == 0 || !r.Tainted {
 		return fmt.Sprintf("it made no dead add (DeadAdds %d, tainted %v)", r.Faults.DeadAdds, r.Tainted)
@@ -94,6 +109,9 @@ func madeADeadAdd(r Result) string {
 // regressions are the simulation's regression seeds, one table. A seed a
 // sweep finds failing goes here once what it found is fixed.
 var regressions = []regression{
+	// Entry keys, compaction and the KV (compaction.go, kvsim.go).
+	{21, 1500, modeKeys, "compaction passes remove only superseded keyed entries, followers fetch the placeholders, and the KV's Updates succeed only against the revision they name (R103, R104, R90; fails with replog_bug_compact_drop_newest and replog_bug_kv_update_no_revision)", compactedAndDecided},
+	{81, 5000, modeKeys, "as 21 x1500, longer: a key's newest value is never compacted away, a conditional write commits only against the revision it names (R103, R90; fails with replog_bug_compact_drop_newest and replog_bug_kv_update_no_revision)", compactedAndDecided},
 	// Elections and epochs.
 	{130025491, 1500, modeClassic, "a vote answer counts only for the round it answers: a late pre-vote grant of an earlier round must not make a candidate that deposes a healthy leader (R20)", nil},
 	{80201032, 5000, modeDefault, "a follower reset to its leader's log start compares in elections as the log it stands for (the leader's epoch below its log start), so it never elects a candidate without committed entries (R53; fails with replog_bug_no_outgoing)", nil},
@@ -152,9 +170,11 @@ var regressions = []regression{
 
 // reproduceRow is the command line that reruns r's seed with its trace.
 func reproduceRow(r regression) string {
-	cmd := fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d -sim.versions=false -sim.connclose=false -sim.catalog=false -sim.quiescence=false", r.seed, r.steps)
-	if r.mode == modeAll {
+	cmd := fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d -sim.versions=false -sim.connclose=false -sim.catalog=false -sim.quiescence=false -sim.compaction=false", r.seed, r.steps)
+	if r.mode == modeKeys {
 		cmd = fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d", r.seed, r.steps)
+	} else if r.mode == modeAll {
+		cmd = fmt.Sprintf("go test ./internal/simulation -run 'TestSimulation$' -sim.seed=%d -sim.steps=%d -sim.compaction=false", r.seed, r.steps)
 	} else if r.mode != modeDefault {
 		cmd += " -sim." + r.mode.String()
 	}

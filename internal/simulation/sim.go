@@ -95,6 +95,9 @@ type Options struct {
 	// in half the runs that are not classic, whose rounds draw from the
 	// main stream.
 	NoCatalog bool
+	// NoCompaction turns off entry keys, compaction and the KV
+	// (compaction.go, kvsim.go): in half the runs that are not classic.
+	NoCompaction bool
 	// NoQuiescence gives the processes no contact clock (quiescence.go):
 	// no heartbeats, and no core quiesces (replica.Config.Contact nil),
 	// so a run's messages are those of the release before R98-R100.
@@ -366,17 +369,32 @@ type entryKey struct {
 	epoch uint64
 	typ   protocol.EntryType
 	data  string
+	// key is a data entry's entry key (R102), "" if none.
+	key string
 }
 
 func keyOf(e protocol.Entry) entryKey {
 	if e.Type == protocol.EntryKeyed {
-		// A keyed data entry is the record a reader sees (R61).
-		return entryKey{epoch: e.Epoch, typ: protocol.EntryData, data: string(protocol.UserData(e))}
+		// A keyed data entry is the record a reader sees (R61), with its
+		// entry key (R102).
+		key, data := protocol.EntryKeyOf(e)
+		return entryKey{epoch: e.Epoch, typ: protocol.EntryData, data: string(data), key: key}
 	}
 	return entryKey{epoch: e.Epoch, typ: e.Type, data: string(e.Data)}
 }
 
+// readKey is what a reader's batch entry i stands for: the entry with the
+// entry key the batch gives it.
+func readKey(b *shell.Batch, i int) entryKey {
+	k := keyOf(b.Entries[i])
+	k.key = b.Key(i)
+	return k
+}
+
 func (k entryKey) String() string {
+	if k.key != "" {
+		return fmt.Sprintf("{epoch=%d %s key=%q %q}", k.epoch, k.typ, k.key, k.data)
+	}
 	return fmt.Sprintf("{epoch=%d %s %q}", k.epoch, k.typ, k.data)
 }
 
@@ -519,6 +537,8 @@ type node struct {
 
 	// snap: its snapshot store and service (snapshot.go).
 	snap snapNode
+	// kc: its compaction pass read and not yet rewritten (compaction.go).
+	kc *compactPass
 }
 
 // namedRound is a candidate's vote request round.
@@ -554,6 +574,8 @@ type proposal struct {
 	wlRemove bool
 	// logChange: a log change (catalog.go), not an append.
 	logChange *logChange
+	// entryKey: the entry key its records carry (compaction.go).
+	entryKey string
 }
 
 type sim struct {
@@ -633,6 +655,8 @@ type sim struct {
 	cat catalogState
 	// snap is the snapshot workload and its reference (snapshot.go).
 	snap snapSim
+	// kc is the compaction workload and its state (compaction.go).
+	kc compactSim
 
 	// The stable phase: when it began, and the leader it must keep.
 	stableAt     time.Duration
@@ -737,6 +761,8 @@ func newSim(opts Options) *sim {
 	}
 	s.snap.rng = rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0027))
 	chooseSnapshots(s)
+	s.kc.rng = rand.New(rand.NewSource(opts.Seed ^ 0x5eed_0028))
+	chooseCompaction(s)
 	if opts.ExactlyOnce {
 		s.eoInit()
 	}
@@ -834,6 +860,7 @@ func (s *sim) setup() {
 	s.setupCatalog()
 	s.setupRetention()
 	s.setupVoters()
+	s.setupCompaction()
 	s.schedule(s.between(0, s.p.proposeEvery), event{kind: evPropose})
 	s.schedule(s.between(0, s.p.readEvery), event{kind: evRead})
 	s.schedule(s.between(0, 2*s.p.crashEvery), event{kind: evCrashTimer})
@@ -888,7 +915,11 @@ func (s *sim) start(nd *node) {
 			return
 		}
 		for _, e := range es {
-			nd.shadow = append(nd.shadow, keyOf(e))
+			k, ok := s.resolve(nd, e)
+			if !ok {
+				return
+			}
+			nd.shadow = append(nd.shadow, k)
 		}
 	}
 	checked := min(nd.checked, leo)
@@ -1141,7 +1172,7 @@ const oneShot = 1
 
 // deferredWhilePaused: the kinds of events a paused process does not
 // handle until it resumes.
-var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evRound: true, evContact: true, evSnapshot: true}
+var deferredWhilePaused = [...]bool{evTick: true, evDeliver: true, evDisk: true, evReport: true, evHint: true, evRound: true, evContact: true, evSnapshot: true, evCompact: true}
 
 func (s *sim) dispatch(ev event) {
 	if int(ev.kind) < len(deferredWhilePaused) && deferredWhilePaused[ev.kind] {
@@ -1309,6 +1340,9 @@ func (s *sim) dispatch(ev event) {
 
 	case evSnapshot:
 		s.snapEvent(ev)
+
+	case evCompact:
+		s.compactEvent(ev)
 
 	case evHint:
 		nd := s.nodes[ev.node]

@@ -33,6 +33,7 @@ var (
 	flagVer     = flag.Bool("sim.versions", true, "the version mix in a third of the non-classic runs (versions.go); false: Options.NoVersionMix")
 	flagConn    = flag.Bool("sim.connclose", true, "closed connections: a crash closes its links, the nemesis resets links (peerdown.go); false: Options.NoConnClose")
 	flagCatalog = flag.Bool("sim.catalog", true, "the catalog workload in half the non-classic runs (catalog.go, R80-R82); false: Options.NoCatalog")
+	flagCompact = flag.Bool("sim.compaction", true, "entry keys, compaction passes and the KV in half the non-classic runs (compaction.go, kvsim.go); false: Options.NoCompaction")
 	flagQuiesce = flag.Bool("sim.quiescence", true, "quiescent fetches and heartbeats (quiescence.go, R98-R100); false: Options.NoQuiescence")
 	flagLoad    = flag.Bool("sim.load", false, "tight load bounds: a small replication quota and backlog bound on every node (Options.TightLoad, R73, R74)")
 	flagEO      = flag.Bool("sim.exactlyonce", false, "the exactly-once workload (Options.ExactlyOnce: keyed appends retried with their key; TestSimulationExactlyOnce runs it)")
@@ -47,7 +48,7 @@ func knownBugs() KnownBugs { return KnownBugs{} }
 func runOpts(seed int64, steps int) Options {
 	return Options{Seed: seed, Steps: steps, SafetyOnly: *flagSafety, Stable: *flagStable,
 		Classic: *flagClassic, NoLiveness: !*flagLive, CoreContact: *flagCoreCt,
-		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn, TightLoad: *flagLoad, NoCatalog: !*flagCatalog, NoQuiescence: !*flagQuiesce}
+		NoVoterChanges: !*flagVoters, Bugs: knownBugs(), ExactlyOnce: *flagEO, NoVersionMix: !*flagVer, NoConnClose: !*flagConn, TightLoad: *flagLoad, NoCatalog: !*flagCatalog, NoQuiescence: !*flagQuiesce, NoCompaction: !*flagCompact}
 }
 
 // reproduce formats the command line that reruns one seed.
@@ -88,6 +89,9 @@ func reproduce(seed int64, steps int) string {
 	}
 	if !*flagQuiesce {
 		cmd += " -sim.quiescence=false"
+	}
+	if !*flagCompact {
+		cmd += " -sim.compaction=false"
 	}
 	if *flagBugs != "" {
 		cmd += " -sim.bugs=" + *flagBugs

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replog-io/replog/internal/kvstate"
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
@@ -21,7 +22,9 @@ import (
 // transfer (3.14, R92–R95) in the simulation.
 //
 // The state: every node runs a service whose state is the count and a
-// running hash of the committed data records below an offset (stateVal).
+// running hash of the committed data records without an entry key below
+// an offset (stateVal: compaction never removes those), and the KV's state
+// (kvsim.go).
 // It restores the newest snapshot that describes its log when it starts
 // (or starts from nothing at log start 0), and applies the entries its
 // reader view (shell.ReadBatch) gives below its readable HW after every
@@ -68,10 +71,11 @@ type stateVal struct {
 	at, count, hash uint64
 }
 
-// applyState applies one entry to v.
+// applyState applies one entry to v: a data entry without an entry key
+// counts (one with a key is the KV's, or one a compaction pass may remove).
 func applyState(v stateVal, k entryKey) stateVal {
 	v.at++
-	if k.typ == protocol.EntryData {
+	if k.typ == protocol.EntryData && k.key == "" {
 		v.count++
 		h := v.hash ^ 0x9e3779b97f4a7c15
 		for i := 0; i < len(k.data); i++ {
@@ -96,14 +100,25 @@ func snapBody(v stateVal) []byte {
 	return b
 }
 
-// decodeSnapBody is snapBody's inverse; ok is false for a body it did not
-// make.
-func decodeSnapBody(b []byte) (stateVal, bool) {
+// serviceBody is the snapshot body of a service's state: snapBody's, then
+// the KV state's (kvBody: empty when the KV holds nothing).
+func serviceBody(v stateVal, kv kvstate.State) []byte {
+	return append(snapBody(v), kvBody(kv)...)
+}
+
+// decodeSnapBody is serviceBody's inverse; ok is false for a body it did
+// not make.
+func decodeSnapBody(b []byte) (stateVal, kvstate.State, bool) {
 	if len(b) < 24 {
-		return stateVal{}, false
+		return stateVal{}, nil, false
 	}
 	v := stateVal{at: binary.BigEndian.Uint64(b), count: binary.BigEndian.Uint64(b[8:]), hash: binary.BigEndian.Uint64(b[16:])}
-	return v, bytes.Equal(b, snapBody(v))
+	head := snapBody(v)
+	if !bytes.HasPrefix(b, head) {
+		return stateVal{}, nil, false
+	}
+	kv, ok := decodeKVBody(b[len(head):])
+	return v, kv, ok
 }
 
 // snapStore is a node's snapshot store in memory: the shell's
@@ -256,6 +271,11 @@ type snapNode struct {
 	// passed it and no snapshot can restore it).
 	app   stateVal
 	appOK bool
+	// kv is the service's KV state (kvsim.go); kvSkip holds the KV keys
+	// whose holes its reader passed over since a Put or Delete of theirs
+	// last made their state whole.
+	kv     kvstate.State
+	kvSkip map[string]bool
 	// serves and chunks wait for evSnapshot events of this incarnation.
 	serves []replica.SnapshotRead
 	chunks []replica.SnapshotChunk
@@ -286,6 +306,8 @@ type snapSim struct {
 	// maxHeld: the highest offset of a snapshot any node saved or
 	// installed.
 	maxHeld uint64
+	// kv is the KV's reference (kvsim.go).
+	kv kvRef
 }
 
 // The kinds of evSnapshot (event.id).
@@ -312,6 +334,7 @@ func chooseSnapshots(s *sim) {
 func (s *sim) setupSnapshots() {
 	s.snap.saved = map[[2]uint64][]byte{}
 	s.snap.ref = []stateVal{{}}
+	s.snap.kv = newKVRef()
 	if s.snap.p.on {
 		s.schedule(s.snapBetween(0, 2*s.snap.p.saveEvery), event{kind: evSnapshot, id: snapSaveTimer})
 	}
@@ -419,8 +442,8 @@ func (s *sim) installed(nd *node, info storage.SnapshotInfo) {
 // below the newest snapshot's.
 func (s *sim) saveSnapshot(nd *node) {
 	sn := &nd.snap
-	if !sn.appOK || sn.app.at == 0 || sn.app.at < nd.store.LogStart() || sn.app.at > nd.r.ReadableHW() {
-		return
+	if !sn.appOK || sn.app.at == 0 || sn.app.at < nd.store.LogStart() || sn.app.at > nd.r.ReadableHW() || len(sn.kvSkip) > 0 {
+		return // (with keys left unknown by holes, the KV state is not the one to save)
 	}
 	if l, ok := sn.store.Latest(); ok && sn.app.at < l.Offset {
 		return
@@ -431,7 +454,7 @@ func (s *sim) saveSnapshot(nd *node) {
 		s.fail("%s: a snapshot at %d is tagged %d; the committed entry at %d is of epoch %d (R88)", nd.id, off, tag, off-1, want)
 		return
 	}
-	body := snapBody(sn.app)
+	body := serviceBody(sn.app, sn.kv)
 	key := [2]uint64{off, tag}
 	if b, ok := s.snap.saved[key]; ok && !bytes.Equal(b, body) {
 		s.fail("%s: its state's snapshot at %d (tag %d) differs from one saved there before", nd.id, off, tag)
@@ -517,7 +540,7 @@ func (s *sim) restoreState(nd *node) {
 		if !describes(nd.store, i) || i.Offset > nd.r.ReadableHW() {
 			continue
 		}
-		v, ok := decodeSnapBody(f.body)
+		v, kv, ok := decodeSnapBody(f.body)
 		if !ok || v.at != i.Offset {
 			s.fail("%s: its snapshot at %d holds no state of that offset", nd.id, i.Offset)
 			return
@@ -527,14 +550,20 @@ func (s *sim) restoreState(nd *node) {
 				s.fail("%s: the snapshot it restores at %d holds state %+v; the committed log below it makes %+v", nd.id, i.Offset, v, ref)
 				return
 			}
+			if kvDigest(kv) != s.kvRefAt(i.Offset) {
+				s.fail("%s: the snapshot it restores at %d holds a KV state the committed log below it does not make", nd.id, i.Offset)
+				return
+			}
 		}
 		sn.app, sn.appOK = v, true
+		sn.kv, sn.kvSkip = kv, nil
 		s.res.Faults.SnapshotRestores++
 		s.tracef("%s RESTORE snapshot at %d", nd.id, i.Offset)
 		return
 	}
 	if ls == 0 {
 		sn.app, sn.appOK = stateVal{}, true
+		sn.kv, sn.kvSkip = kvstate.State{}, nil
 	}
 }
 
@@ -577,21 +606,27 @@ func (s *sim) snapAdvance(nd *node) {
 			s.fail("%s: its service reads at %d below its readable HW %d: next %d, error %v", nd.id, sn.app.at, limit, b.Next, err)
 			return
 		}
-		for _, e := range b.Entries {
+		for i, e := range b.Entries {
 			if e.Offset < sn.app.at || e.Offset >= b.Next {
 				s.fail("%s: its service reads offset %d outside [%d, %d)", nd.id, e.Offset, sn.app.at, b.Next)
 				return
 			}
-			// Control entries, which readers do not see, change nothing.
+			// Control entries, which readers do not see, change nothing;
+			// holes leave KV keys unknown.
+			s.kvPassed(nd, sn.app.at, e.Offset)
 			sn.app.at = e.Offset
-			sn.app = applyState(sn.app, keyOf(e))
+			sn.app = applyState(sn.app, readKey(&b, i))
+			s.kvApply(nd, e, b.Key(i))
 		}
+		s.kvPassed(nd, sn.app.at, b.Next)
 		sn.app.at = b.Next
 	}
 	if sn.app.at <= uint64(len(s.committed)) {
 		if ref := s.stateRefAt(sn.app.at); sn.app != ref {
 			s.fail("%s: its service's state at %d is %+v; the committed log below it makes %+v", nd.id, sn.app.at, sn.app, ref)
+			return
 		}
+		s.kvCheck(nd)
 	}
 }
 

@@ -80,6 +80,13 @@ type FaultCounts struct {
 	// crashes that cut or damaged a partial snapshot; SnapshotStatesLost:
 	// services whose state a log start passed.
 	SnapshotsSaved, SnapshotsInstalled, SnapshotChunksFailed, SnapshotTransferCrashes, SnapshotRestores, SnapshotPartialsTorn, SnapshotStatesLost int
+	// Compaction (compaction.go, kvsim.go). CompactionPasses: passes that
+	// rewrote a range; CompactionRemoved: the entries they removed;
+	// HolesFetched: placeholders followers appended from a compacted
+	// leader; HolesRead: committed data entries a reader or a service
+	// passed over as holes; KVConditionalOK, KVConditionalFailed: the
+	// committed Creates and Updates that succeeded and failed.
+	CompactionPasses, CompactionRemoved, HolesFetched, HolesRead, KVConditionalOK, KVConditionalFailed int
 }
 
 // Add adds o's counts to f.

@@ -522,7 +522,7 @@ func (s *sim) holdsAt(v protocol.Voter, o uint64, k entryKey) bool {
 		return false
 	}
 	if got, ok := entryAt(st, o); ok {
-		return got == k
+		return got == k || got.typ == protocol.EntryHole && s.holeStandsFor(o, got.epoch, k)
 	}
 	return o < retired && o < st.LogStart()
 }

@@ -51,6 +51,10 @@ func (s *sim) propose() {
 	if s.faulting() && nd.role == replica.RoleLeader && s.rng.Float64() < s.p.crashAfterAppendProb {
 		s.schedule(s.between(0, s.p.diskMax+s.p.netMax), event{kind: evCrash, node: nd.idx, inc: nd.inc})
 	}
+	if ev, ok := s.keyedProposal(nd, p, recs); ok {
+		s.input(nd, ev)
+		return
+	}
 	s.input(nd, s.proposeEvent(nd, p, recs))
 }
 
@@ -107,7 +111,8 @@ func (s *sim) read() {
 		s.fail("%s: reader passed offset %d below HW %d, beyond the committed log %d", nd.id, b.Next-1, hw, len(s.committed))
 		return
 	}
-	// Exactly the committed data entries of [from, Next), in order.
+	// Exactly the committed data entries of [from, Next), in order, but
+	// those a compaction pass removed here (R103, R104).
 	i := 0
 	for o := from; o < b.Next; o++ {
 		k := s.committed[o]
@@ -115,6 +120,10 @@ func (s *sim) read() {
 			continue
 		}
 		if i >= len(b.Entries) || b.Entries[i].Offset != o {
+			if e, ok := nd.storeEntry(o); ok && e.Type == protocol.EntryHole && s.holeStandsFor(o, e.Epoch, k) {
+				s.res.Faults.HolesRead++
+				continue
+			}
 			s.fail("%s: reader at [%d, %d) missed committed offset %d (%v)", nd.id, from, b.Next, o, k)
 			return
 		}
@@ -124,13 +133,13 @@ func (s *sim) read() {
 		s.fail("%s: reader got offset %d, which is not a committed data entry of [%d, %d)", nd.id, e.Offset, from, b.Next)
 		return
 	}
-	for _, e := range b.Entries {
+	for j, e := range b.Entries {
 		if e.Offset >= hw {
 			s.fail("%s: reader got offset %d at or above HW %d", nd.id, e.Offset, hw)
 			return
 		}
-		if keyOf(e) != s.committed[e.Offset] {
-			s.fail("%s: reader got %v at offset %d, the committed entry is %v", nd.id, keyOf(e), e.Offset, s.committed[e.Offset])
+		if k := readKey(&b, j); k != s.committed[e.Offset] {
+			s.fail("%s: reader got %v at offset %d, the committed entry is %v", nd.id, k, e.Offset, s.committed[e.Offset])
 			return
 		}
 	}
