@@ -95,7 +95,9 @@
 //	                                TestCompactionKeepsNewestPerKey; kv
 //	                                TestCompactedLogReplaysToTheSameState;
 //	                                faults TestCompactionSurvivesSIGKILL
-//	                                (-faults.tags).
+//	                                (-faults.tags); the simulation
+//	                                (TestSimulation, TestRegressionSeeds'
+//	                                keys rows).
 //	replog_bug_drop_owed            DropOwed (R58): a voter change other than
 //	                                an automatic replacement's steps drops
 //	                                the owed incarnations of the set in
