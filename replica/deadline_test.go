@@ -219,6 +219,10 @@ func TestNextDeadlineKeyTableBehind(t *testing.T) {
 		if r.keys.applied >= r.log.LEO() {
 			return
 		}
+		before := r.Status().KeysApplied
+		if before != r.keys.applied {
+			t.Fatalf("Status.KeysApplied is %d, the table is at %d", before, r.keys.applied)
+		}
 		d := r.NextDeadline()
 		if d.IsZero() || d.After(r.now) {
 			t.Fatalf("the key table is at %d of %d after a Ready, and NextDeadline is %v, %v after the clock: the rest of the catch-up waits for an event",
@@ -226,6 +230,11 @@ func TestNextDeadlineKeyTableBehind(t *testing.T) {
 		}
 		r.Tick(d)
 		r.Ready()
+		// Each round's share shows in the Status (the simulation's check
+		// of rounds that do nothing reads it).
+		if got := r.Status().KeysApplied; got <= before {
+			t.Fatalf("a catch-up round left Status.KeysApplied at %d", got)
+		}
 	}
 	t.Fatalf("the key table is at %d of %d after %d rounds", r.keys.applied, r.log.LEO(), 2*n)
 }

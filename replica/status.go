@@ -116,6 +116,12 @@ type Status struct {
 	// Quiesced: this follower's quiescent fetch is out to its leader
 	// (R99): its liveness of the leader comes from the node's contact.
 	Quiesced bool
+	// KeysApplied is the offset up to which the keyed-state table (R61-R66,
+	// rebuilt at a restart from its checkpoint, R76) has read the log:
+	// below the LEO while a rebuild catches up, a bounded share per round,
+	// each round due at once (R96). It is how a caller that watches for
+	// rounds that do nothing sees that such a round did its share.
+	KeysApplied uint64
 }
 
 // Status returns a snapshot of the replica's state.
@@ -141,6 +147,7 @@ func (r *Replica) Status() Status {
 		Quiescence:      r.quiesceStats,
 		Quiesced:        r.quiesced(),
 		Backlog:         r.BacklogStats(),
+		KeysApplied:     r.keys.applied,
 	}
 	s.Voters = make([]protocol.Voter, len(r.voters))
 	for i, id := range r.voters {

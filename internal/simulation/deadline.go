@@ -34,7 +34,7 @@ type deadlineState struct {
 	// is due and then does nothing would spin its loop. A round that made
 	// progress (wrote, sent, resolved or changed its Status) resets it: a
 	// long catch-up may keep a deadline due for many rounds, each doing
-	// its share.
+	// its share (a key table's rebuild moves Status.KeysApplied).
 	stuck int
 	// status is the Status the last round ended with.
 	status replica.Status
