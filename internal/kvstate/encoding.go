@@ -35,6 +35,7 @@ const (
 	OpUpdate Op = 4
 )
 
+// String names the operation ("put", "delete", "create", "update").
 func (o Op) String() string {
 	switch o {
 	case OpPut:
@@ -55,9 +56,12 @@ func (o Op) Conditional() bool { return o == OpCreate || o == OpUpdate }
 
 // Operation is one decoded entry.
 type Operation struct {
-	Op       Op
-	Request  uint64
-	Key      string
+	Op Op
+	// Request names the KV that appended a conditional operation and the
+	// call within it (0: none), so that the caller learns its outcome.
+	Request uint64
+	Key     string
+	// Expected is the revision an Update names (0: the key has no value).
 	Expected uint64
 	Value    []byte
 }
