@@ -106,7 +106,9 @@
 // partition's links only go quiet), and the nemesis resets the link
 // between two live nodes now and then, a fault on both. FaultCounts (stats.go) counts
 // each kind; a default sweep of 500 seeds or more fails if any kind was
-// never injected.
+// never injected, and one of 250 or more (CI's) if no compaction pass
+// removed an entry, no reader passed a hole, or no KV conditional write
+// both succeeded and failed.
 //
 // # Invariants
 //

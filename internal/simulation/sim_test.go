@@ -244,6 +244,11 @@ func TestSimulation(t *testing.T) {
 		t.Errorf("%d seeds: the version mix made %d upgrades, %d rollbacks and %d level raises (versions.go is wired to nothing)",
 			done, total.Upgrades, total.Rollbacks, total.LevelRaises)
 	}
+	if f := total.Faults; !*flagClassic && *flagCompact && done >= 250 && steps >= 1500 &&
+		(f.CompactionPasses == 0 || f.CompactionRemoved == 0 || f.HolesRead == 0 || f.KVConditionalOK == 0 || f.KVConditionalFailed == 0) {
+		t.Errorf("%d seeds: %d compaction passes removed %d entries, readers passed %d holes, %d KV conditional writes succeeded and %d failed (compaction.go and kvsim.go are wired to nothing)",
+			done, f.CompactionPasses, f.CompactionRemoved, f.HolesRead, f.KVConditionalOK, f.KVConditionalFailed)
+	}
 	if *flagQuiesce && done >= 100 && steps >= 1500 && (total.QuiescentFetches == 0 || total.Heartbeats == 0 || total.Resyncs == 0 || total.ResyncAsksRepeated == 0) {
 		t.Errorf("%d seeds: %d quiescent fetches, %d heartbeats, %d resyncs, %d resync requests repeated (quiescence.go is wired to nothing, or R109's asking ends at the first heartbeat)",
 			done, total.QuiescentFetches, total.Heartbeats, total.Resyncs, total.ResyncAsksRepeated)
