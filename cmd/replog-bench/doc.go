@@ -35,6 +35,8 @@
 //	-nosync          no fsync: measures the code, not the disk (not what
 //	                 production does)
 //	-cpuprofile F    write a CPU profile of the run to F
+//	-trace F         write an execution trace of the run to F (go tool
+//	                 trace: scheduler latency, syscalls, goroutines)
 //	-memprofile F    write a heap profile to F (go tool pprof
 //	                 -sample_index=inuse_space): with -idle-logs once the
 //	                 idle logs are open and settled, after a collection;

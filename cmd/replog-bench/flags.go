@@ -22,6 +22,10 @@ type config struct {
 	dir        string
 	nosync     bool
 	cpuprofile string
+	// trace, if set, is where the run's execution trace goes
+	// (runtime/trace; go tool trace): scheduler latency, syscalls and
+	// the goroutines a commit passes through.
+	trace string
 	// memprofile, if set, is where the heap profile goes: in the idle
 	// mode once the idle logs are open (after a collection), otherwise at
 	// the end of the run.
@@ -111,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.nosync, "nosync", false, "disable fsync (not what production does)")
 	fs.StringVar(&c.via, "via", "leader", "where appenders send: leader or all (round robin, followers forward)")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.StringVar(&c.trace, "trace", "", "write an execution trace of the run to this file (go tool trace)")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write a heap profile to this file: with -idle-logs once the idle logs are open, otherwise at the end of the run")
 	fs.IntVar(&c.async, "async", 0, "appends each appender keeps in flight with AppendAsync (0: synchronous Append)")
 	fs.Var(bytesize.Flag{P: &c.retentionBytes}, "retention-bytes", "Options.RetentionBytes: keep about this many bytes per node, e.g. 256MiB (0: keep everything)")

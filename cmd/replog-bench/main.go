@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -41,7 +42,25 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if _, err := run(c, os.Stdout); err != nil {
+	stopTrace := func() {}
+	if c.trace != "" {
+		f, err := os.Create(c.trace)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "replog-bench:", err)
+			os.Exit(1)
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "replog-bench:", err)
+			os.Exit(1)
+		}
+		stopTrace = func() {
+			trace.Stop()
+			_ = f.Close()
+		}
+	}
+	_, err = run(c, os.Stdout)
+	stopTrace()
+	if err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "replog-bench:", err)
 		os.Exit(1)
