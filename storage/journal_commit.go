@@ -30,6 +30,7 @@ type Journal struct {
 	noSync   bool
 	readOnly bool
 	shared   bool // opened by OpenJournal; closed by its caller
+	syncer   fileSyncer
 
 	// hdrMu serializes header writes (cuts and rewinds); taken before mu.
 	hdrMu sync.Mutex
@@ -680,7 +681,7 @@ func (j *Journal) writeRecord(pos int64, rec []byte) error {
 		journalHook("append")
 	}
 	if !j.noSync {
-		if err := fdatasync(j.f); err != nil {
+		if err := j.syncer.sync(j.f); err != nil {
 			return fmt.Errorf("replog: journal %s: sync: %w", j.path, err)
 		}
 		j.syncs.Add(1)
@@ -821,7 +822,7 @@ func (j *Journal) writeHeader(counter uint64, pos int64, seq uint64) error {
 		return fmt.Errorf("replog: journal %s: write header: %w", j.path, err)
 	}
 	if !j.noSync {
-		if err := fdatasync(j.f); err != nil {
+		if err := j.syncer.sync(j.f); err != nil {
 			return fmt.Errorf("replog: journal %s: sync: %w", j.path, err)
 		}
 		j.syncs.Add(1)
@@ -845,6 +846,7 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	j.mu.Unlock()
+	j.syncer.close()
 	return j.f.Close()
 }
 

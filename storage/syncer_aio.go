@@ -1,0 +1,229 @@
+//go:build linux && (amd64 || arm64)
+
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// fileSyncer runs a file's fdatasync through Linux native AIO
+// (IOCB_CMD_FDSYNC, which the kernel carries out on a worker thread),
+// and waits for its completion on an eventfd in the runtime's network
+// poller. The calling goroutine so parks instead of sitting in a blocking
+// system call: a plain fdatasync holds the thread's P for the whole sync
+// (the runtime hands a P off a system call only once its monitor notices,
+// rarely within a sync's half millisecond), so on a node whose journal
+// syncs back to back that P's share of the process's CPU stands idle
+// while every other goroutine waits for it. Where AIO is missing (an
+// older kernel, a sandbox that refuses io_setup, a file system that does
+// not sync through it) it falls back to fdatasync, once and for good.
+type fileSyncer struct {
+	mu     sync.Mutex
+	setup  bool          // tried to set AIO up
+	ctx    uintptr       // aio_context_t; 0: plain fdatasync
+	ev     *os.File      // the eventfd the completions count on (non-blocking, in the poller)
+	guess  time.Duration // when to look first for a completion (learn)
+	parked uint64        // syncs that went through AIO (tests)
+	iocb   aioIOCB
+	events [1]aioEvent
+}
+
+// aioIOCB is struct iocb of linux/aio_abi.h, in the field order of a
+// little-endian machine (the build tag: the two the project runs on).
+type aioIOCB struct {
+	data      uint64
+	key       uint32
+	rwFlags   uint32
+	opcode    uint16
+	reqprio   int16
+	fildes    uint32
+	buf       uint64
+	nbytes    uint64
+	offset    int64
+	reserved2 uint64
+	flags     uint32
+	resfd     uint32
+}
+
+// aioEvent is struct io_event of linux/aio_abi.h.
+type aioEvent struct {
+	data, obj uint64
+	res, res2 int64
+}
+
+const (
+	iocbCmdFdsync = 3
+	iocbFlagResfd = 1
+	efdCloexec    = 0x80000
+	efdNonblock   = 0x800
+
+	// syncPoll is how often a sync not yet done is looked for after the
+	// first look.
+	syncPoll = 50 * time.Microsecond
+)
+
+// sync makes f's data durable, as fdatasync does.
+func (s *fileSyncer) sync(f *os.File) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.setup {
+		s.setup = true
+		s.init()
+	}
+	if s.ctx == 0 || !contended() {
+		return fdatasync(f)
+	}
+	err, ok := s.aio(f)
+	if !ok {
+		s.destroy()
+		return fdatasync(f)
+	}
+	s.parked++
+	return err
+}
+
+// contended reports whether more goroutines wait to run than the other
+// Ps could run while a sync holds one: then the P a plain fdatasync holds
+// is one they wait for, and the sync goes through AIO. A goroutine's turn
+// is some tens of microseconds and a sync about half a millisecond, so
+// up to waitingPerP goroutines per P the other Ps run them meanwhile, and
+// the plain fdatasync is the quicker of the two (no kernel worker to
+// wake, no poller to pass through): a log with a few appenders keeps its
+// latency. A runtime without the metric (before Go 1.26) syncs the plain
+// way.
+func contended() bool {
+	sample := []metrics.Sample{{Name: runnableMetric}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return false
+	}
+	return sample[0].Value.Uint64() > waitingPerP*uint64(runtime.GOMAXPROCS(0))
+}
+
+// runnableMetric counts the goroutines waiting for a P.
+const runnableMetric = "/sched/goroutines/runnable:goroutines"
+
+// waitingPerP is how many goroutines waiting per P the other Ps absorb
+// during one sync (contended).
+const waitingPerP = 8
+
+// init sets up the AIO context and the eventfd; on any failure the syncer
+// stays on plain fdatasync.
+func (s *fileSyncer) init() {
+	var ctx uintptr
+	if _, _, e := syscall.Syscall(syscall.SYS_IO_SETUP, 1, uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
+		return
+	}
+	fd, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, efdCloexec|efdNonblock, 0)
+	if e != 0 {
+		_, _, _ = syscall.Syscall(syscall.SYS_IO_DESTROY, ctx, 0, 0)
+		return
+	}
+	s.ctx, s.ev = ctx, os.NewFile(fd, "replog-fsync-eventfd")
+}
+
+// aio runs one fdatasync of f through the AIO context. ok false: AIO
+// cannot sync f (nothing was submitted, or the kernel refused the
+// operation); the caller syncs it the plain way.
+func (s *fileSyncer) aio(f *os.File) (err error, ok bool) {
+	s.iocb = aioIOCB{opcode: iocbCmdFdsync, fildes: uint32(f.Fd()), flags: iocbFlagResfd, resfd: uint32(s.ev.Fd())}
+	p := &s.iocb
+	n, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, s.ctx, 1, uintptr(unsafe.Pointer(&p)))
+	if e != 0 || n != 1 {
+		return nil, false
+	}
+	// Under load every P is busy and the runtime looks at the poller
+	// only when one runs out of work (or every 10 ms): the eventfd would
+	// say "done" late. A read deadline is a timer, which each P checks
+	// whenever it schedules, so the read also ends at the deadline, to
+	// look for the completion then and every syncPoll after it. On an
+	// idle node the eventfd ends the read as soon as the sync is done.
+	start := time.Now()
+	deadline := start.Add(s.guess)
+	var buf [8]byte
+	for {
+		_ = s.ev.SetReadDeadline(deadline)
+		_, rerr := s.ev.Read(buf[:])
+		if err, done := s.reapNow(); done {
+			s.learn(time.Since(start))
+			return err, true
+		}
+		if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
+			// The sync was submitted and will complete: wait for it
+			// the blocking way before the caller reuses anything.
+			return s.reap(), true
+		}
+		if now := time.Now(); !now.Before(deadline) {
+			deadline = now.Add(syncPoll)
+		}
+	}
+}
+
+// learn keeps guess at about 3/4 of recent syncs' durations: the first
+// look for a completion comes a little before it is likely.
+func (s *fileSyncer) learn(d time.Duration) {
+	s.guess += (d*3/4 - s.guess) / 8
+	s.guess = max(s.guess, syncPoll)
+}
+
+// reapNow collects the completion if it is there.
+func (s *fileSyncer) reapNow() (err error, done bool) {
+	var ts syscall.Timespec
+	n, _, e := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, s.ctx, 0, 1, uintptr(unsafe.Pointer(&s.events[0])), uintptr(unsafe.Pointer(&ts)), 0)
+	if e == syscall.EINTR || (e == 0 && n == 0) {
+		return nil, false
+	}
+	if e != 0 {
+		return fmt.Errorf("io_getevents: %w", e), true
+	}
+	return s.result(), true
+}
+
+// reap waits for the completion (blocking).
+func (s *fileSyncer) reap() error {
+	for {
+		n, _, e := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, s.ctx, 1, 1, uintptr(unsafe.Pointer(&s.events[0])), 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return fmt.Errorf("io_getevents: %w", e)
+		}
+		if n == 1 {
+			return s.result()
+		}
+	}
+}
+
+func (s *fileSyncer) result() error {
+	if res := s.events[0].res; res < 0 {
+		return syscall.Errno(-res)
+	}
+	return nil
+}
+
+// destroy drops the AIO context and the eventfd: the syncer syncs the
+// plain way from then on.
+func (s *fileSyncer) destroy() {
+	if s.ctx == 0 {
+		return
+	}
+	_, _, _ = syscall.Syscall(syscall.SYS_IO_DESTROY, s.ctx, 0, 0)
+	_ = s.ev.Close()
+	s.ctx, s.ev = 0, nil
+}
+
+// close releases what sync set up.
+func (s *fileSyncer) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.destroy()
+}
