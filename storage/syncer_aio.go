@@ -39,24 +39,20 @@ type fileSyncer struct {
 // aioIOCB is struct iocb of linux/aio_abi.h, in the field order of a
 // little-endian machine (the build tag: the two the project runs on).
 type aioIOCB struct {
-	data      uint64
-	key       uint32
-	rwFlags   uint32
-	opcode    uint16
-	reqprio   int16
-	fildes    uint32
-	buf       uint64
-	nbytes    uint64
-	offset    int64
-	reserved2 uint64
-	flags     uint32
-	resfd     uint32
+	_      [2]uint64 // aio_data; aio_key, aio_rw_flags
+	opcode uint16
+	_      int16 // aio_reqprio
+	fildes uint32
+	_      [4]uint64 // aio_buf, aio_nbytes, aio_offset, aio_reserved2
+	flags  uint32
+	resfd  uint32
 }
 
 // aioEvent is struct io_event of linux/aio_abi.h.
 type aioEvent struct {
-	data, obj uint64
-	res, res2 int64
+	_   [2]uint64 // data, obj
+	res int64
+	_   int64 // res2
 }
 
 const (

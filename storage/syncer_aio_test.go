@@ -12,7 +12,23 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"unsafe"
 )
+
+// TestAIOLayout pins the kernel ABI's layout: struct iocb is 64 bytes
+// with the opcode at 16, the file at 20, the flags at 56 and the eventfd
+// at 60; struct io_event is 32 bytes with the result at 16.
+func TestAIOLayout(t *testing.T) {
+	var c aioIOCB
+	var e aioEvent
+	got := []uintptr{unsafe.Sizeof(c), unsafe.Offsetof(c.opcode), unsafe.Offsetof(c.fildes), unsafe.Offsetof(c.flags), unsafe.Offsetof(c.resfd), unsafe.Sizeof(e), unsafe.Offsetof(e.res)}
+	want := []uintptr{64, 16, 20, 56, 60, 32, 16}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("layout %v, want %v", got, want)
+		}
+	}
+}
 
 // TestFileSyncerParksWhileOthersWaitForAP checks R111: while more
 // goroutines wait to run than there are Ps, a journal sync goes through
