@@ -64,6 +64,9 @@ const (
 	// syncPoll is how often a sync not yet done is looked for after the
 	// first look.
 	syncPoll = 50 * time.Microsecond
+	// maxSyncGuess bounds the first look's wait (a slow disk's syncs are
+	// seen by the later looks).
+	maxSyncGuess = 2 * time.Millisecond
 )
 
 // sync makes f's data durable, as fdatasync does.
@@ -142,14 +145,14 @@ func (s *fileSyncer) aio(f *os.File) (err error, ok bool) {
 	// whenever it schedules, so the read also ends at the deadline, to
 	// look for the completion then and every syncPoll after it. On an
 	// idle node the eventfd ends the read as soon as the sync is done.
-	start := time.Now()
-	deadline := start.Add(s.guess)
+	deadline := time.Now().Add(s.guess)
+	looks := 0
 	var buf [8]byte
 	for {
 		_ = s.ev.SetReadDeadline(deadline)
 		_, rerr := s.ev.Read(buf[:])
 		if err, done := s.reapNow(); done {
-			s.learn(time.Since(start))
+			s.learn(looks == 0)
 			return err, true
 		}
 		if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
@@ -158,16 +161,25 @@ func (s *fileSyncer) aio(f *os.File) (err error, ok bool) {
 			return s.reap(), true
 		}
 		if now := time.Now(); !now.Before(deadline) {
+			looks++
 			deadline = now.Add(syncPoll)
 		}
 	}
 }
 
-// learn keeps guess at about 3/4 of recent syncs' durations: the first
-// look for a completion comes a little before it is likely.
-func (s *fileSyncer) learn(d time.Duration) {
-	s.guess += (d*3/4 - s.guess) / 8
-	s.guess = max(s.guess, syncPoll)
+// learn moves guess, the wait before the first look, towards the middle
+// of the syncs' durations: earlier when the sync was done at the first
+// look (or before it: the eventfd), later when it was not. It learns from
+// whether the sync was done, not from when it was seen done: on a busy
+// process the goroutine runs some time after its look is due, and a
+// guess that counted that time would push every first look later still.
+func (s *fileSyncer) learn(doneAtFirst bool) {
+	if doneAtFirst {
+		s.guess -= s.guess / 8
+	} else {
+		s.guess += s.guess/8 + syncPoll/8
+	}
+	s.guess = min(max(s.guess, syncPoll), maxSyncGuess)
 }
 
 // reapNow collects the completion if it is there.
