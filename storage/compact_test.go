@@ -274,3 +274,40 @@ func TestMemoryCompactReadsAsTheDirStore(t *testing.T) {
 		t.Fatalf("after a crash in deferred mode: %+v", es)
 	}
 }
+
+// TestMemoryCompactDeferredKeepsUnsyncedOut: in deferred mode a pass over
+// a range whose visible entries are not the durable ones (a truncation and
+// a new epoch's appends not synced yet) changes nothing: rewriting the
+// durable range from the visible one would make unsynced entries durable,
+// which a crash would then read back though they were never synced.
+func TestMemoryCompactDeferredKeepsUnsyncedOut(t *testing.T) {
+	d := storage.NewMemoryDeferred()
+	if err := d.Append(storagetest.Batch(0, 6, 1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.TruncateSuffix(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Append(storagetest.Batch(3, 3, 2, 10)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Compact(0, 6, func(e protocol.Entry) bool { return e.Offset == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Swapped {
+		t.Fatalf("compacted a range whose visible entries are not yet durable: %+v", res)
+	}
+	es := readEvery(t, d.Crash())
+	if len(es) != 6 {
+		t.Fatalf("after a crash: %d entries, want the 6 synced", len(es))
+	}
+	for _, e := range es {
+		if e.Epoch != 1 {
+			t.Fatalf("after a crash, offset %d has epoch %d: an unsynced entry became durable", e.Offset, e.Epoch)
+		}
+	}
+}

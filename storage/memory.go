@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"sync"
@@ -323,7 +324,8 @@ func (m *Memory) CrashAfter(n int) *Memory {
 // in deferred mode it is durable when Compact returns (the Dir syncs the
 // new file and its directory before the rename). It changes nothing, and
 // Swapped is false, when nothing is removed or the range is not wholly in
-// the log (in deferred mode, in the durable log): a retention or reset
+// the log (in deferred mode, in the durable log, with the same entries
+// there as visible: no unsynced write within it): a retention or reset
 // took part of it, or it was never written.
 //
 // Errors: ErrClosed.
@@ -340,6 +342,15 @@ func (m *Memory) Compact(from, to uint64, drop func(protocol.Entry) bool) (Compa
 		return res, nil
 	}
 	es := m.cur.entries[from-st.logStart : to-st.logStart]
+	if m.deferred {
+		// The pass rewrites the durable range from the visible one: they
+		// must be the same entries, or unsynced writes (a truncation and
+		// a new epoch's appends within the range) would become durable.
+		ds := m.durable.st
+		if !slices.EqualFunc(es, m.durable.entries[from-ds.logStart:to-ds.logStart], sameEntry) {
+			return res, nil
+		}
+	}
 	out := make([]protocol.Entry, len(es))
 	// runStart indexes the first placeholder of the run being built (-1:
 	// none).
@@ -389,6 +400,11 @@ func (m *Memory) Compact(from, to uint64, drop func(protocol.Entry) bool) (Compa
 	}
 	res.Swapped = true
 	return res, nil
+}
+
+// sameEntry reports whether a and b are the same entry.
+func sameEntry(a, b protocol.Entry) bool {
+	return a.Offset == b.Offset && a.Epoch == b.Epoch && a.Type == b.Type && a.Time == b.Time && bytes.Equal(a.Data, b.Data)
 }
 
 // replaced returns s with the entries from offset from on replaced by es
