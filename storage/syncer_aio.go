@@ -229,9 +229,12 @@ func (s *fileSyncer) destroy() {
 	s.ctx, s.ev = 0, nil
 }
 
-// close releases what sync set up.
+// close releases what sync set up. A sync after it (a round still
+// writing while its journal closes) is the plain fdatasync: it sets
+// nothing up that nothing would release.
 func (s *fileSyncer) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.setup = true
 	s.destroy()
 }

@@ -123,3 +123,23 @@ func TestFileSyncerErrorAndFallback(t *testing.T) {
 		t.Fatalf("sync after a failed one: %v", err)
 	}
 }
+
+// TestFileSyncerSetsNothingUpAfterClose: a sync that comes after close
+// (a round that was writing while its journal closed) syncs the plain way
+// and sets no AIO context or eventfd up: nothing would release them.
+func TestFileSyncerSetsNothingUpAfterClose(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var s fileSyncer
+	s.close()
+	if err := s.sync(f); err != nil {
+		t.Fatalf("sync after close: %v", err)
+	}
+	if s.ctx != 0 || s.ev != nil {
+		s.destroy()
+		t.Fatal("a sync after close set an AIO context up that nothing releases")
+	}
+}
