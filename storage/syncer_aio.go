@@ -32,6 +32,7 @@ type fileSyncer struct {
 	ev     *os.File      // the eventfd the completions count on (non-blocking, in the poller)
 	guess  time.Duration // when to look first for a completion (learn)
 	parked uint64        // syncs that went through AIO (tests)
+	seq    uint64        // the latest submission's number (its aio_data)
 	iocb   aioIOCB
 	events [1]aioEvent
 }
@@ -39,7 +40,8 @@ type fileSyncer struct {
 // aioIOCB is struct iocb of linux/aio_abi.h, in the field order of a
 // little-endian machine (the build tag: the two the project runs on).
 type aioIOCB struct {
-	_      [2]uint64 // aio_data; aio_key, aio_rw_flags
+	data   uint64 // aio_data: returned in the completion's data
+	_      uint64 // aio_key, aio_rw_flags
 	opcode uint16
 	_      int16 // aio_reqprio
 	fildes uint32
@@ -50,9 +52,10 @@ type aioIOCB struct {
 
 // aioEvent is struct io_event of linux/aio_abi.h.
 type aioEvent struct {
-	_   [2]uint64 // data, obj
-	res int64
-	_   int64 // res2
+	data uint64
+	_    uint64 // obj
+	res  int64
+	_    int64 // res2
 }
 
 const (
@@ -133,7 +136,8 @@ func (s *fileSyncer) init() {
 // cannot sync f (nothing was submitted, or the kernel refused the
 // operation); the caller syncs it the plain way.
 func (s *fileSyncer) aio(f *os.File) (err error, ok bool) {
-	s.iocb = aioIOCB{opcode: iocbCmdFdsync, fildes: uint32(f.Fd()), flags: iocbFlagResfd, resfd: uint32(s.ev.Fd())}
+	s.seq++
+	s.iocb = aioIOCB{data: s.seq, opcode: iocbCmdFdsync, fildes: uint32(f.Fd()), flags: iocbFlagResfd, resfd: uint32(s.ev.Fd())}
 	p := &s.iocb
 	n, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, s.ctx, 1, uintptr(unsafe.Pointer(&p)))
 	if e != 0 || n != 1 {
@@ -182,7 +186,10 @@ func (s *fileSyncer) learn(doneAtFirst bool) {
 	s.guess = min(max(s.guess, syncPoll), maxSyncGuess)
 }
 
-// reapNow collects the completion if it is there.
+// reapNow collects the completion if it is there. A completion of an
+// earlier submission (one whose wait ended on an io_getevents error) is
+// not this sync's: taking it for this one would answer the round before
+// its sync is done, so it is dropped and the wait goes on.
 func (s *fileSyncer) reapNow() (err error, done bool) {
 	var ts syscall.Timespec
 	n, _, e := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, s.ctx, 0, 1, uintptr(unsafe.Pointer(&s.events[0])), uintptr(unsafe.Pointer(&ts)), 0)
@@ -192,10 +199,14 @@ func (s *fileSyncer) reapNow() (err error, done bool) {
 	if e != 0 {
 		return fmt.Errorf("io_getevents: %w", e), true
 	}
+	if s.events[0].data != s.seq {
+		return nil, false
+	}
 	return s.result(), true
 }
 
-// reap waits for the completion (blocking).
+// reap waits for the completion (blocking), dropping earlier ones as
+// reapNow does.
 func (s *fileSyncer) reap() error {
 	for {
 		n, _, e := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, s.ctx, 1, 1, uintptr(unsafe.Pointer(&s.events[0])), 0, 0)
@@ -205,7 +216,7 @@ func (s *fileSyncer) reap() error {
 		if e != 0 {
 			return fmt.Errorf("io_getevents: %w", e)
 		}
-		if n == 1 {
+		if n == 1 && s.events[0].data == s.seq {
 			return s.result()
 		}
 	}

@@ -16,13 +16,14 @@ import (
 )
 
 // TestAIOLayout pins the kernel ABI's layout: struct iocb is 64 bytes
-// with the opcode at 16, the file at 20, the flags at 56 and the eventfd
-// at 60; struct io_event is 32 bytes with the result at 16.
+// with the data at 0, the opcode at 16, the file at 20, the flags at 56 and the eventfd
+// at 60; struct io_event is 32 bytes with the data at 0 and the result at
+// 16.
 func TestAIOLayout(t *testing.T) {
 	var c aioIOCB
 	var e aioEvent
-	got := []uintptr{unsafe.Sizeof(c), unsafe.Offsetof(c.opcode), unsafe.Offsetof(c.fildes), unsafe.Offsetof(c.flags), unsafe.Offsetof(c.resfd), unsafe.Sizeof(e), unsafe.Offsetof(e.res)}
-	want := []uintptr{64, 16, 20, 56, 60, 32, 16}
+	got := []uintptr{unsafe.Sizeof(c), unsafe.Offsetof(c.data), unsafe.Offsetof(c.opcode), unsafe.Offsetof(c.fildes), unsafe.Offsetof(c.flags), unsafe.Offsetof(c.resfd), unsafe.Sizeof(e), unsafe.Offsetof(e.data), unsafe.Offsetof(e.res)}
+	want := []uintptr{64, 0, 16, 20, 56, 60, 32, 0, 16}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("layout %v, want %v", got, want)
@@ -141,5 +142,44 @@ func TestFileSyncerSetsNothingUpAfterClose(t *testing.T) {
 	if s.ctx != 0 || s.ev != nil {
 		s.destroy()
 		t.Fatal("a sync after close set an AIO context up that nothing releases")
+	}
+}
+
+// TestFileSyncerWaitsForItsOwnCompletion: a completion of an earlier
+// submission still in the context (one whose wait ended on an
+// io_getevents error) does not answer a later sync: the sync returns on
+// its own completion, not before its fdatasync is done.
+func TestFileSyncerWaitsForItsOwnCompletion(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var s fileSyncer
+	defer s.close()
+	s.setup = true
+	s.init()
+	if s.ctx == 0 {
+		t.Log("AIO unavailable here: every sync is the plain fdatasync")
+		return
+	}
+	// An earlier submission whose completion nobody reaped: wait on the
+	// eventfd until the kernel has put it in the ring.
+	const stale = ^uint64(0)
+	old := aioIOCB{data: stale, opcode: iocbCmdFdsync, fildes: uint32(f.Fd()), flags: iocbFlagResfd, resfd: uint32(s.ev.Fd())}
+	p := &old
+	if n, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, s.ctx, 1, uintptr(unsafe.Pointer(&p))); e != 0 || n != 1 {
+		t.Fatalf("io_submit: %d, %v", n, e)
+	}
+	var buf [8]byte
+	if _, err := s.ev.Read(buf[:]); err != nil {
+		t.Fatal(err)
+	}
+	err, ok := s.aio(f)
+	if !ok || err != nil {
+		t.Fatalf("aio: ok %v, err %v", ok, err)
+	}
+	if got := s.events[0].data; got != s.seq {
+		t.Fatalf("the sync returned on the completion of submission %#x, not its own (%#x)", got, s.seq)
 	}
 }
