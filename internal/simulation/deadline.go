@@ -32,9 +32,12 @@ type deadlineState struct {
 	// stuck counts rounds in a row, without inputs, that left a deadline
 	// at or before the clock and did nothing: a core that says something
 	// is due and then does nothing would spin its loop. A round that made
-	// progress (wrote, sent, resolved or changed its Status) resets it: a
-	// long catch-up may keep a deadline due for many rounds, each doing
-	// its share (a key table's rebuild moves Status.KeysApplied).
+	// progress (wrote, resolved or changed its Status) resets it: a long
+	// catch-up may keep a deadline due for many rounds, each doing its
+	// share (a key table's rebuild moves Status.KeysApplied). Sending
+	// alone is no progress: a core that sends the same message in every
+	// round of a deadline it leaves due floods its peers at its loop's
+	// speed.
 	stuck int
 	// status is the Status the last round ended with.
 	status replica.Status
@@ -80,11 +83,11 @@ func (s *sim) armDeadline(nd *node, out *shell.Output, fed uint64, inputs int) {
 	s.rearm(nd)
 }
 
-// progressed reports whether a round did something: wrote, sent,
-// resolved, handed out snapshot work, moved what readers see, or ended
-// with another Status than before (prev).
+// progressed reports whether a round did something: wrote, resolved,
+// handed out snapshot work, moved what readers see, or ended with another
+// Status than before (prev). Messages alone do not count (stuck).
 func progressed(out *shell.Output, prev replica.Status) bool {
-	return len(out.Writes) > 0 || len(out.Messages) > 0 || len(out.Resolved) > 0 || out.KeyCheckpoint != nil ||
+	return len(out.Writes) > 0 || len(out.Resolved) > 0 || out.KeyCheckpoint != nil ||
 		len(out.SnapshotReads) > 0 || len(out.SnapshotChunks) > 0 || out.ReadableMoved || out.ClaimChanged || out.LogsChanged ||
 		!reflect.DeepEqual(prev, out.Status)
 }

@@ -136,8 +136,8 @@
 // random, deadline.go) does nothing: an empty Output, the same Status and
 // deadline (R96); a node's rounds without inputs do not leave its
 // deadline due more than three times in a row while doing nothing (it
-// would spin its loop; a round that writes, sends, resolves or changes
-// its Status made progress);
+// would spin its loop; a round that writes, resolves or changes
+// its Status made progress, one that only sends did not);
 // the committed log's log changes never create a held name or delete an
 // unheld one, a copy repeats the committed catalog's entry, every node's
 // known catalog is the committed log's as of the readable HW it is
