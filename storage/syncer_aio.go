@@ -35,6 +35,10 @@ type fileSyncer struct {
 	seq    uint64        // the latest submission's number (its aio_data)
 	iocb   aioIOCB
 	events [1]aioEvent
+	// runnable is where contended reads the runtime's count of
+	// goroutines waiting for a P: the syncer's, so that a sync allocates
+	// nothing for it.
+	runnable [1]metrics.Sample
 }
 
 // aioIOCB is struct iocb of linux/aio_abi.h, in the field order of a
@@ -80,7 +84,7 @@ func (s *fileSyncer) sync(f *os.File) error {
 		s.setup = true
 		s.init()
 	}
-	if s.ctx == 0 || !contended() {
+	if s.ctx == 0 || !s.contended() {
 		return fdatasync(f)
 	}
 	err, ok := s.aio(f)
@@ -99,15 +103,11 @@ func (s *fileSyncer) sync(f *os.File) error {
 // up to waitingPerP goroutines per P the other Ps run them meanwhile, and
 // the plain fdatasync is the quicker of the two (no kernel worker to
 // wake, no poller to pass through): a log with a few appenders keeps its
-// latency. A runtime without the metric (before Go 1.26) syncs the plain
-// way.
-func contended() bool {
-	sample := []metrics.Sample{{Name: runnableMetric}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 {
-		return false
-	}
-	return sample[0].Value.Uint64() > waitingPerP*uint64(runtime.GOMAXPROCS(0))
+// latency. init sets AIO up only where the runtime has the metric (Go
+// 1.26 on); before that every sync is the plain one.
+func (s *fileSyncer) contended() bool {
+	metrics.Read(s.runnable[:])
+	return s.runnable[0].Value.Uint64() > waitingPerP*uint64(runtime.GOMAXPROCS(0))
 }
 
 // runnableMetric counts the goroutines waiting for a P.
@@ -117,9 +117,15 @@ const runnableMetric = "/sched/goroutines/runnable:goroutines"
 // during one sync (contended).
 const waitingPerP = 8
 
-// init sets up the AIO context and the eventfd; on any failure the syncer
-// stays on plain fdatasync.
+// init sets up the AIO context and the eventfd; on any failure, or on a
+// runtime that does not count the goroutines waiting for a P (contended
+// could never say yes), the syncer stays on plain fdatasync.
 func (s *fileSyncer) init() {
+	s.runnable[0].Name = runnableMetric
+	metrics.Read(s.runnable[:])
+	if s.runnable[0].Value.Kind() != metrics.KindUint64 {
+		return
+	}
 	var ctx uintptr
 	if _, _, e := syscall.Syscall(syscall.SYS_IO_SETUP, 1, uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
 		return
