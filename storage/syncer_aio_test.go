@@ -36,11 +36,7 @@ func TestAIOLayout(t *testing.T) {
 // AIO (its goroutine parks, its P runs them), and what it synced reads
 // back; with nothing waiting it is the plain fdatasync.
 func TestFileSyncerParksWhileOthersWaitForAP(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "j"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := syncTestFile(t)
 	var s fileSyncer
 	defer s.close()
 
@@ -107,10 +103,7 @@ func TestFileSyncerErrorAndFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer good.Close()
-	var s fileSyncer
-	defer s.close()
-	s.setup = true
-	s.init()
+	s := setUpSyncer(t)
 	if s.ctx == 0 {
 		t.Log("AIO unavailable here: the syncer is plain from the start")
 	} else if err, ok := s.aio(bad); ok || err != nil {
@@ -129,11 +122,7 @@ func TestFileSyncerErrorAndFallback(t *testing.T) {
 // (a round that was writing while its journal closed) syncs the plain way
 // and sets no AIO context or eventfd up: nothing would release them.
 func TestFileSyncerSetsNothingUpAfterClose(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "j"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := syncTestFile(t)
 	var s fileSyncer
 	s.close()
 	if err := s.sync(f); err != nil {
@@ -150,15 +139,8 @@ func TestFileSyncerSetsNothingUpAfterClose(t *testing.T) {
 // io_getevents error) does not answer a later sync: the sync returns on
 // its own completion, not before its fdatasync is done.
 func TestFileSyncerWaitsForItsOwnCompletion(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "j"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var s fileSyncer
-	defer s.close()
-	s.setup = true
-	s.init()
+	f := syncTestFile(t)
+	s := setUpSyncer(t)
 	if s.ctx == 0 {
 		t.Log("AIO unavailable here: every sync is the plain fdatasync")
 		return
@@ -182,4 +164,26 @@ func TestFileSyncerWaitsForItsOwnCompletion(t *testing.T) {
 	if got := s.events[0].data; got != s.seq {
 		t.Fatalf("the sync returned on the completion of submission %#x, not its own (%#x)", got, s.seq)
 	}
+}
+
+// syncTestFile creates a file for a syncer test to sync; the test's
+// cleanup closes it.
+func syncTestFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// setUpSyncer returns a syncer whose AIO set-up has run (ctx 0 where AIO
+// is unavailable); the test's cleanup closes it.
+func setUpSyncer(t *testing.T) *fileSyncer {
+	t.Helper()
+	s := &fileSyncer{setup: true}
+	s.init()
+	t.Cleanup(s.close)
+	return s
 }
