@@ -502,7 +502,6 @@ func (r *Replica) halt(err error) {
 	r.logger.Error("replica halted", "error", err, "epoch", r.epoch, "leo", r.log.LEO(), "hw", r.hw)
 }
 
-// randDuration returns a random duration in [0, d).
 // firstElection returns when a replica whose log holds no voter set and
 // that knows no leader starts its first pre-vote round (R60, R108): at
 // once for Config.FirstCandidate, a full ElectionTimeout later than the
@@ -524,6 +523,7 @@ func (r *Replica) firstElection() time.Time {
 	return r.now.Add(r.cfg.ElectionTimeout + r.randDuration(r.cfg.ElectionTimeout))
 }
 
+// randDuration returns a random duration in [0, d).
 func (r *Replica) randDuration(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
