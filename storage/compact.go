@@ -115,6 +115,24 @@ func (h holeRun) placeholder(off uint64) protocol.Entry {
 	return protocol.Entry{Offset: off, Epoch: h.epoch, Type: protocol.EntryHole, Time: int64(h.time)}
 }
 
+// holeRuns merges a compaction pass's holes, added in offset order, into
+// runs: adjacent offsets of one epoch, each run with the newest time of
+// its holes (docs/storage.md 13). The Dir's and the memory store's passes
+// both record their holes so.
+type holeRuns []holeRun
+
+// add adds the hole at offset off of epoch epoch and time t.
+func (rs *holeRuns) add(off, epoch, t uint64) {
+	if n := len(*rs); n > 0 {
+		if r := &(*rs)[n-1]; r.end == off && r.epoch == epoch {
+			r.end++
+			r.time = max(r.time, t)
+			return
+		}
+	}
+	*rs = append(*rs, holeRun{start: off, end: off + 1, epoch: epoch, time: t})
+}
+
 // CompactSegment rewrites the sealed segment whose range starts at base
 // without the entries drop reports true for (drop sees each stored entry
 // of the segment's range with its offset, in offset order; not the holes
@@ -296,19 +314,7 @@ func (d *DirStore) copyCompacted(db, ndb *bolt.DB, path string, base, end uint64
 	}); err != nil {
 		return fmt.Errorf("replog: store %s: compact %s: %w", d.dir, path, err)
 	}
-	var run *holeRun
-	var runs []holeRun
-	addHole := func(off, epoch, t uint64) {
-		if run != nil && run.end == off && run.epoch == epoch {
-			run.end++
-			run.time = max(run.time, t)
-			return
-		}
-		if run != nil {
-			runs = append(runs, *run)
-		}
-		run = &holeRun{start: off, end: off + 1, epoch: epoch, time: t}
-	}
+	var runs holeRuns
 	c := eb.Cursor()
 	k, v := c.Seek(u64key(base))
 	for off := base; off < end; {
@@ -339,14 +345,14 @@ func (d *DirStore) copyCompacted(db, ndb *bolt.DB, path string, base, end uint64
 			size += len(e.Data) + protocol.EntryOverhead
 			res.BytesRead += int64(len(e.Data))
 			if val == nil {
-				addHole(off, e.Epoch, storedTime(&e))
+				runs.add(off, e.Epoch, storedTime(&e))
 				continue
 			}
 			if e.Type == protocol.EntryHole || drop(e) {
 				// A stored placeholder (fetched from a compacted leader)
 				// goes as the entry it stands for did.
 				res.Removed++
-				addHole(off, e.Epoch, storedTime(&e))
+				runs.add(off, e.Epoch, storedTime(&e))
 				continue
 			}
 			res.Kept++
@@ -371,9 +377,6 @@ func (d *DirStore) copyCompacted(db, ndb *bolt.DB, path string, base, end uint64
 			ntx = nil
 			return fmt.Errorf("replog: store %s: compact %s: %w", d.dir, path, err)
 		}
-	}
-	if run != nil {
-		runs = append(runs, *run)
 	}
 	nb, err := ntx.CreateBucketIfNotExists(bucketHoles)
 	if err != nil {

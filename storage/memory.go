@@ -352,45 +352,30 @@ func (m *Memory) Compact(from, to uint64, drop func(protocol.Entry) bool) (Compa
 		}
 	}
 	out := make([]protocol.Entry, len(es))
-	// runStart indexes the first placeholder of the run being built (-1:
-	// none).
-	runStart := -1
-	closeRun := func(end int) {
-		if runStart < 0 {
-			return
-		}
-		t := int64(0)
-		for _, h := range out[runStart:end] {
-			t = max(t, h.Time)
-		}
-		for i := runStart; i < end; i++ {
-			out[i].Time = t
-		}
-		runStart = -1
-	}
+	var runs holeRuns
 	for i, e := range es {
-		e.Data = slices.Clone(e.Data)
 		hole := e.Type == protocol.EntryHole
-		if !hole && drop(e) {
-			res.Removed++
-			hole = true
+		if !hole {
+			c := e
+			c.Data = slices.Clone(e.Data) // drop's own: what it does with it cannot reach the store
+			if drop(c) {
+				res.Removed++
+				hole = true
+			}
 		}
 		res.BytesRead += int64(len(e.Data))
-		if !hole {
-			closeRun(i)
-			res.Kept++
-			out[i] = es[i]
+		if hole {
+			runs.add(e.Offset, e.Epoch, storedTime(&e))
 			continue
 		}
-		if runStart >= 0 && out[i-1].Epoch != e.Epoch {
-			closeRun(i)
-		}
-		if runStart < 0 {
-			runStart = i
-		}
-		out[i] = protocol.Entry{Offset: e.Offset, Epoch: e.Epoch, Type: protocol.EntryHole, Time: max(e.Time, 0)}
+		res.Kept++
+		out[i] = e
 	}
-	closeRun(len(es))
+	for _, h := range runs {
+		for off := h.start; off < h.end; off++ {
+			out[off-from] = h.placeholder(off)
+		}
+	}
 	if res.Removed == 0 {
 		return res, nil
 	}
