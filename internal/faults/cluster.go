@@ -623,20 +623,26 @@ func (c *Cluster) Stop() {
 // Status fetches n's /status.
 func (c *Cluster) Status(ctx context.Context, n *Node) (Status, error) {
 	var st Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base(n)+"/status", nil)
+	err := c.callJSON(ctx, n, http.MethodGet, "/status", &st)
+	return st, err
+}
+
+// callJSON sends method path to n and decodes its answer, which must be
+// 200 OK, into out.
+func (c *Cluster) callJSON(ctx context.Context, n *Node, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base(n)+path, nil)
 	if err != nil {
-		return st, err
+		return err
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return st, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("status %d", resp.StatusCode)
+		return fmt.Errorf("%s: %s %s: HTTP %d", n.ID, method, path, resp.StatusCode)
 	}
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	return st, err
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // Cursor fetches cursor name from n's GET /cursors/{name}: its next
@@ -883,6 +889,20 @@ func (e *OutOfRangeError) Error() string {
 // until the stream ends, fn returns an error, or ctx ends. With follow
 // false the stream ends at the node's HW.
 func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool, fn func(LogEntry) error) error {
+	return c.entryLines(ctx, n, from, follow, func(e entryJSON) error {
+		if c.cfg.KVEntries && (bytes.HasPrefix(e.Data, []byte(kvEntryPrefix)) || strings.HasPrefix(e.Key, kvKeyPrefix)) {
+			return nil // a KV entry: a Delete is a tombstone, its key and no data
+		}
+		return fn(LogEntry{Offset: *e.Offset, Epoch: e.Epoch, Payload: DecodePayload(string(e.Data))})
+	})
+}
+
+// entryLines reads n's /entries from offset from, calling fn for each
+// entry line as the node sent it (Offset set), until the stream ends
+// (io.EOF), fn returns an error, or ctx ends. An error line, or an
+// answer that the offset is below the log start, ends it with an error
+// (*OutOfRangeError for the latter).
+func (c *Cluster) entryLines(ctx context.Context, n *Node, from uint64, follow bool, fn func(entryJSON) error) error {
 	url := fmt.Sprintf("%s/entries?from=%d&follow=%t", c.base(n), from, follow)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -921,10 +941,7 @@ func (c *Cluster) Entries(ctx context.Context, n *Node, from uint64, follow bool
 		if e.Offset == nil {
 			return fmt.Errorf("entry line without offset: %q", truncate(string(line), 100))
 		}
-		if c.cfg.KVEntries && (bytes.HasPrefix(e.Data, []byte(kvEntryPrefix)) || strings.HasPrefix(e.Key, kvKeyPrefix)) {
-			continue // a KV entry: a Delete is a tombstone, its key and no data
-		}
-		if err := fn(LogEntry{Offset: *e.Offset, Epoch: e.Epoch, Payload: DecodePayload(string(e.Data))}); err != nil {
+		if err := fn(e); err != nil {
 			return err
 		}
 	}

@@ -1,11 +1,10 @@
 package faults
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -36,19 +35,7 @@ type compactCounters struct {
 // counters once the pass is done.
 func postCompact(ctx context.Context, c *Cluster, n *Node) (compactCounters, error) {
 	var cc compactCounters
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base(n)+"/compact", nil)
-	if err != nil {
-		return cc, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return cc, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return cc, fmt.Errorf("%s: POST /compact: HTTP %d", n.ID, resp.StatusCode)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&cc)
+	err := c.callJSON(ctx, n, http.MethodPost, "/compact", &cc)
 	return cc, err
 }
 
@@ -81,41 +68,20 @@ type rawEntry struct {
 // at its offset, key and data as they are. A compacted offset is absent
 // (readers never see its placeholder).
 func rawLog(ctx context.Context, c *Cluster, n *Node) (map[uint64]rawEntry, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base(n)+"/entries?from=0&follow=false", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: /entries: HTTP %d", n.ID, resp.StatusCode)
-	}
 	out := map[uint64]rawEntry{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	last := int64(-1)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		var e entryJSON
-		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, fmt.Errorf("%s: bad entry line %q: %w", n.ID, truncate(string(line), 100), err)
-		}
-		if e.Offset == nil {
-			return nil, fmt.Errorf("%s: /entries: %s", n.ID, e.Error)
-		}
+	err := c.entryLines(ctx, n, 0, false, func(e entryJSON) error {
 		if int64(*e.Offset) <= last {
-			return nil, fmt.Errorf("%s: /entries: offset %d after %d: not in order", n.ID, *e.Offset, last)
+			return fmt.Errorf("offset %d after %d: not in order", *e.Offset, last)
 		}
 		last = int64(*e.Offset)
 		out[*e.Offset] = rawEntry{Epoch: e.Epoch, Key: e.Key, Data: string(e.Data)}
+		return nil
+	})
+	if !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: /entries: %w", n.ID, err)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // TestCompactionSurvivesSIGKILL: 3 voters whose default log is compacted
