@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/replog-io/replog"
@@ -78,35 +76,10 @@ func runKV(c config, leader *replog.Log, w io.Writer) (*kvResult, error) {
 func kvLoad(c config, op func(context.Context, *rand.Rand) error) loadResult {
 	ctx, cancel := context.WithTimeout(context.Background(), c.duration)
 	defer cancel()
-	lat := make([][]time.Duration, c.kvClients)
-	errs := make([]int, c.kvClients)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range c.kvClients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(i), 7))
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if err := op(ctx, rng); err != nil {
-					if ctx.Err() == nil {
-						errs[i]++
-					}
-					continue
-				}
-				lat[i] = append(lat[i], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	r := loadResult{elapsed: time.Since(start)}
-	for i := range c.kvClients {
-		r.lat = append(r.lat, lat[i]...)
-		r.failed += errs[i]
-	}
-	slices.Sort(r.lat)
-	return r
+	return runClients(ctx, c.kvClients, func(i int) ([]time.Duration, int) {
+		rng := rand.New(rand.NewPCG(uint64(i), 7))
+		return timeOps(ctx, func(int) error { return op(ctx, rng) })
+	})
 }
 
 // printOps writes one operation's line: its rate and latencies.

@@ -315,47 +315,66 @@ func (r loadResult) print(w io.Writer, prefix string, size int) {
 // runLoad runs c.clients appenders (synchronous, or -async windows) until
 // ctx ends.
 func runLoad(ctx context.Context, c config, logs []*replog.Log, leader *replog.Log, record []byte) loadResult {
-	lat := make([][]time.Duration, c.clients)
-	errs := make([]int, c.clients)
+	return runClients(ctx, c.clients, func(i int) ([]time.Duration, int) {
+		if c.async > 0 {
+			return appendAsync(ctx, logs, leader, i, c.via, record, c.async, c.ids)
+		}
+		return timeOps(ctx, func(j int) error {
+			target := leader
+			if c.via == "all" {
+				target = logs[(i+j)%len(logs)]
+			}
+			var opts []replog.AppendOption
+			if c.ids {
+				opts = append(opts, replog.WithID(fmt.Sprintf("c%d-%d", i, j)))
+			}
+			_, err := target.Append(ctx, record, opts...)
+			return err
+		})
+	})
+}
+
+// runClients runs clients goroutines, client(i) for i = 0, 1, ..., and
+// returns their latencies, sorted, their failures and how long they ran.
+// Each client returns the latencies of its operations that succeeded and
+// how many failed (not counting those its context ended).
+func runClients(ctx context.Context, clients int, client func(i int) ([]time.Duration, int)) loadResult {
+	lat := make([][]time.Duration, clients)
+	errs := make([]int, clients)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range c.clients {
+	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if c.async > 0 {
-				lat[i], errs[i] = appendAsync(ctx, logs, leader, i, c.via, record, c.async, c.ids)
-				return
-			}
-			target := leader
-			for j := 0; ctx.Err() == nil; j++ {
-				if c.via == "all" {
-					target = logs[(i+j)%len(logs)]
-				}
-				var opts []replog.AppendOption
-				if c.ids {
-					opts = append(opts, replog.WithID(fmt.Sprintf("c%d-%d", i, j)))
-				}
-				t0 := time.Now()
-				_, err := target.Append(ctx, record, opts...)
-				if err != nil {
-					if ctx.Err() == nil {
-						errs[i]++
-					}
-					continue
-				}
-				lat[i] = append(lat[i], time.Since(t0))
-			}
+			lat[i], errs[i] = client(i)
 		}()
 	}
 	wg.Wait()
 	r := loadResult{elapsed: time.Since(start)}
-	for i := range c.clients {
+	for i := range clients {
 		r.lat = append(r.lat, lat[i]...)
 		r.failed += errs[i]
 	}
 	slices.Sort(r.lat)
 	return r
+}
+
+// timeOps calls op(j) for j = 0, 1, ... one after another until ctx
+// ends: the latencies of the calls that succeeded, and how many failed
+// before ctx ended.
+func timeOps(ctx context.Context, op func(j int) error) (lat []time.Duration, failed int) {
+	for j := 0; ctx.Err() == nil; j++ {
+		t0 := time.Now()
+		if err := op(j); err != nil {
+			if ctx.Err() == nil {
+				failed++
+			}
+			continue
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, failed
 }
 
 // appendAsync is one appender of -async window: it keeps window appends
