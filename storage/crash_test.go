@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -419,9 +420,13 @@ func TestCrashHelper(t *testing.T) {
 			fmt.Printf("E %s=%q: %v\n", envCrashRollAt, at, err)
 			os.Exit(3)
 		}
+		// The roll and journal hooks run on the writer and on the
+		// background goroutine both.
+		var left atomic.Int64
+		left.Store(int64(n))
 		hook := func(s string) {
 			if s == stage {
-				if n--; n == 0 {
+				if left.Add(-1) == 0 {
 					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 					select {} // the signal is on its way
 				}

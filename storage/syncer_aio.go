@@ -143,10 +143,21 @@ func (s *fileSyncer) init() {
 // operation); the caller syncs it the plain way.
 func (s *fileSyncer) aio(f *os.File) (err error, ok bool) {
 	s.seq++
-	s.iocb = aioIOCB{data: s.seq, opcode: iocbCmdFdsync, fildes: uint32(f.Fd()), flags: iocbFlagResfd, resfd: uint32(s.ev.Fd())}
-	p := &s.iocb
-	n, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, s.ctx, 1, uintptr(unsafe.Pointer(&p)))
-	if e != 0 || n != 1 {
+	rc, rerr := f.SyscallConn()
+	if rerr != nil {
+		return nil, false
+	}
+	// The submission names the descriptor by number; the kernel holds
+	// the file from io_submit on, so only the submission needs the
+	// file's reference (see fdatasync).
+	var n uintptr
+	var e syscall.Errno
+	cerr := rc.Control(func(fd uintptr) {
+		s.iocb = aioIOCB{data: s.seq, opcode: iocbCmdFdsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: uint32(s.ev.Fd())}
+		p := &s.iocb
+		n, _, e = syscall.Syscall(syscall.SYS_IO_SUBMIT, s.ctx, 1, uintptr(unsafe.Pointer(&p)))
+	})
+	if cerr != nil || e != 0 || n != 1 {
 		return nil, false
 	}
 	// Under load every P is busy and the runtime looks at the poller
