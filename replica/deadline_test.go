@@ -238,3 +238,41 @@ func TestNextDeadlineKeyTableBehind(t *testing.T) {
 	}
 	t.Fatalf("the key table is at %d of %d after %d rounds", r.keys.applied, r.log.LEO(), 2*n)
 }
+
+// TestKeyCheckpointInTheRoundThatEarnsIt (R96, R76): a leader whose Ready
+// appends after the key table's round (here R68's level entry, raised at
+// the end of the leadership's first FetchTimeout) hands out the key
+// checkpoint that entry earns in that Ready, not in the next round, which
+// has no input and must do nothing. (Fails with
+// replog_bug_key_checkpoint_late.)
+func TestKeyCheckpointInTheRoundThatEarnsIt(t *testing.T) {
+	h := newHarness(t)
+	h.run(t, "cluster", arg("voters", "n1,n2"), arg("supports", "7"))
+	h.run(t, "elect", arg("n1"))
+	n1 := h.node("n1")
+	n1.r.cfg.KeyCheckpointBytes = 1 // every applied entry earns one
+	h.run(t, "run", arg("+1900ms"), arg("nostatus"))
+	if n1.r.logLevel() != 6 {
+		t.Fatalf("setup: level %d before the leader's first FetchTimeout, want 6", n1.r.logLevel())
+	}
+	for range 20 {
+		d := n1.r.NextDeadline()
+		n1.now = later(n1.now, d)
+		n1.r.Tick(n1.now)
+		rd := n1.r.Ready()
+		carryHarness(h, n1)(rd)
+		if n1.r.logLevel() == 7 {
+			if rd.KeyCheckpoint == nil || rd.KeyCheckpoint.Offset != n1.r.log.LEO() {
+				t.Fatalf("the round that appended the level entry (LEO %d) handed out key checkpoint %+v, want one at the LEO",
+					n1.r.log.LEO(), rd.KeyCheckpoint)
+			}
+			quietBefore(t, n1.r, "after the level's raise")
+			return
+		}
+		h.stabilize(nil, false)
+		if n1.r.logLevel() == 7 {
+			t.Fatal("setup: the level was raised in a round with inputs")
+		}
+	}
+	t.Fatal("setup: the leader raised no level in 20 deadlines")
+}

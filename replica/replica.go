@@ -476,6 +476,14 @@ func (r *Replica) Ready() Ready {
 	default:
 		r.snapshotRound()
 	}
+	if !bugs.KeyCheckpointLate {
+		// keysRound checkpointed the table as it stood; what this round
+		// appended since (the keyed proposals keysRound decided, R68's
+		// level entry, a transfer's new entry) was applied as it was
+		// appended, and the checkpoint it earns goes out now: else the
+		// next round, with no input, would hand it out (R96).
+		r.maybeKeyCheckpoint()
+	}
 	rd := Ready{Writes: r.writes, Acks: r.acks, Transfers: r.transfers, KeyCheckpoint: r.keyCkpt,
 		SnapshotReads: r.snapReads, SnapshotChunks: r.snapChunks}
 	r.writes, r.acks, r.transfers, r.keyCkpt, r.snapReads, r.snapChunks = nil, nil, nil, nil, nil, nil

@@ -139,8 +139,8 @@ func (s *sim) earlyTick(ev event) {
 	switch {
 	case len(out.Writes) > 0 || len(out.Messages) > 0 || len(out.Resolved) > 0 || len(out.Stray) > 0 ||
 		out.KeyCheckpoint != nil || len(out.SnapshotReads) > 0 || len(out.SnapshotChunks) > 0:
-		s.fail("%s: a round without inputs %v before its deadline did something (R96): %d writes, messages %v, %d resolved",
-			nd.id, nd.dl.at.Sub(now), len(out.Writes), out.Messages, len(out.Resolved))
+		s.fail("%s: a round without inputs %v before its deadline did something (R96): %d writes, messages %v, %d resolved, stray %v, key checkpoint %v, %d snapshot reads, %d snapshot chunks",
+			nd.id, nd.dl.at.Sub(now), len(out.Writes), out.Messages, len(out.Resolved), out.Stray, out.KeyCheckpoint != nil, len(out.SnapshotReads), len(out.SnapshotChunks))
 	case out.ReadableMoved || out.ClaimChanged || out.LogsChanged || out.Halted != nil:
 		s.fail("%s: a round without inputs %v before its deadline moved the readable HW, the claim, the catalog or halted (R96)", nd.id, nd.dl.at.Sub(now))
 	case !reflect.DeepEqual(before, out.Status):

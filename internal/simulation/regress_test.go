@@ -158,6 +158,9 @@ var regressions = []regression{
 	// The catalog of named logs (R80-R82).
 	{3212, 1500, modeAll, "a follower restarted with its log start above 0 learns the catalog though its leader, elected on a fully committed log, appends nothing (idle, quiescent): it forwards a barrier of the leader's epoch (R82; fails with replog_bug_catalog_no_barrier)", nil},
 
+	// Ticks only at deadlines (R96).
+	{100075, 1500, modeKeys, "a leader whose Ready appends after the key table's round (R68's level entry, raised once a wiped voter's removal leaves no voter without a standing report) hands out the key checkpoint it earns in that Ready, not in the next, input-less round (R96, R76; fails with replog_bug_key_checkpoint_late)", nil},
+
 	// Quiescent idle logs (R98-R100).
 	{3093, 1500, modeAll, "two voters: the follower's quiescent fetch is lost, and the leader's resync request with it, so the leader parks nothing and resigns (R27) while its node's heartbeats keep the follower quiesced on it; the follower wakes on its former leader's fetch or pre-vote and fetches again (R99, R100; fails with replog_bug_quiesce_trusts_leader)", resyncedAQuiescentLog},
 

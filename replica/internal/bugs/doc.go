@@ -220,6 +220,16 @@
 //	                                the rest of the catch-up waits for an
 //	                                unrelated event. Fails:
 //	                                TestNextDeadlineKeyTableBehind.
+//	replog_bug_key_checkpoint_late  KeyCheckpointLate (R96, R76): the
+//	                                key checkpoint earned by what a Ready
+//	                                appends after the key table's round
+//	                                (R68's level entry, the keyed
+//	                                proposals that round decided) goes out
+//	                                in the next round, one without input.
+//	                                Fails:
+//	                                TestKeyCheckpointInTheRoundThatEarnsIt;
+//	                                the simulation (TestRegressionSeeds,
+//	                                row 100075 x1500).
 //	replog_bug_quiesce_ignores_contact QuiesceIgnoresContact (R99):
 //	                                check-quorum counts a parked quiescent
 //	                                fetch as heard from now even after the
