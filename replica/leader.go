@@ -333,6 +333,21 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		r.respondFetch(from, req)
 		return
 	}
+	if p := ls.parkedFrom(from); p != nil && p.quiescent && !bugs.QuiesceReplacedUnanswered {
+		// A parked quiescent fetch is answered, never dropped: it has no
+		// deadline, and its follower neither retries it nor lets its
+		// timers run (R99). The fetch replacing it may be one the
+		// follower sent in an earlier life, delayed past its restart
+		// (its IDs start anew, so it cannot be told from a newer one):
+		// the follower still waits for the parked one, and nothing
+		// counts as lost (R100), since both messages arrived. When the
+		// follower did send the newer one, the answer costs it one more
+		// fetch.
+		q := *p
+		r.unparkQuiescent(q)
+		ls.unpark(from)
+		r.respondFetch(from, q.req)
+	}
 	ls.unpark(from)
 	prevID, seen := ls.lastFetchID[from]
 	ls.lastFetchID[from] = req.FetchID

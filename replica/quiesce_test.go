@@ -2,6 +2,8 @@ package replica
 
 import (
 	"testing"
+
+	"github.com/replog-io/replog/protocol"
 )
 
 // TestQuiescedLogHasNoDeadline (R96, R99): once every follower of an idle
@@ -35,5 +37,37 @@ func TestQuiescedLogHasNoDeadline(t *testing.T) {
 				t.Errorf("level %s: %s (%s) has no deadline, though its fetches are parked with one", c.level, id, n.r.role)
 			}
 		}
+	}
+}
+
+// TestQuiescentFetchReplacedByAnEarlierLife (R99, R100): a fetch of a
+// follower's earlier life (its IDs from another random start), delayed
+// past its restart, reaches the leader while the follower's quiescent
+// fetch is parked there. It replaces the parked fetch, as a newer one
+// would; the leader answers the parked one then, or the follower, which
+// waits for it with no deadline while its node hears the leader's, would
+// miss every append (nothing was lost, so no resync comes). The next
+// append reaches it. (Fails with replog_bug_quiesce_replaced_unanswered.)
+func TestQuiescentFetchReplacedByAnEarlierLife(t *testing.T) {
+	h := newHarness(t)
+	h.run(t, "cluster", arg("voters", "n1,n2,n3"), arg("supports", "10"))
+	h.run(t, "elect", arg("n1"))
+	h.run(t, "run", arg("+3s"))
+	n1, n2 := h.node("n1"), h.node("n2")
+	p := n1.r.leader.parkedFrom("n2")
+	if !n2.r.quiesced() || p == nil || !p.quiescent {
+		t.Fatalf("setup: n2 quiesced %v, n1 parks %+v for it", n2.r.quiesced(), p)
+	}
+	old := *p.req
+	old.FetchID += 1 << 40 // another life's IDs
+	old.Quiescent, old.FetchOffset, old.LastFetchedEpoch, old.HasDurableOffset = false, 0, 0, false
+	h.queue = append(h.queue, protocol.Message{From: "n2", To: "n1", Body: &old})
+	h.run(t, "deliver", arg("n2->n1"))
+	h.run(t, "run", arg("+1s"))
+	h.run(t, "propose", arg("n1"), arg("c"))
+	h.run(t, "run", arg("+1s"))
+	if leo, want := n2.r.log.LEO(), n1.r.log.LEO(); leo != want {
+		t.Fatalf("n2's LEO is %d, the leader's %d: the earlier life's fetch left n2 waiting for its quiescent fetch's answer (quiesced %v, n1 parks %+v for it)",
+			leo, want, n2.r.quiesced(), n1.r.leader.parkedFrom("n2"))
 	}
 }

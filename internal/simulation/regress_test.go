@@ -91,6 +91,13 @@ func resyncedAQuiescentLog(r Result) string {
 	return ""
 }
 
+func restartedAQuiescentLog(r Result) string {
+	if r.QuiescentFetches == 0 || r.Crashes == 0 {
+		return fmt.Sprintf("it sent %d quiescent fetches and crashed %d processes", r.QuiescentFetches, r.Crashes)
+	}
+	return ""
+}
+
 func compactedAndDecided(r Result) string {
 	if r.Faults.CompactionRemoved == 0 || r.Faults.HolesFetched == 0 || r.Faults.KVConditionalOK == 0 || r.Faults.KVConditionalFailed == 0 {
 		return fmt.Sprintf("it removed %d entries by compaction, fetched %d placeholders, and its KV's conditional writes: %d succeeded, %d failed",
@@ -163,6 +170,8 @@ var regressions = []regression{
 
 	// Quiescent idle logs (R98-R100).
 	{3093, 1500, modeAll, "two voters: the follower's quiescent fetch is lost, and the leader's resync request with it, so the leader parks nothing and resigns (R27) while its node's heartbeats keep the follower quiesced on it; the follower wakes on its former leader's fetch or pre-vote and fetches again (R99, R100; fails with replog_bug_quiesce_trusts_leader)", resyncedAQuiescentLog},
+
+	{115343, 1500, modeKeys, "a fetch of a follower's earlier life, delayed past its restart (a late message), replaces its parked quiescent fetch at the leader, which answers the parked one instead of dropping it: else the follower waits for it for ever with nothing lost (R99, R100; fails with replog_bug_quiesce_replaced_unanswered)", restartedAQuiescentLog},
 
 	// The simulator's own judgement: runs that once failed falsely.
 	{130036950, 1500, modeClassic, "the cluster has not converged while its leader is paused: the stable phase must not start then", nil},

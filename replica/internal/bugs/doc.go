@@ -237,6 +237,18 @@
 //	                                (PeerSilent): a leader cut off from its
 //	                                followers keeps leading. Fails: TestScenarios
 //	                                (quiescence).
+//	replog_bug_quiesce_replaced_unanswered
+//	                                QuiesceReplacedUnanswered (R99): a
+//	                                fetch that replaces a parked quiescent
+//	                                fetch drops it unanswered, as it does
+//	                                a normal one: when the replacing fetch
+//	                                is of the follower's earlier life,
+//	                                delayed past its restart, the follower
+//	                                waits for the parked one for ever.
+//	                                Fails:
+//	                                TestQuiescentFetchReplacedByAnEarlierLife;
+//	                                the simulation (TestRegressionSeeds,
+//	                                row 115343 x1500).
 //	replog_bug_quiesce_trusts_leader
 //	                                QuiesceTrustsLeader (R99, R100): a
 //	                                follower quiesced on its leader stays
