@@ -47,8 +47,13 @@ func (s *sim) send(nd *node, m protocol.Message) {
 		return
 	}
 	copies := 1
+	var twin int32
 	if faulting && s.rng.Float64() < s.p.dupProb {
 		copies = 2
+		if protocol.IsQuiescent(m) {
+			s.lastTwin++
+			twin = s.lastTwin
+		}
 	}
 	if vr, ok := m.Body.(*protocol.VoteResponse); ok && (s.opts.ForgeVotes || s.opts.ForgePreVotes && vr.PreVote) && !vr.Granted && s.rng.Intn(2) == 0 {
 		forged := *vr
@@ -86,7 +91,7 @@ func (s *sim) send(nd *node, m protocol.Message) {
 		}
 		// wseq carries the incarnation the message was sent to.
 		s.schedule(d, event{kind: evDeliver, node: to, inc: inc, wseq: uint64(s.nodes[to].inc), msg: s.putMsg(m),
-			clean: !late && i == 0 && inc != anyInc})
+			clean: !late && i == 0 && inc != anyInc, twin: twin})
 	}
 }
 
@@ -146,7 +151,7 @@ func (s *sim) deliverMsg(ev event, m protocol.Message) {
 	if s.tracing() {
 		s.tracef("%s recv %s", nd.id, m)
 	}
-	if s.heardMessage(nd, from, m) {
+	if s.heardMessage(nd, from, m, ev.twin) {
 		return // a heartbeat: node-level, no core sees it
 	}
 	// Every node's contacts count: observers may become voters (voters.go).

@@ -75,6 +75,9 @@ type event struct {
 	// (no write barriers).
 	msg   int32
 	hkind replica.HintKind
+	// twin: an evDeliver of one of the two copies of a duplicated
+	// quiescent message, numbered as in sim.twins; 0 for any other.
+	twin int32
 }
 
 // eventQueue is a binary min-heap of events by (at, seq). Hand-written

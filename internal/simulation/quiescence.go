@@ -12,7 +12,8 @@ import (
 // is contact, and so is a heartbeat, which a node sends on its ticks to
 // a peer it sent nothing to for FetchMaxWait. Heartbeats travel on the
 // simulated network like any message (delays, loss, duplicates,
-// partitions) and reach no core; a heartbeat whose counts show a lost
+// partitions) and reach no core (a duplicated quiescent message is
+// counted once: heardMessage); a heartbeat whose counts show a lost
 // quiescent message becomes a Resync event, a peer silent for
 // FetchTimeout a PeerSilent event. Heartbeats and quiescent fetches go
 // only where both ends speak protocol.QuiescenceVersion: the checker
@@ -100,10 +101,27 @@ func (s *sim) checkQuiescentSend(nd *node, to int, m protocol.Message) {
 
 // heardMessage records m, delivered to nd from node from, on nd's
 // contact clock. It reports whether m is a heartbeat (consumed here: no
-// core sees it).
-func (s *sim) heardMessage(nd *node, from int, m protocol.Message) bool {
+// core sees it). twin numbers m's pair of copies if the network
+// duplicated it (a quiescent message): the counts of quiescent messages
+// (R100) rest on the transport delivering each frame at most once, as
+// TCP does, so only the first copy to arrive is counted; the other is
+// contact and reaches the core (which must take duplicates) but is not
+// counted. Counted twice, it would hide a later quiescent message lost
+// on the same link: the receiver's count would match the sender's.
+func (s *sim) heardMessage(nd *node, from int, m protocol.Message, twin int32) bool {
 	if nd.contact == nil {
 		return false
+	}
+	if twin != 0 {
+		if s.twins == nil {
+			s.twins = make(map[int32]bool)
+		}
+		if s.twins[twin] {
+			delete(s.twins, twin)                        // both copies are spent
+			m = protocol.Message{From: m.From, To: m.To} // contact, not counted
+		} else {
+			s.twins[twin] = true
+		}
 	}
 	nd.contact.Heard(m.From, m, nd.clock(s.now))
 	hb, ok := m.Body.(*protocol.Heartbeat)

@@ -642,6 +642,12 @@ type sim struct {
 	// lists its free slots.
 	msgs     []protocol.Message
 	freeMsgs []int32
+	// twins: the quiescent messages the network duplicated (event.twin
+	// numbers each pair from 1), true once one copy was counted on its
+	// receiver's contact clock (quiescence.go: heardMessage); lastTwin
+	// is the last number given.
+	twins    map[int32]bool
+	lastTwin int32
 	// nsHistory: every NoSync loss of the run.
 	nsHistory []noSyncLoss
 
