@@ -173,8 +173,11 @@ var regressions = []regression{
 
 	{115343, 1500, modeKeys, "a fetch of a follower's earlier life, delayed past its restart (a late message), replaces its parked quiescent fetch at the leader, which answers the parked one instead of dropping it: else the follower waits for it for ever with nothing lost (R99, R100; fails with replog_bug_quiesce_replaced_unanswered)", restartedAQuiescentLog},
 
+	{500833, 1500, modeKeys, "as 115343: a parked quiescent fetch replaced by a fetch of its follower's earlier life is answered, not dropped (R99; fails with replog_bug_quiesce_replaced_unanswered)", restartedAQuiescentLog},
+
 	// The simulator's own judgement: runs that once failed falsely.
 	{115770, 1500, modeKeys, "a quiescent fetch the network duplicated is counted once on its receiver's contact clock, as TCP delivers a frame once: counted twice, it hid the loss of the follower's next quiescent fetch from the heartbeats' counts, no resync came and the follower missed every append (R100; the run took another path once the leader answered replaced quiescent fetches, so TestDuplicatedQuiescentMessageCountedOnce holds the check)", resyncedAQuiescentLog},
+	{500113, 1500, modeKeys, "as 115770, on the present core: the leader's answers to a follower's quiescent fetch (one answered twice, one duplicated by the network) make up, counted twice, for the loss of its answer to the next, so no resync came and the follower missed every append; a duplicate is counted once (R100)", resyncedAQuiescentLog},
 	{130036950, 1500, modeClassic, "the cluster has not converged while its leader is paused: the stable phase must not start then", nil},
 	{130063570, 1500, modeClassic, "as 130036950: convergence waits for a paused leader", nil},
 	{93038914, 5000, modeDefault, "a vote grant is judged by the voter set of the round that issued it: the grant waits for its durable write, and a reset may change the set meanwhile (fails with replog_bug_wiped_voter)", nil},

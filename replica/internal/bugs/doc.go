@@ -248,7 +248,7 @@
 //	                                Fails:
 //	                                TestQuiescentFetchReplacedByAnEarlierLife;
 //	                                the simulation (TestRegressionSeeds,
-//	                                row 115343 x1500).
+//	                                rows 115343 and 500833 x1500).
 //	replog_bug_quiesce_trusts_leader
 //	                                QuiesceTrustsLeader (R99, R100): a
 //	                                follower quiesced on its leader stays
