@@ -231,6 +231,13 @@ func (r *Replica) applyFetchDecision(from string, resp *protocol.FetchResponse, 
 		r.logger.Trace("dropping fetch response", "from", from, "reason", d.Reason, "resp", resp)
 	case fetcher.Contact:
 		r.leaderContact()
+		if n := len(resp.Entries); !bugs.QuiesceAfterContact && (resp.HighWatermark > r.log.LEO() || n > 0 && resp.Entries[n-1].Offset >= r.log.LEO()) {
+			// The leader holds more than we do: the next fetch, due once
+			// the writer is done, is not quiescent, though the answer
+			// before this one left us caught up (R99: a quiescent fetch
+			// follows an answer that shows nothing new).
+			r.quiesceNext = false
+		}
 		if d.HighWatermark > r.leaderHW { // a contact fetch's answer (R77)
 			r.leaderHW = d.HighWatermark
 			r.updateFollowerHW()

@@ -3,6 +3,7 @@ package replica
 import (
 	"testing"
 
+	"github.com/replog-io/replog/fetcher"
 	"github.com/replog-io/replog/protocol"
 )
 
@@ -69,5 +70,52 @@ func TestQuiescentFetchReplacedByAnEarlierLife(t *testing.T) {
 	if leo, want := n2.r.log.LEO(), n1.r.log.LEO(); leo != want {
 		t.Fatalf("n2's LEO is %d, the leader's %d: the earlier life's fetch left n2 waiting for its quiescent fetch's answer (quiesced %v, n1 parks %+v for it)",
 			leo, want, n2.r.quiesced(), n1.r.leader.parkedFrom("n2"))
+	}
+}
+
+// TestContactAnswerEndsQuiescence (R99, R77): a follower whose last fetch
+// answer left it caught up (its next fetch would be quiescent) and whose
+// contact fetch is then answered with entries past its log end, or an HW
+// past it, sends its next fetch as a normal one: the leader holds more,
+// and a quiescent fetch follows only an answer that shows nothing new (a
+// lost one waits for the heartbeats' counts, R100, where a normal one is
+// retried). Positive control: a contact answer that shows nothing new
+// leaves the next fetch quiescent. (Fails with
+// replog_bug_quiesce_after_contact.)
+func TestContactAnswerEndsQuiescence(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		entries   int
+		hwAhead   bool
+		quiescent bool
+	}{
+		{"entries past the log end", 2, false, false},
+		{"an HW past the log end", 0, true, false},
+		{"nothing new", 0, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.run(t, "cluster", arg("voters", "n1,n2,n3"), arg("supports", "10"))
+			h.run(t, "elect", arg("n1"))
+			h.run(t, "run", arg("+3s"))
+			r := h.node("n2").r
+			if !r.quiesced() {
+				t.Fatal("setup: n2 is not quiesced")
+			}
+			r.quiesceNext = true // as after an answer that left it caught up
+			leo := r.log.LEO()
+			resp := &protocol.FetchResponse{LeaderID: "n1", Epoch: r.epoch, HighWatermark: leo}
+			if c.hwAhead {
+				resp.HighWatermark = leo + 1
+			}
+			for i := range c.entries {
+				resp.Entries = append(resp.Entries, protocol.Entry{Offset: leo + uint64(i), Epoch: r.epoch, Type: protocol.EntryData, Data: []byte("x")})
+			}
+			r.applyFetchDecision("n1", resp, fetcher.Decision{Action: fetcher.Contact, HighWatermark: leo})
+			if r.quiesceNext != c.quiescent {
+				t.Fatalf("after a contact answer with %d entries and HW %d (log end %d), the next fetch is quiescent: %v, want %v",
+					len(resp.Entries), resp.HighWatermark, leo, r.quiesceNext, c.quiescent)
+			}
+		})
 	}
 }

@@ -249,6 +249,14 @@
 //	                                TestQuiescentFetchReplacedByAnEarlierLife;
 //	                                the simulation (TestRegressionSeeds,
 //	                                rows 115343 and 500833 x1500).
+//	replog_bug_quiesce_after_contact
+//	                                QuiesceAfterContact (R99, R77): a
+//	                                contact fetch's answer that shows the
+//	                                leader ahead (entries or an HW past
+//	                                the log end) leaves the next fetch
+//	                                quiescent, as the answer before it
+//	                                had. Fails:
+//	                                TestContactAnswerEndsQuiescence.
 //	replog_bug_quiesce_trusts_leader
 //	                                QuiesceTrustsLeader (R99, R100): a
 //	                                follower quiesced on its leader stays
