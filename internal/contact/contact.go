@@ -33,9 +33,11 @@ type peer struct {
 	silent bool
 	// sentQ counts the quiescent messages sent to the peer in this
 	// session; recvQ those received from it in its session recvSession;
-	// prevQ is the count its previous heartbeat carried.
-	sentQ, recvQ, prevQ uint64
-	recvSession         uint64
+	// prevQ is the count its previous heartbeat carried; lostQ those
+	// taken for lost (found by a count, R100), so that one loss is found
+	// once.
+	sentQ, recvQ, prevQ, lostQ uint64
+	recvSession                uint64
 	// asking: this node's heartbeats ask the peer to resync (R100),
 	// until the peer's count passes askMark (the count its latest
 	// heartbeat carried when the asking began or that heartbeat's
@@ -222,16 +224,22 @@ func (c *Clock) OnHeartbeat(id string, hb *protocol.Heartbeat) (resync bool) {
 		// A new incarnation: what its predecessor sent is gone with it
 		// (the closed connection is its own news, R69); a request still
 		// asked is asked of it, counted from its own start.
-		p.recvSession, p.recvQ, p.prevQ, p.askMark = hb.Session, 0, 0, 0
+		p.recvSession, p.recvQ, p.prevQ, p.lostQ, p.askMark = hb.Session, 0, 0, 0, 0
 	}
 	if p.asking && hb.Quiescent > p.askMark {
 		p.asking = false
 	}
 	resync = hb.Resync
 	p.answer = p.answer || hb.Resync
-	lost := p.recvQ < p.prevQ
+	if p.recvQ+p.lostQ > hb.Quiescent {
+		// A message taken for lost was only late (delayed, or on the
+		// other connection) and is counted now: it must not stand in
+		// for a later one that is lost. No more came than the peer sent.
+		p.lostQ = hb.Quiescent - min(p.recvQ, hb.Quiescent)
+	}
+	lost := p.recvQ+p.lostQ < p.prevQ
 	if lost {
-		p.recvQ = p.prevQ
+		p.lostQ = p.prevQ - p.recvQ
 	}
 	p.prevQ = hb.Quiescent
 	if lost {

@@ -89,6 +89,39 @@ func TestLostQuiescentMessage(t *testing.T) {
 	}
 }
 
+// TestLateMessageTakenForLostHidesNoLoss (R100): a quiescent message
+// still on its way when the heartbeat after the next one arrives is taken
+// for lost (a resync, harmless); when it does arrive it is counted, and
+// the count must not then make up for the next message that is lost for
+// good: that loss is found too (simulation seed 100030 x5000: counted
+// twice, the late one hid the loss of the follower's last quiescent
+// fetch, and it missed every append).
+func TestLateMessageTakenForLostHidesNoLoss(t *testing.T) {
+	a := New(1, 150*time.Millisecond, 700*time.Millisecond)
+	b := New(2, 150*time.Millisecond, 700*time.Millisecond)
+	a.Enable("b", true, at(0))
+	b.Enable("a", true, at(0))
+	hb := func() *protocol.Heartbeat { return a.Heartbeat("b") }
+	b.OnHeartbeat("a", hb())
+	a.Sent("b", qfe, at(1)) // late
+	b.OnHeartbeat("a", hb())
+	if !b.OnHeartbeat("a", hb()) {
+		t.Fatal("a message missing after two heartbeats not taken for lost")
+	}
+	if b.OnHeartbeat("a", hb()) {
+		t.Fatal("one loss found twice")
+	}
+	b.Heard("a", qfe, at(2)) // it arrives after all
+	if b.OnHeartbeat("a", hb()) {
+		t.Fatal("a late message's arrival counted as a loss")
+	}
+	a.Sent("b", qfe, at(3)) // lost for good
+	b.OnHeartbeat("a", hb())
+	if !b.OnHeartbeat("a", hb()) {
+		t.Fatal("the late message, counted on arrival, hides the loss of the next one")
+	}
+}
+
 // TestResyncAskedUntilThePeerActs: the heartbeat that asks a peer to
 // resync can be lost too (R100). The node that found the loss asks in
 // every heartbeat, at least one per interval whatever else it sends the

@@ -173,6 +173,7 @@ var regressions = []regression{
 
 	{115343, 1500, modeKeys, "a fetch of a follower's earlier life, delayed past its restart (a late message), replaces its parked quiescent fetch at the leader, which answers the parked one instead of dropping it: else the follower waits for it for ever with nothing lost (R99, R100; fails with replog_bug_quiesce_replaced_unanswered)", restartedAQuiescentLog},
 
+	{100030, 5000, modeKeys, "a quiescent fetch taken for lost by the heartbeats' counts (a resync) that arrives late after all is counted, and must not then hide the loss of the follower's next quiescent fetch: else no resync comes and the follower misses every append (R100)", resyncedAQuiescentLog},
 	{500833, 1500, modeKeys, "as 115343: a parked quiescent fetch replaced by a fetch of its follower's earlier life is answered, not dropped (R99; fails with replog_bug_quiesce_replaced_unanswered)", restartedAQuiescentLog},
 
 	// The simulator's own judgement: runs that once failed falsely.
