@@ -83,7 +83,10 @@
 //
 //	-logs N          N named logs, -clients appenders on each at once;
 //	                 prints the totals as the one-log run does (-logs 64
-//	                 -clients 4 against -clients 256)
+//	                 -clients 4 against -clients 256), then per node its
+//	                 shared journal's rounds, the logs' batches per round,
+//	                 and the logs' checkpoints, their time and journal
+//	                 waits over the load
 //	-idle-logs N     N idle named logs against one, each measured for
 //	                 -duration: process CPU / nodes, fetches/s and
 //	                 heartbeats/s per peer pair, heap and RSS per idle log
@@ -108,6 +111,7 @@
 //	retention-bytes=… retention-age=… segment-bytes=… disk-every=…
 //	appends=… failed=… ops/s=… MB/s=… over …
 //	latency p50=… p99=… max=…
+//	cpu/append=…µs (process CPU … over the load: … cores)
 //	disk samples=… bound=… (retention-bytes + 2 segments)
 //	disk n1 max=… final=… du-max=… du-final=… files-max=… log-start=… held=…
 //	…
@@ -120,7 +124,13 @@
 // write on the follower) plus a loopback round trip (the fetch answer and
 // the next fetch), each the median of 200. Latency is from Append's call to its return (the commit: a majority
 // fsynced); max is the worst append of the run; failed counts appends that
-// returned an error before the end. The disk lines give, per node, the
+// returned an error before the end. cpu/append is the process's CPU time
+// (user and system: every node's, and the clients') over the load divided
+// by the appends committed, and cores that CPU time over the load's
+// duration: on a machine the run has to itself CPU per append is what
+// bounds ops/s once cores reaches the machine's cores, and it moves less
+// with other processes' load than ops/s does (not at all unless they
+// change how much each round batches). The disk lines give, per node, the
 // largest and the final size of its data directory over the samples (one
 // at the start, one every -disk-every, one after the load): max and final
 // add up the files' sizes (as ls, and Log.Stats' StorageBytes), du-max and

@@ -394,6 +394,7 @@ func runLogs(c config, root string, record []byte, w io.Writer) (loadResult, err
 	defer cancel()
 	results := make([]loadResult, c.logs)
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	for i := range c.logs {
 		ls := hs[logName(i)]
 		leader := leaderAmong(ls)
@@ -408,6 +409,9 @@ func runLogs(c config, root string, record []byte, w io.Writer) (loadResult, err
 	}
 	wg.Wait()
 	var total loadResult
+	if cpu0 > 0 {
+		total.cpu = processCPU() - cpu0 // the logs' loads overlap: their own figures would each count all of it
+	}
 	for _, r := range results {
 		total.lat = append(total.lat, r.lat...)
 		total.failed += r.failed
@@ -425,9 +429,13 @@ func runLogs(c config, root string, record []byte, w io.Writer) (loadResult, err
 }
 
 // journalCount is a node's shared journal's rounds (its records: the
-// named logs' stores share the count) and the batches its logs' stores
-// put in them.
-type journalCount struct{ rounds, batches uint64 }
+// named logs' stores share the count), the batches its logs' stores put
+// in them, the stores' checkpoints and their time, and the times a
+// store's batch waited for a checkpoint to make room in the journal.
+type journalCount struct {
+	rounds, batches, checkpoints, waits uint64
+	checkpointTime                      time.Duration
+}
 
 // journalCounts reads, per node, the counters of its named logs' shared
 // journal.
@@ -439,6 +447,9 @@ func journalCounts(hs map[string][]*replog.Log) map[string]journalCount {
 			c := out[s.NodeID]
 			c.rounds = max(c.rounds, s.StorageGroupCommits)
 			c.batches += s.StorageJournalBatches
+			c.checkpoints += s.StorageCheckpoints
+			c.checkpointTime += s.StorageCheckpointTime
+			c.waits += s.StorageJournalWaits
 			out[s.NodeID] = c
 		}
 	}
@@ -446,8 +457,10 @@ func journalCounts(hs map[string][]*replog.Log) map[string]journalCount {
 }
 
 // printJournals prints each node's journal rounds per second over the
-// load and the logs' batches per round: how far one round's fdatasync
-// reaches across the logs.
+// load and the logs' batches per round (how far one round's fdatasync
+// reaches across the logs), and the logs' checkpoints and journal waits
+// over the load (what the bbolt commits behind the journal cost, and
+// whether they kept up).
 func printJournals(w io.Writer, before, after map[string]journalCount, elapsed time.Duration) {
 	var ids []string
 	for id := range after {
@@ -455,12 +468,14 @@ func printJournals(w io.Writer, before, after map[string]journalCount, elapsed t
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		r, b := after[id].rounds-before[id].rounds, after[id].batches-before[id].batches
+		a, z := after[id], before[id]
+		r, b := a.rounds-z.rounds, a.batches-z.batches
 		per := 0.0
 		if r > 0 {
 			per = float64(b) / float64(r)
 		}
-		fmt.Fprintf(w, "journal %s rounds=%d rounds/s=%.0f batches=%d batches/round=%.2f\n", id, r, float64(r)/elapsed.Seconds(), b, per)
+		fmt.Fprintf(w, "journal %s rounds=%d rounds/s=%.0f batches=%d batches/round=%.2f checkpoints=%d checkpoint-time=%v journal-waits=%d\n",
+			id, r, float64(r)/elapsed.Seconds(), b, per, a.checkpoints-z.checkpoints, (a.checkpointTime - z.checkpointTime).Round(time.Millisecond), a.waits-z.waits)
 	}
 }
 

@@ -32,7 +32,7 @@ func TestManyLogsModes(t *testing.T) {
 		args []string
 		want *regexp.Regexp
 	}{
-		{[]string{"-logs", "3", "-clients", "2", "-duration", "300ms"}, regexp.MustCompile(`(?m)^appends=[1-9]\d* failed=\d+ ops/s=`)},
+		{[]string{"-logs", "3", "-clients", "2", "-duration", "300ms"}, regexp.MustCompile(`(?ms)^appends=[1-9]\d* failed=\d+ ops/s=.*^cpu/append=[\d.]+µs .*^journal n1 rounds=[1-9]\d* .* checkpoints=\d+ checkpoint-time=\S+ journal-waits=\d+$`)},
 		{[]string{"-idle-logs", "3", "-duration", "200ms"}, regexp.MustCompile(`(?m)^idle logs=3 vs 1: fetches/s per peer pair x[\d.]+; per idle log heap=`)},
 		{[]string{"-create-logs", "3"}, regexp.MustCompile(`(?m)^create logs=3 in \S+: \d+ logs/s`)},
 		{[]string{"-create-logs", "6", "-create-concurrency", "6"}, regexp.MustCompile(`(?m)^create logs=6 in \S+: \d+ logs/s; .* replicas map\[n1:7 n2:7 n3:7\]`)},

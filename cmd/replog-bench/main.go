@@ -282,6 +282,18 @@ type loadResult struct {
 	lat     []time.Duration // committed appends' latencies, sorted
 	failed  int             // appends that failed before the load ended
 	elapsed time.Duration
+	// cpu is the process's CPU time (user and system, every node's and
+	// the clients') over the load, 0 if unknown: divided by the appends,
+	// a cost that depends less on the machine's other load than ops/s.
+	cpu time.Duration
+}
+
+// cpuPerOp is the process's CPU time per committed append, 0 if unknown.
+func (r loadResult) cpuPerOp() time.Duration {
+	if r.cpu <= 0 || len(r.lat) == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(len(r.lat))
 }
 
 func (r loadResult) pct(p float64) time.Duration {
@@ -310,6 +322,10 @@ func (r loadResult) print(w io.Writer, prefix string, size int) {
 	ops := r.opsPerSec()
 	fmt.Fprintf(w, "%sappends=%d failed=%d ops/s=%.0f MB/s=%.2f over %v\n", prefix, len(r.lat), r.failed, ops, ops*float64(size)/1e6, r.elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "%slatency p50=%v p99=%v max=%v\n", prefix, r.pct(0.50).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), r.max().Round(time.Microsecond))
+	if per := r.cpuPerOp(); per > 0 {
+		fmt.Fprintf(w, "%scpu/append=%.1fµs (process CPU %v over the load: %.2f cores)\n", prefix, float64(per)/float64(time.Microsecond),
+			r.cpu.Round(time.Millisecond), r.cpu.Seconds()/r.elapsed.Seconds())
+	}
 }
 
 // runLoad runs c.clients appenders (synchronous, or -async windows) until
@@ -342,7 +358,7 @@ func runClients(ctx context.Context, clients int, client func(i int) ([]time.Dur
 	lat := make([][]time.Duration, clients)
 	errs := make([]int, clients)
 	var wg sync.WaitGroup
-	start := time.Now()
+	cpu0, start := processCPU(), time.Now()
 	for i := range clients {
 		wg.Add(1)
 		go func() {
@@ -352,6 +368,9 @@ func runClients(ctx context.Context, clients int, client func(i int) ([]time.Dur
 	}
 	wg.Wait()
 	r := loadResult{elapsed: time.Since(start)}
+	if cpu0 > 0 {
+		r.cpu = processCPU() - cpu0
+	}
 	for i := range clients {
 		r.lat = append(r.lat, lat[i]...)
 		r.failed += errs[i]
