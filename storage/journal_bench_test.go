@@ -123,3 +123,61 @@ func BenchmarkSharedJournal(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSharedJournalCheckpoints: 64 stores on one 1 MiB shared
+// journal without fsync (a node's named logs under load, with the disk
+// taken out), each with its own goroutine applying one 128-byte entry and
+// an HW checkpoint per Apply, b.N Applies in all; run it with
+// -benchtime of 20000x or more, so that a quarter of the journal fills
+// many times. Metric: checkpoints/kapply, the stores' checkpoints (bbolt
+// commits, each two fsyncs on a real disk) per 1,000 Applies.
+func BenchmarkSharedJournalCheckpoints(b *testing.B) {
+	const n = 64
+	root := b.TempDir()
+	j, err := storage.OpenJournal(filepath.Join(root, "journal"), storage.JournalOptions{Bytes: 1 << 20, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	stores := make([]*storage.DirStore, n)
+	for i := range stores {
+		if stores[i], _, err = storage.OpenDir(filepath.Join(root, fmt.Sprint(i)), benchID, storage.DirOptions{SharedJournal: j, JournalLogID: uint32(i), NoSync: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	checkpoints := func() (sum uint64) {
+		for _, s := range stores {
+			sum += s.Stats().Checkpoints
+		}
+		return sum
+	}
+	c0 := checkpoints()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for _, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			payload := make([]byte, 128)
+			for left.Add(-1) >= 0 {
+				leo := s.LEO()
+				ws := []protocol.Write{{Kind: protocol.WriteAppend, Entries: []protocol.Entry{{Offset: leo, Epoch: 1, Type: protocol.EntryData, Data: payload}}},
+					{Kind: protocol.WriteHWCheckpoint, Offset: leo}}
+				if err := s.Apply(ws); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(checkpoints()-c0)*1000/float64(b.N), "checkpoints/kapply")
+	for _, s := range stores {
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

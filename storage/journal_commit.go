@@ -646,9 +646,30 @@ func (j *Journal) round() {
 		j.finish(r, nil)
 	}
 	if j.live >= j.Capacity()/4 {
-		for _, a := range j.stores {
-			a.ask()
+		j.askFront()
+	}
+}
+
+// askFront asks for a checkpoint the stores whose batches hold the
+// journal's cut back (j.mu held): those with a batch in the oldest record
+// still needed. Only their checkpoints move the header; any other store's
+// would cut nothing yet and cost a bbolt commit (with many logs on one
+// journal, asking every store at every round past the quarter multiplied
+// the checkpoints by the logs, each taking a few batches). The next
+// round past the quarter asks the stores of the record the cut reached,
+// so each store is asked about when its oldest pending batch holds the
+// ring, and its checkpoint takes everything it has pending by then.
+func (j *Journal) askFront() {
+	for i := range j.recs {
+		if len(j.recs[i].logs) == 0 {
+			continue // released by every log, the cut not yet made
 		}
+		for _, id := range j.recs[i].logs {
+			if a, ok := j.stores[id]; ok {
+				a.ask()
+			}
+		}
+		return
 	}
 }
 
@@ -690,7 +711,8 @@ func (j *Journal) writeRecord(pos int64, rec []byte) error {
 }
 
 // askAll asks every attached store for a checkpoint (a request found no
-// room).
+// room: the waiting store cannot tell which stores hold the cut back, and
+// the journal is to be emptied as fast as every store can go).
 func (j *Journal) askAll() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
