@@ -120,3 +120,17 @@ func BenchmarkCoreThroughput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStatus is the leader's Status of 3 voters with nothing changed
+// since the last one (what the shell asks at every round).
+func BenchmarkStatus(b *testing.B) {
+	c := newBenchCluster(b, []string{"n1", "n2", "n3"})
+	r := c.nodes["n1"].r
+	if st := r.Status(); len(st.RemoteLEO) != 2 {
+		b.Fatalf("leader's remote LEOs %v, want both followers", st.RemoteLEO)
+	}
+	b.ReportAllocs()
+	for range b.N {
+		_ = r.Status()
+	}
+}

@@ -59,6 +59,11 @@ type Replica struct {
 
 	now time.Time
 
+	// shared is what Status handed out last (status.go): its voter slice
+	// and leader maps, handed out again while their contents stay the
+	// same, never modified.
+	shared statusShared
+
 	role     Role
 	epoch    uint64
 	votedFor string

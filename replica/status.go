@@ -124,7 +124,12 @@ type Status struct {
 	KeysApplied uint64
 }
 
-// Status returns a snapshot of the replica's state.
+// Status returns a snapshot of the replica's state. Its Voters slice and
+// RemoteLEO and CaughtUp maps may be shared with the Status of other
+// calls whose contents were the same (the shell asks at every round, and
+// they seldom change): a later change never shows through an earlier
+// Status, since a changed one is new, and the caller must not modify
+// them.
 func (r *Replica) Status() Status {
 	s := Status{
 		ID:              r.id,
@@ -149,19 +154,9 @@ func (r *Replica) Status() Status {
 		Backlog:         r.BacklogStats(),
 		KeysApplied:     r.keys.applied,
 	}
-	s.Voters = make([]protocol.Voter, len(r.voters))
-	for i, id := range r.voters {
-		s.Voters[i] = protocol.Voter{ID: id, DirID: r.voterDirs[id]}
-	}
+	s.Voters = r.statusVoters()
 	if ls := r.leader; ls != nil {
-		s.RemoteLEO = make(map[string]uint64)
-		s.CaughtUp = make(map[string]bool, len(r.voters))
-		for _, v := range r.voters {
-			if rs, ok := ls.remote[v]; ok && v != r.id {
-				s.RemoteLEO[v] = rs
-			}
-			s.CaughtUp[v] = v == r.id || r.fetchingNow(v) && r.isVoterDir(v, ls.fetchDir[v]) && ls.fetchOffset[v] >= r.hw
-		}
+		s.RemoteLEO, s.CaughtUp = r.statusRemoteLEO(ls), r.statusCaughtUp(ls)
 		for id, dir := range ls.fetchDir {
 			if id != r.id && r.fetchingNow(id) && !r.isVoterDir(id, dir) {
 				if s.Observers == nil {
@@ -182,6 +177,86 @@ func (r *Replica) Status() Status {
 		}
 	}
 	return s
+}
+
+// statusShared is the voter slice and leader maps of the last Status.
+type statusShared struct {
+	voters    []protocol.Voter
+	remoteLEO map[string]uint64
+	caughtUp  map[string]bool
+}
+
+// statusVoters is Status.Voters: the last one's if it lists the same.
+func (r *Replica) statusVoters() []protocol.Voter {
+	last := r.shared.voters
+	same := last != nil && len(last) == len(r.voters)
+	for i := 0; same && i < len(last); i++ {
+		same = last[i] == protocol.Voter{ID: r.voters[i], DirID: r.voterDirs[r.voters[i]]}
+	}
+	if same {
+		return last
+	}
+	vs := make([]protocol.Voter, len(r.voters))
+	for i, id := range r.voters {
+		vs[i] = protocol.Voter{ID: id, DirID: r.voterDirs[id]}
+	}
+	r.shared.voters = vs
+	return vs
+}
+
+// statusRemoteLEO is Status.RemoteLEO on leader ls: the last one's if it
+// holds the same.
+func (r *Replica) statusRemoteLEO(ls *leaderState) map[string]uint64 {
+	last := r.shared.remoteLEO
+	same, n := last != nil, 0
+	for _, v := range r.voters {
+		if rs, ok := ls.remote[v]; ok && v != r.id {
+			n++
+			if got, had := last[v]; !had || got != rs {
+				same = false
+				break
+			}
+		}
+	}
+	if same && n == len(last) {
+		return last
+	}
+	m := make(map[string]uint64, len(r.voters))
+	for _, v := range r.voters {
+		if rs, ok := ls.remote[v]; ok && v != r.id {
+			m[v] = rs
+		}
+	}
+	r.shared.remoteLEO = m
+	return m
+}
+
+// statusCaughtUp is Status.CaughtUp on leader ls: the last one's if it
+// holds the same.
+func (r *Replica) statusCaughtUp(ls *leaderState) map[string]bool {
+	last := r.shared.caughtUp
+	same := last != nil && len(last) == len(r.voters)
+	for _, v := range r.voters {
+		if !same {
+			break
+		}
+		got, had := last[v]
+		same = had && got == r.caughtUp(ls, v)
+	}
+	if same {
+		return last
+	}
+	m := make(map[string]bool, len(r.voters))
+	for _, v := range r.voters {
+		m[v] = r.caughtUp(ls, v)
+	}
+	r.shared.caughtUp = m
+	return m
+}
+
+// caughtUp reports whether voter v is caught up, as Status.CaughtUp says.
+func (r *Replica) caughtUp(ls *leaderState, v string) bool {
+	return v == r.id || r.fetchingNow(v) && r.isVoterDir(v, ls.fetchDir[v]) && ls.fetchOffset[v] >= r.hw
 }
 
 // fetchingNow reports whether id fetched from this leader within
