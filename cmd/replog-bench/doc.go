@@ -111,7 +111,7 @@
 //	retention-bytes=… retention-age=… segment-bytes=… disk-every=…
 //	appends=… failed=… ops/s=… MB/s=… over …
 //	latency p50=… p99=… max=…
-//	cpu/append=…µs (process CPU … over the load: … cores)
+//	cpu/append=…µs allocs/append=… B/append=… (process CPU … over the load: … cores; … GCs)
 //	disk samples=… bound=… (retention-bytes + 2 segments)
 //	disk n1 max=… final=… du-max=… du-final=… files-max=… log-start=… held=…
 //	…
@@ -126,7 +126,9 @@
 // fsynced); max is the worst append of the run; failed counts appends that
 // returned an error before the end. cpu/append is the process's CPU time
 // (user and system: every node's, and the clients') over the load divided
-// by the appends committed, and cores that CPU time over the load's
+// by the appends committed (allocs/append and B/append: the heap
+// allocations over the load, objects and bytes, per append; GCs the
+// collections over the load), and cores that CPU time over the load's
 // duration: on a machine the run has to itself CPU per append is what
 // bounds ops/s once cores reaches the machine's cores, and it moves less
 // with other processes' load than ops/s does (not at all unless they

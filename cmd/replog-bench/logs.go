@@ -394,7 +394,7 @@ func runLogs(c config, root string, record []byte, w io.Writer) (loadResult, err
 	defer cancel()
 	results := make([]loadResult, c.logs)
 	var wg sync.WaitGroup
-	cpu0 := processCPU()
+	u0 := usageNow()
 	for i := range c.logs {
 		ls := hs[logName(i)]
 		leader := leaderAmong(ls)
@@ -408,10 +408,8 @@ func runLogs(c config, root string, record []byte, w io.Writer) (loadResult, err
 		}()
 	}
 	wg.Wait()
-	var total loadResult
-	if cpu0 > 0 {
-		total.cpu = processCPU() - cpu0 // the logs' loads overlap: their own figures would each count all of it
-	}
+	// The logs' loads overlap: their own figures would each count all of it.
+	total := loadResult{use: usageNow().since(u0)}
 	for _, r := range results {
 		total.lat = append(total.lat, r.lat...)
 		total.failed += r.failed

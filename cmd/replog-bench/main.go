@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -282,18 +283,55 @@ type loadResult struct {
 	lat     []time.Duration // committed appends' latencies, sorted
 	failed  int             // appends that failed before the load ended
 	elapsed time.Duration
-	// cpu is the process's CPU time (user and system, every node's and
-	// the clients') over the load, 0 if unknown: divided by the appends,
-	// a cost that depends less on the machine's other load than ops/s.
-	cpu time.Duration
+	// use is what the process spent over the load (every node's and the
+	// clients' share): divided by the appends, costs that depend less on
+	// the machine's other load than ops/s.
+	use usage
+}
+
+// usage is the process's CPU time (user and system; 0 if unknown), its
+// heap allocations (objects and bytes) and its collections, so far or
+// over a load.
+type usage struct {
+	cpu                time.Duration
+	allocs, bytes, gcs uint64
+}
+
+// usageMetrics are the runtime/metrics samples usageNow reads.
+var usageMetrics = []string{"/gc/heap/allocs:objects", "/gc/heap/allocs:bytes", "/gc/cycles/total:gc-cycles"}
+
+// usageNow reads the process's usage so far (runtime/metrics: no stop of
+// the world, unlike runtime.ReadMemStats).
+func usageNow() usage {
+	ss := make([]metrics.Sample, len(usageMetrics))
+	for i, name := range usageMetrics {
+		ss[i].Name = name
+	}
+	metrics.Read(ss)
+	u := usage{cpu: processCPU()}
+	for i, p := range []*uint64{&u.allocs, &u.bytes, &u.gcs} {
+		if ss[i].Value.Kind() == metrics.KindUint64 {
+			*p = ss[i].Value.Uint64()
+		}
+	}
+	return u
+}
+
+// since is the usage from u0 to u; no CPU time if u0's is unknown.
+func (u usage) since(u0 usage) usage {
+	d := usage{allocs: u.allocs - u0.allocs, bytes: u.bytes - u0.bytes, gcs: u.gcs - u0.gcs}
+	if u0.cpu > 0 {
+		d.cpu = u.cpu - u0.cpu
+	}
+	return d
 }
 
 // cpuPerOp is the process's CPU time per committed append, 0 if unknown.
 func (r loadResult) cpuPerOp() time.Duration {
-	if r.cpu <= 0 || len(r.lat) == 0 {
+	if r.use.cpu <= 0 || len(r.lat) == 0 {
 		return 0
 	}
-	return r.cpu / time.Duration(len(r.lat))
+	return r.use.cpu / time.Duration(len(r.lat))
 }
 
 func (r loadResult) pct(p float64) time.Duration {
@@ -323,8 +361,10 @@ func (r loadResult) print(w io.Writer, prefix string, size int) {
 	fmt.Fprintf(w, "%sappends=%d failed=%d ops/s=%.0f MB/s=%.2f over %v\n", prefix, len(r.lat), r.failed, ops, ops*float64(size)/1e6, r.elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "%slatency p50=%v p99=%v max=%v\n", prefix, r.pct(0.50).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), r.max().Round(time.Microsecond))
 	if per := r.cpuPerOp(); per > 0 {
-		fmt.Fprintf(w, "%scpu/append=%.1fµs (process CPU %v over the load: %.2f cores)\n", prefix, float64(per)/float64(time.Microsecond),
-			r.cpu.Round(time.Millisecond), r.cpu.Seconds()/r.elapsed.Seconds())
+		n := float64(len(r.lat))
+		fmt.Fprintf(w, "%scpu/append=%.1fµs allocs/append=%.0f B/append=%.0f (process CPU %v over the load: %.2f cores; %d GCs)\n", prefix,
+			float64(per)/float64(time.Microsecond), float64(r.use.allocs)/n, float64(r.use.bytes)/n,
+			r.use.cpu.Round(time.Millisecond), r.use.cpu.Seconds()/r.elapsed.Seconds(), r.use.gcs)
 	}
 }
 
@@ -358,7 +398,7 @@ func runClients(ctx context.Context, clients int, client func(i int) ([]time.Dur
 	lat := make([][]time.Duration, clients)
 	errs := make([]int, clients)
 	var wg sync.WaitGroup
-	cpu0, start := processCPU(), time.Now()
+	u0, start := usageNow(), time.Now()
 	for i := range clients {
 		wg.Add(1)
 		go func() {
@@ -367,10 +407,7 @@ func runClients(ctx context.Context, clients int, client func(i int) ([]time.Dur
 		}()
 	}
 	wg.Wait()
-	r := loadResult{elapsed: time.Since(start)}
-	if cpu0 > 0 {
-		r.cpu = processCPU() - cpu0
-	}
+	r := loadResult{elapsed: time.Since(start), use: usageNow().since(u0)}
 	for i := range clients {
 		r.lat = append(r.lat, lat[i]...)
 		r.failed += errs[i]
