@@ -85,9 +85,7 @@ func (l *Log) commitBarrier(ctx context.Context) (uint64, error) {
 // target, as a reader would.
 func (l *Log) waitReadable(ctx context.Context, target uint64) error {
 	for {
-		l.hwMu.Lock()
-		hw, changed := l.hw, l.hwChanged
-		l.hwMu.Unlock()
+		hw, changed := l.hwWait()
 		if changed == nil {
 			return ErrClosed
 		}

@@ -376,7 +376,7 @@ func (l *Log) advertiser() {
 // says the readable high watermark moved (or the node failed), wakes the
 // readers.
 func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
-	st := &Status{
+	st := Status{
 		NodeID:        cs.ID,
 		Role:          roleOf(cs.Role),
 		Epoch:         cs.Epoch,
@@ -390,8 +390,11 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 	}
 	st.FeatureLevel, st.SupportedLevels = cs.FeatureLevel, cs.SupportedLevels
 	l.useJournal(cs.FeatureLevel)
-	prev := l.status.Load()
-	voterView(st, &cs, prev)
+	prev := &l.status // the loop is its only writer
+	if prev.NodeID == "" {
+		prev = nil // none published yet
+	}
+	voterView(&st, &cs, prev)
 	if l.tcp != nil {
 		st.RPCAddr = l.opts.AdvertiseRPCAddr
 		if st.RPCAddr == "" {
@@ -405,7 +408,9 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 	if failed != nil {
 		st.Error = failed.Error()
 	}
-	l.status.Store(st)
+	l.statusMu.Lock()
+	l.status = st
+	l.statusMu.Unlock()
 	l.voterIDs = voterIDs(st.Voters, l.voterIDs)
 	l.watch.update(Event{Role: st.Role, LeaderID: st.LeaderID, Epoch: st.Epoch, Voters: l.voterIDs}, failed != nil)
 
@@ -415,10 +420,30 @@ func (l *Log) publish(cs replica.Status, readable uint64, wake bool) {
 	l.hwMu.Lock()
 	if (wake || failed != nil) && l.hwChanged != nil {
 		l.hw = readable
-		close(l.hwChanged)
-		l.hwChanged = make(chan struct{})
+		if l.hwTaken {
+			close(l.hwChanged)
+			l.hwChanged, l.hwTaken = make(chan struct{}), false
+		}
 	}
 	l.hwMu.Unlock()
+}
+
+// statusNow is a copy of the published Status (its slices and maps
+// shared: never modified).
+func (l *Log) statusNow() Status {
+	l.statusMu.Lock()
+	defer l.statusMu.Unlock()
+	return l.status
+}
+
+// hwWait returns the readable HW readers see and the channel the loop
+// closes once it moves (nil once the Log is closed), noting that a
+// reader holds it.
+func (l *Log) hwWait() (uint64, chan struct{}) {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	l.hwTaken = l.hwChanged != nil
+	return l.hw, l.hwChanged
 }
 
 // journalSwitch is the store's side of useJournal (storage.DirStore).

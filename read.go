@@ -106,9 +106,7 @@ func (l *Log) ReadRange(ctx context.Context, from, to uint64) iter.Seq2[Entry, e
 	return func(yield func(Entry, error) bool) {
 		next := from
 		for next < to {
-			l.hwMu.Lock()
-			hw, changed := l.hw, l.hwChanged
-			l.hwMu.Unlock()
+			hw, changed := l.hwWait()
 			if changed == nil {
 				yield(Entry{}, ErrClosed)
 				return

@@ -167,12 +167,20 @@ type Log struct {
 
 	// hw and hwChanged let readers wait for the high watermark without
 	// touching the core: the loop closes hwChanged and replaces it whenever
-	// hw moves (or the log closes).
+	// hw moves (or the log closes) and a reader took it (hwTaken; with
+	// none waiting, a round that moves hw makes no channel).
 	hwMu      sync.Mutex
 	hw        uint64
 	hwChanged chan struct{}
+	hwTaken   bool
 
-	status atomic.Pointer[Status]
+	// status is the published Status, replaced whole by the loop (publish)
+	// under statusMu and copied out under it (statusNow): a round makes
+	// no new one, only its slices and maps are new when they change (they
+	// are never modified once published). The loop, its only writer, may
+	// read it without the lock.
+	statusMu sync.Mutex
+	status   Status
 	// voterIDs are the IDs of the published Status.Voters, for Watch
 	// (publish's, which runs on the loop, or in Open before it starts).
 	voterIDs []string
@@ -527,7 +535,7 @@ func (l *Log) knownMembers() []string {
 
 // Status returns a snapshot of the node's state. It never blocks.
 func (l *Log) Status() Status {
-	s := *l.status.Load()
+	s := l.statusNow()
 	s.Voters = slices.Clone(s.Voters)
 	s.Observers = slices.Clone(s.Observers)
 	s.Replacing = slices.Clone(s.Replacing)
@@ -569,7 +577,7 @@ func (l *Log) shutdown(graceful bool) {
 		// end with ErrClosed rather than the store's error.
 		l.hwMu.Lock()
 		close(l.hwChanged)
-		l.hwChanged = nil
+		l.hwChanged, l.hwTaken = nil, false
 		l.hwMu.Unlock()
 		var errs []error
 		if err := l.failed(); err != nil {

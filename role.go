@@ -67,7 +67,7 @@ func believedLeader(cs replica.Status) string {
 // publishClosed makes Status say the Log is closed, and ends watchers.
 // The loop has ended: nothing publishes after it.
 func (l *Log) publishClosed() {
-	st := *l.status.Load()
+	st := l.status // the loop has ended: this is the only writer
 	st.Role, st.LeaderID, st.RemoteLEO = RoleClosed, "", nil
 	// What only a leader knows goes too.
 	st.Observers, st.Replacing = nil, nil
@@ -75,6 +75,8 @@ func (l *Log) publishClosed() {
 	for i := range st.Voters {
 		st.Voters[i].CaughtUp = false
 	}
-	l.status.Store(&st)
+	l.statusMu.Lock()
+	l.status = st
+	l.statusMu.Unlock()
 	l.watch.close()
 }

@@ -109,7 +109,7 @@ func (l *Log) TransferLeadership(ctx context.Context, to string) error {
 // hand over to: a whole cluster closing).
 func (l *Log) transferBeforeClose() {
 	d := l.opts.CloseTransferTimeout
-	if d < 0 || l.status.Load().Role != RoleLeader || l.failed() != nil {
+	if d < 0 || l.statusNow().Role != RoleLeader || l.failed() != nil {
 		return
 	}
 	if l.ml != nil && !l.othersAlive() {
@@ -122,7 +122,7 @@ func (l *Log) transferBeforeClose() {
 		l.logger.Info("closing without handing the leadership over", "error", err, "waited", time.Since(start))
 		return
 	}
-	l.logger.Info("closing: leadership handed over", "leader", l.status.Load().LeaderID, "took", time.Since(start))
+	l.logger.Info("closing: leadership handed over", "leader", l.statusNow().LeaderID, "took", time.Since(start))
 }
 
 // othersAlive reports whether gossip knows another live member.

@@ -175,9 +175,7 @@ func (l *Log) changeVoters(ctx context.Context, ch protocol.VoterChange) error {
 // it), or ctx ends, or the node stops. The change is committed either way.
 func (l *Log) waitHolds(ctx context.Context, offset uint64) {
 	for {
-		l.hwMu.Lock()
-		hw, changed := l.hw, l.hwChanged
-		l.hwMu.Unlock()
+		hw, changed := l.hwWait()
 		if changed == nil || hw > offset || l.failed() != nil {
 			return
 		}
@@ -207,7 +205,7 @@ func (l *Log) voterChangeShown(ch protocol.VoterChange) bool {
 func (l *Log) voterChangeEnded(ch protocol.VoterChange, what string, last, ctxErr error) error {
 	var nl *NotLeaderError
 	switch {
-	case errors.As(last, &nl) || l.status.Load().LeaderID == "":
+	case errors.As(last, &nl) || l.statusNow().LeaderID == "":
 		return fmt.Errorf("replog: %s %s: %w (%w)", what, ch.NodeID, ErrNoLeader, ctxErr)
 	case errors.Is(last, ErrUnknownNode):
 		return fmt.Errorf("replog: %s %s: %w: it does not fetch from the leader (not running, or not reaching it) (%w)", what, ch.NodeID, ErrUnknownNode, ctxErr)
