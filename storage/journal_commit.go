@@ -44,6 +44,9 @@ type Journal struct {
 	live     int64  // bytes of live records
 	recs     []liveRecord
 	queue    []*journalReq // waiting for the next round
+	// roundBuf is the leading call's buffer for a record of several
+	// batches (at most maxRoundBuf kept between rounds).
+	roundBuf []byte
 	// writing: a committer leads the rounds (one at a time, mu released
 	// for the I/O), or the lead is being handed to the committer of
 	// queue[0].
@@ -109,6 +112,10 @@ type committer struct {
 	lead    bool          // the next round is handed to it
 	waiting bool          // blocked on wake
 }
+
+// maxRoundBuf is the largest record buffer a journal keeps between
+// rounds.
+const maxRoundBuf = 1 << 20
 
 // errJournalFull: the round had no room for the record; the store waits
 // for a cut and tries again.
@@ -613,13 +620,20 @@ func (j *Journal) round() {
 		sealRecord(r.rec, &j.key, seq, r.logID, r.n, r.crc)
 		rec, logs = r.rec[:rs], []uint32{r.logID}
 	} else {
-		rec = make([]byte, journalRecHeader, rs)
+		// The leading call's buffer: only it writes rounds, and the file
+		// holds the record once writeRecord returns.
+		if int64(cap(j.roundBuf)) < rs {
+			j.roundBuf = make([]byte, 0, rs)
+		}
+		rec = j.roundBuf[:journalRecHeader]
 		rec = appendMultiPayload(rec, reqs)
 		n := len(rec) - journalRecHeader
-		rec = rec[:rs] // zero padding: within the capacity made
+		rec = rec[:rs]
+		clear(rec[journalRecHeader+n:]) // the padding: a reused buffer holds an earlier round's bytes there
 		sealRecord(rec, &j.key, seq, journalMultiLog, n, crc32.Checksum(rec[journalRecHeader:journalRecHeader+n], castagnoli))
-		for _, r := range reqs {
-			logs = append(logs, r.logID)
+		logs = make([]uint32, len(reqs))
+		for i, r := range reqs {
+			logs[i] = r.logID
 		}
 	}
 	j.mu.Unlock()
@@ -631,6 +645,9 @@ func (j *Journal) round() {
 		}
 		j.fail(err)
 		return
+	}
+	if cap(j.roundBuf) > maxRoundBuf {
+		j.roundBuf = nil // a rare large round: not kept for the small ones
 	}
 	j.records.Add(1)
 	j.batches.Add(uint64(len(reqs)))
