@@ -130,9 +130,10 @@
 // allocations over the load, objects and bytes, per append; GCs the
 // collections over the load), and cores that CPU time over the load's
 // duration: on a machine the run has to itself CPU per append is what
-// bounds ops/s once cores reaches the machine's cores, and it moves less
-// with other processes' load than ops/s does (not at all unless they
-// change how much each round batches). The disk lines give, per node, the
+// bounds ops/s once cores reaches the machine's cores. On a busy machine
+// it rises too (fewer entries per round, more scheduler work: about 4x at
+// a load average of 10 on 2 cores), so compare it, and allocs/append,
+// between runs made at the same load. The disk lines give, per node, the
 // largest and the final size of its data directory over the samples (one
 // at the start, one every -disk-every, one after the load): max and final
 // add up the files' sizes (as ls, and Log.Stats' StorageBytes), du-max and
