@@ -213,7 +213,7 @@ func TestStateModes(t *testing.T) {
 		args  []string
 		lines []string
 	}{
-		{[]string{"-nodes", "1", "-nosync", "-kv-clients", "2", "-kv-keys", "20", "-duration", "300ms"},
+		{[]string{"-nodes", "1", "-nosync", "-kv-clients", "2", "-kv-keys", "20", "-duration", "1s"},
 			[]string{"kv put clients=2 ops=", "kv get clients=2 ops=", "kv get-linearizable clients=2 ops=", "kv stats keys=20 "}},
 		{[]string{"-nodes", "1", "-nosync", "-snapshot-mb", "3"},
 			[]string{"snapshot saved offset=", "size=3MiB", "snapshot shipped to obs (empty; leader log start", "installed in "}},
