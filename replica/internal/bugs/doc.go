@@ -98,6 +98,15 @@
 //	                                (-faults.tags); the simulation
 //	                                (TestSimulation, TestRegressionSeeds'
 //	                                keys rows).
+//	replog_bug_compact_skip_superseded
+//	                                CompactSkipSuperseded (R103): a
+//	                                compaction pass skips every segment below
+//	                                its cleaner point whose tombstones have
+//	                                not expired, even one holding a key the
+//	                                dirty part supersedes, so a superseded
+//	                                entry outlives the pass. Fails:
+//	                                TestCompactionRewritesOnlyWhatChanged;
+//	                                root TestCompactionReadsOnlyWhatChanged.
 //	replog_bug_drop_owed            DropOwed (R58): a voter change other than
 //	                                an automatic replacement's steps drops
 //	                                the owed incarnations of the set in
