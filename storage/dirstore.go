@@ -77,6 +77,8 @@ type DirStore struct {
 	nextAsked *segFile // the active file for which bg was last asked to prepare the next one
 	// compactions counts the segments CompactSegment replaced.
 	compactions atomic.Uint64
+	// sealedReads counts the reads of sealed segments (acquire's).
+	sealedReads atomic.Uint64
 	// failMu guards failed, the latched error of a failed commit or
 	// checkpoint.
 	failMu sync.Mutex
@@ -148,6 +150,10 @@ type DirStats struct {
 	// Compactions is the number of sealed segments CompactSegment
 	// replaced with their rewritten file since the store was opened.
 	Compactions uint64
+	// SealedReads is the number of reads of a sealed segment's file since
+	// the store was opened: one per segment an Entries call reads in, and
+	// one per CompactSegment.
+	SealedReads uint64
 	// Sealed is the number of sealed segments in the log now, and Open how
 	// many of them have an open handle.
 	Sealed, Open int
@@ -1446,6 +1452,7 @@ func (d *DirStore) Stats() DirStats {
 		Rolls:           d.rolls.Load(),
 		SegmentsDeleted: d.segsDeleted.Load(),
 		Compactions:     d.compactions.Load(),
+		SealedReads:     d.sealedReads.Load(),
 		Sealed:          len(st.sealed),
 		Open:            open,
 		PagesWritten:    pages,

@@ -28,9 +28,10 @@ type Memory struct {
 	closed   bool
 	cur      memState
 	deferred bool
-	durable  memState                // deferred mode: the state as of the last Sync
-	pending  [][]protocol.Write      // deferred mode: Apply calls since the last Sync that changed something, their writes in order
-	keyCkpt  *protocol.KeyCheckpoint // the key checkpoint (keyckpt.go): durable when saved, kept by Crash
+	durable  memState                    // deferred mode: the state as of the last Sync
+	pending  [][]protocol.Write          // deferred mode: Apply calls since the last Sync that changed something, their writes in order
+	keyCkpt  *protocol.KeyCheckpoint     // the key checkpoint (keyckpt.go): durable when saved, kept by Crash
+	cleaner  *protocol.CleanerCheckpoint // the cleaner checkpoint (cleaner.go): durable when saved, kept by Crash
 }
 
 // memState is one version of a Memory's contents. Entries' Data is never
@@ -301,11 +302,11 @@ func (m *Memory) CrashAfter(n int) *Memory {
 	defer m.mu.Unlock()
 	m.closed = true
 	if !m.deferred {
-		return &Memory{cur: m.cur.clone(), keyCkpt: m.keyCkpt}
+		return &Memory{cur: m.cur.clone(), keyCkpt: m.keyCkpt, cleaner: m.cleaner}
 	}
 	m.syncLocked(min(max(n, 0), len(m.pending)))
 	m.pending = nil
-	return &Memory{cur: m.durable.clone(), deferred: true, durable: m.durable.clone(), keyCkpt: m.keyCkpt}
+	return &Memory{cur: m.durable.clone(), deferred: true, durable: m.durable.clone(), keyCkpt: m.keyCkpt, cleaner: m.cleaner}
 }
 
 // Compact rewrites the offsets [from, to) of the log without the entries

@@ -136,6 +136,7 @@ func (d *DirStore) acquire(f *segFile, st *dirState, base, end uint64) (*bolt.DB
 		return nil, "", errSegmentGone
 	}
 	f.refs++
+	d.sealedReads.Add(1)
 	d.useClock++
 	f.lastUse = d.useClock
 	db, path := f.db, f.path
