@@ -2,6 +2,7 @@ package replog
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,16 @@ type Compaction struct {
 	// Interval is the time between the starts of two passes. Default
 	// DefaultCompactionInterval (1 min).
 	Interval time.Duration `json:"interval,omitempty"`
+	// MinDirtyRatio: a background pass runs only when the dirty part of
+	// the log (the sealed segments from the point below which the last
+	// complete pass left it compacted) is at least this share of the
+	// bytes of the sealed segments it may compact (Kafka's
+	// min.cleanable.dirty.ratio): a pass with little new to compact
+	// reads nothing. Log.Compact ignores it. At most 1. Default
+	// DefaultMinDirtyRatio (0.5); negative: every pass runs (one with
+	// nothing dirty still reads only the segments whose tombstones have
+	// expired).
+	MinDirtyRatio float64 `json:"min_dirty_ratio,omitempty"`
 }
 
 // Compaction's defaults.
@@ -58,6 +69,7 @@ const (
 	DefaultTombstoneRetention       = 24 * time.Hour
 	DefaultCompactionBytesPerSecond = 16 << 20
 	DefaultCompactionInterval       = time.Minute
+	DefaultMinDirtyRatio            = 0.5
 )
 
 // withDefaults returns c with its defaults applied.
@@ -74,6 +86,9 @@ func (c Compaction) withDefaults() Compaction {
 	if c.Interval == 0 {
 		c.Interval = DefaultCompactionInterval
 	}
+	if c.MinDirtyRatio == 0 {
+		c.MinDirtyRatio = DefaultMinDirtyRatio
+	}
 	return c
 }
 
@@ -84,6 +99,8 @@ func (c Compaction) validate(bad func(field, format string, args ...any) error) 
 		return bad("Compaction.Lag", "is negative (%v); 0 means the default (%v)", c.Lag, DefaultCompactionLag)
 	case c.Interval < 0:
 		return bad("Compaction.Interval", "is negative (%v); 0 means the default (%v)", c.Interval, DefaultCompactionInterval)
+	case math.IsNaN(c.MinDirtyRatio) || c.MinDirtyRatio > 1:
+		return bad("Compaction.MinDirtyRatio", "is %v; it is a share of the log, at most 1 (0 means the default, %v; negative: every pass)", c.MinDirtyRatio, DefaultMinDirtyRatio)
 	}
 	return nil
 }
@@ -102,9 +119,9 @@ type compactor interface {
 
 // compactionStats are the compactor's counters (Stats).
 type compactionStats struct {
-	mu                                                      sync.Mutex // held by a pass
-	passes, segments, removed, bytesRead, bytesFreed, point atomic.Uint64
-	lastNanos, totalNanos                                   atomic.Int64
+	mu                                                               sync.Mutex // held by a pass
+	passes, skipped, segments, removed, bytesRead, bytesFreed, point atomic.Uint64
+	lastNanos, totalNanos                                            atomic.Int64
 }
 
 // compactionLoop runs a pass every Interval while the Log is open (R103).
@@ -130,8 +147,9 @@ func (l *Log) compactionLoop() {
 }
 
 // Compact runs a compaction pass now (what the background pass does every
-// Compaction.Interval) and returns once it is done: the entries it
-// dropped are gone from this node's disk. It waits for a pass already
+// Compaction.Interval, whatever Compaction.MinDirtyRatio says) and
+// returns once it is done: the entries it dropped are gone from this
+// node's disk. It waits for a pass already
 // running. Errors: ErrClosed; an error wrapping ErrInvalidArgument when
 // Options.Compaction is not Enabled or the store is not a data
 // directory's.
@@ -145,19 +163,27 @@ func (l *Log) Compact() error {
 	if !l.opts.Compaction.Enabled || !ok {
 		return fmt.Errorf("%w: Compact needs Options.Compaction.Enabled and a data directory", ErrInvalidArgument)
 	}
-	l.compactOnce(cs, l.opts.Compaction.withDefaults(), time.Now())
+	c := l.opts.Compaction.withDefaults()
+	c.MinDirtyRatio = -1 // asked for: whatever the dirty part's share
+	l.compactOnce(cs, c, time.Now())
 	return nil
 }
 
 // compactOnce is one pass (R103): it finds the compaction point (the end
 // of the last sealed segment wholly below the HW, the newest key
-// checkpoint and the lag), reads the log up to it for the newest offset of
-// each key, and rewrites each sealed segment below it that holds an entry
-// to drop: a keyed entry that is not its key's newest below the point, or
-// a tombstone past its retention.
+// checkpoint and the lag) and the dirty part (from the first segment the
+// store's cleaner checkpoint does not show compacted by the last complete
+// pass), skips the pass when the dirty part is less than
+// c.MinDirtyRatio of the segments' bytes, reads the dirty part for the
+// newest offset of each key, and rewrites each dirty segment, and each
+// clean one holding a key the dirty part supersedes or an expired
+// tombstone, without the entries to drop: a keyed entry that is not its
+// key's newest below the point, or a tombstone past its retention. A
+// clean segment with neither is not read. Once every rewrite is done it
+// saves the new cleaner checkpoint.
 func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 	// One pass at a time: a pass writes each segment's rewrite beside it
-	// under one name.
+	// under one name, and the cleaner checkpoint is the last pass's.
 	l.compaction.mu.Lock()
 	defer l.compaction.mu.Unlock()
 	st := l.Status()
@@ -179,23 +205,45 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 			limit = min(limit, cp.Offset)
 		}
 	}
+	var ck *protocol.CleanerCheckpoint
+	cleaner, _ := l.store.(storage.CleanerCheckpointStore)
+	if cleaner != nil {
+		got, have, err := cleaner.CleanerCheckpoint()
+		if err != nil {
+			return
+		}
+		if have {
+			ck = &got
+		}
+	}
 	lag := max(c.Lag, l.opts.withDefaults().DedupWindow)
 	youngest := now.Add(-lag).UnixMilli()
-	var segs []storage.SegmentInfo
+	var segs []replica.CompactionSegment
 	for _, s := range cs.Segments() {
-		if s.Active || s.End > limit || s.End <= st.LogStart {
-			if s.Active || s.End > limit {
-				break
-			}
+		if s.Active || s.End > limit {
+			break
+		}
+		if s.End <= st.LogStart {
 			continue
 		}
-		last, err := l.store.Entries(s.End-1, 1, 0)
-		if err != nil || len(last) != 1 || last[0].Time > youngest {
-			break // entries are in time order (the leader's clock): later segments are younger
+		if ck == nil || s.End > ck.Point {
+			// Below the cleaner point a pass found the entries older
+			// than its lag; what a pass drops there now is superseded by
+			// a dirty entry, which is younger and passed this check, or
+			// a tombstone older than the lag and its retention.
+			last, err := l.store.Entries(s.End-1, 1, 0)
+			if err != nil || len(last) != 1 || last[0].Time > youngest {
+				break // entries are in time order (the leader's clock): later segments are younger
+			}
 		}
-		segs = append(segs, s)
+		segs = append(segs, replica.CompactionSegment{Base: s.Base, End: s.End, Bytes: s.Bytes})
 	}
 	if len(segs) == 0 {
+		return
+	}
+	choice := replica.ChooseCompaction(segs, ck, st.LEO, c.MinDirtyRatio)
+	if !choice.Run {
+		l.compaction.skipped.Add(1)
 		return
 	}
 	point := segs[len(segs)-1].End
@@ -204,28 +252,41 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 		tombstonesBefore = now.Add(-lag - c.TombstoneRetention).UnixMilli()
 	}
 	plan := replica.NewCompactionPlan(point, tombstonesBefore)
-	for off := st.LogStart; off < point; {
+	plan.Clean = choice.Dirty
+	pace := l.compactionPace(c.BytesPerSecond)
+	for off := max(choice.Dirty, st.LogStart); off < point; {
 		es, err := l.store.Entries(off, 4096, 4<<20)
 		if err != nil || len(es) == 0 {
 			return // retention moved the log start, or the store closed: the next pass
 		}
+		n := 0
 		for _, e := range es {
 			plan.Observe(e)
+			n += len(e.Data)
+		}
+		l.compaction.bytesRead.Add(uint64(n))
+		if pace != nil {
+			pace(n)
 		}
 		off = es[len(es)-1].Offset + 1
 	}
-	drop := plan.Drop
-	pace := l.compactionPace(c.BytesPerSecond)
-	for _, s := range segs {
+	next := protocol.CleanerCheckpoint{Point: point, Segments: make([]protocol.SegmentSummary, 0, len(segs))}
+	complete := true
+	for i, s := range segs {
 		select {
 		case <-l.closing:
 			return
 		default:
 		}
-		res, err := cs.CompactSegment(s.Base, drop, pace)
+		if i < len(choice.Clean) && !plan.Rewrites(choice.Clean[i]) {
+			next.Segments = append(next.Segments, choice.Clean[i])
+			continue
+		}
+		sum := replica.NewSegmentSummarizer(s.Base, s.End)
+		res, err := cs.CompactSegment(s.Base, plan.DropKeeping(sum), pace)
 		if err != nil {
 			l.logger.Warn("compaction pass", "segment", s.Base, "error", err)
-			return
+			return // the checkpoint stays the last complete pass's
 		}
 		l.compaction.bytesRead.Add(uint64(res.BytesRead))
 		if res.Swapped {
@@ -234,6 +295,16 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 			if res.BytesBefore > res.BytesAfter {
 				l.compaction.bytesFreed.Add(uint64(res.BytesBefore - res.BytesAfter))
 			}
+		} else if res.Removed > 0 {
+			// The segment left the log meanwhile (a retention): what it
+			// held below the point is not known compacted.
+			complete = false
+		}
+		next.Segments = append(next.Segments, sum.Summary())
+	}
+	if complete && cleaner != nil {
+		if err := cleaner.SaveCleanerCheckpoint(next); err != nil {
+			l.logger.Warn("compaction pass: save the cleaner checkpoint", "error", err)
 		}
 	}
 	took := time.Since(start)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -142,6 +145,7 @@ func TestCompactionKeepsNewestPerKey(t *testing.T) {
 	newest, plain := keyedWorkload(t, ctx, l, rand.New(rand.NewSource(1)), 4000, 40)
 	cs := l.store.(compactor)
 	c := l.opts.Compaction.withDefaults()
+	c.MinDirtyRatio = -1 // every pass runs, as Compact's
 	before := len(readAllEntries(t, l))
 
 	l.compactOnce(cs, c, time.Now()) // everything is within the lag
@@ -315,4 +319,226 @@ func sameEntries(t *testing.T, when string, got, want []Entry) {
 			t.Fatalf("%s: entry %d is %d/%d/%q, want %d/%d/%q", when, i, g.Offset, g.Epoch, g.Key, w.Offset, w.Epoch, w.Key)
 		}
 	}
+}
+
+// TestCompactionReadsOnlyWhatChanged (R103, docs/storage.md 13): after a
+// full pass the store's cleaner checkpoint lets a second pass over the
+// unchanged log read no sealed segment and rewrite none, and a background
+// pass (Compaction.MinDirtyRatio) do nothing at all; once one key is
+// updated past the point, the next pass reads the dirty part and the one
+// clean segment holding that key's old newest entry, which goes (the
+// positive control: a superseded entry never outlives a pass; teeth
+// replog_bug_compact_skip_superseded), every key's newest staying; after
+// a restart the checkpoint still holds (nothing read), and a torn one
+// means a full pass, with the same log after it.
+func TestCompactionReadsOnlyWhatChanged(t *testing.T) {
+	compactionTest(t)
+	dir := t.TempDir()
+	o := Options{Dir: dir, SegmentBytes: 256 << 10, Compaction: Compaction{Enabled: true, Interval: time.Hour}}
+	l := openSingle(t, o)
+	waitFor(t, "level 10", 10*time.Second, func() bool { return l.Status().FeatureLevel >= protocol.FeatureLevelKeys })
+	ctx, cancel := appendCtx(t)
+	defer cancel()
+	newest, plain := keyedWorkload(t, ctx, l, rand.New(rand.NewSource(2)), 4000, 40)
+	pad := func(n int) uint64 { // unkeyed entries: past the journal's and the active segment's share
+		var last uint64
+		for i := range n {
+			data := fmt.Appendf(nil, "pad-%d %01500d", i, i)
+			off, err := l.Append(ctx, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain[off], last = string(data), off
+		}
+		return last
+	}
+	// The whole workload below the first pass's point, so that later
+	// passes' dirty parts hold only what the test appends.
+	end := pad(2500)
+	waitFor(t, "the workload in sealed segments below the pass's limit", 20*time.Second, func() bool {
+		return passPoint(t, l) > end-2000
+	})
+	c := l.opts.Compaction.withDefaults()
+	every := c
+	every.MinDirtyRatio = -1
+	later := time.Now().Add(2 * time.Hour)
+	ds := l.store.(*storage.DirStore)
+
+	l.compactOnce(ds, every, later)
+	first := l.Stats()
+	if first.CompactionSegments == 0 || first.CompactionEntriesRemoved == 0 {
+		t.Fatalf("the first pass removed nothing: %+v", first)
+	}
+	ck, ok, err := ds.CleanerCheckpoint()
+	if err != nil || !ok || ck.Point != first.CompactionPoint || len(ck.Segments) < 4 {
+		t.Fatalf("cleaner checkpoint after the first pass: %+v, %v, %v (point %d)", ck.Point, ok, err, first.CompactionPoint)
+	}
+	checkCompactedLog(t, "after the first pass", l, newest, plain, 0)
+
+	// A pass over the unchanged log: one whose point is the checkpoint's
+	// (the journal's checkpoints and the key checkpoint may still move
+	// the point just after the appends: such a pass has a dirty part).
+	unchanged := func(when string) Stats {
+		t.Helper()
+		for try := 0; try < 20; try++ {
+			ck, _, _ := ds.CleanerCheckpoint()
+			before, reads := l.Stats(), ds.Stats().SealedReads
+			l.compactOnce(ds, every, later)
+			st := l.Stats()
+			if st.CompactionPoint != ck.Point {
+				continue
+			}
+			if d := ds.Stats().SealedReads - reads; d != 0 || st.CompactionBytesRead != before.CompactionBytesRead || st.CompactionSegments != before.CompactionSegments {
+				t.Fatalf("%s: a pass over the unchanged log (point %d) read %d sealed segments, %d entry bytes, rewrote %d segments",
+					when, ck.Point, d, st.CompactionBytesRead-before.CompactionBytesRead, st.CompactionSegments-before.CompactionSegments)
+			}
+			if st.CompactionPasses != before.CompactionPasses+1 {
+				t.Fatalf("%s: the pass did not run: %d passes", when, st.CompactionPasses)
+			}
+			return st
+		}
+		t.Fatalf("%s: the point moved at each of 20 passes", when)
+		return Stats{}
+	}
+	second := unchanged("after the first pass")
+	ck, _, _ = ds.CleanerCheckpoint()
+	l.compactOnce(ds, c, later) // the background's: nothing dirty
+	if st := l.Stats(); st.CompactionPassesSkipped != 1 || st.CompactionPasses != second.CompactionPasses || st.CompactionPoint != second.CompactionPoint {
+		t.Fatalf("a background pass over a clean log: %d skipped, %d passes", st.CompactionPassesSkipped, st.CompactionPasses)
+	}
+
+	// One key updated past the point: its old newest entry, in a clean
+	// segment, is superseded.
+	var hot string
+	var old Entry
+	for k, w := range newest {
+		if len(w.Data) > 0 && w.Offset < ck.Point && (hot == "" || w.Offset < old.Offset) {
+			hot, old = k, w
+		}
+	}
+	for i := range 2500 {
+		data := fmt.Appendf(nil, "%s=again-%d %01500d", hot, i, i)
+		off, err := l.Append(ctx, data, WithKey(hot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		newest[hot] = Entry{Offset: off, Data: data, Key: hot}
+	}
+	pad(2500)
+	waitFor(t, "the hot key's updates in sealed segments below the pass's limit", 20*time.Second, func() bool {
+		return passPoint(t, l) > newest[hot].Offset
+	})
+	files := map[uint64]os.FileInfo{} // the clean segments' files
+	var oldSeg uint64
+	for _, sg := range ds.Segments() {
+		if sg.End > ck.Point {
+			break
+		}
+		fi, err := os.Stat(sg.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[sg.Base] = fi
+		if sg.Base <= old.Offset && old.Offset < sg.End {
+			oldSeg = sg.Base
+		}
+	}
+	reads := ds.Stats().SealedReads
+	l.compactOnce(ds, every, later)
+	third := l.Stats()
+	ck2, _, _ := ds.CleanerCheckpoint()
+	if ck2.Point <= ck.Point || newest[hot].Offset >= ck2.Point {
+		t.Fatalf("the third pass's point %d (first %d, %s's newest %d): the check proves nothing", ck2.Point, ck.Point, hot, newest[hot].Offset)
+	}
+	dirtySegs, dirtyBytes := 0, int64(0)
+	for _, sg := range ds.Segments() {
+		if sg.Base >= ck.Point && sg.End <= ck2.Point {
+			dirtySegs++
+			dirtyBytes += sg.Bytes
+		}
+	}
+	// Each dirty segment is read for its last entry's time (the lag), by
+	// the plan (once, and once more by each read of 4 MiB that ends in it)
+	// and by its rewrite; of the clean ones only the one holding hot's old
+	// entry, once. The store's own reads (the verification of the newest
+	// sealed files) get a slack of half the clean segments: reading them
+	// all is more.
+	if d, most := ds.Stats().SealedReads-reads, uint64(3*dirtySegs+2+len(files)/2)+uint64(dirtyBytes/(4<<20)); d == 0 || d > most {
+		t.Fatalf("the pass after one key's updates read %d sealed segments, more than %d (%d dirty, %d clean)", d, most, dirtySegs, len(files))
+	}
+	for _, sg := range ds.Segments() {
+		fi, ok := files[sg.Base]
+		if !ok {
+			continue
+		}
+		now, err := os.Stat(sg.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rewritten := !os.SameFile(fi, now); rewritten != (sg.Base == oldSeg) {
+			t.Fatalf("clean segment %d (hot's old entry at %d in %d) rewritten: %v", sg.Base, old.Offset, oldSeg, rewritten)
+		}
+	}
+	if d := third.CompactionSegments - second.CompactionSegments; d > uint64(dirtySegs+1) {
+		t.Fatalf("the pass rewrote %d segments (%d dirty)", d, dirtySegs)
+	}
+	got := readAllEntries(t, l)
+	for _, e := range got {
+		if e.Offset == old.Offset {
+			t.Fatalf("%s's superseded entry at %d (in a clean segment) outlived the pass", hot, old.Offset)
+		}
+		if e.Key == hot && e.Offset < ck2.Point && e.Offset != newest[hot].Offset {
+			t.Fatalf("%s's superseded entry at %d outlived the pass (newest %d, point %d)", hot, e.Offset, newest[hot].Offset, ck2.Point)
+		}
+	}
+	checkCompactedLog(t, "after one key's updates", l, newest, plain, 0)
+
+	ck2, _, _ = ds.CleanerCheckpoint()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openSingle(t, o)
+	ds = l.store.(*storage.DirStore)
+	if got, ok, err := ds.CleanerCheckpoint(); !ok || err != nil || !reflect.DeepEqual(got, ck2) {
+		t.Fatalf("after a restart the cleaner checkpoint is point %d, %v, %v; before it point %d", got.Point, ok, err, ck2.Point)
+	}
+	unchanged("after a restart")
+	ck2, _, _ = ds.CleanerCheckpoint()
+	checkCompactedLog(t, "after a restart", l, newest, plain, 0)
+	// A torn checkpoint: nothing is clean.
+	if err := os.WriteFile(filepath.Join(dir, storage.CleanerCheckpointFileName), []byte("RLCC\x01torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.compactOnce(ds, c, later)
+	if st := l.Stats(); st.CompactionBytesRead == 0 || st.CompactionPassesSkipped != 0 || st.CompactionPoint != ck2.Point {
+		t.Fatalf("with a torn checkpoint a background pass read %d entry bytes (%d skipped): not a full pass", st.CompactionBytesRead, st.CompactionPassesSkipped)
+	}
+	if ck3, ok, _ := ds.CleanerCheckpoint(); !ok || ck3.Point != ck2.Point {
+		t.Fatalf("the full pass's checkpoint: %+v, %v (want point %d)", ck3.Point, ok, ck2.Point)
+	}
+	checkCompactedLog(t, "after a full pass", l, newest, plain, 0)
+}
+
+// passPoint is the point a pass on l would take, the lag aside: the end of
+// the last sealed segment below min(HW, durable LEO, the newest key
+// checkpoint).
+func passPoint(t *testing.T, l *Log) uint64 {
+	t.Helper()
+	st := l.Status()
+	limit := min(st.HighWatermark, st.DurableLEO)
+	cp, ok, err := l.store.(storage.KeyCheckpointStore).KeyCheckpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		limit = min(limit, cp.Offset)
+	}
+	var p uint64
+	for _, s := range l.store.(segmentLister).Segments() {
+		if s.Active || s.End > limit {
+			break
+		}
+		p = s.End
+	}
+	return p
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"math"
 	"net"
 	"reflect"
 	"strings"
@@ -73,6 +74,8 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 		}},
 		{"GossipTuning.SuspicionMult", func(o *Options) { o.GossipTuning.SuspicionMult = -1 }},
 		{"Secret", func(o *Options) { o.Secret = []byte("short") }},
+		{"Compaction.MinDirtyRatio", func(o *Options) { o.Compaction.MinDirtyRatio = 1.5 }},
+		{"Compaction.MinDirtyRatio", func(o *Options) { o.Compaction.MinDirtyRatio = math.NaN() }},
 	}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("minimal options invalid: %v", err)
@@ -81,6 +84,8 @@ func TestOptionsValidateNamesTheBadField(t *testing.T) {
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, Peers: map[string]string{"n2": "127.0.0.1:1"}, Secret: testSecret},
 		{Dir: "/tmp/x", FetchMaxBytes: maxConfiguredSize, MaxRecordSize: maxRecordSize, GossipTuning: membership.FastForTests()},
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0", Insecure: true},
+		{Dir: "/tmp/x", Compaction: Compaction{Enabled: true, MinDirtyRatio: 1}},
+		{Dir: "/tmp/x", Compaction: Compaction{Enabled: true, MinDirtyRatio: -1}},
 		{Dir: "/tmp/x", Voters: []string{"node1", "n2"}, GossipAddr: "127.0.0.1:0", RPCAddr: ":7400", AdvertiseRPCAddr: "10.0.0.1:7400", Secret: testSecret},
 		// Certificates from callbacks, both ways (the positive control of the GetCertificate-only case).
 		{Dir: "/tmp/x", Secret: testSecret, TLS: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert,

@@ -130,14 +130,19 @@ type Stats struct {
 
 	// The compactor's counters (Options.Compaction, docs/protocol.md
 	// R103), since the Log opened: CompactionPasses its passes (those
-	// that found a sealed segment to look at), CompactionSegments the
+	// that found a sealed segment to look at), CompactionPassesSkipped
+	// the background passes that did nothing because the dirty part was
+	// below Compaction.MinDirtyRatio, CompactionSegments the
 	// segments rewritten, CompactionEntriesRemoved the entries they
-	// dropped, CompactionBytesRead the entry bytes the passes read,
+	// dropped, CompactionBytesRead the entry bytes the passes read (the
+	// dirty part, for each key's newest offset, and the segments they
+	// rewrote or found nothing to remove in),
 	// CompactionBytesFreed what the rewritten files shrank by, and
 	// CompactionLastPass and CompactionTime the duration of the last pass
 	// and of all of them (throttling included), CompactionPoint the last
 	// pass's point (it compacted below it). Zero without compaction.
 	CompactionPasses         uint64
+	CompactionPassesSkipped  uint64
 	CompactionSegments       uint64
 	CompactionEntriesRemoved uint64
 	CompactionBytesRead      uint64
@@ -642,6 +647,7 @@ func (l *Log) Stats() Stats {
 	}
 	c := &l.compaction
 	out.CompactionPasses, out.CompactionSegments, out.CompactionEntriesRemoved = c.passes.Load(), c.segments.Load(), c.removed.Load()
+	out.CompactionPassesSkipped = c.skipped.Load()
 	out.CompactionBytesRead, out.CompactionBytesFreed = c.bytesRead.Load(), c.bytesFreed.Load()
 	out.CompactionLastPass, out.CompactionTime = time.Duration(c.lastNanos.Load()), time.Duration(c.totalNanos.Load())
 	out.CompactionPoint = c.point.Load()
