@@ -53,6 +53,11 @@ type CompactResult struct {
 	// Swapped reports whether the rewritten file replaced the segment (not
 	// when nothing was removed, or the segment left the log meanwhile).
 	Swapped bool
+	// Refused (Memory.Compact only: the Dir's answer is ErrNotSealed)
+	// reports that the range was not read at all, not being wholly in the
+	// (durable) log: a pass that counts on the range being compacted now
+	// must not.
+	Refused bool
 }
 
 // ErrNotSealed: CompactSegment named no sealed segment of the store (the

@@ -327,7 +327,8 @@ func (m *Memory) CrashAfter(n int) *Memory {
 // Swapped is false, when nothing is removed or the range is not wholly in
 // the log (in deferred mode, in the durable log, with the same entries
 // there as visible: no unsynced write within it): a retention or reset
-// took part of it, or it was never written.
+// took part of it, or it was never written. Refused tells the second case
+// (drop saw nothing) from the first.
 //
 // Errors: ErrClosed.
 func (m *Memory) Compact(from, to uint64, drop func(protocol.Entry) bool) (CompactResult, error) {
@@ -340,6 +341,7 @@ func (m *Memory) Compact(from, to uint64, drop func(protocol.Entry) bool) (Compa
 	st := m.cur.st
 	if from >= to || from < st.logStart || to > st.leo ||
 		m.deferred && (from < m.durable.st.logStart || to > m.durable.st.leo) {
+		res.Refused = true
 		return res, nil
 	}
 	es := m.cur.entries[from-st.logStart : to-st.logStart]
@@ -349,6 +351,7 @@ func (m *Memory) Compact(from, to uint64, drop func(protocol.Entry) bool) (Compa
 		// a new epoch's appends within the range) would become durable.
 		ds := m.durable.st
 		if !slices.EqualFunc(es, m.durable.entries[from-ds.logStart:to-ds.logStart], sameEntry) {
+			res.Refused = true
 			return res, nil
 		}
 	}

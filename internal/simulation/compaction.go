@@ -9,6 +9,7 @@ import (
 	"github.com/replog-io/replog/internal/shell"
 	"github.com/replog-io/replog/protocol"
 	"github.com/replog-io/replog/replica"
+	"github.com/replog-io/replog/storage"
 )
 
 // Entry keys and compacted logs in the simulation (docs/protocol.md
@@ -19,15 +20,20 @@ import (
 // space (so that later ones supersede earlier ones), some are tombstones
 // (a key and no data), some are KV operations (kvsim.go), the rest stay
 // without a key. Now and then a random live node runs a compaction pass
-// as the root's Log.compactOnce does: its point P is at most min(HW,
-// durable LEO, the newest key checkpoint's offset), the entry before it
-// older than the run's lag by the node's clock; the pass reads the log
-// from the log start to P into replica.CompactionPlan (the one plan the
-// root uses) and, a disk delay later, rewrites a range below P (all of
-// it, or a part: one "segment") through storage.Memory.Compact, the
-// in-memory store's version of DirStore.CompactSegment. A crash before
-// the rewrite leaves the range as it was; the rewrite itself replaces it
-// at once, as the Dir's rename does.
+// as the root's Log.compactOnce does: the log is cut into "segments" of
+// a run's size, its point P is the end of one, at most min(HW, durable
+// LEO, the newest key checkpoint's offset), the entry before it older than
+// the run's lag by the node's clock; replica.ChooseCompaction (the root's
+// choice) takes the segments the store's cleaner checkpoint shows clean
+// and skips the pass when the dirty part is below the run's
+// MinDirtyRatio; the pass reads the dirty part into
+// replica.CompactionPlan (the one plan the root uses) and, a disk delay
+// later, rewrites each dirty segment and each clean one the plan Rewrites
+// through storage.Memory.Compact, the in-memory store's version of
+// DirStore.CompactSegment, then saves the new cleaner checkpoint. A crash
+// before the rewrite leaves the log as it was; each rewrite replaces its
+// range at once, as the Dir's rename does; a pass cut short (at random,
+// or refused a range) saves no checkpoint.
 //
 // Checks:
 //   - A pass removes only committed keyed data entries (never a control
@@ -40,6 +46,9 @@ import (
 //     epoch: per offset a replica holds the committed entry or a hole,
 //     never another entry (R104), so a follower catching up across holes
 //     ends with the leader's view.
+//   - A complete pass (one that saved its cleaner checkpoint) leaves
+//     each key at most one entry below its point, what the next pass
+//     counts on to skip the clean segments (checkClean).
 //   - Readers from the start see every committed entry without a key, in
 //     order at its offset, and every keyed one that no pass removed
 //     (workload.go's read); after convergence every store holds the
@@ -62,6 +71,12 @@ type compactParams struct {
 	// conditional: the KV operations include Create and Update (then
 	// tombstones are kept for ever: R105).
 	conditional bool
+	// segment: the offsets of one "segment" (the log is cut into
+	// [k*segment, (k+1)*segment) for the passes' choice of what is clean,
+	// as the Dir's sealed segments); minRatio: the passes'
+	// Compaction.MinDirtyRatio (0 or below: every pass runs).
+	segment  uint64
+	minRatio float64
 }
 
 // compactSim is the run's compaction state.
@@ -78,9 +93,13 @@ type compactSim struct {
 
 // compactPass is a pass read but not yet rewritten.
 type compactPass struct {
-	inc      int
-	from, to uint64
-	plan     *replica.CompactionPlan
+	inc    int
+	segs   []replica.CompactionSegment
+	choice replica.CompactionChoice
+	plan   *replica.CompactionPlan
+	// cut: the pass stops before its segment cut (a pass cut short by a
+	// close: it saves no cleaner checkpoint); -1: it runs to its end.
+	cut int
 }
 
 // The kinds of evCompact (event.id).
@@ -112,6 +131,8 @@ func chooseCompaction(s *sim) {
 	if p.conditional || r.Intn(3) == 0 {
 		p.tombstoneRetention = -1
 	}
+	p.segment = uint64(2 + r.Intn(20))
+	p.minRatio = []float64{-1, 0, 0.3, 0.5}[r.Intn(4)]
 }
 
 // setupCompaction starts the pass timer.
@@ -229,7 +250,13 @@ func (s *sim) startPass(nd *node) {
 		return
 	}
 	r := s.kc.rng
+	// The point: the end of a segment, as the Dir's is the end of its
+	// last sealed segment below the limit.
 	point := ls + 1 + uint64(r.Int63n(int64(limit-ls)))
+	point -= point % s.kc.p.segment
+	if point <= ls {
+		return
+	}
 	last, ok := nd.storeEntry(point - 1)
 	now := nd.clock(s.now)
 	youngest := now.Add(-s.kc.p.lag).UnixMilli()
@@ -240,29 +267,55 @@ func (s *sim) startPass(nd *node) {
 	if s.kc.p.tombstoneRetention >= 0 {
 		tombBefore = now.Add(-s.kc.p.lag - s.kc.p.tombstoneRetention).UnixMilli()
 	}
-	plan := replica.NewCompactionPlan(point, tombBefore)
 	es, err := nd.store.Entries(ls, int(point-ls), 1<<30)
 	if err != nil || len(es) != int(point-ls) {
 		s.fail("%s: a compaction pass reads [%d, %d): %d entries, %v", nd.id, ls, point, len(es), err)
 		return
 	}
-	for _, e := range es {
-		plan.Observe(e)
+	var segs []replica.CompactionSegment
+	for b := ls - ls%s.kc.p.segment; b < point; b += s.kc.p.segment {
+		sg := replica.CompactionSegment{Base: b, End: b + s.kc.p.segment}
+		for _, e := range es[max(b, ls)-ls : sg.End-ls] {
+			sg.Bytes += int64(len(e.Data) + protocol.EntryOverhead)
+		}
+		segs = append(segs, sg)
 	}
-	from := ls
-	if r.Intn(2) == 0 {
-		from += uint64(r.Int63n(int64(point - ls)))
+	var ck *protocol.CleanerCheckpoint
+	if got, have, err := nd.store.(storage.CleanerCheckpointStore).CleanerCheckpoint(); err != nil {
+		s.fail("%s: the cleaner checkpoint: %v", nd.id, err)
+		return
+	} else if have {
+		ck = &got
 	}
-	nd.kc = &compactPass{inc: nd.inc, from: from, to: point, plan: plan}
+	// The root's choice (Log.compactOnce): what is clean, and whether the
+	// dirty part is worth a pass.
+	choice := replica.ChooseCompaction(segs, ck, nd.store.LEO(), s.kc.p.minRatio)
 	s.hash.byte(0xE0)
 	s.hash.u64(uint64(nd.idx))
-	s.hash.u64(from)
+	s.hash.u64(choice.Dirty)
 	s.hash.u64(point)
-	s.tracef("%s compaction pass: [%d, %d) below point %d, tombstones before %d", nd.id, from, point, point, tombBefore)
+	s.hash.bool(choice.Run)
+	if !choice.Run {
+		s.tracef("%s compaction pass below %d skipped: dirty from %d, %d of %d bytes", nd.id, point, choice.Dirty, choice.DirtyBytes, choice.CleanBytes+choice.DirtyBytes)
+		return
+	}
+	plan := replica.NewCompactionPlan(point, tombBefore)
+	plan.Clean = choice.Dirty
+	for _, e := range es[max(choice.Dirty, ls)-ls:] {
+		plan.Observe(e)
+	}
+	cut := -1
+	if r.Intn(8) == 0 {
+		cut = r.Intn(len(segs))
+	}
+	nd.kc = &compactPass{inc: nd.inc, segs: segs, choice: choice, plan: plan, cut: cut}
+	s.tracef("%s compaction pass below point %d: dirty from %d (%d clean segments), tombstones before %d, cut %d", nd.id, point, choice.Dirty, len(choice.Clean), tombBefore, cut)
 	s.schedule(s.between(0, 4*s.p.diskMax), event{kind: evCompact, id: kcSwap, node: nd.idx, inc: nd.inc})
 }
 
-// finishPass rewrites nd's pass's range and checks what it removed.
+// finishPass rewrites nd's pass's segments as the root's pass does (every
+// dirty one, and each clean one its plan Rewrites), checks what it
+// removed, and saves the cleaner checkpoint if it got to the end.
 func (s *sim) finishPass(nd *node) {
 	pass := nd.kc
 	nd.kc = nil
@@ -270,32 +323,84 @@ func (s *sim) finishPass(nd *node) {
 	if !ok {
 		return
 	}
-	var removed []protocol.Entry
-	res, err := m.Compact(pass.from, pass.to, func(e protocol.Entry) bool {
-		if pass.plan.Drop(e) {
-			removed = append(removed, e)
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		s.fail("%s: compaction of [%d, %d): %v", nd.id, pass.from, pass.to, err)
-		return
-	}
-	s.hash.byte(0xE1)
-	s.hash.u64(uint64(res.Removed))
-	s.hash.bool(res.Swapped)
-	s.tracef("%s compaction [%d, %d): removed %d kept %d swapped=%v", nd.id, pass.from, pass.to, res.Removed, res.Kept, res.Swapped)
-	if !res.Swapped {
-		return
-	}
-	s.res.Faults.CompactionPasses++
-	s.res.Faults.CompactionRemoved += res.Removed
-	for _, e := range removed {
-		if !s.checkRemoved(nd, e, pass.plan) {
+	plan := pass.plan
+	next := protocol.CleanerCheckpoint{Point: plan.Point}
+	for i, sg := range pass.segs {
+		if i == pass.cut {
+			s.tracef("%s compaction pass cut before segment [%d, %d)", nd.id, sg.Base, sg.End)
 			return
 		}
-		s.kc.removed[e.Offset] = true
+		if i < len(pass.choice.Clean) && !plan.Rewrites(pass.choice.Clean[i]) {
+			next.Segments = append(next.Segments, pass.choice.Clean[i])
+			continue
+		}
+		from := max(sg.Base, m.LogStart())
+		sum := replica.NewSegmentSummarizer(sg.Base, sg.End)
+		drop := plan.DropKeeping(sum)
+		var removed []protocol.Entry
+		res, err := m.Compact(from, sg.End, func(e protocol.Entry) bool {
+			if drop(e) {
+				removed = append(removed, e)
+				return true
+			}
+			return false
+		})
+		if err != nil {
+			s.fail("%s: compaction of [%d, %d): %v", nd.id, from, sg.End, err)
+			return
+		}
+		s.hash.byte(0xE1)
+		s.hash.u64(uint64(res.Removed))
+		s.hash.bool(res.Swapped)
+		s.tracef("%s compaction [%d, %d): removed %d kept %d swapped=%v refused=%v", nd.id, from, sg.End, res.Removed, res.Kept, res.Swapped, res.Refused)
+		if res.Refused {
+			return // not compacted (a retention, a reset, unsynced writes): no checkpoint
+		}
+		next.Segments = append(next.Segments, sum.Summary())
+		if !res.Swapped {
+			continue
+		}
+		s.res.Faults.CompactionPasses++
+		s.res.Faults.CompactionRemoved += res.Removed
+		for _, e := range removed {
+			if !s.checkRemoved(nd, e, plan) {
+				return
+			}
+			s.kc.removed[e.Offset] = true
+		}
+	}
+	if err := m.SaveCleanerCheckpoint(next); err != nil {
+		s.fail("%s: save the cleaner checkpoint: %v", nd.id, err)
+		return
+	}
+	s.checkClean(nd, plan.Point)
+}
+
+// checkClean checks what a complete pass leaves below its point, what the
+// next pass counts on to skip the clean segments: every entry key has at
+// most one entry there (a tombstone going later leaves no older value of
+// its key behind).
+func (s *sim) checkClean(nd *node, point uint64) {
+	ls := nd.store.LogStart()
+	if point <= ls {
+		return
+	}
+	es, err := nd.store.Entries(ls, int(point-ls), 1<<30)
+	if err != nil || len(es) != int(point-ls) {
+		s.fail("%s: read [%d, %d) after a compaction pass: %d entries, %v", nd.id, ls, point, len(es), err)
+		return
+	}
+	at := map[string]uint64{}
+	for _, e := range es {
+		k, _ := protocol.EntryKeyOf(e)
+		if k == "" {
+			continue
+		}
+		if o, ok := at[k]; ok {
+			s.fail("%s: after a complete compaction pass with point %d, key %q has entries at %d and %d below it (R103: a pass leaves each key at most one entry below its point, which the next pass counts on)", nd.id, point, k, o, e.Offset)
+			return
+		}
+		at[k] = e.Offset
 	}
 }
 
