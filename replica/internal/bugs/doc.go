@@ -106,7 +106,10 @@
 //	                                dirty part supersedes, so a superseded
 //	                                entry outlives the pass. Fails:
 //	                                TestCompactionRewritesOnlyWhatChanged;
-//	                                root TestCompactionReadsOnlyWhatChanged.
+//	                                root TestCompactionReadsOnlyWhatChanged;
+//	                                the simulation (TestRegressionSeeds' row
+//	                                112 x1500 keys: a key left two entries
+//	                                below a complete pass's point).
 //	replog_bug_drop_owed            DropOwed (R58): a voter change other than
 //	                                an automatic replacement's steps drops
 //	                                the owed incarnations of the set in
