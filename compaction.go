@@ -212,8 +212,8 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 		if err != nil {
 			return
 		}
-		if have {
-			ck = &got
+		if have && got.Point <= st.LEO {
+			ck = &got // above the LEO it describes a log cut since: nothing is clean
 		}
 	}
 	lag := max(c.Lag, l.opts.withDefaults().DedupWindow)
