@@ -253,7 +253,6 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 	}
 	plan := replica.NewCompactionPlan(point, tombstonesBefore)
 	plan.Clean = choice.Dirty
-	pace := l.compactionPace(c.BytesPerSecond)
 	for off := max(choice.Dirty, st.LogStart); off < point; {
 		es, err := l.store.Entries(off, 4096, 4<<20)
 		if err != nil || len(es) == 0 {
@@ -265,11 +264,9 @@ func (l *Log) compactOnce(cs compactor, c Compaction, now time.Time) {
 			n += len(e.Data)
 		}
 		l.compaction.bytesRead.Add(uint64(n))
-		if pace != nil {
-			pace(n)
-		}
 		off = es[len(es)-1].Offset + 1
 	}
+	pace := l.compactionPace(c.BytesPerSecond)
 	next := protocol.CleanerCheckpoint{Point: point, Segments: make([]protocol.SegmentSummary, 0, len(segs))}
 	complete := true
 	for i, s := range segs {

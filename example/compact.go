@@ -70,6 +70,9 @@ func (s *server) handleCompact(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logger.Info("compaction pass started")
 	err := lg.Compact()
+	// A pass may take longer than the server's WriteTimeout (a full
+	// pass of a large log under a low -compact-rate).
+	extend(http.NewResponseController(w))
 	st := compactCounters(lg.Stats())
 	switch {
 	case errors.Is(err, replog.ErrInvalidArgument):
