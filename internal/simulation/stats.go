@@ -81,7 +81,8 @@ type FaultCounts struct {
 	// services whose state a log start passed.
 	SnapshotsSaved, SnapshotsInstalled, SnapshotChunksFailed, SnapshotTransferCrashes, SnapshotRestores, SnapshotPartialsTorn, SnapshotStatesLost int
 	// Compaction (compaction.go, kvsim.go). CompactionPasses: passes that
-	// rewrote a range; CompactionRemoved: the entries they removed;
+	// rewrote a range (one per segment rewritten); CompactionRemoved: the
+	// entries they removed;
 	// HolesFetched: placeholders followers appended from a compacted
 	// leader; HolesRead: committed data entries a reader or a service
 	// passed over as holes; KVConditionalOK, KVConditionalFailed: the
