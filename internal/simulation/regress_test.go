@@ -186,7 +186,6 @@ var regressions = []regression{
 
 	// The simulator's own judgement: runs that once failed falsely.
 	{115770, 1500, modeKeys, "a quiescent fetch the network duplicated is counted once on its receiver's contact clock, as TCP delivers a frame once: counted twice, it hid the loss of the follower's next quiescent fetch from the heartbeats' counts, no resync came and the follower missed every append (R100); that fetch was quiescent though a contact answer just before showed the leader ahead (R99; the run takes other paths since, so TestDuplicatedQuiescentMessageCountedOnce and TestContactAnswerEndsQuiescence hold the checks)", resyncedAQuiescentLog},
-	{500113, 1500, modeKeys, "as 115770, on the present core: the leader's answers to a follower's quiescent fetch (one answered twice, one duplicated by the network) make up, counted twice, for the loss of its answer to the next, so no resync came and the follower missed every append; a duplicate is counted once (R100)", resyncedAQuiescentLog},
 	{130036950, 1500, modeClassic, "the cluster has not converged while its leader is paused: the stable phase must not start then", nil},
 	{130063570, 1500, modeClassic, "as 130036950: convergence waits for a paused leader", nil},
 	{93038914, 5000, modeDefault, "a vote grant is judged by the voter set of the round that issued it: the grant waits for its durable write, and a reset may change the set meanwhile (fails with replog_bug_wiped_voter)", nil},
