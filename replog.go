@@ -429,6 +429,7 @@ func openLog(o Options, logger hclog.Logger, cfgs components, startNet func() (n
 	if np.members != nil {
 		rcfg.Members = slices.Clone(np.members)
 	}
+	rcfg.Name = name // R106: which voter stands first when the leader dies
 	rcfg.FirstCandidate = np.firstCandidate
 	rcfg.ShipSnapshots = true // the data directory's snapshot store (R92)
 	if np.tcp != nil {

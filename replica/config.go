@@ -37,6 +37,12 @@ type Config struct {
 	// wiped node whose Voters name only fresh stores must join the cluster
 	// that exists, not start a second one. Optional.
 	Members []string
+	// Name is the log's name ("" for a node's default log and for a log
+	// opened alone). It picks which voter stands first when the leader's
+	// connection closes (R106): logs with other names have their
+	// successors on other nodes, so that a node's death leaves one
+	// election per log, spread over the survivors. Optional.
+	Name string
 	// FirstCandidate, if not empty, is the bootstrap voter that campaigns
 	// for the log's first leader at once (R108): while the replica's log
 	// holds no voter set and it knows no leader, its first pre-vote round

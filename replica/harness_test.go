@@ -22,7 +22,8 @@ import (
 //
 // Commands (see testdata/*.txt):
 //
-//	cluster voters=(n1,n2) [observers=(n4)] [maxbytes=N]
+//	cluster voters=(n1,n2) [observers=(n4)] [maxbytes=N] [name=x]
+//	                         name: the log's name (Config.Name, R106)
 //	campaign n1              force n1 to start an election (no pre-vote). It
 //	                         stands for a won pre-vote round: the other
 //	                         voters are taken to have heard nothing from a
@@ -572,6 +573,11 @@ func (h *harness) handle(t testing.TB, d *datadriven.TestData) string {
 		}
 		for i, id := range argVals(d, "observers") {
 			h.addNode(id, int64(100+i))
+		}
+		if v := argVals(d, "name"); v != nil {
+			for _, id := range h.order {
+				h.nodes[id].cfg.Name = v[0]
+			}
 		}
 		for _, id := range h.order {
 			h.setLevels(d, h.nodes[id])

@@ -126,6 +126,10 @@ type Replica struct {
 	leaderHW          uint64
 	// closedAt is when each peer's connection last closed (PeerDown, R69).
 	closedAt map[string]time.Time
+	// stoodFirst: this replica stood at once as its leader's successor
+	// (R106) and has not heard from a leader since. It stands at once
+	// once per loss of a leader, never again in a loop.
+	stoodFirst bool
 	// snap is the snapshot transfer in progress (R92-R95,
 	// snapshotfetch.go); snapReads and snapChunks go out with the next
 	// Ready.

@@ -26,6 +26,7 @@ func (r *Replica) resetElectionTimer() {
 // leaderContact records a valid message from the leader of our epoch.
 func (r *Replica) leaderContact() {
 	r.lastLeaderContact = r.now
+	r.stoodFirst = false // the loss R106 stood for is over
 	r.resetElectionTimer()
 }
 

@@ -137,6 +137,12 @@
 //	                                pre-vote, so a connection reset by a
 //	                                flapping link deposes a live leader.
 //	                                Fails: TestScenarios (peer_down).
+//	replog_bug_successor_all_stand  SuccessorAllStand (R106): every voter
+//	                                whose leader's connection closes stands
+//	                                at once, as if each were the successor,
+//	                                so two voters split the vote. Fails:
+//	                                TestScenarios (successor_failover: the
+//	                                split vote; peer_down).
 //	replog_bug_throttle_needed_voter ThrottleNeededVoter (R73): the
 //	                                replication quota throttles a voter's
 //	                                catch-up even when the HW needs that
