@@ -84,17 +84,17 @@ func (r *Replica) standsFirst(leader string) bool {
 	if r.stoodFirst {
 		return false
 	}
-	return bugs.SuccessorAllStand || successor(r.cfg.Name, r.voters, leader) == r.id
+	return bugs.SuccessorAllStand || Successor(r.cfg.Name, r.voters, leader) == r.id
 }
 
-// successor returns the voter that stands first for log name's election
+// Successor returns the voter that stands first for log name's election
 // when leader's connection closes (docs/protocol.md R106): of voters
 // without leader, sorted by ID, the one at the FNV-1a hash of name modulo
 // their count; "" if no other voter is left. Every node computes the same
 // one from the same voter set, and logs of different names spread theirs
 // over the nodes, so that a node's death leaves each survivor about as
 // many elections to win as the others.
-func successor(name string, voters []string, leader string) string {
+func Successor(name string, voters []string, leader string) string {
 	others := make([]string, 0, len(voters))
 	for _, v := range voters {
 		if v != leader {

@@ -9,18 +9,18 @@ import (
 // same on every node whatever order its voter set lists, never the old
 // leader, "" with no other voter, and spread over the others by log name.
 func TestSuccessor(t *testing.T) {
-	if got := successor("x", []string{"n1"}, "n1"); got != "" {
+	if got := Successor("x", []string{"n1"}, "n1"); got != "" {
 		t.Fatalf("successor of the only voter = %q, want none", got)
 	}
-	if got := successor("x", []string{"n1", "n2"}, "n1"); got != "n2" {
+	if got := Successor("x", []string{"n1", "n2"}, "n1"); got != "n2" {
 		t.Fatalf("successor among one other voter = %q, want n2", got)
 	}
 	counts := map[string]int{}
 	for i := range 300 {
 		name := fmt.Sprintf("log-%d", i)
-		s := successor(name, []string{"n1", "n2", "n3"}, "n1")
+		s := Successor(name, []string{"n1", "n2", "n3"}, "n1")
 		for _, order := range [][]string{{"n3", "n2", "n1"}, {"n2", "n1", "n3"}} {
-			if o := successor(name, order, "n1"); o != s {
+			if o := Successor(name, order, "n1"); o != s {
 				t.Fatalf("%s: successor %q with voters %v, %q with n1,n2,n3: not the same function on every node", name, o, order, s)
 			}
 		}

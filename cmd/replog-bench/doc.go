@@ -100,7 +100,10 @@
 //	-restart-logs N  restart the last node with N logs: time until every
 //	                 log accepts an append through it
 //	-failover-logs N kill the node leading the most of N logs (links cut,
-//	                 no handover): time until each has a leader again
+//	                 those towards it first, no handover): time until
+//	                 each has a leader again; the elections and epochs
+//	                 each took (1: no split vote), when its first
+//	                 voter stood, how many the successor won (R106)
 //
 // The nodes authenticate each other with a random secret, as production
 // nodes would (the handshake is part of what a new connection costs), on

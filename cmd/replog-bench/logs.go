@@ -14,6 +14,7 @@ import (
 
 	"github.com/replog-io/replog"
 	"github.com/replog-io/replog/internal/tcplink"
+	"github.com/replog-io/replog/replica"
 )
 
 // The many-logs modes (-logs, -idle-logs, -create-logs, -restart-logs,
@@ -151,9 +152,15 @@ func (cl *nodeCluster) stop(id string) error {
 // in the background (its logs' handovers fail on the cut links). The
 // returned channel is closed once the Close has returned.
 func (cl *nodeCluster) kill(id string) <-chan struct{} {
-	for k, l := range cl.links {
-		if k[0] == id || k[1] == id {
-			l.SetMode(tcplink.Cut)
+	// The links towards it first: a peer whose connection ends probes
+	// the node's address through its own link to it (R69), and a probe
+	// through a link not cut yet would reach the live process and take it
+	// for alive (under load the cuts can be tens of milliseconds apart).
+	for _, towards := range []bool{true, false} {
+		for k, l := range cl.links {
+			if towards && k[1] == id || !towards && k[0] == id {
+				l.SetMode(tcplink.Cut)
+			}
 		}
 	}
 	cl.mu.Lock()
@@ -851,6 +858,13 @@ func runFailover(c config, root string, w io.Writer) error {
 			}
 		}
 	}
+	// Each led log's epoch and its survivors' elections before the kill:
+	// the elections the fail-over took (a split vote costs one more).
+	epoch0, elections0 := map[string]uint64{}, map[string]uint64{}
+	for name, ls := range led {
+		epoch0[name] = ls[0].Status().Epoch
+		elections0[name] = electionsStarted(ls)
+	}
 	var def []*replog.Log
 	if n := cl.node(victim); n.Default().Status().Role == replog.RoleLeader {
 		for _, o := range cl.running() {
@@ -862,6 +876,8 @@ func runFailover(c config, root string, w io.Writer) error {
 	t0 := time.Now()
 	closed := cl.kill(victim)
 	took := map[string]time.Duration{}
+	stood := map[string]time.Duration{} // when a survivor first stood
+
 	defTook := time.Duration(-1)
 	deadline := t0.Add(nodeTimeout)
 	for len(took) < len(led) || (def != nil && defTook < 0) {
@@ -869,6 +885,13 @@ func runFailover(c config, root string, w io.Writer) error {
 			return fmt.Errorf("%d of %d logs without a leader %v after killing %s", len(led)-len(took), len(led), nodeTimeout, victim)
 		}
 		for name, ls := range led {
+			if _, ok := stood[name]; !ok {
+				for _, l := range ls {
+					if r := l.Status().Role; r == replog.RoleProspective || r == replog.RoleCandidate || r == replog.RoleLeader {
+						stood[name] = time.Since(t0)
+					}
+				}
+			}
 			if _, ok := took[name]; !ok && leaderAmong(ls) != nil {
 				took[name] = time.Since(t0)
 			}
@@ -890,7 +913,50 @@ func runFailover(c config, root string, w io.Writer) error {
 		line += fmt.Sprintf("; default log (led by %s too) in %v", victim, defTook.Round(time.Millisecond))
 	}
 	fmt.Fprintln(w, line)
+	// How many elections (candidacies, each in a new epoch) and epochs each
+	// log took: 1 is a fail-over with no split vote.
+	elections, epochs := map[uint64]int{}, map[uint64]int{}
+	more := 0
+	for name, ls := range led {
+		e := electionsStarted(ls) - elections0[name]
+		elections[e]++
+		if e > 1 {
+			more++
+		}
+		if l := leaderAmong(ls); l != nil {
+			epochs[l.Status().Epoch-epoch0[name]]++
+		}
+	}
+	// When the first survivor of each log stood (the closed connection's
+	// news reached the log), and how many the successor won (R106).
+	var stoodAt []time.Duration
+	for _, d := range stood {
+		stoodAt = append(stoodAt, d)
+	}
+	slices.Sort(stoodAt)
+	won := 0
+	for name, ls := range led {
+		voters := []string{victim}
+		for _, o := range ls {
+			voters = append(voters, o.Status().NodeID)
+		}
+		if l := leaderAmong(ls); l != nil && l.Status().NodeID == replica.Successor(name, voters, victim) {
+			won++
+		}
+	}
+	fmt.Fprintf(w, "failover: elections per log %v (%d logs with more than one), epochs per log %v; first voter stood p50=%v max=%v; %d of %d won by the successor\n",
+		elections, more, epochs, pct(stoodAt, 0.5).Round(time.Millisecond), last(stoodAt).Round(time.Millisecond), won, len(led))
 	return nil
+}
+
+// electionsStarted adds up the elections the handles' nodes started for
+// their log (Stats.ElectionsStarted).
+func electionsStarted(ls []*replog.Log) uint64 {
+	var n uint64
+	for _, l := range ls {
+		n += l.Stats().ElectionsStarted
+	}
+	return n
 }
 
 // pct is d's p-quantile (d sorted), 0 for none.
