@@ -44,6 +44,9 @@ type logMux struct {
 	tcp    *transport.TCP         // nil on a single node
 	ml     *membership.Membership // nil without gossip
 	logger hclog.Logger
+	// joined, if not nil, is told of each member gossip says joined or
+	// came back, on the router goroutine (the Node's balancer, R107).
+	joined func(node string)
 
 	mu     sync.RWMutex
 	routes map[string]*inbox
@@ -88,8 +91,8 @@ type inbox struct {
 	goneOne sync.Once
 }
 
-func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logger) *logMux {
-	m := &logMux{tcp: tcp, ml: ml, logger: logger, routes: map[string]*inbox{}, sched: newDeadlines(), stop: make(chan struct{}), done: make(chan struct{})}
+func newLogMux(tcp *transport.TCP, ml *membership.Membership, logger hclog.Logger, joined func(node string)) *logMux {
+	m := &logMux{tcp: tcp, ml: ml, logger: logger, joined: joined, routes: map[string]*inbox{}, sched: newDeadlines(), stop: make(chan struct{}), done: make(chan struct{})}
 	go m.run()
 	return m
 }
@@ -211,6 +214,9 @@ func (m *logMux) report(k contactReport, id string) {
 // default log, a joined member to the logs it replicates, a failed node
 // to every log.
 func (m *logMux) hint(h membership.Hint) {
+	if h.Kind == membership.MemberJoined && m.joined != nil {
+		m.joined(h.Node)
+	}
 	m.each(func(in *inbox) {
 		switch {
 		case h.Kind == membership.LeaderClaim && in.name != "":

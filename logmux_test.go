@@ -22,7 +22,7 @@ import (
 // goes to every log; a leader claim to the default log only; a joined
 // member to the logs it replicates.
 func TestLogMuxRoutesByName(t *testing.T) {
-	m := newLogMux(nil, nil, hclog.NewNullLogger())
+	m := newLogMux(nil, nil, hclog.NewNullLogger(), nil)
 	defer m.close()
 	_, def := m.add("", nil)
 	_, a := m.add("a", []string{"n1", "n2"})
@@ -69,7 +69,7 @@ func TestLogMuxRoutesByName(t *testing.T) {
 // quiesced follower waits for them); a log keeps each peer once per kind,
 // so what waits is bounded by the peers, and one wake stands for all.
 func TestLogMuxContactReports(t *testing.T) {
-	m := newLogMux(nil, nil, hclog.NewNullLogger())
+	m := newLogMux(nil, nil, hclog.NewNullLogger(), nil)
 	defer m.close()
 	_, a := m.add("a", []string{"n1", "n2"})
 	_, b := m.add("b", []string{"n1", "n3"})
@@ -203,7 +203,7 @@ func TestWireLogName(t *testing.T) {
 // log has read them the feed goroutine ends and the backlog's room goes
 // (goleak in TestMain checks nothing is left running).
 func TestLogMuxBacklog(t *testing.T) {
-	m := newLogMux(nil, nil, hclog.NewNullLogger())
+	m := newLogMux(nil, nil, hclog.NewNullLogger(), nil)
 	defer m.close()
 	_, in := m.add("a", []string{"n1"})
 	for i := range inboxSize + 10 {

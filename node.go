@@ -27,9 +27,14 @@ import (
 // Where a Node keeps its named logs: each log's data directory
 // <Dir>/logs/<name>-<incarnation>, and the journal they share.
 const (
-	logsDirName        = "logs"
-	sharedJournalName  = "replog.journal"
-	balanceInterval    = time.Second
+	logsDirName       = "logs"
+	sharedJournalName = "replog.journal"
+	balanceInterval   = time.Second
+	// balanceConcurrency is how many hand-overs one balancer pass has
+	// under way at once (R107): each waits a round trip or two for the
+	// new leader, so one at a time moved a restarted node's thousand logs
+	// back over minutes.
+	balanceConcurrency = 16
 	reconcileInterval  = time.Second
 	balanceTransferMax = time.Second
 	// A log handed to its preferred leader that comes back to this node
@@ -103,7 +108,9 @@ type Node struct {
 	// the catalog's HW alone signal.
 	waiters atomic.Int32
 
-	closing   chan struct{}
+	closing chan struct{}
+	// peerBack wakes the balancer when a peer joins or comes back (R107).
+	peerBack  chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -177,6 +184,7 @@ func openNode(opts Options) (*Node, error) {
 		spareWake:  make(chan struct{}, 1),
 		ready:      make(chan struct{}),
 		closing:    make(chan struct{}),
+		peerBack:   make(chan struct{}, 1),
 	}
 	startNet := func() (netParts, error) {
 		if o.needsTransport() {
@@ -186,7 +194,7 @@ func openNode(opts Options) (*Node, error) {
 			}
 			n.tcp, n.ml = tcp, ml
 		}
-		n.mux = newLogMux(n.tcp, n.ml, logger.Named("mux"))
+		n.mux = newLogMux(n.tcp, n.ml, logger.Named("mux"), func(string) { n.peerReturned() })
 		np, _ := n.mux.add("", nil)
 		np.onCatalog = n.catalogChanged
 		return np, nil
@@ -1086,11 +1094,15 @@ func (n *Node) drainDir(dir string, inc uint64) error {
 	return s.Close()
 }
 
-// balancer moves, every balanceInterval, the leadership of each named
-// log this node leads to the log's preferred leader when that is a voter
-// caught up with it (Kafka's preferred leader election): leaders stay
-// spread as placement spread them, and come back after a restart. A log
-// whose preferred leader is gone or behind stays where it is.
+// balancer moves the leadership of each named log this node leads to the
+// log's preferred leader when that is a voter caught up with it (Kafka's
+// preferred leader election): leaders stay spread as placement spread
+// them, and come back after a restart. A log whose preferred leader is
+// gone or behind stays where it is. It runs a pass every
+// balanceInterval, at once when a peer comes back (R107), and passes
+// back to back while the last one moved something: a peer that comes
+// back has its logs caught up one after another, and each pass moves
+// those ready.
 func (n *Node) balancer() {
 	defer n.wg.Done()
 	t := time.NewTicker(balanceInterval)
@@ -1100,26 +1112,83 @@ func (n *Node) balancer() {
 		case <-n.closing:
 			return
 		case <-t.C:
+		case <-n.peerBack:
 		}
-		n.mu.Lock()
-		var lead []*localLog
-		for _, ll := range n.logs {
-			lead = append(lead, ll)
-		}
-		n.mu.Unlock()
-		for _, ll := range lead {
-			n.balance(ll)
+		for n.balancePass() > 0 {
+			select {
+			case <-n.closing:
+				return
+			default:
+			}
 		}
 	}
 }
 
+// peerReturned wakes the balancer for a pass at once (R107): a node that
+// joined or came back is a preferred leader to hand logs back to, and
+// waiting for the next tick would leave its logs on the others.
+func (n *Node) peerReturned() {
+	select {
+	case n.peerBack <- struct{}{}:
+	default:
+	}
+}
+
+// balancePass hands each named log this node leads over to its preferred
+// leader where balance says so, up to balanceConcurrency at once, and
+// returns how many moved.
+func (n *Node) balancePass() int {
+	n.mu.Lock()
+	lead := make([]*localLog, 0, len(n.logs))
+	for _, ll := range n.logs {
+		lead = append(lead, ll)
+	}
+	n.mu.Unlock()
+	return runBalancePass(lead, balanceConcurrency, n.closing, n.balance)
+}
+
+// runBalancePass calls move for each of logs, at most limit at once, and
+// returns how many it reported moved; it starts none once closing is
+// closed, and returns when those started have. Each log is in one call
+// at most, and the pass returns only when they have all ended, so a
+// log's balanceState is never touched by two goroutines at once.
+func runBalancePass(logs []*localLog, limit int, closing <-chan struct{}, move func(*localLog) bool) int {
+	var moved atomic.Int32
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, limit)
+start:
+	for _, ll := range logs {
+		select {
+		case <-closing: // checked before a free slot, which select might pick
+			break start
+		default:
+		}
+		select {
+		case <-closing:
+			break start
+		case sem <- struct{}{}:
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if move(ll) {
+				moved.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(moved.Load())
+}
+
 // balance transfers ll's leadership to its preferred leader if this node
-// leads it and the preferred leader is a caught-up voter.
-func (n *Node) balance(ll *localLog) {
+// leads it, the preferred leader is a caught-up voter and the log's
+// backoff allows (balanceState); it reports whether the leadership moved.
+func (n *Node) balance(ll *localLog) bool {
 	pref := ll.entry.spec.Leader
 	st := ll.log.Status()
 	if st.Role != RoleLeader || pref == "" || pref == n.opts.NodeID {
-		return
+		return false
 	}
 	caughtUp := false
 	for _, v := range st.Voters {
@@ -1128,7 +1197,7 @@ func (n *Node) balance(ll *localLog) {
 		}
 	}
 	if !caughtUp || !ll.bal.due(time.Now()) {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), balanceTransferMax)
 	defer cancel()
@@ -1141,10 +1210,11 @@ func (n *Node) balance(ll *localLog) {
 	}()
 	if err := ll.log.TransferLeadership(ctx, pref); err != nil {
 		n.logger.Debug("moving a log's leadership to its preferred leader", "log", ll.entry.name, "to", pref, "error", err)
-		return
+		return false
 	}
 	ll.bal.moved(time.Now())
 	n.logger.Debug("log's leadership moved to its preferred leader", "log", ll.entry.name, "to", pref, "hold_next", max(ll.bal.backoff, balanceBackoffMin))
+	return true
 }
 
 // Close closes the node: its named logs (each leader first hands its

@@ -98,7 +98,8 @@
 //	                 -create-logs times, and how the other modes set up
 //	                 their logs (-restart-logs 1000 -create-concurrency 32)
 //	-restart-logs N  restart the last node with N logs: time until every
-//	                 log accepts an append through it
+//	                 log it holds accepts an append through it, and
+//	                 until the leaders are within ±1 of even (R107)
 //	-failover-logs N kill the node leading the most of N logs (links cut,
 //	                 those towards it first, no handover): time until
 //	                 each has a leader again; the elections and epochs

@@ -731,8 +731,9 @@ func runCreateLogs(c config, root string, w io.Writer) error {
 
 // runRestartLogs is -restart-logs: c.restartLogs logs on the nodes, the
 // last node closed and opened again; it times, from that Open, until
-// every log accepts an append through the restarted node (the log open
-// there, a leader known, the append committed).
+// every log the node holds accepts an append through it (the log open
+// there, a leader known, the append committed), and until the leaders
+// are within ±1 of even again (waitEven).
 func runRestartLogs(c config, root string, record []byte, w io.Writer) error {
 	fmt.Fprintf(w, "nodes=%d restart-logs=%d fsync=%t\n", c.nodes, c.restartLogs, !c.nosync)
 	cl, _, err := setupLogs(c, root, c.restartLogs, false, w)
@@ -741,12 +742,13 @@ func runRestartLogs(c config, root string, record []byte, w io.Writer) error {
 	}
 	defer cl.close()
 	id := cl.ids[len(cl.ids)-1]
-	held := 0 // the logs the node holds: what it opens again
+	var mine []string // the logs the node holds: what it opens again
 	for _, li := range cl.node(id).Logs() {
 		if li.Open {
-			held++
+			mine = append(mine, li.Name)
 		}
 	}
+	held := len(mine)
 	if err := cl.stop(id); err != nil {
 		return fmt.Errorf("close %s: %w", id, err)
 	}
@@ -766,17 +768,22 @@ func runRestartLogs(c config, root string, record []byte, w io.Writer) error {
 		}
 		allOpen <- time.Since(t0)
 	}()
-	served := make([]time.Duration, c.restartLogs)
-	errs := make([]error, c.restartLogs)
+	// When the leaders are within ±1 of even again (the balancers hand
+	// the restarted node's logs back, R107), polled from the Open.
+	evenAt := make(chan evenResult, 1)
+	go func() { evenAt <- waitEven(cl, c.restartLogs, t0) }()
+	// With more nodes than a log's replicas, the node holds only some.
+	served := make([]time.Duration, held)
+	errs := make([]error, held)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64) // appenders at once
-	for i := range c.restartLogs {
+	for i, name := range mine {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			served[i], errs[i] = appendThrough(n, logName(i), record, t0)
+			served[i], errs[i] = appendThrough(n, name, record, t0)
 		}()
 	}
 	wg.Wait()
@@ -794,7 +801,53 @@ func runRestartLogs(c config, root string, record []byte, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "restart logs=%d: open=%v all %d open=%v every log served=%v (per log p50=%v); leaders %v\n", c.restartLogs, open.Round(time.Millisecond),
 		held, (<-allOpen).Round(time.Millisecond), served[len(served)-1].Round(time.Millisecond), pct(served, 0.5).Round(time.Millisecond), leaderCounts(hs))
+	if ev := <-evenAt; ev.ok {
+		fmt.Fprintf(w, "restart logs=%d: leaders within ±1 of even after %v: %v\n", c.restartLogs, ev.took.Round(time.Millisecond), ev.leaders)
+	} else {
+		fmt.Fprintf(w, "restart logs=%d: leaders not within ±1 of even after %v: %v\n", c.restartLogs, ev.took.Round(time.Millisecond), ev.leaders)
+	}
 	return nil
+}
+
+// evenResult is waitEven's: whether the leaders got within ±1 of even,
+// when (from t0), and the leaders per node then.
+type evenResult struct {
+	ok      bool
+	took    time.Duration
+	leaders map[string]int
+}
+
+// waitEven waits, up to nodeTimeout, until every one of the cluster's
+// logs logs is led by a running node and each node leads within ±1 of
+// logs/nodes, as the nodes' open logs say.
+func waitEven(cl *nodeCluster, logs int, t0 time.Time) evenResult {
+	deadline := t0.Add(nodeTimeout)
+	for {
+		counts, total := map[string]int{}, 0
+		nodes := cl.running()
+		for _, n := range nodes {
+			id := n.Default().Status().NodeID
+			counts[id] = 0
+			for _, li := range n.Logs() {
+				if !li.Open {
+					continue
+				}
+				if l, err := n.Log(li.Name); err == nil && l.Status().Role == replog.RoleLeader {
+					counts[id]++
+					total++
+				}
+			}
+		}
+		lo, hi := logs/len(nodes)-1, (logs+len(nodes)-1)/len(nodes)+1
+		ok := total == logs
+		for _, k := range counts {
+			ok = ok && k >= lo && k <= hi
+		}
+		if ok || time.Now().After(deadline) {
+			return evenResult{ok: ok, took: time.Since(t0), leaders: counts}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // appendThrough appends record to log name through node n, retrying
