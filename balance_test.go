@@ -133,7 +133,25 @@ func TestNodeRestartRebalancesLeaders(t *testing.T) {
 		for _, n := range c.leaders() {
 			total += n
 		}
-		return total == logs
+		if total == logs {
+			return true
+		}
+		// Say which logs have no leader and how their replicas stand,
+		// for the timeout's message.
+		for i := range logs {
+			name, led, state := fmt.Sprintf("r%d", i), false, ""
+			for id, n := range c.nodes {
+				if l, err := n.Log(name); err == nil {
+					st := l.Status()
+					led = led || st.Role == RoleLeader
+					state += fmt.Sprintf(" %s:%s/e%d/leader=%q", id, st.Role, st.Epoch, st.LeaderID)
+				}
+			}
+			if !led {
+				t.Logf("%s has no leader:%s", name, state)
+			}
+		}
+		return false
 	}
 	waitFor(t, "every log on its preferred leader", 30*time.Second, even)
 
