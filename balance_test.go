@@ -128,16 +128,25 @@ func TestNodeRestartRebalancesLeaders(t *testing.T) {
 		}
 		return true
 	}
+	var unled, logged time.Time // since when some log has had no leader; the last report
 	allLed := func() bool {
 		total := 0
 		for _, n := range c.leaders() {
 			total += n
 		}
 		if total == logs {
+			unled = time.Time{}
 			return true
 		}
-		// Say which logs have no leader and how their replicas stand,
-		// for the timeout's message.
+		if unled.IsZero() {
+			unled = time.Now()
+		}
+		if time.Since(unled) < 10*time.Second || time.Since(logged) < time.Second {
+			return false
+		}
+		logged = time.Now()
+		// Say which logs have had no leader for long and how their
+		// replicas stand, for the timeout's message.
 		for i := range logs {
 			name, led, state := fmt.Sprintf("r%d", i), false, ""
 			for id, n := range c.nodes {
