@@ -283,15 +283,17 @@ func TestSimulation(t *testing.T) {
 // TestDeterminism: one seed run twice gives the same trace hash, and
 // different seeds give different hashes; in plain and in exactly-once
 // runs (whose keyed workload, retries and deduplication draw from a
-// stream of their own). Among the exactly-once seeds, 5005 and 5007 have
-// leaders copy live keys above the log start (R66): the copies' records
-// come from the core's key maps and must be built in one order.
+// stream of their own). Among the exactly-once seeds, 5007 has leaders
+// copy live keys above the log start (R66): the copies' records come from
+// the core's key maps and must be built in one order. (5005 did too until
+// R106's timing moved its run: a crash now loses a granted vote of a
+// no-sync node at 106 ms, which stops the run, tainted, at 257 steps.)
 func TestDeterminism(t *testing.T) {
 	hashes := map[uint64]int64{}
 	for _, tc := range []struct {
 		seed int64
 		eo   bool
-	}{{1, false}, {2, false}, {3, false}, {42, false}, {5000, true}, {5005, true}, {5007, true}, {5008, true}} {
+	}{{1, false}, {2, false}, {3, false}, {42, false}, {5000, true}, {5006, true}, {5007, true}, {5008, true}} {
 		seed := tc.seed
 		o := runOpts(seed, 1500)
 		o.ExactlyOnce = tc.eo
