@@ -3,9 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -133,46 +131,19 @@ func decodeCleanerFile(b []byte) (protocol.CleanerCheckpoint, error) {
 // rewrite only removes entries, so the previous summaries still hold every
 // key their segments hold.
 func (d *DirStore) SaveCleanerCheckpoint(ck protocol.CleanerCheckpoint) error {
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	if d.readOnly {
-		return ErrReadOnly
-	}
-	tmp := filepath.Join(d.dir, cleanerTmpName)
-	if err := os.WriteFile(tmp, encodeCleanerFile(ck), 0o600); err != nil {
-		return fmt.Errorf("replog: write cleaner checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, CleanerCheckpointFileName)); err != nil {
-		return fmt.Errorf("replog: write cleaner checkpoint: %w", err)
-	}
-	return nil
+	return d.writeSideFile("cleaner checkpoint", CleanerCheckpointFileName, cleanerTmpName, encodeCleanerFile(ck))
 }
 
 // CleanerCheckpoint implements CleanerCheckpointStore, reading
 // replog.cleaner.
 func (d *DirStore) CleanerCheckpoint() (protocol.CleanerCheckpoint, bool, error) {
-	if d.closed.Load() {
-		return protocol.CleanerCheckpoint{}, false, ErrClosed
-	}
-	path := filepath.Join(d.dir, CleanerCheckpointFileName)
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return protocol.CleanerCheckpoint{}, false, nil
-	}
-	if err == nil && fi.Size() > maxCleanerFile {
-		err = fmt.Errorf("%d bytes", fi.Size())
-	}
-	var b []byte
-	if err == nil {
-		b, err = os.ReadFile(path)
-	}
-	if err != nil {
-		return protocol.CleanerCheckpoint{}, false, fmt.Errorf("replog: read cleaner checkpoint: %w", err)
+	b, ok, err := d.readSideFile("cleaner checkpoint", CleanerCheckpointFileName, maxCleanerFile)
+	if !ok || err != nil {
+		return protocol.CleanerCheckpoint{}, false, err
 	}
 	ck, err := decodeCleanerFile(b)
 	if err != nil {
-		d.log.Warn("cleaner checkpoint file ignored (torn by a crash, or not this release's): the next compaction pass reads the whole log", "path", path, "error", err)
+		d.log.Warn("cleaner checkpoint file ignored (torn by a crash, or not this release's): the next compaction pass reads the whole log", "path", filepath.Join(d.dir, CleanerCheckpointFileName), "error", err)
 		return protocol.CleanerCheckpoint{}, false, nil
 	}
 	return ck, true, nil

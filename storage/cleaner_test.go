@@ -87,3 +87,43 @@ func TestCleanerCheckpointFile(t *testing.T) {
 		t.Fatalf("memory store after a crash: %+v, %v", got, ok)
 	}
 }
+
+// A side file beyond its bound (here a sparse 2 GiB file) is damage: both
+// checkpoints read as none, without reading it in; a saved one then reads
+// back (the positive control).
+func TestSideFileBeyondItsBoundReadsAsNone(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := storage.OpenDir(dir, storage.Identity{ClusterID: "c", NodeID: "n"}, storage.DirOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{storage.CleanerCheckpointFileName, storage.KeyCheckpointFileName} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(2 << 30); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	if _, ok, err := s.CleanerCheckpoint(); ok || err != nil {
+		t.Fatalf("an oversized cleaner checkpoint: ok %v, err %v; want none", ok, err)
+	}
+	if _, ok, err := s.KeyCheckpoint(); ok || err != nil {
+		t.Fatalf("an oversized key checkpoint: ok %v, err %v; want none", ok, err)
+	}
+	if err := s.SaveCleanerCheckpoint(protocol.CleanerCheckpoint{Point: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if ck, ok, err := s.CleanerCheckpoint(); !ok || err != nil || ck.Point != 7 {
+		t.Fatalf("after a save: %+v, %v, %v", ck, ok, err)
+	}
+	if err := s.SaveKeyCheckpoint(protocol.KeyCheckpoint{Offset: 9, Epoch: 1, Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if cp, ok, err := s.KeyCheckpoint(); !ok || err != nil || cp.Offset != 9 {
+		t.Fatalf("after a save: %+v, %v, %v", cp, ok, err)
+	}
+}

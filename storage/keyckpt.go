@@ -3,9 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -87,33 +85,14 @@ func decodeKeyCkptFile(b []byte) (protocol.KeyCheckpoint, error) {
 // costs a restart a longer replay, never a wrong table, and a sync here
 // would cost the node's loop a disk flush for nothing the log needs.
 func (d *DirStore) SaveKeyCheckpoint(cp protocol.KeyCheckpoint) error {
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	if d.readOnly {
-		return ErrReadOnly
-	}
-	tmp := filepath.Join(d.dir, keyCkptTmpName)
-	if err := os.WriteFile(tmp, encodeKeyCkptFile(cp), 0o600); err != nil {
-		return fmt.Errorf("replog: write key checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, KeyCheckpointFileName)); err != nil {
-		return fmt.Errorf("replog: write key checkpoint: %w", err)
-	}
-	return nil
+	return d.writeSideFile("key checkpoint", KeyCheckpointFileName, keyCkptTmpName, encodeKeyCkptFile(cp))
 }
 
 // KeyCheckpoint implements KeyCheckpointStore, reading replog.keys.
 func (d *DirStore) KeyCheckpoint() (protocol.KeyCheckpoint, bool, error) {
-	if d.closed.Load() {
-		return protocol.KeyCheckpoint{}, false, ErrClosed
-	}
-	b, err := os.ReadFile(filepath.Join(d.dir, KeyCheckpointFileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return protocol.KeyCheckpoint{}, false, nil
-	}
-	if err != nil {
-		return protocol.KeyCheckpoint{}, false, fmt.Errorf("replog: read key checkpoint: %w", err)
+	b, ok, err := d.readSideFile("key checkpoint", KeyCheckpointFileName, keyCkptHeader+maxKeyCkptData+4)
+	if !ok || err != nil {
+		return protocol.KeyCheckpoint{}, false, err
 	}
 	cp, err := decodeKeyCkptFile(b)
 	if err != nil {
