@@ -333,16 +333,20 @@ func (r *Replica) serveFetch(from string, req *protocol.FetchRequest) {
 		r.respondFetch(from, req)
 		return
 	}
-	if p := ls.parkedFrom(from); p != nil && p.quiescent && !bugs.QuiesceReplacedUnanswered {
-		// A parked quiescent fetch is answered, never dropped: it has no
-		// deadline, and its follower neither retries it nor lets its
-		// timers run (R99). The fetch replacing it may be one the
-		// follower sent in an earlier life, delayed past its restart
-		// (its IDs start anew, so it cannot be told from a newer one):
-		// the follower still waits for the parked one, and nothing
-		// counts as lost (R100), since both messages arrived. When the
-		// follower did send the newer one, the answer costs it one more
-		// fetch.
+	if p := ls.parkedFrom(from); p != nil && p.quiescent && !earlierFetchID(p.req.FetchID, req.FetchID) && !bugs.QuiesceReplacedUnanswered {
+		// A parked quiescent fetch replaced by a fetch that is not the
+		// same life's next (an ID shortly after it) is answered, never
+		// dropped: it has no deadline, and its follower neither retries
+		// it nor lets its timers run (R99). The fetch replacing it is one
+		// the follower sent in an earlier life, delayed past its restart
+		// (its IDs start anew at random): the follower still waits for
+		// the parked one, and nothing counts as lost (R100), since both
+		// messages arrived. The same life's next fetch is dropped as any
+		// replaced fetch is: the follower built it, so it waits for the
+		// parked one no more, and an answer would be taken for the new
+		// one (the fetcher's late-answer rule), which would then be
+		// replaced by the fetch that answer prompts, and answered in
+		// turn: fetches in a loop on an idle log.
 		q := *p
 		r.unparkQuiescent(q)
 		ls.unpark(from)

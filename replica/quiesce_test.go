@@ -73,6 +73,41 @@ func TestQuiescentFetchReplacedByAnEarlierLife(t *testing.T) {
 	}
 }
 
+// TestQuiescentFetchReplacedByItsSuccessor (R99): a parked quiescent
+// fetch replaced by the next fetch of the same follower (an ID shortly
+// after it: the follower built a new fetch, so it waits for the parked
+// one no more) is dropped, not answered. Answered, the follower takes that
+// answer for its new fetch (the fetcher's late-answer rule), finds nothing
+// new and sends another quiescent fetch, which replaces the one just
+// parked, which is answered in turn: a loop of fetches at the speed of the
+// network on an idle log. Its way in is any second fetch while a
+// quiescent one is parked, as when a parked normal fetch's MaxWait answer
+// comes back after the quiescent fetch that followed it was sent.
+// Positive control: n2 then parks quiescent again and stays quiet.
+func TestQuiescentFetchReplacedByItsSuccessor(t *testing.T) {
+	h := newHarness(t)
+	h.run(t, "cluster", arg("voters", "n1,n2,n3"), arg("supports", "10"))
+	h.run(t, "elect", arg("n1"))
+	h.run(t, "run", arg("+3s"))
+	n1, n2 := h.node("n1"), h.node("n2")
+	if p := n1.r.leader.parkedFrom("n2"); !n2.r.quiesced() || p == nil || !p.quiescent {
+		t.Fatalf("setup: n2 quiesced %v, n1 parks %+v for it", n2.r.quiesced(), p)
+	}
+	// n2 sends a second quiescent fetch while the first is parked.
+	n2.r.quiesceNext = true
+	n2.r.fetch.TimeOut()
+	n2.r.maybeFetch()
+	h.ready(n2)
+	sent := n2.r.quiesceStats.Sent
+	h.run(t, "run", arg("+2s"))
+	if n := n2.r.quiesceStats.Sent - sent; n > 1 {
+		t.Fatalf("n2 sent %d quiescent fetches in 2 s of an idle log after one second fetch: the replaced quiescent fetches were answered, each answer taken for the next fetch", n)
+	}
+	if p := n1.r.leader.parkedFrom("n2"); !n2.r.quiesced() || p == nil || !p.quiescent {
+		t.Fatalf("n2 quiesced %v, n1 parks %+v for it: want a quiescent fetch parked", n2.r.quiesced(), p)
+	}
+}
+
 // TestContactAnswerEndsQuiescence (R99, R77): a follower whose last fetch
 // answer left it caught up (its next fetch would be quiescent) and whose
 // contact fetch is then answered with entries past its log end, or an HW
