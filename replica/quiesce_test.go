@@ -41,6 +41,21 @@ func TestQuiescedLogHasNoDeadline(t *testing.T) {
 	}
 }
 
+// quiescedOnN1 is a three-voter log at level 10 led by n1 and idle long
+// enough that n2 has quiesced: n1 parks n2's quiescent fetch.
+func quiescedOnN1(t *testing.T) (h *harness, n1, n2 *hnode) {
+	t.Helper()
+	h = newHarness(t)
+	h.run(t, "cluster", arg("voters", "n1,n2,n3"), arg("supports", "10"))
+	h.run(t, "elect", arg("n1"))
+	h.run(t, "run", arg("+3s"))
+	n1, n2 = h.node("n1"), h.node("n2")
+	if p := n1.r.leader.parkedFrom("n2"); !n2.r.quiesced() || p == nil || !p.quiescent {
+		t.Fatalf("setup: n2 quiesced %v, n1 parks %+v for it", n2.r.quiesced(), p)
+	}
+	return h, n1, n2
+}
+
 // TestQuiescentFetchReplacedByAnEarlierLife (R99, R100): a fetch of a
 // follower's earlier life (its IDs from another random start), delayed
 // past its restart, reaches the leader while the follower's quiescent
@@ -50,16 +65,8 @@ func TestQuiescedLogHasNoDeadline(t *testing.T) {
 // miss every append (nothing was lost, so no resync comes). The next
 // append reaches it. (Fails with replog_bug_quiesce_replaced_unanswered.)
 func TestQuiescentFetchReplacedByAnEarlierLife(t *testing.T) {
-	h := newHarness(t)
-	h.run(t, "cluster", arg("voters", "n1,n2,n3"), arg("supports", "10"))
-	h.run(t, "elect", arg("n1"))
-	h.run(t, "run", arg("+3s"))
-	n1, n2 := h.node("n1"), h.node("n2")
-	p := n1.r.leader.parkedFrom("n2")
-	if !n2.r.quiesced() || p == nil || !p.quiescent {
-		t.Fatalf("setup: n2 quiesced %v, n1 parks %+v for it", n2.r.quiesced(), p)
-	}
-	old := *p.req
+	h, n1, n2 := quiescedOnN1(t)
+	old := *n1.r.leader.parkedFrom("n2").req
 	old.FetchID += 1 << 40 // another life's IDs
 	old.Quiescent, old.FetchOffset, old.LastFetchedEpoch, old.HasDurableOffset = false, 0, 0, false
 	h.queue = append(h.queue, protocol.Message{From: "n2", To: "n1", Body: &old})
@@ -85,14 +92,7 @@ func TestQuiescentFetchReplacedByAnEarlierLife(t *testing.T) {
 // comes back after the quiescent fetch that followed it was sent.
 // Positive control: n2 then parks quiescent again and stays quiet.
 func TestQuiescentFetchReplacedByItsSuccessor(t *testing.T) {
-	h := newHarness(t)
-	h.run(t, "cluster", arg("voters", "n1,n2,n3"), arg("supports", "10"))
-	h.run(t, "elect", arg("n1"))
-	h.run(t, "run", arg("+3s"))
-	n1, n2 := h.node("n1"), h.node("n2")
-	if p := n1.r.leader.parkedFrom("n2"); !n2.r.quiesced() || p == nil || !p.quiescent {
-		t.Fatalf("setup: n2 quiesced %v, n1 parks %+v for it", n2.r.quiesced(), p)
-	}
+	h, n1, n2 := quiescedOnN1(t)
 	// n2 sends a second quiescent fetch while the first is parked.
 	n2.r.quiesceNext = true
 	n2.r.fetch.TimeOut()
