@@ -16,10 +16,13 @@ import (
 // each sealed segment below that point, so that the next pass reads only
 // what changed since.
 type CleanerCheckpointStore interface {
-	// SaveCleanerCheckpoint replaces the stored checkpoint with ck.
+	// SaveCleanerCheckpoint replaces the stored checkpoint with ck (the
+	// store copies it). Errors: ErrClosed; ErrReadOnly (DirStore); the
+	// file system's.
 	SaveCleanerCheckpoint(ck protocol.CleanerCheckpoint) error
 	// CleanerCheckpoint returns the stored checkpoint, and whether there
-	// is one (a torn or damaged one is none).
+	// is one (a torn, damaged or oversized one is none). The checkpoint is
+	// the caller's. Errors: ErrClosed; the file system's.
 	CleanerCheckpoint() (protocol.CleanerCheckpoint, bool, error)
 }
 
